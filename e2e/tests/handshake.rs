@@ -1,0 +1,1 @@
+//! Proves a real client can connect. How: starts the `cairn` binary and pings it.

@@ -1,0 +1,2 @@
+//! The `cairn` server: connections, command dispatch, the query language and the planner.
+pub mod query;

@@ -1,0 +1,1 @@
+//! The query language: filters, update operators, projection and sort.
