@@ -1,0 +1,207 @@
+//! The one table of server error codes, and `CommandError`, the error every command handler
+//! returns. A `CommandError` becomes exactly `{ok: 0.0, errmsg, code, codeName}` on the wire;
+//! inside write replies it becomes `{index, code, errmsg}`. Codes and names follow mongod's
+//! `error_codes.yml`; add a row here rather than writing a number anywhere else.
+
+use bson::{Document, doc};
+use std::fmt;
+
+macro_rules! error_codes {
+    ($($name:ident = $code:expr),* $(,)?) => {
+        /// A mongod error code. The variant name is the `codeName` sent to clients.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum ErrorCode { $($name),* }
+
+        impl ErrorCode {
+            pub const ALL: &'static [ErrorCode] = &[$(ErrorCode::$name),*];
+
+            pub fn code(self) -> i32 {
+                match self { $(ErrorCode::$name => $code),* }
+            }
+
+            pub fn name(self) -> &'static str {
+                match self { $(ErrorCode::$name => stringify!($name)),* }
+            }
+
+            pub fn from_code(code: i32) -> Option<ErrorCode> {
+                match code { $($code => Some(ErrorCode::$name),)* _ => None }
+            }
+        }
+    };
+}
+
+error_codes! {
+    InternalError = 1,
+    BadValue = 2,
+    NoSuchKey = 4,
+    GraphContainsCycle = 5,
+    HostUnreachable = 6,
+    HostNotFound = 7,
+    UnknownError = 8,
+    FailedToParse = 9,
+    CannotMutateObject = 10,
+    UserNotFound = 11,
+    UnsupportedFormat = 12,
+    Unauthorized = 13,
+    TypeMismatch = 14,
+    Overflow = 15,
+    InvalidLength = 16,
+    ProtocolError = 17,
+    AuthenticationFailed = 18,
+    IllegalOperation = 20,
+    EmptyArrayOperation = 21,
+    InvalidBSON = 22,
+    LockTimeout = 24,
+    NamespaceNotFound = 26,
+    IndexNotFound = 27,
+    PathNotViable = 28,
+    NonExistentPath = 29,
+    InvalidPath = 30,
+    RoleNotFound = 31,
+    ConflictingUpdateOperators = 40,
+    CursorNotFound = 43,
+    NamespaceExists = 48,
+    MaxTimeMSExpired = 50,
+    DollarPrefixedFieldName = 52,
+    InvalidIdField = 53,
+    NotSingleValueField = 54,
+    InvalidDBRef = 55,
+    EmptyFieldName = 56,
+    DottedFieldName = 57,
+    CommandNotFound = 59,
+    ImmutableField = 66,
+    CannotCreateIndex = 67,
+    IndexAlreadyExists = 68,
+    InvalidOptions = 72,
+    InvalidNamespace = 73,
+    IndexOptionsConflict = 85,
+    IndexKeySpecsConflict = 86,
+    CannotSplit = 87,
+    NetworkTimeout = 89,
+    OperationFailed = 96,
+    WriteConcernFailed = 64,
+    MultipleErrorsOccurred = 65,
+    UnknownReplWriteConcern = 79,
+    CannotBackfillArray = 108,
+    ConflictingOperationInProgress = 117,
+    CommandNotSupported = 115,
+    NamespaceNotSharded = 118,
+    InvalidSyncSource = 119,
+    CommandFailed = 125,
+    InvalidIndexSpecificationOption = 197,
+    InvalidUUID = 207,
+    QueryPlanKilled = 175,
+    InvalidPipelineOperator = 168,
+    ViewDepthLimitExceeded = 165,
+    CommandNotSupportedOnView = 166,
+    OptionNotSupportedOnView = 167,
+    NoSuchSession = 206,
+    TransactionTooOld = 225,
+    DatabaseDropPending = 215,
+    Interrupted = 11601,
+    InterruptedAtShutdown = 11600,
+    ShutdownInProgress = 91,
+    NotWritablePrimary = 10107,
+    DuplicateKey = 11000,
+    NotPrimaryNoSecondaryOk = 13435,
+    ExceededMemoryLimit = 146,
+    BSONObjectTooLarge = 10334,
+    QueryExceededMemoryLimitNoDiskUseAllowed = 292,
+    ClientMetadataCannotBeMutated = 186,
+    ClientMetadataMissingField = 183,
+    ClientMetadataAppNameTooLarge = 187,
+    CollectionUUIDMismatch = 361,
+    IndexBuildAborted = 276,
+    Location16410 = 16410,
+    Location16411 = 16411,
+    Location16412 = 16412,
+    Location15974 = 15974,
+    Location15998 = 15998,
+    Location16020 = 16020,
+    Location17287 = 17287,
+    Location31249 = 31249,
+    Location31250 = 31250,
+    Location31253 = 31253,
+    Location31254 = 31254,
+    Location40324 = 40324,
+    Location40352 = 40352,
+    Location51024 = 51024,
+    Location51091 = 51091,
+    DocumentValidationFailure = 121,
+    NotImplemented = 238,
+    APIStrictError = 323,
+}
+
+/// An error a command returns to its client.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommandError {
+    pub code: ErrorCode,
+    pub message: String,
+    /// Extra fields mongod adds to some errors (e.g. `keyPattern`/`keyValue` on duplicate keys).
+    pub extra: Option<Document>,
+}
+
+impl CommandError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        CommandError { code, message: message.into(), extra: None }
+    }
+
+    pub fn with_extra(mut self, extra: Document) -> Self {
+        self.extra = Some(extra);
+        self
+    }
+
+    /// The whole `{ok: 0.0, errmsg, code, codeName}` reply document.
+    pub fn to_reply(&self) -> Document {
+        let mut reply = doc! {
+            "ok": 0.0,
+            "errmsg": self.message.clone(),
+            "code": self.code.code(),
+            "codeName": self.code.name(),
+        };
+        if let Some(extra) = &self.extra {
+            for (k, v) in extra {
+                reply.insert(k.clone(), v.clone());
+            }
+        }
+        reply
+    }
+}
+
+impl fmt::Display for CommandError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({}): {}", self.code.name(), self.code.code(), self.message)
+    }
+}
+
+impl std::error::Error for CommandError {}
+
+/// Shorthand for building an error: `err(ErrorCode::BadValue, "...")`.
+pub fn err(code: ErrorCode, message: impl Into<String>) -> CommandError {
+    CommandError::new(code, message)
+}
+
+pub type CommandResult<T> = Result<T, CommandError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_unique() {
+        let mut seen = std::collections::HashSet::new();
+        for c in ErrorCode::ALL {
+            assert!(seen.insert(c.code()), "duplicate code {}", c.code());
+            assert_eq!(ErrorCode::from_code(c.code()), Some(*c));
+        }
+    }
+
+    #[test]
+    fn reply_shape() {
+        let r = err(ErrorCode::CommandNotFound, "no such command: 'x'").to_reply();
+        assert_eq!(r.get_f64("ok").unwrap(), 0.0);
+        assert_eq!(r.get_i32("code").unwrap(), 59);
+        assert_eq!(r.get_str("codeName").unwrap(), "CommandNotFound");
+        assert_eq!(r.keys().collect::<Vec<_>>(), ["ok", "errmsg", "code", "codeName"]);
+    }
+}
