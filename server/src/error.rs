@@ -124,6 +124,8 @@ error_codes! {
     Location31253 = 31253,
     Location31254 = 31254,
     Location40324 = 40324,
+    Location40571 = 40571,
+    UnsupportedOpQueryCommand = 352,
     Location40352 = 40352,
     Location51024 = 51024,
     Location51091 = 51091,

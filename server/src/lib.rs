@@ -1,3 +1,14 @@
-//! The `cairn` server: connections, command dispatch, the query language and the planner.
+//! The `cairn` server: configuration, connections, command dispatch, the query language and the
+//! planner. `main.rs` only parses the command line and calls [`server::run`].
+
+pub mod commands;
+pub mod config;
 pub mod error;
+pub mod limits;
+pub mod logging;
+pub mod parameters;
 pub mod query;
+pub mod state;
+
+/// cairn's own version (buildInfo reports the mongod version it follows separately).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

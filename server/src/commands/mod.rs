@@ -1,0 +1,224 @@
+//! Command dispatch: the first key of a request body names the command; one table lists every
+//! command (name, aliases, help), one `match` calls its handler. Generic fields (`$db`, `lsid`,
+//! `$readPreference`, `writeConcern`, ...) are peeled off here, once, into `Request`.
+//! Handlers live one file per family and return `CommandResult<Reply>`.
+
+pub mod admin;
+pub mod handshake;
+
+use crate::error::{CommandResult, ErrorCode, err};
+use crate::state::ServerState;
+use bson::{Bson, Document, RawDocumentBuf};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// What a connection knows about itself.
+#[derive(Debug, Clone)]
+pub struct ConnectionInfo {
+    pub id: i64,
+    pub peer: SocketAddr,
+    pub local: SocketAddr,
+    pub client_metadata: Option<Document>,
+    /// Compressors agreed in the handshake, in the client's order of preference.
+    pub compressors: Vec<String>,
+    pub hello_seen: bool,
+}
+
+/// A kind-1 document sequence as handed to handlers.
+pub struct Sequence {
+    pub identifier: String,
+    pub documents: Vec<RawDocumentBuf>,
+}
+
+/// A parsed request: the command body plus the generic fields mongod accepts on every command.
+pub struct Request {
+    /// The command name as the client sent it (first key of the body).
+    pub name: String,
+    pub db: String,
+    pub body: Document,
+    pub sequences: Vec<Sequence>,
+    pub write_concern: Option<Document>,
+    pub max_time_ms: Option<i64>,
+}
+
+/// What a handler produces.
+pub enum Reply {
+    Doc(Document),
+    Raw(RawDocumentBuf),
+    /// Send nothing and close the connection (the `shutdown` command).
+    Close,
+}
+
+impl Reply {
+    pub fn ok() -> Reply {
+        Reply::Doc(bson::doc! { "ok": 1.0 })
+    }
+}
+
+/// One row per command: canonical name, aliases, help, admin-only.
+pub struct CommandSpec {
+    pub name: &'static str,
+    pub aliases: &'static [&'static str],
+    pub help: &'static str,
+    pub admin_only: bool,
+}
+
+macro_rules! commands {
+    ($($name:literal $([$($alias:literal),*])? => $help:literal $(, admin $admin:literal)?;)*) => {
+        pub const COMMANDS: &[CommandSpec] = &[
+            $(CommandSpec {
+                name: $name,
+                aliases: &[$($($alias),*)?],
+                help: $help,
+                admin_only: false $(|| $admin)?,
+            }),*
+        ];
+    };
+}
+
+commands! {
+    "hello" => "Check if this server is primary and report its limits and wire versions";
+    "isMaster" ["ismaster"] => "Legacy name of hello";
+    "ping" => "A no-op testing whether the server answers";
+    "buildInfo" ["buildinfo"] => "Version and build details of this server";
+    "getParameter" => "Get server parameters", admin true;
+    "setParameter" => "Set server parameters at runtime", admin true;
+    "getCmdLineOpts" => "The command line this server was started with", admin true;
+    "hostInfo" => "Details of the host machine";
+    "serverStatus" => "Counters and gauges of this server process";
+    "whatsmyuri" => "The address this connection comes from";
+    "connectionStatus" => "Authentication state of this connection";
+    "listCommands" => "The commands this server answers";
+    "startSession" => "Start a logical session";
+    "endSessions" => "End logical sessions";
+    "refreshSessions" => "Keep logical sessions alive";
+    "killSessions" => "Kill logical sessions";
+    "killAllSessions" => "Kill all logical sessions";
+    "getLog" => "Recent log lines", admin true;
+    "shutdown" => "Stop the server cleanly", admin true;
+    "profile" => "Get or set the profiling level and slowms";
+    "listDatabases" => "List the databases of this server", admin true;
+    "getFreeMonitoringStatus" => "Free monitoring is not offered; reports disabled", admin true;
+    "logout" => "Ends authentication on this connection (no-op without auth)";
+}
+
+/// Find a command by the name a client used (mongod matches names exactly, with aliases for the
+/// historical lower-case spellings).
+pub fn lookup(name: &str) -> Option<&'static CommandSpec> {
+    COMMANDS.iter().find(|c| c.name == name || c.aliases.contains(&name))
+}
+
+/// Peel the generic fields off a body and build the request.
+pub fn parse_request(body: Document, sequences: Vec<Sequence>, require_db: bool) -> CommandResult<Request> {
+    let name = body.keys().next().cloned().ok_or_else(|| err(ErrorCode::InvalidNamespace, "Empty command object"))?;
+    let db = match body.get("$db") {
+        Some(Bson::String(s)) => s.clone(),
+        Some(_) => return Err(err(ErrorCode::TypeMismatch, "$db is not a string")),
+        None if require_db => return Err(err(ErrorCode::Location40571, "OP_MSG requests require a $db argument")),
+        None => "admin".to_string(),
+    };
+    let write_concern = match body.get("writeConcern") {
+        Some(Bson::Document(d)) => Some(d.clone()),
+        Some(_) => return Err(err(ErrorCode::TypeMismatch, "BSON field 'writeConcern' is the wrong type, expected type 'object'")),
+        None => None,
+    };
+    let max_time_ms = match body.get("maxTimeMS") {
+        None | Some(Bson::Null) => None,
+        Some(v) => Some(parse_max_time_ms(v)?),
+    };
+    Ok(Request { name, db, body, sequences, write_concern, max_time_ms })
+}
+
+fn parse_max_time_ms(v: &Bson) -> CommandResult<i64> {
+    let n = match v {
+        Bson::Int32(i) => *i as i64,
+        Bson::Int64(i) => *i,
+        Bson::Double(f) if f.fract() == 0.0 => *f as i64,
+        _ => return Err(err(ErrorCode::BadValue, "maxTimeMS must be a number")),
+    };
+    if !(0..=i32::MAX as i64).contains(&n) {
+        return Err(err(ErrorCode::BadValue, format!("{n} value for maxTimeMS is out of range [0, 2147483647]")));
+    }
+    Ok(n)
+}
+
+/// Run one command. Never panics on client input; every failure is a `CommandError`.
+pub async fn dispatch(state: &Arc<ServerState>, conn: &mut ConnectionInfo, req: &Request) -> CommandResult<Reply> {
+    let Some(spec) = lookup(&req.name) else {
+        return Err(err(ErrorCode::CommandNotFound, format!("no such command: '{}'", req.name)));
+    };
+    if spec.admin_only && req.db != "admin" {
+        return Err(err(ErrorCode::Unauthorized, format!("{} may only be run against the admin database.", spec.name)));
+    }
+    match spec.name {
+        "hello" => handshake::hello(state, conn, req, false),
+        "isMaster" => handshake::hello(state, conn, req, true),
+        "ping" | "logout" | "refreshSessions" | "endSessions" | "killSessions" | "killAllSessions" => Ok(Reply::ok()),
+        "buildInfo" => Ok(admin::build_info()),
+        "getParameter" => admin::get_parameter(state, req),
+        "setParameter" => admin::set_parameter(state, req),
+        "getCmdLineOpts" => Ok(admin::get_cmd_line_opts(state)),
+        "hostInfo" => Ok(admin::host_info()),
+        "serverStatus" => Ok(admin::server_status(state)),
+        "whatsmyuri" => Ok(Reply::Doc(bson::doc! { "you": conn.peer.to_string(), "ok": 1.0 })),
+        "connectionStatus" => Ok(admin::connection_status(req)),
+        "listCommands" => Ok(admin::list_commands()),
+        "startSession" => Ok(admin::start_session()),
+        "getLog" => admin::get_log(state, req),
+        "shutdown" => admin::shutdown(state, conn),
+        "profile" => admin::profile(state, req),
+        "listDatabases" => admin::list_databases(state, req),
+        "getFreeMonitoringStatus" => Ok(Reply::Doc(bson::doc! { "state": "disabled", "ok": 1.0 })),
+        other => Err(err(ErrorCode::InternalError, format!("command {other} has no handler"))),
+    }
+}
+
+/// Read a field as an integer the way mongod's `parseNumber` does (int32, int64 or integral double).
+pub fn as_i64(v: &Bson) -> Option<i64> {
+    match v {
+        Bson::Int32(i) => Some(*i as i64),
+        Bson::Int64(i) => Some(*i),
+        Bson::Double(f) if f.fract() == 0.0 && f.is_finite() => Some(*f as i64),
+        _ => None,
+    }
+}
+
+/// mongod's truthiness for command arguments (`{nameOnly: 1}` is true).
+pub fn truthy(v: &Bson) -> bool {
+    match v {
+        Bson::Boolean(b) => *b,
+        Bson::Int32(i) => *i != 0,
+        Bson::Int64(i) => *i != 0,
+        Bson::Double(f) => *f != 0.0,
+        Bson::Null | Bson::Undefined => false,
+        _ => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lookup_aliases() {
+        assert_eq!(lookup("ismaster").map(|c| c.name), Some("isMaster"));
+        assert_eq!(lookup("buildinfo").map(|c| c.name), Some("buildInfo"));
+        assert!(lookup("ISMASTER").is_none());
+        assert!(lookup("nope").is_none());
+    }
+
+    #[test]
+    fn db_required_on_op_msg() {
+        let e = parse_request(bson::doc! { "ping": 1 }, vec![], true).err().unwrap();
+        assert_eq!(e.code.code(), 40571);
+        let r = parse_request(bson::doc! { "ping": 1 }, vec![], false).ok().unwrap();
+        assert_eq!(r.db, "admin");
+    }
+
+    #[test]
+    fn max_time_ms_range() {
+        assert!(parse_request(bson::doc! { "find": "c", "$db": "t", "maxTimeMS": -1 }, vec![], true).is_err());
+        let r = parse_request(bson::doc! { "find": "c", "$db": "t", "maxTimeMS": 5 }, vec![], true).ok().unwrap();
+        assert_eq!(r.max_time_ms, Some(5));
+    }
+}

@@ -1,0 +1,27 @@
+//! Every bound the server enforces, in one place, units last. `hello` and `serverStatus` report
+//! these same constants, so what we announce is what we enforce.
+
+/// Largest BSON document a client may store (mongod's `maxBsonObjectSize`).
+pub const BSON_OBJECT_SIZE_MAX: usize = 16 * 1024 * 1024;
+/// Largest wire message (mongod's `maxMessageSizeBytes`).
+pub const MESSAGE_SIZE_MAX: usize = 48_000_000;
+/// Most documents in one write command (mongod's `maxWriteBatchSize`).
+pub const WRITE_BATCH_COUNT_MAX: usize = 100_000;
+/// Default bound on concurrently open client connections (`--maxConns` lowers or raises it).
+pub const CONNECTIONS_MAX: usize = 10_000;
+/// Log lines kept in memory for `getLog`.
+pub const LOG_LINES_MAX: usize = 1024;
+/// How long a clean shutdown waits for in-flight requests before giving up on them.
+pub const SHUTDOWN_GRACE_MS: u64 = 10_000;
+/// Default threshold of the slow-operation log line (mongod's `slowms`).
+pub const SLOW_OP_THRESHOLD_MS_DEFAULT: i64 = 100;
+/// `logicalSessionTimeoutMinutes` in `hello`.
+pub const SESSION_TIMEOUT_MINUTES: i32 = 30;
+/// Wire versions we speak: 0 (legacy) through 21 (mongod 7.0).
+pub const WIRE_VERSION_MIN: i32 = 0;
+pub const WIRE_VERSION_MAX: i32 = 21;
+/// Size of the read buffer a connection starts with; it grows to the frame being read.
+pub const READ_BUFFER_INITIAL_BYTES: usize = 16 * 1024;
+
+const _: () = assert!(BSON_OBJECT_SIZE_MAX < MESSAGE_SIZE_MAX);
+const _: () = assert!(WIRE_VERSION_MIN <= WIRE_VERSION_MAX);

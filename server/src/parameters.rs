@@ -1,0 +1,158 @@
+//! Server parameters (`--setParameter`, `getParameter`, `setParameter`): one table of names,
+//! defaults and types. Values live behind a lock and are read by the parts that use them (the TTL
+//! monitor reads `ttlMonitorSleepSecs` at every pass, so a change takes effect without restart).
+
+use crate::error::{CommandError, CommandResult, ErrorCode, err};
+use bson::{Bson, Document};
+use std::collections::BTreeMap;
+use std::sync::RwLock;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Int,
+    Bool,
+    Str,
+}
+
+struct Def {
+    name: &'static str,
+    kind: Kind,
+    default: fn() -> Bson,
+    /// Settable with the `setParameter` command (others only at start-up or never).
+    runtime: bool,
+    startup: bool,
+}
+
+const DEFS: &[Def] = &[
+    Def { name: "ttlMonitorSleepSecs", kind: Kind::Int, default: || Bson::Int32(60), runtime: true, startup: true },
+    Def { name: "ttlMonitorEnabled", kind: Kind::Bool, default: || Bson::Boolean(true), runtime: true, startup: true },
+    Def { name: "cursorTimeoutMillis", kind: Kind::Int, default: || Bson::Int64(600_000), runtime: true, startup: true },
+    Def {
+        name: "internalQueryMaxBlockingSortMemoryUsageBytes",
+        kind: Kind::Int,
+        default: || Bson::Int64(100 * 1024 * 1024),
+        runtime: true,
+        startup: true,
+    },
+    Def { name: "logLevel", kind: Kind::Int, default: || Bson::Int32(0), runtime: true, startup: true },
+    Def { name: "quiet", kind: Kind::Bool, default: || Bson::Boolean(false), runtime: true, startup: true },
+    Def { name: "maxIndexBuildMemoryUsageMegabytes", kind: Kind::Int, default: || Bson::Int32(200), runtime: true, startup: true },
+    Def { name: "authenticationMechanisms", kind: Kind::Str, default: || Bson::String("SCRAM-SHA-1,SCRAM-SHA-256".into()), runtime: false, startup: false },
+    Def { name: "featureCompatibilityVersion", kind: Kind::Str, default: || Bson::String("7.0".into()), runtime: false, startup: false },
+];
+
+fn def(name: &str) -> Option<&'static Def> {
+    DEFS.iter().find(|d| d.name == name)
+}
+
+pub struct Parameters {
+    values: RwLock<BTreeMap<&'static str, Bson>>,
+}
+
+impl Default for Parameters {
+    fn default() -> Self {
+        Parameters { values: RwLock::new(DEFS.iter().map(|d| (d.name, (d.default)())).collect()) }
+    }
+}
+
+fn unrecognized(name: &str) -> CommandError {
+    err(ErrorCode::InvalidOptions, format!("attempted to set unrecognized parameter [{name}], use help:true to see options"))
+}
+
+/// Coerce a value to the parameter's type, keeping its width for integers.
+fn coerce(d: &Def, value: &Bson) -> CommandResult<Bson> {
+    let bad = || err(ErrorCode::BadValue, format!("Invalid value for parameter {}: {}", d.name, value));
+    Ok(match (d.kind, value) {
+        (Kind::Int, Bson::Int32(_) | Bson::Int64(_)) => value.clone(),
+        (Kind::Int, Bson::Double(f)) if f.fract() == 0.0 && f.abs() < 9.0e15 => Bson::Int64(*f as i64),
+        (Kind::Int, Bson::String(s)) => Bson::Int64(s.trim().parse::<i64>().map_err(|_| bad())?),
+        (Kind::Bool, Bson::Boolean(_)) => value.clone(),
+        (Kind::Bool, Bson::Int32(i)) => Bson::Boolean(*i != 0),
+        (Kind::Bool, Bson::String(s)) => match s.as_str() {
+            "true" | "1" => Bson::Boolean(true),
+            "false" | "0" => Bson::Boolean(false),
+            _ => return Err(bad()),
+        },
+        (Kind::Str, Bson::String(_)) => value.clone(),
+        _ => return Err(bad()),
+    })
+}
+
+impl Parameters {
+    /// Apply `--setParameter name=value` options.
+    pub fn apply_startup(&self, options: &[String]) -> Result<(), String> {
+        for opt in options {
+            let (name, value) = opt.split_once('=').ok_or_else(|| format!("--setParameter takes name=value, got '{opt}'"))?;
+            let d = def(name).filter(|d| d.startup).ok_or_else(|| format!("Unknown --setParameter '{name}'"))?;
+            let v = coerce(d, &Bson::String(value.to_string())).map_err(|e| e.message)?;
+            self.write().insert(d.name, v);
+        }
+        Ok(())
+    }
+
+    /// `setParameter` command: returns the previous value (`was`).
+    pub fn set(&self, name: &str, value: &Bson) -> CommandResult<Bson> {
+        let d = def(name).ok_or_else(|| unrecognized(name))?;
+        if !d.runtime {
+            return Err(err(ErrorCode::IllegalOperation, format!("not allowed to change [{name}] at runtime")));
+        }
+        let v = coerce(d, value)?;
+        Ok(self.write().insert(d.name, v).unwrap_or(Bson::Null))
+    }
+
+    pub fn get(&self, name: &str) -> Option<Bson> {
+        if name == "featureCompatibilityVersion" {
+            return Some(Bson::Document(bson::doc! { "version": "7.0" }));
+        }
+        self.read().get(name).cloned()
+    }
+
+    pub fn all(&self) -> Document {
+        let mut out = Document::new();
+        for d in DEFS {
+            if let Some(v) = self.get(d.name) {
+                out.insert(d.name, v);
+            }
+        }
+        out
+    }
+
+    pub fn get_i64(&self, name: &str) -> i64 {
+        match self.read().get(name) {
+            Some(Bson::Int32(i)) => *i as i64,
+            Some(Bson::Int64(i)) => *i,
+            _ => 0,
+        }
+    }
+
+    pub fn get_bool(&self, name: &str) -> bool {
+        matches!(self.read().get(name), Some(Bson::Boolean(true)))
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<&'static str, Bson>> {
+        self.values.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<&'static str, Bson>> {
+        self.values.write().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn startup_and_runtime() {
+        let p = Parameters::default();
+        assert_eq!(p.get_i64("ttlMonitorSleepSecs"), 60);
+        p.apply_startup(&["ttlMonitorSleepSecs=5".into()]).unwrap();
+        assert_eq!(p.get_i64("ttlMonitorSleepSecs"), 5);
+        let was = p.set("ttlMonitorSleepSecs", &Bson::Int32(1)).unwrap();
+        assert_eq!(was, Bson::Int64(5));
+        assert_eq!(p.get_i64("ttlMonitorSleepSecs"), 1);
+        assert!(p.apply_startup(&["nope=1".into()]).is_err());
+        assert_eq!(p.set("nope", &Bson::Int32(1)).unwrap_err().code, ErrorCode::InvalidOptions);
+        assert_eq!(p.set("ttlMonitorSleepSecs", &Bson::String("x".into())).unwrap_err().code, ErrorCode::BadValue);
+    }
+}
