@@ -22,7 +22,12 @@ pub struct Config {
     pub port: u16,
 
     /// Comma-separated IP addresses to listen on.
-    #[arg(long = "bind_ip", alias = "bind-ip", default_value = "127.0.0.1", value_delimiter = ',')]
+    #[arg(
+        long = "bind_ip",
+        alias = "bind-ip",
+        default_value = "127.0.0.1",
+        value_delimiter = ','
+    )]
     pub bind_ip: Vec<IpAddr>,
 
     /// Listen on all IPv4 and IPv6 addresses (overrides --bind_ip).
@@ -133,6 +138,13 @@ mod tests {
         assert_eq!(c.set_parameter.len(), 2);
         assert_eq!(c.log_format, LogFormat::Json);
         let parsed = c.parsed_document();
-        assert_eq!(parsed.get_document("net").unwrap().get_str("bindIp").unwrap(), "127.0.0.1,::1");
+        assert_eq!(
+            parsed
+                .get_document("net")
+                .unwrap()
+                .get_str("bindIp")
+                .unwrap(),
+            "127.0.0.1,::1"
+        );
     }
 }

@@ -3,11 +3,14 @@
 
 pub mod commands;
 pub mod config;
+pub mod connection;
 pub mod error;
 pub mod limits;
+pub mod listener;
 pub mod logging;
 pub mod parameters;
 pub mod query;
+pub mod server;
 pub mod state;
 
 /// cairn's own version (buildInfo reports the mongod version it follows separately).

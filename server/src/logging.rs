@@ -122,8 +122,13 @@ impl<S: Subscriber> Layer<S> for RingLayer {
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
         let mut fields = JsonFields::default();
         event.record(&mut fields);
-        let now = bson::DateTime::now().try_to_rfc3339_string().unwrap_or_default();
-        let mut line = format!("{{\"t\":{{\"$date\":\"{now}\"}},\"s\":\"{}\",\"c\":", severity(event.metadata().level()));
+        let now = bson::DateTime::now()
+            .try_to_rfc3339_string()
+            .unwrap_or_default();
+        let mut line = format!(
+            "{{\"t\":{{\"$date\":\"{now}\"}},\"s\":\"{}\",\"c\":",
+            severity(event.metadata().level())
+        );
         json_escape(&mut line, event.metadata().target());
         line.push_str(",\"msg\":");
         json_escape(&mut line, &fields.message);
@@ -135,8 +140,14 @@ impl<S: Subscriber> Layer<S> for RingLayer {
 /// Install the global subscriber. Returns the ring that `getLog` reads.
 pub fn init(config: &Config) -> anyhow::Result<Arc<LogRing>> {
     let ring = Arc::new(LogRing::default());
-    let level = if config.quiet { LevelFilter::WARN } else { LevelFilter::INFO };
-    let filter = EnvFilter::builder().with_default_directive(level.into()).from_env_lossy();
+    let level = if config.quiet {
+        LevelFilter::WARN
+    } else {
+        LevelFilter::INFO
+    };
+    let filter = EnvFilter::builder()
+        .with_default_directive(level.into())
+        .from_env_lossy();
     let writer: tracing_subscriber::fmt::writer::BoxMakeWriter = match &config.logpath {
         Some(path) => {
             let file = std::fs::OpenOptions::new()
@@ -149,10 +160,16 @@ pub fn init(config: &Config) -> anyhow::Result<Arc<LogRing>> {
         }
         None => tracing_subscriber::fmt::writer::BoxMakeWriter::new(std::io::stderr),
     };
-    let fmt_layer = tracing_subscriber::fmt::layer().with_writer(writer).with_ansi(false);
-    let registry = tracing_subscriber::registry().with(filter).with(RingLayer { ring: ring.clone() });
+    let fmt_layer = tracing_subscriber::fmt::layer()
+        .with_writer(writer)
+        .with_ansi(false);
+    let registry = tracing_subscriber::registry()
+        .with(filter)
+        .with(RingLayer { ring: ring.clone() });
     match config.log_format {
-        LogFormat::Json => registry.with(fmt_layer.json().flatten_event(true)).try_init()?,
+        LogFormat::Json => registry
+            .with(fmt_layer.json().flatten_event(true))
+            .try_init()?,
         LogFormat::Text => registry.with(fmt_layer).try_init()?,
     }
     Ok(ring)

@@ -1,1 +1,33 @@
-fn main() {}
+//! The `cairn` binary: parse the command line, start logging, run the server.
+
+use clap::Parser;
+
+fn main() -> std::process::ExitCode {
+    let argv: Vec<String> = std::env::args().collect();
+    let config = cairn_server::config::Config::parse();
+    let ring = match cairn_server::logging::init(&config) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("cairn: cannot start logging: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("cairn: cannot start the runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(cairn_server::server::run(config, argv, ring)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "cairn exiting on error");
+            eprintln!("cairn: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

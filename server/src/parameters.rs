@@ -24,9 +24,27 @@ struct Def {
 }
 
 const DEFS: &[Def] = &[
-    Def { name: "ttlMonitorSleepSecs", kind: Kind::Int, default: || Bson::Int32(60), runtime: true, startup: true },
-    Def { name: "ttlMonitorEnabled", kind: Kind::Bool, default: || Bson::Boolean(true), runtime: true, startup: true },
-    Def { name: "cursorTimeoutMillis", kind: Kind::Int, default: || Bson::Int64(600_000), runtime: true, startup: true },
+    Def {
+        name: "ttlMonitorSleepSecs",
+        kind: Kind::Int,
+        default: || Bson::Int32(60),
+        runtime: true,
+        startup: true,
+    },
+    Def {
+        name: "ttlMonitorEnabled",
+        kind: Kind::Bool,
+        default: || Bson::Boolean(true),
+        runtime: true,
+        startup: true,
+    },
+    Def {
+        name: "cursorTimeoutMillis",
+        kind: Kind::Int,
+        default: || Bson::Int64(600_000),
+        runtime: true,
+        startup: true,
+    },
     Def {
         name: "internalQueryMaxBlockingSortMemoryUsageBytes",
         kind: Kind::Int,
@@ -34,11 +52,41 @@ const DEFS: &[Def] = &[
         runtime: true,
         startup: true,
     },
-    Def { name: "logLevel", kind: Kind::Int, default: || Bson::Int32(0), runtime: true, startup: true },
-    Def { name: "quiet", kind: Kind::Bool, default: || Bson::Boolean(false), runtime: true, startup: true },
-    Def { name: "maxIndexBuildMemoryUsageMegabytes", kind: Kind::Int, default: || Bson::Int32(200), runtime: true, startup: true },
-    Def { name: "authenticationMechanisms", kind: Kind::Str, default: || Bson::String("SCRAM-SHA-1,SCRAM-SHA-256".into()), runtime: false, startup: false },
-    Def { name: "featureCompatibilityVersion", kind: Kind::Str, default: || Bson::String("7.0".into()), runtime: false, startup: false },
+    Def {
+        name: "logLevel",
+        kind: Kind::Int,
+        default: || Bson::Int32(0),
+        runtime: true,
+        startup: true,
+    },
+    Def {
+        name: "quiet",
+        kind: Kind::Bool,
+        default: || Bson::Boolean(false),
+        runtime: true,
+        startup: true,
+    },
+    Def {
+        name: "maxIndexBuildMemoryUsageMegabytes",
+        kind: Kind::Int,
+        default: || Bson::Int32(200),
+        runtime: true,
+        startup: true,
+    },
+    Def {
+        name: "authenticationMechanisms",
+        kind: Kind::Str,
+        default: || Bson::String("SCRAM-SHA-1,SCRAM-SHA-256".into()),
+        runtime: false,
+        startup: false,
+    },
+    Def {
+        name: "featureCompatibilityVersion",
+        kind: Kind::Str,
+        default: || Bson::String("7.0".into()),
+        runtime: false,
+        startup: false,
+    },
 ];
 
 fn def(name: &str) -> Option<&'static Def> {
@@ -51,20 +99,32 @@ pub struct Parameters {
 
 impl Default for Parameters {
     fn default() -> Self {
-        Parameters { values: RwLock::new(DEFS.iter().map(|d| (d.name, (d.default)())).collect()) }
+        Parameters {
+            values: RwLock::new(DEFS.iter().map(|d| (d.name, (d.default)())).collect()),
+        }
     }
 }
 
 fn unrecognized(name: &str) -> CommandError {
-    err(ErrorCode::InvalidOptions, format!("attempted to set unrecognized parameter [{name}], use help:true to see options"))
+    err(
+        ErrorCode::InvalidOptions,
+        format!("attempted to set unrecognized parameter [{name}], use help:true to see options"),
+    )
 }
 
 /// Coerce a value to the parameter's type, keeping its width for integers.
 fn coerce(d: &Def, value: &Bson) -> CommandResult<Bson> {
-    let bad = || err(ErrorCode::BadValue, format!("Invalid value for parameter {}: {}", d.name, value));
+    let bad = || {
+        err(
+            ErrorCode::BadValue,
+            format!("Invalid value for parameter {}: {}", d.name, value),
+        )
+    };
     Ok(match (d.kind, value) {
         (Kind::Int, Bson::Int32(_) | Bson::Int64(_)) => value.clone(),
-        (Kind::Int, Bson::Double(f)) if f.fract() == 0.0 && f.abs() < 9.0e15 => Bson::Int64(*f as i64),
+        (Kind::Int, Bson::Double(f)) if f.fract() == 0.0 && f.abs() < 9.0e15 => {
+            Bson::Int64(*f as i64)
+        }
         (Kind::Int, Bson::String(s)) => Bson::Int64(s.trim().parse::<i64>().map_err(|_| bad())?),
         (Kind::Bool, Bson::Boolean(_)) => value.clone(),
         (Kind::Bool, Bson::Int32(i)) => Bson::Boolean(*i != 0),
@@ -82,8 +142,12 @@ impl Parameters {
     /// Apply `--setParameter name=value` options.
     pub fn apply_startup(&self, options: &[String]) -> Result<(), String> {
         for opt in options {
-            let (name, value) = opt.split_once('=').ok_or_else(|| format!("--setParameter takes name=value, got '{opt}'"))?;
-            let d = def(name).filter(|d| d.startup).ok_or_else(|| format!("Unknown --setParameter '{name}'"))?;
+            let (name, value) = opt
+                .split_once('=')
+                .ok_or_else(|| format!("--setParameter takes name=value, got '{opt}'"))?;
+            let d = def(name)
+                .filter(|d| d.startup)
+                .ok_or_else(|| format!("Unknown --setParameter '{name}'"))?;
             let v = coerce(d, &Bson::String(value.to_string())).map_err(|e| e.message)?;
             self.write().insert(d.name, v);
         }
@@ -94,7 +158,10 @@ impl Parameters {
     pub fn set(&self, name: &str, value: &Bson) -> CommandResult<Bson> {
         let d = def(name).ok_or_else(|| unrecognized(name))?;
         if !d.runtime {
-            return Err(err(ErrorCode::IllegalOperation, format!("not allowed to change [{name}] at runtime")));
+            return Err(err(
+                ErrorCode::IllegalOperation,
+                format!("not allowed to change [{name}] at runtime"),
+            ));
         }
         let v = coerce(d, value)?;
         Ok(self.write().insert(d.name, v).unwrap_or(Bson::Null))
@@ -152,7 +219,15 @@ mod tests {
         assert_eq!(was, Bson::Int64(5));
         assert_eq!(p.get_i64("ttlMonitorSleepSecs"), 1);
         assert!(p.apply_startup(&["nope=1".into()]).is_err());
-        assert_eq!(p.set("nope", &Bson::Int32(1)).unwrap_err().code, ErrorCode::InvalidOptions);
-        assert_eq!(p.set("ttlMonitorSleepSecs", &Bson::String("x".into())).unwrap_err().code, ErrorCode::BadValue);
+        assert_eq!(
+            p.set("nope", &Bson::Int32(1)).unwrap_err().code,
+            ErrorCode::InvalidOptions
+        );
+        assert_eq!(
+            p.set("ttlMonitorSleepSecs", &Bson::String("x".into()))
+                .unwrap_err()
+                .code,
+            ErrorCode::BadValue
+        );
     }
 }

@@ -84,6 +84,8 @@ impl ServerState {
     }
 
     pub fn connections_available(&self) -> usize {
-        self.config.max_conns.saturating_sub(self.connections.current.load(Ordering::Relaxed))
+        self.config
+            .max_conns
+            .saturating_sub(self.connections.current.load(Ordering::Relaxed))
     }
 }

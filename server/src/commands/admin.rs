@@ -43,7 +43,12 @@ pub fn get_parameter(state: &ServerState, req: &Request) -> CommandResult<Reply>
         state.params.all()
     } else {
         let mut out = Document::new();
-        for (name, _) in req.body.iter().skip(1).filter(|(k, _)| !k.starts_with('$') && *k != "lsid" && *k != "comment") {
+        for (name, _) in req
+            .body
+            .iter()
+            .skip(1)
+            .filter(|(k, _)| !k.starts_with('$') && *k != "lsid" && *k != "comment")
+        {
             if let Some(v) = state.params.get(name) {
                 out.insert(name, v);
             }
@@ -64,18 +69,26 @@ pub fn set_parameter(state: &ServerState, req: &Request) -> CommandResult<Reply>
             continue;
         }
         if was.is_some() {
-            return Err(err(ErrorCode::BadValue, "setParameter takes one parameter at a time"));
+            return Err(err(
+                ErrorCode::BadValue,
+                "setParameter takes one parameter at a time",
+            ));
         }
         was = Some(state.params.set(name, value)?);
     }
     let Some(was) = was else {
-        return Err(err(ErrorCode::BadValue, "no option found to set, use help:true to see options "));
+        return Err(err(
+            ErrorCode::BadValue,
+            "no option found to set, use help:true to see options ",
+        ));
     };
     Ok(Reply::Doc(doc! { "was": was, "ok": 1.0 }))
 }
 
 pub fn get_cmd_line_opts(state: &ServerState) -> Reply {
-    Reply::Doc(doc! { "argv": state.argv.clone(), "parsed": state.config.parsed_document(), "ok": 1.0 })
+    Reply::Doc(
+        doc! { "argv": state.argv.clone(), "parsed": state.config.parsed_document(), "ok": 1.0 },
+    )
 }
 
 /// Total memory in MiB, from /proc/meminfo (0 where it cannot be read).
@@ -199,13 +212,21 @@ pub fn list_commands() -> Reply {
 }
 
 pub fn start_session() -> Reply {
-    let id = bson::Binary { subtype: bson::spec::BinarySubtype::Uuid, bytes: bson::uuid::Uuid::new().bytes().to_vec() };
-    Reply::Doc(doc! { "id": { "id": id }, "timeoutMinutes": limits::SESSION_TIMEOUT_MINUTES, "ok": 1.0 })
+    let id = bson::Binary {
+        subtype: bson::spec::BinarySubtype::Uuid,
+        bytes: bson::uuid::Uuid::new().bytes().to_vec(),
+    };
+    Reply::Doc(
+        doc! { "id": { "id": id }, "timeoutMinutes": limits::SESSION_TIMEOUT_MINUTES, "ok": 1.0 },
+    )
 }
 
 pub fn get_log(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     let Some(Bson::String(which)) = req.body.get("getLog") else {
-        return Err(err(ErrorCode::TypeMismatch, "Argument to getLog must be of type String"));
+        return Err(err(
+            ErrorCode::TypeMismatch,
+            "Argument to getLog must be of type String",
+        ));
     };
     Ok(Reply::Doc(match which.as_str() {
         "*" => doc! { "names": ["global", "startupWarnings"], "ok": 1.0 },
@@ -215,7 +236,10 @@ pub fn get_log(state: &ServerState, req: &Request) -> CommandResult<Reply> {
         }
         "startupWarnings" => doc! { "totalLinesWritten": 0_i64, "log": [], "ok": 1.0 },
         other => {
-            return Err(err(ErrorCode::OperationFailed, format!("No log named '{other}'")));
+            return Err(err(
+                ErrorCode::OperationFailed,
+                format!("No log named '{other}'"),
+            ));
         }
     }))
 }
@@ -223,7 +247,10 @@ pub fn get_log(state: &ServerState, req: &Request) -> CommandResult<Reply> {
 pub fn shutdown(state: &ServerState, conn: &ConnectionInfo) -> CommandResult<Reply> {
     // Without authentication, mongod only takes `shutdown` from the local machine.
     if !conn.peer.ip().is_loopback() {
-        return Err(err(ErrorCode::Unauthorized, "shutdown must run from localhost when running db without auth"));
+        return Err(err(
+            ErrorCode::Unauthorized,
+            "shutdown must run from localhost when running db without auth",
+        ));
     }
     tracing::info!(connection_id = conn.id, "shutdown command received");
     state.request_shutdown();
@@ -235,16 +262,22 @@ pub fn profile(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     match level {
         Some(-1 | 0) => {}
         Some(1 | 2) => {
-            return Err(err(ErrorCode::IllegalOperation, "the profiler (levels 1 and 2) is not available in cairn yet"));
+            return Err(err(
+                ErrorCode::IllegalOperation,
+                "the profiler (levels 1 and 2) is not available in cairn yet",
+            ));
         }
         _ => return Err(err(ErrorCode::BadValue, "profile must be -1, 0, 1 or 2")),
     }
     let was = state.slowms.load(Relaxed);
     if let Some(v) = req.body.get("slowms") {
-        let ms = super::as_i64(v).ok_or_else(|| err(ErrorCode::BadValue, "slowms must be a number"))?;
+        let ms =
+            super::as_i64(v).ok_or_else(|| err(ErrorCode::BadValue, "slowms must be a number"))?;
         state.slowms.store(ms, Relaxed);
     }
-    Ok(Reply::Doc(doc! { "was": 0, "slowms": was as i32, "sampleRate": 1.0, "ok": 1.0 }))
+    Ok(Reply::Doc(
+        doc! { "was": 0, "slowms": was as i32, "sampleRate": 1.0, "ok": 1.0 },
+    ))
 }
 
 pub fn list_databases(_state: &ServerState, req: &Request) -> CommandResult<Reply> {

@@ -12,7 +12,12 @@ use std::sync::Arc;
 /// Compressors this server speaks, by their handshake names.
 pub const COMPRESSORS: &[&str] = &["snappy", "zlib", "zstd", "noop"];
 
-pub fn hello(state: &Arc<ServerState>, conn: &mut ConnectionInfo, req: &Request, legacy: bool) -> CommandResult<Reply> {
+pub fn hello(
+    state: &Arc<ServerState>,
+    conn: &mut ConnectionInfo,
+    req: &Request,
+    legacy: bool,
+) -> CommandResult<Reply> {
     if let Some(client) = req.body.get("client") {
         if conn.hello_seen && conn.client_metadata.is_some() {
             return Err(err(
@@ -21,7 +26,10 @@ pub fn hello(state: &Arc<ServerState>, conn: &mut ConnectionInfo, req: &Request,
             ));
         }
         let Bson::Document(client) = client else {
-            return Err(err(ErrorCode::TypeMismatch, "'client' field must be an object"));
+            return Err(err(
+                ErrorCode::TypeMismatch,
+                "'client' field must be an object",
+            ));
         };
         log_client_metadata(conn, client);
         conn.client_metadata = Some(client.clone());
@@ -30,20 +38,36 @@ pub fn hello(state: &Arc<ServerState>, conn: &mut ConnectionInfo, req: &Request,
     if truthy(req.body.get("helloOk").unwrap_or(&Bson::Boolean(false))) {
         reply.insert("helloOk", true);
     }
-    reply.insert(if legacy { "ismaster" } else { "isWritablePrimary" }, true);
-    reply.insert("topologyVersion", doc! { "processId": state.process_id, "counter": 0_i64 });
+    reply.insert(
+        if legacy {
+            "ismaster"
+        } else {
+            "isWritablePrimary"
+        },
+        true,
+    );
+    reply.insert(
+        "topologyVersion",
+        doc! { "processId": state.process_id, "counter": 0_i64 },
+    );
     reply.insert("maxBsonObjectSize", limits::BSON_OBJECT_SIZE_MAX as i32);
     reply.insert("maxMessageSizeBytes", limits::MESSAGE_SIZE_MAX as i32);
     reply.insert("maxWriteBatchSize", limits::WRITE_BATCH_COUNT_MAX as i32);
     reply.insert("localTime", bson::DateTime::now());
-    reply.insert("logicalSessionTimeoutMinutes", limits::SESSION_TIMEOUT_MINUTES);
+    reply.insert(
+        "logicalSessionTimeoutMinutes",
+        limits::SESSION_TIMEOUT_MINUTES,
+    );
     reply.insert("connectionId", conn.id as i32);
     reply.insert("minWireVersion", limits::WIRE_VERSION_MIN);
     reply.insert("maxWireVersion", limits::WIRE_VERSION_MAX);
     reply.insert("readOnly", false);
     if let Some(offered) = req.body.get("compression") {
         let Bson::Array(offered) = offered else {
-            return Err(err(ErrorCode::TypeMismatch, "'compression' field must be an array of strings"));
+            return Err(err(
+                ErrorCode::TypeMismatch,
+                "'compression' field must be an array of strings",
+            ));
         };
         // The first hello decides; later ones (monitoring) keep what was agreed.
         if !conn.hello_seen {
@@ -54,12 +78,19 @@ pub fn hello(state: &Arc<ServerState>, conn: &mut ConnectionInfo, req: &Request,
                 .map(str::to_string)
                 .collect();
         }
-        let agreed: Vec<Bson> = conn.compressors.iter().map(|c| Bson::String(c.clone())).collect();
+        let agreed: Vec<Bson> = conn
+            .compressors
+            .iter()
+            .map(|c| Bson::String(c.clone()))
+            .collect();
         reply.insert("compression", agreed);
     }
     if let Some(user) = req.body.get("saslSupportedMechs") {
         if !matches!(user, Bson::String(_)) {
-            return Err(err(ErrorCode::TypeMismatch, "'saslSupportedMechs' field must be a string"));
+            return Err(err(
+                ErrorCode::TypeMismatch,
+                "'saslSupportedMechs' field must be a string",
+            ));
         }
         // No users exist until authentication is built, so no mechanism applies to any user.
         reply.insert("saslSupportedMechs", Bson::Array(vec![]));
@@ -71,9 +102,17 @@ pub fn hello(state: &Arc<ServerState>, conn: &mut ConnectionInfo, req: &Request,
 
 fn log_client_metadata(conn: &ConnectionInfo, client: &bson::Document) {
     let driver = client.get_document("driver").ok();
-    let name = driver.and_then(|d| d.get_str("name").ok()).unwrap_or("unknown");
-    let version = driver.and_then(|d| d.get_str("version").ok()).unwrap_or("unknown");
-    let app = client.get_document("application").ok().and_then(|a| a.get_str("name").ok()).unwrap_or("");
+    let name = driver
+        .and_then(|d| d.get_str("name").ok())
+        .unwrap_or("unknown");
+    let version = driver
+        .and_then(|d| d.get_str("version").ok())
+        .unwrap_or("unknown");
+    let app = client
+        .get_document("application")
+        .ok()
+        .and_then(|a| a.get_str("name").ok())
+        .unwrap_or("");
     tracing::info!(
         remote = %conn.peer,
         connection_id = conn.id,

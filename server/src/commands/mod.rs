@@ -105,28 +105,55 @@ commands! {
 /// Find a command by the name a client used (mongod matches names exactly, with aliases for the
 /// historical lower-case spellings).
 pub fn lookup(name: &str) -> Option<&'static CommandSpec> {
-    COMMANDS.iter().find(|c| c.name == name || c.aliases.contains(&name))
+    COMMANDS
+        .iter()
+        .find(|c| c.name == name || c.aliases.contains(&name))
 }
 
 /// Peel the generic fields off a body and build the request.
-pub fn parse_request(body: Document, sequences: Vec<Sequence>, require_db: bool) -> CommandResult<Request> {
-    let name = body.keys().next().cloned().ok_or_else(|| err(ErrorCode::InvalidNamespace, "Empty command object"))?;
+pub fn parse_request(
+    body: Document,
+    sequences: Vec<Sequence>,
+    require_db: bool,
+) -> CommandResult<Request> {
+    let name = body
+        .keys()
+        .next()
+        .cloned()
+        .ok_or_else(|| err(ErrorCode::InvalidNamespace, "Empty command object"))?;
     let db = match body.get("$db") {
         Some(Bson::String(s)) => s.clone(),
         Some(_) => return Err(err(ErrorCode::TypeMismatch, "$db is not a string")),
-        None if require_db => return Err(err(ErrorCode::Location40571, "OP_MSG requests require a $db argument")),
+        None if require_db => {
+            return Err(err(
+                ErrorCode::Location40571,
+                "OP_MSG requests require a $db argument",
+            ));
+        }
         None => "admin".to_string(),
     };
     let write_concern = match body.get("writeConcern") {
         Some(Bson::Document(d)) => Some(d.clone()),
-        Some(_) => return Err(err(ErrorCode::TypeMismatch, "BSON field 'writeConcern' is the wrong type, expected type 'object'")),
+        Some(_) => {
+            return Err(err(
+                ErrorCode::TypeMismatch,
+                "BSON field 'writeConcern' is the wrong type, expected type 'object'",
+            ));
+        }
         None => None,
     };
     let max_time_ms = match body.get("maxTimeMS") {
         None | Some(Bson::Null) => None,
         Some(v) => Some(parse_max_time_ms(v)?),
     };
-    Ok(Request { name, db, body, sequences, write_concern, max_time_ms })
+    Ok(Request {
+        name,
+        db,
+        body,
+        sequences,
+        write_concern,
+        max_time_ms,
+    })
 }
 
 fn parse_max_time_ms(v: &Bson) -> CommandResult<i64> {
@@ -137,30 +164,46 @@ fn parse_max_time_ms(v: &Bson) -> CommandResult<i64> {
         _ => return Err(err(ErrorCode::BadValue, "maxTimeMS must be a number")),
     };
     if !(0..=i32::MAX as i64).contains(&n) {
-        return Err(err(ErrorCode::BadValue, format!("{n} value for maxTimeMS is out of range [0, 2147483647]")));
+        return Err(err(
+            ErrorCode::BadValue,
+            format!("{n} value for maxTimeMS is out of range [0, 2147483647]"),
+        ));
     }
     Ok(n)
 }
 
 /// Run one command. Never panics on client input; every failure is a `CommandError`.
-pub async fn dispatch(state: &Arc<ServerState>, conn: &mut ConnectionInfo, req: &Request) -> CommandResult<Reply> {
+pub async fn dispatch(
+    state: &Arc<ServerState>,
+    conn: &mut ConnectionInfo,
+    req: &Request,
+) -> CommandResult<Reply> {
     let Some(spec) = lookup(&req.name) else {
-        return Err(err(ErrorCode::CommandNotFound, format!("no such command: '{}'", req.name)));
+        return Err(err(
+            ErrorCode::CommandNotFound,
+            format!("no such command: '{}'", req.name),
+        ));
     };
     if spec.admin_only && req.db != "admin" {
-        return Err(err(ErrorCode::Unauthorized, format!("{} may only be run against the admin database.", spec.name)));
+        return Err(err(
+            ErrorCode::Unauthorized,
+            format!("{} may only be run against the admin database.", spec.name),
+        ));
     }
     match spec.name {
         "hello" => handshake::hello(state, conn, req, false),
         "isMaster" => handshake::hello(state, conn, req, true),
-        "ping" | "logout" | "refreshSessions" | "endSessions" | "killSessions" | "killAllSessions" => Ok(Reply::ok()),
+        "ping" | "logout" | "refreshSessions" | "endSessions" | "killSessions"
+        | "killAllSessions" => Ok(Reply::ok()),
         "buildInfo" => Ok(admin::build_info()),
         "getParameter" => admin::get_parameter(state, req),
         "setParameter" => admin::set_parameter(state, req),
         "getCmdLineOpts" => Ok(admin::get_cmd_line_opts(state)),
         "hostInfo" => Ok(admin::host_info()),
         "serverStatus" => Ok(admin::server_status(state)),
-        "whatsmyuri" => Ok(Reply::Doc(bson::doc! { "you": conn.peer.to_string(), "ok": 1.0 })),
+        "whatsmyuri" => Ok(Reply::Doc(
+            bson::doc! { "you": conn.peer.to_string(), "ok": 1.0 },
+        )),
         "connectionStatus" => Ok(admin::connection_status(req)),
         "listCommands" => Ok(admin::list_commands()),
         "startSession" => Ok(admin::start_session()),
@@ -169,7 +212,10 @@ pub async fn dispatch(state: &Arc<ServerState>, conn: &mut ConnectionInfo, req: 
         "profile" => admin::profile(state, req),
         "listDatabases" => admin::list_databases(state, req),
         "getFreeMonitoringStatus" => Ok(Reply::Doc(bson::doc! { "state": "disabled", "ok": 1.0 })),
-        other => Err(err(ErrorCode::InternalError, format!("command {other} has no handler"))),
+        other => Err(err(
+            ErrorCode::InternalError,
+            format!("command {other} has no handler"),
+        )),
     }
 }
 
@@ -209,16 +255,33 @@ mod tests {
 
     #[test]
     fn db_required_on_op_msg() {
-        let e = parse_request(bson::doc! { "ping": 1 }, vec![], true).err().unwrap();
+        let e = parse_request(bson::doc! { "ping": 1 }, vec![], true)
+            .err()
+            .unwrap();
         assert_eq!(e.code.code(), 40571);
-        let r = parse_request(bson::doc! { "ping": 1 }, vec![], false).ok().unwrap();
+        let r = parse_request(bson::doc! { "ping": 1 }, vec![], false)
+            .ok()
+            .unwrap();
         assert_eq!(r.db, "admin");
     }
 
     #[test]
     fn max_time_ms_range() {
-        assert!(parse_request(bson::doc! { "find": "c", "$db": "t", "maxTimeMS": -1 }, vec![], true).is_err());
-        let r = parse_request(bson::doc! { "find": "c", "$db": "t", "maxTimeMS": 5 }, vec![], true).ok().unwrap();
+        assert!(
+            parse_request(
+                bson::doc! { "find": "c", "$db": "t", "maxTimeMS": -1 },
+                vec![],
+                true
+            )
+            .is_err()
+        );
+        let r = parse_request(
+            bson::doc! { "find": "c", "$db": "t", "maxTimeMS": 5 },
+            vec![],
+            true,
+        )
+        .ok()
+        .unwrap();
         assert_eq!(r.max_time_ms, Some(5));
     }
 }

@@ -1,0 +1,59 @@
+"""Runs the real-client checks against a real cairn process.
+
+Starts the cairn binary given as argv[1] on an ephemeral port with a fresh data directory (the
+port is read from the server's own JSON "Waiting for connections" log line, no sleeping), runs each
+check command given after `--` with CAIRN_URI set, then shuts the server down with SIGTERM and
+requires a clean exit. Prints one line per check and a closing 'N passed, N failed' line.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+
+
+def start(binary, dbpath):
+    proc = subprocess.Popen(
+        [binary, "--port", "0", "--log-format", "json", "--dbpath", dbpath],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    port = None
+    log = []
+    for line in proc.stderr:
+        log.append(line)
+        if "Waiting for connections" in line:
+            port = json.loads(line)["port"]
+            break
+    if port is None:
+        sys.exit("cairn did not start:\n" + "".join(log))
+    # Keep draining stderr so the server never blocks on a full pipe.
+    threading.Thread(target=lambda: [log.append(l) for l in proc.stderr], daemon=True).start()
+    return proc, port, log
+
+
+def main():
+    binary = sys.argv[1]
+    checks = sys.argv[sys.argv.index("--") + 1:]
+    with tempfile.TemporaryDirectory() as tmp:
+        proc, port, log = start(binary, os.path.join(tmp, "db"))
+        env = dict(os.environ, CAIRN_URI=f"mongodb://127.0.0.1:{port}/?directConnection=true")
+        passed = failed = 0
+        for check in checks:
+            result = subprocess.run(check, shell=True, env=env, timeout=300)
+            ok = result.returncode == 0
+            passed += ok
+            failed += not ok
+            print(f"{'PASS' if ok else 'FAIL'}: {check}", flush=True)
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=60)
+        if code != 0:
+            failed += 1
+            print(f"FAIL: cairn exited with {code} after SIGTERM\n" + "".join(log[-40:]))
+        print(f"{passed} passed, {failed} failed")
+        sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,273 @@
+//! One client connection: read whole frames from the socket, decode them with `wire`, hand each
+//! command to `commands::dispatch`, and write the reply compressed the way the request was. A
+//! malformed frame closes this connection only; a command error is a reply, never a close.
+//! Requests on one connection are handled one at a time, in order, as mongod does.
+
+use crate::commands::{self, ConnectionInfo, Reply, Request, Sequence};
+use crate::error::{CommandError, ErrorCode, err};
+use crate::limits;
+use crate::state::ServerState;
+use bson::{Document, RawDocumentBuf};
+use bytes::BytesMut;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Instant;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use wire::{Body, Compressor, Message, OpMsg, OpQuery, OpReply};
+
+/// Commands whose replies are never compressed (the compression spec's list).
+const NEVER_COMPRESSED: &[&str] = &[
+    "hello",
+    "isMaster",
+    "ismaster",
+    "saslStart",
+    "saslContinue",
+    "getnonce",
+    "authenticate",
+    "createUser",
+    "updateUser",
+    "copydbSaslStart",
+    "copydbgetnonce",
+    "copydb",
+];
+
+/// Why a connection loop ended.
+enum End {
+    ClientClosed,
+    Malformed(String),
+    Io(std::io::Error),
+    Shutdown,
+}
+
+pub async fn serve(state: Arc<ServerState>, mut stream: TcpStream, mut info: ConnectionInfo) {
+    let _ = stream.set_nodelay(true);
+    let end = run(&state, &mut stream, &mut info).await;
+    match end {
+        End::ClientClosed | End::Shutdown => {}
+        End::Malformed(why) => {
+            tracing::warn!(remote = %info.peer, connection_id = info.id, error = %why, "closing connection: malformed message")
+        }
+        End::Io(e) => {
+            tracing::debug!(remote = %info.peer, connection_id = info.id, error = %e, "connection I/O error")
+        }
+    }
+}
+
+async fn run(state: &Arc<ServerState>, stream: &mut TcpStream, info: &mut ConnectionInfo) -> End {
+    let mut buf = BytesMut::with_capacity(limits::READ_BUFFER_INITIAL_BYTES);
+    let mut shutdown = state.shutdown_requested();
+    loop {
+        match wire::frame_length(&buf) {
+            Err(e) => return End::Malformed(e.to_string()),
+            Ok(Some(len)) if buf.len() >= len => {
+                let frame = buf.split_to(len);
+                state.network.bytes_in.fetch_add(len as u64, Relaxed);
+                state.network.num_requests.fetch_add(1, Relaxed);
+                let message = match wire::decode(&frame) {
+                    Ok(m) => m,
+                    Err(e) => return End::Malformed(e.to_string()),
+                };
+                state.connections.active.fetch_add(1, Relaxed);
+                let outcome = handle(state, info, message).await;
+                state.connections.active.fetch_sub(1, Relaxed);
+                match outcome {
+                    Ok(Some(bytes)) => {
+                        state
+                            .network
+                            .bytes_out
+                            .fetch_add(bytes.len() as u64, Relaxed);
+                        if let Err(e) = stream.write_all(&bytes).await {
+                            return End::Io(e);
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(end) => return end,
+                }
+                continue;
+            }
+            Ok(_) => {}
+        }
+        if state.is_shutting_down() {
+            return End::Shutdown;
+        }
+        tokio::select! {
+            read = stream.read_buf(&mut buf) => match read {
+                Ok(0) => return End::ClientClosed,
+                Ok(_) => {}
+                Err(e) => return End::Io(e),
+            },
+            _ = shutdown.changed() => {
+                // Between requests: nothing in flight on this connection, so stop now.
+                return End::Shutdown;
+            }
+        }
+    }
+}
+
+/// Handle one message; `Ok(None)` means no reply is due (moreToCome).
+async fn handle(
+    state: &Arc<ServerState>,
+    info: &mut ConnectionInfo,
+    message: Message,
+) -> Result<Option<Vec<u8>>, End> {
+    let request_id = message.header.request_id;
+    let compressor = message.compressor;
+    match message.body {
+        Body::Msg(msg) => handle_msg(state, info, request_id, compressor, msg).await,
+        Body::Query(q) => handle_query(state, info, request_id, q)
+            .await
+            .map(Some)
+            .map_err(|e| End::Malformed(e.to_string())),
+        Body::Reply(_) => Err(End::Malformed("clients may not send OP_REPLY".into())),
+    }
+}
+
+async fn handle_msg(
+    state: &Arc<ServerState>,
+    info: &mut ConnectionInfo,
+    request_id: i32,
+    compressor: Option<Compressor>,
+    msg: OpMsg,
+) -> Result<Option<Vec<u8>>, End> {
+    let more_to_come = msg.more_to_come();
+    let body = Document::try_from(msg.body.as_ref())
+        .map_err(|e| End::Malformed(format!("invalid BSON body: {e}")))?;
+    let sequences = msg
+        .sequences
+        .into_iter()
+        .map(|s| Sequence {
+            identifier: s.identifier,
+            documents: s.documents,
+        })
+        .collect();
+    let (name, reply) = match commands::parse_request(body, sequences, true) {
+        Ok(req) => (req.name.clone(), run_command(state, info, &req).await),
+        Err(e) => (String::new(), Err(e)),
+    };
+    let reply = match reply {
+        Ok(Reply::Close) => return Err(End::Shutdown),
+        Ok(r) => r,
+        Err(e) => Reply::Doc(e.to_reply()),
+    };
+    if more_to_come {
+        return Ok(None);
+    }
+    let body = reply_bytes(reply).map_err(|e| End::Malformed(e.to_string()))?;
+    let compressor = compressor.filter(|_| !NEVER_COMPRESSED.contains(&name.as_str()));
+    let out = OpMsg {
+        flags: 0,
+        body,
+        sequences: vec![],
+    };
+    wire::encode_msg(next_response_id(), request_id, &out, compressor)
+        .map(Some)
+        .map_err(|e| End::Malformed(e.to_string()))
+}
+
+/// Dispatch with the bookkeeping every command shares: counters and the slow-operation log.
+async fn run_command(
+    state: &Arc<ServerState>,
+    info: &mut ConnectionInfo,
+    req: &Request,
+) -> Result<Reply, CommandError> {
+    state.opcounters.command.fetch_add(1, Relaxed);
+    let started = Instant::now();
+    let result = commands::dispatch(state, info, req).await;
+    let elapsed_ms = started.elapsed().as_millis() as i64;
+    if elapsed_ms > state.slowms.load(Relaxed) {
+        let ns = format!(
+            "{}.{}",
+            req.db,
+            req.body
+                .get(&req.name)
+                .and_then(|v| v.as_str())
+                .unwrap_or("$cmd")
+        );
+        tracing::info!(
+            connection_id = info.id,
+            command = %req.name,
+            ns = %ns,
+            duration_ms = elapsed_ms,
+            ok = result.is_ok(),
+            "Slow query"
+        );
+    }
+    result
+}
+
+/// The legacy handshake: OP_QUERY on `<db>.$cmd` carrying `hello`/`isMaster`. Anything else over
+/// OP_QUERY gets mongod's "unsupported OP_QUERY command" failure reply.
+async fn handle_query(
+    state: &Arc<ServerState>,
+    info: &mut ConnectionInfo,
+    request_id: i32,
+    q: OpQuery,
+) -> Result<Vec<u8>, wire::WireError> {
+    let outcome = match legacy_command(q) {
+        Ok(body) => match commands::parse_request(body, vec![], false) {
+            Ok(req) if matches!(req.name.as_str(), "hello" | "isMaster" | "ismaster") => {
+                run_command(state, info, &req).await.and_then(|r| {
+                    reply_bytes(r).map_err(|e| err(ErrorCode::InternalError, e.to_string()))
+                })
+            }
+            Ok(req) => Err(unsupported_query(&req.name)),
+            Err(e) => Err(e),
+        },
+        Err(e) => Err(e),
+    };
+    let (flags, doc) = match outcome {
+        Ok(doc) => (0, doc),
+        Err(e) => (wire::REPLY_FLAG_QUERY_FAILURE, error_doc(&e)),
+    };
+    let reply = OpReply {
+        response_flags: flags,
+        cursor_id: 0,
+        starting_from: 0,
+        documents: vec![doc],
+    };
+    wire::encode_reply(next_response_id(), request_id, &reply, None)
+}
+
+fn legacy_command(q: OpQuery) -> Result<Document, CommandError> {
+    let Some(db) = q.full_collection_name.strip_suffix(".$cmd") else {
+        return Err(unsupported_query("find"));
+    };
+    let mut body = Document::try_from(q.query.as_ref())
+        .map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
+    // Old drivers wrap the command as {$query: {...}, $readPreference: ...}.
+    if let Ok(inner) = body.get_document("$query") {
+        body = inner.clone();
+    }
+    body.insert("$db", db);
+    Ok(body)
+}
+
+fn unsupported_query(name: &str) -> CommandError {
+    err(
+        ErrorCode::UnsupportedOpQueryCommand,
+        format!("Unsupported OP_QUERY command: {name}. The client driver may require an upgrade."),
+    )
+}
+
+/// The OP_REPLY failure document: `$err` and `code` as legacy clients read them, plus the
+/// modern error fields.
+fn error_doc(e: &CommandError) -> RawDocumentBuf {
+    let mut d = bson::doc! { "$err": e.message.clone() };
+    d.extend(e.to_reply());
+    RawDocumentBuf::try_from(&d).unwrap_or_default()
+}
+
+fn reply_bytes(reply: Reply) -> Result<RawDocumentBuf, bson::error::Error> {
+    match reply {
+        Reply::Doc(d) => RawDocumentBuf::try_from(&d),
+        Reply::Raw(r) => Ok(r),
+        Reply::Close => Ok(RawDocumentBuf::new()),
+    }
+}
+
+fn next_response_id() -> i32 {
+    use std::sync::atomic::AtomicI32;
+    static NEXT: AtomicI32 = AtomicI32::new(1);
+    NEXT.fetch_add(1, Relaxed)
+}
