@@ -51,14 +51,14 @@ async fn driver_connects_pings_and_reads_hello() {
     assert_eq!(pong.get_f64("ok").unwrap(), 1.0);
 
     let hello = admin.run_command(doc! { "hello": 1 }).await.unwrap();
-    assert_eq!(hello.get_bool("isWritablePrimary").unwrap(), true);
+    assert!(hello.get_bool("isWritablePrimary").unwrap());
     assert_eq!(hello.get_i32("maxBsonObjectSize").unwrap(), 16_777_216);
     assert_eq!(hello.get_i32("maxMessageSizeBytes").unwrap(), 48_000_000);
     assert_eq!(hello.get_i32("maxWriteBatchSize").unwrap(), 100_000);
     assert_eq!(hello.get_i32("logicalSessionTimeoutMinutes").unwrap(), 30);
     assert_eq!(hello.get_i32("minWireVersion").unwrap(), 0);
     assert_eq!(hello.get_i32("maxWireVersion").unwrap(), 21);
-    assert_eq!(hello.get_bool("readOnly").unwrap(), false);
+    assert!(!hello.get_bool("readOnly").unwrap());
     assert!(hello.get_i32("connectionId").unwrap() > 0);
     assert!(hello.get_datetime("localTime").is_ok());
     assert!(
@@ -70,12 +70,12 @@ async fn driver_connects_pings_and_reads_hello() {
     );
 
     let legacy = admin.run_command(doc! { "isMaster": 1 }).await.unwrap();
-    assert_eq!(legacy.get_bool("ismaster").unwrap(), true);
+    assert!(legacy.get_bool("ismaster").unwrap());
     let lower = admin
         .run_command(doc! { "ismaster": 1, "helloOk": true })
         .await
         .unwrap();
-    assert_eq!(lower.get_bool("helloOk").unwrap(), true);
+    assert!(lower.get_bool("helloOk").unwrap());
     let mechs = admin
         .run_command(doc! { "hello": 1, "saslSupportedMechs": "admin.nobody" })
         .await
@@ -387,7 +387,7 @@ fn op_query_handshake_and_legacy_rejection() {
         panic!("expected OP_REPLY")
     };
     let hello = Document::try_from(r.documents[0].as_ref()).unwrap();
-    assert_eq!(hello.get_bool("ismaster").unwrap(), true);
+    assert!(hello.get_bool("ismaster").unwrap());
     assert_eq!(hello.get_i32("maxWireVersion").unwrap(), 21);
 
     let find = OpQuery {

@@ -1,0 +1,235 @@
+//! The server's view of storage: namespace rules, implicit collection creation, the per-namespace
+//! write lock that makes read-modify-write commands atomic, write concern, and the mapping of
+//! `StorageError` to mongod's error codes. Commands never call the engine for DDL or writes
+//! except through here.
+
+use crate::error::{CommandError, CommandResult, ErrorCode, err};
+use bson::{Bson, Document};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use storage::{Collection, Engine, StorageError, Ticket};
+
+/// Longest `db.collection` namespace mongod accepts.
+const NAMESPACE_BYTES_MAX: usize = 255;
+/// Longest database name.
+const DB_NAME_BYTES_MAX: usize = 63;
+
+pub struct Catalog {
+    engine: Engine,
+    /// One async mutex per namespace: held across the read and the write of an update or delete
+    /// (never across the wait for durability, so concurrent writers share group commits).
+    write_locks: Mutex<HashMap<(String, String), Arc<tokio::sync::Mutex<()>>>>,
+    /// Periodic durability mode: acknowledge before the sync unless `j: true`.
+    periodic: bool,
+}
+
+pub fn validate_db_name(db: &str) -> CommandResult<()> {
+    let bad = db.is_empty()
+        || db.len() > DB_NAME_BYTES_MAX
+        || db.chars().any(|c| matches!(c, '/' | '\\' | '.' | ' ' | '"' | '$' | '\0'));
+    if bad {
+        return Err(err(ErrorCode::InvalidNamespace, format!("Invalid database name: '{db}'")));
+    }
+    Ok(())
+}
+
+pub fn validate_collection_name(db: &str, coll: &str) -> CommandResult<()> {
+    validate_db_name(db)?;
+    if coll.is_empty() || coll.contains('\0') || coll.starts_with('.') {
+        return Err(err(ErrorCode::InvalidNamespace, format!("Invalid namespace specified '{db}.{coll}'")));
+    }
+    if coll.contains('$') {
+        return Err(err(ErrorCode::InvalidNamespace, format!("Invalid collection name: {coll}")));
+    }
+    if db.len() + 1 + coll.len() > NAMESPACE_BYTES_MAX {
+        return Err(err(
+            ErrorCode::InvalidNamespace,
+            format!("Fully qualified namespace is too long. Namespace: {db}.{coll} Max: {NAMESPACE_BYTES_MAX}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Writes to `system.*` collections are reserved, as in mongod.
+pub fn check_user_writable(db: &str, coll: &str) -> CommandResult<()> {
+    if coll.starts_with("system.") {
+        return Err(err(ErrorCode::InvalidNamespace, format!("cannot write to '{db}.{coll}'")));
+    }
+    Ok(())
+}
+
+impl Catalog {
+    pub fn open(engine: Engine, periodic: bool) -> Catalog {
+        Catalog { engine, write_locks: Mutex::new(HashMap::new()), periodic }
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    pub fn collection(&self, db: &str, coll: &str) -> Option<Arc<Collection>> {
+        self.engine.collection(db, coll)
+    }
+
+    /// The collection, created (with default options) when missing, as an insert or upsert does.
+    pub fn get_or_create(&self, db: &str, coll: &str) -> CommandResult<Arc<Collection>> {
+        if let Some(c) = self.engine.collection(db, coll) {
+            return Ok(c);
+        }
+        validate_collection_name(db, coll)?;
+        check_user_writable(db, coll)?;
+        match self.engine.create_collection(db, coll, Document::new()) {
+            Ok(c) => Ok(c),
+            // Another connection created it between our look-up and our create.
+            Err(StorageError::NamespaceExists(_)) => {
+                self.engine.collection(db, coll).ok_or_else(|| err(ErrorCode::InternalError, "collection vanished"))
+            }
+            Err(e) => Err(storage_error(e, db, coll)),
+        }
+    }
+
+    /// The write lock of a namespace.
+    pub async fn lock(&self, db: &str, coll: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        let m = {
+            let mut map = self.write_locks.lock().unwrap_or_else(|p| p.into_inner());
+            map.entry((db.to_string(), coll.to_string())).or_default().clone()
+        };
+        m.lock_owned().await
+    }
+
+    /// Wait for durability as the write concern and the durability mode require.
+    pub async fn finish_write(&self, ticket: &Ticket, wc: &WriteConcern) -> CommandResult<()> {
+        if wc.unacknowledged() && !wc.j {
+            return Ok(());
+        }
+        if self.periodic && !wc.j {
+            return Ok(());
+        }
+        ticket.wait_durable().await.map_err(|e| storage_error(e, "", ""))
+    }
+}
+
+/// A parsed `writeConcern`.
+#[derive(Debug, Clone, Default)]
+pub struct WriteConcern {
+    pub w: Option<Bson>,
+    pub j: bool,
+}
+
+impl WriteConcern {
+    pub fn parse(wc: Option<&Document>) -> CommandResult<WriteConcern> {
+        let Some(wc) = wc else { return Ok(WriteConcern::default()) };
+        let mut out = WriteConcern::default();
+        for (k, v) in wc {
+            match k.as_str() {
+                "w" => match v {
+                    Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) => {
+                        let n = crate::commands::as_i64(v).unwrap_or(-1);
+                        if n < 0 {
+                            return Err(err(ErrorCode::FailedToParse, "w has to be a non-negative number and not greater than 50; found: -1"));
+                        }
+                        if n > 1 {
+                            return Err(err(ErrorCode::BadValue, "cannot use 'w' > 1 on a standalone (not replicated) server"));
+                        }
+                        out.w = Some(Bson::Int64(n));
+                    }
+                    Bson::String(_) => out.w = Some(v.clone()),
+                    _ => return Err(err(ErrorCode::FailedToParse, "w has to be a number or a string")),
+                },
+                "j" | "fsync" => out.j |= crate::commands::truthy(v),
+                "wtimeout" | "wtimeoutMS" | "provenance" => {}
+                other => {
+                    return Err(err(ErrorCode::FailedToParse, format!("unrecognized write concern field: {other}")));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn unacknowledged(&self) -> bool {
+        matches!(self.w, Some(Bson::Int64(0)))
+    }
+
+    /// `writeConcernError` for a tag a standalone cannot satisfy (none for `majority`).
+    pub fn error(&self) -> Option<Document> {
+        match &self.w {
+            Some(Bson::String(tag)) if tag != "majority" => Some(bson::doc! {
+                "code": ErrorCode::UnknownReplWriteConcern.code(),
+                "codeName": ErrorCode::UnknownReplWriteConcern.name(),
+                "errmsg": format!("No write concern mode named '{tag}' found in replica set configuration"),
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// Format a key-value document as mongod prints it in E11000 messages: `{ a: 1, b: "x" }`.
+pub fn dup_key_text(key_value: &Document) -> String {
+    let parts: Vec<String> = key_value.iter().map(|(k, v)| format!("{k}: {}", shell_value(v))).collect();
+    format!("{{ {} }}", parts.join(", "))
+}
+
+fn shell_value(v: &Bson) -> String {
+    match v {
+        Bson::String(s) => format!("\"{s}\""),
+        Bson::ObjectId(o) => format!("ObjectId('{o}')"),
+        Bson::Int64(i) => i.to_string(),
+        Bson::Double(f) if f.fract() == 0.0 && f.is_finite() => format!("{f:.1}"),
+        other => other.to_string(),
+    }
+}
+
+/// Map a storage error to the error mongod would send for it.
+pub fn storage_error(e: StorageError, db: &str, coll: &str) -> CommandError {
+    match e {
+        StorageError::DuplicateKey { index, key_pattern, key_value } => CommandError::new(
+            ErrorCode::DuplicateKey,
+            format!("E11000 duplicate key error collection: {db}.{coll} index: {index} dup key: {}", dup_key_text(&key_value)),
+        )
+        .with_extra(bson::doc! { "keyPattern": key_pattern, "keyValue": key_value }),
+        StorageError::NamespaceExists(ns) => err(ErrorCode::NamespaceExists, format!("Collection {ns} already exists.")),
+        StorageError::NamespaceNotFound(ns) => err(ErrorCode::NamespaceNotFound, format!("ns not found: {ns}")),
+        StorageError::InvalidNamespace(m) => err(ErrorCode::InvalidNamespace, m),
+        StorageError::IndexNotFound(name) => err(ErrorCode::IndexNotFound, format!("index not found with name [{name}]")),
+        StorageError::IndexExists(name) => err(ErrorCode::IndexAlreadyExists, format!("index {name} already exists")),
+        StorageError::IndexKeyExists(name) => err(
+            ErrorCode::IndexOptionsConflict,
+            format!("Index already exists with a different name: {name}"),
+        ),
+        StorageError::InvalidIndex(m) => err(ErrorCode::CannotCreateIndex, m),
+        StorageError::ParallelArrays(a, b) => err(ErrorCode::CannotIndexParallelArrays, format!("cannot index parallel arrays [{a}] [{b}]")),
+        StorageError::InvalidDocument(m) => err(ErrorCode::InvalidBSON, m),
+        StorageError::LimitExceeded(m) => err(ErrorCode::BadValue, m),
+        other => err(ErrorCode::InternalError, other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert!(validate_db_name("test").is_ok());
+        assert!(validate_db_name("a.b").is_err());
+        assert!(validate_db_name("").is_err());
+        assert!(validate_collection_name("t", "c.d").is_ok());
+        assert!(validate_collection_name("t", "").is_err());
+        assert!(validate_collection_name("t", "a$b").is_err());
+        assert!(validate_collection_name("t", &"x".repeat(300)).is_err());
+    }
+
+    #[test]
+    fn write_concern() {
+        assert!(WriteConcern::parse(Some(&bson::doc! { "w": 0 })).unwrap().unacknowledged());
+        assert!(WriteConcern::parse(Some(&bson::doc! { "w": "majority", "j": true })).unwrap().j);
+        assert!(WriteConcern::parse(Some(&bson::doc! { "w": 2 })).is_err());
+        assert!(WriteConcern::parse(Some(&bson::doc! { "w": "dc1" })).unwrap().error().is_some());
+        assert!(WriteConcern::parse(Some(&bson::doc! { "w": 1, "wtimeout": 100 })).unwrap().error().is_none());
+    }
+
+    #[test]
+    fn dup_key_message() {
+        assert_eq!(dup_key_text(&bson::doc! { "a": 1, "b": "x" }), "{ a: 1, b: \"x\" }");
+    }
+}

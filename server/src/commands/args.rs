@@ -1,0 +1,151 @@
+//! Strict reading of command arguments, with mongod's error codes and messages: unknown fields
+//! (40415), wrong types (TypeMismatch, "BSON field 'find.limit' is the wrong type ..."), and the
+//! generic fields every command accepts.
+
+use crate::error::{CommandResult, ErrorCode, err};
+use bson::{Bson, Document};
+
+/// Fields any command may carry (drivers add them; dispatch reads the ones it needs).
+const GENERIC_FIELDS: &[&str] = &[
+    "$db", "lsid", "$clusterTime", "$readPreference", "txnNumber", "autocommit", "startTransaction", "apiVersion",
+    "apiStrict", "apiDeprecationErrors", "writeConcern", "readConcern", "comment", "maxTimeMS", "$audit", "$client",
+    "mayBypassWriteBlocking", "$configServerState", "$gleStats", "databaseVersion", "shardVersion", "$queryOptions",
+];
+
+/// Reject fields other than `allowed` (and the generic ones), as mongod's IDL parsers do.
+pub fn check_fields(body: &Document, command: &str, allowed: &[&str]) -> CommandResult<()> {
+    for key in body.keys().skip(1) {
+        if !allowed.contains(&key.as_str()) && !GENERIC_FIELDS.contains(&key.as_str()) {
+            return Err(err(ErrorCode::Location40415, format!("BSON field '{command}.{key}' is an unknown field.")));
+        }
+    }
+    Ok(())
+}
+
+fn wrong_type(command: &str, field: &str, v: &Bson, expected: &str) -> crate::error::CommandError {
+    err(
+        ErrorCode::TypeMismatch,
+        format!(
+            "BSON field '{command}.{field}' is the wrong type '{}', expected type '{expected}'",
+            type_name(v)
+        ),
+    )
+}
+
+pub fn type_name(v: &Bson) -> &'static str {
+    match v {
+        Bson::Double(_) => "double",
+        Bson::String(_) => "string",
+        Bson::Document(_) => "object",
+        Bson::Array(_) => "array",
+        Bson::Binary(_) => "binData",
+        Bson::Undefined => "undefined",
+        Bson::ObjectId(_) => "objectId",
+        Bson::Boolean(_) => "bool",
+        Bson::DateTime(_) => "date",
+        Bson::Null => "null",
+        Bson::RegularExpression(_) => "regex",
+        Bson::DbPointer(_) => "dbPointer",
+        Bson::JavaScriptCode(_) => "javascript",
+        Bson::Symbol(_) => "symbol",
+        Bson::JavaScriptCodeWithScope(_) => "javascriptWithScope",
+        Bson::Int32(_) => "int",
+        Bson::Timestamp(_) => "timestamp",
+        Bson::Int64(_) => "long",
+        Bson::Decimal128(_) => "decimal",
+        Bson::MinKey => "minKey",
+        Bson::MaxKey => "maxKey",
+    }
+}
+
+/// The collection name a command names in its first field.
+pub fn collection_name(body: &Document, command: &str) -> CommandResult<String> {
+    match body.get(command) {
+        Some(Bson::String(s)) if !s.is_empty() => Ok(s.clone()),
+        Some(Bson::String(_)) => Err(err(ErrorCode::InvalidNamespace, "Invalid namespace specified: empty collection name")),
+        Some(v) => Err(err(
+            ErrorCode::InvalidNamespace,
+            format!("collection name has invalid type {}", type_name(v)),
+        )),
+        None => Err(err(ErrorCode::FailedToParse, format!("missing '{command}' field"))),
+    }
+}
+
+pub fn opt_doc<'a>(body: &'a Document, command: &str, field: &str) -> CommandResult<Option<&'a Document>> {
+    match body.get(field) {
+        None | Some(Bson::Null) => Ok(None),
+        Some(Bson::Document(d)) => Ok(Some(d)),
+        Some(v) => Err(wrong_type(command, field, v, "object")),
+    }
+}
+
+pub fn opt_bool(body: &Document, command: &str, field: &str) -> CommandResult<Option<bool>> {
+    match body.get(field) {
+        None | Some(Bson::Null) => Ok(None),
+        Some(Bson::Boolean(b)) => Ok(Some(*b)),
+        Some(v @ (Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_))) => Ok(Some(crate::commands::truthy(v))),
+        Some(v) => Err(wrong_type(command, field, v, "bool")),
+    }
+}
+
+pub fn opt_i64(body: &Document, command: &str, field: &str) -> CommandResult<Option<i64>> {
+    match body.get(field) {
+        None | Some(Bson::Null) => Ok(None),
+        Some(Bson::Int32(i)) => Ok(Some(*i as i64)),
+        Some(Bson::Int64(i)) => Ok(Some(*i)),
+        Some(Bson::Double(f)) if f.is_finite() => Ok(Some(f.trunc() as i64)),
+        Some(v) => Err(wrong_type(command, field, v, "long")),
+    }
+}
+
+/// A non-negative integer argument (skip, batchSize).
+pub fn opt_non_negative(body: &Document, command: &str, field: &str) -> CommandResult<Option<i64>> {
+    let v = opt_i64(body, command, field)?;
+    if let Some(n) = v
+        && n < 0
+    {
+        return Err(err(
+            ErrorCode::Location51024,
+            format!("BSON field '{field}' value must be >= 0, actual value '{n}'"),
+        ));
+    }
+    Ok(v)
+}
+
+/// `collation`: only the simple (binary) collation exists yet.
+pub fn check_collation(body: &Document, command: &str) -> CommandResult<()> {
+    let Some(c) = opt_doc(body, command, "collation")? else { return Ok(()) };
+    match c.get("locale") {
+        Some(Bson::String(l)) if l == "simple" => Ok(()),
+        Some(Bson::String(l)) => Err(err(
+            ErrorCode::BadValue,
+            format!("collation locale '{l}' is not supported by cairn yet; only {{locale: \"simple\"}} is available"),
+        )),
+        _ => Err(err(ErrorCode::FailedToParse, "BSON field 'collation.locale' is missing but a required field")),
+    }
+}
+
+/// `hint`: an index name or key pattern that must name an existing index.
+pub fn check_hint(body: &Document, coll: Option<&storage::Collection>) -> CommandResult<Option<String>> {
+    let hint = match body.get("hint") {
+        None | Some(Bson::Null) => return Ok(None),
+        Some(Bson::Document(d)) if d.is_empty() => return Ok(None),
+        Some(h @ (Bson::String(_) | Bson::Document(_))) => h,
+        Some(_) => return Err(err(ErrorCode::FailedToParse, "hint must be a string or an object")),
+    };
+    if let Bson::Document(d) = hint
+        && d.keys().next().is_some_and(|k| k == "$natural")
+    {
+        return Ok(None);
+    }
+    let Some(coll) = coll else { return Ok(None) };
+    let found = coll.indexes().into_iter().find(|ix| match hint {
+        Bson::String(name) => &ix.spec.name == name,
+        Bson::Document(key) => &ix.spec.key == key,
+        _ => false,
+    });
+    match found {
+        Some(ix) => Ok(Some(ix.spec.name)),
+        None => Err(err(ErrorCode::BadValue, "hint provided does not correspond to an existing index")),
+    }
+}

@@ -1,0 +1,462 @@
+//! Reads: `find`, `getMore`, `killCursors`, `count`, `distinct`. Stored documents go into replies
+//! as raw BSON bytes; a filter is evaluated on raw documents; results larger than one batch stay
+//! behind a cursor as a resumable scan (unsorted) or a buffer (sorted).
+
+use super::args::{self, check_fields};
+use super::{Reply, Request};
+use crate::cursors::{Cursor, DocSource, FIRST_BATCH_COUNT_DEFAULT, ScanState, check_deadline};
+use crate::error::{CommandResult, ErrorCode, err};
+use crate::query::matcher::Filter;
+use crate::query::projection::Projection;
+use crate::query::sort::SortSpec;
+use crate::state::ServerState;
+use bson::{Bson, Document, RawArrayBuf, RawDocumentBuf, cstr, doc};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+use storage::{Collection, Direction};
+
+const FIND_FIELDS: &[&str] = &[
+    "filter", "projection", "sort", "skip", "limit", "batchSize", "singleBatch", "hint", "min", "max", "returnKey",
+    "showRecordId", "let", "allowDiskUse", "collation", "tailable", "awaitData", "noCursorTimeout", "oplogReplay",
+    "allowPartialResults", "readOnce", "term", "ntoreturn", "isSuffix",
+];
+
+/// Build `{cursor: {<batch>: [...], id, ns}, ok: 1}` with the documents spliced in raw.
+pub fn cursor_reply(id: i64, ns: &str, first: bool, docs: Vec<RawDocumentBuf>) -> Reply {
+    let mut batch = RawArrayBuf::new();
+    for d in docs {
+        batch.push(d);
+    }
+    let mut cursor = RawDocumentBuf::new();
+    if first {
+        cursor.append(cstr!("firstBatch"), batch);
+    } else {
+        cursor.append(cstr!("nextBatch"), batch);
+    }
+    cursor.append(cstr!("id"), id);
+    cursor.append(cstr!("ns"), ns);
+    let mut reply = RawDocumentBuf::new();
+    reply.append(cstr!("cursor"), cursor);
+    reply.append(cstr!("ok"), 1.0);
+    Reply::Raw(reply)
+}
+
+pub fn deadline(req: &Request) -> Option<Instant> {
+    req.max_time_ms.filter(|ms| *ms > 0).map(|ms| Instant::now() + Duration::from_millis(ms as u64))
+}
+
+/// The `_id` value of a filter that is exactly `{_id: <scalar>}` or `{_id: {$eq: <scalar>}}`.
+pub fn id_point(filter: &Document) -> Option<&Bson> {
+    if filter.len() != 1 {
+        return None;
+    }
+    let v = filter.get("_id")?;
+    let v = match v {
+        Bson::Document(d) if d.len() == 1 && d.contains_key("$eq") => d.get("$eq")?,
+        v => v,
+    };
+    match v {
+        Bson::Document(_) | Bson::Array(_) | Bson::RegularExpression(_) | Bson::Null | Bson::Undefined => None,
+        Bson::MinKey | Bson::MaxKey => None,
+        v => Some(v),
+    }
+}
+
+/// The sort stage: all matches in memory, bounded unless `allowDiskUse`.
+pub struct SortPlan {
+    pub spec: SortSpec,
+    pub memory_bytes_max: Option<usize>,
+}
+
+/// Every matching document of `coll` in RecordId order, with the array position of its match.
+pub fn collect_matches(
+    coll: &Collection,
+    filter: &Filter,
+    deadline: Option<Instant>,
+    memory_bytes_max: Option<usize>,
+) -> CommandResult<Vec<(u64, RawDocumentBuf, Option<usize>)>> {
+    let mut out = Vec::new();
+    let mut after = None;
+    let mut bytes = 0usize;
+    loop {
+        check_deadline(deadline)?;
+        let chunk = coll.scan(Direction::Forward, after, 1024).map_err(|e| crate::catalog::storage_error(e, "", ""))?;
+        let last = chunk.len() < 1024;
+        for (rid, doc) in chunk {
+            after = Some(rid);
+            if let Some(d) = filter.try_matches(&doc)? {
+                bytes += doc.as_bytes().len();
+                if memory_bytes_max.is_some_and(|m| bytes > m) {
+                    return Err(sort_memory_error(memory_bytes_max.unwrap_or_default()));
+                }
+                out.push((rid, doc, d.array_pos));
+            }
+        }
+        if last {
+            return Ok(out);
+        }
+    }
+}
+
+pub fn sort_memory_error(limit: usize) -> crate::error::CommandError {
+    err(
+        ErrorCode::QueryExceededMemoryLimitNoDiskUseAllowed,
+        format!(
+            "Executor error during find command :: caused by :: Sort exceeded memory limit of {limit} bytes, but did not opt in to external sorting."
+        ),
+    )
+}
+
+struct FindArgs {
+    filter: Filter,
+    filter_doc: Document,
+    projection: Option<Arc<Projection>>,
+    sort: Option<SortSpec>,
+    natural: Option<Direction>,
+    skip: u64,
+    limit: Option<u64>,
+    batch_size: Option<usize>,
+    single_batch: bool,
+    show_record_id: bool,
+    return_key: bool,
+    allow_disk_use: bool,
+    no_timeout: bool,
+}
+
+fn parse_find(body: &Document) -> CommandResult<FindArgs> {
+    check_fields(body, "find", FIND_FIELDS)?;
+    args::check_collation(body, "find")?;
+    let filter_doc = args::opt_doc(body, "find", "filter")?.cloned().unwrap_or_default();
+    let filter = Filter::parse(&filter_doc)?;
+    let projection = match args::opt_doc(body, "find", "projection")? {
+        Some(p) if !p.is_empty() => Some(Arc::new(Projection::parse(p)?)),
+        _ => None,
+    };
+    let (sort, natural) = match args::opt_doc(body, "find", "sort")? {
+        Some(s) if s.is_empty() => (None, None),
+        Some(s) if s.keys().next().is_some_and(|k| k == "$natural") => {
+            let dir = s.get("$natural").and_then(super::as_i64).unwrap_or(1);
+            (None, Some(if dir < 0 { Direction::Backward } else { Direction::Forward }))
+        }
+        Some(s) => (Some(SortSpec::parse(s)?), None),
+        None => (None, None),
+    };
+    let natural = natural.or_else(|| match body.get("hint") {
+        Some(Bson::Document(h)) => h.get("$natural").and_then(super::as_i64).map(|d| if d < 0 { Direction::Backward } else { Direction::Forward }),
+        _ => None,
+    });
+    let skip = args::opt_non_negative(body, "find", "skip")?.unwrap_or(0) as u64;
+    let limit_raw = args::opt_i64(body, "find", "limit")?;
+    let mut single_batch = args::opt_bool(body, "find", "singleBatch")?.unwrap_or(false);
+    let limit = match limit_raw {
+        Some(n) if n < 0 => {
+            // A negative limit is the legacy "one batch of |n|".
+            single_batch = true;
+            Some(n.unsigned_abs())
+        }
+        Some(0) | None => None,
+        Some(n) => Some(n as u64),
+    };
+    let batch_size = args::opt_non_negative(body, "find", "batchSize")?.map(|n| n as usize);
+    for unsupported in ["min", "max"] {
+        if body.contains_key(unsupported) {
+            return Err(err(
+                ErrorCode::NotImplemented,
+                format!("find with '{unsupported}' is not supported by cairn yet (it needs index bounds from the planner)"),
+            ));
+        }
+    }
+    if args::opt_bool(body, "find", "tailable")?.unwrap_or(false) {
+        return Err(err(ErrorCode::BadValue, "error processing query: tailable cursor requested on non capped collection"));
+    }
+    Ok(FindArgs {
+        filter,
+        filter_doc,
+        projection,
+        sort,
+        natural,
+        skip,
+        limit,
+        batch_size,
+        single_batch,
+        show_record_id: args::opt_bool(body, "find", "showRecordId")?.unwrap_or(false),
+        return_key: args::opt_bool(body, "find", "returnKey")?.unwrap_or(false),
+        allow_disk_use: args::opt_bool(body, "find", "allowDiskUse")?.unwrap_or(false),
+        no_timeout: args::opt_bool(body, "find", "noCursorTimeout")?.unwrap_or(false),
+    })
+}
+
+pub async fn find(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+    state.opcounters.query.fetch_add(1, Relaxed);
+    let coll_name = args::collection_name(&req.body, "find")?;
+    crate::catalog::validate_collection_name(&req.db, &coll_name)?;
+    let ns = format!("{}.{}", req.db, coll_name);
+    let a = parse_find(&req.body)?;
+    let deadline = deadline(req);
+    let Some(coll) = state.catalog.collection(&req.db, &coll_name) else {
+        return Ok(cursor_reply(0, &ns, true, vec![]));
+    };
+    args::check_hint(&req.body, Some(&coll))?;
+    let mut source = plan_find(state, &coll, &a, deadline)?;
+    let first_count = match (a.batch_size, a.limit) {
+        (Some(b), Some(l)) => b.min(l as usize),
+        (Some(b), None) => b,
+        (None, Some(l)) if a.single_batch => l as usize,
+        (None, _) => FIRST_BATCH_COUNT_DEFAULT,
+    };
+    let batch = source.next_batch(first_count, deadline)?;
+    let batch = if a.return_key { batch.into_iter().map(|_| RawDocumentBuf::new()).collect() } else { batch };
+    if a.single_batch || source.is_exhausted() {
+        return Ok(cursor_reply(0, &ns, true, batch));
+    }
+    let cursor = Cursor {
+        db: req.db.clone(),
+        coll: coll_name,
+        uuid: Some(coll.uuid()),
+        source,
+        last_used: Instant::now(),
+        no_timeout: a.no_timeout,
+    };
+    let id = state.cursors.insert(cursor)?;
+    Ok(cursor_reply(id, &ns, true, batch))
+}
+
+fn plan_find(state: &ServerState, coll: &Arc<Collection>, a: &FindArgs, deadline: Option<Instant>) -> CommandResult<DocSource> {
+    if let Some(id) = id_point(&a.filter_doc)
+        && a.natural.is_none()
+    {
+        let raw_id = bson::RawBson::try_from(id.clone()).map_err(|e| err(ErrorCode::BadValue, e.to_string()))?;
+        let rid = coll.find_by_id(raw_id.as_raw_bson_ref()).map_err(|e| crate::catalog::storage_error(e, "", ""))?;
+        let mut docs = VecDeque::new();
+        if let Some(rid) = rid
+            && let Some(doc) = coll.get(rid).map_err(|e| crate::catalog::storage_error(e, "", ""))?
+            && a.skip == 0
+            && let Some(d) = a.filter.try_matches(&doc)?
+        {
+            docs.push_back(finish_doc(doc, rid, d.array_pos, a)?);
+        }
+        return Ok(DocSource::Buffered(docs));
+    }
+    let Some(sort) = &a.sort else {
+        return Ok(DocSource::Scan(ScanState {
+            coll: coll.clone(),
+            filter: Arc::new(a.filter.clone()),
+            projection: a.projection.clone(),
+            direction: a.natural.unwrap_or(Direction::Forward),
+            after: None,
+            skip: a.skip,
+            remaining: a.limit,
+            show_record_id: a.show_record_id,
+            exhausted: false,
+            pending: VecDeque::new(),
+        }));
+    };
+    let memory_max = if a.allow_disk_use {
+        None
+    } else {
+        Some(state.params.get_i64("internalQueryMaxBlockingSortMemoryUsageBytes").max(0) as usize)
+    };
+    let mut matches = collect_matches(coll, &a.filter, deadline, memory_max)?;
+    // A stable sort keeps ties in RecordId order.
+    matches.sort_by(|x, y| sort.compare(&x.1, &y.1));
+    let take = a.limit.map_or(usize::MAX, |l| l as usize);
+    let mut docs = VecDeque::new();
+    for (rid, doc, pos) in matches.into_iter().skip(a.skip as usize).take(take) {
+        docs.push_back(finish_doc(doc, rid, pos, a)?);
+    }
+    Ok(DocSource::Buffered(docs))
+}
+
+/// Projection and `showRecordId` for one result document.
+fn finish_doc(doc: RawDocumentBuf, rid: u64, pos: Option<usize>, a: &FindArgs) -> CommandResult<RawDocumentBuf> {
+    let mut out = match &a.projection {
+        Some(p) => RawDocumentBuf::try_from(&p.apply(&doc, pos)?).map_err(|e| err(ErrorCode::InternalError, e.to_string()))?,
+        None => doc,
+    };
+    if a.show_record_id {
+        out.append(cstr!("$recordId"), rid as i64);
+    }
+    Ok(out)
+}
+
+pub async fn get_more(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+    state.opcounters.getmore.fetch_add(1, Relaxed);
+    check_fields(&req.body, "getMore", &["collection", "batchSize", "term", "lastKnownCommittedOpTime"])?;
+    let id = match req.body.get("getMore") {
+        Some(Bson::Int64(i)) => *i,
+        Some(v) => {
+            return Err(err(
+                ErrorCode::TypeMismatch,
+                format!("BSON field 'getMore.getMore' is the wrong type '{}', expected type 'long'", args::type_name(v)),
+            ));
+        }
+        None => return Err(err(ErrorCode::FailedToParse, "missing getMore cursor id")),
+    };
+    let coll_name = match req.body.get("collection") {
+        Some(Bson::String(s)) => s.clone(),
+        _ => return Err(err(ErrorCode::FailedToParse, "BSON field 'getMore.collection' is missing but a required field")),
+    };
+    let batch_size = args::opt_non_negative(&req.body, "getMore", "batchSize")?.filter(|b| *b > 0).map(|b| b as usize);
+    let Some(mut cursor) = state.cursors.take(id) else {
+        return Err(err(ErrorCode::CursorNotFound, format!("cursor id {id} not found")));
+    };
+    let ns = format!("{}.{}", req.db, coll_name);
+    if cursor.ns() != ns {
+        let owner = cursor.ns();
+        state.cursors.put_back(id, cursor);
+        return Err(err(
+            ErrorCode::Unauthorized,
+            format!("Requested getMore on namespace '{ns}', but cursor belongs to a different namespace {owner}"),
+        ));
+    }
+    if let Some(uuid) = cursor.uuid {
+        let same = state.catalog.collection(&cursor.db, &cursor.coll).is_some_and(|c| c.uuid() == uuid);
+        if !same {
+            return Err(err(ErrorCode::QueryPlanKilled, format!("collection dropped: {ns}")));
+        }
+    }
+    let batch = match cursor.source.next_batch(batch_size.unwrap_or(usize::MAX), deadline(req)) {
+        Ok(b) => b,
+        Err(e) => return Err(e),
+    };
+    if cursor.source.is_exhausted() {
+        return Ok(cursor_reply(0, &ns, false, batch));
+    }
+    state.cursors.put_back(id, cursor);
+    Ok(cursor_reply(id, &ns, false, batch))
+}
+
+pub fn kill_cursors(state: &ServerState, req: &Request) -> CommandResult<Reply> {
+    check_fields(&req.body, "killCursors", &["cursors"])?;
+    args::collection_name(&req.body, "killCursors")?;
+    let Some(Bson::Array(ids)) = req.body.get("cursors") else {
+        return Err(err(ErrorCode::FailedToParse, "BSON field 'killCursors.cursors' is missing but a required field"));
+    };
+    let (mut killed, mut not_found) = (Vec::new(), Vec::new());
+    for id in ids {
+        let Bson::Int64(id) = id else {
+            return Err(err(ErrorCode::TypeMismatch, "BSON field 'killCursors.cursors' must be an array of longs"));
+        };
+        if state.cursors.kill(*id) { killed.push(*id) } else { not_found.push(*id) }
+    }
+    Ok(Reply::Doc(doc! {
+        "cursorsKilled": killed,
+        "cursorsNotFound": not_found,
+        "cursorsAlive": [],
+        "cursorsUnknown": [],
+        "ok": 1.0,
+    }))
+}
+
+pub async fn count(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+    check_fields(&req.body, "count", &["query", "limit", "skip", "hint", "collation", "fields"])?;
+    args::check_collation(&req.body, "count")?;
+    let coll_name = args::collection_name(&req.body, "count")?;
+    let query = args::opt_doc(&req.body, "count", "query")?.cloned().unwrap_or_default();
+    let filter = Filter::parse(&query)?;
+    let skip = args::opt_i64(&req.body, "count", "skip")?.unwrap_or(0);
+    if skip < 0 {
+        return Err(err(ErrorCode::Location51024, format!("BSON field 'skip' value must be >= 0, actual value '{skip}'")));
+    }
+    let limit = args::opt_i64(&req.body, "count", "limit")?.unwrap_or(0).unsigned_abs();
+    let coll = state.catalog.collection(&req.db, &coll_name);
+    args::check_hint(&req.body, coll.as_deref())?;
+    let Some(coll) = coll else { return Ok(Reply::Doc(doc! { "n": 0, "ok": 1.0 })) };
+    let total = if filter.is_empty() {
+        coll.count() // O(1)
+    } else {
+        collect_matches(&coll, &filter, deadline(req), None)?.len() as u64
+    };
+    let mut n = total.saturating_sub(skip as u64);
+    if limit > 0 {
+        n = n.min(limit);
+    }
+    let n = i32::try_from(n).map(Bson::Int32).unwrap_or(Bson::Int64(n as i64));
+    Ok(Reply::Doc(doc! { "n": n, "ok": 1.0 }))
+}
+
+/// Values at a dotted path, arrays unwound at every level (as `distinct` reads them).
+fn values_at(v: &Bson, path: &[&str], out: &mut Vec<Bson>) {
+    let Some((first, rest)) = path.split_first() else {
+        match v {
+            Bson::Array(items) => out.extend(items.iter().cloned()),
+            other => out.push(other.clone()),
+        }
+        return;
+    };
+    match v {
+        Bson::Document(d) => {
+            if let Some(next) = d.get(*first) {
+                values_at(next, rest, out);
+            }
+        }
+        Bson::Array(items) => {
+            if let Ok(i) = first.parse::<usize>()
+                && let Some(item) = items.get(i)
+            {
+                values_at(item, rest, out);
+            }
+            for item in items {
+                if let Bson::Document(_) = item {
+                    values_at(item, path, out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+pub async fn distinct(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+    check_fields(&req.body, "distinct", &["key", "query", "collation", "hint", "readConcern"])?;
+    args::check_collation(&req.body, "distinct")?;
+    let coll_name = args::collection_name(&req.body, "distinct")?;
+    let key = match req.body.get("key") {
+        Some(Bson::String(k)) => k.clone(),
+        Some(v) => {
+            return Err(err(
+                ErrorCode::TypeMismatch,
+                format!("BSON field 'distinct.key' is the wrong type '{}', expected type 'string'", args::type_name(v)),
+            ));
+        }
+        None => return Err(err(ErrorCode::FailedToParse, "BSON field 'distinct.key' is missing but a required field")),
+    };
+    let query = args::opt_doc(&req.body, "distinct", "query")?.cloned().unwrap_or_default();
+    let filter = Filter::parse(&query)?;
+    let coll = state.catalog.collection(&req.db, &coll_name);
+    args::check_hint(&req.body, coll.as_deref())?;
+    let mut values = Vec::new();
+    if let Some(coll) = coll {
+        let path: Vec<&str> = key.split('.').collect();
+        for (_, doc, _) in collect_matches(&coll, &filter, deadline(req), None)? {
+            let d = Document::try_from(doc.as_ref()).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
+            values_at(&Bson::Document(d), &path, &mut values);
+        }
+    }
+    values.sort_by(storage::order::compare_bson);
+    values.dedup_by(|a, b| storage::order::compare_bson(a, b).is_eq());
+    Ok(Reply::Doc(doc! { "values": values, "ok": 1.0 }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn id_point_lookup_shapes() {
+        assert!(id_point(&doc! { "_id": 1 }).is_some());
+        assert!(id_point(&doc! { "_id": { "$eq": "x" } }).is_some());
+        assert!(id_point(&doc! { "_id": { "$gt": 1 } }).is_none());
+        assert!(id_point(&doc! { "_id": 1, "a": 2 }).is_none());
+        assert!(id_point(&doc! { "_id": [1] }).is_none());
+    }
+
+    #[test]
+    fn distinct_paths_unwind_arrays() {
+        let d = Bson::Document(doc! { "a": [ { "b": 1 }, { "b": [2, 3] }, { "c": 4 } ] });
+        let mut out = Vec::new();
+        values_at(&d, &["a", "b"], &mut out);
+        assert_eq!(out, vec![Bson::Int32(1), Bson::Int32(2), Bson::Int32(3)]);
+    }
+}

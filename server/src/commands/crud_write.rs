@@ -1,0 +1,474 @@
+//! Writes: `insert`, `update`, `delete`, `findAndModify`. Inserts go straight to storage (the
+//! engine checks unique indexes atomically); updates and deletes hold the namespace's write lock
+//! from reading the matches to writing the changes, then release it before waiting for
+//! durability so concurrent writers share one group commit. Per-statement failures become
+//! `writeErrors` inside an `ok: 1` reply, as in mongod.
+
+use super::args::{self, check_fields};
+use super::{Reply, Request};
+use crate::catalog::{WriteConcern, storage_error};
+use crate::error::{CommandError, CommandResult, ErrorCode, err};
+use crate::limits;
+use crate::query::matcher::Filter;
+use crate::query::update::{ApplyContext, Update};
+use crate::state::ServerState;
+use bson::{Bson, Document, RawDocumentBuf, doc};
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use storage::{Collection, Ticket, WriteOp};
+
+/// Outcome of a write command before it becomes a reply.
+#[derive(Default)]
+struct WriteOutcome {
+    n: i64,
+    n_modified: i64,
+    upserted: Vec<Document>,
+    errors: Vec<Document>,
+    ticket: Option<Ticket>,
+}
+
+impl WriteOutcome {
+    fn error(&mut self, index: usize, e: CommandError) {
+        let mut d = doc! { "index": index as i32, "code": e.code.code(), "errmsg": e.message };
+        if let Some(extra) = e.extra {
+            d.extend(extra);
+        }
+        self.errors.push(d);
+    }
+
+    fn keep_ticket(&mut self, t: Ticket) {
+        if self.ticket.as_ref().is_none_or(|old| old.sequence <= t.sequence) {
+            self.ticket = Some(t);
+        }
+    }
+
+    async fn reply(self, state: &ServerState, wc: &WriteConcern, update: bool) -> CommandResult<Reply> {
+        if let Some(t) = &self.ticket {
+            state.catalog.finish_write(t, wc).await?;
+        }
+        let mut r = doc! { "n": self.n as i32 };
+        if update {
+            r.insert("nModified", self.n_modified as i32);
+            if !self.upserted.is_empty() {
+                r.insert("upserted", self.upserted);
+            }
+        }
+        if !self.errors.is_empty() {
+            r.insert("writeErrors", self.errors);
+        }
+        if let Some(wce) = wc.error() {
+            r.insert("writeConcernError", wce);
+        }
+        r.insert("ok", 1.0);
+        Ok(Reply::Doc(r))
+    }
+}
+
+fn batch_len_error(n: usize) -> CommandError {
+    err(
+        ErrorCode::InvalidLength,
+        format!("Write batch sizes must be between 1 and {}. Got {n} operations.", limits::WRITE_BATCH_COUNT_MAX),
+    )
+}
+
+/// The statements of a write command: from the body's array or from a kind-1 sequence.
+fn statements(req: &Request, field: &str) -> CommandResult<Vec<RawDocumentBuf>> {
+    let mut out = Vec::new();
+    if let Some(seq) = req.sequences.iter().find(|s| s.identifier == field) {
+        out.extend(seq.documents.iter().cloned());
+    }
+    match req.body.get(field) {
+        None => {}
+        Some(Bson::Array(items)) => {
+            for item in items {
+                let Bson::Document(d) = item else {
+                    return Err(err(ErrorCode::TypeMismatch, format!("BSON field '{}.{field}' must be an array of objects", req.name)));
+                };
+                out.push(RawDocumentBuf::try_from(d).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?);
+            }
+        }
+        Some(_) => return Err(err(ErrorCode::TypeMismatch, format!("BSON field '{}.{field}' must be an array", req.name))),
+    }
+    if out.is_empty() || out.len() > limits::WRITE_BATCH_COUNT_MAX {
+        return Err(batch_len_error(out.len()));
+    }
+    Ok(out)
+}
+
+/// Check an `_id` value mongod would refuse to store.
+fn check_id(id: &Bson) -> CommandResult<()> {
+    match id {
+        Bson::Array(_) => Err(err(ErrorCode::InvalidIdField, "The '_id' value cannot be of type array")),
+        Bson::RegularExpression(_) => Err(err(ErrorCode::InvalidIdField, "can't use a regex for _id")),
+        Bson::Undefined => Err(err(ErrorCode::InvalidIdField, "can't use a undefined for _id")),
+        Bson::Document(d) if d.keys().any(|k| k.starts_with('$')) => Err(err(
+            ErrorCode::DollarPrefixedFieldName,
+            format!("_id fields may not contain '$'-prefixed fields: {} is not valid for storage.", d.keys().next().map_or("", |k| k)),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// A document ready to store: `_id` present (generated when missing) and first, size checked.
+pub fn prepare_for_storage(raw: RawDocumentBuf) -> CommandResult<RawDocumentBuf> {
+    // Fast path: `_id` already first; no decode needed.
+    if let Some(Ok((key, value))) = raw.iter().next()
+        && key == "_id"
+    {
+        let id = Bson::try_from(value).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
+        check_id(&id)?;
+        check_size(&raw)?;
+        return Ok(raw);
+    }
+    let doc = Document::try_from(raw.as_ref()).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
+    prepare_document(doc)
+}
+
+pub fn prepare_document(mut doc: Document) -> CommandResult<RawDocumentBuf> {
+    let id = doc.remove("_id").unwrap_or_else(|| Bson::ObjectId(bson::oid::ObjectId::new()));
+    check_id(&id)?;
+    let mut out = doc! { "_id": id };
+    out.extend(doc);
+    let raw = RawDocumentBuf::try_from(&out).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
+    check_size(&raw)?;
+    Ok(raw)
+}
+
+fn check_size(raw: &RawDocumentBuf) -> CommandResult<()> {
+    let n = raw.as_bytes().len();
+    if n > limits::BSON_OBJECT_SIZE_MAX {
+        return Err(err(ErrorCode::BSONObjectTooLarge, format!("object to insert too large. size in bytes: {n}, max size: {}", limits::BSON_OBJECT_SIZE_MAX)));
+    }
+    Ok(())
+}
+
+pub async fn insert(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+    check_fields(&req.body, "insert", &["documents", "ordered", "bypassDocumentValidation"])?;
+    let coll_name = args::collection_name(&req.body, "insert")?;
+    let wc = WriteConcern::parse(req.write_concern.as_ref())?;
+    let ordered = args::opt_bool(&req.body, "insert", "ordered")?.unwrap_or(true);
+    let docs = statements(req, "documents")?;
+    crate::catalog::check_user_writable(&req.db, &coll_name)?;
+    let coll = state.catalog.get_or_create(&req.db, &coll_name)?;
+    let mut out = WriteOutcome::default();
+    let mut pending: Vec<(usize, RawDocumentBuf)> = Vec::new();
+    for (i, raw) in docs.into_iter().enumerate() {
+        state.opcounters.insert.fetch_add(1, Relaxed);
+        match prepare_for_storage(raw) {
+            Ok(d) => pending.push((i, d)),
+            Err(e) => {
+                insert_group(&coll, &req.db, &coll_name, std::mem::take(&mut pending), ordered, &mut out);
+                if ordered && !out.errors.is_empty() {
+                    break;
+                }
+                out.error(i, e);
+                if ordered {
+                    break;
+                }
+            }
+        }
+    }
+    if !(ordered && !out.errors.is_empty()) {
+        insert_group(&coll, &req.db, &coll_name, pending, ordered, &mut out);
+    }
+    out.reply(state, &wc, false).await
+}
+
+/// Insert a run of valid documents: one atomic storage write when it succeeds; otherwise one
+/// document at a time so that each failure is reported at its own index.
+fn insert_group(coll: &Collection, db: &str, name: &str, docs: Vec<(usize, RawDocumentBuf)>, ordered: bool, out: &mut WriteOutcome) {
+    if docs.is_empty() {
+        return;
+    }
+    let ops: Vec<WriteOp> = docs.iter().map(|(_, d)| WriteOp::Insert(d.clone())).collect();
+    if let Ok(t) = coll.write(ops) {
+        out.n += docs.len() as i64;
+        out.keep_ticket(t);
+        return;
+    }
+    for (i, d) in docs {
+        match coll.write(vec![WriteOp::Insert(d)]) {
+            Ok(t) => {
+                out.n += 1;
+                out.keep_ticket(t);
+            }
+            Err(e) => {
+                out.error(i, storage_error(e, db, name));
+                if ordered {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// One parsed update statement.
+pub(super) struct UpdateStmt {
+    filter: Filter,
+    filter_doc: Document,
+    update: Update,
+    replacement: Option<Document>,
+    pub(super) upsert: bool,
+    multi: bool,
+}
+
+fn parse_update_stmt(raw: &RawDocumentBuf) -> CommandResult<UpdateStmt> {
+    let s = Document::try_from(raw.as_ref()).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
+    for k in s.keys() {
+        if !matches!(k.as_str(), "q" | "u" | "upsert" | "multi" | "arrayFilters" | "hint" | "collation" | "c" | "sort") {
+            return Err(err(ErrorCode::Location40415, format!("BSON field 'update.updates.{k}' is an unknown field.")));
+        }
+    }
+    args::check_collation(&s, "update.updates")?;
+    let filter_doc = match s.get("q") {
+        Some(Bson::Document(d)) => d.clone(),
+        _ => return Err(err(ErrorCode::FailedToParse, "BSON field 'update.updates.q' is missing but a required field")),
+    };
+    let array_filters: Option<Vec<Document>> = match s.get("arrayFilters") {
+        None | Some(Bson::Null) => None,
+        Some(Bson::Array(a)) => Some(a.iter().filter_map(|v| v.as_document().cloned()).collect()),
+        Some(_) => return Err(err(ErrorCode::TypeMismatch, "arrayFilters must be an array of objects")),
+    };
+    let (update, replacement) = match s.get("u") {
+        Some(Bson::Document(u)) => {
+            let is_replacement = u.keys().next().is_none_or(|k| !k.starts_with('$'));
+            let upd = Update::parse(u, array_filters.as_deref())?;
+            (upd, is_replacement.then(|| u.clone()))
+        }
+        Some(Bson::Array(_)) => {
+            return Err(err(ErrorCode::NotImplemented, "pipeline-style updates are not supported by cairn yet"));
+        }
+        _ => return Err(err(ErrorCode::FailedToParse, "BSON field 'update.updates.u' is missing but a required field")),
+    };
+    let multi = s.get("multi").is_some_and(super::truthy);
+    if multi && replacement.is_some() {
+        return Err(err(ErrorCode::FailedToParse, "multi update is not supported for replacement-style update"));
+    }
+    Ok(UpdateStmt {
+        filter: Filter::parse(&filter_doc)?,
+        filter_doc,
+        update,
+        replacement,
+        upsert: s.get("upsert").is_some_and(super::truthy),
+        multi,
+    })
+}
+
+pub async fn update(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+    check_fields(&req.body, "update", &["updates", "ordered", "bypassDocumentValidation", "let"])?;
+    let coll_name = args::collection_name(&req.body, "update")?;
+    let wc = WriteConcern::parse(req.write_concern.as_ref())?;
+    let ordered = args::opt_bool(&req.body, "update", "ordered")?.unwrap_or(true);
+    let stmts = statements(req, "updates")?;
+    crate::catalog::check_user_writable(&req.db, &coll_name)?;
+    let mut out = WriteOutcome::default();
+    let _guard = state.catalog.lock(&req.db, &coll_name).await;
+    for (i, raw) in stmts.iter().enumerate() {
+        state.opcounters.update.fetch_add(1, Relaxed);
+        let result = match parse_update_stmt(raw) {
+            Ok(stmt) => run_update(state, &req.db, &coll_name, &stmt, i, &mut out),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = result {
+            out.error(i, e);
+            if ordered {
+                break;
+            }
+        }
+    }
+    drop(_guard);
+    out.reply(state, &wc, true).await
+}
+
+/// Apply `update` to a stored document; `None` when it changed nothing.
+pub(super) fn updated_doc(stmt: &UpdateStmt, raw: &RawDocumentBuf, pos: Option<usize>) -> CommandResult<Option<RawDocumentBuf>> {
+    let mut doc = Document::try_from(raw.as_ref()).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
+    let old_id = doc.get("_id").cloned();
+    let changed = if let Some(rep) = &stmt.replacement {
+        let new_id = rep.get("_id");
+        if let (Some(new_id), Some(old)) = (new_id, &old_id)
+            && storage::order::compare_bson(new_id, old).is_ne()
+        {
+            return Err(err(
+                ErrorCode::ImmutableField,
+                format!("After applying the update, the (immutable) field '_id' was found to have been altered to _id: {new_id}"),
+            ));
+        }
+        let mut next = doc! {};
+        if let Some(id) = &old_id {
+            next.insert("_id", id.clone());
+        }
+        next.extend(rep.iter().filter(|(k, _)| k.as_str() != "_id").map(|(k, v)| (k.clone(), v.clone())));
+        let changed = next != doc;
+        doc = next;
+        changed
+    } else {
+        let ctx = ApplyContext { is_insert: false, positional: pos, now: bson::DateTime::now() };
+        stmt.update.apply(&mut doc, &ctx)?
+    };
+    if !changed {
+        return Ok(None);
+    }
+    Ok(Some(prepare_document(doc)?))
+}
+
+fn run_update(state: &ServerState, db: &str, name: &str, stmt: &UpdateStmt, index: usize, out: &mut WriteOutcome) -> CommandResult<()> {
+    let coll = state.catalog.collection(db, name);
+    let mut ops = Vec::new();
+    let mut matched = 0i64;
+    if let Some(coll) = &coll {
+        for (rid, raw, pos) in find_matches(coll, &stmt.filter, &stmt.filter_doc, !stmt.multi)? {
+            matched += 1;
+            if let Some(next) = updated_doc(stmt, &raw, pos)? {
+                ops.push(WriteOp::Replace(rid, next));
+            }
+        }
+    }
+    if matched == 0 && stmt.upsert {
+        let doc = upsert_document(stmt)?;
+        let id = doc.get("_id").cloned().unwrap_or(Bson::Null);
+        let raw = prepare_document(doc)?;
+        let coll = state.catalog.get_or_create(db, name)?;
+        let t = coll.write(vec![WriteOp::Insert(raw)]).map_err(|e| storage_error(e, db, name))?;
+        out.keep_ticket(t);
+        out.n += 1;
+        out.upserted.push(doc! { "index": index as i32, "_id": id });
+        return Ok(());
+    }
+    let modified = ops.len() as i64;
+    if let (Some(coll), false) = (&coll, ops.is_empty()) {
+        let t = coll.write(ops).map_err(|e| storage_error(e, db, name))?;
+        out.keep_ticket(t);
+    }
+    out.n += matched;
+    out.n_modified += modified;
+    Ok(())
+}
+
+/// The document an upsert inserts: the query's equality fields, then the update applied as an
+/// insert (so `$setOnInsert` applies), or the replacement with the query's `_id`.
+pub(super) fn upsert_document(stmt: &UpdateStmt) -> CommandResult<Document> {
+    let mut seed = Document::new();
+    for (path, value) in stmt.filter.equality_fields() {
+        if stmt.replacement.is_some() && path != "_id" {
+            continue;
+        }
+        set_path(&mut seed, &path, value);
+    }
+    if let Some(rep) = &stmt.replacement {
+        let mut out = Document::new();
+        if let Some(id) = rep.get("_id").or_else(|| seed.get("_id")) {
+            out.insert("_id", id.clone());
+        }
+        out.extend(rep.iter().filter(|(k, _)| k.as_str() != "_id").map(|(k, v)| (k.clone(), v.clone())));
+        return Ok(out);
+    }
+    let ctx = ApplyContext { is_insert: true, positional: None, now: bson::DateTime::now() };
+    stmt.update.apply(&mut seed, &ctx)?;
+    if !seed.contains_key("_id") {
+        seed.insert("_id", bson::oid::ObjectId::new());
+    }
+    Ok(seed)
+}
+
+/// Set a dotted path, creating embedded documents on the way.
+fn set_path(doc: &mut Document, path: &str, value: Bson) {
+    match path.split_once('.') {
+        None => {
+            doc.insert(path, value);
+        }
+        Some((head, rest)) => {
+            if !matches!(doc.get(head), Some(Bson::Document(_))) {
+                doc.insert(head, Document::new());
+            }
+            if let Some(Bson::Document(inner)) = doc.get_mut(head) {
+                set_path(inner, rest, value);
+            }
+        }
+    }
+}
+
+/// Matching documents in RecordId order (`first_only`: at most one), using the `_id` index for a
+/// point filter.
+fn find_matches(coll: &Collection, filter: &Filter, filter_doc: &Document, first_only: bool) -> CommandResult<Vec<(u64, RawDocumentBuf, Option<usize>)>> {
+    if let Some(id) = super::crud_read::id_point(filter_doc) {
+        let raw_id = bson::RawBson::try_from(id.clone()).map_err(|e| err(ErrorCode::BadValue, e.to_string()))?;
+        let rid = coll.find_by_id(raw_id.as_raw_bson_ref()).map_err(|e| storage_error(e, "", ""))?;
+        let Some(rid) = rid else { return Ok(vec![]) };
+        let Some(doc) = coll.get(rid).map_err(|e| storage_error(e, "", ""))? else { return Ok(vec![]) };
+        return Ok(match filter.try_matches(&doc)? {
+            Some(d) => vec![(rid, doc, d.array_pos)],
+            None => vec![],
+        });
+    }
+    let mut all = super::crud_read::collect_matches(coll, filter, None, None)?;
+    if first_only {
+        all.truncate(1);
+    }
+    Ok(all)
+}
+
+pub async fn delete(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+    check_fields(&req.body, "delete", &["deletes", "ordered", "let"])?;
+    let coll_name = args::collection_name(&req.body, "delete")?;
+    let wc = WriteConcern::parse(req.write_concern.as_ref())?;
+    let ordered = args::opt_bool(&req.body, "delete", "ordered")?.unwrap_or(true);
+    let stmts = statements(req, "deletes")?;
+    let mut out = WriteOutcome::default();
+    let _guard = state.catalog.lock(&req.db, &coll_name).await;
+    let coll = state.catalog.collection(&req.db, &coll_name);
+    for (i, raw) in stmts.iter().enumerate() {
+        state.opcounters.delete.fetch_add(1, Relaxed);
+        let result = run_delete(coll.as_deref(), &req.db, &coll_name, raw, &mut out);
+        if let Err(e) = result {
+            out.error(i, e);
+            if ordered {
+                break;
+            }
+        }
+    }
+    drop(_guard);
+    out.reply(state, &wc, false).await
+}
+
+fn run_delete(coll: Option<&Collection>, db: &str, name: &str, raw: &RawDocumentBuf, out: &mut WriteOutcome) -> CommandResult<()> {
+    let s = Document::try_from(raw.as_ref()).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
+    for k in s.keys() {
+        if !matches!(k.as_str(), "q" | "limit" | "hint" | "collation") {
+            return Err(err(ErrorCode::Location40415, format!("BSON field 'delete.deletes.{k}' is an unknown field.")));
+        }
+    }
+    args::check_collation(&s, "delete.deletes")?;
+    let filter_doc = match s.get("q") {
+        Some(Bson::Document(d)) => d.clone(),
+        _ => return Err(err(ErrorCode::FailedToParse, "BSON field 'delete.deletes.q' is missing but a required field")),
+    };
+    let limit = match s.get("limit").and_then(super::as_i64) {
+        Some(0) => false,
+        Some(1) => true,
+        _ => return Err(err(ErrorCode::FailedToParse, "The limit field in delete objects must be 0 or 1. Got ")),
+    };
+    let filter = Filter::parse(&filter_doc)?;
+    let Some(coll) = coll else { return Ok(()) };
+    args::check_hint(&s, Some(coll))?;
+    let matches = find_matches(coll, &filter, &filter_doc, limit)?;
+    if matches.is_empty() {
+        return Ok(());
+    }
+    let n = matches.len() as i64;
+    let ops = matches.into_iter().map(|(rid, _, _)| WriteOp::Delete(rid)).collect();
+    let t = coll.write(ops).map_err(|e| storage_error(e, db, name))?;
+    out.keep_ticket(t);
+    out.n += n;
+    Ok(())
+}
+
+/// Parse an update statement given as parts (findAndModify's `update` + `arrayFilters`).
+pub(super) fn stmt_from(filter_doc: Document, update: &Bson, upsert: bool, array_filters: Option<&Bson>) -> CommandResult<UpdateStmt> {
+    let mut s = doc! { "q": filter_doc, "u": update.clone(), "upsert": upsert };
+    if let Some(af) = array_filters {
+        s.insert("arrayFilters", af.clone());
+    }
+    let raw = RawDocumentBuf::try_from(&s).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
+    parse_update_stmt(&raw)
+}

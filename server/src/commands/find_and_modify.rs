@@ -1,0 +1,137 @@
+//! `findAndModify`: find one document (by `query` and `sort`), then remove it or update it (or
+//! upsert), and return the document before or after, all under the namespace's write lock.
+
+use super::args::{self, check_fields};
+use super::crud_write::{UpdateStmt, prepare_document, stmt_from, updated_doc, upsert_document};
+use super::{Reply, Request};
+use crate::catalog::{WriteConcern, storage_error};
+use crate::error::{CommandResult, ErrorCode, err};
+use crate::query::matcher::Filter;
+use crate::query::projection::Projection;
+use crate::query::sort::SortSpec;
+use crate::state::ServerState;
+use bson::{Bson, Document, RawDocumentBuf, doc};
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use storage::WriteOp;
+
+const FIELDS: &[&str] = &[
+    "query", "sort", "remove", "update", "new", "fields", "upsert", "arrayFilters", "bypassDocumentValidation", "hint",
+    "collation", "let",
+];
+
+struct Args {
+    filter_doc: Document,
+    filter: Filter,
+    sort: Option<SortSpec>,
+    stmt: Option<UpdateStmt>,
+    return_new: bool,
+    fields: Option<Projection>,
+}
+
+fn parse(body: &Document) -> CommandResult<Args> {
+    check_fields(body, "findAndModify", FIELDS)?;
+    args::check_collation(body, "findAndModify")?;
+    let filter_doc = args::opt_doc(body, "findAndModify", "query")?.cloned().unwrap_or_default();
+    let remove = args::opt_bool(body, "findAndModify", "remove")?.unwrap_or(false);
+    let return_new = args::opt_bool(body, "findAndModify", "new")?.unwrap_or(false);
+    let upsert = args::opt_bool(body, "findAndModify", "upsert")?.unwrap_or(false);
+    let update = body.get("update").filter(|u| !matches!(u, Bson::Null));
+    match (remove, update.is_some()) {
+        (true, true) => return Err(err(ErrorCode::FailedToParse, "Cannot specify both an update and remove=true")),
+        (false, false) => return Err(err(ErrorCode::FailedToParse, "Either an update or remove=true must be specified")),
+        _ => {}
+    }
+    if remove && return_new {
+        return Err(err(
+            ErrorCode::FailedToParse,
+            "Cannot specify both new=true and remove=true; 'remove' always returns the deleted document",
+        ));
+    }
+    if remove && upsert {
+        return Err(err(ErrorCode::FailedToParse, "Cannot specify both upsert=true and remove=true"));
+    }
+    let stmt = match update {
+        Some(u) => Some(stmt_from(filter_doc.clone(), u, upsert, body.get("arrayFilters"))?),
+        None => None,
+    };
+    let sort = match args::opt_doc(body, "findAndModify", "sort")? {
+        Some(s) if !s.is_empty() => Some(SortSpec::parse(s)?),
+        _ => None,
+    };
+    let fields = match args::opt_doc(body, "findAndModify", "fields")? {
+        Some(f) if !f.is_empty() => Some(Projection::parse(f)?),
+        _ => None,
+    };
+    Ok(Args { filter: Filter::parse(&filter_doc)?, filter_doc, sort, stmt, return_new, fields })
+}
+
+fn project(fields: &Option<Projection>, doc: &RawDocumentBuf) -> CommandResult<Bson> {
+    Ok(match fields {
+        Some(p) => Bson::Document(p.apply(doc, None)?),
+        None => Bson::Document(Document::try_from(doc.as_ref()).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?),
+    })
+}
+
+pub async fn run(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+    let name = args::collection_name(&req.body, &req.name)?;
+    let wc = WriteConcern::parse(req.write_concern.as_ref())?;
+    let a = parse(&req.body)?;
+    crate::catalog::check_user_writable(&req.db, &name)?;
+    let guard = state.catalog.lock(&req.db, &name).await;
+    let coll = state.catalog.collection(&req.db, &name);
+    args::check_hint(&req.body, coll.as_deref())?;
+    let target = match &coll {
+        Some(c) => {
+            let mut matches = super::crud_read::collect_matches(c, &a.filter, super::crud_read::deadline(req), None)?;
+            if let Some(sort) = &a.sort {
+                matches.sort_by(|x, y| sort.compare(&x.1, &y.1));
+            }
+            matches.into_iter().next()
+        }
+        None => None,
+    };
+    let (value, last_error, ticket) = match (target, &a.stmt) {
+        (Some((rid, doc, _)), None) => {
+            state.opcounters.delete.fetch_add(1, Relaxed);
+            let coll = coll.as_ref().ok_or_else(|| err(ErrorCode::InternalError, "collection vanished"))?;
+            let t = coll.write(vec![WriteOp::Delete(rid)]).map_err(|e| storage_error(e, &req.db, &name))?;
+            (project(&a.fields, &doc)?, doc! { "n": 1 }, Some(t))
+        }
+        (Some((rid, doc, pos)), Some(stmt)) => {
+            state.opcounters.update.fetch_add(1, Relaxed);
+            let coll = coll.as_ref().ok_or_else(|| err(ErrorCode::InternalError, "collection vanished"))?;
+            let (after, ticket) = match updated_doc(stmt, &doc, pos)? {
+                Some(next) => {
+                    let t = coll.write(vec![WriteOp::Replace(rid, next.clone())]).map_err(|e| storage_error(e, &req.db, &name))?;
+                    (next, Some(t))
+                }
+                None => (doc.clone(), None),
+            };
+            let shown = if a.return_new { &after } else { &doc };
+            (project(&a.fields, shown)?, doc! { "n": 1, "updatedExisting": true }, ticket)
+        }
+        (None, Some(stmt)) if stmt.upsert => {
+            state.opcounters.update.fetch_add(1, Relaxed);
+            let new_doc = upsert_document(stmt)?;
+            let id = new_doc.get("_id").cloned().unwrap_or(Bson::Null);
+            let raw = prepare_document(new_doc)?;
+            let coll = state.catalog.get_or_create(&req.db, &name)?;
+            let t = coll.write(vec![WriteOp::Insert(raw.clone())]).map_err(|e| storage_error(e, &req.db, &name))?;
+            let value = if a.return_new { project(&a.fields, &raw)? } else { Bson::Null };
+            (value, doc! { "n": 1, "updatedExisting": false, "upserted": id }, Some(t))
+        }
+        (None, Some(_)) => (Bson::Null, doc! { "n": 0, "updatedExisting": false }, None),
+        (None, None) => (Bson::Null, doc! { "n": 0 }, None),
+    };
+    drop(guard);
+    if let Some(t) = &ticket {
+        state.catalog.finish_write(t, &wc).await?;
+    }
+    let mut reply = doc! { "lastErrorObject": last_error, "value": value };
+    if let Some(wce) = wc.error() {
+        reply.insert("writeConcernError", wce);
+    }
+    reply.insert("ok", 1.0);
+    Ok(Reply::Doc(reply))
+}

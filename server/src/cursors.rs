@@ -1,0 +1,274 @@
+//! Cursors: the registry that `find`, `aggregate` and `listCollections` leave open results in, and
+//! that `getMore` and `killCursors` read. Ids are random non-zero int64s; the registry is bounded
+//! (`CURSORS_MAX`); idle cursors are reaped after `cursorTimeoutMillis`; a cursor whose collection
+//! was dropped (or dropped and re-created: its UUID differs) fails its next `getMore`.
+//!
+//! A cursor is a `DocSource`: either documents already computed (sorted results) or a resumable
+//! collection scan that filters, skips, limits and projects as it goes, so a large result is never
+//! held in memory.
+
+use crate::error::{CommandResult, ErrorCode, err};
+use crate::query::matcher::Filter;
+use crate::query::projection::Projection;
+use bson::RawDocumentBuf;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use storage::{Collection, Direction, RecordId};
+
+/// Most open cursors at once.
+pub const CURSORS_MAX: usize = 100_000;
+/// Default number of documents in a first batch.
+pub const FIRST_BATCH_COUNT_DEFAULT: usize = 101;
+/// Most bytes of documents in one batch (a reply stays under the 48 MB message limit).
+pub const BATCH_BYTES_MAX: usize = 16 * 1024 * 1024;
+/// Documents read from storage per step of a scan.
+const SCAN_CHUNK_COUNT: usize = 512;
+
+/// Where a cursor's documents come from.
+pub enum DocSource {
+    Buffered(VecDeque<RawDocumentBuf>),
+    Scan(ScanState),
+}
+
+/// A resumable, filtered collection scan.
+pub struct ScanState {
+    pub coll: Arc<Collection>,
+    pub filter: Arc<Filter>,
+    pub projection: Option<Arc<Projection>>,
+    pub direction: Direction,
+    pub after: Option<RecordId>,
+    pub skip: u64,
+    /// Documents still to return; `None` = no limit.
+    pub remaining: Option<u64>,
+    pub show_record_id: bool,
+    pub exhausted: bool,
+    /// Matching documents read ahead of the batch that asked for them.
+    pub pending: VecDeque<RawDocumentBuf>,
+}
+
+impl ScanState {
+    fn done(&self) -> bool {
+        self.pending.is_empty() && (self.exhausted || self.remaining == Some(0))
+    }
+
+    /// Read the next chunk of the collection into `pending`.
+    fn fill(&mut self, deadline: Option<Instant>) -> CommandResult<()> {
+        check_deadline(deadline)?;
+        let chunk = self
+            .coll
+            .scan(self.direction, self.after, SCAN_CHUNK_COUNT)
+            .map_err(|e| crate::catalog::storage_error(e, "", ""))?;
+        if chunk.len() < SCAN_CHUNK_COUNT {
+            self.exhausted = true;
+        }
+        for (rid, doc) in chunk {
+            self.after = Some(rid);
+            if self.remaining == Some(0) {
+                self.exhausted = true;
+                break;
+            }
+            let Some(details) = self.filter.try_matches(&doc)? else { continue };
+            if self.skip > 0 {
+                self.skip -= 1;
+                continue;
+            }
+            if let Some(r) = self.remaining.as_mut() {
+                *r -= 1;
+            }
+            let out = match &self.projection {
+                Some(p) => {
+                    let d = p.apply(&doc, details.array_pos)?;
+                    RawDocumentBuf::try_from(&d).map_err(|e| err(ErrorCode::InternalError, e.to_string()))?
+                }
+                None => doc,
+            };
+            self.pending.push_back(if self.show_record_id { with_record_id(out, rid) } else { out });
+        }
+        Ok(())
+    }
+}
+
+fn with_record_id(mut doc: RawDocumentBuf, rid: RecordId) -> RawDocumentBuf {
+    doc.append(bson::cstr!("$recordId"), rid as i64);
+    doc
+}
+
+pub fn check_deadline(deadline: Option<Instant>) -> CommandResult<()> {
+    match deadline {
+        Some(d) if Instant::now() >= d => Err(err(ErrorCode::MaxTimeMSExpired, "operation exceeded time limit")),
+        _ => Ok(()),
+    }
+}
+
+impl DocSource {
+    /// The next batch: at most `count` documents and about `BATCH_BYTES_MAX` bytes (always at
+    /// least one document when any is left).
+    pub fn next_batch(&mut self, count: usize, deadline: Option<Instant>) -> CommandResult<Vec<RawDocumentBuf>> {
+        let mut out = Vec::new();
+        let mut bytes = 0usize;
+        while out.len() < count {
+            let next = match self {
+                DocSource::Buffered(q) => q.pop_front(),
+                DocSource::Scan(s) => {
+                    while s.pending.is_empty() && !s.done() {
+                        s.fill(deadline)?;
+                    }
+                    s.pending.pop_front()
+                }
+            };
+            let Some(doc) = next else { break };
+            bytes += doc.as_bytes().len();
+            if bytes > BATCH_BYTES_MAX && !out.is_empty() {
+                self.push_front(doc);
+                break;
+            }
+            out.push(doc);
+        }
+        Ok(out)
+    }
+
+    fn push_front(&mut self, doc: RawDocumentBuf) {
+        match self {
+            DocSource::Buffered(q) => q.push_front(doc),
+            DocSource::Scan(s) => s.pending.push_front(doc),
+        }
+    }
+
+    pub fn is_exhausted(&self) -> bool {
+        match self {
+            DocSource::Buffered(q) => q.is_empty(),
+            DocSource::Scan(s) => s.done(),
+        }
+    }
+}
+
+pub struct Cursor {
+    pub db: String,
+    pub coll: String,
+    /// The collection's UUID when the cursor was opened (None for non-collection cursors).
+    pub uuid: Option<bson::Uuid>,
+    pub source: DocSource,
+    pub last_used: Instant,
+    pub no_timeout: bool,
+}
+
+impl Cursor {
+    pub fn ns(&self) -> String {
+        format!("{}.{}", self.db, self.coll)
+    }
+}
+
+#[derive(Default)]
+pub struct CursorRegistry {
+    cursors: Mutex<HashMap<i64, Cursor>>,
+}
+
+impl CursorRegistry {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<i64, Cursor>> {
+        self.cursors.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Register a cursor and return its id.
+    pub fn insert(&self, cursor: Cursor) -> CommandResult<i64> {
+        let mut map = self.map();
+        if map.len() >= CURSORS_MAX {
+            return Err(err(ErrorCode::ExceededMemoryLimit, format!("too many open cursors (at most {CURSORS_MAX})")));
+        }
+        loop {
+            let id: i64 = rand::random::<i64>() & i64::MAX;
+            if id != 0 && !map.contains_key(&id) {
+                map.insert(id, cursor);
+                return Ok(id);
+            }
+        }
+    }
+
+    /// Take a cursor out for a `getMore` (so no two requests use it at once).
+    pub fn take(&self, id: i64) -> Option<Cursor> {
+        self.map().remove(&id)
+    }
+
+    pub fn put_back(&self, id: i64, mut cursor: Cursor) {
+        cursor.last_used = Instant::now();
+        self.map().insert(id, cursor);
+    }
+
+    pub fn kill(&self, id: i64) -> bool {
+        self.map().remove(&id).is_some()
+    }
+
+    pub fn contains(&self, id: i64) -> bool {
+        self.map().contains_key(&id)
+    }
+
+    pub fn len(&self) -> usize {
+        self.map().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Drop cursors over a namespace (`coll` None: the whole database).
+    pub fn invalidate(&self, db: &str, coll: Option<&str>) {
+        self.map().retain(|_, c| !(c.db == db && coll.is_none_or(|name| c.coll == name)));
+    }
+
+    /// Remove cursors idle for longer than `timeout`; returns how many.
+    pub fn reap_idle(&self, timeout: Duration) -> usize {
+        let mut map = self.map();
+        let before = map.len();
+        map.retain(|_, c| c.no_timeout || c.last_used.elapsed() < timeout);
+        before - map.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cursor(db: &str, coll: &str) -> Cursor {
+        Cursor {
+            db: db.into(),
+            coll: coll.into(),
+            uuid: None,
+            source: DocSource::Buffered(VecDeque::new()),
+            last_used: Instant::now(),
+            no_timeout: false,
+        }
+    }
+
+    #[test]
+    fn ids_are_positive_and_unique() {
+        let r = CursorRegistry::default();
+        let a = r.insert(cursor("d", "c")).unwrap();
+        let b = r.insert(cursor("d", "c")).unwrap();
+        assert!(a > 0 && b > 0 && a != b);
+        assert!(r.kill(a));
+        assert!(!r.kill(a));
+    }
+
+    #[test]
+    fn invalidate_and_reap() {
+        let r = CursorRegistry::default();
+        r.insert(cursor("d", "c")).unwrap();
+        r.insert(cursor("d", "e")).unwrap();
+        r.insert(cursor("x", "c")).unwrap();
+        r.invalidate("d", Some("c"));
+        assert_eq!(r.len(), 2);
+        r.invalidate("d", None);
+        assert_eq!(r.len(), 1);
+        assert_eq!(r.reap_idle(Duration::from_secs(0)), 1);
+    }
+
+    #[test]
+    fn batches_respect_count() {
+        let docs: VecDeque<RawDocumentBuf> =
+            (0..5).map(|i| RawDocumentBuf::try_from(&bson::doc! { "i": i }).unwrap()).collect();
+        let mut s = DocSource::Buffered(docs);
+        assert_eq!(s.next_batch(2, None).unwrap().len(), 2);
+        assert_eq!(s.next_batch(10, None).unwrap().len(), 3);
+        assert!(s.is_exhausted());
+    }
+}
