@@ -1,4 +1,29 @@
 //! cairn's storage engine: documents in an append-only log of checksummed segments, indexes in
-//! B+trees over an order-preserving key encoding, all made durable through group commit. This
-//! crate knows nothing of the wire protocol or the query language.
+//! ordered maps over an order-preserving key encoding, all made durable through group commit.
+//! This crate knows nothing of the wire protocol or the query language.
+//!
+//! Entry point: [`Engine::open`]. A [`Collection`] takes atomic batches of [`WriteOp`]s and
+//! returns a [`Ticket`] to wait on for durability.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
+pub mod backend;
+mod catalog;
+mod collection;
+mod commit;
+mod compact;
+mod engine;
+pub mod error;
+mod index;
+pub mod limits;
+mod log;
+pub mod record;
+mod recovery;
+pub mod sim;
+mod tempkey;
+
+pub use backend::{Backend, BackendFile, FileBackend};
+pub use collection::{Collection, Direction, IndexInfo, RecordId, WriteOp};
+pub use commit::Ticket;
+pub use engine::{CollectionInfo, Engine, EngineOptions, EngineStats};
+pub use error::{Result, StorageError};
+pub use index::{FilterCompiler, ID_INDEX_NAME, IndexSpec, Predicate, encode_index_key};

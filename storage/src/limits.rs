@@ -1,0 +1,41 @@
+//! Every bound the storage engine enforces, in one place, units last in the names. Relations
+//! between them are checked at compile time at the bottom of the file.
+
+/// Size a new log segment file is preallocated to (a segment holding one huge batch may be larger).
+pub const SEGMENT_SIZE_BYTES_DEFAULT: u64 = 64 << 20;
+/// Smallest segment size accepted in `EngineOptions` (tests use small segments to roll often).
+pub const SEGMENT_SIZE_BYTES_MIN: u64 = 4 << 10;
+/// Largest payload of one log record: a 16 MiB document plus its record framing and some slack.
+pub const RECORD_PAYLOAD_SIZE_MAX: usize = (16 << 20) + (1 << 20);
+/// Largest BSON document the engine stores (mongod's `maxBsonObjectSize` plus the 16 KiB it
+/// allows internally for command overhead).
+pub const DOCUMENT_SIZE_MAX: usize = (16 << 20) + (16 << 10);
+/// Most operations in one atomic write batch.
+pub const WRITE_BATCH_OPS_MAX: usize = 100_000;
+/// Most bytes of log records one write batch may produce (a batch never spans segments).
+pub const WRITE_BATCH_BYTES_MAX: usize = 256 << 20;
+/// Longest encoded index key (mongod 4.2+ has no key limit; this bounds memory per entry).
+pub const INDEX_KEY_SIZE_MAX: usize = 16 << 20;
+/// Most indexes per collection (mongod: 64).
+pub const INDEXES_PER_COLLECTION_MAX: usize = 64;
+/// Most entries one scan call returns, whatever limit the caller asks for.
+pub const SCAN_BATCH_COUNT_MAX: usize = 1 << 20;
+/// Compaction starts when the log holds more than this many bytes per live byte (times 100).
+pub const COMPACTION_SPACE_RATIO_PERCENT: u64 = 150;
+/// Below this many bytes of log, compaction never runs (small stores are not worth it).
+pub const COMPACTION_LOG_BYTES_MIN: u64 = 1 << 20;
+/// How often the background compactor looks at the log.
+pub const COMPACTION_INTERVAL_MS: u64 = 200;
+/// Bytes of live records re-logged per collection-lock hold during compaction.
+pub const COMPACTION_CHUNK_BYTES: u64 = 1 << 20;
+/// Longest database name (mongod: 64 bytes).
+pub const DATABASE_NAME_SIZE_MAX: usize = 64;
+/// Longest `db.collection` namespace (mongod: 255 bytes).
+pub const NAMESPACE_SIZE_MAX: usize = 255;
+/// Chunk size used to read a whole segment during recovery.
+pub const RECOVERY_READ_CHUNK_BYTES: usize = 4 << 20;
+
+const _: () = assert!(SEGMENT_SIZE_BYTES_MIN <= SEGMENT_SIZE_BYTES_DEFAULT);
+const _: () = assert!(DOCUMENT_SIZE_MAX + 64 <= RECORD_PAYLOAD_SIZE_MAX);
+const _: () = assert!(RECORD_PAYLOAD_SIZE_MAX <= WRITE_BATCH_BYTES_MAX);
+const _: () = assert!(COMPACTION_SPACE_RATIO_PERCENT > 100);

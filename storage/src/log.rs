@@ -1,0 +1,324 @@
+//! The log: an ordered list of preallocated segment files that records are appended to. Owns
+//! sequence assignment, segment roll-over and the per-segment live-byte counts compaction uses.
+//! Appends write into the page cache only; making them durable is `commit`'s job. A failed
+//! write poisons the log: nothing more is appended until restart, because the file's tail is
+//! then unknown.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+use bson::RawDocumentBuf;
+
+use crate::backend::{Backend, BackendFile};
+use crate::error::{Result, StorageError};
+use crate::limits::WRITE_BATCH_BYTES_MAX;
+use crate::record::{self, Kind, RECORD_DOCUMENT_OFFSET, RECORD_HEADER_SIZE, SEGMENT_HEADER_SIZE};
+
+/// Where a stored document's record lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Loc {
+    pub segment: u64,
+    pub offset: u64,
+    /// Whole record size (header + payload).
+    pub size: u32,
+}
+
+/// One segment file with its accounting.
+pub(crate) struct Segment {
+    pub file: Arc<dyn BackendFile>,
+    /// Bytes up to the end of the last record.
+    pub used_bytes: AtomicU64,
+    /// Bytes of PUT records that are still the current version of a document.
+    pub live_bytes: AtomicI64,
+}
+
+/// A record to append.
+pub(crate) struct OutRecord {
+    pub kind: Kind,
+    pub payload: Vec<u8>,
+}
+
+struct Writer {
+    segment_id: u64,
+    file: Arc<dyn BackendFile>,
+    offset: u64,
+    capacity: u64,
+    next_sequence: u64,
+    poisoned: Option<String>,
+}
+
+/// Where recovery left the log.
+pub(crate) struct LogTail {
+    pub segment_id: u64,
+    pub offset: u64,
+    pub next_sequence: u64,
+}
+
+pub(crate) struct Log {
+    backend: Arc<dyn Backend>,
+    segment_size_bytes: u64,
+    writer: Mutex<Writer>,
+    segments: RwLock<BTreeMap<u64, Arc<Segment>>>,
+}
+
+fn poisoned_lock() -> StorageError {
+    StorageError::Poisoned("internal lock poisoned".into())
+}
+
+impl Log {
+    /// Opens the log after recovery; `segments` are the surviving segment files.
+    pub fn open(
+        backend: Arc<dyn Backend>,
+        segment_size_bytes: u64,
+        segments: BTreeMap<u64, Arc<Segment>>,
+        tail: Option<LogTail>,
+    ) -> Result<Log> {
+        let mut segments = segments;
+        let (segment_id, offset, next_sequence) = match tail {
+            Some(t) => (t.segment_id, t.offset, t.next_sequence),
+            None => {
+                let file = create_segment(backend.as_ref(), 1, segment_size_bytes)?;
+                segments.insert(1, Arc::new(new_segment(file)));
+                (1, SEGMENT_HEADER_SIZE as u64, 1)
+            }
+        };
+        let seg = segments
+            .get(&segment_id)
+            .ok_or_else(|| StorageError::Poisoned("log tail segment missing".into()))?;
+        let file = seg.file.clone();
+        let capacity = file.len()?;
+        Ok(Log {
+            backend,
+            segment_size_bytes,
+            writer: Mutex::new(Writer {
+                segment_id,
+                file,
+                offset,
+                capacity,
+                next_sequence,
+                poisoned: None,
+            }),
+            segments: RwLock::new(segments),
+        })
+    }
+
+    fn writer(&self) -> Result<MutexGuard<'_, Writer>> {
+        self.writer.lock().map_err(|_| poisoned_lock())
+    }
+
+    /// Appends records (wrapped in BatchBegin/BatchEnd when `batch` and more than one), returns
+    /// the last sequence written and the location of each input record.
+    pub fn append(&self, recs: &[OutRecord], batch: bool) -> Result<(u64, Vec<Loc>)> {
+        let wrap = batch && recs.len() > 1;
+        let mut total = recs
+            .iter()
+            .map(|r| RECORD_HEADER_SIZE + r.payload.len())
+            .sum::<usize>();
+        if wrap {
+            total += 2 * (RECORD_HEADER_SIZE + 4);
+        }
+        if total > WRITE_BATCH_BYTES_MAX {
+            return Err(StorageError::LimitExceeded(format!(
+                "write batch of {total} bytes exceeds {WRITE_BATCH_BYTES_MAX}"
+            )));
+        }
+        let mut w = self.writer()?;
+        if let Some(why) = &w.poisoned {
+            return Err(StorageError::Poisoned(why.clone()));
+        }
+        if w.offset + total as u64 > w.capacity {
+            self.roll(&mut w, total as u64)?;
+        }
+        let mut buf = Vec::with_capacity(total);
+        let mut locs = Vec::with_capacity(recs.len());
+        let mut seq = w.next_sequence;
+        let count = (recs.len() as u32).to_le_bytes();
+        if wrap {
+            record::encode(&mut buf, Kind::BatchBegin, seq, &count);
+            seq += 1;
+        }
+        for r in recs {
+            let at = buf.len();
+            record::encode(&mut buf, r.kind, seq, &r.payload);
+            seq += 1;
+            locs.push(Loc {
+                segment: w.segment_id,
+                offset: w.offset + at as u64,
+                size: (buf.len() - at) as u32,
+            });
+        }
+        if wrap {
+            record::encode(&mut buf, Kind::BatchEnd, seq, &count);
+            seq += 1;
+        }
+        if let Err(e) = w.file.write_at(w.offset, &buf) {
+            w.poisoned = Some(format!("log write failed: {e}"));
+            return Err(e.into());
+        }
+        w.offset += buf.len() as u64;
+        w.next_sequence = seq;
+        let segs = self.segments.read().map_err(|_| poisoned_lock())?;
+        if let Some(s) = segs.get(&w.segment_id) {
+            s.used_bytes.store(w.offset, Ordering::Release);
+            let put_bytes: u64 = recs
+                .iter()
+                .zip(&locs)
+                .filter(|(r, _)| r.kind == Kind::Put)
+                .map(|(_, l)| u64::from(l.size))
+                .sum();
+            s.live_bytes.fetch_add(put_bytes as i64, Ordering::AcqRel);
+        }
+        Ok((seq - 1, locs))
+    }
+
+    /// Syncs the full segment, then starts a new one big enough for `need` bytes.
+    fn roll(&self, w: &mut Writer, need: u64) -> Result<()> {
+        if let Err(e) = w.file.sync() {
+            w.poisoned = Some(format!("log sync failed: {e}"));
+            return Err(e.into());
+        }
+        let id = w.segment_id + 1;
+        let size = self
+            .segment_size_bytes
+            .max(SEGMENT_HEADER_SIZE as u64 + need);
+        let file = match create_segment(self.backend.as_ref(), id, size) {
+            Ok(f) => f,
+            Err(e) => {
+                w.poisoned = Some(format!("segment creation failed: {e}"));
+                return Err(e);
+            }
+        };
+        let seg = Arc::new(new_segment(file.clone()));
+        seg.used_bytes
+            .store(SEGMENT_HEADER_SIZE as u64, Ordering::Release);
+        self.segments
+            .write()
+            .map_err(|_| poisoned_lock())?
+            .insert(id, seg);
+        w.segment_id = id;
+        w.file = file;
+        w.offset = SEGMENT_HEADER_SIZE as u64;
+        w.capacity = size;
+        Ok(())
+    }
+
+    /// The file to sync and the last sequence written to it (everything before is in files
+    /// already synced by `roll`).
+    pub fn sync_target(&self) -> Result<(Arc<dyn BackendFile>, u64)> {
+        let w = self.writer()?;
+        if let Some(why) = &w.poisoned {
+            return Err(StorageError::Poisoned(why.clone()));
+        }
+        Ok((w.file.clone(), w.next_sequence - 1))
+    }
+
+    /// Marks the log failed (a sync error: the page cache state is unknown).
+    pub fn poison(&self, why: String) {
+        if let Ok(mut w) = self.writer.lock() {
+            w.poisoned.get_or_insert(why);
+        }
+    }
+
+    /// The last sequence appended.
+    pub fn last_sequence(&self) -> u64 {
+        self.writer.lock().map(|w| w.next_sequence - 1).unwrap_or(0)
+    }
+
+    /// The id of the segment appends go to.
+    pub fn current_segment(&self) -> u64 {
+        self.writer.lock().map(|w| w.segment_id).unwrap_or(0)
+    }
+
+    /// Reads the document stored by the PUT record at `loc`, checking its crc.
+    pub fn read_document(&self, loc: Loc) -> Result<RawDocumentBuf> {
+        let file = self.segment(loc.segment)?.file.clone();
+        let mut buf = vec![0u8; loc.size as usize];
+        file.read_at(loc.offset, &mut buf)?;
+        let name = record::segment_file_name(loc.segment);
+        match record::decode(&buf) {
+            record::Decoded::Record(r) if r.kind == Kind::Put && r.size == buf.len() => {}
+            _ => {
+                return Err(StorageError::corruption(
+                    &name,
+                    loc.offset,
+                    "stored document record fails its checks",
+                ));
+            }
+        }
+        buf.drain(..RECORD_DOCUMENT_OFFSET);
+        RawDocumentBuf::from_bytes(buf)
+            .map_err(|e| StorageError::corruption(&name, loc.offset, e.to_string()))
+    }
+
+    fn segment(&self, id: u64) -> Result<Arc<Segment>> {
+        self.segments
+            .read()
+            .map_err(|_| poisoned_lock())?
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| {
+                StorageError::Io(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!("segment {id} is gone"),
+                ))
+            })
+    }
+
+    /// Accounts that the document at `loc` is no longer current.
+    pub fn release(&self, loc: Loc) {
+        if let Ok(s) = self.segment(loc.segment) {
+            s.live_bytes
+                .fetch_sub(i64::from(loc.size), Ordering::AcqRel);
+        }
+    }
+
+    /// (id, used bytes, live bytes) of every segment, oldest first.
+    pub fn segment_usage(&self) -> Vec<(u64, u64, u64)> {
+        let Ok(segs) = self.segments.read() else {
+            return Vec::new();
+        };
+        segs.iter()
+            .map(|(id, s)| {
+                (
+                    *id,
+                    s.used_bytes.load(Ordering::Acquire),
+                    s.live_bytes.load(Ordering::Acquire).max(0) as u64,
+                )
+            })
+            .collect()
+    }
+
+    /// Deletes a segment file that compaction has emptied.
+    pub fn remove_segment(&self, id: u64) -> Result<()> {
+        self.segments
+            .write()
+            .map_err(|_| poisoned_lock())?
+            .remove(&id);
+        self.backend.remove(&record::segment_file_name(id))?;
+        self.backend.sync_dir()?;
+        Ok(())
+    }
+}
+
+pub(crate) fn new_segment(file: Arc<dyn BackendFile>) -> Segment {
+    Segment {
+        file,
+        used_bytes: AtomicU64::new(SEGMENT_HEADER_SIZE as u64),
+        live_bytes: AtomicI64::new(0),
+    }
+}
+
+/// Creates segment `id` durably: written under a temporary name, synced, renamed, dir synced.
+fn create_segment(backend: &dyn Backend, id: u64, size_bytes: u64) -> Result<Arc<dyn BackendFile>> {
+    let name = record::segment_file_name(id);
+    let tmp = format!("{name}.tmp");
+    let file = backend.create(&tmp)?;
+    file.set_len(size_bytes)?;
+    file.write_at(0, &record::segment_header(id))?;
+    file.sync()?;
+    backend.rename(&tmp, &name)?;
+    backend.sync_dir()?;
+    Ok(file)
+}

@@ -1,0 +1,213 @@
+//! Recovery: reads every segment in order, checks each record, hands complete records (and only
+//! complete batches) to the replay callback, and applies the rule stated in `record`: a damaged
+//! record is a torn tail (truncated, then synced) only if nothing valid follows it anywhere in the
+//! log; otherwise opening fails with the segment file and offset.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use crate::backend::{Backend, BackendFile};
+use crate::error::{Result, StorageError};
+use crate::limits::RECOVERY_READ_CHUNK_BYTES;
+use crate::log::{Loc, LogTail, Segment, new_segment};
+use crate::record::{self, Decoded, Kind, SEGMENT_HEADER_SIZE};
+
+/// One record handed to replay.
+pub(crate) struct Item<'a> {
+    pub kind: Kind,
+    pub payload: &'a [u8],
+    pub loc: Loc,
+}
+
+pub(crate) struct Recovered {
+    pub segments: BTreeMap<u64, Arc<Segment>>,
+    pub tail: Option<LogTail>,
+    pub last_sequence: u64,
+}
+
+struct Damage {
+    segment: u64,
+    offset: u64,
+    reason: &'static str,
+}
+
+fn read_all(file: &dyn BackendFile) -> Result<Vec<u8>> {
+    let len =
+        usize::try_from(file.len()?).map_err(|e| StorageError::Io(std::io::Error::other(e)))?;
+    let mut buf = vec![0u8; len];
+    for (i, chunk) in buf.chunks_mut(RECOVERY_READ_CHUNK_BYTES).enumerate() {
+        file.read_at((i * RECOVERY_READ_CHUNK_BYTES) as u64, chunk)?;
+    }
+    Ok(buf)
+}
+
+/// Segment ids present, after deleting half-created (`.tmp`) segments.
+fn segment_ids(backend: &dyn Backend) -> Result<Vec<u64>> {
+    let mut ids = Vec::new();
+    for name in backend.list()? {
+        if name.starts_with("log-") && name.ends_with(".tmp") {
+            backend.remove(&name)?;
+        } else if let Some(id) = record::parse_segment_file_name(&name) {
+            ids.push(id);
+        }
+    }
+    ids.sort_unstable();
+    Ok(ids)
+}
+
+/// Whether a valid record with a sequence above `after_seq` starts anywhere in `b[from..]`.
+fn valid_record_after(b: &[u8], from: usize, after_seq: u64) -> bool {
+    (from..b.len())
+        .any(|p| matches!(record::decode(&b[p..]), Decoded::Record(r) if r.sequence > after_seq))
+}
+
+/// Runs recovery, calling `apply` for every record that counts.
+pub(crate) fn recover(
+    backend: &dyn Backend,
+    apply: &mut dyn FnMut(Item<'_>) -> Result<()>,
+) -> Result<Recovered> {
+    let mut segments = BTreeMap::new();
+    let mut last_seq = 0u64;
+    let mut torn: Vec<Damage> = Vec::new();
+    let mut tail = None;
+    for id in segment_ids(backend)? {
+        let name = record::segment_file_name(id);
+        let file = backend.open(&name)?;
+        let bytes = read_all(file.as_ref())?;
+        record::check_segment_header(&bytes, id)
+            .map_err(|r| StorageError::corruption(&name, 0, r))?;
+        let (end, damage, any, seen_max) = scan_segment(id, &bytes, &mut last_seq, apply)?;
+        if any && let Some(t) = torn.first() {
+            return Err(StorageError::corruption(
+                &record::segment_file_name(t.segment),
+                t.offset,
+                t.reason,
+            ));
+        }
+        if let Some(d) = damage {
+            if valid_record_after(&bytes, d.offset as usize + 1, seen_max) {
+                return Err(StorageError::corruption(&name, d.offset, d.reason));
+            }
+            torn.push(d);
+        }
+        let seg = new_segment(file);
+        seg.used_bytes.store(end, Ordering::Release);
+        segments.insert(id, Arc::new(seg));
+        tail = Some(LogTail {
+            segment_id: id,
+            offset: end,
+            next_sequence: 0,
+        });
+    }
+    for t in &torn {
+        let seg = &segments[&t.segment];
+        tracing::warn!(
+            segment = %record::segment_file_name(t.segment),
+            offset = t.offset,
+            reason = t.reason,
+            "truncating torn log tail"
+        );
+        let cap = seg.file.len()?;
+        seg.file.set_len(t.offset)?;
+        seg.file.set_len(cap)?;
+        seg.file.sync()?;
+    }
+    if let Some(t) = &mut tail {
+        t.next_sequence = last_seq + 1;
+    }
+    Ok(Recovered {
+        segments,
+        tail,
+        last_sequence: last_seq,
+    })
+}
+
+/// Scans one segment: (end offset of the last good record, damage if any, whether it keeps any
+/// record, highest sequence read). Batches are buffered and applied only when their end record is read.
+fn scan_segment(
+    id: u64,
+    b: &[u8],
+    last_seq: &mut u64,
+    apply: &mut dyn FnMut(Item<'_>) -> Result<()>,
+) -> Result<(u64, Option<Damage>, bool, u64)> {
+    let mut pos = SEGMENT_HEADER_SIZE;
+    // (begin offset, op count, items, last sequence before the batch)
+    let mut batch: Option<(usize, u32, Vec<Item<'_>>, u64)> = None;
+    let mut any = false;
+    let mut first = true;
+    let damage = loop {
+        let r = match record::decode(&b[pos..]) {
+            Decoded::End => break None,
+            Decoded::Bad(reason) => break Some((pos, reason)),
+            Decoded::Record(r) => r,
+        };
+        let seq_ok = if first {
+            r.sequence > *last_seq
+        } else {
+            r.sequence == *last_seq + 1
+        };
+        if !seq_ok {
+            break Some((pos, "sequence out of order"));
+        }
+        let item = Item {
+            kind: r.kind,
+            payload: r.payload,
+            loc: Loc {
+                segment: id,
+                offset: pos as u64,
+                size: r.size as u32,
+            },
+        };
+        match (r.kind, &mut batch) {
+            (Kind::BatchBegin, None) => {
+                batch = Some((pos, count_of(r.payload), Vec::new(), *last_seq))
+            }
+            (Kind::BatchBegin, Some(_)) => break Some((pos, "batch begins inside a batch")),
+            (Kind::BatchEnd, Some((_, n, items, _)))
+                if *n == count_of(r.payload) && items.len() == *n as usize =>
+            {
+                for it in std::mem::take(items) {
+                    apply(it)?;
+                }
+                batch = None;
+            }
+            (Kind::BatchEnd, _) => break Some((pos, "batch end does not match its begin")),
+            (_, Some((_, _, items, _))) => items.push(item),
+            (_, None) => apply(item)?,
+        }
+        any = true;
+        first = false;
+        *last_seq = r.sequence;
+        pos += r.size;
+    };
+    let seen_max = *last_seq;
+    // An unfinished batch is cut back to its begin record.
+    let damage = match (batch, damage) {
+        (Some((start, _, _, before)), d) => {
+            *last_seq = before;
+            let why = if d.is_some() {
+                "batch cut short by a damaged record"
+            } else {
+                "batch without its end record"
+            };
+            Some((start, why))
+        }
+        (None, d) => d,
+    };
+    any &= damage.is_none_or(|(p, _)| p > SEGMENT_HEADER_SIZE);
+    let end = damage.map_or(pos, |(p, _)| p) as u64;
+    let damage = damage.map(|(p, reason)| Damage {
+        segment: id,
+        offset: p as u64,
+        reason,
+    });
+    Ok((end, damage, any, seen_max))
+}
+
+fn count_of(payload: &[u8]) -> u32 {
+    payload
+        .get(..4)
+        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .unwrap_or(u32::MAX)
+}

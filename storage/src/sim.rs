@@ -1,0 +1,313 @@
+//! `SimBackend`: an in-memory `Backend` for crash tests. Every file has a written image (what
+//! reads see) and a durable image (what survives a crash); `sync` copies one to the other, and
+//! directory entries become durable only on `sync_dir`. A crash can be armed to happen at the
+//! n-th sync: that sync fails and every later call fails too. `crash_image` then builds the
+//! backend a restarted process would find, optionally keeping a prefix of the unsynced bytes
+//! (a torn write).
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::backend::{Backend, BackendFile};
+use crate::error::{Result, StorageError};
+
+#[derive(Default, Clone)]
+struct SimFileData {
+    written: Vec<u8>,
+    durable: Vec<u8>,
+}
+
+#[derive(Default)]
+struct SimState {
+    files: HashMap<u64, SimFileData>,
+    names: HashMap<String, u64>,
+    durable_names: HashMap<String, u64>,
+    next_file_id: u64,
+    syncs: u64,
+    crash_at_sync: Option<u64>,
+    crashed: bool,
+    locked: bool,
+}
+
+/// The simulated backend; clones share one state.
+#[derive(Clone, Default)]
+pub struct SimBackend {
+    state: Arc<Mutex<SimState>>,
+}
+
+fn crash_error() -> io::Error {
+    io::Error::other("simulated crash")
+}
+
+impl SimBackend {
+    pub fn new() -> SimBackend {
+        SimBackend::default()
+    }
+
+    fn state(&self) -> io::Result<MutexGuard<'_, SimState>> {
+        let st = self
+            .state
+            .lock()
+            .map_err(|_| io::Error::other("sim poisoned"))?;
+        if st.crashed {
+            return Err(crash_error());
+        }
+        Ok(st)
+    }
+
+    /// Makes the `n`-th sync from now (1-based; file and directory syncs both count) crash.
+    pub fn crash_at_sync(&self, n: u64) {
+        if let Ok(mut st) = self.state.lock() {
+            st.crash_at_sync = Some(st.syncs + n);
+        }
+    }
+
+    /// Number of syncs so far.
+    pub fn sync_count(&self) -> u64 {
+        self.state.lock().map(|s| s.syncs).unwrap_or(0)
+    }
+
+    /// Whether the armed crash has happened.
+    pub fn has_crashed(&self) -> bool {
+        self.state.lock().map(|s| s.crashed).unwrap_or(true)
+    }
+
+    /// Crashes now: later calls on this backend fail.
+    pub fn crash(&self) {
+        if let Ok(mut st) = self.state.lock() {
+            st.crashed = true;
+        }
+    }
+
+    /// The directory a restarted process would see: durable entries with their durable bytes.
+    /// `torn` picks, per file, how much of the unsynced changed range survives (0.0 none,
+    /// 1.0 all), modelling a write that reached the disk partly.
+    pub fn crash_image(&self, torn: f64) -> SimBackend {
+        let st = match self.state.lock() {
+            Ok(st) => st,
+            Err(p) => p.into_inner(),
+        };
+        let mut files = HashMap::new();
+        for id in st.durable_names.values() {
+            if let Some(f) = st.files.get(id) {
+                let image = torn_image(f, torn);
+                files.insert(
+                    *id,
+                    SimFileData {
+                        written: image.clone(),
+                        durable: image,
+                    },
+                );
+            }
+        }
+        let state = SimState {
+            files,
+            names: st.durable_names.clone(),
+            durable_names: st.durable_names.clone(),
+            next_file_id: st.next_file_id,
+            ..SimState::default()
+        };
+        SimBackend {
+            state: Arc::new(Mutex::new(state)),
+        }
+    }
+
+    /// Flips one bit of a file's written and durable images (corruption tests).
+    pub fn flip_bit(&self, name: &str, offset: u64, bit: u8) -> bool {
+        let Ok(mut st) = self.state.lock() else {
+            return false;
+        };
+        let Some(id) = st.names.get(name).copied() else {
+            return false;
+        };
+        let Some(f) = st.files.get_mut(&id) else {
+            return false;
+        };
+        let Ok(i) = usize::try_from(offset) else {
+            return false;
+        };
+        if i >= f.written.len() {
+            return false;
+        }
+        f.written[i] ^= 1 << (bit % 8);
+        if i < f.durable.len() {
+            f.durable[i] ^= 1 << (bit % 8);
+        }
+        true
+    }
+
+    /// A copy of a file's written bytes.
+    pub fn file_bytes(&self, name: &str) -> Option<Vec<u8>> {
+        let st = self.state.lock().ok()?;
+        let id = st.names.get(name)?;
+        st.files.get(id).map(|f| f.written.clone())
+    }
+
+    /// Sets a file's written and durable length (torn-tail tests).
+    pub fn truncate(&self, name: &str, len_bytes: usize) {
+        if let Ok(mut st) = self.state.lock()
+            && let Some(id) = st.names.get(name).copied()
+            && let Some(f) = st.files.get_mut(&id)
+        {
+            f.written.truncate(len_bytes);
+            f.durable.truncate(len_bytes);
+        }
+    }
+
+    fn count_sync(st: &mut SimState) -> io::Result<()> {
+        st.syncs += 1;
+        if st.crash_at_sync == Some(st.syncs) {
+            st.crashed = true;
+            return Err(crash_error());
+        }
+        Ok(())
+    }
+}
+
+/// The durable image plus a prefix (by `torn` fraction) of the range where written differs.
+fn torn_image(f: &SimFileData, torn: f64) -> Vec<u8> {
+    let mut image = f.durable.clone();
+    let first_diff =
+        (0..f.written.len().max(image.len())).find(|&i| f.written.get(i) != image.get(i));
+    let Some(start) = first_diff else {
+        return image;
+    };
+    let end = f.written.len();
+    let keep = ((end.saturating_sub(start)) as f64 * torn.clamp(0.0, 1.0)) as usize;
+    if image.len() < start + keep {
+        image.resize(start + keep, 0);
+    }
+    image[start..start + keep].copy_from_slice(&f.written[start..start + keep]);
+    image
+}
+
+struct SimFile {
+    backend: SimBackend,
+    id: u64,
+}
+
+impl SimFile {
+    fn with<T>(&self, f: impl FnOnce(&mut SimFileData) -> io::Result<T>) -> io::Result<T> {
+        let mut st = self.backend.state()?;
+        let data = st
+            .files
+            .get_mut(&self.id)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "sim file gone"))?;
+        f(data)
+    }
+}
+
+impl BackendFile for SimFile {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.with(|d| {
+            let start = usize::try_from(offset).map_err(io::Error::other)?;
+            let end = start + buf.len();
+            if end > d.written.len() {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "read past end",
+                ));
+            }
+            buf.copy_from_slice(&d.written[start..end]);
+            Ok(())
+        })
+    }
+    fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.with(|d| {
+            let start = usize::try_from(offset).map_err(io::Error::other)?;
+            let end = start + data.len();
+            if d.written.len() < end {
+                d.written.resize(end, 0);
+            }
+            d.written[start..end].copy_from_slice(data);
+            Ok(())
+        })
+    }
+    fn sync(&self) -> io::Result<()> {
+        let mut st = self.backend.state()?;
+        SimBackend::count_sync(&mut st)?;
+        if let Some(d) = st.files.get_mut(&self.id) {
+            d.durable = d.written.clone();
+        }
+        Ok(())
+    }
+    fn set_len(&self, len_bytes: u64) -> io::Result<()> {
+        self.with(|d| {
+            d.written
+                .resize(usize::try_from(len_bytes).map_err(io::Error::other)?, 0);
+            Ok(())
+        })
+    }
+    fn len(&self) -> io::Result<u64> {
+        self.with(|d| Ok(d.written.len() as u64))
+    }
+}
+
+impl Backend for SimBackend {
+    fn lock(&self) -> Result<()> {
+        let mut st = self.state()?;
+        if st.locked {
+            return Err(StorageError::Locked {
+                dir: self.describe(),
+            });
+        }
+        st.locked = true;
+        Ok(())
+    }
+    fn open(&self, name: &str) -> io::Result<Arc<dyn BackendFile>> {
+        let st = self.state()?;
+        let id = *st
+            .names
+            .get(name)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, name.to_string()))?;
+        Ok(Arc::new(SimFile {
+            backend: self.clone(),
+            id,
+        }))
+    }
+    fn create(&self, name: &str) -> io::Result<Arc<dyn BackendFile>> {
+        let mut st = self.state()?;
+        let id = st.next_file_id;
+        st.next_file_id += 1;
+        st.files.insert(id, SimFileData::default());
+        st.names.insert(name.to_string(), id);
+        Ok(Arc::new(SimFile {
+            backend: self.clone(),
+            id,
+        }))
+    }
+    fn list(&self) -> io::Result<Vec<String>> {
+        Ok(self.state()?.names.keys().cloned().collect())
+    }
+    fn remove(&self, name: &str) -> io::Result<()> {
+        let mut st = self.state()?;
+        st.names
+            .remove(name)
+            .map(|_| ())
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, name.to_string()))
+    }
+    fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        let mut st = self.state()?;
+        let id = st
+            .names
+            .remove(from)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, from.to_string()))?;
+        st.names.insert(to.to_string(), id);
+        Ok(())
+    }
+    fn sync_dir(&self) -> io::Result<()> {
+        let mut st = self.state()?;
+        SimBackend::count_sync(&mut st)?;
+        st.durable_names = st.names.clone();
+        Ok(())
+    }
+    fn describe(&self) -> String {
+        "<simulated>".to_string()
+    }
+    fn unlock(&self) {
+        if let Ok(mut st) = self.state.lock() {
+            st.locked = false;
+        }
+    }
+}
