@@ -2,3 +2,5 @@
 //! B+trees over an order-preserving key encoding, all made durable through group commit. This
 //! crate knows nothing of the wire protocol or the query language.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
+pub mod order;
