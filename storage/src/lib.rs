@@ -3,4 +3,5 @@
 //! crate knows nothing of the wire protocol or the query language.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+pub mod keycode;
 pub mod order;
