@@ -3,5 +3,6 @@
 //! crate knows nothing of the wire protocol or the query language.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+pub mod btree;
 pub mod keycode;
 pub mod order;
