@@ -7,6 +7,9 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod backend;
+pub mod btree;
+pub mod keycode;
+pub mod order;
 mod catalog;
 mod collection;
 mod commit;
