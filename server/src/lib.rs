@@ -1,17 +1,22 @@
 //! The `cairn` server: configuration, connections, command dispatch, the query language and the
 //! planner. `main.rs` only parses the command line and calls [`server::run`].
 
+pub mod background;
+pub mod catalog;
 pub mod commands;
 pub mod config;
 pub mod connection;
+pub mod cursors;
 pub mod error;
 pub mod limits;
 pub mod listener;
 pub mod logging;
+pub mod ops;
 pub mod parameters;
 pub mod query;
 pub mod server;
 pub mod state;
+pub mod ttl;
 
 /// cairn's own version (buildInfo reports the mongod version it follows separately).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -2,7 +2,9 @@
 //! `serverStatus`, the shutdown signal, and (once opened) the storage engine. Counters are atomics
 //! so the request path never takes a lock to count.
 
+use crate::catalog::Catalog;
 use crate::config::Config;
+use crate::cursors::CursorRegistry;
 use crate::logging::LogRing;
 use crate::parameters::Parameters;
 use std::sync::Arc;
@@ -28,6 +30,24 @@ pub struct NetworkCounters {
 }
 
 #[derive(Default)]
+pub struct TtlCounters {
+    pub passes: AtomicU64,
+    pub deleted_documents: AtomicU64,
+}
+
+/// Partial indexes index only the documents their filter matches: the engine asks the server's
+/// matcher. A filter that no longer parses (it was valid when the index was created) matches
+/// nothing rather than everything.
+fn partial_filter_compiler() -> storage::FilterCompiler {
+    Arc::new(|spec: &bson::Document| -> storage::Predicate {
+        match crate::query::matcher::Filter::parse(spec) {
+            Ok(f) => Box::new(move |doc: &bson::RawDocument| f.matches(doc)),
+            Err(_) => Box::new(|_: &bson::RawDocument| false),
+        }
+    })
+}
+
+#[derive(Default)]
 pub struct ConnectionCounters {
     pub current: AtomicUsize,
     pub active: AtomicUsize,
@@ -47,6 +67,10 @@ pub struct ServerState {
     pub opcounters: OpCounters,
     pub network: NetworkCounters,
     pub slowms: AtomicI64,
+    pub catalog: Catalog,
+    pub cursors: CursorRegistry,
+    pub ttl: TtlCounters,
+    pub ops: crate::ops::OpRegistry,
     shutdown_tx: watch::Sender<bool>,
 }
 
@@ -54,6 +78,13 @@ impl ServerState {
     pub fn new(config: Config, argv: Vec<String>, log_ring: Arc<LogRing>) -> Result<Self, String> {
         let params = Parameters::default();
         params.apply_startup(&config.set_parameter)?;
+        let opts = storage::EngineOptions {
+            journal_commit_interval_ms: config.journal_commit_interval_ms,
+            partial_filter_compiler: Some(partial_filter_compiler()),
+            ..storage::EngineOptions::default()
+        };
+        let engine = storage::Engine::open(&config.dbpath, opts).map_err(|e| e.to_string())?;
+        let catalog = Catalog::open(engine, config.journal_commit_interval_ms.is_some());
         let slowms = config.slowms;
         Ok(ServerState {
             config,
@@ -67,6 +98,10 @@ impl ServerState {
             opcounters: OpCounters::default(),
             network: NetworkCounters::default(),
             slowms: AtomicI64::new(slowms),
+            catalog,
+            cursors: CursorRegistry::default(),
+            ttl: TtlCounters::default(),
+            ops: crate::ops::OpRegistry::default(),
             shutdown_tx: watch::channel(false).0,
         })
     }

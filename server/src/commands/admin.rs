@@ -179,6 +179,13 @@ pub fn server_status(state: &ServerState) -> Reply {
             "numRequests": n.num_requests.load(Relaxed) as i64,
         },
         "storageEngine": { "name": "cairn", "supportsCommittedReads": false, "persistent": true },
+        "metrics": {
+            "ttl": {
+                "deletedDocuments": state.ttl.deleted_documents.load(Relaxed) as i64,
+                "passes": state.ttl.passes.load(Relaxed) as i64,
+            },
+            "cursor": { "open": { "total": state.cursors.len() as i64 } },
+        },
         "ok": 1.0,
     })
 }
@@ -278,14 +285,4 @@ pub fn profile(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     Ok(Reply::Doc(
         doc! { "was": 0, "slowms": was as i32, "sampleRate": 1.0, "ok": 1.0 },
     ))
-}
-
-pub fn list_databases(_state: &ServerState, req: &Request) -> CommandResult<Reply> {
-    let name_only = req.body.get("nameOnly").is_some_and(truthy);
-    let reply = if name_only {
-        doc! { "databases": [], "ok": 1.0 }
-    } else {
-        doc! { "databases": [], "totalSize": 0_i64, "totalSizeMb": 0_i64, "ok": 1.0 }
-    };
-    Ok(Reply::Doc(reply))
 }

@@ -4,7 +4,13 @@
 //! Handlers live one file per family and return `CommandResult<Reply>`.
 
 pub mod admin;
+pub mod args;
+pub mod crud_read;
+pub mod crud_write;
+pub mod ddl;
+pub mod find_and_modify;
 pub mod handshake;
+pub mod indexes;
 
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::state::ServerState;
@@ -98,6 +104,27 @@ commands! {
     "shutdown" => "Stop the server cleanly", admin true;
     "profile" => "Get or set the profiling level and slowms";
     "listDatabases" => "List the databases of this server", admin true;
+    "insert" => "Insert documents";
+    "update" => "Update documents";
+    "delete" => "Delete documents";
+    "findAndModify" ["findandmodify"] => "Find one document and update or remove it";
+    "find" => "Query documents";
+    "getMore" => "Next batch of a cursor";
+    "killCursors" => "Close cursors";
+    "count" => "Count documents";
+    "distinct" => "Distinct values of a field";
+    "create" => "Create a collection";
+    "drop" => "Drop a collection";
+    "dropDatabase" => "Drop a database";
+    "listCollections" => "List the collections of a database";
+    "renameCollection" => "Rename a collection", admin true;
+    "dbStats" => "Statistics of a database";
+    "collStats" => "Statistics of a collection";
+    "validate" => "Check a collection's documents and indexes";
+    "createIndexes" => "Build indexes";
+    "listIndexes" => "List a collection's indexes";
+    "dropIndexes" ["deleteIndexes"] => "Drop indexes";
+    "currentOp" => "Operations in progress", admin true;
     "getFreeMonitoringStatus" => "Free monitoring is not offered; reports disabled", admin true;
     "logout" => "Ends authentication on this connection (no-op without auth)";
 }
@@ -210,7 +237,28 @@ pub async fn dispatch(
         "getLog" => admin::get_log(state, req),
         "shutdown" => admin::shutdown(state, conn),
         "profile" => admin::profile(state, req),
-        "listDatabases" => admin::list_databases(state, req),
+        "listDatabases" => ddl::list_databases(state, req).await,
+        "insert" => crud_write::insert(state, req).await,
+        "update" => crud_write::update(state, req).await,
+        "delete" => crud_write::delete(state, req).await,
+        "findAndModify" => find_and_modify::run(state, req).await,
+        "find" => crud_read::find(state, req).await,
+        "getMore" => crud_read::get_more(state, req).await,
+        "killCursors" => crud_read::kill_cursors(state, req),
+        "count" => crud_read::count(state, req).await,
+        "distinct" => crud_read::distinct(state, req).await,
+        "create" => ddl::create(state, req).await,
+        "drop" => ddl::drop(state, req).await,
+        "dropDatabase" => ddl::drop_database(state, req).await,
+        "listCollections" => ddl::list_collections(state, req).await,
+        "renameCollection" => ddl::rename_collection(state, req).await,
+        "dbStats" => ddl::db_stats(state, req).await,
+        "collStats" => ddl::coll_stats(state, req).await,
+        "validate" => ddl::validate(state, req).await,
+        "createIndexes" => indexes::create_indexes(state, req).await,
+        "listIndexes" => indexes::list_indexes(state, req).await,
+        "dropIndexes" => indexes::drop_indexes(state, req).await,
+        "currentOp" => Ok(Reply::Doc(bson::doc! { "inprog": state.ops.in_progress(), "ok": 1.0 })),
         "getFreeMonitoringStatus" => Ok(Reply::Doc(bson::doc! { "state": "disabled", "ok": 1.0 })),
         other => Err(err(
             ErrorCode::InternalError,

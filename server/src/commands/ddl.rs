@@ -1,0 +1,315 @@
+//! Databases and collections: `create`, `drop`, `dropDatabase`, `listCollections`,
+//! `listDatabases`, `renameCollection`, `collMod`, `dbStats`, `collStats`, `validate`.
+//! Options cairn cannot honour yet are refused with a clear error, never silently ignored.
+
+use super::args::{self, check_fields};
+use super::crud_read::cursor_reply;
+use super::{Reply, Request, truthy};
+use crate::catalog::{storage_error, validate_collection_name, validate_db_name};
+use crate::error::{CommandResult, ErrorCode, err};
+use crate::query::matcher::Filter;
+use crate::state::ServerState;
+use bson::{Bson, Document, RawDocumentBuf, doc};
+use std::sync::Arc;
+
+/// `create` options that are accepted and stored (they change nothing cairn does yet).
+const CREATE_STORED: &[&str] = &["storageEngine", "indexOptionDefaults", "idIndex", "flags", "autoIndexId"];
+/// `create` options that need features cairn does not have yet.
+const CREATE_UNSUPPORTED: &[&str] = &[
+    "capped", "size", "max", "validator", "validationLevel", "validationAction", "viewOn", "pipeline", "collation",
+    "timeseries", "clusteredIndex", "changeStreamPreAndPostImages", "expireAfterSeconds", "encryptedFields",
+];
+
+/// Run a blocking storage call (DDL waits for its log record to be durable) off the async workers.
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    tokio::task::block_in_place(f)
+}
+
+pub async fn create(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+    let name = args::collection_name(&req.body, "create")?;
+    validate_collection_name(&req.db, &name)?;
+    let mut options = Document::new();
+    for (k, v) in req.body.iter().skip(1) {
+        if CREATE_UNSUPPORTED.contains(&k.as_str()) {
+            if k == "capped" && !truthy(v) {
+                continue;
+            }
+            return Err(err(ErrorCode::CommandNotSupported, format!("create: the '{k}' option is not supported by cairn yet")));
+        }
+        if CREATE_STORED.contains(&k.as_str()) {
+            options.insert(k.clone(), v.clone());
+        }
+    }
+    check_fields(&req.body, "create", &[CREATE_STORED, CREATE_UNSUPPORTED].concat())?;
+    if name.starts_with("system.") {
+        return Err(err(ErrorCode::InvalidNamespace, format!("Invalid system namespace: {}.{name}", req.db)));
+    }
+    match blocking(|| state.catalog.engine().create_collection(&req.db, &name, options)) {
+        Ok(_) => Ok(Reply::ok()),
+        Err(storage::StorageError::NamespaceExists(_)) => {
+            Err(err(ErrorCode::NamespaceExists, format!("Collection {}.{name} already exists.", req.db)))
+        }
+        Err(e) => Err(storage_error(e, &req.db, &name)),
+    }
+}
+
+pub async fn drop(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+    check_fields(&req.body, "drop", &[])?;
+    let name = args::collection_name(&req.body, "drop")?;
+    let _guard = state.catalog.lock(&req.db, &name).await;
+    let n_indexes = state.catalog.collection(&req.db, &name).map(|c| c.indexes().len() as i32);
+    blocking(|| state.catalog.engine().drop_collection(&req.db, &name)).map_err(|e| storage_error(e, &req.db, &name))?;
+    state.cursors.invalidate(&req.db, Some(&name));
+    // mongod 7.0 answers ok for a collection that does not exist.
+    let mut reply = doc! {};
+    if let Some(n) = n_indexes {
+        reply.insert("nIndexesWas", n);
+        reply.insert("ns", format!("{}.{name}", req.db));
+    }
+    reply.insert("ok", 1.0);
+    Ok(Reply::Doc(reply))
+}
+
+pub async fn drop_database(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+    check_fields(&req.body, "dropDatabase", &[])?;
+    validate_db_name(&req.db)?;
+    blocking(|| state.catalog.engine().drop_database(&req.db)).map_err(|e| storage_error(e, &req.db, ""))?;
+    state.cursors.invalidate(&req.db, None);
+    Ok(Reply::Doc(doc! { "dropped": req.db.clone(), "ok": 1.0 }))
+}
+
+fn collection_entry(info: &storage::CollectionInfo, name_only: bool) -> Document {
+    if name_only {
+        return doc! { "name": info.name.clone(), "type": "collection" };
+    }
+    let uuid = bson::Binary { subtype: bson::spec::BinarySubtype::Uuid, bytes: info.uuid.bytes().to_vec() };
+    doc! {
+        "name": info.name.clone(),
+        "type": "collection",
+        "options": info.options.clone(),
+        "info": { "readOnly": false, "uuid": uuid },
+        "idIndex": { "v": 2, "key": { "_id": 1 }, "name": "_id_" },
+    }
+}
+
+pub async fn list_collections(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+    check_fields(&req.body, "listCollections", &["filter", "nameOnly", "authorizedCollections", "cursor", "includePendingDrops"])?;
+    validate_db_name(&req.db)?;
+    let name_only = args::opt_bool(&req.body, "listCollections", "nameOnly")?.unwrap_or(false);
+    let filter = Filter::parse(&args::opt_doc(&req.body, "listCollections", "filter")?.cloned().unwrap_or_default())?;
+    let mut docs = Vec::new();
+    for info in state.catalog.engine().collections(&req.db) {
+        let full = RawDocumentBuf::try_from(&collection_entry(&info, false)).map_err(|e| err(ErrorCode::InternalError, e.to_string()))?;
+        if filter.matches(&full) {
+            let shown = if name_only { RawDocumentBuf::try_from(&collection_entry(&info, true)).map_err(|e| err(ErrorCode::InternalError, e.to_string()))? } else { full };
+            docs.push(shown);
+        }
+    }
+    Ok(cursor_reply(0, &format!("{}.$cmd.listCollections", req.db), true, docs))
+}
+
+pub async fn list_databases(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+    check_fields(&req.body, "listDatabases", &["filter", "nameOnly", "authorizedDatabases"])?;
+    let name_only = args::opt_bool(&req.body, "listDatabases", "nameOnly")?.unwrap_or(false);
+    let filter = Filter::parse(&args::opt_doc(&req.body, "listDatabases", "filter")?.cloned().unwrap_or_default())?;
+    let engine = state.catalog.engine();
+    let mut out = Vec::new();
+    let mut total = 0i64;
+    for db in engine.databases() {
+        let size: i64 = db_size(state, &db);
+        let entry = if name_only { doc! { "name": db.clone() } } else { doc! { "name": db.clone(), "sizeOnDisk": size, "empty": size == 0 } };
+        let raw = RawDocumentBuf::try_from(&doc! { "name": db.clone(), "sizeOnDisk": size, "empty": size == 0 }).map_err(|e| err(ErrorCode::InternalError, e.to_string()))?;
+        if filter.matches(&raw) {
+            total += size;
+            out.push(entry);
+        }
+    }
+    let mut reply = doc! { "databases": out };
+    if !name_only {
+        reply.insert("totalSize", total);
+        reply.insert("totalSizeMb", total / (1024 * 1024));
+    }
+    reply.insert("ok", 1.0);
+    Ok(Reply::Doc(reply))
+}
+
+/// Bytes of documents plus index bytes of one database.
+fn db_size(state: &ServerState, db: &str) -> i64 {
+    let engine = state.catalog.engine();
+    engine
+        .collections(db)
+        .iter()
+        .filter_map(|info| engine.collection(db, &info.name))
+        .map(|c| c.data_size_bytes() as i64 + c.indexes().iter().map(|i| i.size_bytes as i64).sum::<i64>())
+        .sum()
+}
+
+fn split_ns(ns: &str) -> CommandResult<(String, String)> {
+    ns.split_once('.')
+        .filter(|(d, c)| !d.is_empty() && !c.is_empty())
+        .map(|(d, c)| (d.to_string(), c.to_string()))
+        .ok_or_else(|| err(ErrorCode::InvalidNamespace, format!("Invalid namespace specified '{ns}'")))
+}
+
+pub async fn rename_collection(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+    check_fields(&req.body, "renameCollection", &["to", "dropTarget", "stayTemp"])?;
+    let from = match req.body.get("renameCollection") {
+        Some(Bson::String(s)) => s.clone(),
+        _ => return Err(err(ErrorCode::TypeMismatch, "'renameCollection' must be of type String")),
+    };
+    let to = match req.body.get("to") {
+        Some(Bson::String(s)) => s.clone(),
+        _ => return Err(err(ErrorCode::TypeMismatch, "'to' must be of type String")),
+    };
+    let (from_db, from_coll) = split_ns(&from)?;
+    let (to_db, to_coll) = split_ns(&to)?;
+    validate_collection_name(&to_db, &to_coll)?;
+    let drop_target = args::opt_bool(&req.body, "renameCollection", "dropTarget")?.unwrap_or(false);
+    if state.catalog.collection(&from_db, &from_coll).is_none() {
+        return Err(err(ErrorCode::NamespaceNotFound, format!("Source collection {from} does not exist")));
+    }
+    if from == to {
+        return Err(err(ErrorCode::IllegalOperation, "Can't rename a collection to itself"));
+    }
+    if state.catalog.collection(&to_db, &to_coll).is_some() && !drop_target {
+        return Err(err(ErrorCode::NamespaceExists, "target namespace exists"));
+    }
+    let _g1 = state.catalog.lock(&from_db, &from_coll).await;
+    blocking(|| state.catalog.engine().rename_collection(&from_db, &from_coll, &to_db, &to_coll, drop_target))
+        .map_err(|e| storage_error(e, &from_db, &from_coll))?;
+    state.cursors.invalidate(&from_db, Some(&from_coll));
+    state.cursors.invalidate(&to_db, Some(&to_coll));
+    Ok(Reply::ok())
+}
+
+pub async fn db_stats(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+    check_fields(&req.body, "dbStats", &["scale", "freeStorage"])?;
+    validate_db_name(&req.db)?;
+    let scale = args::opt_i64(&req.body, "dbStats", "scale")?.unwrap_or(1).max(1);
+    let engine = state.catalog.engine();
+    let (mut objects, mut data, mut indexes, mut index_size) = (0i64, 0i64, 0i64, 0i64);
+    let infos = engine.collections(&req.db);
+    for info in &infos {
+        if let Some(c) = engine.collection(&req.db, &info.name) {
+            objects += c.count() as i64;
+            data += c.data_size_bytes() as i64;
+            let ix = c.indexes();
+            indexes += ix.len() as i64;
+            index_size += ix.iter().map(|i| i.size_bytes as i64).sum::<i64>();
+        }
+    }
+    let avg = if objects > 0 { data as f64 / objects as f64 } else { 0.0 };
+    Ok(Reply::Doc(doc! {
+        "db": req.db.clone(),
+        "collections": infos.len() as i64,
+        "views": 0_i64,
+        "objects": objects,
+        "avgObjSize": avg,
+        "dataSize": (data / scale) as f64,
+        "storageSize": (data / scale) as f64,
+        "indexes": indexes,
+        "indexSize": (index_size / scale) as f64,
+        "totalSize": ((data + index_size) / scale) as f64,
+        "scaleFactor": scale as f64,
+        "fsUsedSize": 0.0,
+        "fsTotalSize": 0.0,
+        "ok": 1.0,
+    }))
+}
+
+pub async fn coll_stats(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+    check_fields(&req.body, "collStats", &["scale", "verbose"])?;
+    let name = args::collection_name(&req.body, "collStats")?;
+    let scale = args::opt_i64(&req.body, "collStats", "scale")?.unwrap_or(1).max(1);
+    let ns = format!("{}.{name}", req.db);
+    let Some(c) = state.catalog.collection(&req.db, &name) else {
+        return Err(err(ErrorCode::NamespaceNotFound, format!("Collection [{ns}] not found.")));
+    };
+    let count = c.count() as i64;
+    let size = c.data_size_bytes() as i64;
+    let mut index_sizes = Document::new();
+    let mut total_index = 0i64;
+    let ix = c.indexes();
+    for i in &ix {
+        index_sizes.insert(i.spec.name.clone(), i.size_bytes as i64 / scale);
+        total_index += i.size_bytes as i64;
+    }
+    Ok(Reply::Doc(doc! {
+        "ns": ns,
+        "size": size / scale,
+        "count": count,
+        "avgObjSize": if count > 0 { size / count } else { 0 },
+        "storageSize": size / scale,
+        "freeStorageSize": 0_i64,
+        "capped": false,
+        "nindexes": ix.len() as i32,
+        "indexDetails": {},
+        "indexBuilds": [],
+        "totalIndexSize": total_index / scale,
+        "totalSize": (size + total_index) / scale,
+        "indexSizes": index_sizes,
+        "scaleFactor": scale as i32,
+        "ok": 1.0,
+    }))
+}
+
+/// `validate`: read every document and check that each index holds exactly the entries the
+/// documents imply (by count per index and `_id` look-up per document).
+pub async fn validate(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+    check_fields(&req.body, "validate", &["full", "repair", "metadata", "checkBSONConformance", "background", "scandata"])?;
+    let name = args::collection_name(&req.body, "validate")?;
+    let ns = format!("{}.{name}", req.db);
+    let Some(c) = state.catalog.collection(&req.db, &name) else {
+        return Err(err(ErrorCode::NamespaceNotFound, format!("Collection '{ns}' does not exist to validate.")));
+    };
+    let _guard = state.catalog.lock(&req.db, &name).await;
+    let mut errors: Vec<String> = Vec::new();
+    let mut n_records = 0i64;
+    let mut invalid = 0i64;
+    let mut after = None;
+    loop {
+        let chunk = c.scan(storage::Direction::Forward, after, 1024).map_err(|e| storage_error(e, &req.db, &name))?;
+        let done = chunk.len() < 1024;
+        for (rid, doc) in chunk {
+            after = Some(rid);
+            n_records += 1;
+            match doc.get("_id") {
+                Ok(Some(id)) => match c.find_by_id(id) {
+                    Ok(Some(found)) if found == rid => {}
+                    _ => errors.push(format!("record {rid} is missing from the _id index")),
+                },
+                _ => {
+                    invalid += 1;
+                    errors.push(format!("record {rid} has no _id"));
+                }
+            }
+        }
+        if done {
+            break;
+        }
+    }
+    let mut keys_per_index = Document::new();
+    for ix in c.indexes() {
+        keys_per_index.insert(ix.spec.name.clone(), ix.entries as i64);
+        if !ix.multikey && ix.spec.partial_filter.is_none() && !ix.spec.sparse && ix.entries as i64 != n_records {
+            errors.push(format!("index {} has {} entries for {} records", ix.spec.name, ix.entries, n_records));
+        }
+    }
+    if n_records != c.count() as i64 {
+        errors.push(format!("count {} differs from the {} records scanned", c.count(), n_records));
+    }
+    Ok(Reply::Doc(doc! {
+        "ns": ns,
+        "nInvalidDocuments": invalid,
+        "nNonCompliantDocuments": 0_i64,
+        "nrecords": n_records,
+        "nIndexes": keys_per_index.len() as i32,
+        "keysPerIndex": keys_per_index,
+        "valid": errors.is_empty(),
+        "repaired": false,
+        "warnings": [],
+        "errors": errors,
+        "corruptRecords": [],
+        "ok": 1.0,
+    }))
+}

@@ -1,0 +1,101 @@
+//! The TTL monitor: every `ttlMonitorSleepSecs` it deletes documents whose TTL-indexed date is
+//! older than the index's `expireAfterSeconds`. It walks each TTL index from its lowest date key
+//! up to the cutoff (never a collection scan): the walk stays inside the Date bracket of the key
+//! order, so non-date values are never expired, and for an array the earliest date decides (its
+//! entry is the first one the walk meets). Deletes go in bounded batches under the namespace's
+//! write lock, so requests are never blocked for long.
+
+use crate::state::ServerState;
+use bson::{Bson, DateTime};
+use std::ops::Bound;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+use storage::{Direction, IndexSpec, WriteOp};
+
+/// Most documents one batch deletes before the lock is released.
+pub const TTL_DELETE_BATCH_COUNT: usize = 500;
+
+pub async fn monitor(state: Arc<ServerState>) {
+    let mut shutdown = state.shutdown_requested();
+    loop {
+        let sleep_secs = state.params.get_i64("ttlMonitorSleepSecs").max(1) as u64;
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(sleep_secs)) => {}
+            _ = shutdown.changed() => return,
+        }
+        if !state.params.get_bool("ttlMonitorEnabled") {
+            continue;
+        }
+        let deleted = pass(&state, DateTime::now()).await;
+        state.ttl.passes.fetch_add(1, Relaxed);
+        if deleted > 0 {
+            tracing::info!(deleted = deleted, "TTL monitor deleted expired documents");
+        }
+    }
+}
+
+/// The [lower, upper] key bounds of dates up to `cutoff` for a one-field TTL index.
+fn date_bounds(spec: &IndexSpec, cutoff: DateTime) -> (Vec<u8>, Vec<u8>) {
+    let lo = storage::encode_index_key(&spec.key, &[Bson::DateTime(DateTime::from_millis(i64::MIN))]);
+    let hi = storage::encode_index_key(&spec.key, &[Bson::DateTime(cutoff)]);
+    // A descending index inverts the byte order.
+    if lo <= hi { (lo, hi) } else { (hi, lo) }
+}
+
+/// One pass over every TTL index; returns how many documents it deleted.
+pub async fn pass(state: &ServerState, now: DateTime) -> u64 {
+    let mut deleted = 0;
+    let engine = state.catalog.engine();
+    for db in engine.databases() {
+        for info in engine.collections(&db) {
+            for spec in info.indexes.iter().filter(|s| s.expire_after_seconds.is_some() && s.key.len() == 1) {
+                let expire_ms = spec.expire_after_seconds.unwrap_or(0).saturating_mul(1000);
+                let cutoff = DateTime::from_millis(now.timestamp_millis().saturating_sub(expire_ms));
+                deleted += expire_index(state, &db, &info.name, spec, cutoff).await;
+            }
+        }
+    }
+    state.ttl.deleted_documents.fetch_add(deleted, Relaxed);
+    deleted
+}
+
+async fn expire_index(state: &ServerState, db: &str, name: &str, spec: &IndexSpec, cutoff: DateTime) -> u64 {
+    let (lo, hi) = date_bounds(spec, cutoff);
+    let mut deleted = 0;
+    loop {
+        let _guard = state.catalog.lock(db, name).await;
+        let Some(coll) = state.catalog.collection(db, name) else { return deleted };
+        let entries = match coll.index_scan(
+            &spec.name,
+            Bound::Included(&lo),
+            Bound::Included(&hi),
+            Direction::Forward,
+            None,
+            TTL_DELETE_BATCH_COUNT,
+        ) {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::warn!(ns = %format!("{db}.{name}"), index = %spec.name, error = %e, "TTL scan failed");
+                return deleted;
+            }
+        };
+        let mut rids: Vec<u64> = entries.iter().map(|(_, rid)| *rid).collect();
+        rids.sort_unstable();
+        rids.dedup();
+        if rids.is_empty() {
+            return deleted;
+        }
+        let n = rids.len() as u64;
+        match coll.write(rids.into_iter().map(WriteOp::Delete).collect()) {
+            Ok(_ticket) => deleted += n,
+            Err(e) => {
+                tracing::warn!(ns = %format!("{db}.{name}"), error = %e, "TTL delete failed");
+                return deleted;
+            }
+        }
+        if (entries.len()) < TTL_DELETE_BATCH_COUNT {
+            return deleted;
+        }
+    }
+}
