@@ -231,3 +231,6 @@ mod tests {
         assert_eq!(listening_port(r#"{"message":"other","port":1}"#), None);
     }
 }
+
+/// Compare and benchmark tools (`cairn-compare`, `cairn-bench`); see docs/COMPARE.md.
+pub mod compare;

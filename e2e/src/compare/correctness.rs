@@ -1,0 +1,145 @@
+//! Runs the differential cases: each case on both servers at once, each side in its own fresh
+//! database with the same name, every reply normalised and compared as rendered text. The first
+//! difference in a case is reported with both answers; later steps of that case still run (their
+//! differences are usually consequences) but are not listed again.
+
+use crate::compare::cases::{self, Case, Step};
+use crate::compare::corpus;
+use crate::compare::normalize::{Normalizer, error_doc, render_doc, sort_first_batch};
+use bson::{Document, doc};
+use mongodb::Client;
+use mongodb::error::ErrorKind;
+use serde::Serialize;
+use std::time::Duration;
+
+/// A step that takes longer than this is recorded as a client-side timeout.
+const STEP_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// One case whose answers differ.
+#[derive(Clone, Debug, Serialize)]
+pub struct Mismatch {
+    pub case: String,
+    pub family: String,
+    pub step: usize,
+    pub command: String,
+    pub target: String,
+    pub reference: String,
+}
+
+/// Totals for the report.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Correctness {
+    pub cases: usize,
+    pub steps: usize,
+    pub mismatches: Vec<Mismatch>,
+}
+
+/// Run every case on both servers; `run_id` keeps database names unique per invocation.
+pub async fn run(target: &Client, reference: &Client, quick: bool, run_id: &str) -> Correctness {
+    let list = if quick { cases::quick() } else { cases::all() };
+    let mut out = Correctness {
+        cases: list.len(),
+        ..Correctness::default()
+    };
+    for (i, case) in list.iter().enumerate() {
+        let db = format!("cmp_{run_id}_{i}");
+        let (t, r) = tokio::join!(run_case(target, &db, case), run_case(reference, &db, case));
+        out.steps += case.steps.len();
+        if let Some(m) = first_difference(case, &t, &r) {
+            out.mismatches.push(m);
+        }
+    }
+    out
+}
+
+/// Compare two sides' answers step by step.
+pub fn first_difference(
+    case: &Case,
+    target: &[Document],
+    reference: &[Document],
+) -> Option<Mismatch> {
+    for (i, step) in case.steps.iter().enumerate() {
+        let t = target.get(i).map(render_doc).unwrap_or_default();
+        let r = reference.get(i).map(render_doc).unwrap_or_default();
+        if t != r {
+            return Some(Mismatch {
+                case: case.name.clone(),
+                family: case.family.to_string(),
+                step: i,
+                command: render_doc(&step.command),
+                target: t,
+                reference: r,
+            });
+        }
+    }
+    None
+}
+
+/// Drop, run the steps, drop again; the answers are normalised within the case.
+async fn run_case(client: &Client, db_name: &str, case: &Case) -> Vec<Document> {
+    let db = client.database(db_name);
+    let _ = tokio::time::timeout(STEP_TIMEOUT, db.drop()).await;
+    let mut normalizer = Normalizer::new(corpus::known_object_ids());
+    let mut answers = Vec::with_capacity(case.steps.len());
+    for step in &case.steps {
+        answers.push(run_step(&db, step, &mut normalizer).await);
+    }
+    let _ = tokio::time::timeout(STEP_TIMEOUT, db.drop()).await;
+    answers
+}
+
+async fn run_step(db: &mongodb::Database, step: &Step, normalizer: &mut Normalizer) -> Document {
+    let result = tokio::time::timeout(STEP_TIMEOUT, db.run_command(step.command.clone())).await;
+    match result {
+        Err(_) => doc! {"clientError": "timeout"},
+        Ok(Ok(reply)) => {
+            let mut reply = normalizer.reply(&reply);
+            if step.unordered {
+                sort_first_batch(&mut reply);
+                sort_values(&mut reply);
+            }
+            reply
+        }
+        Ok(Err(e)) => match *e.kind {
+            ErrorKind::Command(ref c) => error_doc(c.code, &c.code_name),
+            ref other => doc! {"clientError": short_kind(other)},
+        },
+    }
+}
+
+/// `distinct` answers a `values` array in no promised order.
+fn sort_values(reply: &mut Document) {
+    if let Some(bson::Bson::Array(values)) = reply.get_mut("values") {
+        values.sort_by_cached_key(crate::compare::normalize::render);
+    }
+}
+
+/// A stable name for a client-side failure (messages carry addresses and timings).
+fn short_kind(kind: &ErrorKind) -> String {
+    let text = format!("{kind:?}");
+    text.split(['(', ' ', '{'])
+        .next()
+        .unwrap_or("error")
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_difference_names_the_step_and_both_answers() {
+        let case = Case::new("filter", "x")
+            .step(doc! {"ping": 1})
+            .step(doc! {"ping": 2});
+        let same = vec![doc! {"ok": 1.0}, doc! {"ok": 1.0}];
+        assert!(first_difference(&case, &same, &same).is_none());
+        let other = vec![doc! {"ok": 1.0}, error_doc(59, "CommandNotFound")];
+        let m = first_difference(&case, &same, &other).expect("differs");
+        assert_eq!(m.step, 1);
+        assert!(m.reference.contains("CommandNotFound"));
+        assert!(m.target.contains("1.0"));
+        // Same error code on both sides compares equal.
+        assert!(first_difference(&case, &other, &other).is_none());
+    }
+}

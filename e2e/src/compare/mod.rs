@@ -1,0 +1,13 @@
+//! The compare and benchmark tools' library: differential correctness cases over a frozen corpus
+//! of edge values, timed workloads on a generated user dataset, and the report (JSON, Markdown,
+//! PNG). The binaries `cairn-compare` and `cairn-bench` are thin command lines over this.
+
+pub mod cases;
+pub mod corpus;
+pub mod correctness;
+pub mod dataset;
+pub mod normalize;
+pub mod png;
+pub mod report;
+pub mod stats;
+pub mod workloads;

@@ -1,0 +1,434 @@
+//! Timed workloads on the generated user dataset, run through the official driver the way an
+//! application would. Each timed workload is repeated `runs` times and reported as the median; a
+//! workload the server cannot run (an error reply) is recorded as that error, not a crash.
+
+use crate::compare::dataset;
+use crate::compare::stats::median;
+use bson::{Document, doc};
+use mongodb::options::ReturnDocument;
+use mongodb::{Client, Collection, Database, IndexModel};
+use serde::Serialize;
+use std::time::Instant;
+
+/// Sizes of one workload run.
+#[derive(Clone, Debug)]
+pub struct Sizes {
+    /// Records in the dataset.
+    pub docs: u64,
+    /// Repetitions; the median is reported.
+    pub runs: usize,
+    /// Operations per run of a point workload (findOne, updateOne, ...).
+    pub point_ops: usize,
+    /// Operations per run of a scanning workload (counts, $group, updateMany).
+    pub scan_ops: usize,
+}
+
+impl Sizes {
+    pub fn new(docs: u64, runs: usize, quick: bool) -> Sizes {
+        Sizes {
+            docs,
+            runs: runs.max(1),
+            point_ops: if quick { 200 } else { 2_000 },
+            scan_ops: if quick { 3 } else { 10 },
+        }
+    }
+}
+
+/// Which direction of a value is good.
+#[derive(Clone, Copy, Debug, Serialize, serde::Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Better {
+    Lower,
+    Higher,
+}
+
+/// One workload's result on one server.
+#[derive(Clone, Debug)]
+pub struct Measurement {
+    pub name: &'static str,
+    pub unit: &'static str,
+    pub better: Better,
+    pub value: Result<f64, String>,
+}
+
+const USERS: &str = "users";
+const BULK_BATCH: usize = 1_000;
+
+type Outcome = Result<f64, mongodb::error::Error>;
+
+/// Run every workload against one server in database `db_name` (dropped first and last).
+pub async fn run_all(client: &Client, db_name: &str, sizes: &Sizes) -> Vec<Measurement> {
+    let db = client.database(db_name);
+    let _ = db.drop().await;
+    let users: Collection<Document> = db.collection(USERS);
+    let mut out = Vec::new();
+    let lower = Better::Lower;
+    out.push(
+        timed("insertOne sequential", "us/op", lower, sizes, |_| {
+            insert_one_seq(&db, sizes)
+        })
+        .await,
+    );
+    out.push(
+        timed("bulk insert", "MB/s", Better::Higher, sizes, |_| {
+            bulk_insert(&users, sizes)
+        })
+        .await,
+    );
+    out.push(timed("createIndex", "ms", lower, sizes, |_| create_index(&users)).await);
+    out.push(
+        timed("countDocuments({})", "ms/op", lower, sizes, |_| {
+            count_all(&users, sizes)
+        })
+        .await,
+    );
+    out.push(
+        timed("findOne by _id", "us/op", lower, sizes, |r| {
+            find_by_id(&users, sizes, r)
+        })
+        .await,
+    );
+    out.push(
+        timed("findOne indexed field", "us/op", lower, sizes, |r| {
+            find_by_email(&users, sizes, r)
+        })
+        .await,
+    );
+    out.push(
+        timed("range count unindexed", "ms/op", lower, sizes, |_| {
+            range_count(&db, sizes)
+        })
+        .await,
+    );
+    out.push(
+        timed("sort _id desc limit 20", "us/op", lower, sizes, |_| {
+            sort_desc(&users, sizes)
+        })
+        .await,
+    );
+    out.push(
+        timed("find projection limit 1000", "ms/op", lower, sizes, |_| {
+            projection(&users, sizes)
+        })
+        .await,
+    );
+    out.push(
+        timed("$group by key", "ms/op", lower, sizes, |_| {
+            group(&users, sizes)
+        })
+        .await,
+    );
+    out.push(
+        timed("updateOne repeated", "us/op", lower, sizes, |r| {
+            update_one(&users, sizes, r)
+        })
+        .await,
+    );
+    out.push(
+        timed("updateMany $inc", "ms/op", lower, sizes, |_| {
+            update_many(&users, sizes)
+        })
+        .await,
+    );
+    out.push(
+        timed("deleteOne+insertOne", "us/op", lower, sizes, |r| {
+            delete_insert(&users, sizes, r)
+        })
+        .await,
+    );
+    out.push(
+        timed("job queue cycle", "us/op", lower, sizes, |_| {
+            job_queue(&db, sizes)
+        })
+        .await,
+    );
+    out.push(gauge("server RSS", "MiB", server_rss(client).await));
+    out.push(gauge("data size on disk", "MiB", data_size(&db).await));
+    let _ = db.drop().await;
+    out
+}
+
+/// Repeat `f` and keep the median; the first error ends the workload.
+async fn timed<F, Fut>(
+    name: &'static str,
+    unit: &'static str,
+    better: Better,
+    sizes: &Sizes,
+    mut f: F,
+) -> Measurement
+where
+    F: FnMut(usize) -> Fut,
+    Fut: std::future::Future<Output = Outcome>,
+{
+    let mut values = Vec::with_capacity(sizes.runs);
+    let mut value = Err(String::new());
+    for run in 0..sizes.runs {
+        match f(run).await {
+            Ok(v) => values.push(v),
+            Err(e) => {
+                value = Err(describe(&e));
+                break;
+            }
+        }
+    }
+    if values.len() == sizes.runs {
+        value = median(&values).ok_or_else(|| "no runs".to_string());
+    }
+    Measurement {
+        name,
+        unit,
+        better,
+        value,
+    }
+}
+
+fn gauge(name: &'static str, unit: &'static str, value: Result<f64, String>) -> Measurement {
+    Measurement {
+        name,
+        unit,
+        better: Better::Lower,
+        value,
+    }
+}
+
+/// A short, stable description of a failure: the code name for server errors.
+pub fn describe(e: &mongodb::error::Error) -> String {
+    match *e.kind {
+        mongodb::error::ErrorKind::Command(ref c) => format!("{} ({})", c.code_name, c.code),
+        ref other => {
+            let text = format!("{other}");
+            text.chars().take(80).collect()
+        }
+    }
+}
+
+fn per_op_us(start: Instant, ops: usize) -> f64 {
+    start.elapsed().as_secs_f64() * 1e6 / ops.max(1) as f64
+}
+
+fn per_op_ms(start: Instant, ops: usize) -> f64 {
+    per_op_us(start, ops) / 1e3
+}
+
+/// A spread of ids over the dataset that differs per run but is the same on both servers.
+fn probe_id(sizes: &Sizes, run: usize, i: usize) -> i64 {
+    let n = sizes.docs.max(1);
+    ((i as u64)
+        .wrapping_mul(7_919)
+        .wrapping_add(run as u64 * 104_729)
+        % n) as i64
+}
+
+async fn insert_one_seq(db: &Database, sizes: &Sizes) -> Outcome {
+    let coll: Collection<Document> = db.collection("seq");
+    coll.drop().await?;
+    let docs = dataset::users(dataset::SEED, 0, sizes.point_ops as i64);
+    let start = Instant::now();
+    for d in docs {
+        coll.insert_one(d).await?;
+    }
+    Ok(per_op_us(start, sizes.point_ops))
+}
+
+async fn bulk_insert(users: &Collection<Document>, sizes: &Sizes) -> Outcome {
+    users.drop().await?;
+    let mut bytes = 0usize;
+    let mut elapsed = 0.0;
+    let mut first = 0i64;
+    while (first as u64) < sizes.docs {
+        let count = (sizes.docs - first as u64).min(BULK_BATCH as u64) as i64;
+        let batch = dataset::users(dataset::SEED, first, count);
+        bytes += batch
+            .iter()
+            .map(|d| bson::RawDocumentBuf::try_from(d).map_or(0, |r| r.as_bytes().len()))
+            .sum::<usize>();
+        let start = Instant::now();
+        users.insert_many(batch).await?;
+        elapsed += start.elapsed().as_secs_f64();
+        first += count;
+    }
+    Ok(bytes as f64 / 1e6 / elapsed.max(1e-9))
+}
+
+async fn create_index(users: &Collection<Document>) -> Outcome {
+    let _ = users.drop_index("email_1").await;
+    let start = Instant::now();
+    users
+        .create_index(IndexModel::builder().keys(doc! {"email": 1}).build())
+        .await?;
+    Ok(start.elapsed().as_secs_f64() * 1e3)
+}
+
+async fn count_all(users: &Collection<Document>, sizes: &Sizes) -> Outcome {
+    let start = Instant::now();
+    for _ in 0..sizes.scan_ops {
+        users.count_documents(doc! {}).await?;
+    }
+    Ok(per_op_ms(start, sizes.scan_ops))
+}
+
+async fn find_by_id(users: &Collection<Document>, sizes: &Sizes, run: usize) -> Outcome {
+    let start = Instant::now();
+    for i in 0..sizes.point_ops {
+        users
+            .find_one(doc! {"_id": probe_id(sizes, run, i)})
+            .await?;
+    }
+    Ok(per_op_us(start, sizes.point_ops))
+}
+
+async fn find_by_email(users: &Collection<Document>, sizes: &Sizes, run: usize) -> Outcome {
+    let emails: Vec<String> = (0..sizes.point_ops)
+        .map(|i| {
+            let u = dataset::user(dataset::SEED, probe_id(sizes, run, i));
+            u.get_str("email").unwrap_or_default().to_string()
+        })
+        .collect();
+    let start = Instant::now();
+    for e in emails {
+        users.find_one(doc! {"email": e}).await?;
+    }
+    Ok(per_op_us(start, sizes.point_ops))
+}
+
+/// Uses the `count` command (not the driver's countDocuments, which is an aggregation) so that
+/// the query engine is measured, not the pipeline.
+async fn range_count(db: &Database, sizes: &Sizes) -> Outcome {
+    let start = Instant::now();
+    for _ in 0..sizes.scan_ops {
+        db.run_command(doc! {"count": USERS, "query": {"age": {"$gte": 30, "$lt": 40}}})
+            .await?;
+    }
+    Ok(per_op_ms(start, sizes.scan_ops))
+}
+
+async fn drain(mut cursor: mongodb::Cursor<Document>) -> Result<usize, mongodb::error::Error> {
+    let mut n = 0;
+    while cursor.advance().await? {
+        n += 1;
+    }
+    Ok(n)
+}
+
+async fn sort_desc(users: &Collection<Document>, sizes: &Sizes) -> Outcome {
+    let ops = sizes.point_ops / 4;
+    let start = Instant::now();
+    for _ in 0..ops {
+        drain(users.find(doc! {}).sort(doc! {"_id": -1}).limit(20).await?).await?;
+    }
+    Ok(per_op_us(start, ops))
+}
+
+async fn projection(users: &Collection<Document>, sizes: &Sizes) -> Outcome {
+    let start = Instant::now();
+    for _ in 0..sizes.scan_ops {
+        let p = doc! {"username": 1, "email": 1, "age": 1};
+        drain(users.find(doc! {}).projection(p).limit(1000).await?).await?;
+    }
+    Ok(per_op_ms(start, sizes.scan_ops))
+}
+
+async fn group(users: &Collection<Document>, sizes: &Sizes) -> Outcome {
+    let start = Instant::now();
+    for _ in 0..sizes.scan_ops {
+        let pipeline =
+            [doc! {"$group": {"_id": "$age", "n": {"$sum": 1}, "balance": {"$avg": "$balance"}}}];
+        drain(users.aggregate(pipeline).await?).await?;
+    }
+    Ok(per_op_ms(start, sizes.scan_ops))
+}
+
+async fn update_one(users: &Collection<Document>, sizes: &Sizes, run: usize) -> Outcome {
+    let start = Instant::now();
+    for i in 0..sizes.point_ops {
+        let q = doc! {"_id": probe_id(sizes, run, i)};
+        users
+            .update_one(q, doc! {"$set": {"score": i as f64}})
+            .await?;
+    }
+    Ok(per_op_us(start, sizes.point_ops))
+}
+
+async fn update_many(users: &Collection<Document>, sizes: &Sizes) -> Outcome {
+    let start = Instant::now();
+    for _ in 0..sizes.scan_ops {
+        users
+            .update_many(doc! {"is_active": true}, doc! {"$inc": {"login_count": 1}})
+            .await?;
+    }
+    Ok(per_op_ms(start, sizes.scan_ops))
+}
+
+async fn delete_insert(users: &Collection<Document>, sizes: &Sizes, run: usize) -> Outcome {
+    let start = Instant::now();
+    for i in 0..sizes.point_ops {
+        let id = probe_id(sizes, run, i);
+        users.delete_one(doc! {"_id": id}).await?;
+        users.insert_one(dataset::user(dataset::SEED, id)).await?;
+    }
+    Ok(per_op_us(start, sizes.point_ops))
+}
+
+/// Enqueue, claim the oldest ready job with findOneAndUpdate, mark it done: one cycle.
+async fn job_queue(db: &Database, sizes: &Sizes) -> Outcome {
+    let jobs: Collection<Document> = db.collection("jobs");
+    jobs.drop().await?;
+    jobs.create_index(
+        IndexModel::builder()
+            .keys(doc! {"state": 1, "_id": 1})
+            .build(),
+    )
+    .await?;
+    let cycles = sizes.point_ops / 2;
+    let start = Instant::now();
+    for i in 0..cycles {
+        jobs.insert_one(doc! {"_id": i as i64, "state": "ready", "payload": "x"})
+            .await?;
+        let claimed = jobs
+            .find_one_and_update(doc! {"state": "ready"}, doc! {"$set": {"state": "running"}})
+            .sort(doc! {"_id": 1})
+            .return_document(ReturnDocument::After)
+            .await?;
+        if let Some(job) = claimed {
+            let id = job.get("_id").cloned().unwrap_or(bson::Bson::Null);
+            jobs.update_one(doc! {"_id": id}, doc! {"$set": {"state": "done"}})
+                .await?;
+        }
+    }
+    Ok(per_op_us(start, cycles))
+}
+
+async fn server_rss(client: &Client) -> Result<f64, String> {
+    let status = client
+        .database("admin")
+        .run_command(doc! {"serverStatus": 1})
+        .await
+        .map_err(|e| describe(&e))?;
+    let mem = status
+        .get_document("mem")
+        .map_err(|_| "no mem section".to_string())?;
+    // mongod reports resident memory in MiB.
+    number(mem, "resident").ok_or_else(|| "no mem.resident".to_string())
+}
+
+async fn data_size(db: &Database) -> Result<f64, String> {
+    let stats = db
+        .run_command(doc! {"dbStats": 1})
+        .await
+        .map_err(|e| describe(&e))?;
+    let bytes = number(&stats, "totalSize")
+        .or_else(|| Some(number(&stats, "storageSize")? + number(&stats, "indexSize")?));
+    bytes
+        .map(|b| b / (1024.0 * 1024.0))
+        .ok_or_else(|| "no totalSize/storageSize".to_string())
+}
+
+/// Any numeric field as f64.
+pub fn number(d: &Document, key: &str) -> Option<f64> {
+    match d.get(key)? {
+        bson::Bson::Int32(i) => Some(f64::from(*i)),
+        bson::Bson::Int64(i) => Some(*i as f64),
+        bson::Bson::Double(f) => Some(*f),
+        _ => None,
+    }
+}
