@@ -127,6 +127,17 @@ error_codes! {
     Location40352 = 40352,
     Location51024 = 51024,
     Location51091 = 51091,
+    Location51108 = 51108,
+    Location15983 = 15983,
+    Location16554 = 16554,
+    Location16556 = 16556,
+    Location16608 = 16608,
+    Location16610 = 16610,
+    Location16702 = 16702,
+    Location17080 = 17080,
+    Location17124 = 17124,
+    Location17276 = 17276,
+    Location40081 = 40081,
     DocumentValidationFailure = 121,
     NotImplemented = 238,
     APIStrictError = 323,
@@ -143,7 +154,11 @@ pub struct CommandError {
 
 impl CommandError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        CommandError { code, message: message.into(), extra: None }
+        CommandError {
+            code,
+            message: message.into(),
+            extra: None,
+        }
     }
 
     pub fn with_extra(mut self, extra: Document) -> Self {
@@ -170,7 +185,13 @@ impl CommandError {
 
 impl fmt::Display for CommandError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({}): {}", self.code.name(), self.code.code(), self.message)
+        write!(
+            f,
+            "{} ({}): {}",
+            self.code.name(),
+            self.code.code(),
+            self.message
+        )
     }
 }
 
@@ -202,6 +223,9 @@ mod tests {
         assert_eq!(r.get_f64("ok").unwrap(), 0.0);
         assert_eq!(r.get_i32("code").unwrap(), 59);
         assert_eq!(r.get_str("codeName").unwrap(), "CommandNotFound");
-        assert_eq!(r.keys().collect::<Vec<_>>(), ["ok", "errmsg", "code", "codeName"]);
+        assert_eq!(
+            r.keys().collect::<Vec<_>>(),
+            ["ok", "errmsg", "code", "codeName"]
+        );
     }
 }
