@@ -154,11 +154,7 @@ pub struct CommandError {
 
 impl CommandError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        CommandError {
-            code,
-            message: message.into(),
-            extra: None,
-        }
+        CommandError { code, message: message.into(), extra: None }
     }
 
     pub fn with_extra(mut self, extra: Document) -> Self {
@@ -185,13 +181,7 @@ impl CommandError {
 
 impl fmt::Display for CommandError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} ({}): {}",
-            self.code.name(),
-            self.code.code(),
-            self.message
-        )
+        write!(f, "{} ({}): {}", self.code.name(), self.code.code(), self.message)
     }
 }
 
@@ -223,9 +213,6 @@ mod tests {
         assert_eq!(r.get_f64("ok").unwrap(), 0.0);
         assert_eq!(r.get_i32("code").unwrap(), 59);
         assert_eq!(r.get_str("codeName").unwrap(), "CommandNotFound");
-        assert_eq!(
-            r.keys().collect::<Vec<_>>(),
-            ["ok", "errmsg", "code", "codeName"]
-        );
+        assert_eq!(r.keys().collect::<Vec<_>>(), ["ok", "errmsg", "code", "codeName"]);
     }
 }
