@@ -5,4 +5,5 @@
 
 pub mod btree;
 pub mod keycode;
+pub mod keys;
 pub mod order;
