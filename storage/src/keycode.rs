@@ -145,6 +145,29 @@ pub fn encode_value(out: &mut Vec<u8>, value: RawBsonRef<'_>) {
     }
 }
 
+/// Appends the encoding of an owned value (query bounds, `min`/`max` arguments). A value the
+/// bson crate cannot serialize (a key holding NUL, which no client can send) encodes as null.
+pub fn encode_bson_value(out: &mut Vec<u8>, value: &Bson) {
+    let holder = bson::doc! { "v": value.clone() };
+    match bson::RawDocumentBuf::try_from(&holder) {
+        Ok(raw) => encode_value(out, raw.get("v").ok().flatten().unwrap_or(RawBsonRef::Null)),
+        Err(_) => out.push(TYPE_NULL),
+    }
+}
+
+/// `encode_key` for owned values.
+pub fn encode_bson_key(values: &[Bson], descending: &[bool]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (i, value) in values.iter().enumerate() {
+        let start = out.len();
+        encode_bson_value(&mut out, value);
+        if descending.get(i).copied().unwrap_or(false) {
+            invert(&mut out[start..]);
+        }
+    }
+    out
+}
+
 /// Encodes a compound key; `descending[i]` inverts field `i` (missing entries are ascending).
 pub fn encode_key(values: &[RawBsonRef<'_>], descending: &[bool]) -> Vec<u8> {
     let mut out = Vec::with_capacity(16 * values.len() + RECORD_ID_SIZE);
