@@ -9,6 +9,7 @@
 pub mod backend;
 pub mod btree;
 pub mod keycode;
+pub mod keys;
 pub mod order;
 mod catalog;
 mod collection;
