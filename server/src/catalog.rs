@@ -26,9 +26,14 @@ pub struct Catalog {
 pub fn validate_db_name(db: &str) -> CommandResult<()> {
     let bad = db.is_empty()
         || db.len() > DB_NAME_BYTES_MAX
-        || db.chars().any(|c| matches!(c, '/' | '\\' | '.' | ' ' | '"' | '$' | '\0'));
+        || db
+            .chars()
+            .any(|c| matches!(c, '/' | '\\' | '.' | ' ' | '"' | '$' | '\0'));
     if bad {
-        return Err(err(ErrorCode::InvalidNamespace, format!("Invalid database name: '{db}'")));
+        return Err(err(
+            ErrorCode::InvalidNamespace,
+            format!("Invalid database name: '{db}'"),
+        ));
     }
     Ok(())
 }
@@ -36,15 +41,23 @@ pub fn validate_db_name(db: &str) -> CommandResult<()> {
 pub fn validate_collection_name(db: &str, coll: &str) -> CommandResult<()> {
     validate_db_name(db)?;
     if coll.is_empty() || coll.contains('\0') || coll.starts_with('.') {
-        return Err(err(ErrorCode::InvalidNamespace, format!("Invalid namespace specified '{db}.{coll}'")));
+        return Err(err(
+            ErrorCode::InvalidNamespace,
+            format!("Invalid namespace specified '{db}.{coll}'"),
+        ));
     }
     if coll.contains('$') {
-        return Err(err(ErrorCode::InvalidNamespace, format!("Invalid collection name: {coll}")));
+        return Err(err(
+            ErrorCode::InvalidNamespace,
+            format!("Invalid collection name: {coll}"),
+        ));
     }
     if db.len() + 1 + coll.len() > NAMESPACE_BYTES_MAX {
         return Err(err(
             ErrorCode::InvalidNamespace,
-            format!("Fully qualified namespace is too long. Namespace: {db}.{coll} Max: {NAMESPACE_BYTES_MAX}"),
+            format!(
+                "Fully qualified namespace is too long. Namespace: {db}.{coll} Max: {NAMESPACE_BYTES_MAX}"
+            ),
         ));
     }
     Ok(())
@@ -53,14 +66,21 @@ pub fn validate_collection_name(db: &str, coll: &str) -> CommandResult<()> {
 /// Writes to `system.*` collections are reserved, as in mongod.
 pub fn check_user_writable(db: &str, coll: &str) -> CommandResult<()> {
     if coll.starts_with("system.") {
-        return Err(err(ErrorCode::InvalidNamespace, format!("cannot write to '{db}.{coll}'")));
+        return Err(err(
+            ErrorCode::InvalidNamespace,
+            format!("cannot write to '{db}.{coll}'"),
+        ));
     }
     Ok(())
 }
 
 impl Catalog {
     pub fn open(engine: Engine, periodic: bool) -> Catalog {
-        Catalog { engine, write_locks: Mutex::new(HashMap::new()), periodic }
+        Catalog {
+            engine,
+            write_locks: Mutex::new(HashMap::new()),
+            periodic,
+        }
     }
 
     pub fn engine(&self) -> &Engine {
@@ -81,9 +101,10 @@ impl Catalog {
         match self.engine.create_collection(db, coll, Document::new()) {
             Ok(c) => Ok(c),
             // Another connection created it between our look-up and our create.
-            Err(StorageError::NamespaceExists(_)) => {
-                self.engine.collection(db, coll).ok_or_else(|| err(ErrorCode::InternalError, "collection vanished"))
-            }
+            Err(StorageError::NamespaceExists(_)) => self
+                .engine
+                .collection(db, coll)
+                .ok_or_else(|| err(ErrorCode::InternalError, "collection vanished")),
             Err(e) => Err(storage_error(e, db, coll)),
         }
     }
@@ -92,7 +113,9 @@ impl Catalog {
     pub async fn lock(&self, db: &str, coll: &str) -> tokio::sync::OwnedMutexGuard<()> {
         let m = {
             let mut map = self.write_locks.lock().unwrap_or_else(|p| p.into_inner());
-            map.entry((db.to_string(), coll.to_string())).or_default().clone()
+            map.entry((db.to_string(), coll.to_string()))
+                .or_default()
+                .clone()
         };
         m.lock_owned().await
     }
@@ -105,7 +128,10 @@ impl Catalog {
         if self.periodic && !wc.j {
             return Ok(());
         }
-        ticket.wait_durable().await.map_err(|e| storage_error(e, "", ""))
+        ticket
+            .wait_durable()
+            .await
+            .map_err(|e| storage_error(e, "", ""))
     }
 }
 
@@ -118,7 +144,9 @@ pub struct WriteConcern {
 
 impl WriteConcern {
     pub fn parse(wc: Option<&Document>) -> CommandResult<WriteConcern> {
-        let Some(wc) = wc else { return Ok(WriteConcern::default()) };
+        let Some(wc) = wc else {
+            return Ok(WriteConcern::default());
+        };
         let mut out = WriteConcern::default();
         for (k, v) in wc {
             match k.as_str() {
@@ -126,20 +154,34 @@ impl WriteConcern {
                     Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) => {
                         let n = crate::commands::as_i64(v).unwrap_or(-1);
                         if n < 0 {
-                            return Err(err(ErrorCode::FailedToParse, "w has to be a non-negative number and not greater than 50; found: -1"));
+                            return Err(err(
+                                ErrorCode::FailedToParse,
+                                "w has to be a non-negative number and not greater than 50; found: -1",
+                            ));
                         }
                         if n > 1 {
-                            return Err(err(ErrorCode::BadValue, "cannot use 'w' > 1 on a standalone (not replicated) server"));
+                            return Err(err(
+                                ErrorCode::BadValue,
+                                "cannot use 'w' > 1 on a standalone (not replicated) server",
+                            ));
                         }
                         out.w = Some(Bson::Int64(n));
                     }
                     Bson::String(_) => out.w = Some(v.clone()),
-                    _ => return Err(err(ErrorCode::FailedToParse, "w has to be a number or a string")),
+                    _ => {
+                        return Err(err(
+                            ErrorCode::FailedToParse,
+                            "w has to be a number or a string",
+                        ));
+                    }
                 },
                 "j" | "fsync" => out.j |= crate::commands::truthy(v),
                 "wtimeout" | "wtimeoutMS" | "provenance" => {}
                 other => {
-                    return Err(err(ErrorCode::FailedToParse, format!("unrecognized write concern field: {other}")));
+                    return Err(err(
+                        ErrorCode::FailedToParse,
+                        format!("unrecognized write concern field: {other}"),
+                    ));
                 }
             }
         }
@@ -165,7 +207,10 @@ impl WriteConcern {
 
 /// Format a key-value document as mongod prints it in E11000 messages: `{ a: 1, b: "x" }`.
 pub fn dup_key_text(key_value: &Document) -> String {
-    let parts: Vec<String> = key_value.iter().map(|(k, v)| format!("{k}: {}", shell_value(v))).collect();
+    let parts: Vec<String> = key_value
+        .iter()
+        .map(|(k, v)| format!("{k}: {}", shell_value(v)))
+        .collect();
     format!("{{ {} }}", parts.join(", "))
 }
 
@@ -182,22 +227,43 @@ fn shell_value(v: &Bson) -> String {
 /// Map a storage error to the error mongod would send for it.
 pub fn storage_error(e: StorageError, db: &str, coll: &str) -> CommandError {
     match e {
-        StorageError::DuplicateKey { index, key_pattern, key_value } => CommandError::new(
+        StorageError::DuplicateKey {
+            index,
+            key_pattern,
+            key_value,
+        } => CommandError::new(
             ErrorCode::DuplicateKey,
-            format!("E11000 duplicate key error collection: {db}.{coll} index: {index} dup key: {}", dup_key_text(&key_value)),
+            format!(
+                "E11000 duplicate key error collection: {db}.{coll} index: {index} dup key: {}",
+                dup_key_text(&key_value)
+            ),
         )
-        .with_extra(bson::doc! { "keyPattern": key_pattern, "keyValue": key_value }),
-        StorageError::NamespaceExists(ns) => err(ErrorCode::NamespaceExists, format!("Collection {ns} already exists.")),
-        StorageError::NamespaceNotFound(ns) => err(ErrorCode::NamespaceNotFound, format!("ns not found: {ns}")),
+        .with_extra(bson::doc! { "keyPattern": *key_pattern, "keyValue": *key_value.clone() }),
+        StorageError::NamespaceExists(ns) => err(
+            ErrorCode::NamespaceExists,
+            format!("Collection {ns} already exists."),
+        ),
+        StorageError::NamespaceNotFound(ns) => {
+            err(ErrorCode::NamespaceNotFound, format!("ns not found: {ns}"))
+        }
         StorageError::InvalidNamespace(m) => err(ErrorCode::InvalidNamespace, m),
-        StorageError::IndexNotFound(name) => err(ErrorCode::IndexNotFound, format!("index not found with name [{name}]")),
-        StorageError::IndexExists(name) => err(ErrorCode::IndexAlreadyExists, format!("index {name} already exists")),
+        StorageError::IndexNotFound(name) => err(
+            ErrorCode::IndexNotFound,
+            format!("index not found with name [{name}]"),
+        ),
+        StorageError::IndexExists(name) => err(
+            ErrorCode::IndexAlreadyExists,
+            format!("index {name} already exists"),
+        ),
         StorageError::IndexKeyExists(name) => err(
             ErrorCode::IndexOptionsConflict,
             format!("Index already exists with a different name: {name}"),
         ),
         StorageError::InvalidIndex(m) => err(ErrorCode::CannotCreateIndex, m),
-        StorageError::ParallelArrays(a, b) => err(ErrorCode::CannotIndexParallelArrays, format!("cannot index parallel arrays [{a}] [{b}]")),
+        StorageError::ParallelArrays(a, b) => err(
+            ErrorCode::CannotIndexParallelArrays,
+            format!("cannot index parallel arrays [{a}] [{b}]"),
+        ),
         StorageError::InvalidDocument(m) => err(ErrorCode::InvalidBSON, m),
         StorageError::LimitExceeded(m) => err(ErrorCode::BadValue, m),
         other => err(ErrorCode::InternalError, other.to_string()),
@@ -221,15 +287,36 @@ mod tests {
 
     #[test]
     fn write_concern() {
-        assert!(WriteConcern::parse(Some(&bson::doc! { "w": 0 })).unwrap().unacknowledged());
-        assert!(WriteConcern::parse(Some(&bson::doc! { "w": "majority", "j": true })).unwrap().j);
+        assert!(
+            WriteConcern::parse(Some(&bson::doc! { "w": 0 }))
+                .unwrap()
+                .unacknowledged()
+        );
+        assert!(
+            WriteConcern::parse(Some(&bson::doc! { "w": "majority", "j": true }))
+                .unwrap()
+                .j
+        );
         assert!(WriteConcern::parse(Some(&bson::doc! { "w": 2 })).is_err());
-        assert!(WriteConcern::parse(Some(&bson::doc! { "w": "dc1" })).unwrap().error().is_some());
-        assert!(WriteConcern::parse(Some(&bson::doc! { "w": 1, "wtimeout": 100 })).unwrap().error().is_none());
+        assert!(
+            WriteConcern::parse(Some(&bson::doc! { "w": "dc1" }))
+                .unwrap()
+                .error()
+                .is_some()
+        );
+        assert!(
+            WriteConcern::parse(Some(&bson::doc! { "w": 1, "wtimeout": 100 }))
+                .unwrap()
+                .error()
+                .is_none()
+        );
     }
 
     #[test]
     fn dup_key_message() {
-        assert_eq!(dup_key_text(&bson::doc! { "a": 1, "b": "x" }), "{ a: 1, b: \"x\" }");
+        assert_eq!(
+            dup_key_text(&bson::doc! { "a": 1, "b": "x" }),
+            "{ a: 1, b: \"x\" }"
+        );
     }
 }

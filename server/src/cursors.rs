@@ -68,7 +68,9 @@ impl ScanState {
                 self.exhausted = true;
                 break;
             }
-            let Some(details) = self.filter.try_matches(&doc)? else { continue };
+            let Some(details) = self.filter.try_matches(&doc)? else {
+                continue;
+            };
             if self.skip > 0 {
                 self.skip -= 1;
                 continue;
@@ -79,11 +81,16 @@ impl ScanState {
             let out = match &self.projection {
                 Some(p) => {
                     let d = p.apply(&doc, details.array_pos)?;
-                    RawDocumentBuf::try_from(&d).map_err(|e| err(ErrorCode::InternalError, e.to_string()))?
+                    RawDocumentBuf::try_from(&d)
+                        .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?
                 }
                 None => doc,
             };
-            self.pending.push_back(if self.show_record_id { with_record_id(out, rid) } else { out });
+            self.pending.push_back(if self.show_record_id {
+                with_record_id(out, rid)
+            } else {
+                out
+            });
         }
         Ok(())
     }
@@ -96,7 +103,10 @@ fn with_record_id(mut doc: RawDocumentBuf, rid: RecordId) -> RawDocumentBuf {
 
 pub fn check_deadline(deadline: Option<Instant>) -> CommandResult<()> {
     match deadline {
-        Some(d) if Instant::now() >= d => Err(err(ErrorCode::MaxTimeMSExpired, "operation exceeded time limit")),
+        Some(d) if Instant::now() >= d => Err(err(
+            ErrorCode::MaxTimeMSExpired,
+            "operation exceeded time limit",
+        )),
         _ => Ok(()),
     }
 }
@@ -104,7 +114,11 @@ pub fn check_deadline(deadline: Option<Instant>) -> CommandResult<()> {
 impl DocSource {
     /// The next batch: at most `count` documents and about `BATCH_BYTES_MAX` bytes (always at
     /// least one document when any is left).
-    pub fn next_batch(&mut self, count: usize, deadline: Option<Instant>) -> CommandResult<Vec<RawDocumentBuf>> {
+    pub fn next_batch(
+        &mut self,
+        count: usize,
+        deadline: Option<Instant>,
+    ) -> CommandResult<Vec<RawDocumentBuf>> {
         let mut out = Vec::new();
         let mut bytes = 0usize;
         while out.len() < count {
@@ -173,7 +187,10 @@ impl CursorRegistry {
     pub fn insert(&self, cursor: Cursor) -> CommandResult<i64> {
         let mut map = self.map();
         if map.len() >= CURSORS_MAX {
-            return Err(err(ErrorCode::ExceededMemoryLimit, format!("too many open cursors (at most {CURSORS_MAX})")));
+            return Err(err(
+                ErrorCode::ExceededMemoryLimit,
+                format!("too many open cursors (at most {CURSORS_MAX})"),
+            ));
         }
         loop {
             let id: i64 = rand::random::<i64>() & i64::MAX;
@@ -212,7 +229,8 @@ impl CursorRegistry {
 
     /// Drop cursors over a namespace (`coll` None: the whole database).
     pub fn invalidate(&self, db: &str, coll: Option<&str>) {
-        self.map().retain(|_, c| !(c.db == db && coll.is_none_or(|name| c.coll == name)));
+        self.map()
+            .retain(|_, c| !(c.db == db && coll.is_none_or(|name| c.coll == name)));
     }
 
     /// Remove cursors idle for longer than `timeout`; returns how many.
@@ -264,8 +282,9 @@ mod tests {
 
     #[test]
     fn batches_respect_count() {
-        let docs: VecDeque<RawDocumentBuf> =
-            (0..5).map(|i| RawDocumentBuf::try_from(&bson::doc! { "i": i }).unwrap()).collect();
+        let docs: VecDeque<RawDocumentBuf> = (0..5)
+            .map(|i| RawDocumentBuf::try_from(&bson::doc! { "i": i }).unwrap())
+            .collect();
         let mut s = DocSource::Buffered(docs);
         assert_eq!(s.next_batch(2, None).unwrap().len(), 2);
         assert_eq!(s.next_batch(10, None).unwrap().len(), 3);

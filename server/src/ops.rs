@@ -28,7 +28,13 @@ impl OpRegistry {
 
     pub fn begin_index_build(&self, ns: &str, index: &str) -> u64 {
         let id = self.next_id.fetch_add(1, Relaxed) + 1;
-        let op = Op { ns: ns.into(), index: index.into(), done: 0, total: 0, started: Instant::now() };
+        let op = Op {
+            ns: ns.into(),
+            index: index.into(),
+            done: 0,
+            total: 0,
+            started: Instant::now(),
+        };
         self.map().insert(id, op);
         id
     }

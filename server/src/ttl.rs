@@ -37,7 +37,10 @@ pub async fn monitor(state: Arc<ServerState>) {
 
 /// The [lower, upper] key bounds of dates up to `cutoff` for a one-field TTL index.
 fn date_bounds(spec: &IndexSpec, cutoff: DateTime) -> (Vec<u8>, Vec<u8>) {
-    let lo = storage::encode_index_key(&spec.key, &[Bson::DateTime(DateTime::from_millis(i64::MIN))]);
+    let lo = storage::encode_index_key(
+        &spec.key,
+        &[Bson::DateTime(DateTime::from_millis(i64::MIN))],
+    );
     let hi = storage::encode_index_key(&spec.key, &[Bson::DateTime(cutoff)]);
     // A descending index inverts the byte order.
     if lo <= hi { (lo, hi) } else { (hi, lo) }
@@ -49,9 +52,14 @@ pub async fn pass(state: &ServerState, now: DateTime) -> u64 {
     let engine = state.catalog.engine();
     for db in engine.databases() {
         for info in engine.collections(&db) {
-            for spec in info.indexes.iter().filter(|s| s.expire_after_seconds.is_some() && s.key.len() == 1) {
+            for spec in info
+                .indexes
+                .iter()
+                .filter(|s| s.expire_after_seconds.is_some() && s.key.len() == 1)
+            {
                 let expire_ms = spec.expire_after_seconds.unwrap_or(0).saturating_mul(1000);
-                let cutoff = DateTime::from_millis(now.timestamp_millis().saturating_sub(expire_ms));
+                let cutoff =
+                    DateTime::from_millis(now.timestamp_millis().saturating_sub(expire_ms));
                 deleted += expire_index(state, &db, &info.name, spec, cutoff).await;
             }
         }
@@ -60,12 +68,20 @@ pub async fn pass(state: &ServerState, now: DateTime) -> u64 {
     deleted
 }
 
-async fn expire_index(state: &ServerState, db: &str, name: &str, spec: &IndexSpec, cutoff: DateTime) -> u64 {
+async fn expire_index(
+    state: &ServerState,
+    db: &str,
+    name: &str,
+    spec: &IndexSpec,
+    cutoff: DateTime,
+) -> u64 {
     let (lo, hi) = date_bounds(spec, cutoff);
     let mut deleted = 0;
     loop {
         let _guard = state.catalog.lock(db, name).await;
-        let Some(coll) = state.catalog.collection(db, name) else { return deleted };
+        let Some(coll) = state.catalog.collection(db, name) else {
+            return deleted;
+        };
         let entries = match coll.index_scan(
             &spec.name,
             Bound::Included(&lo),

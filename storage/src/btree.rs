@@ -32,6 +32,8 @@ use std::ops::Bound;
 /// Trees up to this many entries are fully checked after every mutation in debug builds.
 const DEBUG_CHECK_LEN_MAX: u64 = 1_000;
 
+/// Cloning copies every page: a full snapshot, for callers that want one.
+#[derive(Clone)]
 pub struct BTree {
     pages: Vec<Page>,
     free_pages: Vec<u32>,

@@ -89,8 +89,12 @@ pub fn encode_value(out: &mut Vec<u8>, value: RawBsonRef<'_>) {
         RawBsonRef::MinKey => out.push(TYPE_MIN_KEY),
         RawBsonRef::Undefined => out.push(TYPE_UNDEFINED),
         RawBsonRef::Null => out.push(TYPE_NULL),
-        RawBsonRef::Int32(v) => encode_number(out, &number::from_i64(i64::from(v))),
-        RawBsonRef::Int64(v) => encode_number(out, &number::from_i64(v)),
+        RawBsonRef::Int32(v) => encode_integer(out, v < 0, u64::from(v.unsigned_abs())),
+        RawBsonRef::Int64(v) => encode_integer(out, v < 0, v.unsigned_abs()),
+        // Integral doubles below 2^64 convert to u64 exactly, so they share the fast path.
+        RawBsonRef::Double(v) if v.fract() == 0.0 && v.abs() < TWO_POW_64 => {
+            encode_integer(out, v < 0.0, v.abs() as u64)
+        }
         RawBsonRef::Double(v) => encode_number(out, &number::from_f64(v)),
         RawBsonRef::Decimal128(v) => encode_number(out, &number::from_decimal128(v)),
         RawBsonRef::String(s) | RawBsonRef::Symbol(s) => {
@@ -143,6 +147,29 @@ pub fn encode_value(out: &mut Vec<u8>, value: RawBsonRef<'_>) {
         }
         RawBsonRef::MaxKey => out.push(TYPE_MAX_KEY),
     }
+}
+
+/// Appends the encoding of an owned value (query bounds, `min`/`max` arguments). A value the
+/// bson crate cannot serialize (a key holding NUL, which no client can send) encodes as null.
+pub fn encode_bson_value(out: &mut Vec<u8>, value: &Bson) {
+    let holder = bson::doc! { "v": value.clone() };
+    match bson::RawDocumentBuf::try_from(&holder) {
+        Ok(raw) => encode_value(out, raw.get("v").ok().flatten().unwrap_or(RawBsonRef::Null)),
+        Err(_) => out.push(TYPE_NULL),
+    }
+}
+
+/// `encode_key` for owned values.
+pub fn encode_bson_key(values: &[Bson], descending: &[bool]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (i, value) in values.iter().enumerate() {
+        let start = out.len();
+        encode_bson_value(&mut out, value);
+        if descending.get(i).copied().unwrap_or(false) {
+            invert(&mut out[start..]);
+        }
+    }
+    out
 }
 
 /// Encodes a compound key; `descending[i]` inverts field `i` (missing entries are ascending).
@@ -203,6 +230,43 @@ fn bracket(value: RawBsonRef<'_>) -> u8 {
         RawBsonRef::JavaScriptCode(_) => TYPE_CODE,
         RawBsonRef::JavaScriptCodeWithScope(_) => TYPE_CODE_WITH_SCOPE,
         RawBsonRef::MaxKey => TYPE_MAX_KEY,
+    }
+}
+
+const TWO_POW_64: f64 = 18_446_744_073_709_551_616.0;
+
+/// The number layout for an integer, without the general path's allocations. Must produce the
+/// same bytes as `encode_number` (the property tests compare both through `order`).
+fn encode_integer(out: &mut Vec<u8>, negative: bool, magnitude: u64) {
+    if magnitude == 0 {
+        return out.push(TYPE_NUMBER_ZERO);
+    }
+    // Least significant digit first.
+    let mut digits = [0u8; 20];
+    let mut len = 0;
+    let mut rest = magnitude;
+    while rest > 0 {
+        digits[len] = (rest % 10) as u8;
+        rest /= 10;
+        len += 1;
+    }
+    let lowest = digits.iter().position(|&d| d != 0).unwrap_or(0);
+    out.push(if negative {
+        TYPE_NUMBER_NEG
+    } else {
+        TYPE_NUMBER_POS
+    });
+    let start = out.len();
+    out.extend_from_slice(&((len as i32 + EXPONENT_BIAS) as u16).to_be_bytes());
+    let mut i = len;
+    while i > lowest {
+        let low = if i >= lowest + 2 { digits[i - 2] } else { 0 };
+        out.push(digits[i - 1] * 10 + low + 1);
+        i = i.saturating_sub(2);
+    }
+    out.push(END);
+    if negative {
+        invert(&mut out[start..]);
     }
 }
 

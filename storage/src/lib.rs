@@ -8,8 +8,6 @@
 
 pub mod backend;
 pub mod btree;
-pub mod keycode;
-pub mod order;
 mod catalog;
 mod collection;
 mod commit;
@@ -17,8 +15,11 @@ mod compact;
 mod engine;
 pub mod error;
 mod index;
+pub mod keycode;
+pub mod keys;
 pub mod limits;
 mod log;
+pub mod order;
 pub mod record;
 mod recovery;
 pub mod sim;

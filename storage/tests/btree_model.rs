@@ -29,11 +29,11 @@ fn key_for(n: u32) -> Vec<u8> {
     key
 }
 
-fn bound(rng: &mut StdRng) -> Bound<Vec<u8>> {
+fn bound(rng: &mut StdRng, make_key: fn(u32) -> Vec<u8>) -> Bound<Vec<u8>> {
     match rng.random_range(0..3) {
         0 => Bound::Unbounded,
-        1 => Bound::Included(key_for(rng.random_range(0..3000))),
-        _ => Bound::Excluded(key_for(rng.random_range(0..3000))),
+        1 => Bound::Included(make_key(rng.random_range(0..3000))),
+        _ => Bound::Excluded(make_key(rng.random_range(0..3000))),
     }
 }
 
@@ -41,8 +41,13 @@ fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     b.as_ref().map(Vec::as_slice)
 }
 
-fn check_range(tree: &BTree, model: &BTreeMap<Vec<u8>, u64>, rng: &mut StdRng) {
-    let (lower, upper) = (bound(rng), bound(rng));
+fn check_range(
+    tree: &BTree,
+    model: &BTreeMap<Vec<u8>, u64>,
+    rng: &mut StdRng,
+    make_key: fn(u32) -> Vec<u8>,
+) {
+    let (lower, upper) = (bound(rng, make_key), bound(rng, make_key));
     let reverse = rng.random::<bool>();
     if let (Bound::Included(l) | Bound::Excluded(l), Bound::Included(u) | Bound::Excluded(u)) =
         (&lower, &upper)
@@ -72,13 +77,13 @@ fn check_range(tree: &BTree, model: &BTreeMap<Vec<u8>, u64>, rng: &mut StdRng) {
     );
 }
 
-fn run_model(seed: u64, steps: usize) -> usize {
+fn run_model(seed: u64, steps: usize, make_key: fn(u32) -> Vec<u8>) -> usize {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut tree = BTree::new();
     let mut model = BTreeMap::new();
     let mut depth_max = 0;
     for step in 0..steps {
-        let key = key_for(rng.random_range(0..3000));
+        let key = make_key(rng.random_range(0..3000));
         // Grow first, then churn with deletions dominating, to exercise merges.
         let insert_share = if step < steps / 2 { 70 } else { 35 };
         match rng.random_range(0..100) {
@@ -92,7 +97,7 @@ fn run_model(seed: u64, steps: usize) -> usize {
             }
             p if p < 90 => assert_eq!(tree.remove(&key), model.remove(&key), "step {step}"),
             p if p < 97 => assert_eq!(tree.get(&key), model.get(&key).copied(), "step {step}"),
-            _ => check_range(&tree, &model, &mut rng),
+            _ => check_range(&tree, &model, &mut rng, make_key),
         }
         assert_eq!(tree.len(), model.len() as u64);
         depth_max = depth_max.max(tree.depth());
@@ -110,13 +115,29 @@ fn run_model(seed: u64, steps: usize) -> usize {
 #[test]
 fn random_operations_match_a_btreemap_at_depth_three() {
     let seed = seed();
-    let result = std::panic::catch_unwind(|| run_model(seed, 12_000));
+    let result = std::panic::catch_unwind(|| run_model(seed, 12_000, key_for));
     match result {
         Ok(depth) => assert!(depth >= 3, "tree only reached depth {depth}"),
         Err(panic) => {
             eprintln!("failed with CAIRN_SEED={seed}");
             std::panic::resume_unwind(panic);
         }
+    }
+}
+
+/// Short keys over three byte values, the empty key included: many keys are prefixes of others.
+fn tiny_key(n: u32) -> Vec<u8> {
+    let len = (n % 7) as usize;
+    (0..len)
+        .map(|i| [0u8, 1, 255][(n / 7 / 3u32.pow(i as u32) % 3) as usize])
+        .collect()
+}
+
+#[test]
+fn prefix_keys_and_the_empty_key_match_a_btreemap() {
+    let seed = seed();
+    if std::panic::catch_unwind(|| run_model(seed, 6_000, tiny_key)).is_err() {
+        panic!("failed with CAIRN_SEED={seed}");
     }
 }
 

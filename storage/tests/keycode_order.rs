@@ -181,6 +181,21 @@ fn compound_keys_with_mixed_directions() {
 }
 
 #[test]
+fn owned_values_encode_like_raw_ones() {
+    for value in all_values() {
+        let mut owned = Vec::new();
+        storage::keycode::encode_bson_value(&mut owned, &value);
+        assert_eq!(owned, encode(&value), "{value:?}");
+    }
+    let pair = [Bson::Int32(1), Bson::String("x".into())];
+    let (a, b) = (Raw::new(&pair[0]), Raw::new(&pair[1]));
+    assert_eq!(
+        storage::keycode::encode_bson_key(&pair, &[false, true]),
+        encode_key(&[a.get(), b.get()], &[false, true])
+    );
+}
+
+#[test]
 fn record_id_suffix_splits_back() {
     let raw = Raw::new(&Bson::String("k".into()));
     let mut key = encode_key(&[raw.get()], &[false]);

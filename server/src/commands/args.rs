@@ -7,16 +7,38 @@ use bson::{Bson, Document};
 
 /// Fields any command may carry (drivers add them; dispatch reads the ones it needs).
 const GENERIC_FIELDS: &[&str] = &[
-    "$db", "lsid", "$clusterTime", "$readPreference", "txnNumber", "autocommit", "startTransaction", "apiVersion",
-    "apiStrict", "apiDeprecationErrors", "writeConcern", "readConcern", "comment", "maxTimeMS", "$audit", "$client",
-    "mayBypassWriteBlocking", "$configServerState", "$gleStats", "databaseVersion", "shardVersion", "$queryOptions",
+    "$db",
+    "lsid",
+    "$clusterTime",
+    "$readPreference",
+    "txnNumber",
+    "autocommit",
+    "startTransaction",
+    "apiVersion",
+    "apiStrict",
+    "apiDeprecationErrors",
+    "writeConcern",
+    "readConcern",
+    "comment",
+    "maxTimeMS",
+    "$audit",
+    "$client",
+    "mayBypassWriteBlocking",
+    "$configServerState",
+    "$gleStats",
+    "databaseVersion",
+    "shardVersion",
+    "$queryOptions",
 ];
 
 /// Reject fields other than `allowed` (and the generic ones), as mongod's IDL parsers do.
 pub fn check_fields(body: &Document, command: &str, allowed: &[&str]) -> CommandResult<()> {
     for key in body.keys().skip(1) {
         if !allowed.contains(&key.as_str()) && !GENERIC_FIELDS.contains(&key.as_str()) {
-            return Err(err(ErrorCode::Location40415, format!("BSON field '{command}.{key}' is an unknown field.")));
+            return Err(err(
+                ErrorCode::Location40415,
+                format!("BSON field '{command}.{key}' is an unknown field."),
+            ));
         }
     }
     Ok(())
@@ -62,16 +84,26 @@ pub fn type_name(v: &Bson) -> &'static str {
 pub fn collection_name(body: &Document, command: &str) -> CommandResult<String> {
     match body.get(command) {
         Some(Bson::String(s)) if !s.is_empty() => Ok(s.clone()),
-        Some(Bson::String(_)) => Err(err(ErrorCode::InvalidNamespace, "Invalid namespace specified: empty collection name")),
+        Some(Bson::String(_)) => Err(err(
+            ErrorCode::InvalidNamespace,
+            "Invalid namespace specified: empty collection name",
+        )),
         Some(v) => Err(err(
             ErrorCode::InvalidNamespace,
             format!("collection name has invalid type {}", type_name(v)),
         )),
-        None => Err(err(ErrorCode::FailedToParse, format!("missing '{command}' field"))),
+        None => Err(err(
+            ErrorCode::FailedToParse,
+            format!("missing '{command}' field"),
+        )),
     }
 }
 
-pub fn opt_doc<'a>(body: &'a Document, command: &str, field: &str) -> CommandResult<Option<&'a Document>> {
+pub fn opt_doc<'a>(
+    body: &'a Document,
+    command: &str,
+    field: &str,
+) -> CommandResult<Option<&'a Document>> {
     match body.get(field) {
         None | Some(Bson::Null) => Ok(None),
         Some(Bson::Document(d)) => Ok(Some(d)),
@@ -83,7 +115,9 @@ pub fn opt_bool(body: &Document, command: &str, field: &str) -> CommandResult<Op
     match body.get(field) {
         None | Some(Bson::Null) => Ok(None),
         Some(Bson::Boolean(b)) => Ok(Some(*b)),
-        Some(v @ (Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_))) => Ok(Some(crate::commands::truthy(v))),
+        Some(v @ (Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_))) => {
+            Ok(Some(crate::commands::truthy(v)))
+        }
         Some(v) => Err(wrong_type(command, field, v, "bool")),
     }
 }
@@ -114,24 +148,39 @@ pub fn opt_non_negative(body: &Document, command: &str, field: &str) -> CommandR
 
 /// `collation`: only the simple (binary) collation exists yet.
 pub fn check_collation(body: &Document, command: &str) -> CommandResult<()> {
-    let Some(c) = opt_doc(body, command, "collation")? else { return Ok(()) };
+    let Some(c) = opt_doc(body, command, "collation")? else {
+        return Ok(());
+    };
     match c.get("locale") {
         Some(Bson::String(l)) if l == "simple" => Ok(()),
         Some(Bson::String(l)) => Err(err(
             ErrorCode::BadValue,
-            format!("collation locale '{l}' is not supported by cairn yet; only {{locale: \"simple\"}} is available"),
+            format!(
+                "collation locale '{l}' is not supported by cairn yet; only {{locale: \"simple\"}} is available"
+            ),
         )),
-        _ => Err(err(ErrorCode::FailedToParse, "BSON field 'collation.locale' is missing but a required field")),
+        _ => Err(err(
+            ErrorCode::FailedToParse,
+            "BSON field 'collation.locale' is missing but a required field",
+        )),
     }
 }
 
 /// `hint`: an index name or key pattern that must name an existing index.
-pub fn check_hint(body: &Document, coll: Option<&storage::Collection>) -> CommandResult<Option<String>> {
+pub fn check_hint(
+    body: &Document,
+    coll: Option<&storage::Collection>,
+) -> CommandResult<Option<String>> {
     let hint = match body.get("hint") {
         None | Some(Bson::Null) => return Ok(None),
         Some(Bson::Document(d)) if d.is_empty() => return Ok(None),
         Some(h @ (Bson::String(_) | Bson::Document(_))) => h,
-        Some(_) => return Err(err(ErrorCode::FailedToParse, "hint must be a string or an object")),
+        Some(_) => {
+            return Err(err(
+                ErrorCode::FailedToParse,
+                "hint must be a string or an object",
+            ));
+        }
     };
     if let Bson::Document(d) = hint
         && d.keys().next().is_some_and(|k| k == "$natural")
@@ -146,6 +195,9 @@ pub fn check_hint(body: &Document, coll: Option<&storage::Collection>) -> Comman
     });
     match found {
         Some(ix) => Ok(Some(ix.spec.name)),
-        None => Err(err(ErrorCode::BadValue, "hint provided does not correspond to an existing index")),
+        None => Err(err(
+            ErrorCode::BadValue,
+            "hint provided does not correspond to an existing index",
+        )),
     }
 }

@@ -18,9 +18,30 @@ use std::time::{Duration, Instant};
 use storage::{Collection, Direction};
 
 const FIND_FIELDS: &[&str] = &[
-    "filter", "projection", "sort", "skip", "limit", "batchSize", "singleBatch", "hint", "min", "max", "returnKey",
-    "showRecordId", "let", "allowDiskUse", "collation", "tailable", "awaitData", "noCursorTimeout", "oplogReplay",
-    "allowPartialResults", "readOnce", "term", "ntoreturn", "isSuffix",
+    "filter",
+    "projection",
+    "sort",
+    "skip",
+    "limit",
+    "batchSize",
+    "singleBatch",
+    "hint",
+    "min",
+    "max",
+    "returnKey",
+    "showRecordId",
+    "let",
+    "allowDiskUse",
+    "collation",
+    "tailable",
+    "awaitData",
+    "noCursorTimeout",
+    "oplogReplay",
+    "allowPartialResults",
+    "readOnce",
+    "term",
+    "ntoreturn",
+    "isSuffix",
 ];
 
 /// Build `{cursor: {<batch>: [...], id, ns}, ok: 1}` with the documents spliced in raw.
@@ -44,7 +65,9 @@ pub fn cursor_reply(id: i64, ns: &str, first: bool, docs: Vec<RawDocumentBuf>) -
 }
 
 pub fn deadline(req: &Request) -> Option<Instant> {
-    req.max_time_ms.filter(|ms| *ms > 0).map(|ms| Instant::now() + Duration::from_millis(ms as u64))
+    req.max_time_ms
+        .filter(|ms| *ms > 0)
+        .map(|ms| Instant::now() + Duration::from_millis(ms as u64))
 }
 
 /// The `_id` value of a filter that is exactly `{_id: <scalar>}` or `{_id: {$eq: <scalar>}}`.
@@ -58,7 +81,11 @@ pub fn id_point(filter: &Document) -> Option<&Bson> {
         v => v,
     };
     match v {
-        Bson::Document(_) | Bson::Array(_) | Bson::RegularExpression(_) | Bson::Null | Bson::Undefined => None,
+        Bson::Document(_)
+        | Bson::Array(_)
+        | Bson::RegularExpression(_)
+        | Bson::Null
+        | Bson::Undefined => None,
         Bson::MinKey | Bson::MaxKey => None,
         v => Some(v),
     }
@@ -82,7 +109,9 @@ pub fn collect_matches(
     let mut bytes = 0usize;
     loop {
         check_deadline(deadline)?;
-        let chunk = coll.scan(Direction::Forward, after, 1024).map_err(|e| crate::catalog::storage_error(e, "", ""))?;
+        let chunk = coll
+            .scan(Direction::Forward, after, 1024)
+            .map_err(|e| crate::catalog::storage_error(e, "", ""))?;
         let last = chunk.len() < 1024;
         for (rid, doc) in chunk {
             after = Some(rid);
@@ -128,7 +157,9 @@ struct FindArgs {
 fn parse_find(body: &Document) -> CommandResult<FindArgs> {
     check_fields(body, "find", FIND_FIELDS)?;
     args::check_collation(body, "find")?;
-    let filter_doc = args::opt_doc(body, "find", "filter")?.cloned().unwrap_or_default();
+    let filter_doc = args::opt_doc(body, "find", "filter")?
+        .cloned()
+        .unwrap_or_default();
     let filter = Filter::parse(&filter_doc)?;
     let projection = match args::opt_doc(body, "find", "projection")? {
         Some(p) if !p.is_empty() => Some(Arc::new(Projection::parse(p)?)),
@@ -138,13 +169,26 @@ fn parse_find(body: &Document) -> CommandResult<FindArgs> {
         Some(s) if s.is_empty() => (None, None),
         Some(s) if s.keys().next().is_some_and(|k| k == "$natural") => {
             let dir = s.get("$natural").and_then(super::as_i64).unwrap_or(1);
-            (None, Some(if dir < 0 { Direction::Backward } else { Direction::Forward }))
+            (
+                None,
+                Some(if dir < 0 {
+                    Direction::Backward
+                } else {
+                    Direction::Forward
+                }),
+            )
         }
         Some(s) => (Some(SortSpec::parse(s)?), None),
         None => (None, None),
     };
     let natural = natural.or_else(|| match body.get("hint") {
-        Some(Bson::Document(h)) => h.get("$natural").and_then(super::as_i64).map(|d| if d < 0 { Direction::Backward } else { Direction::Forward }),
+        Some(Bson::Document(h)) => h.get("$natural").and_then(super::as_i64).map(|d| {
+            if d < 0 {
+                Direction::Backward
+            } else {
+                Direction::Forward
+            }
+        }),
         _ => None,
     });
     let skip = args::opt_non_negative(body, "find", "skip")?.unwrap_or(0) as u64;
@@ -164,12 +208,17 @@ fn parse_find(body: &Document) -> CommandResult<FindArgs> {
         if body.contains_key(unsupported) {
             return Err(err(
                 ErrorCode::NotImplemented,
-                format!("find with '{unsupported}' is not supported by cairn yet (it needs index bounds from the planner)"),
+                format!(
+                    "find with '{unsupported}' is not supported by cairn yet (it needs index bounds from the planner)"
+                ),
             ));
         }
     }
     if args::opt_bool(body, "find", "tailable")?.unwrap_or(false) {
-        return Err(err(ErrorCode::BadValue, "error processing query: tailable cursor requested on non capped collection"));
+        return Err(err(
+            ErrorCode::BadValue,
+            "error processing query: tailable cursor requested on non capped collection",
+        ));
     }
     Ok(FindArgs {
         filter,
@@ -207,7 +256,11 @@ pub async fn find(state: &Arc<ServerState>, req: &Request) -> CommandResult<Repl
         (None, _) => FIRST_BATCH_COUNT_DEFAULT,
     };
     let batch = source.next_batch(first_count, deadline)?;
-    let batch = if a.return_key { batch.into_iter().map(|_| RawDocumentBuf::new()).collect() } else { batch };
+    let batch = if a.return_key {
+        batch.into_iter().map(|_| RawDocumentBuf::new()).collect()
+    } else {
+        batch
+    };
     if a.single_batch || source.is_exhausted() {
         return Ok(cursor_reply(0, &ns, true, batch));
     }
@@ -223,15 +276,25 @@ pub async fn find(state: &Arc<ServerState>, req: &Request) -> CommandResult<Repl
     Ok(cursor_reply(id, &ns, true, batch))
 }
 
-fn plan_find(state: &ServerState, coll: &Arc<Collection>, a: &FindArgs, deadline: Option<Instant>) -> CommandResult<DocSource> {
+fn plan_find(
+    state: &ServerState,
+    coll: &Arc<Collection>,
+    a: &FindArgs,
+    deadline: Option<Instant>,
+) -> CommandResult<DocSource> {
     if let Some(id) = id_point(&a.filter_doc)
         && a.natural.is_none()
     {
-        let raw_id = bson::RawBson::try_from(id.clone()).map_err(|e| err(ErrorCode::BadValue, e.to_string()))?;
-        let rid = coll.find_by_id(raw_id.as_raw_bson_ref()).map_err(|e| crate::catalog::storage_error(e, "", ""))?;
+        let raw_id = bson::RawBson::try_from(id.clone())
+            .map_err(|e| err(ErrorCode::BadValue, e.to_string()))?;
+        let rid = coll
+            .find_by_id(raw_id.as_raw_bson_ref())
+            .map_err(|e| crate::catalog::storage_error(e, "", ""))?;
         let mut docs = VecDeque::new();
         if let Some(rid) = rid
-            && let Some(doc) = coll.get(rid).map_err(|e| crate::catalog::storage_error(e, "", ""))?
+            && let Some(doc) = coll
+                .get(rid)
+                .map_err(|e| crate::catalog::storage_error(e, "", ""))?
             && a.skip == 0
             && let Some(d) = a.filter.try_matches(&doc)?
         {
@@ -256,7 +319,12 @@ fn plan_find(state: &ServerState, coll: &Arc<Collection>, a: &FindArgs, deadline
     let memory_max = if a.allow_disk_use {
         None
     } else {
-        Some(state.params.get_i64("internalQueryMaxBlockingSortMemoryUsageBytes").max(0) as usize)
+        Some(
+            state
+                .params
+                .get_i64("internalQueryMaxBlockingSortMemoryUsageBytes")
+                .max(0) as usize,
+        )
     };
     let mut matches = collect_matches(coll, &a.filter, deadline, memory_max)?;
     // A stable sort keeps ties in RecordId order.
@@ -270,9 +338,15 @@ fn plan_find(state: &ServerState, coll: &Arc<Collection>, a: &FindArgs, deadline
 }
 
 /// Projection and `showRecordId` for one result document.
-fn finish_doc(doc: RawDocumentBuf, rid: u64, pos: Option<usize>, a: &FindArgs) -> CommandResult<RawDocumentBuf> {
+fn finish_doc(
+    doc: RawDocumentBuf,
+    rid: u64,
+    pos: Option<usize>,
+    a: &FindArgs,
+) -> CommandResult<RawDocumentBuf> {
     let mut out = match &a.projection {
-        Some(p) => RawDocumentBuf::try_from(&p.apply(&doc, pos)?).map_err(|e| err(ErrorCode::InternalError, e.to_string()))?,
+        Some(p) => RawDocumentBuf::try_from(&p.apply(&doc, pos)?)
+            .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?,
         None => doc,
     };
     if a.show_record_id {
@@ -283,24 +357,46 @@ fn finish_doc(doc: RawDocumentBuf, rid: u64, pos: Option<usize>, a: &FindArgs) -
 
 pub async fn get_more(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
     state.opcounters.getmore.fetch_add(1, Relaxed);
-    check_fields(&req.body, "getMore", &["collection", "batchSize", "term", "lastKnownCommittedOpTime"])?;
+    check_fields(
+        &req.body,
+        "getMore",
+        &[
+            "collection",
+            "batchSize",
+            "term",
+            "lastKnownCommittedOpTime",
+        ],
+    )?;
     let id = match req.body.get("getMore") {
         Some(Bson::Int64(i)) => *i,
         Some(v) => {
             return Err(err(
                 ErrorCode::TypeMismatch,
-                format!("BSON field 'getMore.getMore' is the wrong type '{}', expected type 'long'", args::type_name(v)),
+                format!(
+                    "BSON field 'getMore.getMore' is the wrong type '{}', expected type 'long'",
+                    args::type_name(v)
+                ),
             ));
         }
         None => return Err(err(ErrorCode::FailedToParse, "missing getMore cursor id")),
     };
     let coll_name = match req.body.get("collection") {
         Some(Bson::String(s)) => s.clone(),
-        _ => return Err(err(ErrorCode::FailedToParse, "BSON field 'getMore.collection' is missing but a required field")),
+        _ => {
+            return Err(err(
+                ErrorCode::FailedToParse,
+                "BSON field 'getMore.collection' is missing but a required field",
+            ));
+        }
     };
-    let batch_size = args::opt_non_negative(&req.body, "getMore", "batchSize")?.filter(|b| *b > 0).map(|b| b as usize);
+    let batch_size = args::opt_non_negative(&req.body, "getMore", "batchSize")?
+        .filter(|b| *b > 0)
+        .map(|b| b as usize);
     let Some(mut cursor) = state.cursors.take(id) else {
-        return Err(err(ErrorCode::CursorNotFound, format!("cursor id {id} not found")));
+        return Err(err(
+            ErrorCode::CursorNotFound,
+            format!("cursor id {id} not found"),
+        ));
     };
     let ns = format!("{}.{}", req.db, coll_name);
     if cursor.ns() != ns {
@@ -308,16 +404,27 @@ pub async fn get_more(state: &Arc<ServerState>, req: &Request) -> CommandResult<
         state.cursors.put_back(id, cursor);
         return Err(err(
             ErrorCode::Unauthorized,
-            format!("Requested getMore on namespace '{ns}', but cursor belongs to a different namespace {owner}"),
+            format!(
+                "Requested getMore on namespace '{ns}', but cursor belongs to a different namespace {owner}"
+            ),
         ));
     }
     if let Some(uuid) = cursor.uuid {
-        let same = state.catalog.collection(&cursor.db, &cursor.coll).is_some_and(|c| c.uuid() == uuid);
+        let same = state
+            .catalog
+            .collection(&cursor.db, &cursor.coll)
+            .is_some_and(|c| c.uuid() == uuid);
         if !same {
-            return Err(err(ErrorCode::QueryPlanKilled, format!("collection dropped: {ns}")));
+            return Err(err(
+                ErrorCode::QueryPlanKilled,
+                format!("collection dropped: {ns}"),
+            ));
         }
     }
-    let batch = match cursor.source.next_batch(batch_size.unwrap_or(usize::MAX), deadline(req)) {
+    let batch = match cursor
+        .source
+        .next_batch(batch_size.unwrap_or(usize::MAX), deadline(req))
+    {
         Ok(b) => b,
         Err(e) => return Err(e),
     };
@@ -332,14 +439,24 @@ pub fn kill_cursors(state: &ServerState, req: &Request) -> CommandResult<Reply> 
     check_fields(&req.body, "killCursors", &["cursors"])?;
     args::collection_name(&req.body, "killCursors")?;
     let Some(Bson::Array(ids)) = req.body.get("cursors") else {
-        return Err(err(ErrorCode::FailedToParse, "BSON field 'killCursors.cursors' is missing but a required field"));
+        return Err(err(
+            ErrorCode::FailedToParse,
+            "BSON field 'killCursors.cursors' is missing but a required field",
+        ));
     };
     let (mut killed, mut not_found) = (Vec::new(), Vec::new());
     for id in ids {
         let Bson::Int64(id) = id else {
-            return Err(err(ErrorCode::TypeMismatch, "BSON field 'killCursors.cursors' must be an array of longs"));
+            return Err(err(
+                ErrorCode::TypeMismatch,
+                "BSON field 'killCursors.cursors' must be an array of longs",
+            ));
         };
-        if state.cursors.kill(*id) { killed.push(*id) } else { not_found.push(*id) }
+        if state.cursors.kill(*id) {
+            killed.push(*id)
+        } else {
+            not_found.push(*id)
+        }
     }
     Ok(Reply::Doc(doc! {
         "cursorsKilled": killed,
@@ -351,19 +468,32 @@ pub fn kill_cursors(state: &ServerState, req: &Request) -> CommandResult<Reply> 
 }
 
 pub async fn count(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
-    check_fields(&req.body, "count", &["query", "limit", "skip", "hint", "collation", "fields"])?;
+    check_fields(
+        &req.body,
+        "count",
+        &["query", "limit", "skip", "hint", "collation", "fields"],
+    )?;
     args::check_collation(&req.body, "count")?;
     let coll_name = args::collection_name(&req.body, "count")?;
-    let query = args::opt_doc(&req.body, "count", "query")?.cloned().unwrap_or_default();
+    let query = args::opt_doc(&req.body, "count", "query")?
+        .cloned()
+        .unwrap_or_default();
     let filter = Filter::parse(&query)?;
     let skip = args::opt_i64(&req.body, "count", "skip")?.unwrap_or(0);
     if skip < 0 {
-        return Err(err(ErrorCode::Location51024, format!("BSON field 'skip' value must be >= 0, actual value '{skip}'")));
+        return Err(err(
+            ErrorCode::Location51024,
+            format!("BSON field 'skip' value must be >= 0, actual value '{skip}'"),
+        ));
     }
-    let limit = args::opt_i64(&req.body, "count", "limit")?.unwrap_or(0).unsigned_abs();
+    let limit = args::opt_i64(&req.body, "count", "limit")?
+        .unwrap_or(0)
+        .unsigned_abs();
     let coll = state.catalog.collection(&req.db, &coll_name);
     args::check_hint(&req.body, coll.as_deref())?;
-    let Some(coll) = coll else { return Ok(Reply::Doc(doc! { "n": 0, "ok": 1.0 })) };
+    let Some(coll) = coll else {
+        return Ok(Reply::Doc(doc! { "n": 0, "ok": 1.0 }));
+    };
     let total = if filter.is_empty() {
         coll.count() // O(1)
     } else {
@@ -373,7 +503,9 @@ pub async fn count(state: &Arc<ServerState>, req: &Request) -> CommandResult<Rep
     if limit > 0 {
         n = n.min(limit);
     }
-    let n = i32::try_from(n).map(Bson::Int32).unwrap_or(Bson::Int64(n as i64));
+    let n = i32::try_from(n)
+        .map(Bson::Int32)
+        .unwrap_or(Bson::Int64(n as i64));
     Ok(Reply::Doc(doc! { "n": n, "ok": 1.0 }))
 }
 
@@ -409,7 +541,11 @@ fn values_at(v: &Bson, path: &[&str], out: &mut Vec<Bson>) {
 }
 
 pub async fn distinct(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
-    check_fields(&req.body, "distinct", &["key", "query", "collation", "hint", "readConcern"])?;
+    check_fields(
+        &req.body,
+        "distinct",
+        &["key", "query", "collation", "hint", "readConcern"],
+    )?;
     args::check_collation(&req.body, "distinct")?;
     let coll_name = args::collection_name(&req.body, "distinct")?;
     let key = match req.body.get("key") {
@@ -417,12 +553,22 @@ pub async fn distinct(state: &Arc<ServerState>, req: &Request) -> CommandResult<
         Some(v) => {
             return Err(err(
                 ErrorCode::TypeMismatch,
-                format!("BSON field 'distinct.key' is the wrong type '{}', expected type 'string'", args::type_name(v)),
+                format!(
+                    "BSON field 'distinct.key' is the wrong type '{}', expected type 'string'",
+                    args::type_name(v)
+                ),
             ));
         }
-        None => return Err(err(ErrorCode::FailedToParse, "BSON field 'distinct.key' is missing but a required field")),
+        None => {
+            return Err(err(
+                ErrorCode::FailedToParse,
+                "BSON field 'distinct.key' is missing but a required field",
+            ));
+        }
     };
-    let query = args::opt_doc(&req.body, "distinct", "query")?.cloned().unwrap_or_default();
+    let query = args::opt_doc(&req.body, "distinct", "query")?
+        .cloned()
+        .unwrap_or_default();
     let filter = Filter::parse(&query)?;
     let coll = state.catalog.collection(&req.db, &coll_name);
     args::check_hint(&req.body, coll.as_deref())?;
@@ -430,7 +576,8 @@ pub async fn distinct(state: &Arc<ServerState>, req: &Request) -> CommandResult<
     if let Some(coll) = coll {
         let path: Vec<&str> = key.split('.').collect();
         for (_, doc, _) in collect_matches(&coll, &filter, deadline(req), None)? {
-            let d = Document::try_from(doc.as_ref()).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
+            let d = Document::try_from(doc.as_ref())
+                .map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
             values_at(&Bson::Document(d), &path, &mut values);
         }
     }

@@ -37,12 +37,21 @@ impl WriteOutcome {
     }
 
     fn keep_ticket(&mut self, t: Ticket) {
-        if self.ticket.as_ref().is_none_or(|old| old.sequence <= t.sequence) {
+        if self
+            .ticket
+            .as_ref()
+            .is_none_or(|old| old.sequence <= t.sequence)
+        {
             self.ticket = Some(t);
         }
     }
 
-    async fn reply(self, state: &ServerState, wc: &WriteConcern, update: bool) -> CommandResult<Reply> {
+    async fn reply(
+        self,
+        state: &ServerState,
+        wc: &WriteConcern,
+        update: bool,
+    ) -> CommandResult<Reply> {
         if let Some(t) = &self.ticket {
             state.catalog.finish_write(t, wc).await?;
         }
@@ -67,7 +76,10 @@ impl WriteOutcome {
 fn batch_len_error(n: usize) -> CommandError {
     err(
         ErrorCode::InvalidLength,
-        format!("Write batch sizes must be between 1 and {}. Got {n} operations.", limits::WRITE_BATCH_COUNT_MAX),
+        format!(
+            "Write batch sizes must be between 1 and {}. Got {n} operations.",
+            limits::WRITE_BATCH_COUNT_MAX
+        ),
     )
 }
 
@@ -82,12 +94,26 @@ fn statements(req: &Request, field: &str) -> CommandResult<Vec<RawDocumentBuf>> 
         Some(Bson::Array(items)) => {
             for item in items {
                 let Bson::Document(d) = item else {
-                    return Err(err(ErrorCode::TypeMismatch, format!("BSON field '{}.{field}' must be an array of objects", req.name)));
+                    return Err(err(
+                        ErrorCode::TypeMismatch,
+                        format!(
+                            "BSON field '{}.{field}' must be an array of objects",
+                            req.name
+                        ),
+                    ));
                 };
-                out.push(RawDocumentBuf::try_from(d).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?);
+                out.push(
+                    RawDocumentBuf::try_from(d)
+                        .map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?,
+                );
             }
         }
-        Some(_) => return Err(err(ErrorCode::TypeMismatch, format!("BSON field '{}.{field}' must be an array", req.name))),
+        Some(_) => {
+            return Err(err(
+                ErrorCode::TypeMismatch,
+                format!("BSON field '{}.{field}' must be an array", req.name),
+            ));
+        }
     }
     if out.is_empty() || out.len() > limits::WRITE_BATCH_COUNT_MAX {
         return Err(batch_len_error(out.len()));
@@ -98,12 +124,23 @@ fn statements(req: &Request, field: &str) -> CommandResult<Vec<RawDocumentBuf>> 
 /// Check an `_id` value mongod would refuse to store.
 fn check_id(id: &Bson) -> CommandResult<()> {
     match id {
-        Bson::Array(_) => Err(err(ErrorCode::InvalidIdField, "The '_id' value cannot be of type array")),
-        Bson::RegularExpression(_) => Err(err(ErrorCode::InvalidIdField, "can't use a regex for _id")),
-        Bson::Undefined => Err(err(ErrorCode::InvalidIdField, "can't use a undefined for _id")),
+        Bson::Array(_) => Err(err(
+            ErrorCode::InvalidIdField,
+            "The '_id' value cannot be of type array",
+        )),
+        Bson::RegularExpression(_) => {
+            Err(err(ErrorCode::InvalidIdField, "can't use a regex for _id"))
+        }
+        Bson::Undefined => Err(err(
+            ErrorCode::InvalidIdField,
+            "can't use a undefined for _id",
+        )),
         Bson::Document(d) if d.keys().any(|k| k.starts_with('$')) => Err(err(
             ErrorCode::DollarPrefixedFieldName,
-            format!("_id fields may not contain '$'-prefixed fields: {} is not valid for storage.", d.keys().next().map_or("", |k| k)),
+            format!(
+                "_id fields may not contain '$'-prefixed fields: {} is not valid for storage.",
+                d.keys().next().map_or("", |k| k)
+            ),
         )),
         _ => Ok(()),
     }
@@ -120,16 +157,20 @@ pub fn prepare_for_storage(raw: RawDocumentBuf) -> CommandResult<RawDocumentBuf>
         check_size(&raw)?;
         return Ok(raw);
     }
-    let doc = Document::try_from(raw.as_ref()).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
+    let doc =
+        Document::try_from(raw.as_ref()).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
     prepare_document(doc)
 }
 
 pub fn prepare_document(mut doc: Document) -> CommandResult<RawDocumentBuf> {
-    let id = doc.remove("_id").unwrap_or_else(|| Bson::ObjectId(bson::oid::ObjectId::new()));
+    let id = doc
+        .remove("_id")
+        .unwrap_or_else(|| Bson::ObjectId(bson::oid::ObjectId::new()));
     check_id(&id)?;
     let mut out = doc! { "_id": id };
     out.extend(doc);
-    let raw = RawDocumentBuf::try_from(&out).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
+    let raw =
+        RawDocumentBuf::try_from(&out).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
     check_size(&raw)?;
     Ok(raw)
 }
@@ -137,13 +178,23 @@ pub fn prepare_document(mut doc: Document) -> CommandResult<RawDocumentBuf> {
 fn check_size(raw: &RawDocumentBuf) -> CommandResult<()> {
     let n = raw.as_bytes().len();
     if n > limits::BSON_OBJECT_SIZE_MAX {
-        return Err(err(ErrorCode::BSONObjectTooLarge, format!("object to insert too large. size in bytes: {n}, max size: {}", limits::BSON_OBJECT_SIZE_MAX)));
+        return Err(err(
+            ErrorCode::BSONObjectTooLarge,
+            format!(
+                "object to insert too large. size in bytes: {n}, max size: {}",
+                limits::BSON_OBJECT_SIZE_MAX
+            ),
+        ));
     }
     Ok(())
 }
 
 pub async fn insert(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
-    check_fields(&req.body, "insert", &["documents", "ordered", "bypassDocumentValidation"])?;
+    check_fields(
+        &req.body,
+        "insert",
+        &["documents", "ordered", "bypassDocumentValidation"],
+    )?;
     let coll_name = args::collection_name(&req.body, "insert")?;
     let wc = WriteConcern::parse(req.write_concern.as_ref())?;
     let ordered = args::opt_bool(&req.body, "insert", "ordered")?.unwrap_or(true);
@@ -157,7 +208,14 @@ pub async fn insert(state: &Arc<ServerState>, req: &Request) -> CommandResult<Re
         match prepare_for_storage(raw) {
             Ok(d) => pending.push((i, d)),
             Err(e) => {
-                insert_group(&coll, &req.db, &coll_name, std::mem::take(&mut pending), ordered, &mut out);
+                insert_group(
+                    &coll,
+                    &req.db,
+                    &coll_name,
+                    std::mem::take(&mut pending),
+                    ordered,
+                    &mut out,
+                );
                 if ordered && !out.errors.is_empty() {
                     break;
                 }
@@ -176,11 +234,21 @@ pub async fn insert(state: &Arc<ServerState>, req: &Request) -> CommandResult<Re
 
 /// Insert a run of valid documents: one atomic storage write when it succeeds; otherwise one
 /// document at a time so that each failure is reported at its own index.
-fn insert_group(coll: &Collection, db: &str, name: &str, docs: Vec<(usize, RawDocumentBuf)>, ordered: bool, out: &mut WriteOutcome) {
+fn insert_group(
+    coll: &Collection,
+    db: &str,
+    name: &str,
+    docs: Vec<(usize, RawDocumentBuf)>,
+    ordered: bool,
+    out: &mut WriteOutcome,
+) {
     if docs.is_empty() {
         return;
     }
-    let ops: Vec<WriteOp> = docs.iter().map(|(_, d)| WriteOp::Insert(d.clone())).collect();
+    let ops: Vec<WriteOp> = docs
+        .iter()
+        .map(|(_, d)| WriteOp::Insert(d.clone()))
+        .collect();
     if let Ok(t) = coll.write(ops) {
         out.n += docs.len() as i64;
         out.keep_ticket(t);
@@ -213,21 +281,38 @@ pub(super) struct UpdateStmt {
 }
 
 fn parse_update_stmt(raw: &RawDocumentBuf) -> CommandResult<UpdateStmt> {
-    let s = Document::try_from(raw.as_ref()).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
+    let s =
+        Document::try_from(raw.as_ref()).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
     for k in s.keys() {
-        if !matches!(k.as_str(), "q" | "u" | "upsert" | "multi" | "arrayFilters" | "hint" | "collation" | "c" | "sort") {
-            return Err(err(ErrorCode::Location40415, format!("BSON field 'update.updates.{k}' is an unknown field.")));
+        if !matches!(
+            k.as_str(),
+            "q" | "u" | "upsert" | "multi" | "arrayFilters" | "hint" | "collation" | "c" | "sort"
+        ) {
+            return Err(err(
+                ErrorCode::Location40415,
+                format!("BSON field 'update.updates.{k}' is an unknown field."),
+            ));
         }
     }
     args::check_collation(&s, "update.updates")?;
     let filter_doc = match s.get("q") {
         Some(Bson::Document(d)) => d.clone(),
-        _ => return Err(err(ErrorCode::FailedToParse, "BSON field 'update.updates.q' is missing but a required field")),
+        _ => {
+            return Err(err(
+                ErrorCode::FailedToParse,
+                "BSON field 'update.updates.q' is missing but a required field",
+            ));
+        }
     };
     let array_filters: Option<Vec<Document>> = match s.get("arrayFilters") {
         None | Some(Bson::Null) => None,
         Some(Bson::Array(a)) => Some(a.iter().filter_map(|v| v.as_document().cloned()).collect()),
-        Some(_) => return Err(err(ErrorCode::TypeMismatch, "arrayFilters must be an array of objects")),
+        Some(_) => {
+            return Err(err(
+                ErrorCode::TypeMismatch,
+                "arrayFilters must be an array of objects",
+            ));
+        }
     };
     let (update, replacement) = match s.get("u") {
         Some(Bson::Document(u)) => {
@@ -236,13 +321,24 @@ fn parse_update_stmt(raw: &RawDocumentBuf) -> CommandResult<UpdateStmt> {
             (upd, is_replacement.then(|| u.clone()))
         }
         Some(Bson::Array(_)) => {
-            return Err(err(ErrorCode::NotImplemented, "pipeline-style updates are not supported by cairn yet"));
+            return Err(err(
+                ErrorCode::NotImplemented,
+                "pipeline-style updates are not supported by cairn yet",
+            ));
         }
-        _ => return Err(err(ErrorCode::FailedToParse, "BSON field 'update.updates.u' is missing but a required field")),
+        _ => {
+            return Err(err(
+                ErrorCode::FailedToParse,
+                "BSON field 'update.updates.u' is missing but a required field",
+            ));
+        }
     };
     let multi = s.get("multi").is_some_and(super::truthy);
     if multi && replacement.is_some() {
-        return Err(err(ErrorCode::FailedToParse, "multi update is not supported for replacement-style update"));
+        return Err(err(
+            ErrorCode::FailedToParse,
+            "multi update is not supported for replacement-style update",
+        ));
     }
     Ok(UpdateStmt {
         filter: Filter::parse(&filter_doc)?,
@@ -255,7 +351,11 @@ fn parse_update_stmt(raw: &RawDocumentBuf) -> CommandResult<UpdateStmt> {
 }
 
 pub async fn update(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
-    check_fields(&req.body, "update", &["updates", "ordered", "bypassDocumentValidation", "let"])?;
+    check_fields(
+        &req.body,
+        "update",
+        &["updates", "ordered", "bypassDocumentValidation", "let"],
+    )?;
     let coll_name = args::collection_name(&req.body, "update")?;
     let wc = WriteConcern::parse(req.write_concern.as_ref())?;
     let ordered = args::opt_bool(&req.body, "update", "ordered")?.unwrap_or(true);
@@ -281,8 +381,13 @@ pub async fn update(state: &Arc<ServerState>, req: &Request) -> CommandResult<Re
 }
 
 /// Apply `update` to a stored document; `None` when it changed nothing.
-pub(super) fn updated_doc(stmt: &UpdateStmt, raw: &RawDocumentBuf, pos: Option<usize>) -> CommandResult<Option<RawDocumentBuf>> {
-    let mut doc = Document::try_from(raw.as_ref()).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
+pub(super) fn updated_doc(
+    stmt: &UpdateStmt,
+    raw: &RawDocumentBuf,
+    pos: Option<usize>,
+) -> CommandResult<Option<RawDocumentBuf>> {
+    let mut doc =
+        Document::try_from(raw.as_ref()).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
     let old_id = doc.get("_id").cloned();
     let changed = if let Some(rep) = &stmt.replacement {
         let new_id = rep.get("_id");
@@ -291,19 +396,29 @@ pub(super) fn updated_doc(stmt: &UpdateStmt, raw: &RawDocumentBuf, pos: Option<u
         {
             return Err(err(
                 ErrorCode::ImmutableField,
-                format!("After applying the update, the (immutable) field '_id' was found to have been altered to _id: {new_id}"),
+                format!(
+                    "After applying the update, the (immutable) field '_id' was found to have been altered to _id: {new_id}"
+                ),
             ));
         }
         let mut next = doc! {};
         if let Some(id) = &old_id {
             next.insert("_id", id.clone());
         }
-        next.extend(rep.iter().filter(|(k, _)| k.as_str() != "_id").map(|(k, v)| (k.clone(), v.clone())));
+        next.extend(
+            rep.iter()
+                .filter(|(k, _)| k.as_str() != "_id")
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
         let changed = next != doc;
         doc = next;
         changed
     } else {
-        let ctx = ApplyContext { is_insert: false, positional: pos, now: bson::DateTime::now() };
+        let ctx = ApplyContext {
+            is_insert: false,
+            positional: pos,
+            now: bson::DateTime::now(),
+        };
         stmt.update.apply(&mut doc, &ctx)?
     };
     if !changed {
@@ -312,7 +427,14 @@ pub(super) fn updated_doc(stmt: &UpdateStmt, raw: &RawDocumentBuf, pos: Option<u
     Ok(Some(prepare_document(doc)?))
 }
 
-fn run_update(state: &ServerState, db: &str, name: &str, stmt: &UpdateStmt, index: usize, out: &mut WriteOutcome) -> CommandResult<()> {
+fn run_update(
+    state: &ServerState,
+    db: &str,
+    name: &str,
+    stmt: &UpdateStmt,
+    index: usize,
+    out: &mut WriteOutcome,
+) -> CommandResult<()> {
     let coll = state.catalog.collection(db, name);
     let mut ops = Vec::new();
     let mut matched = 0i64;
@@ -329,7 +451,9 @@ fn run_update(state: &ServerState, db: &str, name: &str, stmt: &UpdateStmt, inde
         let id = doc.get("_id").cloned().unwrap_or(Bson::Null);
         let raw = prepare_document(doc)?;
         let coll = state.catalog.get_or_create(db, name)?;
-        let t = coll.write(vec![WriteOp::Insert(raw)]).map_err(|e| storage_error(e, db, name))?;
+        let t = coll
+            .write(vec![WriteOp::Insert(raw)])
+            .map_err(|e| storage_error(e, db, name))?;
         out.keep_ticket(t);
         out.n += 1;
         out.upserted.push(doc! { "index": index as i32, "_id": id });
@@ -360,10 +484,18 @@ pub(super) fn upsert_document(stmt: &UpdateStmt) -> CommandResult<Document> {
         if let Some(id) = rep.get("_id").or_else(|| seed.get("_id")) {
             out.insert("_id", id.clone());
         }
-        out.extend(rep.iter().filter(|(k, _)| k.as_str() != "_id").map(|(k, v)| (k.clone(), v.clone())));
+        out.extend(
+            rep.iter()
+                .filter(|(k, _)| k.as_str() != "_id")
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
         return Ok(out);
     }
-    let ctx = ApplyContext { is_insert: true, positional: None, now: bson::DateTime::now() };
+    let ctx = ApplyContext {
+        is_insert: true,
+        positional: None,
+        now: bson::DateTime::now(),
+    };
     stmt.update.apply(&mut seed, &ctx)?;
     if !seed.contains_key("_id") {
         seed.insert("_id", bson::oid::ObjectId::new());
@@ -390,12 +522,22 @@ fn set_path(doc: &mut Document, path: &str, value: Bson) {
 
 /// Matching documents in RecordId order (`first_only`: at most one), using the `_id` index for a
 /// point filter.
-fn find_matches(coll: &Collection, filter: &Filter, filter_doc: &Document, first_only: bool) -> CommandResult<Vec<(u64, RawDocumentBuf, Option<usize>)>> {
+fn find_matches(
+    coll: &Collection,
+    filter: &Filter,
+    filter_doc: &Document,
+    first_only: bool,
+) -> CommandResult<Vec<(u64, RawDocumentBuf, Option<usize>)>> {
     if let Some(id) = super::crud_read::id_point(filter_doc) {
-        let raw_id = bson::RawBson::try_from(id.clone()).map_err(|e| err(ErrorCode::BadValue, e.to_string()))?;
-        let rid = coll.find_by_id(raw_id.as_raw_bson_ref()).map_err(|e| storage_error(e, "", ""))?;
+        let raw_id = bson::RawBson::try_from(id.clone())
+            .map_err(|e| err(ErrorCode::BadValue, e.to_string()))?;
+        let rid = coll
+            .find_by_id(raw_id.as_raw_bson_ref())
+            .map_err(|e| storage_error(e, "", ""))?;
         let Some(rid) = rid else { return Ok(vec![]) };
-        let Some(doc) = coll.get(rid).map_err(|e| storage_error(e, "", ""))? else { return Ok(vec![]) };
+        let Some(doc) = coll.get(rid).map_err(|e| storage_error(e, "", ""))? else {
+            return Ok(vec![]);
+        };
         return Ok(match filter.try_matches(&doc)? {
             Some(d) => vec![(rid, doc, d.array_pos)],
             None => vec![],
@@ -431,22 +573,42 @@ pub async fn delete(state: &Arc<ServerState>, req: &Request) -> CommandResult<Re
     out.reply(state, &wc, false).await
 }
 
-fn run_delete(coll: Option<&Collection>, db: &str, name: &str, raw: &RawDocumentBuf, out: &mut WriteOutcome) -> CommandResult<()> {
-    let s = Document::try_from(raw.as_ref()).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
+fn run_delete(
+    coll: Option<&Collection>,
+    db: &str,
+    name: &str,
+    raw: &RawDocumentBuf,
+    out: &mut WriteOutcome,
+) -> CommandResult<()> {
+    let s =
+        Document::try_from(raw.as_ref()).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
     for k in s.keys() {
         if !matches!(k.as_str(), "q" | "limit" | "hint" | "collation") {
-            return Err(err(ErrorCode::Location40415, format!("BSON field 'delete.deletes.{k}' is an unknown field.")));
+            return Err(err(
+                ErrorCode::Location40415,
+                format!("BSON field 'delete.deletes.{k}' is an unknown field."),
+            ));
         }
     }
     args::check_collation(&s, "delete.deletes")?;
     let filter_doc = match s.get("q") {
         Some(Bson::Document(d)) => d.clone(),
-        _ => return Err(err(ErrorCode::FailedToParse, "BSON field 'delete.deletes.q' is missing but a required field")),
+        _ => {
+            return Err(err(
+                ErrorCode::FailedToParse,
+                "BSON field 'delete.deletes.q' is missing but a required field",
+            ));
+        }
     };
     let limit = match s.get("limit").and_then(super::as_i64) {
         Some(0) => false,
         Some(1) => true,
-        _ => return Err(err(ErrorCode::FailedToParse, "The limit field in delete objects must be 0 or 1. Got ")),
+        _ => {
+            return Err(err(
+                ErrorCode::FailedToParse,
+                "The limit field in delete objects must be 0 or 1. Got ",
+            ));
+        }
     };
     let filter = Filter::parse(&filter_doc)?;
     let Some(coll) = coll else { return Ok(()) };
@@ -456,7 +618,10 @@ fn run_delete(coll: Option<&Collection>, db: &str, name: &str, raw: &RawDocument
         return Ok(());
     }
     let n = matches.len() as i64;
-    let ops = matches.into_iter().map(|(rid, _, _)| WriteOp::Delete(rid)).collect();
+    let ops = matches
+        .into_iter()
+        .map(|(rid, _, _)| WriteOp::Delete(rid))
+        .collect();
     let t = coll.write(ops).map_err(|e| storage_error(e, db, name))?;
     out.keep_ticket(t);
     out.n += n;
@@ -464,11 +629,17 @@ fn run_delete(coll: Option<&Collection>, db: &str, name: &str, raw: &RawDocument
 }
 
 /// Parse an update statement given as parts (findAndModify's `update` + `arrayFilters`).
-pub(super) fn stmt_from(filter_doc: Document, update: &Bson, upsert: bool, array_filters: Option<&Bson>) -> CommandResult<UpdateStmt> {
+pub(super) fn stmt_from(
+    filter_doc: Document,
+    update: &Bson,
+    upsert: bool,
+    array_filters: Option<&Bson>,
+) -> CommandResult<UpdateStmt> {
     let mut s = doc! { "q": filter_doc, "u": update.clone(), "upsert": upsert };
     if let Some(af) = array_filters {
         s.insert("arrayFilters", af.clone());
     }
-    let raw = RawDocumentBuf::try_from(&s).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
+    let raw =
+        RawDocumentBuf::try_from(&s).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
     parse_update_stmt(&raw)
 }

@@ -13,11 +13,29 @@ use bson::{Bson, Document, RawDocumentBuf, doc};
 use std::sync::Arc;
 
 /// `create` options that are accepted and stored (they change nothing cairn does yet).
-const CREATE_STORED: &[&str] = &["storageEngine", "indexOptionDefaults", "idIndex", "flags", "autoIndexId"];
+const CREATE_STORED: &[&str] = &[
+    "storageEngine",
+    "indexOptionDefaults",
+    "idIndex",
+    "flags",
+    "autoIndexId",
+];
 /// `create` options that need features cairn does not have yet.
 const CREATE_UNSUPPORTED: &[&str] = &[
-    "capped", "size", "max", "validator", "validationLevel", "validationAction", "viewOn", "pipeline", "collation",
-    "timeseries", "clusteredIndex", "changeStreamPreAndPostImages", "expireAfterSeconds", "encryptedFields",
+    "capped",
+    "size",
+    "max",
+    "validator",
+    "validationLevel",
+    "validationAction",
+    "viewOn",
+    "pipeline",
+    "collation",
+    "timeseries",
+    "clusteredIndex",
+    "changeStreamPreAndPostImages",
+    "expireAfterSeconds",
+    "encryptedFields",
 ];
 
 /// Run a blocking storage call (DDL waits for its log record to be durable) off the async workers.
@@ -34,21 +52,37 @@ pub async fn create(state: &Arc<ServerState>, req: &Request) -> CommandResult<Re
             if k == "capped" && !truthy(v) {
                 continue;
             }
-            return Err(err(ErrorCode::CommandNotSupported, format!("create: the '{k}' option is not supported by cairn yet")));
+            return Err(err(
+                ErrorCode::CommandNotSupported,
+                format!("create: the '{k}' option is not supported by cairn yet"),
+            ));
         }
         if CREATE_STORED.contains(&k.as_str()) {
             options.insert(k.clone(), v.clone());
         }
     }
-    check_fields(&req.body, "create", &[CREATE_STORED, CREATE_UNSUPPORTED].concat())?;
+    check_fields(
+        &req.body,
+        "create",
+        &[CREATE_STORED, CREATE_UNSUPPORTED].concat(),
+    )?;
     if name.starts_with("system.") {
-        return Err(err(ErrorCode::InvalidNamespace, format!("Invalid system namespace: {}.{name}", req.db)));
+        return Err(err(
+            ErrorCode::InvalidNamespace,
+            format!("Invalid system namespace: {}.{name}", req.db),
+        ));
     }
-    match blocking(|| state.catalog.engine().create_collection(&req.db, &name, options)) {
+    match blocking(|| {
+        state
+            .catalog
+            .engine()
+            .create_collection(&req.db, &name, options)
+    }) {
         Ok(_) => Ok(Reply::ok()),
-        Err(storage::StorageError::NamespaceExists(_)) => {
-            Err(err(ErrorCode::NamespaceExists, format!("Collection {}.{name} already exists.", req.db)))
-        }
+        Err(storage::StorageError::NamespaceExists(_)) => Err(err(
+            ErrorCode::NamespaceExists,
+            format!("Collection {}.{name} already exists.", req.db),
+        )),
         Err(e) => Err(storage_error(e, &req.db, &name)),
     }
 }
@@ -57,8 +91,12 @@ pub async fn drop(state: &Arc<ServerState>, req: &Request) -> CommandResult<Repl
     check_fields(&req.body, "drop", &[])?;
     let name = args::collection_name(&req.body, "drop")?;
     let _guard = state.catalog.lock(&req.db, &name).await;
-    let n_indexes = state.catalog.collection(&req.db, &name).map(|c| c.indexes().len() as i32);
-    blocking(|| state.catalog.engine().drop_collection(&req.db, &name)).map_err(|e| storage_error(e, &req.db, &name))?;
+    let n_indexes = state
+        .catalog
+        .collection(&req.db, &name)
+        .map(|c| c.indexes().len() as i32);
+    blocking(|| state.catalog.engine().drop_collection(&req.db, &name))
+        .map_err(|e| storage_error(e, &req.db, &name))?;
     state.cursors.invalidate(&req.db, Some(&name));
     // mongod 7.0 answers ok for a collection that does not exist.
     let mut reply = doc! {};
@@ -73,7 +111,8 @@ pub async fn drop(state: &Arc<ServerState>, req: &Request) -> CommandResult<Repl
 pub async fn drop_database(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
     check_fields(&req.body, "dropDatabase", &[])?;
     validate_db_name(&req.db)?;
-    blocking(|| state.catalog.engine().drop_database(&req.db)).map_err(|e| storage_error(e, &req.db, ""))?;
+    blocking(|| state.catalog.engine().drop_database(&req.db))
+        .map_err(|e| storage_error(e, &req.db, ""))?;
     state.cursors.invalidate(&req.db, None);
     Ok(Reply::Doc(doc! { "dropped": req.db.clone(), "ok": 1.0 }))
 }
@@ -82,7 +121,10 @@ fn collection_entry(info: &storage::CollectionInfo, name_only: bool) -> Document
     if name_only {
         return doc! { "name": info.name.clone(), "type": "collection" };
     }
-    let uuid = bson::Binary { subtype: bson::spec::BinarySubtype::Uuid, bytes: info.uuid.bytes().to_vec() };
+    let uuid = bson::Binary {
+        subtype: bson::spec::BinarySubtype::Uuid,
+        bytes: info.uuid.bytes().to_vec(),
+    };
     doc! {
         "name": info.name.clone(),
         "type": "collection",
@@ -93,32 +135,72 @@ fn collection_entry(info: &storage::CollectionInfo, name_only: bool) -> Document
 }
 
 pub async fn list_collections(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
-    check_fields(&req.body, "listCollections", &["filter", "nameOnly", "authorizedCollections", "cursor", "includePendingDrops"])?;
+    check_fields(
+        &req.body,
+        "listCollections",
+        &[
+            "filter",
+            "nameOnly",
+            "authorizedCollections",
+            "cursor",
+            "includePendingDrops",
+        ],
+    )?;
     validate_db_name(&req.db)?;
     let name_only = args::opt_bool(&req.body, "listCollections", "nameOnly")?.unwrap_or(false);
-    let filter = Filter::parse(&args::opt_doc(&req.body, "listCollections", "filter")?.cloned().unwrap_or_default())?;
+    let filter = Filter::parse(
+        &args::opt_doc(&req.body, "listCollections", "filter")?
+            .cloned()
+            .unwrap_or_default(),
+    )?;
     let mut docs = Vec::new();
     for info in state.catalog.engine().collections(&req.db) {
-        let full = RawDocumentBuf::try_from(&collection_entry(&info, false)).map_err(|e| err(ErrorCode::InternalError, e.to_string()))?;
+        let full = RawDocumentBuf::try_from(&collection_entry(&info, false))
+            .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?;
         if filter.matches(&full) {
-            let shown = if name_only { RawDocumentBuf::try_from(&collection_entry(&info, true)).map_err(|e| err(ErrorCode::InternalError, e.to_string()))? } else { full };
+            let shown = if name_only {
+                RawDocumentBuf::try_from(&collection_entry(&info, true))
+                    .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?
+            } else {
+                full
+            };
             docs.push(shown);
         }
     }
-    Ok(cursor_reply(0, &format!("{}.$cmd.listCollections", req.db), true, docs))
+    Ok(cursor_reply(
+        0,
+        &format!("{}.$cmd.listCollections", req.db),
+        true,
+        docs,
+    ))
 }
 
 pub async fn list_databases(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
-    check_fields(&req.body, "listDatabases", &["filter", "nameOnly", "authorizedDatabases"])?;
+    check_fields(
+        &req.body,
+        "listDatabases",
+        &["filter", "nameOnly", "authorizedDatabases"],
+    )?;
     let name_only = args::opt_bool(&req.body, "listDatabases", "nameOnly")?.unwrap_or(false);
-    let filter = Filter::parse(&args::opt_doc(&req.body, "listDatabases", "filter")?.cloned().unwrap_or_default())?;
+    let filter = Filter::parse(
+        &args::opt_doc(&req.body, "listDatabases", "filter")?
+            .cloned()
+            .unwrap_or_default(),
+    )?;
     let engine = state.catalog.engine();
     let mut out = Vec::new();
     let mut total = 0i64;
     for db in engine.databases() {
         let size: i64 = db_size(state, &db);
-        let entry = if name_only { doc! { "name": db.clone() } } else { doc! { "name": db.clone(), "sizeOnDisk": size, "empty": size == 0 } };
-        let raw = RawDocumentBuf::try_from(&doc! { "name": db.clone(), "sizeOnDisk": size, "empty": size == 0 }).map_err(|e| err(ErrorCode::InternalError, e.to_string()))?;
+        let entry = if name_only {
+            doc! { "name": db.clone() }
+        } else {
+            doc! { "name": db.clone(), "sizeOnDisk": size, "empty": size == 0 }
+        };
+        let raw = RawDocumentBuf::try_from(
+            &doc! { "name": db.clone(), "sizeOnDisk": size, "empty": size == 0 },
+        )
+        .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?;
         if filter.matches(&raw) {
             total += size;
             out.push(entry);
@@ -140,7 +222,10 @@ fn db_size(state: &ServerState, db: &str) -> i64 {
         .collections(db)
         .iter()
         .filter_map(|info| engine.collection(db, &info.name))
-        .map(|c| c.data_size_bytes() as i64 + c.indexes().iter().map(|i| i.size_bytes as i64).sum::<i64>())
+        .map(|c| {
+            c.data_size_bytes() as i64
+                + c.indexes().iter().map(|i| i.size_bytes as i64).sum::<i64>()
+        })
         .sum()
 }
 
@@ -148,14 +233,28 @@ fn split_ns(ns: &str) -> CommandResult<(String, String)> {
     ns.split_once('.')
         .filter(|(d, c)| !d.is_empty() && !c.is_empty())
         .map(|(d, c)| (d.to_string(), c.to_string()))
-        .ok_or_else(|| err(ErrorCode::InvalidNamespace, format!("Invalid namespace specified '{ns}'")))
+        .ok_or_else(|| {
+            err(
+                ErrorCode::InvalidNamespace,
+                format!("Invalid namespace specified '{ns}'"),
+            )
+        })
 }
 
 pub async fn rename_collection(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
-    check_fields(&req.body, "renameCollection", &["to", "dropTarget", "stayTemp"])?;
+    check_fields(
+        &req.body,
+        "renameCollection",
+        &["to", "dropTarget", "stayTemp"],
+    )?;
     let from = match req.body.get("renameCollection") {
         Some(Bson::String(s)) => s.clone(),
-        _ => return Err(err(ErrorCode::TypeMismatch, "'renameCollection' must be of type String")),
+        _ => {
+            return Err(err(
+                ErrorCode::TypeMismatch,
+                "'renameCollection' must be of type String",
+            ));
+        }
     };
     let to = match req.body.get("to") {
         Some(Bson::String(s)) => s.clone(),
@@ -166,17 +265,31 @@ pub async fn rename_collection(state: &Arc<ServerState>, req: &Request) -> Comma
     validate_collection_name(&to_db, &to_coll)?;
     let drop_target = args::opt_bool(&req.body, "renameCollection", "dropTarget")?.unwrap_or(false);
     if state.catalog.collection(&from_db, &from_coll).is_none() {
-        return Err(err(ErrorCode::NamespaceNotFound, format!("Source collection {from} does not exist")));
+        return Err(err(
+            ErrorCode::NamespaceNotFound,
+            format!("Source collection {from} does not exist"),
+        ));
     }
     if from == to {
-        return Err(err(ErrorCode::IllegalOperation, "Can't rename a collection to itself"));
+        return Err(err(
+            ErrorCode::IllegalOperation,
+            "Can't rename a collection to itself",
+        ));
     }
     if state.catalog.collection(&to_db, &to_coll).is_some() && !drop_target {
         return Err(err(ErrorCode::NamespaceExists, "target namespace exists"));
     }
     let _g1 = state.catalog.lock(&from_db, &from_coll).await;
-    blocking(|| state.catalog.engine().rename_collection(&from_db, &from_coll, &to_db, &to_coll, drop_target))
-        .map_err(|e| storage_error(e, &from_db, &from_coll))?;
+    blocking(|| {
+        state.catalog.engine().rename_collection(
+            &from_db,
+            &from_coll,
+            &to_db,
+            &to_coll,
+            drop_target,
+        )
+    })
+    .map_err(|e| storage_error(e, &from_db, &from_coll))?;
     state.cursors.invalidate(&from_db, Some(&from_coll));
     state.cursors.invalidate(&to_db, Some(&to_coll));
     Ok(Reply::ok())
@@ -185,7 +298,9 @@ pub async fn rename_collection(state: &Arc<ServerState>, req: &Request) -> Comma
 pub async fn db_stats(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
     check_fields(&req.body, "dbStats", &["scale", "freeStorage"])?;
     validate_db_name(&req.db)?;
-    let scale = args::opt_i64(&req.body, "dbStats", "scale")?.unwrap_or(1).max(1);
+    let scale = args::opt_i64(&req.body, "dbStats", "scale")?
+        .unwrap_or(1)
+        .max(1);
     let engine = state.catalog.engine();
     let (mut objects, mut data, mut indexes, mut index_size) = (0i64, 0i64, 0i64, 0i64);
     let infos = engine.collections(&req.db);
@@ -198,7 +313,11 @@ pub async fn db_stats(state: &Arc<ServerState>, req: &Request) -> CommandResult<
             index_size += ix.iter().map(|i| i.size_bytes as i64).sum::<i64>();
         }
     }
-    let avg = if objects > 0 { data as f64 / objects as f64 } else { 0.0 };
+    let avg = if objects > 0 {
+        data as f64 / objects as f64
+    } else {
+        0.0
+    };
     Ok(Reply::Doc(doc! {
         "db": req.db.clone(),
         "collections": infos.len() as i64,
@@ -220,10 +339,15 @@ pub async fn db_stats(state: &Arc<ServerState>, req: &Request) -> CommandResult<
 pub async fn coll_stats(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
     check_fields(&req.body, "collStats", &["scale", "verbose"])?;
     let name = args::collection_name(&req.body, "collStats")?;
-    let scale = args::opt_i64(&req.body, "collStats", "scale")?.unwrap_or(1).max(1);
+    let scale = args::opt_i64(&req.body, "collStats", "scale")?
+        .unwrap_or(1)
+        .max(1);
     let ns = format!("{}.{name}", req.db);
     let Some(c) = state.catalog.collection(&req.db, &name) else {
-        return Err(err(ErrorCode::NamespaceNotFound, format!("Collection [{ns}] not found.")));
+        return Err(err(
+            ErrorCode::NamespaceNotFound,
+            format!("Collection [{ns}] not found."),
+        ));
     };
     let count = c.count() as i64;
     let size = c.data_size_bytes() as i64;
@@ -256,11 +380,25 @@ pub async fn coll_stats(state: &Arc<ServerState>, req: &Request) -> CommandResul
 /// `validate`: read every document and check that each index holds exactly the entries the
 /// documents imply (by count per index and `_id` look-up per document).
 pub async fn validate(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
-    check_fields(&req.body, "validate", &["full", "repair", "metadata", "checkBSONConformance", "background", "scandata"])?;
+    check_fields(
+        &req.body,
+        "validate",
+        &[
+            "full",
+            "repair",
+            "metadata",
+            "checkBSONConformance",
+            "background",
+            "scandata",
+        ],
+    )?;
     let name = args::collection_name(&req.body, "validate")?;
     let ns = format!("{}.{name}", req.db);
     let Some(c) = state.catalog.collection(&req.db, &name) else {
-        return Err(err(ErrorCode::NamespaceNotFound, format!("Collection '{ns}' does not exist to validate.")));
+        return Err(err(
+            ErrorCode::NamespaceNotFound,
+            format!("Collection '{ns}' does not exist to validate."),
+        ));
     };
     let _guard = state.catalog.lock(&req.db, &name).await;
     let mut errors: Vec<String> = Vec::new();
@@ -268,7 +406,9 @@ pub async fn validate(state: &Arc<ServerState>, req: &Request) -> CommandResult<
     let mut invalid = 0i64;
     let mut after = None;
     loop {
-        let chunk = c.scan(storage::Direction::Forward, after, 1024).map_err(|e| storage_error(e, &req.db, &name))?;
+        let chunk = c
+            .scan(storage::Direction::Forward, after, 1024)
+            .map_err(|e| storage_error(e, &req.db, &name))?;
         let done = chunk.len() < 1024;
         for (rid, doc) in chunk {
             after = Some(rid);
@@ -291,12 +431,23 @@ pub async fn validate(state: &Arc<ServerState>, req: &Request) -> CommandResult<
     let mut keys_per_index = Document::new();
     for ix in c.indexes() {
         keys_per_index.insert(ix.spec.name.clone(), ix.entries as i64);
-        if !ix.multikey && ix.spec.partial_filter.is_none() && !ix.spec.sparse && ix.entries as i64 != n_records {
-            errors.push(format!("index {} has {} entries for {} records", ix.spec.name, ix.entries, n_records));
+        if !ix.multikey
+            && ix.spec.partial_filter.is_none()
+            && !ix.spec.sparse
+            && ix.entries as i64 != n_records
+        {
+            errors.push(format!(
+                "index {} has {} entries for {} records",
+                ix.spec.name, ix.entries, n_records
+            ));
         }
     }
     if n_records != c.count() as i64 {
-        errors.push(format!("count {} differs from the {} records scanned", c.count(), n_records));
+        errors.push(format!(
+            "count {} differs from the {} records scanned",
+            c.count(),
+            n_records
+        ));
     }
     Ok(Reply::Doc(doc! {
         "ns": ns,

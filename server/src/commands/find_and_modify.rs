@@ -16,12 +16,21 @@ use std::sync::atomic::Ordering::Relaxed;
 use storage::WriteOp;
 
 const FIELDS: &[&str] = &[
-    "query", "sort", "remove", "update", "new", "fields", "upsert", "arrayFilters", "bypassDocumentValidation", "hint",
-    "collation", "let",
+    "query",
+    "sort",
+    "remove",
+    "update",
+    "new",
+    "fields",
+    "upsert",
+    "arrayFilters",
+    "bypassDocumentValidation",
+    "hint",
+    "collation",
+    "let",
 ];
 
 struct Args {
-    filter_doc: Document,
     filter: Filter,
     sort: Option<SortSpec>,
     stmt: Option<UpdateStmt>,
@@ -32,14 +41,26 @@ struct Args {
 fn parse(body: &Document) -> CommandResult<Args> {
     check_fields(body, "findAndModify", FIELDS)?;
     args::check_collation(body, "findAndModify")?;
-    let filter_doc = args::opt_doc(body, "findAndModify", "query")?.cloned().unwrap_or_default();
+    let filter_doc = args::opt_doc(body, "findAndModify", "query")?
+        .cloned()
+        .unwrap_or_default();
     let remove = args::opt_bool(body, "findAndModify", "remove")?.unwrap_or(false);
     let return_new = args::opt_bool(body, "findAndModify", "new")?.unwrap_or(false);
     let upsert = args::opt_bool(body, "findAndModify", "upsert")?.unwrap_or(false);
     let update = body.get("update").filter(|u| !matches!(u, Bson::Null));
     match (remove, update.is_some()) {
-        (true, true) => return Err(err(ErrorCode::FailedToParse, "Cannot specify both an update and remove=true")),
-        (false, false) => return Err(err(ErrorCode::FailedToParse, "Either an update or remove=true must be specified")),
+        (true, true) => {
+            return Err(err(
+                ErrorCode::FailedToParse,
+                "Cannot specify both an update and remove=true",
+            ));
+        }
+        (false, false) => {
+            return Err(err(
+                ErrorCode::FailedToParse,
+                "Either an update or remove=true must be specified",
+            ));
+        }
         _ => {}
     }
     if remove && return_new {
@@ -49,10 +70,18 @@ fn parse(body: &Document) -> CommandResult<Args> {
         ));
     }
     if remove && upsert {
-        return Err(err(ErrorCode::FailedToParse, "Cannot specify both upsert=true and remove=true"));
+        return Err(err(
+            ErrorCode::FailedToParse,
+            "Cannot specify both upsert=true and remove=true",
+        ));
     }
     let stmt = match update {
-        Some(u) => Some(stmt_from(filter_doc.clone(), u, upsert, body.get("arrayFilters"))?),
+        Some(u) => Some(stmt_from(
+            filter_doc.clone(),
+            u,
+            upsert,
+            body.get("arrayFilters"),
+        )?),
         None => None,
     };
     let sort = match args::opt_doc(body, "findAndModify", "sort")? {
@@ -63,13 +92,22 @@ fn parse(body: &Document) -> CommandResult<Args> {
         Some(f) if !f.is_empty() => Some(Projection::parse(f)?),
         _ => None,
     };
-    Ok(Args { filter: Filter::parse(&filter_doc)?, filter_doc, sort, stmt, return_new, fields })
+    Ok(Args {
+        filter: Filter::parse(&filter_doc)?,
+        sort,
+        stmt,
+        return_new,
+        fields,
+    })
 }
 
 fn project(fields: &Option<Projection>, doc: &RawDocumentBuf) -> CommandResult<Bson> {
     Ok(match fields {
         Some(p) => Bson::Document(p.apply(doc, None)?),
-        None => Bson::Document(Document::try_from(doc.as_ref()).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?),
+        None => Bson::Document(
+            Document::try_from(doc.as_ref())
+                .map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?,
+        ),
     })
 }
 
@@ -83,7 +121,12 @@ pub async fn run(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply
     args::check_hint(&req.body, coll.as_deref())?;
     let target = match &coll {
         Some(c) => {
-            let mut matches = super::crud_read::collect_matches(c, &a.filter, super::crud_read::deadline(req), None)?;
+            let mut matches = super::crud_read::collect_matches(
+                c,
+                &a.filter,
+                super::crud_read::deadline(req),
+                None,
+            )?;
             if let Some(sort) = &a.sort {
                 matches.sort_by(|x, y| sort.compare(&x.1, &y.1));
             }
@@ -94,22 +137,34 @@ pub async fn run(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply
     let (value, last_error, ticket) = match (target, &a.stmt) {
         (Some((rid, doc, _)), None) => {
             state.opcounters.delete.fetch_add(1, Relaxed);
-            let coll = coll.as_ref().ok_or_else(|| err(ErrorCode::InternalError, "collection vanished"))?;
-            let t = coll.write(vec![WriteOp::Delete(rid)]).map_err(|e| storage_error(e, &req.db, &name))?;
+            let coll = coll
+                .as_ref()
+                .ok_or_else(|| err(ErrorCode::InternalError, "collection vanished"))?;
+            let t = coll
+                .write(vec![WriteOp::Delete(rid)])
+                .map_err(|e| storage_error(e, &req.db, &name))?;
             (project(&a.fields, &doc)?, doc! { "n": 1 }, Some(t))
         }
         (Some((rid, doc, pos)), Some(stmt)) => {
             state.opcounters.update.fetch_add(1, Relaxed);
-            let coll = coll.as_ref().ok_or_else(|| err(ErrorCode::InternalError, "collection vanished"))?;
+            let coll = coll
+                .as_ref()
+                .ok_or_else(|| err(ErrorCode::InternalError, "collection vanished"))?;
             let (after, ticket) = match updated_doc(stmt, &doc, pos)? {
                 Some(next) => {
-                    let t = coll.write(vec![WriteOp::Replace(rid, next.clone())]).map_err(|e| storage_error(e, &req.db, &name))?;
+                    let t = coll
+                        .write(vec![WriteOp::Replace(rid, next.clone())])
+                        .map_err(|e| storage_error(e, &req.db, &name))?;
                     (next, Some(t))
                 }
                 None => (doc.clone(), None),
             };
             let shown = if a.return_new { &after } else { &doc };
-            (project(&a.fields, shown)?, doc! { "n": 1, "updatedExisting": true }, ticket)
+            (
+                project(&a.fields, shown)?,
+                doc! { "n": 1, "updatedExisting": true },
+                ticket,
+            )
         }
         (None, Some(stmt)) if stmt.upsert => {
             state.opcounters.update.fetch_add(1, Relaxed);
@@ -117,9 +172,19 @@ pub async fn run(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply
             let id = new_doc.get("_id").cloned().unwrap_or(Bson::Null);
             let raw = prepare_document(new_doc)?;
             let coll = state.catalog.get_or_create(&req.db, &name)?;
-            let t = coll.write(vec![WriteOp::Insert(raw.clone())]).map_err(|e| storage_error(e, &req.db, &name))?;
-            let value = if a.return_new { project(&a.fields, &raw)? } else { Bson::Null };
-            (value, doc! { "n": 1, "updatedExisting": false, "upserted": id }, Some(t))
+            let t = coll
+                .write(vec![WriteOp::Insert(raw.clone())])
+                .map_err(|e| storage_error(e, &req.db, &name))?;
+            let value = if a.return_new {
+                project(&a.fields, &raw)?
+            } else {
+                Bson::Null
+            };
+            (
+                value,
+                doc! { "n": 1, "updatedExisting": false, "upserted": id },
+                Some(t),
+            )
         }
         (None, Some(_)) => (Bson::Null, doc! { "n": 0, "updatedExisting": false }, None),
         (None, None) => (Bson::Null, doc! { "n": 0 }, None),

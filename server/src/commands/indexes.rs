@@ -15,9 +15,29 @@ use storage::{ID_INDEX_NAME, IndexSpec};
 
 /// Options an index spec may carry; anything else is refused (197).
 const SPEC_FIELDS: &[&str] = &[
-    "key", "name", "unique", "sparse", "partialFilterExpression", "expireAfterSeconds", "hidden", "collation",
-    "background", "v", "ns", "storageEngine", "weights", "default_language", "language_override", "textIndexVersion",
-    "2dsphereIndexVersion", "bits", "min", "max", "bucketSize", "wildcardProjection", "prepareUnique",
+    "key",
+    "name",
+    "unique",
+    "sparse",
+    "partialFilterExpression",
+    "expireAfterSeconds",
+    "hidden",
+    "collation",
+    "background",
+    "v",
+    "ns",
+    "storageEngine",
+    "weights",
+    "default_language",
+    "language_override",
+    "textIndexVersion",
+    "2dsphereIndexVersion",
+    "bits",
+    "min",
+    "max",
+    "bucketSize",
+    "wildcardProjection",
+    "prepareUnique",
 ];
 /// Special index types cairn does not build yet.
 const UNSUPPORTED_TYPES: &[&str] = &["text", "2d", "2dsphere", "geoHaystack", "hashed"];
@@ -42,7 +62,10 @@ pub fn default_name(key: &Document) -> String {
 }
 
 fn bad_spec(spec: &Document, why: impl std::fmt::Display) -> CommandError {
-    err(ErrorCode::CannotCreateIndex, format!("Error in specification {spec} :: caused by :: {why}"))
+    err(
+        ErrorCode::CannotCreateIndex,
+        format!("Error in specification {spec} :: caused by :: {why}"),
+    )
 }
 
 /// Turn one element of `indexes` into an `IndexSpec`, checking it as mongod does.
@@ -51,14 +74,21 @@ pub fn parse_spec(d: &Document) -> CommandResult<IndexSpec> {
         if !SPEC_FIELDS.contains(&k.as_str()) {
             return Err(err(
                 ErrorCode::InvalidIndexSpecificationOption,
-                format!("The field '{k}' is not valid for an index specification. Specification: {d}"),
+                format!(
+                    "The field '{k}' is not valid for an index specification. Specification: {d}"
+                ),
             ));
         }
     }
     let key = match d.get("key") {
         Some(Bson::Document(k)) if !k.is_empty() => k.clone(),
         Some(Bson::Document(_)) => return Err(bad_spec(d, "Index keys cannot be an empty field.")),
-        _ => return Err(err(ErrorCode::FailedToParse, "The 'key' field is a required property of an index specification")),
+        _ => {
+            return Err(err(
+                ErrorCode::FailedToParse,
+                "The 'key' field is a required property of an index specification",
+            ));
+        }
     };
     for (field, v) in &key {
         if field.is_empty() {
@@ -67,35 +97,64 @@ pub fn parse_spec(d: &Document) -> CommandResult<IndexSpec> {
         match v {
             Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_) => {
                 if crate::query::types::as_f64(v).is_some_and(|f| f == 0.0 || f.is_nan()) {
-                    return Err(bad_spec(d, format!("Values in the index key pattern can't be zero: {field}")));
+                    return Err(bad_spec(
+                        d,
+                        format!("Values in the index key pattern can't be zero: {field}"),
+                    ));
                 }
             }
             Bson::String(t) if UNSUPPORTED_TYPES.contains(&t.as_str()) => {
-                return Err(err(ErrorCode::CannotCreateIndex, format!("'{t}' indexes are not supported by cairn yet")));
+                return Err(err(
+                    ErrorCode::CannotCreateIndex,
+                    format!("'{t}' indexes are not supported by cairn yet"),
+                ));
             }
-            _ => return Err(bad_spec(d, format!("Unknown index plugin or bad key value for '{field}': {v}"))),
+            _ => {
+                return Err(bad_spec(
+                    d,
+                    format!("Unknown index plugin or bad key value for '{field}': {v}"),
+                ));
+            }
         }
     }
     let name = match d.get("name") {
         Some(Bson::String(n)) if !n.is_empty() && n != "*" => n.clone(),
-        Some(Bson::String(n)) if n == "*" => return Err(bad_spec(d, "The index name '*' is not valid.")),
+        Some(Bson::String(n)) if n == "*" => {
+            return Err(bad_spec(d, "The index name '*' is not valid."));
+        }
         None => default_name(&key),
-        _ => return Err(err(ErrorCode::TypeMismatch, "The field 'name' must be a non-empty string")),
+        _ => {
+            return Err(err(
+                ErrorCode::TypeMismatch,
+                "The field 'name' must be a non-empty string",
+            ));
+        }
     };
     if let Some(c) = d.get("collation")
         && c.as_document().and_then(|c| c.get_str("locale").ok()) != Some("simple")
     {
-        return Err(err(ErrorCode::BadValue, "index collations other than {locale: \"simple\"} are not supported by cairn yet"));
+        return Err(err(
+            ErrorCode::BadValue,
+            "index collations other than {locale: \"simple\"} are not supported by cairn yet",
+        ));
     }
     let expire = match d.get("expireAfterSeconds") {
         None => None,
         Some(v) => {
-            let secs = super::as_i64(v).ok_or_else(|| bad_spec(d, "TTL index 'expireAfterSeconds' option must be numeric"))?;
+            let secs = super::as_i64(v).ok_or_else(|| {
+                bad_spec(d, "TTL index 'expireAfterSeconds' option must be numeric")
+            })?;
             if !(0..=i32::MAX as i64).contains(&secs) {
-                return Err(bad_spec(d, "TTL index 'expireAfterSeconds' option must be within an acceptable range"));
+                return Err(bad_spec(
+                    d,
+                    "TTL index 'expireAfterSeconds' option must be within an acceptable range",
+                ));
             }
             if key.len() != 1 {
-                return Err(bad_spec(d, "TTL indexes are single-field indexes, compound indexes do not support TTL."));
+                return Err(bad_spec(
+                    d,
+                    "TTL indexes are single-field indexes, compound indexes do not support TTL.",
+                ));
             }
             Some(secs)
         }
@@ -106,24 +165,50 @@ pub fn parse_spec(d: &Document) -> CommandResult<IndexSpec> {
             crate::query::matcher::Filter::parse(p)?;
             Some(p.clone())
         }
-        Some(_) => return Err(bad_spec(d, "The field 'partialFilterExpression' must be an object")),
+        Some(_) => {
+            return Err(bad_spec(
+                d,
+                "The field 'partialFilterExpression' must be an object",
+            ));
+        }
     };
     let sparse = d.get("sparse").is_some_and(truthy);
     if sparse && partial.is_some() {
-        return Err(bad_spec(d, "cannot mix \"partialFilterExpression\" and \"sparse\" options"));
+        return Err(bad_spec(
+            d,
+            "cannot mix \"partialFilterExpression\" and \"sparse\" options",
+        ));
     }
     let unique = d.get("unique").is_some_and(truthy);
     let hidden = d.get("hidden").is_some_and(truthy);
-    if name == ID_INDEX_NAME && (key != doc! { "_id": 1 } || unique || sparse || partial.is_some() || hidden) {
-        return Err(bad_spec(d, "The _id index is always { _id: 1 }, unique, not sparse, not partial, not hidden"));
+    if name == ID_INDEX_NAME
+        && (key != doc! { "_id": 1 } || unique || sparse || partial.is_some() || hidden)
+    {
+        return Err(bad_spec(
+            d,
+            "The _id index is always { _id: 1 }, unique, not sparse, not partial, not hidden",
+        ));
     }
     let mut extra = Document::new();
     for (k, v) in d {
-        if matches!(k.as_str(), "collation" | "storageEngine" | "weights" | "default_language" | "wildcardProjection") {
+        if matches!(
+            k.as_str(),
+            "collation" | "storageEngine" | "weights" | "default_language" | "wildcardProjection"
+        ) {
             extra.insert(k.clone(), v.clone());
         }
     }
-    Ok(IndexSpec { name, key, unique: unique && name != ID_INDEX_NAME, sparse, partial_filter: partial, expire_after_seconds: expire, hidden, extra })
+    let unique = unique && name != ID_INDEX_NAME;
+    Ok(IndexSpec {
+        name,
+        key,
+        unique,
+        sparse,
+        partial_filter: partial,
+        expire_after_seconds: expire,
+        hidden,
+        extra,
+    })
 }
 
 /// Options that make two specs with the same key different indexes.
@@ -161,7 +246,10 @@ fn compare_existing(requested: &IndexSpec, existing: &[IndexSpec]) -> CommandRes
         }
         return Ok(true);
     }
-    if let Some(e) = existing.iter().find(|e| e.key == requested.key && same_options(e, requested)) {
+    if let Some(e) = existing
+        .iter()
+        .find(|e| e.key == requested.key && same_options(e, requested))
+    {
         return Err(err(
             ErrorCode::IndexOptionsConflict,
             format!("Index already exists with a different name: {}", e.name),
@@ -171,7 +259,16 @@ fn compare_existing(requested: &IndexSpec, existing: &[IndexSpec]) -> CommandRes
 }
 
 pub async fn create_indexes(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
-    check_fields(&req.body, "createIndexes", &["indexes", "commitQuorum", "ignoreUnknownIndexOptions", "isTimeseriesNamespace"])?;
+    check_fields(
+        &req.body,
+        "createIndexes",
+        &[
+            "indexes",
+            "commitQuorum",
+            "ignoreUnknownIndexOptions",
+            "isTimeseriesNamespace",
+        ],
+    )?;
     let name = args::collection_name(&req.body, "createIndexes")?;
     validate_collection_name(&req.db, &name)?;
     let specs = match req.body.get("indexes") {
@@ -179,11 +276,24 @@ pub async fn create_indexes(state: &Arc<ServerState>, req: &Request) -> CommandR
             .iter()
             .map(|i| match i {
                 Bson::Document(d) => parse_spec(d),
-                _ => Err(err(ErrorCode::TypeMismatch, "The 'indexes' field must be an array of objects")),
+                _ => Err(err(
+                    ErrorCode::TypeMismatch,
+                    "The 'indexes' field must be an array of objects",
+                )),
             })
             .collect::<CommandResult<Vec<_>>>()?,
-        Some(Bson::Array(_)) => return Err(err(ErrorCode::BadValue, "Must specify at least one index to create")),
-        _ => return Err(err(ErrorCode::FailedToParse, "BSON field 'createIndexes.indexes' is missing but a required field")),
+        Some(Bson::Array(_)) => {
+            return Err(err(
+                ErrorCode::BadValue,
+                "Must specify at least one index to create",
+            ));
+        }
+        _ => {
+            return Err(err(
+                ErrorCode::FailedToParse,
+                "BSON field 'createIndexes.indexes' is missing but a required field",
+            ));
+        }
     };
     let _guard = state.catalog.lock(&req.db, &name).await;
     let created_collection = state.catalog.collection(&req.db, &name).is_none();
@@ -192,7 +302,9 @@ pub async fn create_indexes(state: &Arc<ServerState>, req: &Request) -> CommandR
     let existing: Vec<IndexSpec> = coll.indexes().into_iter().map(|i| i.spec).collect();
     let mut to_build = Vec::new();
     for spec in specs {
-        if !compare_existing(&spec, &existing)? && !to_build.iter().any(|s: &IndexSpec| s.name == spec.name) {
+        if !compare_existing(&spec, &existing)?
+            && !to_build.iter().any(|s: &IndexSpec| s.name == spec.name)
+        {
             to_build.push(spec);
         }
     }
@@ -214,7 +326,13 @@ pub async fn create_indexes(state: &Arc<ServerState>, req: &Request) -> CommandR
 }
 
 /// Build one index, logging progress and showing it in `currentOp`.
-fn build_one(state: &ServerState, db: &str, coll: &str, ns: &str, spec: IndexSpec) -> CommandResult<()> {
+fn build_one(
+    state: &ServerState,
+    db: &str,
+    coll: &str,
+    ns: &str,
+    spec: IndexSpec,
+) -> CommandResult<()> {
     let index_name = spec.name.clone();
     let op = state.ops.begin_index_build(ns, &index_name);
     tracing::info!(ns = %ns, index = %index_name, "Index build: starting");
@@ -225,7 +343,12 @@ fn build_one(state: &ServerState, db: &str, coll: &str, ns: &str, spec: IndexSpe
             tracing::info!(ns = %ns, index = %index_name, done = done, total = total, "Index build: progress");
         }
     };
-    let result = tokio::task::block_in_place(|| state.catalog.engine().create_index(db, coll, spec, &progress));
+    let result = tokio::task::block_in_place(|| {
+        state
+            .catalog
+            .engine()
+            .create_index(db, coll, spec, &progress)
+    });
     state.ops.end(op);
     match result {
         Ok(()) => {
@@ -262,16 +385,26 @@ pub fn spec_document(spec: &IndexSpec) -> Document {
 }
 
 pub async fn list_indexes(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
-    check_fields(&req.body, "listIndexes", &["cursor", "includeBuildUUIDs", "includeIndexBuildInfo"])?;
+    check_fields(
+        &req.body,
+        "listIndexes",
+        &["cursor", "includeBuildUUIDs", "includeIndexBuildInfo"],
+    )?;
     let name = args::collection_name(&req.body, "listIndexes")?;
     let ns = format!("{}.{name}", req.db);
     let Some(coll) = state.catalog.collection(&req.db, &name) else {
-        return Err(err(ErrorCode::NamespaceNotFound, format!("ns does not exist: {ns}")));
+        return Err(err(
+            ErrorCode::NamespaceNotFound,
+            format!("ns does not exist: {ns}"),
+        ));
     };
     let docs = coll
         .indexes()
         .iter()
-        .map(|i| RawDocumentBuf::try_from(&spec_document(&i.spec)).map_err(|e| err(ErrorCode::InternalError, e.to_string())))
+        .map(|i| {
+            RawDocumentBuf::try_from(&spec_document(&i.spec))
+                .map_err(|e| err(ErrorCode::InternalError, e.to_string()))
+        })
         .collect::<CommandResult<Vec<_>>>()?;
     Ok(cursor_reply(0, &ns, true, docs))
 }
@@ -282,30 +415,58 @@ pub async fn drop_indexes(state: &Arc<ServerState>, req: &Request) -> CommandRes
     let ns = format!("{}.{name}", req.db);
     let _guard = state.catalog.lock(&req.db, &name).await;
     let Some(coll) = state.catalog.collection(&req.db, &name) else {
-        return Err(err(ErrorCode::NamespaceNotFound, format!("ns not found {ns}")));
+        return Err(err(
+            ErrorCode::NamespaceNotFound,
+            format!("ns not found {ns}"),
+        ));
     };
     let indexes = coll.indexes();
     let was = indexes.len() as i32;
     let names: Vec<String> = match req.body.get("index") {
-        Some(Bson::String(s)) if s == "*" => indexes.iter().map(|i| i.spec.name.clone()).filter(|n| n != ID_INDEX_NAME).collect(),
+        Some(Bson::String(s)) if s == "*" => indexes
+            .iter()
+            .map(|i| i.spec.name.clone())
+            .filter(|n| n != ID_INDEX_NAME)
+            .collect(),
         Some(Bson::String(s)) => vec![s.clone()],
-        Some(Bson::Array(items)) => items.iter().map(|i| i.as_str().map(str::to_string).ok_or_else(|| err(ErrorCode::TypeMismatch, "dropIndexes takes index names"))).collect::<CommandResult<_>>()?,
+        Some(Bson::Array(items)) => items
+            .iter()
+            .map(|i| {
+                i.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| err(ErrorCode::TypeMismatch, "dropIndexes takes index names"))
+            })
+            .collect::<CommandResult<_>>()?,
         Some(Bson::Document(key)) => match indexes.iter().find(|i| &i.spec.key == key) {
             Some(i) => vec![i.spec.name.clone()],
-            None => return Err(err(ErrorCode::IndexNotFound, format!("can't find index with key: {key}"))),
+            None => {
+                return Err(err(
+                    ErrorCode::IndexNotFound,
+                    format!("can't find index with key: {key}"),
+                ));
+            }
         },
-        _ => return Err(err(ErrorCode::FailedToParse, "BSON field 'dropIndexes.index' is missing but a required field")),
+        _ => {
+            return Err(err(
+                ErrorCode::FailedToParse,
+                "BSON field 'dropIndexes.index' is missing but a required field",
+            ));
+        }
     };
     for n in &names {
         if n == ID_INDEX_NAME {
             return Err(err(ErrorCode::InvalidOptions, "cannot drop _id index"));
         }
         if !indexes.iter().any(|i| &i.spec.name == n) {
-            return Err(err(ErrorCode::IndexNotFound, format!("index not found with name [{n}]")));
+            return Err(err(
+                ErrorCode::IndexNotFound,
+                format!("index not found with name [{n}]"),
+            ));
         }
     }
     for n in &names {
-        tokio::task::block_in_place(|| state.catalog.engine().drop_index(&req.db, &name, n)).map_err(|e| storage_error(e, &req.db, &name))?;
+        tokio::task::block_in_place(|| state.catalog.engine().drop_index(&req.db, &name, n))
+            .map_err(|e| storage_error(e, &req.db, &name))?;
     }
     Ok(Reply::Doc(doc! { "nIndexesWas": was, "ok": 1.0 }))
 }
@@ -322,10 +483,28 @@ mod tests {
     #[test]
     fn spec_checks() {
         assert!(parse_spec(&doc! { "key": { "a": 1 } }).is_ok());
-        assert_eq!(parse_spec(&doc! { "key": { "a": 1 }, "bogus": 1 }).unwrap_err().code, ErrorCode::InvalidIndexSpecificationOption);
-        assert_eq!(parse_spec(&doc! { "key": { "a": 1, "b": 1 }, "expireAfterSeconds": 5 }).unwrap_err().code, ErrorCode::CannotCreateIndex);
-        assert_eq!(parse_spec(&doc! { "key": { "a": "text" } }).unwrap_err().code, ErrorCode::CannotCreateIndex);
-        assert_eq!(parse_spec(&doc! { "key": {} }).unwrap_err().code, ErrorCode::CannotCreateIndex);
+        assert_eq!(
+            parse_spec(&doc! { "key": { "a": 1 }, "bogus": 1 })
+                .unwrap_err()
+                .code,
+            ErrorCode::InvalidIndexSpecificationOption
+        );
+        assert_eq!(
+            parse_spec(&doc! { "key": { "a": 1, "b": 1 }, "expireAfterSeconds": 5 })
+                .unwrap_err()
+                .code,
+            ErrorCode::CannotCreateIndex
+        );
+        assert_eq!(
+            parse_spec(&doc! { "key": { "a": "text" } })
+                .unwrap_err()
+                .code,
+            ErrorCode::CannotCreateIndex
+        );
+        assert_eq!(
+            parse_spec(&doc! { "key": {} }).unwrap_err().code,
+            ErrorCode::CannotCreateIndex
+        );
     }
 
     #[test]
@@ -334,10 +513,19 @@ mod tests {
         let existing = vec![a.clone()];
         assert!(compare_existing(&a, &existing).unwrap());
         let renamed = parse_spec(&doc! { "key": { "a": 1 }, "name": "other" }).unwrap();
-        assert_eq!(compare_existing(&renamed, &existing).unwrap_err().code, ErrorCode::IndexOptionsConflict);
+        assert_eq!(
+            compare_existing(&renamed, &existing).unwrap_err().code,
+            ErrorCode::IndexOptionsConflict
+        );
         let same_name = parse_spec(&doc! { "key": { "b": 1 }, "name": "a_1" }).unwrap();
-        assert_eq!(compare_existing(&same_name, &existing).unwrap_err().code, ErrorCode::IndexKeySpecsConflict);
+        assert_eq!(
+            compare_existing(&same_name, &existing).unwrap_err().code,
+            ErrorCode::IndexKeySpecsConflict
+        );
         let unique = parse_spec(&doc! { "key": { "a": 1 }, "unique": true }).unwrap();
-        assert_eq!(compare_existing(&unique, &existing).unwrap_err().code, ErrorCode::IndexOptionsConflict);
+        assert_eq!(
+            compare_existing(&unique, &existing).unwrap_err().code,
+            ErrorCode::IndexOptionsConflict
+        );
     }
 }

@@ -258,7 +258,9 @@ pub async fn dispatch(
         "createIndexes" => indexes::create_indexes(state, req).await,
         "listIndexes" => indexes::list_indexes(state, req).await,
         "dropIndexes" => indexes::drop_indexes(state, req).await,
-        "currentOp" => Ok(Reply::Doc(bson::doc! { "inprog": state.ops.in_progress(), "ok": 1.0 })),
+        "currentOp" => Ok(Reply::Doc(
+            bson::doc! { "inprog": state.ops.in_progress(), "ok": 1.0 },
+        )),
         "getFreeMonitoringStatus" => Ok(Reply::Doc(bson::doc! { "state": "disabled", "ok": 1.0 })),
         other => Err(err(
             ErrorCode::InternalError,

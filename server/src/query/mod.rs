@@ -1,1 +1,13 @@
-//! The query language: filters, update operators, projection and sort.
+//! The query language: filters, update operators, projection and sort. Everything here is pure:
+//! it reads documents (raw where possible) and returns values or `CommandError`s with mongod's
+//! codes; no storage or network I/O happens in this module tree.
+
+pub mod expr;
+mod expr_ops;
+pub mod limits;
+pub mod matcher;
+pub mod path;
+pub mod projection;
+pub mod sort;
+pub mod types;
+pub mod update;

@@ -58,6 +58,7 @@ pub struct Cell<'a> {
     pub key_part_len: usize,
 }
 
+#[derive(Clone)]
 pub struct Page {
     bytes: Box<[u8; PAGE_SIZE_BYTES]>,
 }

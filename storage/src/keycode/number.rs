@@ -69,6 +69,9 @@ impl Magnitude {
     }
 }
 
+/// Integers take `keycode::encode_integer` in production; this is the reference it is tested
+/// against.
+#[cfg(test)]
 pub(crate) fn from_i64(value: i64) -> Canonical {
     match value.signum() {
         0 => Canonical::Zero,
@@ -305,6 +308,31 @@ mod tests {
         });
         let tiny = f64::from_bits(1);
         assert_eq!(digits(&from_f64(tiny)).0, -323);
+    }
+
+    #[test]
+    fn integer_fast_path_matches_the_general_path() {
+        let samples = [
+            1i64,
+            7,
+            10,
+            100,
+            120,
+            1203,
+            99_000,
+            -5,
+            -1000,
+            i64::MAX,
+            i64::MIN + 1,
+            i64::MIN,
+        ];
+        for v in samples {
+            let mut fast = Vec::new();
+            super::super::encode_value(&mut fast, bson::RawBsonRef::Int64(v));
+            let mut general = Vec::new();
+            super::super::encode_number(&mut general, &from_i64(v));
+            assert_eq!(fast, general, "{v}");
+        }
     }
 
     #[test]
