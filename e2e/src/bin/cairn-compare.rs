@@ -1,1 +1,258 @@
-fn main() {}
+//! `cairn-compare`: the same differential cases and timed workloads against two MongoDB-protocol
+//! servers (cairn and mongod, or any two), written to DIR/compare.{json,md,png}; exit status 1
+//! when any case differs. `cairn-compare gate` checks a run against a saved baseline.
+//! See docs/COMPARE.md.
+
+use anyhow::{Context, Result, bail};
+use cairn_e2e::compare::launch::Launched;
+use cairn_e2e::compare::ping::first_host;
+use cairn_e2e::compare::report::{self, GateResult, Report};
+use cairn_e2e::compare::workloads::{self, Better, Measurement, Sizes};
+use cairn_e2e::compare::{correctness, plot};
+use clap::{Args, Parser, Subcommand};
+use mongodb::Client;
+use mongodb::options::ClientOptions;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Default dataset sizes: full and `--quick`.
+const DOCS_FULL: u64 = 50_000;
+const DOCS_QUICK: u64 = 2_000;
+const RUNS_FULL: usize = 5;
+const RUNS_QUICK: usize = 3;
+/// A server that is down should fail the run quickly, not after the driver's 30 s default.
+const SERVER_SELECTION_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Parser)]
+#[command(
+    name = "cairn-compare",
+    about = "Compare two MongoDB-protocol servers: answers and speed"
+)]
+#[command(args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Fail (exit 1) when a ratio of RUN regressed past THRESHOLD against BASELINE.
+    Gate {
+        #[arg(long)]
+        baseline: PathBuf,
+        #[arg(long)]
+        run: PathBuf,
+        /// A workload name from compare.json, or `correctness` (mismatch count).
+        #[arg(long)]
+        ratio: String,
+        /// Allowed worsening factor (1.2 = 20% worse passes); for `correctness`, extra mismatches.
+        #[arg(long)]
+        threshold: f64,
+    },
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// Connection string of the server under test.
+    #[arg(long)]
+    target: Option<String>,
+    /// Connection string of the reference server (e.g. a mongod).
+    #[arg(long)]
+    reference: Option<String>,
+    /// Directory for compare.json, compare.md and compare.png.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Small dataset and few repetitions: finishes in under a minute.
+    #[arg(long)]
+    quick: bool,
+    /// Records in the generated dataset.
+    #[arg(long)]
+    docs: Option<u64>,
+    /// Repetitions per workload; the median is reported.
+    #[arg(long)]
+    runs: Option<usize>,
+    /// Start the target with this command line (it must listen where --target points); enables
+    /// the restart-after-SIGKILL measurement.
+    #[arg(long)]
+    target_cmd: Option<String>,
+    /// Same for the reference server.
+    #[arg(long)]
+    reference_cmd: Option<String>,
+    /// Run only the correctness cases.
+    #[arg(long)]
+    skip_workloads: bool,
+    /// Run only the workloads.
+    #[arg(long)]
+    skip_correctness: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Some(Command::Gate {
+            baseline,
+            run,
+            ratio,
+            threshold,
+        }) => gate(&baseline, &run, &ratio, threshold),
+        None => run_compare(cli.run),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("cairn-compare: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn gate(baseline: &Path, run: &Path, name: &str, threshold: f64) -> Result<ExitCode> {
+    let read = |p: &Path| -> Result<Report> {
+        let text =
+            std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", p.display()))
+    };
+    match report::gate(&read(baseline)?, &read(run)?, name, threshold) {
+        GateResult::Pass { baseline, run } => {
+            println!(
+                "gate {name}: pass (baseline {baseline:.3}, run {run:.3}, threshold {threshold})"
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        GateResult::Regressed { baseline, run } => {
+            println!(
+                "gate {name}: REGRESSED (baseline {baseline:.3}, run {run:.3}, threshold {threshold})"
+            );
+            Ok(ExitCode::from(1))
+        }
+        GateResult::Missing(why) => bail!("gate {name}: {why}"),
+    }
+}
+
+async fn connect(uri: &str) -> Result<Client> {
+    let mut options = ClientOptions::parse(uri)
+        .await
+        .with_context(|| format!("parsing {uri}"))?;
+    options
+        .server_selection_timeout
+        .get_or_insert(SERVER_SELECTION_TIMEOUT);
+    options
+        .app_name
+        .get_or_insert_with(|| "cairn-compare".to_string());
+    let client = Client::with_options(options)?;
+    client
+        .database("admin")
+        .run_command(bson::doc! {"ping": 1})
+        .await
+        .with_context(|| format!("cannot reach {}", report::redact_uri(uri)))?;
+    Ok(client)
+}
+
+fn launch(cmd: &Option<String>, uri: &str) -> Result<Option<Launched>> {
+    let Some(cmd) = cmd else { return Ok(None) };
+    let addr = first_host(uri).context("--*-cmd needs a mongodb://host:port URI")?;
+    Ok(Some(
+        Launched::start(cmd, &addr).map_err(anyhow::Error::msg)?,
+    ))
+}
+
+fn restart(server: &mut Option<Launched>) -> Measurement {
+    let value = match server {
+        Some(s) => s.restart_after_kill_ms(),
+        None => Err("not started by the tool (no --*-cmd)".to_string()),
+    };
+    Measurement {
+        name: "restart after SIGKILL",
+        unit: "ms",
+        better: Better::Lower,
+        value,
+    }
+}
+
+fn run_compare(args: RunArgs) -> Result<ExitCode> {
+    let (Some(target), Some(reference), Some(out)) = (
+        args.target.clone(),
+        args.reference.clone(),
+        args.out.clone(),
+    ) else {
+        bail!("--target, --reference and --out are required (or use the `gate` subcommand)");
+    };
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let mut target_server = launch(&args.target_cmd, &target)?;
+    let mut reference_server = launch(&args.reference_cmd, &reference)?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    let docs = args
+        .docs
+        .unwrap_or(if args.quick { DOCS_QUICK } else { DOCS_FULL });
+    let runs = args
+        .runs
+        .unwrap_or(if args.quick { RUNS_QUICK } else { RUNS_FULL });
+    let run_id = format!("{}_{}", std::process::id(), unix_secs());
+    let mut rep = Report {
+        target: report::redact_uri(&target),
+        reference: report::redact_uri(&reference),
+        docs,
+        runs,
+        ..Report::default()
+    };
+    runtime.block_on(async {
+        let t = connect(&target).await?;
+        let r = connect(&reference).await?;
+        if !args.skip_correctness {
+            let c = correctness::run(&t, &r, args.quick, &run_id).await;
+            rep.correctness = report::summary(&c);
+        }
+        if !args.skip_workloads {
+            let sizes = Sizes::new(docs, runs, args.quick);
+            let db = format!("cmpw_{run_id}");
+            let mut tm = workloads::run_all(&t, &db, &sizes).await;
+            let mut rm = workloads::run_all(&r, &db, &sizes).await;
+            tm.push(restart(&mut target_server));
+            rm.push(restart(&mut reference_server));
+            // Fresh clients: the old pools point at killed processes when a restart happened.
+            for uri in [&target, &reference] {
+                if let Ok(c) = connect(uri).await {
+                    let _ = c.database(&db).drop().await;
+                }
+            }
+            rep.workloads = report::rows(&tm, &rm);
+        }
+        anyhow::Ok(())
+    })?;
+    write_outputs(&out, &rep)?;
+    let mismatches = rep.correctness.mismatches;
+    eprintln!(
+        "cairn-compare: {} cases, {} mismatching; report in {}",
+        rep.correctness.cases,
+        mismatches,
+        out.display()
+    );
+    Ok(if mismatches == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn write_outputs(out: &Path, rep: &Report) -> Result<()> {
+    let json = serde_json::to_string_pretty(rep)?;
+    std::fs::write(out.join("compare.json"), json)?;
+    let md = report::markdown(rep);
+    std::fs::write(out.join("compare.md"), &md)?;
+    print!("{md}");
+    if !rep.workloads.is_empty() {
+        let png = plot::ratio_bars(&rep.workloads, "cairn-compare: target / reference")
+            .map_err(anyhow::Error::msg)?;
+        std::fs::write(out.join("compare.png"), png)?;
+    }
+    Ok(())
+}
+
+fn unix_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}

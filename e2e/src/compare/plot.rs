@@ -1,0 +1,272 @@
+//! The charts: compare ratios as horizontal bars on a log scale, and bench cost-versus-N lines on
+//! log-log axes. Shapes are drawn by plotters' bitmap backend into our own RGB buffer; all text is
+//! drawn afterwards with the built-in glyphs of `png::Canvas` (no font files involved).
+
+use crate::compare::png::{Canvas, GLYPH_PX};
+use crate::compare::report::{Row, format_value};
+use crate::compare::workloads::Better;
+use plotters::prelude::*;
+
+const WIDTH_PX: u32 = 1000;
+const ROW_PX: u32 = 26;
+const TOP_PX: u32 = 50;
+const BOTTOM_PX: u32 = 40;
+const LABEL_PX: u32 = 280;
+const RIGHT_PX: u32 = 120;
+const BLACK_RGB: [u8; 3] = [0, 0, 0];
+const GREY_RGB: [u8; 3] = [110, 110, 110];
+
+type DrawResult = Result<(), String>;
+
+fn err<E: std::fmt::Debug>(e: E) -> String {
+    format!("{e:?}")
+}
+
+/// Decades shown on the ratio axis: at least 0.1 .. 10, widened to fit every ratio.
+fn decade_range(ratios: impl Iterator<Item = f64>) -> (i32, i32) {
+    let (mut lo, mut hi) = (-1, 1);
+    for r in ratios.filter(|r| r.is_finite() && *r > 0.0) {
+        lo = lo.min(r.log10().floor() as i32);
+        hi = hi.max(r.log10().ceil() as i32);
+    }
+    (lo.max(-6), hi.min(6))
+}
+
+/// PNG bytes of the ratio chart for `rows`.
+pub fn ratio_bars(rows: &[Row], title: &str) -> Result<Vec<u8>, String> {
+    let height = TOP_PX + BOTTOM_PX + ROW_PX * rows.len().max(1) as u32;
+    let mut canvas = Canvas::new(WIDTH_PX, height);
+    let (lo, hi) = decade_range(rows.iter().filter_map(|r| r.ratio));
+    let plot_w = f64::from(WIDTH_PX - LABEL_PX - RIGHT_PX);
+    let x_of = |ratio: f64| {
+        let t = (ratio.max(1e-9).log10() - f64::from(lo)) / f64::from(hi - lo);
+        LABEL_PX as i32 + (t.clamp(0.0, 1.0) * plot_w) as i32
+    };
+    draw_bars(&mut canvas, rows, height, lo, hi, &x_of).map_err(err)?;
+    canvas.text(10, 12, title, 2, BLACK_RGB);
+    for d in lo..=hi {
+        let label = format_value(10f64.powi(d));
+        let x = x_of(10f64.powi(d)) as i64 - i64::from(Canvas::text_width(&label, 1) / 2);
+        canvas.text(x, i64::from(height - BOTTOM_PX + 8), &label, 1, GREY_RGB);
+    }
+    let note = "ratio = target / reference (log scale); green = target better";
+    canvas.text(LABEL_PX as i64, i64::from(height - 16), note, 1, GREY_RGB);
+    for (i, row) in rows.iter().enumerate() {
+        let y = i64::from(TOP_PX + ROW_PX * i as u32 + (ROW_PX - GLYPH_PX) / 2);
+        let name: String = row
+            .name
+            .chars()
+            .take(((LABEL_PX - 16) / GLYPH_PX) as usize)
+            .collect();
+        canvas.text(8, y, &name, 1, BLACK_RGB);
+        let value = match row.ratio {
+            Some(r) => format!("{r:.2}x"),
+            None => "error".to_string(),
+        };
+        canvas.text(i64::from(WIDTH_PX - RIGHT_PX + 8), y, &value, 1, BLACK_RGB);
+    }
+    canvas.to_png().map_err(err)
+}
+
+fn draw_bars(
+    canvas: &mut Canvas,
+    rows: &[Row],
+    height: u32,
+    lo: i32,
+    hi: i32,
+    x_of: &dyn Fn(f64) -> i32,
+) -> DrawResult {
+    let root =
+        BitMapBackend::with_buffer(&mut canvas.pixels, (WIDTH_PX, height)).into_drawing_area();
+    let bottom = (height - BOTTOM_PX) as i32;
+    for d in lo..=hi {
+        let x = x_of(10f64.powi(d));
+        let colour = if d == 0 {
+            BLACK
+        } else {
+            RGBColor(215, 215, 215)
+        };
+        root.draw(&PathElement::new(
+            vec![(x, TOP_PX as i32 - 6), (x, bottom)],
+            colour,
+        ))
+        .map_err(err)?;
+    }
+    let one = x_of(1.0);
+    for (i, row) in rows.iter().enumerate() {
+        let y0 = (TOP_PX + ROW_PX * i as u32 + 4) as i32;
+        let y1 = y0 + ROW_PX as i32 - 8;
+        let Some(ratio) = row.ratio else {
+            root.draw(&Rectangle::new(
+                [(one - 2, y0), (one + 2, y1)],
+                RGBColor(160, 160, 160).filled(),
+            ))
+            .map_err(err)?;
+            continue;
+        };
+        let better = match row.better {
+            Better::Lower => ratio <= 1.0,
+            Better::Higher => ratio >= 1.0,
+        };
+        let colour = if better {
+            RGBColor(60, 160, 90)
+        } else {
+            RGBColor(210, 80, 60)
+        };
+        let x = x_of(ratio);
+        let (a, b) = if x < one {
+            (x, one)
+        } else {
+            (one, x.max(one + 1))
+        };
+        root.draw(&Rectangle::new([(a, y0), (b, y1)], colour.filled()))
+            .map_err(err)?;
+    }
+    root.present().map_err(err)
+}
+
+/// One line of the bench chart: a workload's cost at each record count.
+pub struct Series {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+const PALETTE: [(u8, u8, u8); 8] = [
+    (31, 119, 180),
+    (255, 127, 14),
+    (44, 160, 44),
+    (214, 39, 40),
+    (148, 103, 189),
+    (140, 86, 75),
+    (227, 119, 194),
+    (127, 127, 127),
+];
+
+/// PNG of cost relative to the smallest N (so workloads of any unit share one axis), log-log.
+pub fn cost_lines(series: &[Series], title: &str) -> Result<Vec<u8>, String> {
+    let legend_px = 300u32;
+    let (w, h) = (WIDTH_PX, 560u32);
+    let mut canvas = Canvas::new(w, h);
+    let rel: Vec<Vec<(f64, f64)>> = series
+        .iter()
+        .map(|s| {
+            let base = s.points.first().map_or(1.0, |p| p.1).max(1e-12);
+            s.points
+                .iter()
+                .map(|(n, v)| (n.log10(), (v / base).max(1e-6).log10()))
+                .collect()
+        })
+        .collect();
+    let xs = rel.iter().flatten().map(|p| p.0);
+    let ys = rel.iter().flatten().map(|p| p.1);
+    let (x_lo, x_hi) = (
+        xs.clone().fold(f64::MAX, f64::min).floor(),
+        xs.fold(f64::MIN, f64::max).ceil().max(1.0),
+    );
+    let (y_lo, y_hi) = (
+        ys.clone().fold(0.0, f64::min).floor(),
+        ys.fold(1.0, f64::max).ceil(),
+    );
+    let (left, top, right, bottom) = (60i32, 50i32, (w - legend_px) as i32, (h - 40) as i32);
+    let px = |x: f64, y: f64| {
+        let tx = (x - x_lo) / (x_hi - x_lo).max(1e-9);
+        let ty = (y - y_lo) / (y_hi - y_lo).max(1e-9);
+        (
+            left + (tx * f64::from(right - left)) as i32,
+            bottom - (ty * f64::from(bottom - top)) as i32,
+        )
+    };
+    {
+        let root = BitMapBackend::with_buffer(&mut canvas.pixels, (w, h)).into_drawing_area();
+        for d in (y_lo as i32)..=(y_hi as i32) {
+            let (_, y) = px(x_lo, f64::from(d));
+            root.draw(&PathElement::new(
+                vec![(left, y), (right, y)],
+                RGBColor(220, 220, 220),
+            ))
+            .map_err(err)?;
+        }
+        for (i, pts) in rel.iter().enumerate() {
+            let (r, g, b) = PALETTE[i % PALETTE.len()];
+            let line: Vec<(i32, i32)> = pts.iter().map(|p| px(p.0, p.1)).collect();
+            root.draw(&PathElement::new(line, RGBColor(r, g, b).stroke_width(2)))
+                .map_err(err)?;
+        }
+        root.present().map_err(err)?;
+    }
+    canvas.text(10, 12, title, 2, BLACK_RGB);
+    for d in (y_lo as i32)..=(y_hi as i32) {
+        let (_, y) = px(x_lo, f64::from(d));
+        canvas.text(
+            4,
+            i64::from(y - 4),
+            &format!("{}x", format_value(10f64.powi(d))),
+            1,
+            GREY_RGB,
+        );
+    }
+    for d in (x_lo as i32)..=(x_hi as i32) {
+        let (x, _) = px(f64::from(d), y_lo);
+        canvas.text(
+            i64::from(x - 12),
+            i64::from(bottom + 8),
+            &format!("{:.0}", 10f64.powi(d)),
+            1,
+            GREY_RGB,
+        );
+    }
+    canvas.text(
+        i64::from(left),
+        i64::from(h - 16),
+        "records (log) vs cost relative to the smallest N (log)",
+        1,
+        GREY_RGB,
+    );
+    for (i, s) in series.iter().enumerate() {
+        let (r, g, b) = PALETTE[i % PALETTE.len()];
+        let y = 60 + 14 * i as i64;
+        canvas.text(i64::from(right + 16), y, "--", 1, [r, g, b]);
+        let name: String = s.name.chars().take(32).collect();
+        canvas.text(i64::from(right + 40), y, &name, 1, BLACK_RGB);
+    }
+    canvas.to_png().map_err(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(name: &str, ratio: Option<f64>) -> Row {
+        Row {
+            name: name.into(),
+            unit: "us/op".into(),
+            better: Better::Lower,
+            target: None,
+            reference: None,
+            ratio,
+            target_error: None,
+            reference_error: None,
+        }
+    }
+
+    #[test]
+    fn decades_cover_every_ratio() {
+        assert_eq!(decade_range([0.5, 2.0].into_iter()), (-1, 1));
+        assert_eq!(decade_range([0.002, 350.0].into_iter()), (-3, 3));
+    }
+
+    #[test]
+    fn charts_render_to_png() {
+        let png = ratio_bars(
+            &[row("a", Some(0.5)), row("b", Some(3.0)), row("c", None)],
+            "t",
+        )
+        .expect("bars");
+        assert_eq!(&png[1..4], b"PNG");
+        let s = [Series {
+            name: "x".into(),
+            points: vec![(1e3, 1.0), (1e4, 2.0), (1e5, 5.0)],
+        }];
+        assert_eq!(&cost_lines(&s, "t").expect("lines")[1..4], b"PNG");
+    }
+}
