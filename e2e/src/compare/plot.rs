@@ -3,7 +3,7 @@
 //! drawn afterwards with the built-in glyphs of `png::Canvas` (no font files involved).
 
 use crate::compare::png::{Canvas, GLYPH_PX};
-use crate::compare::report::{Row, format_value};
+use crate::compare::report::Row;
 use crate::compare::workloads::Better;
 use plotters::prelude::*;
 
@@ -32,6 +32,15 @@ fn decade_range(ratios: impl Iterator<Item = f64>) -> (i32, i32) {
     (lo.max(-6), hi.min(6))
 }
 
+/// "0.01", "0.1", "1", "10", "100" ...
+fn decade_label(d: i32) -> String {
+    if d >= 0 {
+        format!("{:.0}", 10f64.powi(d))
+    } else {
+        format!("{:.*}", (-d) as usize, 10f64.powi(d))
+    }
+}
+
 /// PNG bytes of the ratio chart for `rows`.
 pub fn ratio_bars(rows: &[Row], title: &str) -> Result<Vec<u8>, String> {
     let height = TOP_PX + BOTTOM_PX + ROW_PX * rows.len().max(1) as u32;
@@ -45,7 +54,7 @@ pub fn ratio_bars(rows: &[Row], title: &str) -> Result<Vec<u8>, String> {
     draw_bars(&mut canvas, rows, height, lo, hi, &x_of).map_err(err)?;
     canvas.text(10, 12, title, 2, BLACK_RGB);
     for d in lo..=hi {
-        let label = format_value(10f64.powi(d));
+        let label = decade_label(d);
         let x = x_of(10f64.powi(d)) as i64 - i64::from(Canvas::text_width(&label, 1) / 2);
         canvas.text(x, i64::from(height - BOTTOM_PX + 8), &label, 1, GREY_RGB);
     }
@@ -200,7 +209,7 @@ pub fn cost_lines(series: &[Series], title: &str) -> Result<Vec<u8>, String> {
         canvas.text(
             4,
             i64::from(y - 4),
-            &format!("{}x", format_value(10f64.powi(d))),
+            &format!("{}x", decade_label(d)),
             1,
             GREY_RGB,
         );
@@ -253,6 +262,8 @@ mod tests {
     fn decades_cover_every_ratio() {
         assert_eq!(decade_range([0.5, 2.0].into_iter()), (-1, 1));
         assert_eq!(decade_range([0.002, 350.0].into_iter()), (-3, 3));
+        assert_eq!(decade_label(-2), "0.01");
+        assert_eq!(decade_label(2), "100");
     }
 
     #[test]

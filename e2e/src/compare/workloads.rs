@@ -8,7 +8,7 @@ use bson::{Document, doc};
 use mongodb::options::ReturnDocument;
 use mongodb::{Client, Collection, Database, IndexModel};
 use serde::Serialize;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Sizes of one workload run.
 #[derive(Clone, Debug)]
@@ -21,6 +21,9 @@ pub struct Sizes {
     pub point_ops: usize,
     /// Operations per run of a scanning workload (counts, $group, updateMany).
     pub scan_ops: usize,
+    /// A run stops early once it has taken this long; the cost is averaged over the operations
+    /// done, so a slow server cannot stretch `--quick` past its minute.
+    pub run_budget: Duration,
 }
 
 impl Sizes {
@@ -30,6 +33,7 @@ impl Sizes {
             runs: runs.max(1),
             point_ops: if quick { 200 } else { 2_000 },
             scan_ops: if quick { 3 } else { 10 },
+            run_budget: Duration::from_millis(if quick { 700 } else { 10_000 }),
         }
     }
 }
@@ -195,11 +199,27 @@ fn gauge(name: &'static str, unit: &'static str, value: Result<f64, String>) -> 
 pub fn describe(e: &mongodb::error::Error) -> String {
     match *e.kind {
         mongodb::error::ErrorKind::Command(ref c) => format!("{} ({})", c.code_name, c.code),
+        mongodb::error::ErrorKind::Write(mongodb::error::WriteFailure::WriteError(ref w)) => {
+            format!(
+                "{} ({})",
+                w.code_name.as_deref().unwrap_or("write error"),
+                w.code
+            )
+        }
+        mongodb::error::ErrorKind::InsertMany(ref m) => match m.write_errors.as_deref() {
+            Some([first, ..]) => format!("insert write error ({})", first.code),
+            _ => "insertMany failed".to_string(),
+        },
         ref other => {
             let text = format!("{other}");
             text.chars().take(80).collect()
         }
     }
+}
+
+/// True when a run has used its time budget (always false before the first operation).
+fn spent(start: Instant, sizes: &Sizes, done: usize) -> bool {
+    done > 0 && start.elapsed() > sizes.run_budget
 }
 
 fn per_op_us(start: Instant, ops: usize) -> f64 {
@@ -224,10 +244,15 @@ async fn insert_one_seq(db: &Database, sizes: &Sizes) -> Outcome {
     coll.drop().await?;
     let docs = dataset::users(dataset::SEED, 0, sizes.point_ops as i64);
     let start = Instant::now();
+    let mut done = 0usize;
     for d in docs {
+        if spent(start, sizes, done) {
+            break;
+        }
         coll.insert_one(d).await?;
+        done += 1;
     }
-    Ok(per_op_us(start, sizes.point_ops))
+    Ok(per_op_us(start, done))
 }
 
 async fn bulk_insert(users: &Collection<Document>, sizes: &Sizes) -> Outcome {
@@ -261,20 +286,30 @@ async fn create_index(users: &Collection<Document>) -> Outcome {
 
 async fn count_all(users: &Collection<Document>, sizes: &Sizes) -> Outcome {
     let start = Instant::now();
+    let mut done = 0usize;
     for _ in 0..sizes.scan_ops {
+        if spent(start, sizes, done) {
+            break;
+        }
         users.count_documents(doc! {}).await?;
+        done += 1;
     }
-    Ok(per_op_ms(start, sizes.scan_ops))
+    Ok(per_op_ms(start, done))
 }
 
 async fn find_by_id(users: &Collection<Document>, sizes: &Sizes, run: usize) -> Outcome {
     let start = Instant::now();
+    let mut done = 0usize;
     for i in 0..sizes.point_ops {
+        if spent(start, sizes, done) {
+            break;
+        }
         users
             .find_one(doc! {"_id": probe_id(sizes, run, i)})
             .await?;
+        done += 1;
     }
-    Ok(per_op_us(start, sizes.point_ops))
+    Ok(per_op_us(start, done))
 }
 
 async fn find_by_email(users: &Collection<Document>, sizes: &Sizes, run: usize) -> Outcome {
@@ -285,21 +320,31 @@ async fn find_by_email(users: &Collection<Document>, sizes: &Sizes, run: usize) 
         })
         .collect();
     let start = Instant::now();
+    let mut done = 0usize;
     for e in emails {
+        if spent(start, sizes, done) {
+            break;
+        }
         users.find_one(doc! {"email": e}).await?;
+        done += 1;
     }
-    Ok(per_op_us(start, sizes.point_ops))
+    Ok(per_op_us(start, done))
 }
 
 /// Uses the `count` command (not the driver's countDocuments, which is an aggregation) so that
 /// the query engine is measured, not the pipeline.
 async fn range_count(db: &Database, sizes: &Sizes) -> Outcome {
     let start = Instant::now();
+    let mut done = 0usize;
     for _ in 0..sizes.scan_ops {
+        if spent(start, sizes, done) {
+            break;
+        }
         db.run_command(doc! {"count": USERS, "query": {"age": {"$gte": 30, "$lt": 40}}})
             .await?;
+        done += 1;
     }
-    Ok(per_op_ms(start, sizes.scan_ops))
+    Ok(per_op_ms(start, done))
 }
 
 async fn drain(mut cursor: mongodb::Cursor<Document>) -> Result<usize, mongodb::error::Error> {
@@ -313,60 +358,90 @@ async fn drain(mut cursor: mongodb::Cursor<Document>) -> Result<usize, mongodb::
 async fn sort_desc(users: &Collection<Document>, sizes: &Sizes) -> Outcome {
     let ops = sizes.point_ops / 4;
     let start = Instant::now();
+    let mut done = 0usize;
     for _ in 0..ops {
+        if spent(start, sizes, done) {
+            break;
+        }
         drain(users.find(doc! {}).sort(doc! {"_id": -1}).limit(20).await?).await?;
+        done += 1;
     }
-    Ok(per_op_us(start, ops))
+    Ok(per_op_us(start, done))
 }
 
 async fn projection(users: &Collection<Document>, sizes: &Sizes) -> Outcome {
     let start = Instant::now();
+    let mut done = 0usize;
     for _ in 0..sizes.scan_ops {
+        if spent(start, sizes, done) {
+            break;
+        }
         let p = doc! {"username": 1, "email": 1, "age": 1};
         drain(users.find(doc! {}).projection(p).limit(1000).await?).await?;
+        done += 1;
     }
-    Ok(per_op_ms(start, sizes.scan_ops))
+    Ok(per_op_ms(start, done))
 }
 
 async fn group(users: &Collection<Document>, sizes: &Sizes) -> Outcome {
     let start = Instant::now();
+    let mut done = 0usize;
     for _ in 0..sizes.scan_ops {
+        if spent(start, sizes, done) {
+            break;
+        }
         let pipeline =
             [doc! {"$group": {"_id": "$age", "n": {"$sum": 1}, "balance": {"$avg": "$balance"}}}];
         drain(users.aggregate(pipeline).await?).await?;
+        done += 1;
     }
-    Ok(per_op_ms(start, sizes.scan_ops))
+    Ok(per_op_ms(start, done))
 }
 
 async fn update_one(users: &Collection<Document>, sizes: &Sizes, run: usize) -> Outcome {
     let start = Instant::now();
+    let mut done = 0usize;
     for i in 0..sizes.point_ops {
+        if spent(start, sizes, done) {
+            break;
+        }
         let q = doc! {"_id": probe_id(sizes, run, i)};
         users
             .update_one(q, doc! {"$set": {"score": i as f64}})
             .await?;
+        done += 1;
     }
-    Ok(per_op_us(start, sizes.point_ops))
+    Ok(per_op_us(start, done))
 }
 
 async fn update_many(users: &Collection<Document>, sizes: &Sizes) -> Outcome {
     let start = Instant::now();
+    let mut done = 0usize;
     for _ in 0..sizes.scan_ops {
+        if spent(start, sizes, done) {
+            break;
+        }
         users
             .update_many(doc! {"is_active": true}, doc! {"$inc": {"login_count": 1}})
             .await?;
+        done += 1;
     }
-    Ok(per_op_ms(start, sizes.scan_ops))
+    Ok(per_op_ms(start, done))
 }
 
 async fn delete_insert(users: &Collection<Document>, sizes: &Sizes, run: usize) -> Outcome {
     let start = Instant::now();
+    let mut done = 0usize;
     for i in 0..sizes.point_ops {
+        if spent(start, sizes, done) {
+            break;
+        }
         let id = probe_id(sizes, run, i);
         users.delete_one(doc! {"_id": id}).await?;
         users.insert_one(dataset::user(dataset::SEED, id)).await?;
+        done += 1;
     }
-    Ok(per_op_us(start, sizes.point_ops))
+    Ok(per_op_us(start, done))
 }
 
 /// Enqueue, claim the oldest ready job with findOneAndUpdate, mark it done: one cycle.
@@ -381,7 +456,11 @@ async fn job_queue(db: &Database, sizes: &Sizes) -> Outcome {
     .await?;
     let cycles = sizes.point_ops / 2;
     let start = Instant::now();
+    let mut done = 0usize;
     for i in 0..cycles {
+        if spent(start, sizes, done) {
+            break;
+        }
         jobs.insert_one(doc! {"_id": i as i64, "state": "ready", "payload": "x"})
             .await?;
         let claimed = jobs
@@ -394,8 +473,9 @@ async fn job_queue(db: &Database, sizes: &Sizes) -> Outcome {
             jobs.update_one(doc! {"_id": id}, doc! {"$set": {"state": "done"}})
                 .await?;
         }
+        done += 1;
     }
-    Ok(per_op_us(start, cycles))
+    Ok(per_op_us(start, done))
 }
 
 async fn server_rss(client: &Client) -> Result<f64, String> {
