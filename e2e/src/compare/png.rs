@@ -60,6 +60,15 @@ impl Canvas {
         }
     }
 
+    /// Fill the rectangle with corner (x, y), clipped to the canvas.
+    pub fn fill_rect(&mut self, x: i64, y: i64, w: u32, h: u32, rgb: [u8; 3]) {
+        for dy in 0..i64::from(h) {
+            for dx in 0..i64::from(w) {
+                self.put(x + dx, y + dy, rgb);
+            }
+        }
+    }
+
     /// Width in pixels of `text` at `scale`.
     pub fn text_width(text: &str, scale: u32) -> u32 {
         text.chars().count() as u32 * GLYPH_PX * scale
