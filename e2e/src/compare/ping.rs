@@ -60,7 +60,7 @@ pub fn check_reply(frame: &[u8]) -> Result<(), String> {
     };
     let ok = msg.body.get("ok").map_err(|e| e.to_string())?;
     match ok.and_then(|v| v.as_f64().or_else(|| v.as_i32().map(f64::from))) {
-        Some(x) if x == 1.0 => Ok(()),
+        Some(1.0) => Ok(()),
         _ => Err("server answered ok != 1".into()),
     }
 }

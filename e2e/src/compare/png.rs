@@ -116,7 +116,7 @@ mod tests {
     fn png_has_signature_chunks_and_valid_crcs() {
         let mut c = Canvas::new(20, 10);
         c.text(0, 0, "Hi", 1, [0, 0, 0]);
-        assert!(c.pixels.iter().any(|&b| b == 0), "text drew nothing");
+        assert!(c.pixels.contains(&0), "text drew nothing");
         let png = c.to_png().expect("encode");
         assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
         assert_eq!(&png[12..16], b"IHDR");
