@@ -520,34 +520,21 @@ fn set_path(doc: &mut Document, path: &str, value: Bson) {
     }
 }
 
-/// Matching documents in RecordId order (`first_only`: at most one), using the `_id` index for a
-/// point filter.
+/// Matching documents (`first_only`: at most one), found through the planner.
 fn find_matches(
-    coll: &Collection,
+    coll: &Arc<Collection>,
     filter: &Filter,
     filter_doc: &Document,
     first_only: bool,
 ) -> CommandResult<Vec<(u64, RawDocumentBuf, Option<usize>)>> {
-    if let Some(id) = super::crud_read::id_point(filter_doc) {
-        let raw_id = bson::RawBson::try_from(id.clone())
-            .map_err(|e| err(ErrorCode::BadValue, e.to_string()))?;
-        let rid = coll
-            .find_by_id(raw_id.as_raw_bson_ref())
-            .map_err(|e| storage_error(e, "", ""))?;
-        let Some(rid) = rid else { return Ok(vec![]) };
-        let Some(doc) = coll.get(rid).map_err(|e| storage_error(e, "", ""))? else {
-            return Ok(vec![]);
-        };
-        return Ok(match filter.try_matches(&doc)? {
-            Some(d) => vec![(rid, doc, d.array_pos)],
-            None => vec![],
-        });
-    }
-    let mut all = super::crud_read::collect_matches(coll, filter, None, None)?;
-    if first_only {
-        all.truncate(1);
-    }
-    Ok(all)
+    super::crud_read::collect_matches(
+        coll,
+        filter,
+        filter_doc,
+        None,
+        None,
+        first_only.then_some(1),
+    )
 }
 
 pub async fn delete(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
@@ -561,7 +548,7 @@ pub async fn delete(state: &Arc<ServerState>, req: &Request) -> CommandResult<Re
     let coll = state.catalog.collection(&req.db, &coll_name);
     for (i, raw) in stmts.iter().enumerate() {
         state.opcounters.delete.fetch_add(1, Relaxed);
-        let result = run_delete(coll.as_deref(), &req.db, &coll_name, raw, &mut out);
+        let result = run_delete(coll.as_ref(), &req.db, &coll_name, raw, &mut out);
         if let Err(e) = result {
             out.error(i, e);
             if ordered {
@@ -574,7 +561,7 @@ pub async fn delete(state: &Arc<ServerState>, req: &Request) -> CommandResult<Re
 }
 
 fn run_delete(
-    coll: Option<&Collection>,
+    coll: Option<&Arc<Collection>>,
     db: &str,
     name: &str,
     raw: &RawDocumentBuf,
