@@ -282,8 +282,13 @@ fn corrupted_frames_error_or_equal_never_panic() {
                 if got == want {
                     equal += 1;
                 }
-                // Whatever decoded must re-encode and decode to itself.
+                // Whatever decoded must re-encode and decode to itself, and every document in
+                // it must read cleanly with the bson crate's raw accessors.
                 assert_reencodes(&got, seed, case);
+                assert!(
+                    all_documents(&got).iter().all(|d| bson_reads_cleanly(d)),
+                    "seed {seed} case {case}"
+                );
             }
         }
     }
@@ -312,13 +317,78 @@ fn random_garbage_after_a_valid_header_never_panics() {
     let (seed, cases) = seed_and_cases();
     let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
     for case in 0..cases {
-        let len = rng.random_range(0..300);
-        let op = [1, 2004, 2012, 2013, 2002, 7][rng.random_range(0..6)];
-        let mut frame = ((16 + len) as i32).to_le_bytes().to_vec();
+        let len: i32 = rng.random_range(0..300);
+        let op: i32 = [1, 2004, 2012, 2013, 2002, 7][rng.random_range(0..6)];
+        let mut frame = (16 + len).to_le_bytes().to_vec();
         frame.extend([0; 8]);
-        frame.extend((op as i32).to_le_bytes());
+        frame.extend(op.to_le_bytes());
         frame.extend((0..len).map(|_| rng.random::<u8>()));
         let outcome = catch_unwind(|| decode(&frame).is_ok());
         assert!(outcome.is_ok(), "seed {seed} case {case}: panic on garbage");
     }
+}
+
+fn all_documents(message: &Message) -> Vec<&bson::RawDocument> {
+    match &message.body {
+        Body::Msg(m) => {
+            let seqs = m.sequences.iter().flat_map(|s| s.documents.iter());
+            std::iter::once(&m.body)
+                .chain(seqs)
+                .map(|d| d.as_ref())
+                .collect()
+        }
+        Body::Query(q) => std::iter::once(&q.query)
+            .chain(q.return_fields.as_ref())
+            .map(|d| d.as_ref())
+            .collect(),
+        Body::Reply(r) => r.documents.iter().map(|d| d.as_ref()).collect(),
+    }
+}
+
+/// Read every element (recursively) through the bson crate; false on any error.
+fn bson_reads_cleanly(doc: &bson::RawDocument) -> bool {
+    doc.iter_elements().all(|element| {
+        let Ok(element) = element else { return false };
+        match element.value() {
+            Ok(bson::RawBsonRef::Document(d)) => bson_reads_cleanly(d),
+            Ok(bson::RawBsonRef::Array(a)) => {
+                a.into_iter().all(|v| v.is_ok())
+                    && bson::RawDocument::from_bytes(a.as_bytes()).is_ok_and(bson_reads_cleanly)
+            }
+            Ok(bson::RawBsonRef::JavaScriptCodeWithScope(c)) => bson_reads_cleanly(c.scope),
+            Ok(_) => true,
+            Err(_) => false,
+        }
+    })
+}
+
+#[test]
+fn documents_the_walk_accepts_read_cleanly_with_bson() {
+    let (seed, cases) = seed_and_cases();
+    let mut rng = StdRng::seed_from_u64(seed ^ 0xb50);
+    let mut accepted = 0;
+    for case in 0..cases {
+        let mut doc = random_doc(&mut rng, 0).into_bytes();
+        let what = mutate(&mut rng, &mut doc);
+        let outcome = catch_unwind(|| match wire::validate_document(&doc) {
+            Ok(()) => Some(
+                bson::RawDocument::from_bytes(&doc)
+                    .map(bson_reads_cleanly)
+                    .unwrap_or(false),
+            ),
+            Err(_) => None,
+        });
+        match outcome {
+            Ok(Some(clean)) => {
+                accepted += 1;
+                assert!(
+                    clean,
+                    "seed {seed} case {case}: walk accepted after {what}, bson failed"
+                );
+            }
+            Ok(None) => {}
+            Err(_) => panic!("seed {seed} case {case}: panic after {what}"),
+        }
+    }
+    eprintln!("{accepted} mutated documents accepted");
 }
