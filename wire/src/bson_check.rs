@@ -8,7 +8,7 @@
 //! open containers replaces recursion, so no input depth can exhaust the thread's stack.
 
 use crate::error::WireError;
-use crate::limits::{BSON_DOCUMENT_SIZE_MIN, BSON_NESTING_DEPTH_MAX, I32_SIZE};
+use crate::limits::{BSON_DOCUMENT_SIZE_MIN, BSON_NESTING_DEPTH_MAX, I32_SIZE, I64_SIZE};
 
 const TYPE_DOUBLE: u8 = 0x01;
 const TYPE_STRING: u8 = 0x02;
@@ -156,7 +156,7 @@ impl Walk<'_> {
                 _ => return Err(self.bad("boolean is not 0 or 1")),
             },
             TYPE_INT32 => I32_SIZE,
-            TYPE_DOUBLE | TYPE_DATE_TIME | TYPE_TIMESTAMP | TYPE_INT64 => 8,
+            TYPE_DOUBLE | TYPE_DATE_TIME | TYPE_TIMESTAMP | TYPE_INT64 => I64_SIZE,
             TYPE_OBJECT_ID => OBJECT_ID_SIZE,
             TYPE_DECIMAL128 => DECIMAL128_SIZE,
             TYPE_STRING | TYPE_JAVASCRIPT | TYPE_SYMBOL => self.string(value, limit)?,
