@@ -40,7 +40,7 @@
 //! | kind | payload                                                                              |
 //! |-----:|--------------------------------------------------------------------------------------|
 //! | 0    | one BSON document: the body. Exactly one kind-0 section per message.                 |
-//! | 1    | i32 size (counting these 4 bytes), cstring identifier, BSON documents filling exactly `size`. Identifiers are distinct. |
+//! | 1    | i32 size (counting these 4 bytes), cstring identifier, BSON documents filling exactly `size`. At most 2, identifiers distinct and not already a (dotted) field of the body. |
 //!
 //! OP_QUERY (2004), accepted only for the legacy handshake:
 //!

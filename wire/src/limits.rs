@@ -15,6 +15,8 @@ pub const BSON_DOCUMENT_SIZE_MIN: usize = 5;
 /// Nesting depth (documents and arrays inside the top-level document) accepted on the wire;
 /// mongod's default `maxBSONDepth`.
 pub const BSON_NESTING_DEPTH_MAX: usize = 200;
+/// Document sequences (kind-1 sections) accepted in one OP_MSG, as in mongod.
+pub const SEQUENCE_COUNT_MAX: usize = 2;
 /// The most documents `hello` advertises per write batch (`maxWriteBatchSize`).
 pub const WRITE_BATCH_COUNT_MAX: usize = 100_000;
 

@@ -351,3 +351,85 @@ fn frame_reader_yields_frames_and_waits() {
     );
     assert_eq!(reader.buffered_len(), 0);
 }
+
+#[test]
+fn too_many_sequences_and_body_field_clashes() {
+    let mut sections = kind0(&body());
+    for id in ["a", "b", "c"] {
+        sections.extend(kind1(id, &[], 0));
+    }
+    assert_eq!(
+        decode(&msg_frame(0, &sections)),
+        Err(WireError::TooManySequences { count_max: 2 })
+    );
+    let clashes = [
+        (
+            rawdoc! { "insert": "c", "documents": [] },
+            "documents",
+            true,
+        ),
+        (rawdoc! { "a": { "b": 1 } }, "a.b", true),
+        (rawdoc! { "a": [{ "b": 1 }] }, "a.b", true),
+        (rawdoc! { "a": { "c": 1 } }, "a.b", false),
+        (rawdoc! { "a": 1 }, "a.b", false),
+        (rawdoc! { "documentsX": 1 }, "documents", false),
+    ];
+    for (body, id, clash) in clashes {
+        let mut sections = kind0(&body);
+        sections.extend(kind1(id, &[rawdoc! {}], 0));
+        let result = decode(&msg_frame(0, &sections));
+        if clash {
+            assert_eq!(
+                result,
+                Err(WireError::DuplicateBodyField(id.into())),
+                "{body:?} {id}"
+            );
+        } else {
+            assert!(result.is_ok(), "{body:?} {id}");
+        }
+    }
+}
+
+#[test]
+fn mongod_codes_and_connection_policy() {
+    let cases = [
+        (WireError::UnknownRequiredFlags(4), 223, true),
+        (WireError::TooManySequences { count_max: 2 }, 233, true),
+        (
+            WireError::Checksum {
+                declared: 1,
+                computed: 2,
+            },
+            288,
+            true,
+        ),
+        (WireError::BodySectionCount(0), 40587, false),
+        (WireError::BodySectionCount(2), 40430, false),
+        (WireError::DuplicateSequence("d".into()), 40431, false),
+        (WireError::UnknownSectionKind(9), 40432, false),
+        (WireError::DuplicateBodyField("d".into()), 40433, false),
+        (
+            WireError::InvalidBson {
+                what: "x",
+                reason: "y",
+            },
+            22,
+            false,
+        ),
+        (
+            WireError::MessageTooLarge {
+                length_bytes: 1 << 30,
+                max_bytes: MESSAGE_SIZE_MAX,
+            },
+            9,
+            true,
+        ),
+    ];
+    for (error, code, closes) in cases {
+        assert_eq!(
+            (error.mongod_code().0, error.closes_connection()),
+            (code, closes),
+            "{error}"
+        );
+    }
+}
