@@ -352,3 +352,18 @@ fn large_zstd_batch_near_the_limit_decodes() {
     assert!(frame.len() < 1_000_000);
     assert_eq!(decode(&frame).unwrap().body, Body::Msg(msg));
 }
+
+#[test]
+fn hand_written_snappy_literal_block_decodes() {
+    // Snappy raw format: varint uncompressed length, then a literal element whose tag byte is
+    // (length - 1) << 2 for lengths up to 60, then the bytes themselves.
+    let plain = encode_msg(21, 0, &OpMsg::new(rawdoc! { "a": 1 }), None).unwrap();
+    let inner = &plain[16..];
+    assert!(inner.len() <= 60);
+    let mut block = vec![inner.len() as u8, ((inner.len() - 1) << 2) as u8];
+    block.extend_from_slice(inner);
+    let framed = compressed_frame(&plain, Compressor::Snappy, &block);
+    let mut want = decode(&plain).unwrap();
+    want.compressor = Some(Compressor::Snappy);
+    assert_eq!(decode(&framed).unwrap(), want);
+}
