@@ -15,14 +15,22 @@ fn type_of(v: &Bson) -> &'static str {
     types::type_name(types::type_code(v))
 }
 
-pub(super) fn push(slot: &mut Slot<'_>, spec: &PushSpec, field: &str, id_text: &str) -> CommandResult<bool> {
+pub(super) fn push(
+    slot: &mut Slot<'_>,
+    spec: &PushSpec,
+    field: &str,
+    id_text: &str,
+) -> CommandResult<bool> {
     let mut items = match slot.get() {
         None => Vec::new(),
         Some(Bson::Array(a)) => a.clone(),
         Some(other) => {
             return Err(err(
                 ErrorCode::BadValue,
-                format!("The field '{field}' must be an array but is of type {} in document {id_text}", type_of(other)),
+                format!(
+                    "The field '{field}' must be an array but is of type {} in document {id_text}",
+                    type_of(other)
+                ),
             ));
         }
     };
@@ -35,7 +43,9 @@ pub(super) fn push(slot: &mut Slot<'_>, spec: &PushSpec, field: &str, id_text: &
     let at = usize::try_from(at).unwrap_or(items.len());
     items.splice(at..at, spec.each.iter().cloned());
     match &spec.sort {
-        Some(PushSort::Whole(asc)) => items.sort_by(|a, b| directed(order::compare_bson(a, b), *asc)),
+        Some(PushSort::Whole(asc)) => {
+            items.sort_by(|a, b| directed(order::compare_bson(a, b), *asc))
+        }
         Some(PushSort::Fields(sort)) => {
             let mut keyed: Vec<(SortKey, Bson)> = items
                 .into_iter()
@@ -84,14 +94,20 @@ pub(super) fn add_to_set(slot: &mut Slot<'_>, values: &[Bson], field: &str) -> C
         Some(other) => {
             return Err(err(
                 ErrorCode::BadValue,
-                format!("Cannot apply $addToSet to non-array field. Field named '{field}' has non-array type {}", type_of(other)),
+                format!(
+                    "Cannot apply $addToSet to non-array field. Field named '{field}' has non-array type {}",
+                    type_of(other)
+                ),
             ));
         }
     };
     let created = slot.get().is_none();
     let mut added = false;
     for v in values {
-        if !items.iter().any(|e| order::compare_bson(e, v) == Ordering::Equal) {
+        if !items
+            .iter()
+            .any(|e| order::compare_bson(e, v) == Ordering::Equal)
+        {
             items.push(v.clone());
             added = true;
         }
@@ -116,7 +132,10 @@ pub(super) fn pop(slot: &mut Slot<'_>, first: bool, path: &str) -> CommandResult
         }
         Some(other) => Err(err(
             ErrorCode::TypeMismatch,
-            format!("Path '{path}' contains an element of non-array type '{}'", type_of(other)),
+            format!(
+                "Path '{path}' contains an element of non-array type '{}'",
+                type_of(other)
+            ),
         )),
     }
 }
@@ -129,7 +148,10 @@ pub(super) fn pull(slot: &mut Slot<'_>, matches: impl Fn(&Bson) -> bool) -> Comm
             a.retain(|e| !matches(e));
             Ok(a.len() != before)
         }
-        Some(_) => Err(err(ErrorCode::BadValue, "Cannot apply $pull to a non-array value")),
+        Some(_) => Err(err(
+            ErrorCode::BadValue,
+            "Cannot apply $pull to a non-array value",
+        )),
     }
 }
 
@@ -138,7 +160,9 @@ pub(super) fn pull_matches(cond: &PullCondition, e: &Bson) -> bool {
         PullCondition::Equal(v) => order::compare_bson(v, e) == Ordering::Equal,
         PullCondition::Regex(r) => match e {
             Bson::String(s) | Bson::Symbol(s) => r.is_match(s),
-            Bson::RegularExpression(x) => x.pattern.as_str() == r.pattern && x.options.as_str() == r.options,
+            Bson::RegularExpression(x) => {
+                x.pattern.as_str() == r.pattern && x.options.as_str() == r.options
+            }
             _ => false,
         },
         PullCondition::Filter(f) => match RawDocumentBuf::try_from(&doc! {"v": e.clone()}) {

@@ -8,7 +8,10 @@ pub fn document(d: &Document) -> String {
     if d.is_empty() {
         return "{}".to_string();
     }
-    let fields: Vec<String> = d.iter().map(|(k, v)| format!("{k}: {}", value(v))).collect();
+    let fields: Vec<String> = d
+        .iter()
+        .map(|(k, v)| format!("{k}: {}", value(v)))
+        .collect();
     format!("{{ {} }}", fields.join(", "))
 }
 
@@ -25,7 +28,11 @@ pub fn value(v: &Bson) -> String {
         }
         Bson::String(s) => format!("\"{s}\""),
         Bson::Double(d) => {
-            if d.fract() == 0.0 && d.is_finite() { format!("{d:.1}") } else { format!("{d}") }
+            if d.fract() == 0.0 && d.is_finite() {
+                format!("{d:.1}")
+            } else {
+                format!("{d}")
+            }
         }
         Bson::Int64(i) => i.to_string(),
         Bson::Int32(i) => i.to_string(),

@@ -94,7 +94,9 @@ const OPERATORS: &[(&str, OpKind)] = &[
 fn unknown_modifier(name: &str) -> crate::error::CommandError {
     err(
         ErrorCode::FailedToParse,
-        format!("Unknown modifier: {name}. Expected a valid update modifier or pipeline-style update specified as an array"),
+        format!(
+            "Unknown modifier: {name}. Expected a valid update modifier or pipeline-style update specified as an array"
+        ),
     )
 }
 
@@ -105,7 +107,10 @@ impl Update {
         if !is_operators {
             validate_replacement(update)?;
             if array_filters.is_some_and(|f| !f.is_empty()) {
-                return Err(err(ErrorCode::FailedToParse, "arrayFilters may not be specified for replacement-style updates"));
+                return Err(err(
+                    ErrorCode::FailedToParse,
+                    "arrayFilters may not be specified for replacement-style updates",
+                ));
             }
             return Ok(Update::Replacement(update.clone()));
         }
@@ -154,7 +159,9 @@ pub fn validate_replacement(doc: &Document) -> CommandResult<()> {
     if let Some(k) = doc.keys().find(|k| k.starts_with('$')) {
         return Err(err(
             ErrorCode::DollarPrefixedFieldName,
-            format!("The dollar ($) prefixed field '{k}' in '{k}' is not allowed in the context of an update's replacement document. Consider using an aggregation pipeline with $replaceWith."),
+            format!(
+                "The dollar ($) prefixed field '{k}' in '{k}' is not allowed in the context of an update's replacement document. Consider using an aggregation pipeline with $replaceWith."
+            ),
         ));
     }
     Ok(())
@@ -174,7 +181,11 @@ fn check_conflicts(ops: &[UpdateOp]) -> CommandResult<()> {
                 if earlier[..common] == path[..common] {
                     return Err(err(
                         ErrorCode::ConflictingUpdateOperators,
-                        format!("Updating the path '{}' would create a conflict at '{}'", path.join("."), path[..common].join(".")),
+                        format!(
+                            "Updating the path '{}' would create a conflict at '{}'",
+                            path.join("."),
+                            path[..common].join(".")
+                        ),
                     ));
                 }
             }
@@ -186,31 +197,49 @@ fn check_conflicts(ops: &[UpdateOp]) -> CommandResult<()> {
 
 /// The identifier of a `$[<id>]` component, if it is one.
 fn filter_identifier(component: &str) -> Option<&str> {
-    component.strip_prefix("$[")?.strip_suffix(']').filter(|id| !id.is_empty())
+    component
+        .strip_prefix("$[")?
+        .strip_suffix(']')
+        .filter(|id| !id.is_empty())
 }
 
-fn parse_array_filters(filters: &[Document], ops: &[UpdateOp], update: &Document) -> CommandResult<Vec<(String, Filter)>> {
+fn parse_array_filters(
+    filters: &[Document],
+    ops: &[UpdateOp],
+    update: &Document,
+) -> CommandResult<Vec<(String, Filter)>> {
     let mut out: Vec<(String, Filter)> = Vec::with_capacity(filters.len());
     for f in filters {
         let mut ids = f.keys().map(|k| k.split('.').next().unwrap_or(""));
         let Some(id) = ids.next() else {
-            return Err(err(ErrorCode::FailedToParse, "Cannot use an expression without a top-level field name in arrayFilters"));
+            return Err(err(
+                ErrorCode::FailedToParse,
+                "Cannot use an expression without a top-level field name in arrayFilters",
+            ));
         };
         if let Some(other) = ids.find(|o| *o != id) {
             return Err(err(
                 ErrorCode::FailedToParse,
-                format!("Error parsing array filter :: caused by :: Expected a single top-level field name, found '{id}' and '{other}'"),
+                format!(
+                    "Error parsing array filter :: caused by :: Expected a single top-level field name, found '{id}' and '{other}'"
+                ),
             ));
         }
-        let valid = id.chars().next().is_some_and(|c| c.is_ascii_lowercase()) && id.chars().all(|c| c.is_ascii_alphanumeric());
+        let valid = id.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+            && id.chars().all(|c| c.is_ascii_alphanumeric());
         if !valid {
             return Err(err(
                 ErrorCode::BadValue,
-                format!("Error parsing array filter :: caused by :: The top-level field name must be an alphanumeric string beginning with a lowercase letter, found '{id}'"),
+                format!(
+                    "Error parsing array filter :: caused by :: The top-level field name must be an alphanumeric string beginning with a lowercase letter, found '{id}'"
+                ),
             ));
         }
         if out.iter().any(|(existing, _)| existing == id) {
-            return Err(err(ErrorCode::FailedToParse, format!("Found multiple array filters with the same top-level field name {id}")));
+            return Err(err(
+                ErrorCode::FailedToParse,
+                format!("Found multiple array filters with the same top-level field name {id}"),
+            ));
         }
         out.push((id.to_string(), Filter::parse(f)?));
     }
@@ -218,12 +247,24 @@ fn parse_array_filters(filters: &[Document], ops: &[UpdateOp], update: &Document
     for op in ops {
         for id in op_identifiers(op) {
             if !out.iter().any(|(known, _)| known == id) {
-                return Err(err(ErrorCode::BadValue, format!("No array filter found for identifier '{id}' in path '{}'", op.path)));
+                return Err(err(
+                    ErrorCode::BadValue,
+                    format!(
+                        "No array filter found for identifier '{id}' in path '{}'",
+                        op.path
+                    ),
+                ));
             }
         }
     }
     if let Some((id, _)) = out.iter().find(|(id, _)| !used(id)) {
-        return Err(err(ErrorCode::FailedToParse, format!("The array filter for identifier '{id}' was not used in the update {}", display::document(update))));
+        return Err(err(
+            ErrorCode::FailedToParse,
+            format!(
+                "The array filter for identifier '{id}' was not used in the update {}",
+                display::document(update)
+            ),
+        ));
     }
     Ok(out)
 }

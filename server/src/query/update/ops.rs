@@ -17,11 +17,15 @@ pub enum Arg {
     Unset,
     /// `$rename`: the target path's components.
     Rename(Vec<String>),
-    CurrentDate { timestamp: bool },
+    CurrentDate {
+        timestamp: bool,
+    },
     Push(PushSpec),
     AddToSet(Vec<Bson>),
     /// `$pop`: true removes the first element, false the last.
-    Pop { first: bool },
+    Pop {
+        first: bool,
+    },
     Pull(PullCondition),
     PullAll(Vec<Bson>),
 }
@@ -58,7 +62,10 @@ fn bad(message: impl Into<String>) -> crate::error::CommandError {
 /// Checks a path and splits it.
 fn components(path: &str) -> CommandResult<Vec<String>> {
     if path.is_empty() {
-        return Err(err(ErrorCode::EmptyFieldName, "An empty update path is not valid."));
+        return Err(err(
+            ErrorCode::EmptyFieldName,
+            "An empty update path is not valid.",
+        ));
     }
     let parts: Vec<String> = path.split('.').map(str::to_string).collect();
     if parts.iter().any(String::is_empty) {
@@ -68,14 +75,18 @@ fn components(path: &str) -> CommandResult<Vec<String>> {
         ));
     }
     if parts.iter().filter(|p| *p == "$").count() > 1 {
-        return Err(bad(format!("Too many positional (i.e. '$') elements found in path '{path}'")));
+        return Err(bad(format!(
+            "Too many positional (i.e. '$') elements found in path '{path}'"
+        )));
     }
     for p in &parts {
         let array_op = p == "$" || p == "$[]" || filter_identifier(p).is_some();
         if p.starts_with('$') && !array_op {
             return Err(err(
                 ErrorCode::DollarPrefixedFieldName,
-                format!("The dollar ($) prefixed field '{p}' in '{path}' is not valid for storage."),
+                format!(
+                    "The dollar ($) prefixed field '{p}' in '{path}' is not valid for storage."
+                ),
             ));
         }
     }
@@ -93,10 +104,17 @@ pub fn parse_op(kind: OpKind, path: &str, arg: &Bson) -> CommandResult<Vec<Updat
         OpKind::Unset => Arg::Unset,
         OpKind::Inc | OpKind::Mul => {
             if !types::is_number(arg) {
-                let verb = if kind == OpKind::Inc { "increment" } else { "multiply" };
+                let verb = if kind == OpKind::Inc {
+                    "increment"
+                } else {
+                    "multiply"
+                };
                 return Err(err(
                     ErrorCode::TypeMismatch,
-                    format!("Cannot {verb} with non-numeric argument: {}", display::element(path, arg)),
+                    format!(
+                        "Cannot {verb} with non-numeric argument: {}",
+                        display::element(path, arg)
+                    ),
                 ));
             }
             Arg::Value(arg.clone())
@@ -108,7 +126,12 @@ pub fn parse_op(kind: OpKind, path: &str, arg: &Bson) -> CommandResult<Vec<Updat
         OpKind::Pop => match types::as_f64(arg) {
             Some(1.0) => Arg::Pop { first: false },
             Some(-1.0) => Arg::Pop { first: true },
-            _ => return Err(err(ErrorCode::FailedToParse, format!("$pop expects 1 or -1, found: {}", display::value(arg)))),
+            _ => {
+                return Err(err(
+                    ErrorCode::FailedToParse,
+                    format!("$pop expects 1 or -1, found: {}", display::value(arg)),
+                ));
+            }
         },
         OpKind::Pull => Arg::Pull(parse_pull(arg)?),
         OpKind::PullAll => match arg {
@@ -121,22 +144,37 @@ pub fn parse_op(kind: OpKind, path: &str, arg: &Bson) -> CommandResult<Vec<Updat
             }
         },
     };
-    Ok(vec![UpdateOp { kind, path: path.to_string(), components: comps, arg }])
+    Ok(vec![UpdateOp {
+        kind,
+        path: path.to_string(),
+        components: comps,
+        arg,
+    }])
 }
 
 fn parse_rename(from: &str, from_parts: &[String], arg: &Bson) -> CommandResult<Vec<String>> {
     let Bson::String(to) = arg else {
-        return Err(bad(format!("The 'to' field for $rename must be a string: {}", display::element(from, arg))));
+        return Err(bad(format!(
+            "The 'to' field for $rename must be a string: {}",
+            display::element(from, arg)
+        )));
     };
     let to_parts = components(to)?;
     if is_dynamic(from_parts) {
-        return Err(bad(format!("The source field for $rename may not be dynamic: {from}")));
+        return Err(bad(format!(
+            "The source field for $rename may not be dynamic: {from}"
+        )));
     }
     if is_dynamic(&to_parts) {
-        return Err(bad(format!("The destination field for $rename may not be dynamic: {to}")));
+        return Err(bad(format!(
+            "The destination field for $rename may not be dynamic: {to}"
+        )));
     }
     if from == to {
-        return Err(bad(format!("The source and target field for $rename must differ: {}", display::element(from, arg))));
+        return Err(bad(format!(
+            "The source and target field for $rename must differ: {}",
+            display::element(from, arg)
+        )));
     }
     let common = from_parts.len().min(to_parts.len());
     if from_parts[..common] == to_parts[..common] {
@@ -153,7 +191,9 @@ fn parse_current_date(arg: &Bson) -> CommandResult<Arg> {
         Bson::Boolean(_) => Ok(Arg::CurrentDate { timestamp: false }),
         Bson::Document(d) => match (d.len(), d.get("$type")) {
             (1, Some(Bson::String(t))) if t == "date" => Ok(Arg::CurrentDate { timestamp: false }),
-            (1, Some(Bson::String(t))) if t == "timestamp" => Ok(Arg::CurrentDate { timestamp: true }),
+            (1, Some(Bson::String(t))) if t == "timestamp" => {
+                Ok(Arg::CurrentDate { timestamp: true })
+            }
             _ => Err(bad(
                 "The '$type' string field is required to be 'date' or 'timestamp': {$currentDate: {field : {$type: 'date'}}}",
             )),
@@ -188,7 +228,10 @@ fn parse_add_to_set(arg: &Bson) -> CommandResult<Vec<Bson>> {
         return Ok(vec![arg.clone()]);
     };
     if d.len() > 1 {
-        return Err(bad(format!("Found unexpected fields after $each in $addToSet: {}", display::document(d))));
+        return Err(bad(format!(
+            "Found unexpected fields after $each in $addToSet: {}",
+            display::document(d)
+        )));
     }
     each_list(d, "$addToSet")
 }
@@ -204,9 +247,19 @@ fn whole_integer(v: &Bson, what: &str) -> CommandResult<i64> {
 
 fn parse_push(arg: &Bson) -> CommandResult<PushSpec> {
     let Some(d) = has_each(arg) else {
-        return Ok(PushSpec { each: vec![arg.clone()], slice: None, sort: None, position: None });
+        return Ok(PushSpec {
+            each: vec![arg.clone()],
+            slice: None,
+            sort: None,
+            position: None,
+        });
     };
-    let mut spec = PushSpec { each: each_list(d, "$push")?, slice: None, sort: None, position: None };
+    let mut spec = PushSpec {
+        each: each_list(d, "$push")?,
+        slice: None,
+        sort: None,
+        position: None,
+    };
     for (k, v) in d {
         match k.as_str() {
             "$each" => {}
@@ -220,13 +273,21 @@ fn parse_push(arg: &Bson) -> CommandResult<PushSpec> {
 }
 
 fn parse_push_sort(v: &Bson) -> CommandResult<PushSort> {
-    let invalid = || bad("The $sort is invalid: use 1/-1 to sort the whole element, or {field:1/-1} to sort embedded fields");
+    let invalid = || {
+        bad(
+            "The $sort is invalid: use 1/-1 to sort the whole element, or {field:1/-1} to sort embedded fields",
+        )
+    };
     match v {
         Bson::Document(d) => {
             if d.is_empty() {
-                return Err(bad("The $sort pattern is empty when it should be a set of fields."));
+                return Err(bad(
+                    "The $sort pattern is empty when it should be a set of fields.",
+                ));
             }
-            SortSpec::parse(d).map(PushSort::Fields).map_err(|_| invalid())
+            SortSpec::parse(d)
+                .map(PushSort::Fields)
+                .map_err(|_| invalid())
         }
         other => match types::as_f64(other) {
             Some(1.0) => Ok(PushSort::Whole(true)),
@@ -238,18 +299,23 @@ fn parse_push_sort(v: &Bson) -> CommandResult<PushSort> {
 
 fn parse_pull(arg: &Bson) -> CommandResult<PullCondition> {
     match arg {
-        Bson::RegularExpression(r) => Ok(PullCondition::Regex(RegexPred::new(r.pattern.as_str(), r.options.as_str())?)),
+        Bson::RegularExpression(r) => Ok(PullCondition::Regex(RegexPred::new(
+            r.pattern.as_str(),
+            r.options.as_str(),
+        )?)),
         Bson::Document(d) => {
-            let value_form = d
-                .keys()
-                .next()
-                .is_some_and(|k| k.starts_with('$') && !matches!(k.as_str(), "$and" | "$or" | "$nor" | "$expr"));
+            let value_form = d.keys().next().is_some_and(|k| {
+                k.starts_with('$') && !matches!(k.as_str(), "$and" | "$or" | "$nor" | "$expr")
+            });
             if !value_form {
                 return Ok(PullCondition::Filter(Box::new(Filter::parse(d)?)));
             }
             // Reuse the value form of $elemMatch: operators applied to each element itself.
             match Filter::parse(&doc! {"v": {"$elemMatch": d.clone()}})? {
-                Filter::Path { op: Op::ElemMatchValue(tree), .. } => Ok(PullCondition::Filter(tree)),
+                Filter::Path {
+                    op: Op::ElemMatchValue(tree),
+                    ..
+                } => Ok(PullCondition::Filter(tree)),
                 other => Ok(PullCondition::Filter(Box::new(other))),
             }
         }

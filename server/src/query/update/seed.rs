@@ -21,14 +21,18 @@ pub fn upsert_seed(filter: &Filter) -> CommandResult<Document> {
             if long.starts_with(short.as_str()) && long.as_bytes().get(short.len()) == Some(&b'.') {
                 return Err(err(
                     ErrorCode::NotSingleValueField,
-                    format!("cannot infer query fields to set, both paths '{long}' and '{short}' are matched"),
+                    format!(
+                        "cannot infer query fields to set, both paths '{long}' and '{short}' are matched"
+                    ),
                 ));
             }
         }
     }
     let mut seed = Document::new();
     // `_id` first, as mongod stores it.
-    let (ids, rest): (Vec<_>, Vec<_>) = fields.into_iter().partition(|(p, _)| p == "_id" || p.starts_with("_id."));
+    let (ids, rest): (Vec<_>, Vec<_>) = fields
+        .into_iter()
+        .partition(|(p, _)| p == "_id" || p.starts_with("_id."));
     for (path, value) in ids.into_iter().chain(rest) {
         set_path(&mut seed, &path, value)?;
     }
@@ -42,12 +46,16 @@ fn set_path(doc: &mut Document, path: &str, value: Bson) -> CommandResult<()> {
             Ok(())
         }
         Some((head, rest)) => {
-            let child = doc.entry(head.to_string()).or_insert_with(|| Bson::Document(Document::new()));
+            let child = doc
+                .entry(head.to_string())
+                .or_insert_with(|| Bson::Document(Document::new()));
             match child {
                 Bson::Document(d) => set_path(d, rest, value),
                 other => Err(err(
                     ErrorCode::PathNotViable,
-                    format!("cannot infer query fields to set, path '{head}' holds {other} and '{rest}' cannot be created in it"),
+                    format!(
+                        "cannot infer query fields to set, path '{head}' holds {other} and '{rest}' cannot be created in it"
+                    ),
                 )),
             }
         }
