@@ -66,6 +66,16 @@ async fn run(state: &Arc<ServerState>, stream: &mut TcpStream, info: &mut Connec
                 state.network.num_requests.fetch_add(1, Relaxed);
                 let message = match wire::decode(&frame) {
                     Ok(m) => m,
+                    Err(e) if !e.closes_connection() => {
+                        // mongod answers these (a well-framed OP_MSG with bad sections) with an error.
+                        let Some(reply) = decode_error_reply(&frame, &e) else {
+                            return End::Malformed(e.to_string());
+                        };
+                        if let Err(io) = stream.write_all(&reply).await {
+                            return End::Io(io);
+                        }
+                        continue;
+                    }
                     Err(e) => return End::Malformed(e.to_string()),
                 };
                 state.connections.active.fetch_add(1, Relaxed);
@@ -264,6 +274,20 @@ fn reply_bytes(reply: Reply) -> Result<RawDocumentBuf, bson::error::Error> {
         Reply::Raw(r) => Ok(r),
         Reply::Close => Ok(RawDocumentBuf::new()),
     }
+}
+
+/// The error reply to a frame that decoded badly but leaves the connection usable.
+fn decode_error_reply(frame: &[u8], e: &wire::WireError) -> Option<Vec<u8>> {
+    let header = wire::Header::parse(frame)?;
+    let (code, name) = e.mongod_code();
+    let body = bson::doc! { "ok": 0.0, "errmsg": e.to_string(), "code": code, "codeName": name };
+    let body = RawDocumentBuf::try_from(&body).ok()?;
+    let msg = OpMsg {
+        flags: 0,
+        body,
+        sequences: vec![],
+    };
+    wire::encode_msg(next_response_id(), header.request_id, &msg, None).ok()
 }
 
 fn next_response_id() -> i32 {

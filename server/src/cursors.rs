@@ -8,10 +8,12 @@
 //! held in memory.
 
 use crate::error::{CommandResult, ErrorCode, err};
+use crate::planner::IndexPlan;
 use crate::query::matcher::Filter;
 use crate::query::projection::Projection;
 use bson::RawDocumentBuf;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::ops::Bound;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use storage::{Collection, Direction, RecordId};
@@ -31,13 +33,26 @@ pub enum DocSource {
     Scan(ScanState),
 }
 
-/// A resumable, filtered collection scan.
+/// Where a scan reads: the collection in RecordId order, or an index plan's intervals.
+pub enum ScanMode {
+    Collection {
+        direction: Direction,
+        after: Option<RecordId>,
+    },
+    Index {
+        plan: IndexPlan,
+        interval: usize,
+        after: Option<(Vec<u8>, RecordId)>,
+        seen: HashSet<RecordId>,
+    },
+}
+
+/// A resumable, filtered scan (collection or index) that skips, limits and projects as it goes.
 pub struct ScanState {
     pub coll: Arc<Collection>,
     pub filter: Arc<Filter>,
     pub projection: Option<Arc<Projection>>,
-    pub direction: Direction,
-    pub after: Option<RecordId>,
+    pub mode: ScanMode,
     pub skip: u64,
     /// Documents still to return; `None` = no limit.
     pub remaining: Option<u64>,
@@ -45,53 +60,162 @@ pub struct ScanState {
     pub exhausted: bool,
     /// Matching documents read ahead of the batch that asked for them.
     pub pending: VecDeque<RawDocumentBuf>,
+    pub keys_examined: u64,
+    pub docs_examined: u64,
+    /// Matches read from storage but not yet handed out.
+    matches: VecDeque<(RecordId, RawDocumentBuf, Option<usize>)>,
 }
 
 impl ScanState {
-    fn done(&self) -> bool {
-        self.pending.is_empty() && (self.exhausted || self.remaining == Some(0))
+    pub fn new(coll: Arc<Collection>, filter: Arc<Filter>, mode: ScanMode) -> ScanState {
+        ScanState {
+            coll,
+            filter,
+            projection: None,
+            mode,
+            skip: 0,
+            remaining: None,
+            show_record_id: false,
+            exhausted: false,
+            pending: VecDeque::new(),
+            keys_examined: 0,
+            docs_examined: 0,
+            matches: VecDeque::new(),
+        }
     }
 
-    /// Read the next chunk of the collection into `pending`.
-    fn fill(&mut self, deadline: Option<Instant>) -> CommandResult<()> {
-        check_deadline(deadline)?;
-        let chunk = self
-            .coll
-            .scan(self.direction, self.after, SCAN_CHUNK_COUNT)
-            .map_err(|e| crate::catalog::storage_error(e, "", ""))?;
-        if chunk.len() < SCAN_CHUNK_COUNT {
-            self.exhausted = true;
-        }
-        for (rid, doc) in chunk {
-            self.after = Some(rid);
-            if self.remaining == Some(0) {
-                self.exhausted = true;
-                break;
-            }
-            let Some(details) = self.filter.try_matches(&doc)? else {
-                continue;
-            };
-            if self.skip > 0 {
-                self.skip -= 1;
-                continue;
-            }
-            if let Some(r) = self.remaining.as_mut() {
-                *r -= 1;
-            }
-            let out = match &self.projection {
-                Some(p) => {
-                    let d = p.apply(&doc, details.array_pos)?;
-                    RawDocumentBuf::try_from(&d)
-                        .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?
+    fn done(&self) -> bool {
+        // Matches read ahead past the limit are never handed out.
+        self.pending.is_empty()
+            && (self.remaining == Some(0) || (self.exhausted && self.matches.is_empty()))
+    }
+
+    /// The next chunk of candidate documents from storage (before the filter).
+    fn next_candidates(&mut self) -> CommandResult<Vec<(RecordId, RawDocumentBuf)>> {
+        let serr = |e| crate::catalog::storage_error(e, "", "");
+        match &mut self.mode {
+            ScanMode::Collection { direction, after } => {
+                let chunk = self
+                    .coll
+                    .scan(*direction, *after, SCAN_CHUNK_COUNT)
+                    .map_err(serr)?;
+                if chunk.len() < SCAN_CHUNK_COUNT {
+                    self.exhausted = true;
                 }
-                None => doc,
-            };
-            self.pending.push_back(if self.show_record_id {
-                with_record_id(out, rid)
-            } else {
-                out
-            });
+                if let Some((rid, _)) = chunk.last() {
+                    *after = Some(*rid);
+                }
+                self.docs_examined += chunk.len() as u64;
+                Ok(chunk)
+            }
+            ScanMode::Index {
+                plan,
+                interval,
+                after,
+                seen,
+            } => {
+                let n = plan.intervals.len();
+                if *interval >= n {
+                    self.exhausted = true;
+                    return Ok(vec![]);
+                }
+                let idx = if plan.direction == Direction::Forward {
+                    *interval
+                } else {
+                    n - 1 - *interval
+                };
+                let (lo, hi) = &plan.intervals[idx];
+                let resume = after.as_ref().map(|(k, r)| (k.as_slice(), *r));
+                let entries = self
+                    .coll
+                    .index_scan(
+                        &plan.index_name,
+                        Bound::Included(lo),
+                        Bound::Excluded(hi),
+                        plan.direction,
+                        resume,
+                        SCAN_CHUNK_COUNT,
+                    )
+                    .map_err(serr)?;
+                self.keys_examined += entries.len() as u64;
+                if entries.len() < SCAN_CHUNK_COUNT {
+                    *interval += 1;
+                    *after = None;
+                } else if let Some((k, r)) = entries.last() {
+                    *after = Some((k.clone(), *r));
+                }
+                let mut out = Vec::with_capacity(entries.len());
+                for (_, rid) in entries {
+                    // A multikey index holds a document once per distinct key.
+                    if plan.multikey && !seen.insert(rid) {
+                        continue;
+                    }
+                    if let Some(doc) = self.coll.get(rid).map_err(serr)? {
+                        self.docs_examined += 1;
+                        out.push((rid, doc));
+                    }
+                }
+                Ok(out)
+            }
         }
+    }
+
+    /// The next matching document with its array position, after skip and within the limit.
+    pub fn next_match(
+        &mut self,
+        deadline: Option<Instant>,
+    ) -> CommandResult<Option<(RecordId, RawDocumentBuf, Option<usize>)>> {
+        loop {
+            if self.remaining == Some(0) {
+                return Ok(None);
+            }
+            if let Some(m) = self.buffer_pop() {
+                return Ok(Some(m));
+            }
+            if self.exhausted {
+                return Ok(None);
+            }
+            check_deadline(deadline)?;
+            for (rid, doc) in self.next_candidates()? {
+                let Some(details) = self.filter.try_matches(&doc)? else {
+                    continue;
+                };
+                if self.skip > 0 {
+                    self.skip -= 1;
+                    continue;
+                }
+                self.matches.push_back((rid, doc, details.array_pos));
+            }
+        }
+    }
+
+    fn buffer_pop(&mut self) -> Option<(RecordId, RawDocumentBuf, Option<usize>)> {
+        let m = self.matches.pop_front()?;
+        if let Some(r) = self.remaining.as_mut() {
+            *r -= 1;
+        }
+        Some(m)
+    }
+
+    /// Read ahead into `pending`: projected result documents.
+    fn fill(&mut self, deadline: Option<Instant>) -> CommandResult<()> {
+        let Some((rid, doc, pos)) = self.next_match(deadline)? else {
+            self.exhausted = true;
+            return Ok(());
+        };
+        let out = match &self.projection {
+            Some(p) => {
+                let d = p.apply(&doc, pos)?;
+                RawDocumentBuf::try_from(&d)
+                    .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?
+            }
+            None => doc,
+        };
+        self.pending.push_back(if self.show_record_id {
+            with_record_id(out, rid)
+        } else {
+            out
+        });
         Ok(())
     }
 }
@@ -289,5 +413,70 @@ mod tests {
         assert_eq!(s.next_batch(2, None).unwrap().len(), 2);
         assert_eq!(s.next_batch(10, None).unwrap().len(), 3);
         assert!(s.is_exhausted());
+    }
+}
+
+#[cfg(test)]
+mod scan_tests {
+    use super::*;
+
+    #[test]
+    fn index_scans_terminate_both_ways() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = storage::Engine::open(dir.path(), storage::EngineOptions::default()).unwrap();
+        let coll = engine
+            .create_collection("t", "c", bson::Document::new())
+            .unwrap();
+        let ops: Vec<storage::WriteOp> = (0..1000)
+            .map(|i| {
+                storage::WriteOp::Insert(
+                    RawDocumentBuf::try_from(&bson::doc! { "_id": i }).unwrap(),
+                )
+            })
+            .collect();
+        coll.write(ops).unwrap();
+        for direction in [Direction::Forward, Direction::Backward] {
+            let plan = crate::planner::IndexPlan {
+                index_name: "_id_".into(),
+                key_pattern: bson::doc! { "_id": 1 },
+                multikey: false,
+                field_bounds: vec![],
+                intervals: vec![(Vec::new(), vec![0xFF; 64])],
+                direction,
+                provides_sort: true,
+            };
+            let filter = Arc::new(Filter::parse(&bson::doc! {}).unwrap());
+            let mode = ScanMode::Index {
+                plan,
+                interval: 0,
+                after: None,
+                seen: HashSet::new(),
+            };
+            let mut scan = ScanState::new(coll.clone(), filter, mode);
+            let mut ids = Vec::new();
+            let mut limited = ScanState::new(
+                coll.clone(),
+                Arc::new(Filter::parse(&bson::doc! {}).unwrap()),
+                ScanMode::Collection {
+                    direction,
+                    after: None,
+                },
+            );
+            limited.remaining = Some(3);
+            let mut source = DocSource::Scan(limited);
+            assert_eq!(source.next_batch(101, None).unwrap().len(), 3);
+            assert!(source.is_exhausted(), "a limit reached ends the cursor");
+            while let Some((_, doc, _)) = scan.next_match(None).unwrap() {
+                ids.push(doc.get_i32("_id").unwrap());
+                assert!(ids.len() <= 1000, "{direction:?} scan does not end");
+            }
+            assert_eq!(ids.len(), 1000);
+            let mut sorted = ids.clone();
+            sorted.sort();
+            if direction == Direction::Backward {
+                sorted.reverse();
+            }
+            assert_eq!(ids, sorted);
+        }
     }
 }

@@ -13,6 +13,7 @@ pub mod listener;
 pub mod logging;
 pub mod ops;
 pub mod parameters;
+pub mod planner;
 pub mod query;
 pub mod server;
 pub mod state;

@@ -8,7 +8,7 @@
 //! open containers replaces recursion, so no input depth can exhaust the thread's stack.
 
 use crate::error::WireError;
-use crate::limits::{BSON_DOCUMENT_SIZE_MIN, BSON_NESTING_DEPTH_MAX, I32_SIZE};
+use crate::limits::{BSON_DOCUMENT_SIZE_MIN, BSON_NESTING_DEPTH_MAX, I32_SIZE, I64_SIZE};
 
 const TYPE_DOUBLE: u8 = 0x01;
 const TYPE_STRING: u8 = 0x02;
@@ -35,6 +35,8 @@ const TYPE_MAX_KEY: u8 = 0x7F;
 const OBJECT_ID_SIZE: usize = 12;
 const DECIMAL128_SIZE: usize = 16;
 const BINARY_SUBTYPE_OLD: u8 = 0x02;
+/// Typical documents nest a few levels; one allocation covers them.
+const ENDS_INITIAL_CAPACITY: usize = 8;
 
 /// Walk `doc` (exactly one document's bytes). `what` names the document in errors.
 pub(crate) fn validate(doc: &[u8], what: &'static str) -> Result<(), WireError> {
@@ -42,7 +44,7 @@ pub(crate) fn validate(doc: &[u8], what: &'static str) -> Result<(), WireError> 
         doc,
         what,
         pos: 0,
-        ends: Vec::new(),
+        ends: Vec::with_capacity(ENDS_INITIAL_CAPACITY),
     };
     walk.open_container()?;
     if walk.ends.first() != Some(&doc.len()) {
@@ -63,6 +65,12 @@ pub(crate) fn validate(doc: &[u8], what: &'static str) -> Result<(), WireError> 
         }
     }
     Ok(())
+}
+
+/// Keys and most strings are short ASCII; checking that inline first is several times faster
+/// than the general UTF-8 validator on such inputs.
+fn is_utf8(bytes: &[u8]) -> bool {
+    bytes.is_ascii() || std::str::from_utf8(bytes).is_ok()
 }
 
 struct Walk<'a> {
@@ -119,7 +127,9 @@ impl Walk<'_> {
             .iter()
             .position(|&b| b == 0)
             .ok_or(self.bad("unterminated cstring"))?;
-        std::str::from_utf8(&bytes[..nul]).map_err(|_| self.bad("cstring is not UTF-8"))?;
+        if !is_utf8(&bytes[..nul]) {
+            return Err(self.bad("cstring is not UTF-8"));
+        }
         Ok(nul + 1)
     }
 
@@ -137,7 +147,9 @@ impl Walk<'_> {
             .doc
             .get(start..end - 1)
             .ok_or(self.bad("string out of bounds"))?;
-        std::str::from_utf8(text).map_err(|_| self.bad("string is not UTF-8"))?;
+        if !is_utf8(text) {
+            return Err(self.bad("string is not UTF-8"));
+        }
         Ok(I32_SIZE + len)
     }
 
@@ -156,7 +168,7 @@ impl Walk<'_> {
                 _ => return Err(self.bad("boolean is not 0 or 1")),
             },
             TYPE_INT32 => I32_SIZE,
-            TYPE_DOUBLE | TYPE_DATE_TIME | TYPE_TIMESTAMP | TYPE_INT64 => 8,
+            TYPE_DOUBLE | TYPE_DATE_TIME | TYPE_TIMESTAMP | TYPE_INT64 => I64_SIZE,
             TYPE_OBJECT_ID => OBJECT_ID_SIZE,
             TYPE_DECIMAL128 => DECIMAL128_SIZE,
             TYPE_STRING | TYPE_JAVASCRIPT | TYPE_SYMBOL => self.string(value, limit)?,

@@ -33,6 +33,17 @@ pub struct Message {
     pub compressor: Option<Compressor>,
 }
 
+impl Body {
+    /// The opcode this body is carried under (before any compression).
+    pub fn op_code(&self) -> OpCode {
+        match self {
+            Body::Msg(_) => OpCode::Msg,
+            Body::Query(_) => OpCode::Query,
+            Body::Reply(_) => OpCode::Reply,
+        }
+    }
+}
+
 /// Decode exactly one whole frame (as delimited by `frame_length`).
 pub fn decode(frame: &[u8]) -> Result<Message, WireError> {
     let header = checked_header(frame)?;

@@ -7,7 +7,10 @@
 use std::io::Read;
 
 use crate::error::WireError;
-use crate::limits::DECOMPRESS_INITIAL_CAPACITY_BYTES;
+use crate::limits::{
+    DECOMPRESS_INITIAL_CAPACITY_BYTES, SNAPPY_EXPANSION_MAX, SNAPPY_EXPANSION_SLACK_BYTES,
+    ZSTD_WINDOW_LOG_MAX, ZSTD_WINDOW_LOG_SIZED_MAX,
+};
 
 /// A compressor as named in `hello`'s `compression` list and identified in OP_COMPRESSED.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -81,6 +84,11 @@ impl Compressor {
                 if stated != declared_bytes {
                     return Err(self.mismatch(declared_bytes));
                 }
+                let possible =
+                    input.len().saturating_mul(SNAPPY_EXPANSION_MAX) + SNAPPY_EXPANSION_SLACK_BYTES;
+                if stated > possible {
+                    return Err(corrupt(&"states more output than its input can encode"));
+                }
                 let mut out = vec![0; stated];
                 let written = snap::raw::Decoder::new()
                     .decompress(input, &mut out)
@@ -91,7 +99,22 @@ impl Compressor {
             Self::Zlib => read_bounded(flate2::read::ZlibDecoder::new(input), declared_bytes)
                 .map_err(|e| corrupt(&e))?,
             Self::Zstd => {
-                let decoder = zstd::stream::read::Decoder::new(input).map_err(|e| corrupt(&e))?;
+                // A frame header stating its content size must agree before any buffer is made.
+                // The decoder's window buffer is at most the stated content size when there is
+                // one (then it must equal the declared size), else at most 2^ZSTD_WINDOW_LOG_MAX.
+                let window_log_max = match zstd::zstd_safe::get_frame_content_size(input) {
+                    Ok(Some(stated)) if stated != declared_bytes as u64 => {
+                        return Err(self.mismatch(declared_bytes));
+                    }
+                    Ok(Some(_)) => ZSTD_WINDOW_LOG_SIZED_MAX,
+                    Ok(None) => ZSTD_WINDOW_LOG_MAX,
+                    Err(_) => return Err(corrupt(&"not a zstd frame")),
+                };
+                let mut decoder =
+                    zstd::stream::read::Decoder::new(input).map_err(|e| corrupt(&e))?;
+                decoder
+                    .window_log_max(window_log_max)
+                    .map_err(|e| corrupt(&e))?;
                 read_bounded(decoder, declared_bytes).map_err(|e| corrupt(&e))?
             }
         };

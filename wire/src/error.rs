@@ -47,6 +47,10 @@ pub enum WireError {
     },
     #[error("OP_MSG repeats the document sequence {0:?}")]
     DuplicateSequence(String),
+    #[error("OP_MSG has more than {count_max} document sequences")]
+    TooManySequences { count_max: usize },
+    #[error("OP_MSG body already has the field {0:?} named by a document sequence")]
+    DuplicateBodyField(String),
     #[error("OP_REPLY numberReturned is {declared} but {found} documents follow")]
     ReplyCount { declared: i64, found: usize },
     #[error("unknown compressor id {0}")]
@@ -70,4 +74,42 @@ pub enum WireError {
         compressor: Compressor,
         reason: String,
     },
+}
+
+impl WireError {
+    /// mongod's error code and codeName for this failure, for the error reply a server sends
+    /// when the connection survives (see `closes_connection`). Numeric-only mongod assertions
+    /// are named `Location<code>` as mongod names them.
+    pub fn mongod_code(&self) -> (i32, &'static str) {
+        match self {
+            Self::UnknownRequiredFlags(_) => (223, "IllegalOpMsgFlag"),
+            Self::TooManySequences { .. } => (233, "TooManyDocumentSequences"),
+            Self::Checksum { .. } => (288, "ChecksumMismatch"),
+            Self::BodySectionCount(0) => (40587, "Location40587"),
+            Self::BodySectionCount(_) => (40430, "Location40430"),
+            Self::DuplicateSequence(_) => (40431, "Location40431"),
+            Self::UnknownSectionKind(_) => (40432, "Location40432"),
+            Self::DuplicateBodyField(_) => (40433, "Location40433"),
+            Self::DocumentTooLarge { .. } => (10334, "BSONObjectTooLarge"),
+            Self::InvalidBson { .. } => (22, "InvalidBSON"),
+            _ => (9, "FailedToParse"),
+        }
+    }
+
+    /// Whether mongod drops the connection for this failure instead of replying with an
+    /// error: framing and compression damage (the stream can no longer be trusted) and the
+    /// parse errors mongod classes as connection-fatal (illegal flags, too many sequences,
+    /// checksum mismatch). The others are answered with `{ok: 0, code, errmsg}` to the
+    /// frame's requestID, which `Header::parse` still yields.
+    pub fn closes_connection(&self) -> bool {
+        !matches!(
+            self,
+            Self::BodySectionCount(_)
+                | Self::DuplicateSequence(_)
+                | Self::UnknownSectionKind(_)
+                | Self::DuplicateBodyField(_)
+                | Self::DocumentTooLarge { .. }
+                | Self::InvalidBson { .. }
+        )
+    }
 }

@@ -8,12 +8,12 @@
 //! "a frame of N bytes is there" or "impossible length" (below 16 or above
 //! [`limits::MESSAGE_SIZE_MAX`]). [`FrameReader`] wraps that around a `BytesMut`. [`decode`]
 //! turns one whole frame into a [`Message`]; OP_COMPRESSED is undone on the way and remembered in
-//! [`Message::compressor`]. Every document is walked once ([`bson_check`](crate)) so that later
-//! raw reads of it cannot fail on structure.
+//! [`Message::compressor`]. Every document is walked once (see [`validate_document`]) so that
+//! later raw reads of it through the `bson` crate cannot fail on structure.
 //!
 //! # Writing
 //! [`encode_msg`], [`encode_reply`], [`encode_query`] build frames from owned messages.
-//! [`MsgWriter` builds an OP_MSG reply in place, appending stored documents as raw bytes,
+//! [`MsgWriter`] builds an OP_MSG reply in place, appending stored documents as raw bytes,
 //! with no intermediate `RawDocumentBuf` and no copy beyond the one into the frame.
 //!
 //! # Byte layouts (all integers little-endian)
@@ -40,7 +40,7 @@
 //! | kind | payload                                                                              |
 //! |-----:|--------------------------------------------------------------------------------------|
 //! | 0    | one BSON document: the body. Exactly one kind-0 section per message.                 |
-//! | 1    | i32 size (counting these 4 bytes), cstring identifier, BSON documents filling exactly `size`. Identifiers are distinct. |
+//! | 1    | i32 size (counting these 4 bytes), cstring identifier, BSON documents filling exactly `size`. At most 2, identifiers distinct and not already a (dotted) field of the body. |
 //!
 //! OP_QUERY (2004), accepted only for the legacy handshake:
 //!
@@ -81,6 +81,14 @@
 //! BSON documents inside messages: i32 length (5..=16 MiB + 16 KiB), elements, a zero byte;
 //! fully walked on decode (types known, lengths nested correctly, strings/keys UTF-8, booleans
 //! 0/1, nesting at most [`limits::BSON_NESTING_DEPTH_MAX`]).
+//!
+//! # Allocation bounds
+//! Nothing is reserved from a declared length before that length is checked: frames against
+//! `MESSAGE_SIZE_MAX` from their first four bytes, documents against
+//! `BSON_OBJECT_SIZE_INTERNAL_MAX` and the bytes actually present, uncompressedSize against
+//! `MESSAGE_SIZE_MAX - 16`. Decompressed output grows with the bytes really produced; a snappy
+//! stream must be able to encode what it states (`SNAPPY_EXPANSION_MAX`), and a zstd frame's
+//! stated content size must equal uncompressedSize (its window is capped otherwise).
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 mod bson_check;

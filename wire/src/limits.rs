@@ -15,6 +15,8 @@ pub const BSON_DOCUMENT_SIZE_MIN: usize = 5;
 /// Nesting depth (documents and arrays inside the top-level document) accepted on the wire;
 /// mongod's default `maxBSONDepth`.
 pub const BSON_NESTING_DEPTH_MAX: usize = 200;
+/// Document sequences (kind-1 sections) accepted in one OP_MSG, as in mongod.
+pub const SEQUENCE_COUNT_MAX: usize = 2;
 /// The most documents `hello` advertises per write batch (`maxWriteBatchSize`).
 pub const WRITE_BATCH_COUNT_MAX: usize = 100_000;
 
@@ -63,3 +65,20 @@ const _: () = assert!(BSON_OBJECT_SIZE_INTERNAL_MAX < MESSAGE_SIZE_MAX);
 const _: () = assert!(MESSAGE_SIZE_MAX <= i32::MAX as usize);
 const _: () = assert!(OP_CODE_OFFSET + I32_SIZE == HEADER_SIZE);
 const _: () = assert!(MSG_SIZE_MIN > HEADER_SIZE);
+
+/// The most a snappy block can expand: its densest element is a 3-byte copy of 64 bytes
+/// (about 21x), so a raw stream claiming more than 32x its size plus a little is corrupt and is
+/// refused before the output buffer is allocated.
+pub const SNAPPY_EXPANSION_MAX: usize = 32;
+pub const SNAPPY_EXPANSION_SLACK_BYTES: usize = 64;
+/// Largest zstd window (log2 bytes) accepted from a frame that does not state its content
+/// size. The decoder allocates its window from the frame header, so this caps what a hostile
+/// header can make it reserve (32 MiB < MESSAGE_SIZE_MAX); default-level compressors use far
+/// smaller windows.
+pub const ZSTD_WINDOW_LOG_MAX: u32 = 25;
+/// The same for a frame that states its content size (checked equal to the declared size
+/// first): zstd then sizes its buffer by the content, so any window up to the message limit
+/// is safe, and one-shot compressors of a big batch use exactly such a window.
+pub const ZSTD_WINDOW_LOG_SIZED_MAX: u32 = 26;
+
+const _: () = assert!((1usize << ZSTD_WINDOW_LOG_MAX) < MESSAGE_SIZE_MAX);

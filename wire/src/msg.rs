@@ -4,10 +4,12 @@
 //! any section and rejects unknown *required* flag bits (0-15), as the spec demands; unknown
 //! optional bits (16-31) are kept and ignored.
 
-use bson::RawDocumentBuf;
+use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
 
 use crate::error::WireError;
-use crate::limits::{CHECKSUM_SIZE, HEADER_SIZE, I32_SIZE, MSG_SECTIONS_OFFSET};
+use crate::limits::{
+    CHECKSUM_SIZE, HEADER_SIZE, I32_SIZE, MSG_SECTIONS_OFFSET, SEQUENCE_COUNT_MAX,
+};
 use crate::reader::{Reader, owned_document};
 
 /// The message ends with a CRC-32C of all bytes before it.
@@ -88,15 +90,18 @@ pub(crate) fn decode(frame: &[u8]) -> Result<OpMsg, WireError> {
         })?;
     let mut reader = Reader::new(sections);
     let mut body = None;
-    let mut body_count = 0;
     let mut sequences: Vec<DocumentSequence> = Vec::new();
+    // Errors are raised in the order mongod raises them while walking the sections.
     while reader.remaining() > 0 {
         match reader.u8("section kind")? {
-            SECTION_KIND_BODY => {
-                body_count += 1;
-                body = Some(reader.document("OP_MSG body")?);
-            }
+            SECTION_KIND_BODY if body.is_some() => return Err(WireError::BodySectionCount(2)),
+            SECTION_KIND_BODY => body = Some(reader.document("OP_MSG body")?),
             SECTION_KIND_SEQUENCE => {
+                if sequences.len() >= SEQUENCE_COUNT_MAX {
+                    return Err(WireError::TooManySequences {
+                        count_max: SEQUENCE_COUNT_MAX,
+                    });
+                }
                 let sequence = decode_sequence(&mut reader)?;
                 if sequences
                     .iter()
@@ -109,14 +114,34 @@ pub(crate) fn decode(frame: &[u8]) -> Result<OpMsg, WireError> {
             kind => return Err(WireError::UnknownSectionKind(kind)),
         }
     }
-    match (body, body_count) {
-        (Some(body), 1) => Ok(OpMsg {
-            flags,
-            body: owned_document(body, "OP_MSG body")?,
-            sequences,
-        }),
-        _ => Err(WireError::BodySectionCount(body_count)),
+    let body = owned_document(body.ok_or(WireError::BodySectionCount(0))?, "OP_MSG body")?;
+    if let Some(clash) = sequences
+        .iter()
+        .find(|s| body_has_path(&body, &s.identifier))
+    {
+        return Err(WireError::DuplicateBodyField(clash.identifier.clone()));
     }
+    Ok(OpMsg {
+        flags,
+        body,
+        sequences,
+    })
+}
+
+/// Whether the body already holds the (possibly dotted) path a sequence would fill. Like
+/// mongod, an array met along the path counts as holding it.
+fn body_has_path(body: &RawDocument, path: &str) -> bool {
+    let mut doc = body;
+    let mut parts = path.split('.').peekable();
+    while let Some(part) = parts.next() {
+        match doc.get(part) {
+            Ok(Some(RawBsonRef::Document(inner))) if parts.peek().is_some() => doc = inner,
+            Ok(Some(RawBsonRef::Array(_))) => return true,
+            Ok(Some(_)) => return parts.peek().is_none(),
+            _ => return false,
+        }
+    }
+    false
 }
 
 /// Check the trailing CRC-32C; returns where the sections end (just before it).

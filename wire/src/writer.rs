@@ -195,6 +195,7 @@ impl DocWriter {
         let bytes = self.finish_buffer();
         // Built by us element by element, so it is well formed; an empty document is the
         // fallback only if that invariant were ever broken.
+        debug_assert!(crate::bson_check::validate(&bytes, "DocWriter output").is_ok());
         RawDocumentBuf::from_bytes(bytes).unwrap_or_default()
     }
 }

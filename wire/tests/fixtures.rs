@@ -332,3 +332,38 @@ fn doc_writer_append_bson_any_value() {
     let want = rawdoc! { "o": oid, "n": null, "b": true, "z": null, "a": [5, "s"] };
     assert_eq!(w.finish(), want);
 }
+
+#[test]
+fn large_zstd_batch_near_the_limit_decodes() {
+    // A 40 MB one-shot zstd frame (window = content size) must be accepted.
+    let docs = vec![
+        rawdoc! { "x": bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes: vec![7; 4_000_000] } };
+        10
+    ];
+    let seq = DocumentSequence {
+        identifier: "documents".into(),
+        documents: docs,
+    };
+    let msg = OpMsg {
+        sequences: vec![seq],
+        ..OpMsg::new(rawdoc! { "insert": "c" })
+    };
+    let frame = encode_msg(1, 0, &msg, Some(Compressor::Zstd)).unwrap();
+    assert!(frame.len() < 1_000_000);
+    assert_eq!(decode(&frame).unwrap().body, Body::Msg(msg));
+}
+
+#[test]
+fn hand_written_snappy_literal_block_decodes() {
+    // Snappy raw format: varint uncompressed length, then a literal element whose tag byte is
+    // (length - 1) << 2 for lengths up to 60, then the bytes themselves.
+    let plain = encode_msg(21, 0, &OpMsg::new(rawdoc! { "a": 1 }), None).unwrap();
+    let inner = &plain[16..];
+    assert!(inner.len() <= 60);
+    let mut block = vec![inner.len() as u8, ((inner.len() - 1) << 2) as u8];
+    block.extend_from_slice(inner);
+    let framed = compressed_frame(&plain, Compressor::Snappy, &block);
+    let mut want = decode(&plain).unwrap();
+    want.compressor = Some(Compressor::Snappy);
+    assert_eq!(decode(&framed).unwrap(), want);
+}

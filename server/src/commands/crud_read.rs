@@ -4,8 +4,9 @@
 
 use super::args::{self, check_fields};
 use super::{Reply, Request};
-use crate::cursors::{Cursor, DocSource, FIRST_BATCH_COUNT_DEFAULT, ScanState, check_deadline};
+use crate::cursors::{Cursor, DocSource, FIRST_BATCH_COUNT_DEFAULT, ScanState};
 use crate::error::{CommandResult, ErrorCode, err};
+use crate::planner;
 use crate::query::matcher::Filter;
 use crate::query::projection::Projection;
 use crate::query::sort::SortSpec;
@@ -91,42 +92,37 @@ pub fn id_point(filter: &Document) -> Option<&Bson> {
     }
 }
 
-/// The sort stage: all matches in memory, bounded unless `allowDiskUse`.
-pub struct SortPlan {
-    pub spec: SortSpec,
-    pub memory_bytes_max: Option<usize>,
-}
-
-/// Every matching document of `coll` in RecordId order, with the array position of its match.
+/// Every matching document of `coll` (in the chosen plan's order) with the array position of
+/// its match; `memory_bytes_max` bounds the bytes held, `limit` the count.
 pub fn collect_matches(
-    coll: &Collection,
+    coll: &Arc<Collection>,
     filter: &Filter,
+    filter_doc: &Document,
     deadline: Option<Instant>,
     memory_bytes_max: Option<usize>,
+    limit: Option<usize>,
 ) -> CommandResult<Vec<(u64, RawDocumentBuf, Option<usize>)>> {
+    let choice = planner::choose(coll, filter, filter_doc, None, None);
+    let mut scan = ScanState::new(
+        coll.clone(),
+        Arc::new(filter.clone()),
+        planner::scan_mode(&choice.winner),
+    );
     let mut out = Vec::new();
-    let mut after = None;
     let mut bytes = 0usize;
-    loop {
-        check_deadline(deadline)?;
-        let chunk = coll
-            .scan(Direction::Forward, after, 1024)
-            .map_err(|e| crate::catalog::storage_error(e, "", ""))?;
-        let last = chunk.len() < 1024;
-        for (rid, doc) in chunk {
-            after = Some(rid);
-            if let Some(d) = filter.try_matches(&doc)? {
-                bytes += doc.as_bytes().len();
-                if memory_bytes_max.is_some_and(|m| bytes > m) {
-                    return Err(sort_memory_error(memory_bytes_max.unwrap_or_default()));
-                }
-                out.push((rid, doc, d.array_pos));
-            }
+    while limit.is_none_or(|l| out.len() < l) {
+        let Some(m) = scan.next_match(deadline)? else {
+            break;
+        };
+        bytes += m.1.as_bytes().len();
+        if let Some(max) = memory_bytes_max
+            && bytes > max
+        {
+            return Err(sort_memory_error(max));
         }
-        if last {
-            return Ok(out);
-        }
+        out.push(m);
     }
+    Ok(out)
 }
 
 pub fn sort_memory_error(limit: usize) -> crate::error::CommandError {
@@ -142,7 +138,7 @@ struct FindArgs {
     filter: Filter,
     filter_doc: Document,
     projection: Option<Arc<Projection>>,
-    sort: Option<SortSpec>,
+    sort: Option<(SortSpec, Document)>,
     natural: Option<Direction>,
     skip: u64,
     limit: Option<u64>,
@@ -178,7 +174,7 @@ fn parse_find(body: &Document) -> CommandResult<FindArgs> {
                 }),
             )
         }
-        Some(s) => (Some(SortSpec::parse(s)?), None),
+        Some(s) => (Some((SortSpec::parse(s)?, s.clone())), None),
         None => (None, None),
     };
     let natural = natural.or_else(|| match body.get("hint") {
@@ -247,8 +243,8 @@ pub async fn find(state: &Arc<ServerState>, req: &Request) -> CommandResult<Repl
     let Some(coll) = state.catalog.collection(&req.db, &coll_name) else {
         return Ok(cursor_reply(0, &ns, true, vec![]));
     };
-    args::check_hint(&req.body, Some(&coll))?;
-    let mut source = plan_find(state, &coll, &a, deadline)?;
+    let hint = args::check_hint(&req.body, Some(&coll))?;
+    let mut source = plan_find(state, &coll, &a, hint.as_deref(), deadline)?;
     let first_count = match (a.batch_size, a.limit) {
         (Some(b), Some(l)) => b.min(l as usize),
         (Some(b), None) => b,
@@ -280,41 +276,28 @@ fn plan_find(
     state: &ServerState,
     coll: &Arc<Collection>,
     a: &FindArgs,
+    hint: Option<&str>,
     deadline: Option<Instant>,
 ) -> CommandResult<DocSource> {
-    if let Some(id) = id_point(&a.filter_doc)
-        && a.natural.is_none()
-    {
-        let raw_id = bson::RawBson::try_from(id.clone())
-            .map_err(|e| err(ErrorCode::BadValue, e.to_string()))?;
-        let rid = coll
-            .find_by_id(raw_id.as_raw_bson_ref())
-            .map_err(|e| crate::catalog::storage_error(e, "", ""))?;
-        let mut docs = VecDeque::new();
-        if let Some(rid) = rid
-            && let Some(doc) = coll
-                .get(rid)
-                .map_err(|e| crate::catalog::storage_error(e, "", ""))?
-            && a.skip == 0
-            && let Some(d) = a.filter.try_matches(&doc)?
-        {
-            docs.push_back(finish_doc(doc, rid, d.array_pos, a)?);
-        }
-        return Ok(DocSource::Buffered(docs));
-    }
-    let Some(sort) = &a.sort else {
-        return Ok(DocSource::Scan(ScanState {
-            coll: coll.clone(),
-            filter: Arc::new(a.filter.clone()),
-            projection: a.projection.clone(),
-            direction: a.natural.unwrap_or(Direction::Forward),
-            after: None,
-            skip: a.skip,
-            remaining: a.limit,
-            show_record_id: a.show_record_id,
-            exhausted: false,
-            pending: VecDeque::new(),
-        }));
+    let sort_doc = a.sort.as_ref().map(|(_, d)| d);
+    let choice = match a.natural {
+        Some(direction) => planner::Choice {
+            winner: planner::Plan::CollScan { direction },
+            rejected: vec![],
+        },
+        None => planner::choose(coll, &a.filter, &a.filter_doc, sort_doc, hint),
+    };
+    let mut scan = ScanState::new(
+        coll.clone(),
+        Arc::new(a.filter.clone()),
+        planner::scan_mode(&choice.winner),
+    );
+    let Some((sort, _)) = a.sort.as_ref().filter(|_| !choice.winner.provides_sort()) else {
+        scan.projection = a.projection.clone();
+        scan.skip = a.skip;
+        scan.remaining = a.limit;
+        scan.show_record_id = a.show_record_id;
+        return Ok(DocSource::Scan(scan));
     };
     let memory_max = if a.allow_disk_use {
         None
@@ -326,8 +309,27 @@ fn plan_find(
                 .max(0) as usize,
         )
     };
-    let mut matches = collect_matches(coll, &a.filter, deadline, memory_max)?;
-    // A stable sort keeps ties in RecordId order.
+    let mut matches = Vec::new();
+    let mut bytes = 0usize;
+    // With a limit only the best skip+limit documents are kept (a top-k sort).
+    let keep = a.limit.map(|l| (l + a.skip) as usize);
+    while let Some(m) = scan.next_match(deadline)? {
+        bytes += m.1.as_bytes().len();
+        matches.push(m);
+        if let Some(k) = keep
+            && matches.len() >= 2 * k.max(64)
+        {
+            matches.sort_by(|x, y| sort.compare(&x.1, &y.1));
+            matches.truncate(k);
+            bytes = matches.iter().map(|m| m.1.as_bytes().len()).sum();
+        }
+        if let Some(max) = memory_max
+            && bytes > max
+        {
+            return Err(sort_memory_error(max));
+        }
+    }
+    // A stable sort keeps ties in scan (RecordId) order.
     matches.sort_by(|x, y| sort.compare(&x.1, &y.1));
     let take = a.limit.map_or(usize::MAX, |l| l as usize);
     let mut docs = VecDeque::new();
@@ -497,7 +499,7 @@ pub async fn count(state: &Arc<ServerState>, req: &Request) -> CommandResult<Rep
     let total = if filter.is_empty() {
         coll.count() // O(1)
     } else {
-        collect_matches(&coll, &filter, deadline(req), None)?.len() as u64
+        collect_matches(&coll, &filter, &query, deadline(req), None, None)?.len() as u64
     };
     let mut n = total.saturating_sub(skip as u64);
     if limit > 0 {
@@ -575,7 +577,7 @@ pub async fn distinct(state: &Arc<ServerState>, req: &Request) -> CommandResult<
     let mut values = Vec::new();
     if let Some(coll) = coll {
         let path: Vec<&str> = key.split('.').collect();
-        for (_, doc, _) in collect_matches(&coll, &filter, deadline(req), None)? {
+        for (_, doc, _) in collect_matches(&coll, &filter, &query, deadline(req), None, None)? {
             let d = Document::try_from(doc.as_ref())
                 .map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
             values_at(&Bson::Document(d), &path, &mut values);

@@ -10,7 +10,7 @@ use crate::catalog::{WriteConcern, storage_error};
 use crate::error::{CommandError, CommandResult, ErrorCode, err};
 use crate::limits;
 use crate::query::matcher::Filter;
-use crate::query::update::{ApplyContext, Update};
+use crate::query::update::{ApplyContext, Update, upsert_seed, validate_replacement};
 use crate::state::ServerState;
 use bson::{Bson, Document, RawDocumentBuf, doc};
 use std::sync::Arc;
@@ -275,7 +275,6 @@ pub(super) struct UpdateStmt {
     filter: Filter,
     filter_doc: Document,
     update: Update,
-    replacement: Option<Document>,
     pub(super) upsert: bool,
     multi: bool,
 }
@@ -314,11 +313,13 @@ fn parse_update_stmt(raw: &RawDocumentBuf) -> CommandResult<UpdateStmt> {
             ));
         }
     };
-    let (update, replacement) = match s.get("u") {
+    let update = match s.get("u") {
         Some(Bson::Document(u)) => {
-            let is_replacement = u.keys().next().is_none_or(|k| !k.starts_with('$'));
             let upd = Update::parse(u, array_filters.as_deref())?;
-            (upd, is_replacement.then(|| u.clone()))
+            if let Update::Replacement(r) = &upd {
+                validate_replacement(r)?;
+            }
+            upd
         }
         Some(Bson::Array(_)) => {
             return Err(err(
@@ -334,7 +335,7 @@ fn parse_update_stmt(raw: &RawDocumentBuf) -> CommandResult<UpdateStmt> {
         }
     };
     let multi = s.get("multi").is_some_and(super::truthy);
-    if multi && replacement.is_some() {
+    if multi && update.is_replacement() {
         return Err(err(
             ErrorCode::FailedToParse,
             "multi update is not supported for replacement-style update",
@@ -344,7 +345,6 @@ fn parse_update_stmt(raw: &RawDocumentBuf) -> CommandResult<UpdateStmt> {
         filter: Filter::parse(&filter_doc)?,
         filter_doc,
         update,
-        replacement,
         upsert: s.get("upsert").is_some_and(super::truthy),
         multi,
     })
@@ -388,40 +388,12 @@ pub(super) fn updated_doc(
 ) -> CommandResult<Option<RawDocumentBuf>> {
     let mut doc =
         Document::try_from(raw.as_ref()).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
-    let old_id = doc.get("_id").cloned();
-    let changed = if let Some(rep) = &stmt.replacement {
-        let new_id = rep.get("_id");
-        if let (Some(new_id), Some(old)) = (new_id, &old_id)
-            && storage::order::compare_bson(new_id, old).is_ne()
-        {
-            return Err(err(
-                ErrorCode::ImmutableField,
-                format!(
-                    "After applying the update, the (immutable) field '_id' was found to have been altered to _id: {new_id}"
-                ),
-            ));
-        }
-        let mut next = doc! {};
-        if let Some(id) = &old_id {
-            next.insert("_id", id.clone());
-        }
-        next.extend(
-            rep.iter()
-                .filter(|(k, _)| k.as_str() != "_id")
-                .map(|(k, v)| (k.clone(), v.clone())),
-        );
-        let changed = next != doc;
-        doc = next;
-        changed
-    } else {
-        let ctx = ApplyContext {
-            is_insert: false,
-            positional: pos,
-            now: bson::DateTime::now(),
-        };
-        stmt.update.apply(&mut doc, &ctx)?
+    let ctx = ApplyContext {
+        is_insert: false,
+        positional: pos,
+        now: bson::DateTime::now(),
     };
-    if !changed {
+    if !stmt.update.apply(&mut doc, &ctx)? {
         return Ok(None);
     }
     Ok(Some(prepare_document(doc)?))
@@ -472,82 +444,44 @@ fn run_update(
 /// The document an upsert inserts: the query's equality fields, then the update applied as an
 /// insert (so `$setOnInsert` applies), or the replacement with the query's `_id`.
 pub(super) fn upsert_document(stmt: &UpdateStmt) -> CommandResult<Document> {
-    let mut seed = Document::new();
-    for (path, value) in stmt.filter.equality_fields() {
-        if stmt.replacement.is_some() && path != "_id" {
-            continue;
+    let seed = upsert_seed(&stmt.filter)?;
+    let mut doc = if stmt.update.is_replacement() {
+        // A replacement keeps only the query's `_id`.
+        let mut d = Document::new();
+        if let Some(id) = seed.get("_id") {
+            d.insert("_id", id.clone());
         }
-        set_path(&mut seed, &path, value);
-    }
-    if let Some(rep) = &stmt.replacement {
-        let mut out = Document::new();
-        if let Some(id) = rep.get("_id").or_else(|| seed.get("_id")) {
-            out.insert("_id", id.clone());
-        }
-        out.extend(
-            rep.iter()
-                .filter(|(k, _)| k.as_str() != "_id")
-                .map(|(k, v)| (k.clone(), v.clone())),
-        );
-        return Ok(out);
-    }
+        d
+    } else {
+        seed
+    };
     let ctx = ApplyContext {
         is_insert: true,
         positional: None,
         now: bson::DateTime::now(),
     };
-    stmt.update.apply(&mut seed, &ctx)?;
-    if !seed.contains_key("_id") {
-        seed.insert("_id", bson::oid::ObjectId::new());
+    stmt.update.apply(&mut doc, &ctx)?;
+    if !doc.contains_key("_id") {
+        doc.insert("_id", bson::oid::ObjectId::new());
     }
-    Ok(seed)
+    Ok(doc)
 }
 
-/// Set a dotted path, creating embedded documents on the way.
-fn set_path(doc: &mut Document, path: &str, value: Bson) {
-    match path.split_once('.') {
-        None => {
-            doc.insert(path, value);
-        }
-        Some((head, rest)) => {
-            if !matches!(doc.get(head), Some(Bson::Document(_))) {
-                doc.insert(head, Document::new());
-            }
-            if let Some(Bson::Document(inner)) = doc.get_mut(head) {
-                set_path(inner, rest, value);
-            }
-        }
-    }
-}
-
-/// Matching documents in RecordId order (`first_only`: at most one), using the `_id` index for a
-/// point filter.
+/// Matching documents (`first_only`: at most one), found through the planner.
 fn find_matches(
-    coll: &Collection,
+    coll: &Arc<Collection>,
     filter: &Filter,
     filter_doc: &Document,
     first_only: bool,
 ) -> CommandResult<Vec<(u64, RawDocumentBuf, Option<usize>)>> {
-    if let Some(id) = super::crud_read::id_point(filter_doc) {
-        let raw_id = bson::RawBson::try_from(id.clone())
-            .map_err(|e| err(ErrorCode::BadValue, e.to_string()))?;
-        let rid = coll
-            .find_by_id(raw_id.as_raw_bson_ref())
-            .map_err(|e| storage_error(e, "", ""))?;
-        let Some(rid) = rid else { return Ok(vec![]) };
-        let Some(doc) = coll.get(rid).map_err(|e| storage_error(e, "", ""))? else {
-            return Ok(vec![]);
-        };
-        return Ok(match filter.try_matches(&doc)? {
-            Some(d) => vec![(rid, doc, d.array_pos)],
-            None => vec![],
-        });
-    }
-    let mut all = super::crud_read::collect_matches(coll, filter, None, None)?;
-    if first_only {
-        all.truncate(1);
-    }
-    Ok(all)
+    super::crud_read::collect_matches(
+        coll,
+        filter,
+        filter_doc,
+        None,
+        None,
+        first_only.then_some(1),
+    )
 }
 
 pub async fn delete(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
@@ -561,7 +495,7 @@ pub async fn delete(state: &Arc<ServerState>, req: &Request) -> CommandResult<Re
     let coll = state.catalog.collection(&req.db, &coll_name);
     for (i, raw) in stmts.iter().enumerate() {
         state.opcounters.delete.fetch_add(1, Relaxed);
-        let result = run_delete(coll.as_deref(), &req.db, &coll_name, raw, &mut out);
+        let result = run_delete(coll.as_ref(), &req.db, &coll_name, raw, &mut out);
         if let Err(e) = result {
             out.error(i, e);
             if ordered {
@@ -574,7 +508,7 @@ pub async fn delete(state: &Arc<ServerState>, req: &Request) -> CommandResult<Re
 }
 
 fn run_delete(
-    coll: Option<&Collection>,
+    coll: Option<&Arc<Collection>>,
     db: &str,
     name: &str,
     raw: &RawDocumentBuf,

@@ -31,6 +31,7 @@ const FIELDS: &[&str] = &[
 ];
 
 struct Args {
+    filter_doc: Document,
     filter: Filter,
     sort: Option<SortSpec>,
     stmt: Option<UpdateStmt>,
@@ -94,6 +95,7 @@ fn parse(body: &Document) -> CommandResult<Args> {
     };
     Ok(Args {
         filter: Filter::parse(&filter_doc)?,
+        filter_doc,
         sort,
         stmt,
         return_new,
@@ -121,11 +123,15 @@ pub async fn run(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply
     args::check_hint(&req.body, coll.as_deref())?;
     let target = match &coll {
         Some(c) => {
+            let limit = if a.sort.is_some() { None } else { Some(1) };
+            let deadline = super::crud_read::deadline(req);
             let mut matches = super::crud_read::collect_matches(
                 c,
                 &a.filter,
-                super::crud_read::deadline(req),
+                &a.filter_doc,
+                deadline,
                 None,
+                limit,
             )?;
             if let Some(sort) = &a.sort {
                 matches.sort_by(|x, y| sort.compare(&x.1, &y.1));

@@ -8,6 +8,7 @@ pub mod args;
 pub mod crud_read;
 pub mod crud_write;
 pub mod ddl;
+pub mod explain;
 pub mod find_and_modify;
 pub mod handshake;
 pub mod indexes;
@@ -125,6 +126,7 @@ commands! {
     "listIndexes" => "List a collection's indexes";
     "dropIndexes" ["deleteIndexes"] => "Drop indexes";
     "currentOp" => "Operations in progress", admin true;
+    "explain" => "How a command would run: the query plan and its execution statistics";
     "getFreeMonitoringStatus" => "Free monitoring is not offered; reports disabled", admin true;
     "logout" => "Ends authentication on this connection (no-op without auth)";
 }
@@ -258,6 +260,7 @@ pub async fn dispatch(
         "createIndexes" => indexes::create_indexes(state, req).await,
         "listIndexes" => indexes::list_indexes(state, req).await,
         "dropIndexes" => indexes::drop_indexes(state, req).await,
+        "explain" => explain::explain(state, req).await,
         "currentOp" => Ok(Reply::Doc(
             bson::doc! { "inprog": state.ops.in_progress(), "ok": 1.0 },
         )),

@@ -148,6 +148,8 @@ pub fn get_exact<'a>(doc: &'a RawDocument, path: &[String]) -> Option<RawBsonRef
 
 #[cfg(test)]
 mod tests {
+    // Proves the path walk yields mongod's candidates (implicit array traversal, numeric
+    // components, missing) and array positions, on hand-written documents.
     use super::*;
     use bson::{RawDocumentBuf, doc};
 

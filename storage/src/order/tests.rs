@@ -221,3 +221,24 @@ fn ranks_match_mongod_canonical_types() {
     let raw = RawDocumentBuf::try_from(&doc! {"v": 1.5}).expect("encodes");
     assert_eq!(canonical_type_rank(raw_value(&raw)), 10);
 }
+
+/// Throughput of `compare` over every corpus pair (run with `--release -- --ignored`).
+#[test]
+#[ignore = "measurement, not a check"]
+fn measure_compare_throughput() {
+    let raw = raw_corpus();
+    let values: Vec<RawBsonRef<'_>> = raw.iter().map(raw_value).collect();
+    let rounds = 200;
+    let start = std::time::Instant::now();
+    let mut less = 0usize;
+    for _ in 0..rounds {
+        for a in &values {
+            for b in &values {
+                less += usize::from(compare(*a, *b) == Less);
+            }
+        }
+    }
+    let n = rounds * values.len() * values.len();
+    let ns = start.elapsed().as_nanos() / n as u128;
+    println!("compare: {n} pairs, {ns} ns/pair ({less} less)");
+}

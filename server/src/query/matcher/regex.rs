@@ -120,6 +120,8 @@ fn invalid(pattern: &str, e: &::regex::Error) -> crate::error::CommandError {
 
 #[cfg(test)]
 mod tests {
+    // Proves regex options translate to the regex crate's flags and that bad flags or
+    // unsupported PCRE features are refused with mongod's codes.
     use super::*;
 
     #[test]

@@ -1,0 +1,270 @@
+//! `explain` for find, count, distinct, update, delete and findAndModify: the planner's choice in
+//! mongod's `queryPlanner` shape, and with `executionStats` / `allPlansExecution` the winning
+//! plan run to completion (writes are not performed) with its counters.
+
+use super::args;
+use super::{Reply, Request};
+use crate::cursors::ScanState;
+use crate::error::{CommandResult, ErrorCode, err};
+use crate::planner::explain::{Shape, Stats, execution_stats, plan_tree};
+use crate::planner::{self, Plan};
+use crate::query::matcher::Filter;
+use crate::state::ServerState;
+use bson::{Bson, Document, doc};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// What an explained command asks of the planner.
+struct Target {
+    coll: String,
+    filter: Document,
+    shape: Shape,
+    hint: Option<Bson>,
+    /// For delete/update with `multi: false` and findAndModify: one document at most.
+    single: bool,
+}
+
+fn statement_filter(body: &Document, list: &str) -> CommandResult<(Document, bool)> {
+    let first = match body.get(list) {
+        Some(Bson::Array(items)) => items.first().and_then(Bson::as_document).cloned(),
+        _ => None,
+    }
+    .ok_or_else(|| {
+        err(
+            ErrorCode::FailedToParse,
+            format!("explain needs one statement in '{list}'"),
+        )
+    })?;
+    let q = first.get_document("q").cloned().unwrap_or_default();
+    let single = match list {
+        "deletes" => first.get("limit").and_then(super::as_i64) == Some(1),
+        _ => !first.get("multi").is_some_and(super::truthy),
+    };
+    Ok((q, single))
+}
+
+fn target(inner: &Document) -> CommandResult<(String, Target)> {
+    let name = inner.keys().next().cloned().unwrap_or_default();
+    let coll = args::collection_name(inner, &name)?;
+    let doc_of = |k: &str| inner.get_document(k).ok().cloned();
+    let t = match name.as_str() {
+        "find" => Target {
+            coll,
+            filter: doc_of("filter").unwrap_or_default(),
+            shape: Shape {
+                filter: doc_of("filter"),
+                sort: doc_of("sort").filter(|s| !s.is_empty()),
+                skip: inner
+                    .get("skip")
+                    .and_then(super::as_i64)
+                    .unwrap_or(0)
+                    .max(0) as u64,
+                limit: inner
+                    .get("limit")
+                    .and_then(super::as_i64)
+                    .filter(|l| *l != 0)
+                    .map(|l| l.unsigned_abs()),
+                projection: doc_of("projection").filter(|p| !p.is_empty()),
+            },
+            hint: inner.get("hint").cloned(),
+            single: false,
+        },
+        "count" | "distinct" => Target {
+            coll,
+            filter: doc_of("query").unwrap_or_default(),
+            shape: Shape {
+                filter: doc_of("query"),
+                ..Shape::default()
+            },
+            hint: inner.get("hint").cloned(),
+            single: false,
+        },
+        "delete" | "update" => {
+            let (q, single) = statement_filter(
+                inner,
+                if name == "delete" {
+                    "deletes"
+                } else {
+                    "updates"
+                },
+            )?;
+            Target {
+                coll,
+                filter: q.clone(),
+                shape: Shape {
+                    filter: Some(q),
+                    ..Shape::default()
+                },
+                hint: None,
+                single,
+            }
+        }
+        "findAndModify" | "findandmodify" => Target {
+            coll,
+            filter: doc_of("query").unwrap_or_default(),
+            shape: Shape {
+                filter: doc_of("query"),
+                sort: doc_of("sort").filter(|s| !s.is_empty()),
+                ..Shape::default()
+            },
+            hint: inner.get("hint").cloned(),
+            single: true,
+        },
+        other => {
+            return Err(err(
+                ErrorCode::CommandNotSupported,
+                format!("explain of '{other}' is not supported by cairn yet"),
+            ));
+        }
+    };
+    Ok((name, t))
+}
+
+pub async fn explain(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+    let inner = match req.body.get("explain") {
+        Some(Bson::Document(d)) if !d.is_empty() => d.clone(),
+        _ => {
+            return Err(err(
+                ErrorCode::FailedToParse,
+                "explain command requires a nested object",
+            ));
+        }
+    };
+    let verbosity = match req.body.get("verbosity") {
+        None => "allPlansExecution".to_string(),
+        Some(Bson::String(v))
+            if matches!(
+                v.as_str(),
+                "queryPlanner" | "executionStats" | "allPlansExecution"
+            ) =>
+        {
+            v.clone()
+        }
+        Some(v) => {
+            return Err(err(
+                ErrorCode::BadValue,
+                format!(
+                    "verbosity string must be one of {{'queryPlanner', 'executionStats', 'allPlansExecution'}}, got {v}"
+                ),
+            ));
+        }
+    };
+    let (_, t) = target(&inner)?;
+    let ns = format!("{}.{}", req.db, t.coll);
+    let filter = Filter::parse(&t.filter)?;
+    let coll = state.catalog.collection(&req.db, &t.coll);
+    let mut hint_doc = Document::new();
+    if let Some(h) = &t.hint {
+        hint_doc.insert("hint", h.clone());
+    }
+    let hint = args::check_hint(&hint_doc, coll.as_deref())?;
+    let started = Instant::now();
+    let (winner, rejected, stats) = match &coll {
+        None => (
+            doc! { "stage": "EOF" },
+            vec![],
+            Stats {
+                n_returned: 0,
+                keys_examined: 0,
+                docs_examined: 0,
+                millis: 0,
+            },
+        ),
+        Some(c) => {
+            let choice = planner::choose(
+                c,
+                &filter,
+                &t.filter,
+                t.shape.sort.as_ref(),
+                hint.as_deref(),
+            );
+            let stats = if verbosity == "queryPlanner" {
+                None
+            } else {
+                Some(run(c, &filter, &choice.winner, &t)?)
+            };
+            let rejected: Vec<Bson> = choice
+                .rejected
+                .iter()
+                .map(|p| Bson::Document(plan_tree(p, &t.shape)))
+                .collect();
+            let mut s = stats.unwrap_or(Stats {
+                n_returned: 0,
+                keys_examined: 0,
+                docs_examined: 0,
+                millis: 0,
+            });
+            s.millis = started.elapsed().as_millis() as u64;
+            (plan_tree(&choice.winner, &t.shape), rejected, s)
+        }
+    };
+    let mut reply = doc! {
+        "explainVersion": "1",
+        "queryPlanner": {
+            "namespace": ns,
+            "indexFilterSet": false,
+            "parsedQuery": t.filter.clone(),
+            "planCacheShapeHash": "",
+            "maxIndexedOrSolutionsReached": false,
+            "maxIndexedAndSolutionsReached": false,
+            "maxScansToExplodeReached": false,
+            "winningPlan": winner.clone(),
+            "rejectedPlans": rejected,
+        },
+    };
+    if verbosity != "queryPlanner" {
+        let mut es = execution_stats(&stats, &winner);
+        if verbosity == "allPlansExecution" {
+            es.insert("allPlansExecution", Bson::Array(vec![]));
+        }
+        reply.insert("executionStats", es);
+    }
+    reply.insert("command", inner.clone());
+    reply.insert(
+        "serverInfo",
+        doc! { "host": "localhost", "port": state.config.port as i32, "version": super::admin::COMPAT_VERSION, "gitVersion": "unknown" },
+    );
+    reply.insert("ok", 1.0);
+    Ok(Reply::Doc(reply))
+}
+
+/// Run the winning plan without writing anything and count what it read and returned.
+fn run(
+    coll: &Arc<storage::Collection>,
+    filter: &Filter,
+    plan: &Plan,
+    t: &Target,
+) -> CommandResult<Stats> {
+    let mut scan = ScanState::new(
+        coll.clone(),
+        Arc::new(filter.clone()),
+        planner::scan_mode(plan),
+    );
+    let sorting = t.shape.sort.is_some() && !plan.provides_sort();
+    if !sorting {
+        scan.skip = t.shape.skip;
+        scan.remaining = t.shape.limit;
+        if t.single {
+            scan.remaining = Some(1);
+        }
+    }
+    let mut n = 0u64;
+    while scan.next_match(None)?.is_some() {
+        n += 1;
+    }
+    if sorting {
+        n = n.saturating_sub(t.shape.skip);
+        if let Some(l) = t.shape.limit {
+            n = n.min(l);
+        }
+        if t.single {
+            n = n.min(1);
+        }
+    }
+    Ok(Stats {
+        n_returned: n,
+        keys_examined: scan.keys_examined,
+        docs_examined: scan.docs_examined,
+        millis: 0,
+    })
+}

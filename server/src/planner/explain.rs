@@ -1,0 +1,132 @@
+//! Explain output in mongod's shapes: `queryPlanner.winningPlan` / `rejectedPlans` built from
+//! mongod's stage names (COLLSCAN, IXSCAN, FETCH, IDHACK, SORT, SKIP, LIMIT, PROJECTION_*), and
+//! `executionStats` with `nReturned`, `totalKeysExamined`, `totalDocsExamined`,
+//! `executionTimeMillis`.
+
+use super::{IndexPlan, Plan};
+use bson::{Bson, Document, doc};
+use storage::Direction;
+
+fn direction_name(d: Direction) -> &'static str {
+    match d {
+        Direction::Forward => "forward",
+        Direction::Backward => "backward",
+    }
+}
+
+fn ixscan(p: &IndexPlan) -> Document {
+    let mut bounds = Document::new();
+    for (field, _) in &p.key_pattern {
+        let shown: Vec<Bson> = match p.field_bounds.iter().find(|(f, _)| f == field) {
+            Some((_, ivs)) => ivs.iter().map(|iv| Bson::String(iv.describe())).collect(),
+            None => vec![Bson::String("[MinKey, MaxKey]".into())],
+        };
+        bounds.insert(field.clone(), shown);
+    }
+    let multikey_paths: Document = p
+        .key_pattern
+        .keys()
+        .map(|k| (k.clone(), Bson::Array(vec![])))
+        .collect();
+    doc! {
+        "stage": "IXSCAN",
+        "keyPattern": p.key_pattern.clone(),
+        "indexName": p.index_name.clone(),
+        "isMultiKey": p.multikey,
+        "multiKeyPaths": multikey_paths,
+        "isUnique": p.index_name == storage::ID_INDEX_NAME,
+        "isSparse": false,
+        "isPartial": false,
+        "indexVersion": 2,
+        "direction": direction_name(p.direction),
+        "indexBounds": bounds,
+    }
+}
+
+/// What surrounds the access stage.
+#[derive(Default, Clone)]
+pub struct Shape {
+    pub filter: Option<Document>,
+    pub sort: Option<Document>,
+    pub skip: u64,
+    pub limit: Option<u64>,
+    pub projection: Option<Document>,
+}
+
+/// The plan tree of one candidate, innermost stage first wrapped outward.
+pub fn plan_tree(plan: &Plan, shape: &Shape) -> Document {
+    let filter = shape.filter.clone().filter(|f| !f.is_empty());
+    let mut stage = match plan {
+        Plan::CollScan { direction } => {
+            let mut d = doc! { "stage": "COLLSCAN" };
+            if let Some(f) = &filter {
+                d.insert("filter", f.clone());
+            }
+            d.insert("direction", direction_name(*direction));
+            d
+        }
+        Plan::IdPoint(_) => doc! { "stage": "IDHACK" },
+        Plan::Index(p) => {
+            let mut d = doc! { "stage": "FETCH" };
+            if let Some(f) = &filter {
+                d.insert("filter", f.clone());
+            }
+            d.insert("inputStage", ixscan(p));
+            d
+        }
+    };
+    if let Some(sort) = shape.sort.as_ref().filter(|_| !plan.provides_sort()) {
+        let mut d = doc! { "stage": "SORT", "sortPattern": sort.clone(), "memLimit": 104_857_600_i64, "type": "simple" };
+        if let Some(l) = shape.limit {
+            d.insert("limitAmount", l as i64);
+        }
+        d.insert("inputStage", stage);
+        stage = d;
+    }
+    if shape.skip > 0 {
+        stage = doc! { "stage": "SKIP", "skipAmount": shape.skip as i64, "inputStage": stage };
+    }
+    if let Some(l) = shape
+        .limit
+        .filter(|_| shape.sort.is_none() || plan.provides_sort())
+    {
+        stage = doc! { "stage": "LIMIT", "limitAmount": l as i64, "inputStage": stage };
+    }
+    if let Some(p) = &shape.projection {
+        let simple = p.values().all(|v| {
+            matches!(
+                v,
+                Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Boolean(_)
+            )
+        });
+        let name = if simple {
+            "PROJECTION_SIMPLE"
+        } else {
+            "PROJECTION_DEFAULT"
+        };
+        stage = doc! { "stage": name, "transformBy": p.clone(), "inputStage": stage };
+    }
+    stage
+}
+
+/// Execution statistics of the winning plan.
+pub struct Stats {
+    pub n_returned: u64,
+    pub keys_examined: u64,
+    pub docs_examined: u64,
+    pub millis: u64,
+}
+
+pub fn execution_stats(stats: &Stats, tree: &Document) -> Document {
+    let mut stages = tree.clone();
+    stages.insert("nReturned", stats.n_returned as i64);
+    stages.insert("executionTimeMillisEstimate", stats.millis as i64);
+    doc! {
+        "executionSuccess": true,
+        "nReturned": stats.n_returned as i64,
+        "executionTimeMillis": stats.millis as i64,
+        "totalKeysExamined": stats.keys_examined as i64,
+        "totalDocsExamined": stats.docs_examined as i64,
+        "executionStages": stages,
+    }
+}

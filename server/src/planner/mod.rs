@@ -1,0 +1,293 @@
+//! The query planner: turns a filter (and a sort) into a collection scan, an `_id` point look-up
+//! or an index scan, and explains the choice in mongod's shapes.
+//!
+//! Candidates come from every visible index whose leading field(s) the filter constrains
+//! (equality, `$in`, ranges, `null` on non-sparse indexes), from an index whose key order gives
+//! the requested sort, and from `hint`. Partial indexes are used only when the filter contains
+//! every condition of their filter expression. The choice is a short trial, like mongod's
+//! multi-planner: each candidate counts its index entries up to `TRIAL_KEYS_MAX`; the fewest
+//! wins, and a plan that also provides the sort wins ties. Rules not implemented yet: `$or`
+//! index unions, covered (index-only) plans, COUNT_SCAN and DISTINCT_SCAN.
+
+pub mod bounds;
+pub mod explain;
+
+use crate::query::matcher::Filter;
+use bounds::{ValueInterval, byte_intervals, conjunction, field_intervals};
+use bson::{Bson, Document};
+use std::ops::Bound;
+use storage::{Collection, Direction, IndexInfo};
+
+/// Index entries a candidate may read during the trial.
+pub const TRIAL_KEYS_MAX: usize = 10_000;
+
+#[derive(Debug, Clone)]
+pub struct IndexPlan {
+    pub index_name: String,
+    pub key_pattern: Document,
+    pub multikey: bool,
+    /// Per leading field, the value intervals (explain's `indexBounds`).
+    pub field_bounds: Vec<(String, Vec<ValueInterval>)>,
+    /// Byte intervals `[lo, hi)` over encoded keys, in scan order for `Forward`.
+    pub intervals: Vec<(Vec<u8>, Vec<u8>)>,
+    pub direction: Direction,
+    /// The scan's order satisfies the requested sort (no SORT stage needed).
+    pub provides_sort: bool,
+}
+
+#[derive(Debug, Clone)]
+pub enum Plan {
+    CollScan { direction: Direction },
+    IdPoint(Bson),
+    Index(IndexPlan),
+}
+
+impl Plan {
+    pub fn provides_sort(&self) -> bool {
+        matches!(self, Plan::Index(p) if p.provides_sort)
+    }
+}
+
+pub struct Choice {
+    pub winner: Plan,
+    pub rejected: Vec<Plan>,
+}
+
+/// Whether the index key pattern gives `sort` in forward or backward order.
+fn sort_direction(key: &Document, sort: &Document) -> Option<Direction> {
+    if sort.is_empty() || sort.len() > key.len() {
+        return None;
+    }
+    let sign = |v: &Bson| crate::query::types::as_f64(v).map(|f| f < 0.0);
+    let mut dir = None;
+    for ((sf, sv), (kf, kv)) in sort.iter().zip(key.iter()) {
+        if sf != kf {
+            return None;
+        }
+        let same = sign(sv)? == sign(kv)?;
+        match dir {
+            None => dir = Some(same),
+            Some(d) if d != same => return None,
+            _ => {}
+        }
+    }
+    dir.map(|same| {
+        if same {
+            Direction::Forward
+        } else {
+            Direction::Backward
+        }
+    })
+}
+
+/// A partial index may answer only filters that include every condition of its expression.
+fn implies(filter_doc: &Document, partial: &Document) -> bool {
+    partial.iter().all(|(k, v)| filter_doc.get(k) == Some(v))
+}
+
+/// The candidate plan of one index for a filter (and sort), if the index can help.
+pub fn index_candidate(
+    ix: &IndexInfo,
+    filter: &Filter,
+    sort: Option<&Document>,
+    forced: bool,
+) -> Option<IndexPlan> {
+    let preds = conjunction(filter);
+    let mut field_bounds = Vec::new();
+    for (field, _) in &ix.spec.key {
+        match field_intervals(&preds, field, ix.multikey, ix.spec.sparse) {
+            Some(ivs) => {
+                let is_range = ivs.iter().any(|iv| !iv.is_point());
+                field_bounds.push((field.clone(), ivs));
+                if is_range {
+                    break;
+                }
+            }
+            None => break,
+        }
+    }
+    let sort_dir = sort
+        .and_then(|s| sort_direction(&ix.spec.key, s))
+        .filter(|_| !ix.multikey);
+    if field_bounds.is_empty() && sort_dir.is_none() && !forced {
+        return None;
+    }
+    let fields: Vec<Vec<ValueInterval>> = field_bounds.iter().map(|(_, v)| v.clone()).collect();
+    let intervals = if fields.is_empty() {
+        vec![(Vec::new(), vec![0xFF; 64])]
+    } else {
+        byte_intervals(&ix.spec.key, &fields)
+    };
+    // Several intervals of a leading `$in` come out in index order, which breaks a sort only when
+    // the sort is on a later field; keep it simple: several intervals never provide the sort.
+    let provides_sort = sort_dir.is_some()
+        && (intervals.len() == 1 || field_bounds.iter().all(|(_, v)| v.len() == 1));
+    Some(IndexPlan {
+        index_name: ix.spec.name.clone(),
+        key_pattern: ix.spec.key.clone(),
+        multikey: ix.multikey,
+        field_bounds,
+        intervals,
+        direction: sort_dir.unwrap_or(Direction::Forward),
+        provides_sort,
+    })
+}
+
+/// The `_id` look-up as an index plan (how an `IdPoint` executes).
+pub fn id_index_plan(id: &Bson) -> IndexPlan {
+    let key_pattern = bson::doc! { "_id": 1 };
+    let field_bounds = vec![("_id".to_string(), vec![ValueInterval::point(id.clone())])];
+    let intervals = byte_intervals(&key_pattern, &[vec![ValueInterval::point(id.clone())]]);
+    IndexPlan {
+        index_name: storage::ID_INDEX_NAME.to_string(),
+        key_pattern,
+        multikey: false,
+        field_bounds,
+        intervals,
+        direction: Direction::Forward,
+        provides_sort: false,
+    }
+}
+
+/// The scan mode that executes a plan.
+pub fn scan_mode(plan: &Plan) -> crate::cursors::ScanMode {
+    use crate::cursors::ScanMode;
+    let index = |p: IndexPlan| ScanMode::Index {
+        plan: p,
+        interval: 0,
+        after: None,
+        seen: Default::default(),
+    };
+    match plan {
+        Plan::CollScan { direction } => ScanMode::Collection {
+            direction: *direction,
+            after: None,
+        },
+        Plan::IdPoint(id) => index(id_index_plan(id)),
+        Plan::Index(p) => index(p.clone()),
+    }
+}
+
+/// Index entries in a plan's intervals, counted up to `cap`.
+fn trial_count(coll: &Collection, plan: &IndexPlan, cap: usize) -> usize {
+    let mut n = 0;
+    for (lo, hi) in &plan.intervals {
+        let got = coll
+            .index_scan(
+                &plan.index_name,
+                Bound::Included(lo),
+                Bound::Excluded(hi),
+                Direction::Forward,
+                None,
+                cap - n,
+            )
+            .map_or(0, |v| v.len());
+        n += got;
+        if n >= cap {
+            break;
+        }
+    }
+    n
+}
+
+/// Choose a plan. `hint` is an index name already validated by the caller.
+pub fn choose(
+    coll: &Collection,
+    filter: &Filter,
+    filter_doc: &Document,
+    sort: Option<&Document>,
+    hint: Option<&str>,
+) -> Choice {
+    if hint.is_none()
+        && let Some(id) = crate::commands::crud_read::id_point(filter_doc)
+    {
+        return Choice {
+            winner: Plan::IdPoint(id.clone()),
+            rejected: vec![],
+        };
+    }
+    let indexes = coll.indexes();
+    if let Some(name) = hint {
+        if let Some(ix) = indexes.iter().find(|i| i.spec.name == name)
+            && let Some(p) = index_candidate(ix, filter, sort, true)
+        {
+            return Choice {
+                winner: Plan::Index(p),
+                rejected: vec![],
+            };
+        }
+    }
+    let mut candidates: Vec<IndexPlan> = indexes
+        .iter()
+        .filter(|ix| !ix.spec.hidden)
+        .filter(|ix| {
+            ix.spec
+                .partial_filter
+                .as_ref()
+                .is_none_or(|p| implies(filter_doc, p))
+        })
+        .filter_map(|ix| index_candidate(ix, filter, sort, false))
+        .filter(|p| !p.field_bounds.is_empty() || p.provides_sort)
+        .collect();
+    if candidates.is_empty() {
+        return Choice {
+            winner: Plan::CollScan {
+                direction: Direction::Forward,
+            },
+            rejected: vec![],
+        };
+    }
+    let mut scored: Vec<(usize, bool, IndexPlan)> = candidates
+        .drain(..)
+        .map(|p| {
+            let keys = if p.field_bounds.is_empty() {
+                TRIAL_KEYS_MAX
+            } else {
+                trial_count(coll, &p, TRIAL_KEYS_MAX)
+            };
+            (keys, !p.provides_sort, p)
+        })
+        .collect();
+    scored.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+    let mut plans = scored.into_iter().map(|(_, _, p)| Plan::Index(p));
+    let winner = plans.next().unwrap_or(Plan::CollScan {
+        direction: Direction::Forward,
+    });
+    let mut rejected: Vec<Plan> = plans.collect();
+    rejected.push(Plan::CollScan {
+        direction: Direction::Forward,
+    });
+    Choice { winner, rejected }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::doc;
+
+    #[test]
+    fn sort_directions() {
+        assert_eq!(
+            sort_direction(&doc! { "a": 1, "b": -1 }, &doc! { "a": 1 }),
+            Some(Direction::Forward)
+        );
+        assert_eq!(
+            sort_direction(&doc! { "a": 1, "b": -1 }, &doc! { "a": -1, "b": 1 }),
+            Some(Direction::Backward)
+        );
+        assert_eq!(
+            sort_direction(&doc! { "a": 1, "b": -1 }, &doc! { "a": 1, "b": 1 }),
+            None
+        );
+        assert_eq!(sort_direction(&doc! { "a": 1 }, &doc! { "b": 1 }), None);
+    }
+
+    #[test]
+    fn partial_implication() {
+        assert!(implies(
+            &doc! { "a": 1, "status": "A" },
+            &doc! { "status": "A" }
+        ));
+        assert!(!implies(&doc! { "a": 1 }, &doc! { "status": "A" }));
+    }
+}
