@@ -81,18 +81,32 @@ async fn run_case(client: &Client, db_name: &str, case: &Case) -> Vec<Document> 
     let _ = tokio::time::timeout(STEP_TIMEOUT, db.drop()).await;
     let mut normalizer = Normalizer::new(corpus::known_object_ids());
     let mut answers = Vec::with_capacity(case.steps.len());
+    let mut cursor_id = 0_i64;
     for step in &case.steps {
-        answers.push(run_step(&db, step, &mut normalizer).await);
+        answers.push(run_step(&db, step, &mut normalizer, &mut cursor_id).await);
     }
     let _ = tokio::time::timeout(STEP_TIMEOUT, db.drop()).await;
     answers
 }
 
-async fn run_step(db: &mongodb::Database, step: &Step, normalizer: &mut Normalizer) -> Document {
-    let result = tokio::time::timeout(STEP_TIMEOUT, db.run_command(step.command.clone())).await;
+async fn run_step(
+    db: &mongodb::Database,
+    step: &Step,
+    normalizer: &mut Normalizer,
+    cursor_id: &mut i64,
+) -> Document {
+    let command = if step.follow_cursor {
+        with_cursor_id(&step.command, *cursor_id)
+    } else {
+        step.command.clone()
+    };
+    let result = tokio::time::timeout(STEP_TIMEOUT, db.run_command(command)).await;
     match result {
         Err(_) => doc! {"clientError": "timeout"},
         Ok(Ok(reply)) => {
+            if let Ok(id) = reply.get_document("cursor").and_then(|c| c.get_i64("id")) {
+                *cursor_id = id;
+            }
             let mut reply = normalizer.reply(&reply);
             if step.unordered {
                 sort_first_batch(&mut reply);
@@ -105,6 +119,18 @@ async fn run_step(db: &mongodb::Database, step: &Step, normalizer: &mut Normaliz
             ref other => doc! {"clientError": short_kind(other)},
         },
     }
+}
+
+/// The command with its cursor id (`getMore` value or the `cursors` list) set to `id`.
+fn with_cursor_id(command: &Document, id: i64) -> Document {
+    let mut out = command.clone();
+    if out.contains_key("getMore") {
+        out.insert("getMore", id);
+    }
+    if out.contains_key("cursors") {
+        out.insert("cursors", vec![id]);
+    }
+    out
 }
 
 /// `distinct` answers a `values` array in no promised order.
@@ -126,6 +152,14 @@ fn short_kind(kind: &ErrorKind) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cursor_ids_are_substituted() {
+        let g = with_cursor_id(&doc! {"getMore": 0_i64, "collection": "c"}, 77);
+        assert_eq!(g, doc! {"getMore": 77_i64, "collection": "c"});
+        let k = with_cursor_id(&doc! {"killCursors": "c", "cursors": [0_i64]}, 5);
+        assert_eq!(k, doc! {"killCursors": "c", "cursors": [5_i64]});
+    }
 
     #[test]
     fn first_difference_names_the_step_and_both_answers() {

@@ -36,6 +36,8 @@ const VOLATILE_FIELDS: &[&str] = &[
 
 /// Placeholder for an open cursor: ids differ between servers, only "still open" matters.
 const CURSOR_OPEN: &str = "<open cursor>";
+/// Placeholder for a cursor id listed in a `killCursors` reply.
+const CURSOR_ID: &str = "<cursor id>";
 
 /// Rewrites answers of one case; ObjectIds not in `known` get numbered in order of appearance.
 pub struct Normalizer {
@@ -59,6 +61,19 @@ impl Normalizer {
             && !matches!(id, Bson::Int64(0) | Bson::Int32(0))
         {
             *id = Bson::String(CURSOR_OPEN.into());
+        }
+        // killCursors lists cursor ids, which differ between servers; their count is what matters.
+        for key in [
+            "cursorsKilled",
+            "cursorsNotFound",
+            "cursorsAlive",
+            "cursorsUnknown",
+        ] {
+            if let Some(Bson::Array(ids)) = out.get_mut(key) {
+                for id in ids.iter_mut() {
+                    *id = Bson::String(CURSOR_ID.into());
+                }
+            }
         }
         // Write errors are compared by position and code; their messages are free text.
         if let Some(Bson::Array(errors)) = out.get_mut("writeErrors") {
@@ -268,6 +283,11 @@ mod tests {
                 "ok": 1.0,
                 "writeErrors": [{"index": 0, "code": 11000}],
             }
+        );
+        let killed = n.reply(&doc! {"cursorsKilled": [5_i64], "cursorsNotFound": [], "ok": 1.0});
+        assert_eq!(
+            killed,
+            doc! {"cursorsKilled": [CURSOR_ID], "cursorsNotFound": [], "ok": 1.0}
         );
         let closed = n.reply(&doc! {"cursor": {"id": 0_i64}});
         assert_eq!(closed, doc! {"cursor": {"id": 0_i64}});

@@ -33,7 +33,7 @@ impl Sizes {
             runs: runs.max(1),
             point_ops: if quick { 200 } else { 2_000 },
             scan_ops: if quick { 3 } else { 10 },
-            run_budget: Duration::from_millis(if quick { 700 } else { 10_000 }),
+            run_budget: Duration::from_millis(if quick { 300 } else { 10_000 }),
         }
     }
 }

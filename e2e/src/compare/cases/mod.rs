@@ -18,6 +18,9 @@ pub struct Step {
     pub command: Document,
     /// The query language leaves the order of this answer open (e.g. `$group`): sort it first.
     pub unordered: bool,
+    /// Replace the `getMore`/`killCursors` cursor id in `command` with the id of the cursor the
+    /// previous step opened on this server (ids differ between servers, so they cannot be fixed).
+    pub follow_cursor: bool,
 }
 
 /// A named case; `family` groups cases in the report.
@@ -42,6 +45,27 @@ impl Case {
         self.steps.push(Step {
             command,
             unordered: false,
+            follow_cursor: false,
+        });
+        self
+    }
+
+    /// Append `getMore` on the cursor the previous cursor-opening step left open.
+    pub fn get_more(mut self, batch_size: i32) -> Case {
+        self.steps.push(Step {
+            command: doc! {"getMore": 0_i64, "collection": COLL, "batchSize": batch_size},
+            unordered: false,
+            follow_cursor: true,
+        });
+        self
+    }
+
+    /// Append `killCursors` of the cursor the previous cursor-opening step left open.
+    pub fn kill_cursor(mut self) -> Case {
+        self.steps.push(Step {
+            command: doc! {"killCursors": COLL, "cursors": [0_i64]},
+            unordered: false,
+            follow_cursor: true,
         });
         self
     }
@@ -51,6 +75,7 @@ impl Case {
         self.steps.push(Step {
             command,
             unordered: true,
+            follow_cursor: false,
         });
         self
     }
