@@ -4,9 +4,8 @@
 //! See docs/COMPARE.md.
 
 use anyhow::{Context, Result, bail};
-use cairn_e2e::compare::launch::Launched;
-use cairn_e2e::compare::ping::first_host;
 use cairn_e2e::compare::report::{self, GateResult, Report};
+use cairn_e2e::compare::side::Side;
 use cairn_e2e::compare::workloads::{self, Better, Measurement, Sizes};
 use cairn_e2e::compare::{correctness, plot};
 use clap::{Args, Parser, Subcommand};
@@ -56,7 +55,7 @@ enum Command {
 
 #[derive(Args)]
 struct RunArgs {
-    /// Connection string of the server under test.
+    /// Connection string of the server under test (or --target-bin).
     #[arg(long)]
     target: Option<String>,
     /// Connection string of the reference server (e.g. a mongod).
@@ -81,6 +80,13 @@ struct RunArgs {
     /// Same for the reference server.
     #[arg(long)]
     reference_cmd: Option<String>,
+    /// Start this cairn binary as the target on a free port with a fresh data directory
+    /// (instead of --target); enables the restart measurement.
+    #[arg(long)]
+    target_bin: Option<String>,
+    /// Same for the reference server.
+    #[arg(long)]
+    reference_bin: Option<String>,
     /// Run only the correctness cases.
     #[arg(long)]
     skip_workloads: bool,
@@ -151,19 +157,8 @@ async fn connect(uri: &str) -> Result<Client> {
     Ok(client)
 }
 
-fn launch(cmd: &Option<String>, uri: &str) -> Result<Option<Launched>> {
-    let Some(cmd) = cmd else { return Ok(None) };
-    let addr = first_host(uri).context("--*-cmd needs a mongodb://host:port URI")?;
-    Ok(Some(
-        Launched::start(cmd, &addr).map_err(anyhow::Error::msg)?,
-    ))
-}
-
-fn restart(server: &mut Option<Launched>) -> Measurement {
-    let value = match server {
-        Some(s) => s.restart_after_kill_ms(),
-        None => Err("not started by the tool (no --*-cmd)".to_string()),
-    };
+fn restart(side: &mut Side) -> Measurement {
+    let value = side.restart_after_kill_ms();
     Measurement {
         name: "restart after SIGKILL",
         unit: "ms",
@@ -173,16 +168,22 @@ fn restart(server: &mut Option<Launched>) -> Measurement {
 }
 
 fn run_compare(args: RunArgs) -> Result<ExitCode> {
-    let (Some(target), Some(reference), Some(out)) = (
-        args.target.clone(),
-        args.reference.clone(),
-        args.out.clone(),
-    ) else {
-        bail!("--target, --reference and --out are required (or use the `gate` subcommand)");
+    let Some(out) = args.out.clone() else {
+        bail!("--out is required (or use the `gate` subcommand)");
     };
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-    let mut target_server = launch(&args.target_cmd, &target)?;
-    let mut reference_server = launch(&args.reference_cmd, &reference)?;
+    let mut target = Side::open(
+        args.target.as_deref(),
+        args.target_cmd.as_deref(),
+        args.target_bin.as_deref(),
+    )
+    .map_err(|e| anyhow::anyhow!("target: {e}"))?;
+    let mut reference = Side::open(
+        args.reference.as_deref(),
+        args.reference_cmd.as_deref(),
+        args.reference_bin.as_deref(),
+    )
+    .map_err(|e| anyhow::anyhow!("reference: {e}"))?;
     let runtime = tokio::runtime::Runtime::new()?;
     let docs = args
         .docs
@@ -192,15 +193,15 @@ fn run_compare(args: RunArgs) -> Result<ExitCode> {
         .unwrap_or(if args.quick { RUNS_QUICK } else { RUNS_FULL });
     let run_id = format!("{}_{}", std::process::id(), unix_secs());
     let mut rep = Report {
-        target: report::redact_uri(&target),
-        reference: report::redact_uri(&reference),
+        target: report::redact_uri(&target.uri()),
+        reference: report::redact_uri(&reference.uri()),
         docs,
         runs,
         ..Report::default()
     };
     runtime.block_on(async {
-        let t = connect(&target).await?;
-        let r = connect(&reference).await?;
+        let t = connect(&target.uri()).await?;
+        let r = connect(&reference.uri()).await?;
         if !args.skip_correctness {
             let c = correctness::run(&t, &r, args.quick, &run_id).await;
             rep.correctness = report::summary(&c);
@@ -210,11 +211,11 @@ fn run_compare(args: RunArgs) -> Result<ExitCode> {
             let db = format!("cmpw_{run_id}");
             let mut tm = workloads::run_all(&t, &db, &sizes).await;
             let mut rm = workloads::run_all(&r, &db, &sizes).await;
-            tm.push(restart(&mut target_server));
-            rm.push(restart(&mut reference_server));
-            // Fresh clients: the old pools point at killed processes when a restart happened.
-            for uri in [&target, &reference] {
-                if let Ok(c) = connect(uri).await {
+            tm.push(restart(&mut target));
+            rm.push(restart(&mut reference));
+            // Fresh clients: a restarted server is a new process, maybe on a new port.
+            for side in [&target, &reference] {
+                if let Ok(c) = connect(&side.uri()).await {
                     let _ = c.database(&db).drop().await;
                 }
             }

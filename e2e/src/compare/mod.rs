@@ -12,5 +12,6 @@ pub mod ping;
 pub mod plot;
 pub mod png;
 pub mod report;
+pub mod side;
 pub mod stats;
 pub mod workloads;
