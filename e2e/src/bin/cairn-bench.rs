@@ -3,6 +3,7 @@
 //! versus N), DIR/bench.md and DIR/bench.png (cost relative to the smallest N, log-log).
 
 use anyhow::{Context, Result, bail};
+use cairn_e2e::compare::limits::SERVER_SELECTION_TIMEOUT;
 use cairn_e2e::compare::plot::{self, Series};
 use cairn_e2e::compare::report::{format_value, redact_uri};
 use cairn_e2e::compare::workloads::{self, Better, Sizes};
@@ -12,11 +13,9 @@ use mongodb::options::ClientOptions;
 use serde::Serialize;
 use std::fmt::Write;
 use std::path::PathBuf;
-use std::time::Duration;
 
 const COUNTS_FULL: &[u64] = &[1_000, 10_000, 100_000, 1_000_000];
 const COUNTS_QUICK: &[u64] = &[1_000, 10_000, 100_000];
-const SERVER_SELECTION_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Parser)]
 #[command(

@@ -4,6 +4,7 @@
 //! See docs/COMPARE.md.
 
 use anyhow::{Context, Result, bail};
+use cairn_e2e::compare::limits::SERVER_SELECTION_TIMEOUT;
 use cairn_e2e::compare::report::{self, GateResult, Report};
 use cairn_e2e::compare::side::Side;
 use cairn_e2e::compare::workloads::{self, Better, Measurement, Sizes};
@@ -13,15 +14,12 @@ use mongodb::Client;
 use mongodb::options::ClientOptions;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
 
 /// Default dataset sizes: full and `--quick`.
 const DOCS_FULL: u64 = 50_000;
 const DOCS_QUICK: u64 = 2_000;
 const RUNS_FULL: usize = 5;
 const RUNS_QUICK: usize = 3;
-/// A server that is down should fail the run quickly, not after the driver's 30 s default.
-const SERVER_SELECTION_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Parser)]
 #[command(

@@ -5,15 +5,12 @@
 
 use crate::compare::cases::{self, Case, Step};
 use crate::compare::corpus;
+use crate::compare::limits::STEP_TIMEOUT;
 use crate::compare::normalize::{Normalizer, error_doc, render_doc, sort_first_batch};
 use bson::{Document, doc};
 use mongodb::Client;
 use mongodb::error::ErrorKind;
 use serde::Serialize;
-use std::time::Duration;
-
-/// A step that takes longer than this is recorded as a client-side timeout.
-const STEP_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// One case whose answers differ.
 #[derive(Clone, Debug, Serialize)]

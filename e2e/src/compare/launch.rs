@@ -2,14 +2,10 @@
 //! that the child *is* the server and SIGKILL reaches it, and a restart timer that measures from
 //! the kill to the first successful `ping`.
 
+use crate::compare::limits::{PING_TIMEOUT, READY_POLL_INTERVAL, READY_TIMEOUT};
 use crate::compare::ping::ping;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-/// How long a server may take to answer its first ping.
-const READY_TIMEOUT: Duration = Duration::from_secs(60);
-const PING_TIMEOUT: Duration = Duration::from_millis(500);
-const POLL_INTERVAL: Duration = Duration::from_millis(5);
+use std::time::Instant;
 
 /// A server process started from a command line; killed on drop.
 pub struct Launched {
@@ -73,7 +69,7 @@ fn wait_ready(addr: &str) -> Result<(), String> {
         match ping(addr, PING_TIMEOUT) {
             Ok(()) => return Ok(()),
             Err(e) if Instant::now() > deadline => return Err(format!("{addr} not ready: {e}")),
-            Err(_) => std::thread::sleep(POLL_INTERVAL),
+            Err(_) => std::thread::sleep(READY_POLL_INTERVAL),
         }
     }
 }

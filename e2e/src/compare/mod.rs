@@ -7,6 +7,7 @@ pub mod corpus;
 pub mod correctness;
 pub mod dataset;
 pub mod launch;
+pub mod limits;
 pub mod normalize;
 pub mod ping;
 pub mod plot;

@@ -7,8 +7,7 @@ use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
-/// Largest reply frame accepted: a ping reply is tiny, anything big is not a MongoDB server.
-const REPLY_SIZE_MAX: usize = 1 << 20;
+use crate::compare::limits::PING_REPLY_SIZE_MAX;
 const HEADER_SIZE: usize = 16;
 
 /// Ping `addr` ("host:port"); Ok when the server answers `{ok: 1}` within `timeout`.
@@ -41,7 +40,7 @@ fn read_frame(stream: &mut TcpStream) -> Result<Vec<u8>, String> {
         .map_err(|e| format!("read: {e}"))?;
     let n = i32::from_le_bytes(len);
     let n = usize::try_from(n).map_err(|_| format!("bad reply length {n}"))?;
-    if !(HEADER_SIZE..=REPLY_SIZE_MAX).contains(&n) {
+    if !(HEADER_SIZE..=PING_REPLY_SIZE_MAX).contains(&n) {
         return Err(format!("bad reply length {n}"));
     }
     let mut frame = vec![0u8; n];

@@ -140,7 +140,9 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
 }
 
-const PALETTE: [(u8, u8, u8); 8] = [
+/// Sixteen distinguishable line colours (the workload list has seventeen entries at most, and
+/// the restart line never appears in bench charts).
+const PALETTE: [(u8, u8, u8); 16] = [
     (31, 119, 180),
     (255, 127, 14),
     (44, 160, 44),
@@ -149,6 +151,14 @@ const PALETTE: [(u8, u8, u8); 8] = [
     (140, 86, 75),
     (227, 119, 194),
     (127, 127, 127),
+    (188, 189, 34),
+    (23, 190, 207),
+    (0, 0, 0),
+    (120, 40, 140),
+    (255, 200, 0),
+    (0, 90, 50),
+    (250, 120, 160),
+    (60, 60, 200),
 ];
 
 /// PNG of cost relative to the smallest N (so workloads of any unit share one axis), log-log.

@@ -2,13 +2,11 @@
 //! person reads) and the ratio chart. JSON keys are part of the tool's interface: add, never rename.
 
 use crate::compare::correctness::{Correctness, Mismatch};
+use crate::compare::limits::ANSWER_SHOWN_CHARS_MAX;
 use crate::compare::stats::{gate_passes, ratio};
 use crate::compare::workloads::{Better, Measurement};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
-
-/// Longest answer text shown per side in the Markdown mismatch list.
-const ANSWER_SHOWN_CHARS_MAX: usize = 700;
 
 /// One row of the workload table.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]

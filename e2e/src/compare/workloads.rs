@@ -3,6 +3,7 @@
 //! workload the server cannot run (an error reply) is recorded as that error, not a crash.
 
 use crate::compare::dataset;
+use crate::compare::limits::{BULK_BATCH_COUNT, RUN_BUDGET_FULL, RUN_BUDGET_QUICK};
 use crate::compare::stats::median;
 use bson::{Document, doc};
 use mongodb::options::ReturnDocument;
@@ -33,7 +34,11 @@ impl Sizes {
             runs: runs.max(1),
             point_ops: if quick { 200 } else { 2_000 },
             scan_ops: if quick { 3 } else { 10 },
-            run_budget: Duration::from_millis(if quick { 300 } else { 10_000 }),
+            run_budget: if quick {
+                RUN_BUDGET_QUICK
+            } else {
+                RUN_BUDGET_FULL
+            },
         }
     }
 }
@@ -56,7 +61,6 @@ pub struct Measurement {
 }
 
 const USERS: &str = "users";
-const BULK_BATCH: usize = 1_000;
 
 type Outcome = Result<f64, mongodb::error::Error>;
 
@@ -261,7 +265,7 @@ async fn bulk_insert(users: &Collection<Document>, sizes: &Sizes) -> Outcome {
     let mut elapsed = 0.0;
     let mut first = 0i64;
     while (first as u64) < sizes.docs {
-        let count = (sizes.docs - first as u64).min(BULK_BATCH as u64) as i64;
+        let count = (sizes.docs - first as u64).min(BULK_BATCH_COUNT as u64) as i64;
         let batch = dataset::users(dataset::SEED, first, count);
         bytes += batch
             .iter()

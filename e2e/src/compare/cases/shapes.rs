@@ -108,7 +108,10 @@ pub fn aggregations() -> Vec<Case> {
             doc! {"$skip": 2},
             doc! {"$limit": 2},
         ],
-        vec![doc! {"$unwind": "$arr"}, doc! {"$sort": {"_id": 1}}],
+        vec![
+            doc! {"$unwind": "$arr"},
+            doc! {"$sort": {"_id": 1, "arr": 1}},
+        ],
         vec![doc! {"$count": "n"}],
         vec![doc! {"$nosuchstage": {}}],
     ];
