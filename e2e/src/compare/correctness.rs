@@ -23,12 +23,54 @@ pub struct Mismatch {
     pub reference: String,
 }
 
+/// Per command family: how much agreed, and how much each side does not implement at all.
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize, PartialEq)]
+pub struct FamilyStats {
+    pub family: String,
+    pub cases: usize,
+    pub mismatching_cases: usize,
+    pub steps: usize,
+    /// Steps answered with CommandNotFound (59) or NotImplemented (238).
+    pub target_unsupported_steps: usize,
+    pub reference_unsupported_steps: usize,
+}
+
 /// Totals for the report.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Correctness {
     pub cases: usize,
     pub steps: usize,
     pub mismatches: Vec<Mismatch>,
+    pub families: Vec<FamilyStats>,
+}
+
+/// Error codes meaning "this server does not do that at all" rather than "you asked wrongly".
+const UNSUPPORTED_CODES: [i32; 2] = [59, 238];
+
+fn unsupported_steps(answers: &[Document]) -> usize {
+    answers
+        .iter()
+        .filter(|a| a.get_f64("ok").is_ok_and(|ok| ok == 0.0))
+        .filter(|a| {
+            a.get_i32("code")
+                .is_ok_and(|c| UNSUPPORTED_CODES.contains(&c))
+        })
+        .count()
+}
+
+/// The stats entry of `family`, created in first-seen order.
+fn family_entry<'a>(families: &'a mut Vec<FamilyStats>, family: &str) -> &'a mut FamilyStats {
+    let i = match families.iter().position(|f| f.family == family) {
+        Some(i) => i,
+        None => {
+            families.push(FamilyStats {
+                family: family.to_string(),
+                ..FamilyStats::default()
+            });
+            families.len() - 1
+        }
+    };
+    &mut families[i]
 }
 
 /// Run every case on both servers; `run_id` keeps database names unique per invocation.
@@ -42,7 +84,13 @@ pub async fn run(target: &Client, reference: &Client, quick: bool, run_id: &str)
         let db = format!("cmp_{run_id}_{i}");
         let (t, r) = tokio::join!(run_case(target, &db, case), run_case(reference, &db, case));
         out.steps += case.steps.len();
+        let stats = family_entry(&mut out.families, case.family);
+        stats.cases += 1;
+        stats.steps += case.steps.len();
+        stats.target_unsupported_steps += unsupported_steps(&t);
+        stats.reference_unsupported_steps += unsupported_steps(&r);
         if let Some(m) = first_difference(case, &t, &r) {
+            stats.mismatching_cases += 1;
             out.mismatches.push(m);
         }
     }
@@ -149,6 +197,22 @@ fn short_kind(kind: &ErrorKind) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unsupported_counts_only_not_implemented_codes() {
+        let answers = [
+            error_doc(59, "CommandNotFound"),
+            error_doc(238, "NotImplemented"),
+            error_doc(2, "BadValue"),
+            doc! {"ok": 1.0},
+        ];
+        assert_eq!(unsupported_steps(&answers), 2);
+        let mut families = Vec::new();
+        family_entry(&mut families, "a").cases += 1;
+        family_entry(&mut families, "b").cases += 1;
+        family_entry(&mut families, "a").cases += 1;
+        assert_eq!(families.iter().map(|f| f.cases).collect::<Vec<_>>(), [2, 1]);
+    }
 
     #[test]
     fn cursor_ids_are_substituted() {

@@ -1,7 +1,7 @@
 //! The report files: `compare.json` (stable shape, read back by `gate`), `compare.md` (the table a
 //! person reads) and the ratio chart. JSON keys are part of the tool's interface: add, never rename.
 
-use crate::compare::correctness::{Correctness, Mismatch};
+use crate::compare::correctness::{Correctness, FamilyStats, Mismatch};
 use crate::compare::limits::ANSWER_SHOWN_CHARS_MAX;
 use crate::compare::stats::{gate_passes, ratio};
 use crate::compare::workloads::{Better, Measurement};
@@ -29,6 +29,8 @@ pub struct CorrectnessSummary {
     pub cases: usize,
     pub steps: usize,
     pub mismatches: usize,
+    #[serde(default)]
+    pub families: Vec<FamilyStats>,
     #[serde(default)]
     pub mismatch_list: Vec<MismatchEntry>,
 }
@@ -83,6 +85,7 @@ pub fn summary(c: &Correctness) -> CorrectnessSummary {
         cases: c.cases,
         steps: c.steps,
         mismatches: c.mismatches.len(),
+        families: c.families.clone(),
         mismatch_list: c.mismatches.iter().map(entry).collect(),
     }
 }
@@ -167,6 +170,26 @@ pub fn markdown(report: &Report) -> String {
         "\n## Correctness\n\n{} cases, {} commands, {} mismatching cases.\n",
         c.cases, c.steps, c.mismatches
     );
+    if !c.families.is_empty() {
+        let _ = writeln!(
+            s,
+            "| family | cases | differing cases | commands | target: not implemented | reference: not implemented |"
+        );
+        let _ = writeln!(s, "| --- | ---: | ---: | ---: | ---: | ---: |");
+        for f in &c.families {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {} |",
+                f.family,
+                f.cases,
+                f.mismatching_cases,
+                f.steps,
+                f.target_unsupported_steps,
+                f.reference_unsupported_steps
+            );
+        }
+        s.push('\n');
+    }
     for m in &c.mismatch_list {
         let _ = writeln!(s, "### {} (step {})\n", m.case, m.step);
         let _ = writeln!(s, "- command: `{}`", clip(&m.command));
