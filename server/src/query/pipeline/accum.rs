@@ -67,30 +67,6 @@ pub enum State {
     Window(VecDeque<Bson>),
 }
 
-/// The accumulator names `$group` knows.
-pub const NAMES: &[&str] = &[
-    "$sum",
-    "$avg",
-    "$min",
-    "$max",
-    "$first",
-    "$last",
-    "$push",
-    "$addToSet",
-    "$count",
-    "$mergeObjects",
-    "$stdDevPop",
-    "$stdDevSamp",
-    "$top",
-    "$bottom",
-    "$topN",
-    "$bottomN",
-    "$firstN",
-    "$lastN",
-    "$maxN",
-    "$minN",
-];
-
 impl Acc {
     /// Parses `{op: arg}`; `None` when `op` is not an accumulator.
     pub fn parse(op: &str, arg: &Bson, ctx: &ParseContext) -> CommandResult<Option<Acc>> {
@@ -427,7 +403,7 @@ fn parse_top(op: &str, arg: &Bson, ctx: &ParseContext) -> CommandResult<Acc> {
     let with_n = op.ends_with('N');
     if let Some(extra) = d
         .keys()
-        .find(|k| !matches!(k.as_str(), "sortBy" | "output") && !(with_n && k.as_str() == "n"))
+        .find(|k| !(matches!(k.as_str(), "sortBy" | "output") || (with_n && k.as_str() == "n")))
     {
         return Err(perr(
             codes::N_UNKNOWN_FIELD,

@@ -25,6 +25,8 @@ mod stages;
 #[cfg(test)]
 mod tests;
 
+/// Every mongod error code the pipeline can return (see `codes`).
+pub use codes::ALL as ERROR_CODES_USED;
 pub use output::{OutputMode, OutputTarget, WhenMatched, WhenNotMatched};
 
 use crate::error::CommandResult;

@@ -4,7 +4,7 @@
 
 use super::{Stage, spec_doc};
 use crate::error::CommandResult;
-use crate::query::pipeline::accum::{self, Acc, State};
+use crate::query::pipeline::accum::{Acc, State};
 use crate::query::pipeline::codes::{self, perr};
 use crate::query::pipeline::common::{AggExpr, RunCx, to_raw, value_key, value_size_bytes};
 use crate::query::pipeline::limits::ENTRY_OVERHEAD_BYTES;
@@ -185,9 +185,4 @@ impl Stage for SortByCount {
         });
         Ok(Box::new(docs.into_iter().map(Ok)))
     }
-}
-
-/// True when `name` is an accumulator `$group` knows (for `$setWindowFields`).
-pub fn is_accumulator(name: &str) -> bool {
-    accum::NAMES.contains(&name)
 }

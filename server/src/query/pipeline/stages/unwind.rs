@@ -98,7 +98,7 @@ impl Unwind {
             ));
         };
         let index_field = match index {
-            Some(s) if s.is_empty() => {
+            Some("") => {
                 return Err(perr(
                     codes::UNWIND_INDEX_NOT_STRING,
                     "expected a non-empty string for the includeArrayIndex option to $unwind stage",

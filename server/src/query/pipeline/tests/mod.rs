@@ -4,6 +4,7 @@
 mod accumulators;
 mod differential;
 mod stages;
+mod window;
 
 use super::{ParseContext, Pipeline, PipelineEnv};
 use crate::error::{CommandError, CommandResult, ErrorCode};
