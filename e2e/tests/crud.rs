@@ -443,9 +443,12 @@ async fn indexes_unique_and_listing() {
         .unwrap_err();
     assert_eq!(code_of(&e), 86);
     // A unique build over duplicates fails with 11000 naming the key.
-    c.insert_many(vec![doc! { "k": 1 }, doc! { "k": 1 }])
-        .await
-        .unwrap();
+    c.insert_many(vec![
+        doc! { "k": 1, "email": "k1" },
+        doc! { "k": 1, "email": "k2" },
+    ])
+    .await
+    .unwrap();
     let e = db
         .run_command(
             doc! { "createIndexes": "ix", "indexes": [ { "key": { "k": 1 }, "unique": true } ] },
