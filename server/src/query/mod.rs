@@ -7,6 +7,7 @@ mod expr_ops;
 pub mod limits;
 pub mod matcher;
 pub mod path;
+pub mod pipeline;
 pub mod projection;
 pub mod sort;
 pub mod types;

@@ -1,0 +1,439 @@
+//! Accumulators shared by `$group`, `$bucket`, `$bucketAuto` and `$setWindowFields`: parsing
+//! `{$op: argument}` and folding values into a state. mongod's rules: `$min`/`$max`/`$maxN`/
+//! `$minN`/`$mergeObjects` ignore null and missing; `$push`/`$addToSet` skip missing;
+//! `$first`/`$last`/`$firstN`/`$lastN` keep nulls and read missing as null; numeric
+//! accumulators ignore non-numbers. Every state reports the bytes it adds, for the
+//! blocking-stage memory bound.
+
+use super::ParseContext;
+use super::codes::{self, perr};
+use super::common::{AggExpr, integral, type_name, value_key, value_size_bytes};
+use super::numeric::{NumSum, StdDev};
+use super::stages::SortKeys;
+use crate::error::CommandResult;
+use bson::{Bson, Document, RawDocument};
+use std::cmp::Ordering;
+use std::collections::{HashSet, VecDeque};
+use storage::order;
+
+/// A parsed accumulator.
+#[derive(Debug, Clone)]
+pub enum Acc {
+    Sum(AggExpr),
+    Avg(AggExpr),
+    Min(AggExpr),
+    Max(AggExpr),
+    First(AggExpr),
+    Last(AggExpr),
+    Push(AggExpr),
+    AddToSet(AggExpr),
+    Count,
+    MergeObjects(AggExpr),
+    StdDev {
+        input: AggExpr,
+        sample: bool,
+    },
+    /// `$top`/`$bottom` (n = None) and `$topN`/`$bottomN`.
+    Top {
+        sort: SortKeys,
+        output: AggExpr,
+        n: Option<usize>,
+        bottom: bool,
+    },
+    FirstN {
+        input: AggExpr,
+        n: usize,
+        last: bool,
+    },
+    ExtremeN {
+        input: AggExpr,
+        n: usize,
+        max: bool,
+    },
+}
+
+/// The running state of one accumulator in one group.
+#[derive(Debug, Clone)]
+pub enum State {
+    Sum(NumSum),
+    Extreme(Option<Bson>),
+    First(Option<Bson>),
+    Last(Bson),
+    List(Vec<Bson>),
+    Set(Vec<Bson>, HashSet<Vec<u8>>),
+    Merge(Document),
+    Dev(StdDev),
+    Ranked(Vec<(Vec<Bson>, Bson)>),
+    Window(VecDeque<Bson>),
+}
+
+impl Acc {
+    /// Parses `{op: arg}`; `None` when `op` is not an accumulator.
+    pub fn parse(op: &str, arg: &Bson, ctx: &ParseContext) -> CommandResult<Option<Acc>> {
+        let unary = |arg: &Bson| -> CommandResult<AggExpr> {
+            if let Bson::Array(_) = arg {
+                return Err(perr(
+                    codes::ACCUMULATOR_ARRAY_ARG,
+                    format!("The {op} accumulator is a unary operator"),
+                ));
+            }
+            AggExpr::parse(arg, ctx)
+        };
+        let acc = match op {
+            "$sum" => Acc::Sum(unary(arg)?),
+            "$avg" => Acc::Avg(unary(arg)?),
+            "$min" => Acc::Min(unary(arg)?),
+            "$max" => Acc::Max(unary(arg)?),
+            "$first" => Acc::First(unary(arg)?),
+            "$last" => Acc::Last(unary(arg)?),
+            "$push" => Acc::Push(unary(arg)?),
+            "$addToSet" => Acc::AddToSet(unary(arg)?),
+            "$mergeObjects" => Acc::MergeObjects(unary(arg)?),
+            "$stdDevPop" => Acc::StdDev {
+                input: unary(arg)?,
+                sample: false,
+            },
+            "$stdDevSamp" => Acc::StdDev {
+                input: unary(arg)?,
+                sample: true,
+            },
+            "$count" => match arg {
+                Bson::Document(d) if d.is_empty() => Acc::Count,
+                _ => {
+                    return Err(perr(
+                        codes::FAILED_TO_PARSE,
+                        "$count takes no arguments, i.e. $count:{}",
+                    ));
+                }
+            },
+            "$top" | "$bottom" | "$topN" | "$bottomN" => parse_top(op, arg, ctx)?,
+            "$firstN" | "$lastN" | "$maxN" | "$minN" => parse_n(op, arg, ctx)?,
+            _ => return Ok(None),
+        };
+        Ok(Some(acc))
+    }
+
+    pub fn new_state(&self) -> State {
+        match self {
+            Acc::Sum(_) | Acc::Avg(_) | Acc::Count => State::Sum(NumSum::default()),
+            Acc::Min(_) | Acc::Max(_) => State::Extreme(None),
+            Acc::First(_) => State::First(None),
+            Acc::Last(_) => State::Last(Bson::Null),
+            Acc::Push(_) | Acc::ExtremeN { .. } => State::List(Vec::new()),
+            Acc::AddToSet(_) => State::Set(Vec::new(), HashSet::new()),
+            Acc::MergeObjects(_) => State::Merge(Document::new()),
+            Acc::StdDev { .. } => State::Dev(StdDev::default()),
+            Acc::Top { .. } => State::Ranked(Vec::new()),
+            Acc::FirstN { .. } => State::Window(VecDeque::new()),
+        }
+    }
+
+    /// Folds one document into `state`; returns the bytes the state grew by (roughly).
+    pub fn add(&self, state: &mut State, doc: &RawDocument) -> CommandResult<usize> {
+        match (self, state) {
+            (Acc::Count, State::Sum(s)) => {
+                s.add(&Bson::Int32(1));
+                Ok(0)
+            }
+            (Acc::Sum(e) | Acc::Avg(e), State::Sum(s)) => {
+                // Arrays are not numbers: `$sum: "$arr"` in `$group` ignores them, as mongod does.
+                if let Some(v) = e.eval(doc)? {
+                    s.add(&v);
+                }
+                Ok(0)
+            }
+            (Acc::Min(e) | Acc::Max(e), State::Extreme(best)) => {
+                let want = if matches!(self, Acc::Max(_)) {
+                    Ordering::Greater
+                } else {
+                    Ordering::Less
+                };
+                if let Some(v) = e
+                    .eval(doc)?
+                    .filter(|v| !matches!(v, Bson::Null | Bson::Undefined))
+                {
+                    let grows = value_size_bytes(&v);
+                    if best
+                        .as_ref()
+                        .is_none_or(|b| order::compare_bson(&v, b) == want)
+                    {
+                        *best = Some(v);
+                        return Ok(grows);
+                    }
+                }
+                Ok(0)
+            }
+            (Acc::First(e), State::First(first)) => {
+                if first.is_none() {
+                    let v = e.eval(doc)?.unwrap_or(Bson::Null);
+                    let grows = value_size_bytes(&v);
+                    *first = Some(v);
+                    return Ok(grows);
+                }
+                Ok(0)
+            }
+            (Acc::Last(e), State::Last(last)) => {
+                *last = e.eval(doc)?.unwrap_or(Bson::Null);
+                Ok(0)
+            }
+            (Acc::Push(e), State::List(items)) => push_some(items, e.eval(doc)?),
+            (Acc::AddToSet(e), State::Set(items, seen)) => match e.eval(doc)? {
+                Some(v) if seen.insert(value_key(&v)) => push_some(items, Some(v)),
+                _ => Ok(0),
+            },
+            (Acc::MergeObjects(e), State::Merge(out)) => merge_into(out, e.eval(doc)?),
+            (Acc::StdDev { input, .. }, State::Dev(dev)) => {
+                if let Some(v) = input.eval(doc)? {
+                    dev.add(&v);
+                }
+                Ok(0)
+            }
+            (
+                Acc::Top {
+                    sort, output, n, ..
+                },
+                State::Ranked(rows),
+            ) => {
+                let v = output.eval(doc)?.unwrap_or(Bson::Null);
+                let grows = value_size_bytes(&v);
+                rows.push((sort.key_of(doc), v));
+                // Keep the state bounded: sort and trim once it doubles.
+                let keep = self.ranked_keep(n);
+                if rows.len() >= keep.saturating_mul(2).max(16) {
+                    self.trim_ranked(rows);
+                }
+                Ok(grows)
+            }
+            (Acc::FirstN { input, n, last }, State::Window(items)) => {
+                if !*last && items.len() >= *n {
+                    return Ok(0);
+                }
+                let v = input.eval(doc)?.unwrap_or(Bson::Null);
+                let grows = value_size_bytes(&v);
+                items.push_back(v);
+                if items.len() > *n {
+                    items.pop_front();
+                }
+                Ok(grows)
+            }
+            (Acc::ExtremeN { input, n, max }, State::List(items)) => {
+                let Some(v) = input
+                    .eval(doc)?
+                    .filter(|v| !matches!(v, Bson::Null | Bson::Undefined))
+                else {
+                    return Ok(0);
+                };
+                let grows = value_size_bytes(&v);
+                items.push(v);
+                if items.len() >= n.saturating_mul(2).max(16) {
+                    sort_extremes(items, *max);
+                    items.truncate(*n);
+                }
+                Ok(grows)
+            }
+            _ => Ok(0),
+        }
+    }
+
+    fn ranked_keep(&self, n: &Option<usize>) -> usize {
+        n.unwrap_or(1)
+    }
+
+    fn trim_ranked(&self, rows: &mut Vec<(Vec<Bson>, Bson)>) {
+        if let Acc::Top {
+            sort, n, bottom, ..
+        } = self
+        {
+            rows.sort_by(|a, b| sort.compare(&a.0, &b.0));
+            let keep = n.unwrap_or(1);
+            if *bottom {
+                let drop = rows.len().saturating_sub(keep);
+                rows.drain(..drop);
+            } else {
+                rows.truncate(keep);
+            }
+        }
+    }
+
+    /// The final value of `state`.
+    pub fn finish(&self, state: &State) -> Bson {
+        match (self, state) {
+            (Acc::Avg(_), State::Sum(s)) => s.avg(),
+            (_, State::Sum(s)) => s.sum(),
+            (_, State::Extreme(v)) => v.clone().unwrap_or(Bson::Null),
+            (_, State::First(v)) => v.clone().unwrap_or(Bson::Null),
+            (_, State::Last(v)) => v.clone(),
+            (Acc::ExtremeN { n, max, .. }, State::List(items)) => {
+                let mut items = items.clone();
+                sort_extremes(&mut items, *max);
+                items.truncate(*n);
+                Bson::Array(items)
+            }
+            (_, State::List(items)) | (_, State::Set(items, _)) => Bson::Array(items.clone()),
+            (_, State::Merge(d)) => Bson::Document(d.clone()),
+            (Acc::StdDev { sample, .. }, State::Dev(dev)) => dev.result(*sample),
+            (Acc::Top { n, .. }, State::Ranked(rows)) => {
+                let mut rows = rows.clone();
+                self.trim_ranked(&mut rows);
+                let values: Vec<Bson> = rows.into_iter().map(|(_, v)| v).collect();
+                match n {
+                    Some(_) => Bson::Array(values),
+                    None => values.into_iter().next().unwrap_or(Bson::Null),
+                }
+            }
+            (_, State::Window(items)) => Bson::Array(items.iter().cloned().collect()),
+            _ => Bson::Null,
+        }
+    }
+}
+
+fn push_some(items: &mut Vec<Bson>, v: Option<Bson>) -> CommandResult<usize> {
+    match v {
+        Some(v) => {
+            let grows = value_size_bytes(&v);
+            items.push(v);
+            Ok(grows)
+        }
+        None => Ok(0),
+    }
+}
+
+/// `$mergeObjects`: later fields overwrite earlier ones; null and missing are skipped.
+pub fn merge_into(out: &mut Document, v: Option<Bson>) -> CommandResult<usize> {
+    match v {
+        None | Some(Bson::Null) | Some(Bson::Undefined) => Ok(0),
+        Some(Bson::Document(d)) => {
+            let grows = super::common::doc_size_bytes(&d);
+            for (k, v) in d {
+                out.insert(k, v);
+            }
+            Ok(grows)
+        }
+        Some(other) => Err(perr(
+            codes::MERGE_OBJECTS_NOT_OBJECT,
+            format!(
+                "$mergeObjects requires object inputs, but input {other} is of type {}",
+                type_name(&other)
+            ),
+        )),
+    }
+}
+
+fn sort_extremes(items: &mut [Bson], max: bool) {
+    items.sort_by(|a, b| {
+        let o = order::compare_bson(a, b);
+        if max { o.reverse() } else { o }
+    });
+}
+
+/// Reads the `n` of the N accumulators: a constant positive integer.
+fn parse_count_n(op: &str, spec: Option<&Bson>, ctx: &ParseContext) -> CommandResult<usize> {
+    let spec =
+        spec.ok_or_else(|| perr(codes::N_MISSING, format!("Missing value for 'n' in {op}")))?;
+    let value = AggExpr::parse(spec, ctx)?
+        .eval_on(&Document::new())?
+        .unwrap_or(Bson::Null);
+    let n = integral(&value).ok_or_else(|| {
+        perr(
+            codes::N_NOT_INTEGRAL,
+            format!("Value for 'n' must be of integral type, but found {value}"),
+        )
+    })?;
+    if n <= 0 {
+        return Err(perr(
+            codes::N_NOT_POSITIVE,
+            format!("'n' must be greater than 0, found {n}"),
+        ));
+    }
+    Ok(usize::try_from(n.min(super::limits::ACCUMULATOR_N_MAX)).unwrap_or(usize::MAX))
+}
+
+fn arg_doc<'s>(op: &str, arg: &'s Bson) -> CommandResult<&'s Document> {
+    match arg {
+        Bson::Document(d) => Ok(d),
+        _ => Err(perr(
+            codes::N_UNKNOWN_FIELD,
+            format!("specification for {op} must be an object"),
+        )),
+    }
+}
+
+fn parse_n(op: &str, arg: &Bson, ctx: &ParseContext) -> CommandResult<Acc> {
+    let d = arg_doc(op, arg)?;
+    if let Some(extra) = d.keys().find(|k| !matches!(k.as_str(), "input" | "n")) {
+        return Err(perr(
+            codes::N_UNKNOWN_FIELD,
+            format!("Unknown argument for 'n' accumulator: {extra}"),
+        ));
+    }
+    let n = parse_count_n(op, d.get("n"), ctx)?;
+    let input = d.get("input").ok_or_else(|| {
+        perr(
+            codes::N_MISSING,
+            format!("Missing value for 'input' in {op}"),
+        )
+    })?;
+    let input = AggExpr::parse(input, ctx)?;
+    Ok(match op {
+        "$firstN" => Acc::FirstN {
+            input,
+            n,
+            last: false,
+        },
+        "$lastN" => Acc::FirstN {
+            input,
+            n,
+            last: true,
+        },
+        "$maxN" => Acc::ExtremeN {
+            input,
+            n,
+            max: true,
+        },
+        _ => Acc::ExtremeN {
+            input,
+            n,
+            max: false,
+        },
+    })
+}
+
+fn parse_top(op: &str, arg: &Bson, ctx: &ParseContext) -> CommandResult<Acc> {
+    let d = arg_doc(op, arg)?;
+    let with_n = op.ends_with('N');
+    if let Some(extra) = d
+        .keys()
+        .find(|k| !(matches!(k.as_str(), "sortBy" | "output") || (with_n && k.as_str() == "n")))
+    {
+        return Err(perr(
+            codes::N_UNKNOWN_FIELD,
+            format!("Unknown argument to {op} '{extra}'"),
+        ));
+    }
+    let sort = match d.get("sortBy") {
+        Some(Bson::Document(s)) => SortKeys::parse(s)?,
+        _ => {
+            return Err(perr(
+                codes::TOP_SORT_MISSING,
+                format!("{op} requires a 'sortBy' object"),
+            ));
+        }
+    };
+    let output = d.get("output").ok_or_else(|| {
+        perr(
+            codes::N_MISSING,
+            format!("Missing value for 'output' in {op}"),
+        )
+    })?;
+    let n = if with_n {
+        Some(parse_count_n(op, d.get("n"), ctx)?)
+    } else {
+        None
+    };
+    Ok(Acc::Top {
+        sort,
+        output: AggExpr::parse(output, ctx)?,
+        n,
+        bottom: op.starts_with("$bottom"),
+    })
+}

@@ -1,0 +1,272 @@
+//! The aggregation pipeline: parsing a list of stage documents into [`Pipeline`] (strictly, with
+//! mongod's error codes) and running it over a stream of documents.
+//!
+//! The engine is pure: it never touches storage or the network. Documents come in as an
+//! iterator and go out as one; the only outside data it reads (foreign collections for
+//! `$lookup`, `$unionWith`, `$graphLookup`) comes through [`PipelineEnv`]. `$out` and `$merge`
+//! do not write: the pipeline passes their input through and [`Pipeline::output_target`] tells
+//! the caller where and how to write it ([`output::merge_documents`] computes each `$merge`
+//! result document). Streaming stages (`$match`, `$project`, `$addFields`, `$unset`, `$limit`,
+//! `$skip`, `$unwind`, `$replaceRoot`, `$redact`, `$unionWith`, `$lookup`) stay lazy; blocking
+//! stages hold at most `memory_max_bytes` unless `allowDiskUse` is set (there is no spilling:
+//! with `allowDiskUse` they simply keep going in memory).
+//!
+//! Expressions are `crate::query::expr::Expr`; variables the expression module does not know
+//! (`$$NOW`, `$$CLUSTER_TIME`, `$$REMOVE`, `let` variables) are substituted into the expression
+//! text before it is parsed (see [`common::AggExpr`]).
+
+mod accum;
+mod codes;
+mod common;
+pub mod limits;
+mod numeric;
+pub mod output;
+mod stages;
+#[cfg(test)]
+mod tests;
+
+/// Every mongod error code the pipeline can return (see `codes`).
+pub use codes::ALL as ERROR_CODES_USED;
+pub use output::{OutputMode, OutputTarget, WhenMatched, WhenNotMatched};
+
+use crate::error::CommandResult;
+use bson::{Bson, Document};
+use codes::perr;
+use common::RunCx;
+use stages::Stage;
+
+/// A stream of documents flowing between stages.
+pub type DocStream<'a> = Box<dyn Iterator<Item = CommandResult<Document>> + 'a>;
+
+/// What the pipeline may ask of the outside world.
+pub trait PipelineEnv {
+    /// Every document of `db.coll` in natural order (empty when the collection does not exist).
+    fn collection_docs(&self, db: &str, coll: &str) -> CommandResult<Vec<Document>>;
+}
+
+/// Everything parsing needs to know about the command around the pipeline.
+#[derive(Debug, Clone)]
+pub struct ParseContext {
+    /// The database the `aggregate` command runs in (`$lookup`'s default database).
+    pub db: String,
+    /// The collection aggregated; `None` for `aggregate: 1` (then `$documents` must lead).
+    pub coll: Option<String>,
+    /// `allowDiskUse`: blocking stages may exceed `memory_max_bytes`.
+    pub allow_disk_use: bool,
+    /// Memory bound of one blocking stage, in bytes.
+    pub memory_max_bytes: usize,
+    /// The value of `$$NOW` (and the seconds of `$$CLUSTER_TIME`) for this command.
+    pub now: bson::DateTime,
+    /// Resolved constants of the command's `let` plus the system variables.
+    pub(crate) variables: Document,
+    /// How deep inside sub-pipelines this pipeline sits.
+    pub(crate) depth: usize,
+    /// Set while parsing a `$facet` sub-pipeline (some stages are refused there).
+    pub(crate) in_facet: bool,
+}
+
+impl ParseContext {
+    pub fn new(db: &str, coll: Option<&str>, now: bson::DateTime) -> ParseContext {
+        let mut variables = Document::new();
+        variables.insert("NOW", Bson::DateTime(now));
+        let secs = u32::try_from(now.timestamp_millis().max(0) / 1000).unwrap_or(u32::MAX);
+        variables.insert(
+            "CLUSTER_TIME",
+            Bson::Timestamp(bson::Timestamp {
+                time: secs,
+                increment: 1,
+            }),
+        );
+        for (name, word) in [("DESCEND", "descend"), ("PRUNE", "prune"), ("KEEP", "keep")] {
+            variables.insert(name, Bson::String(format!("$${word}")));
+        }
+        ParseContext {
+            db: db.to_string(),
+            coll: coll.map(str::to_string),
+            allow_disk_use: false,
+            memory_max_bytes: limits::BLOCKING_STAGE_MEMORY_BYTES_MAX,
+            now,
+            variables,
+            depth: 0,
+            in_facet: false,
+        }
+    }
+
+    /// Adds the command's `let` document: each value is an expression over no document,
+    /// and may use the variables defined before it.
+    pub fn with_let(mut self, let_spec: &Document) -> CommandResult<ParseContext> {
+        for (name, spec) in let_spec {
+            common::check_variable_name(name)?;
+            let expr = common::AggExpr::parse(spec, &self)?;
+            let value = expr.eval_on(&Document::new())?.unwrap_or(Bson::Null);
+            self.variables.insert(name.clone(), value);
+        }
+        Ok(self)
+    }
+
+    /// The same context with one more variable (used for `$lookup`'s `let` per document).
+    pub(crate) fn with_variable(&self, name: &str, value: Bson) -> ParseContext {
+        let mut out = self.clone();
+        out.variables.insert(name.to_string(), value);
+        out
+    }
+
+    pub(crate) fn nested(&self) -> CommandResult<ParseContext> {
+        if self.depth + 1 > limits::PIPELINE_DEPTH_MAX {
+            return Err(perr(
+                codes::MAX_SUB_PIPELINE_DEPTH,
+                format!(
+                    "Maximum number of nested sub-pipelines exceeded. Limit is {}",
+                    limits::PIPELINE_DEPTH_MAX
+                ),
+            ));
+        }
+        let mut out = self.clone();
+        out.depth += 1;
+        Ok(out)
+    }
+}
+
+/// One parsed stage with the specification it came from.
+#[derive(Debug)]
+struct ParsedStage {
+    name: String,
+    spec: Bson,
+    stage: Box<dyn Stage>,
+}
+
+/// A parsed pipeline, ready to run any number of times.
+#[derive(Debug)]
+pub struct Pipeline {
+    stages: Vec<ParsedStage>,
+    output: Option<OutputTarget>,
+    allow_disk_use: bool,
+    memory_max_bytes: usize,
+}
+
+impl Pipeline {
+    /// Parses `stages` with mongod's checks (one field per stage, known stage names, `$out` and
+    /// `$merge` only last, stage-specific argument errors).
+    pub fn parse(stages: &[Document], ctx: &ParseContext) -> CommandResult<Pipeline> {
+        if stages.len() > limits::PIPELINE_STAGES_MAX {
+            return Err(perr(
+                codes::PIPELINE_TOO_LONG,
+                format!(
+                    "Pipeline length must be no longer than {} stages.",
+                    limits::PIPELINE_STAGES_MAX
+                ),
+            ));
+        }
+        let mut parsed = Vec::with_capacity(stages.len());
+        let mut output = None;
+        for (i, stage_doc) in stages.iter().enumerate() {
+            let mut fields = stage_doc.iter();
+            let (name, spec) = match (fields.next(), fields.next()) {
+                (Some(first), None) => first,
+                _ => {
+                    return Err(perr(
+                        codes::STAGE_ONE_FIELD,
+                        "A pipeline stage specification object must contain exactly one field.",
+                    ));
+                }
+            };
+            let is_last = i + 1 == stages.len();
+            let following = &stages[i + 1..];
+            let stage = stages::parse_stage(name, spec, ctx, i, is_last, following)?;
+            if let Some(target) = stage.output_target() {
+                output = Some(target);
+            }
+            parsed.push(ParsedStage {
+                name: name.clone(),
+                spec: spec.clone(),
+                stage,
+            });
+        }
+        Ok(Pipeline {
+            stages: parsed,
+            output,
+            allow_disk_use: ctx.allow_disk_use,
+            memory_max_bytes: ctx.memory_max_bytes,
+        })
+    }
+
+    /// Runs the pipeline over `input`. Errors while streaming come out as `Err` items.
+    pub fn run<'a>(
+        &'a self,
+        input: DocStream<'a>,
+        env: &'a dyn PipelineEnv,
+    ) -> CommandResult<DocStream<'a>> {
+        let cx = RunCx {
+            env,
+            allow_disk_use: self.allow_disk_use,
+            memory_max_bytes: self.memory_max_bytes,
+        };
+        let mut stream = input;
+        for stage in &self.stages {
+            stream = stage.stage.run(stream, cx)?;
+        }
+        Ok(stream)
+    }
+
+    /// Runs the pipeline over a vector and collects the result (first error wins).
+    pub fn run_vec(
+        &self,
+        input: Vec<Document>,
+        env: &dyn PipelineEnv,
+    ) -> CommandResult<Vec<Document>> {
+        self.run(Box::new(input.into_iter().map(Ok)), env)?
+            .collect()
+    }
+
+    /// The `$match` document when the pipeline starts with one (for the planner). The pipeline
+    /// still applies it, so pushing it down is purely an optimisation.
+    pub fn leading_match(&self) -> Option<&Document> {
+        match self.stages.first() {
+            Some(ParsedStage {
+                name,
+                spec: Bson::Document(d),
+                ..
+            }) if name == "$match" => Some(d),
+            _ => None,
+        }
+    }
+
+    /// The `$sort` document when the pipeline starts with one, or with `$match` then `$sort`.
+    pub fn leading_sort(&self) -> Option<&Document> {
+        let skip = usize::from(self.leading_match().is_some());
+        match self.stages.get(skip) {
+            Some(ParsedStage {
+                name,
+                spec: Bson::Document(d),
+                ..
+            }) if name == "$sort" => Some(d),
+            _ => None,
+        }
+    }
+
+    /// Where `$out`/`$merge` want the pipeline's output written, if the pipeline ends in one.
+    pub fn output_target(&self) -> Option<&OutputTarget> {
+        self.output.as_ref()
+    }
+
+    /// True when the first stage produces its own documents (`$documents`), so the caller
+    /// should feed an empty input.
+    pub fn is_collectionless(&self) -> bool {
+        self.stages.first().is_some_and(|s| s.name == "$documents")
+    }
+
+    /// The stage names, in order (for explain and tests).
+    pub fn stage_names(&self) -> Vec<&str> {
+        self.stages.iter().map(|s| s.name.as_str()).collect()
+    }
+
+    /// True when any stage reads another collection through [`PipelineEnv`].
+    pub fn reads_other_collections(&self) -> bool {
+        self.stages.iter().any(|s| {
+            matches!(
+                s.name.as_str(),
+                "$lookup" | "$unionWith" | "$graphLookup" | "$facet"
+            )
+        })
+    }
+}

@@ -1,0 +1,162 @@
+//! The stage trait and the table from stage name to parser. Each family of stages lives in its
+//! own file; this one only dispatches and enforces placement rules (`$out`/`$merge` last,
+//! `$documents` first, what `$facet` refuses).
+
+mod basic;
+mod bucket;
+mod densify;
+mod group;
+mod lookup;
+mod shape;
+mod sort;
+mod unwind;
+mod window;
+
+pub(crate) use sort::SortKeys;
+
+use super::codes::{self, perr};
+use super::common::RunCx;
+use super::output::{self, OutputTarget};
+use super::{DocStream, ParseContext};
+use crate::error::{CommandResult, ErrorCode, err};
+use bson::{Bson, Document};
+
+/// One executable stage.
+pub trait Stage: std::fmt::Debug + Send + Sync {
+    /// Wraps `input` in this stage's transformation.
+    fn run<'a>(&'a self, input: DocStream<'a>, cx: RunCx<'a>) -> CommandResult<DocStream<'a>>;
+
+    /// For `$out`/`$merge`: where the output goes.
+    fn output_target(&self) -> Option<OutputTarget> {
+        None
+    }
+}
+
+/// Stages mongod has that cairn reports as not implemented rather than unknown.
+const NOT_IMPLEMENTED: &[&str] = &[
+    "$collStats",
+    "$indexStats",
+    "$currentOp",
+    "$listLocalSessions",
+    "$listSessions",
+    "$geoNear",
+    "$changeStream",
+    "$planCacheStats",
+    "$search",
+    "$searchMeta",
+    "$listSearchIndexes",
+];
+
+/// Stages `$facet` refuses inside its sub-pipelines.
+const NOT_IN_FACET: &[&str] = &[
+    "$out",
+    "$merge",
+    "$facet",
+    "$collStats",
+    "$indexStats",
+    "$geoNear",
+    "$changeStream",
+    "$documents",
+];
+
+/// Parses one stage. `index` is its position, `following` the stages after it (for `$sort`'s
+/// top-k bound).
+pub fn parse_stage(
+    name: &str,
+    spec: &Bson,
+    ctx: &ParseContext,
+    index: usize,
+    is_last: bool,
+    following: &[Document],
+) -> CommandResult<Box<dyn Stage>> {
+    check_placement(name, ctx, index, is_last)?;
+    let stage: Box<dyn Stage> = match name {
+        "$match" => Box::new(basic::Match::parse(spec, ctx)?),
+        "$project" => Box::new(shape::Project::parse(spec, ctx)?),
+        "$addFields" | "$set" => Box::new(shape::AddFields::parse(name, spec, ctx)?),
+        "$unset" => Box::new(shape::Project::parse_unset(spec)?),
+        "$group" => Box::new(group::Group::parse(spec, ctx)?),
+        "$sort" => Box::new(sort::Sort::parse(spec, sort::top_k_bound(following))?),
+        "$limit" => Box::new(basic::Limit::parse(spec)?),
+        "$skip" => Box::new(basic::Skip::parse(spec)?),
+        "$unwind" => Box::new(unwind::Unwind::parse(spec)?),
+        "$count" => Box::new(basic::Count::parse(spec)?),
+        "$sortByCount" => Box::new(group::sort_by_count(spec, ctx)?),
+        "$replaceRoot" | "$replaceWith" => Box::new(basic::ReplaceRoot::parse(name, spec, ctx)?),
+        "$sample" => Box::new(basic::Sample::parse(spec)?),
+        "$redact" => Box::new(basic::Redact::parse(spec, ctx)?),
+        "$documents" => Box::new(basic::Documents::parse(spec, ctx)?),
+        "$lookup" => Box::new(lookup::Lookup::parse(spec, ctx)?),
+        "$unionWith" => Box::new(lookup::UnionWith::parse(spec, ctx)?),
+        "$graphLookup" => Box::new(lookup::GraphLookup::parse(spec, ctx)?),
+        "$facet" => Box::new(bucket::Facet::parse(spec, ctx)?),
+        "$bucket" => Box::new(bucket::Bucket::parse(spec, ctx)?),
+        "$bucketAuto" => Box::new(bucket::BucketAuto::parse(spec, ctx)?),
+        "$setWindowFields" => Box::new(window::SetWindowFields::parse(spec, ctx)?),
+        "$densify" => Box::new(densify::Densify::parse(spec)?),
+        "$fill" => Box::new(densify::Fill::parse(spec, ctx)?),
+        "$out" => Box::new(output::OutStage::parse_out(spec, ctx)?),
+        "$merge" => Box::new(output::OutStage::parse_merge(spec, ctx)?),
+        _ if NOT_IMPLEMENTED.contains(&name) => {
+            return Err(err(
+                ErrorCode::NotImplemented,
+                format!("{name} is not supported by cairn"),
+            ));
+        }
+        _ => {
+            return Err(perr(
+                codes::UNRECOGNIZED_STAGE,
+                format!("Unrecognized pipeline stage name: '{name}'"),
+            ));
+        }
+    };
+    Ok(stage)
+}
+
+fn check_placement(
+    name: &str,
+    ctx: &ParseContext,
+    index: usize,
+    is_last: bool,
+) -> CommandResult<()> {
+    if ctx.in_facet && NOT_IN_FACET.contains(&name) {
+        return Err(perr(
+            codes::FACET_STAGE_NOT_ALLOWED,
+            format!("{name} is not allowed to be used within a $facet stage"),
+        ));
+    }
+    let is_output = matches!(name, "$out" | "$merge");
+    if is_output && ctx.depth > 0 {
+        return Err(perr(
+            codes::LOOKUP_OUT_IN_PIPELINE,
+            format!("{name} is not allowed to be used within a sub-pipeline"),
+        ));
+    }
+    if is_output && !is_last {
+        return Err(perr(
+            codes::STAGE_NOT_LAST,
+            format!("{name} can only be the final stage in the pipeline"),
+        ));
+    }
+    if name == "$documents" && index != 0 {
+        return Err(perr(
+            codes::DOCUMENTS_NOT_FIRST,
+            "$documents is only valid as the first stage in a pipeline",
+        ));
+    }
+    Ok(())
+}
+
+/// Reads a stage argument that must be a document.
+pub fn spec_doc<'s>(spec: &'s Bson, code: i32, what: &str) -> CommandResult<&'s Document> {
+    match spec {
+        Bson::Document(d) => Ok(d),
+        other => Err(perr(
+            code,
+            format!(
+                "{what} must be an object, but found type {}",
+                super::common::type_name(other)
+            ),
+        )),
+    }
+}

@@ -1,0 +1,422 @@
+//! `$project`, `$addFields`/`$set` and `$unset`: reshaping one document at a time.
+//!
+//! A specification becomes a tree keyed by field name (dotted keys are split), whose leaves
+//! include, exclude or compute. Inclusion keeps the input's field order and appends computed
+//! fields in specification order; `_id` is kept unless excluded. Computed values are always
+//! evaluated against the input document, never against the partly built output. Through
+//! arrays, sub-trees apply to each element (inclusion drops non-document elements).
+
+use super::{Stage, spec_doc};
+use crate::error::CommandResult;
+use crate::query::pipeline::codes::{self, perr};
+use crate::query::pipeline::common::{AggExpr, RunCx, split_field_path, to_raw};
+use crate::query::pipeline::{DocStream, ParseContext};
+use bson::{Bson, Document, RawDocument};
+
+#[derive(Debug)]
+enum Node {
+    Include,
+    Exclude,
+    Computed(AggExpr),
+    Sub(Tree),
+}
+
+#[derive(Debug, Default)]
+pub struct Tree {
+    fields: Vec<(String, Node)>,
+}
+
+impl Tree {
+    fn get(&self, key: &str) -> Option<&Node> {
+        self.fields.iter().find(|(k, _)| k == key).map(|(_, n)| n)
+    }
+
+    /// Adds `node` at `path`, refusing a path that collides with one already there.
+    fn insert(&mut self, path: &[String], node: Node, full: &str) -> CommandResult<()> {
+        let Some((first, rest)) = path.split_first() else {
+            return Ok(());
+        };
+        let collision = || {
+            perr(
+                codes::PROJECT_PATH_COLLISION,
+                format!("Invalid specification: Path collision at {full}"),
+            )
+        };
+        let pos = self.fields.iter().position(|(k, _)| k == first);
+        if rest.is_empty() {
+            if pos.is_some() {
+                return Err(collision());
+            }
+            self.fields.push((first.clone(), node));
+            return Ok(());
+        }
+        let index = match pos {
+            Some(i) => i,
+            None => {
+                self.fields
+                    .push((first.clone(), Node::Sub(Tree::default())));
+                self.fields.len() - 1
+            }
+        };
+        match &mut self.fields[index].1 {
+            Node::Sub(sub) => sub.insert(rest, node, full),
+            _ => Err(collision()),
+        }
+    }
+
+    /// (has inclusions or computed fields, first excluded path other than top-level `_id`).
+    fn kinds(&self, prefix: &str, top: bool) -> (Option<String>, Option<String>) {
+        let (mut inc, mut exc) = (None, None);
+        for (k, node) in &self.fields {
+            let path = if prefix.is_empty() {
+                k.clone()
+            } else {
+                format!("{prefix}.{k}")
+            };
+            match node {
+                Node::Include | Node::Computed(_) => {
+                    inc.get_or_insert(path);
+                }
+                Node::Exclude if !(top && k == "_id") => {
+                    exc.get_or_insert(path);
+                }
+                Node::Exclude => {}
+                Node::Sub(sub) => {
+                    let (i, e) = sub.kinds(&path, false);
+                    if inc.is_none() {
+                        inc = i;
+                    }
+                    if exc.is_none() {
+                        exc = e;
+                    }
+                }
+            }
+        }
+        (inc, exc)
+    }
+}
+
+/// Parses a `$project` value into a tree (see the module note for the value rules).
+fn parse_projection(
+    spec: &Document,
+    ctx: &ParseContext,
+    tree: &mut Tree,
+    prefix: &str,
+) -> CommandResult<()> {
+    for (key, value) in spec {
+        let full = if prefix.is_empty() {
+            key.clone()
+        } else {
+            format!("{prefix}.{key}")
+        };
+        let path = split_field_path(key)?;
+        let node = match value {
+            Bson::Boolean(b) => flag(*b),
+            Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_) => {
+                flag(crate::query::types::is_truthy(value))
+            }
+            Bson::Document(d) if d.is_empty() => {
+                return Err(perr(
+                    codes::PROJECT_EMPTY,
+                    format!(
+                        "An empty sub-projection is not a valid value. Found empty object at path {full}"
+                    ),
+                ));
+            }
+            Bson::Document(d) if d.keys().next().is_some_and(|k| k.starts_with('$')) => {
+                Node::Computed(AggExpr::parse(value, ctx)?)
+            }
+            Bson::Document(d) => {
+                let mut sub = Tree::default();
+                parse_projection(d, ctx, &mut sub, &full)?;
+                Node::Sub(sub)
+            }
+            other => Node::Computed(AggExpr::parse(other, ctx)?),
+        };
+        tree.insert(&path, node, &full)?;
+    }
+    Ok(())
+}
+
+fn flag(include: bool) -> Node {
+    if include {
+        Node::Include
+    } else {
+        Node::Exclude
+    }
+}
+
+/// Parses an `$addFields` value: everything is computed; plain sub-documents merge.
+fn parse_add_fields(
+    spec: &Document,
+    ctx: &ParseContext,
+    tree: &mut Tree,
+    prefix: &str,
+) -> CommandResult<()> {
+    for (key, value) in spec {
+        let full = if prefix.is_empty() {
+            key.clone()
+        } else {
+            format!("{prefix}.{key}")
+        };
+        let path = split_field_path(key)?;
+        let node = match value {
+            Bson::Document(d)
+                if !d.is_empty() && !d.keys().next().is_some_and(|k| k.starts_with('$')) =>
+            {
+                let mut sub = Tree::default();
+                parse_add_fields(d, ctx, &mut sub, &full)?;
+                Node::Sub(sub)
+            }
+            other => Node::Computed(AggExpr::parse(other, ctx)?),
+        };
+        tree.insert(&path, node, &full)?;
+    }
+    Ok(())
+}
+
+/// `$project` and `$unset` (an exclusion projection).
+#[derive(Debug)]
+pub struct Project {
+    tree: Tree,
+    inclusion: bool,
+}
+
+impl Project {
+    pub fn parse(spec: &Bson, ctx: &ParseContext) -> CommandResult<Project> {
+        let d = spec_doc(spec, codes::PROJECT_NOT_OBJECT, "$project specification")?;
+        if d.is_empty() {
+            return Err(perr(
+                codes::PROJECT_EMPTY,
+                "Invalid $project :: caused by :: projection specification must have at least one field",
+            ));
+        }
+        let mut tree = Tree::default();
+        parse_projection(d, ctx, &mut tree, "")?;
+        let (inc, exc) = tree.kinds("", true);
+        if let (Some(inc), Some(exc)) = (&inc, &exc) {
+            // mongod names the field whose kind disagrees with the first one it saw.
+            let first_is_inclusion = d.keys().next().is_some_and(|k| inc.starts_with(k.as_str()));
+            return Err(if first_is_inclusion {
+                perr(
+                    codes::PROJECT_EXCLUSION_IN_INCLUSION,
+                    format!(
+                        "Invalid $project :: caused by :: Cannot do exclusion on field {exc} in inclusion projection"
+                    ),
+                )
+            } else {
+                perr(
+                    codes::PROJECT_INCLUSION_IN_EXCLUSION,
+                    format!(
+                        "Invalid $project :: caused by :: Cannot do inclusion on field {inc} in exclusion projection"
+                    ),
+                )
+            });
+        }
+        Ok(Project {
+            inclusion: inc.is_some(),
+            tree,
+        })
+    }
+
+    pub fn parse_unset(spec: &Bson) -> CommandResult<Project> {
+        let paths: Vec<&str> = match spec {
+            Bson::String(s) => vec![s.as_str()],
+            Bson::Array(items) if items.is_empty() => {
+                return Err(perr(
+                    codes::UNSET_EMPTY,
+                    "$unset specification must be a string or an array with at least one field",
+                ));
+            }
+            Bson::Array(items) => items
+                .iter()
+                .map(|i| match i {
+                    Bson::String(s) => Ok(s.as_str()),
+                    _ => Err(perr(
+                        codes::UNSET_NOT_STRING,
+                        "$unset specification must be a string or an array containing only string values",
+                    )),
+                })
+                .collect::<CommandResult<_>>()?,
+            _ => {
+                return Err(perr(
+                    codes::UNSET_NOT_STRING,
+                    "$unset specification must be a string or an array",
+                ));
+            }
+        };
+        let mut tree = Tree::default();
+        for p in paths {
+            tree.insert(&split_field_path(p)?, Node::Exclude, p)?;
+        }
+        Ok(Project {
+            tree,
+            inclusion: false,
+        })
+    }
+
+    fn apply(&self, doc: Document) -> CommandResult<Document> {
+        if !self.inclusion {
+            let mut doc = doc;
+            exclude(&self.tree, &mut doc);
+            return Ok(doc);
+        }
+        let raw = to_raw(&doc)?;
+        let mut out = include(&self.tree, &doc, true);
+        add_computed(&self.tree, &mut out, &raw)?;
+        Ok(out)
+    }
+}
+
+impl Stage for Project {
+    fn run<'a>(&'a self, input: DocStream<'a>, _cx: RunCx<'a>) -> CommandResult<DocStream<'a>> {
+        Ok(Box::new(input.map(move |item| self.apply(item?))))
+    }
+}
+
+/// The included fields of `doc`, in `doc`'s order.
+fn include(tree: &Tree, doc: &Document, top: bool) -> Document {
+    let mut out = Document::new();
+    for (k, v) in doc {
+        let node = match tree.get(k) {
+            Some(n) => n,
+            // `_id` is included unless the specification says otherwise.
+            None if top && k == "_id" => &Node::Include,
+            None => continue,
+        };
+        match (node, v) {
+            (Node::Include, _) => {
+                out.insert(k.clone(), v.clone());
+            }
+            (Node::Sub(sub), Bson::Document(d)) => {
+                out.insert(k.clone(), Bson::Document(include(sub, d, false)));
+            }
+            (Node::Sub(sub), Bson::Array(items)) => {
+                out.insert(k.clone(), Bson::Array(include_array(sub, items)));
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+fn include_array(tree: &Tree, items: &[Bson]) -> Vec<Bson> {
+    items
+        .iter()
+        .filter_map(|item| match item {
+            Bson::Document(d) => Some(Bson::Document(include(tree, d, false))),
+            Bson::Array(inner) => Some(Bson::Array(include_array(tree, inner))),
+            _ => None,
+        })
+        .collect()
+}
+
+fn exclude(tree: &Tree, doc: &mut Document) {
+    for (k, node) in &tree.fields {
+        match node {
+            Node::Exclude => {
+                doc.remove(k);
+            }
+            Node::Sub(sub) => match doc.get_mut(k) {
+                Some(Bson::Document(d)) => exclude(sub, d),
+                Some(Bson::Array(items)) => exclude_array(sub, items),
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+}
+
+fn exclude_array(tree: &Tree, items: &mut [Bson]) {
+    for item in items {
+        match item {
+            Bson::Document(d) => exclude(tree, d),
+            Bson::Array(inner) => exclude_array(tree, inner),
+            _ => {}
+        }
+    }
+}
+
+/// Writes the computed fields of `tree` into `doc`, merging into sub-documents and applying
+/// through arrays; a missing result removes the field.
+fn add_computed(tree: &Tree, doc: &mut Document, root: &RawDocument) -> CommandResult<()> {
+    for (k, node) in &tree.fields {
+        match node {
+            Node::Computed(e) => match e.eval(root)? {
+                Some(v) => {
+                    doc.insert(k.clone(), v);
+                }
+                None => {
+                    doc.remove(k);
+                }
+            },
+            Node::Sub(sub) if sub.has_computed() => match doc.get_mut(k) {
+                Some(Bson::Document(d)) => add_computed(sub, d, root)?,
+                Some(Bson::Array(items)) => add_computed_array(sub, items, root)?,
+                _ => {
+                    let mut d = Document::new();
+                    add_computed(sub, &mut d, root)?;
+                    doc.insert(k.clone(), Bson::Document(d));
+                }
+            },
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn add_computed_array(tree: &Tree, items: &mut [Bson], root: &RawDocument) -> CommandResult<()> {
+    for item in items {
+        match item {
+            Bson::Document(d) => add_computed(tree, d, root)?,
+            Bson::Array(inner) => add_computed_array(tree, inner, root)?,
+            other => {
+                let mut d = Document::new();
+                add_computed(tree, &mut d, root)?;
+                *other = Bson::Document(d);
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Tree {
+    fn has_computed(&self) -> bool {
+        self.fields.iter().any(|(_, n)| match n {
+            Node::Computed(_) => true,
+            Node::Sub(s) => s.has_computed(),
+            _ => false,
+        })
+    }
+}
+
+/// `$addFields` / `$set`.
+#[derive(Debug)]
+pub struct AddFields {
+    tree: Tree,
+}
+
+impl AddFields {
+    pub fn parse(name: &str, spec: &Bson, ctx: &ParseContext) -> CommandResult<AddFields> {
+        let d = spec_doc(
+            spec,
+            codes::ADD_FIELDS_NOT_OBJECT,
+            &format!("{name} specification stage"),
+        )?;
+        let mut tree = Tree::default();
+        parse_add_fields(d, ctx, &mut tree, "")?;
+        Ok(AddFields { tree })
+    }
+
+    fn apply(&self, mut doc: Document) -> CommandResult<Document> {
+        let raw = to_raw(&doc)?;
+        add_computed(&self.tree, &mut doc, &raw)?;
+        Ok(doc)
+    }
+}
+
+impl Stage for AddFields {
+    fn run<'a>(&'a self, input: DocStream<'a>, _cx: RunCx<'a>) -> CommandResult<DocStream<'a>> {
+        Ok(Box::new(input.map(move |item| self.apply(item?))))
+    }
+}
