@@ -90,8 +90,9 @@ fn main() -> Result<()> {
         for &docs in &counts {
             eprintln!("cairn-bench: {docs} records");
             let db = format!("bench_{}_{docs}", std::process::id());
-            let measured =
-                workloads::run_all(&client, &db, &Sizes::new(docs, runs, cli.quick)).await;
+            let mut sizes = Sizes::new(docs, runs, cli.quick);
+            sizes.label = format!("{docs} records");
+            let measured = workloads::run_all(&client, &db, &sizes).await;
             let _ = client.database(&db).drop().await;
             let workloads = measured
                 .into_iter()

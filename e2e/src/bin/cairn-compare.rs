@@ -201,13 +201,17 @@ fn run_compare(args: RunArgs) -> Result<ExitCode> {
         let t = connect(&target.uri()).await?;
         let r = connect(&reference.uri()).await?;
         if !args.skip_correctness {
+            eprintln!("cairn-compare: correctness cases");
             let c = correctness::run(&t, &r, args.quick, &run_id).await;
             rep.correctness = report::summary(&c);
         }
         if !args.skip_workloads {
-            let sizes = Sizes::new(docs, runs, args.quick);
+            let mut sizes = Sizes::new(docs, runs, args.quick);
             let db = format!("cmpw_{run_id}");
+            eprintln!("cairn-compare: workloads, {docs} records, {runs} runs");
+            sizes.label = "target".into();
             let mut tm = workloads::run_all(&t, &db, &sizes).await;
+            sizes.label = "reference".into();
             let mut rm = workloads::run_all(&r, &db, &sizes).await;
             tm.push(restart(&mut target));
             rm.push(restart(&mut reference));

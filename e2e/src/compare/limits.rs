@@ -22,4 +22,4 @@ pub const ANSWER_SHOWN_CHARS_MAX: usize = 700;
 pub const BULK_BATCH_COUNT: usize = 1_000;
 /// A workload run stops after this long (`--quick` / full) and averages over what it did.
 pub const RUN_BUDGET_QUICK: Duration = Duration::from_millis(300);
-pub const RUN_BUDGET_FULL: Duration = Duration::from_secs(10);
+pub const RUN_BUDGET_FULL: Duration = Duration::from_secs(3);

@@ -25,6 +25,8 @@ pub struct Sizes {
     /// A run stops early once it has taken this long; the cost is averaged over the operations
     /// done, so a slow server cannot stretch `--quick` past its minute.
     pub run_budget: Duration,
+    /// Progress lines on stderr name this (e.g. "target"); empty = silent.
+    pub label: String,
 }
 
 impl Sizes {
@@ -39,6 +41,7 @@ impl Sizes {
             } else {
                 RUN_BUDGET_FULL
             },
+            label: String::new(),
         }
     }
 }
@@ -181,6 +184,12 @@ where
     }
     if values.len() == sizes.runs {
         value = median(&values).ok_or_else(|| "no runs".to_string());
+    }
+    if !sizes.label.is_empty() {
+        match &value {
+            Ok(v) => eprintln!("  {}: {name}: {v:.3} {unit}", sizes.label),
+            Err(e) => eprintln!("  {}: {name}: error {e}", sizes.label),
+        }
     }
     Measurement {
         name,
