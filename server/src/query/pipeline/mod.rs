@@ -196,16 +196,39 @@ impl Pipeline {
         input: DocStream<'a>,
         env: &'a dyn PipelineEnv,
     ) -> CommandResult<DocStream<'a>> {
+        self.run_skipping(0, input, env)
+    }
+
+    /// Runs all but the first `skip` stages (for a caller that executed a leading `$match`
+    /// and `$sort` itself, e.g. through an index).
+    pub fn run_skipping<'a>(
+        &'a self,
+        skip: usize,
+        input: DocStream<'a>,
+        env: &'a dyn PipelineEnv,
+    ) -> CommandResult<DocStream<'a>> {
         let cx = RunCx {
             env,
             allow_disk_use: self.allow_disk_use,
             memory_max_bytes: self.memory_max_bytes,
         };
         let mut stream = input;
-        for stage in &self.stages {
+        for stage in self.stages.iter().skip(skip) {
             stream = stage.stage.run(stream, cx)?;
         }
         Ok(stream)
+    }
+
+    /// The stages as `{name: spec}` documents, for explain output.
+    pub fn stage_documents(&self) -> Vec<Document> {
+        self.stages
+            .iter()
+            .map(|s| {
+                let mut d = Document::new();
+                d.insert(s.name.clone(), s.spec.clone());
+                d
+            })
+            .collect()
     }
 
     /// Runs the pipeline over a vector and collects the result (first error wins).

@@ -264,6 +264,15 @@ impl Project {
         let raw = to_raw(&doc)?;
         let mut out = include(&self.tree, &doc, true);
         add_computed(&self.tree, &mut out, &raw)?;
+        // A computed `_id` still leads the document, as in mongod.
+        if out.keys().next().is_some_and(|k| k != "_id")
+            && let Some(id) = out.remove("_id")
+        {
+            let mut first = Document::new();
+            first.insert("_id", id);
+            first.extend(out);
+            out = first;
+        }
         Ok(out)
     }
 }

@@ -571,3 +571,51 @@ fn let_variables_and_memory_bound() {
         2
     );
 }
+
+#[test]
+fn edge_values_nan_dates_and_computed_id() {
+    let input = docs(
+        bson!([{"k": f64::NAN, "d": bson::DateTime::from_millis(5)}, {"k": f64::NAN, "d": bson::DateTime::from_millis(-5)}, {"k": 0.0}, {"k": -0.0}]),
+    );
+    let out = run(
+        bson!([{"$group": {"_id": "$k", "n": {"$sum": 1}}}]),
+        input.clone(),
+    );
+    let counts: Vec<i32> = out.iter().filter_map(|d| d.get_i32("n").ok()).collect();
+    assert_eq!(counts, vec![2, 2], "NaN groups with NaN, -0 with 0");
+    let out = run(
+        bson!([{"$match": {"d": {"$exists": true}}}, {"$sort": {"d": 1}}, {"$project": {"_id": "$d", "x": {"$literal": 1}}}]),
+        input,
+    );
+    assert_eq!(
+        out[0],
+        doc! {"_id": bson::DateTime::from_millis(-5), "x": 1}
+    );
+    assert_eq!(out[0].keys().next().map(String::as_str), Some("_id"));
+}
+
+#[test]
+fn pipeline_is_send_and_sync_and_skips_pushed_stages() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Pipeline>();
+    let p = Pipeline::parse(
+        &stages_of(bson!([{"$match": {"a": 1}}, {"$count": "n"}])),
+        &ctx(),
+    )
+    .expect("parses");
+    let env = MapEnv::default();
+    let out: Vec<Document> = p
+        .run_skipping(
+            1,
+            Box::new(docs(bson!([{"a": 2}])).into_iter().map(Ok)),
+            &env,
+        )
+        .expect("runs")
+        .collect::<Result<_, _>>()
+        .expect("no errors");
+    assert_eq!(out, docs(bson!([{"n": 1}])));
+    assert_eq!(
+        p.stage_documents(),
+        docs(bson!([{"$match": {"a": 1}}, {"$count": "n"}]))
+    );
+}
