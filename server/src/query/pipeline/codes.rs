@@ -97,6 +97,8 @@ pub const MERGE_ON_MISSING: i32 = 51132;
 pub const MERGE_FAIL_MATCHED: i32 = 11000;
 pub const MERGE_FAIL_NOT_MATCHED: i32 = 13113;
 pub const MERGE_NEW_ID: i32 = 66;
+pub const LOOKUP_TOO_LARGE: i32 = 4568;
+pub const FACET_TOO_LARGE: i32 = 4031700;
 
 /// Every code above, for the lead to check against `crate::error::ErrorCode`.
 pub const ALL: &[i32] = &[
@@ -190,6 +192,8 @@ pub const ALL: &[i32] = &[
     MERGE_FAIL_MATCHED,
     MERGE_FAIL_NOT_MATCHED,
     MERGE_NEW_ID,
+    LOOKUP_TOO_LARGE,
+    FACET_TOO_LARGE,
 ];
 
 /// An error with mongod's numeric `code` (see the module note on missing table rows).

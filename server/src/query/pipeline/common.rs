@@ -25,8 +25,10 @@ pub struct RunCx<'a> {
 }
 
 impl RunCx<'_> {
-    /// Fails with mongod's 292 once `used_bytes` passes the bound and disk use is not allowed.
+    /// Fails with mongod's 292 once `used_bytes` passes the bound and disk use is not allowed,
+    /// and gives the environment its chance to interrupt (blocking stages call this per document).
     pub fn charge(&self, used_bytes: usize, stage: &str) -> CommandResult<()> {
+        self.env.check_interrupt()?;
         if used_bytes > self.memory_max_bytes && !self.allow_disk_use {
             return Err(perr(
                 codes::MEMORY_NO_DISK_USE,

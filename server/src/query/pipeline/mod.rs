@@ -42,6 +42,12 @@ pub type DocStream<'a> = Box<dyn Iterator<Item = CommandResult<Document>> + 'a>;
 pub trait PipelineEnv {
     /// Every document of `db.coll` in natural order (empty when the collection does not exist).
     fn collection_docs(&self, db: &str, coll: &str) -> CommandResult<Vec<Document>>;
+
+    /// Called as blocking stages consume documents; an error (e.g. MaxTimeMSExpired or
+    /// Interrupted) stops the pipeline. The default never interrupts.
+    fn check_interrupt(&self) -> CommandResult<()> {
+        Ok(())
+    }
 }
 
 /// Everything parsing needs to know about the command around the pipeline.

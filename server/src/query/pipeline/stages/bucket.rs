@@ -11,6 +11,7 @@ use super::{Stage, spec_doc};
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::query::pipeline::codes::{self, perr};
 use crate::query::pipeline::common::{AggExpr, RunCx, doc_size_bytes, integral, to_raw, type_name};
+use crate::query::pipeline::limits::OUTPUT_DOCUMENT_BYTES_MAX;
 use crate::query::pipeline::{DocStream, ParseContext, Pipeline};
 use bson::{Bson, Document};
 use std::cmp::Ordering;
@@ -98,6 +99,15 @@ impl Stage for Facet {
                 name.clone(),
                 Bson::Array(results.into_iter().map(Bson::Document).collect()),
             );
+        }
+        let size_bytes = to_raw(&out)?.as_bytes().len();
+        if size_bytes > OUTPUT_DOCUMENT_BYTES_MAX {
+            return Err(perr(
+                codes::FACET_TOO_LARGE,
+                format!(
+                    "document constructed by $facet is {size_bytes} bytes, which exceeds the limit of {OUTPUT_DOCUMENT_BYTES_MAX} bytes"
+                ),
+            ));
         }
         Ok(Box::new(std::iter::once(Ok(out))))
     }

@@ -13,7 +13,8 @@ use crate::query::matcher::Filter;
 use crate::query::path;
 use crate::query::pipeline::codes::{self, perr};
 use crate::query::pipeline::common::{
-    AggExpr, RunCx, check_variable_name, set_path, split_field_path, to_raw, value_key,
+    AggExpr, RunCx, check_variable_name, doc_size_bytes, set_path, split_field_path, to_raw,
+    value_key,
 };
 use crate::query::pipeline::limits::GRAPH_LOOKUP_DEPTH_MAX;
 use crate::query::pipeline::{DocStream, ParseContext, Pipeline, PipelineEnv};
@@ -287,6 +288,7 @@ impl Lookup {
         mut doc: Document,
         foreign: &Indexed,
         env: &dyn PipelineEnv,
+        memory_max_bytes: usize,
     ) -> CommandResult<Document> {
         let raw = to_raw(&doc)?;
         let matched: Vec<Document> = match &self.fields {
@@ -304,6 +306,16 @@ impl Lookup {
             Some(p) => p.run(&raw, matched, env)?,
             None => matched,
         };
+        let total_bytes: usize = joined.iter().map(doc_size_bytes).sum();
+        if total_bytes > memory_max_bytes {
+            return Err(perr(
+                codes::LOOKUP_TOO_LARGE,
+                format!(
+                    "Total size of documents in {} matching pipeline's $lookup stage exceeds {memory_max_bytes} bytes",
+                    self.from.as_ref().map_or("", |f| f.1.as_str())
+                ),
+            ));
+        }
         set_path(
             &mut doc,
             &self.as_path,
@@ -322,7 +334,7 @@ impl Stage for Lookup {
                 foreign = Some(self.load(cx.env)?);
             }
             match &foreign {
-                Some(f) => self.join(doc, f, cx.env),
+                Some(f) => self.join(doc, f, cx.env, cx.memory_max_bytes),
                 None => Ok(doc),
             }
         })))

@@ -619,3 +619,53 @@ fn pipeline_is_send_and_sync_and_skips_pushed_stages() {
         docs(bson!([{"$match": {"a": 1}}, {"$count": "n"}]))
     );
 }
+
+/// An environment that interrupts after a number of checks.
+struct Interrupting(std::cell::Cell<u32>);
+
+impl crate::query::pipeline::PipelineEnv for Interrupting {
+    fn collection_docs(
+        &self,
+        _db: &str,
+        _coll: &str,
+    ) -> crate::error::CommandResult<Vec<Document>> {
+        Ok(vec![])
+    }
+
+    fn check_interrupt(&self) -> crate::error::CommandResult<()> {
+        let left = self.0.get();
+        if left == 0 {
+            return Err(crate::error::err(
+                crate::error::ErrorCode::MaxTimeMSExpired,
+                "operation exceeded time limit",
+            ));
+        }
+        self.0.set(left - 1);
+        Ok(())
+    }
+}
+
+#[test]
+fn blocking_stages_honour_interrupts_and_lookup_size() {
+    let input: Vec<Document> = (0..100).map(|i| doc! {"k": i}).collect();
+    let p =
+        Pipeline::parse(&stages_of(bson!([{"$group": {"_id": "$k"}}])), &ctx()).expect("parses");
+    let e = p
+        .run_vec(input.clone(), &Interrupting(std::cell::Cell::new(10)))
+        .expect_err("interrupted");
+    assert_eq!(e.code, crate::error::ErrorCode::MaxTimeMSExpired);
+    let mut env = MapEnv::default();
+    env.0.insert(
+        "big".into(),
+        (0..50)
+            .map(|i| doc! {"k": 1, "i": i, "pad": "y".repeat(100)})
+            .collect(),
+    );
+    let mut small = ctx();
+    small.memory_max_bytes = 2000;
+    let p = Pipeline::parse(&stages_of(bson!([{"$lookup": {"from": "big", "localField": "k", "foreignField": "k", "as": "j"}}])), &small).expect("parses");
+    assert_eq!(
+        code_of(&p.run_vec(vec![doc! {"k": 1}], &env).expect_err("too large")),
+        4568
+    );
+}
