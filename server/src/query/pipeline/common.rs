@@ -258,13 +258,9 @@ pub fn integral(v: &Bson) -> Option<i64> {
 /// A byte key equal for values that `storage::order` calls equal (1, 1.0 and 1L share one),
 /// used to hash group keys and set members.
 pub fn value_key(v: &Bson) -> Vec<u8> {
-    let mut wrapper = Document::new();
-    wrapper.insert("k", v.clone());
     let mut out = Vec::new();
-    if let Ok(raw) = RawDocumentBuf::try_from(&wrapper)
-        && let Ok(Some(value)) = raw.get("k")
-    {
-        storage::keycode::encode_value(&mut out, value);
+    if let Ok(raw) = bson::RawBson::try_from(v.clone()) {
+        storage::keycode::encode_value(&mut out, raw.as_raw_bson_ref());
     }
     out
 }

@@ -79,12 +79,13 @@ impl GroupSpec {
             let doc = item?;
             let raw = to_raw(&doc)?;
             let k = key(&doc, &raw)?;
-            let slot = match index.get(&value_key(&k)) {
+            let hashed = value_key(&k);
+            let slot = match index.get(&hashed) {
                 Some(&i) => i,
                 None => {
                     used_bytes +=
                         value_size_bytes(&k) * 2 + ENTRY_OVERHEAD_BYTES * (1 + self.accs.len());
-                    index.insert(value_key(&k), groups.len());
+                    index.insert(hashed, groups.len());
                     groups.push((k, self.accs.iter().map(|(_, a)| a.new_state()).collect()));
                     groups.len() - 1
                 }
