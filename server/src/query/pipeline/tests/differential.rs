@@ -209,7 +209,7 @@ fn reference_sort_by_count(docs: Vec<Document>) -> Vec<Document> {
             None => groups.push((key, 1)),
         }
     }
-    groups.sort_by(|a, b| b.1.cmp(&a.1));
+    groups.sort_by_key(|g| std::cmp::Reverse(g.1));
     groups
         .into_iter()
         .map(|(k, n)| doc! {"_id": k, "count": n})
