@@ -25,4 +25,49 @@ try:
 except pymongo.errors.OperationFailure as e:
     assert e.code == 59, e.details
 
+# CRUD round trips and error codes.
+db = client.pymongo_check
+db.people.drop()
+people = db.people
+ada = people.insert_one({"name": "ada", "age": 36}).inserted_id
+people.insert_many([{"_id": 2, "name": "bob", "age": 25}, {"_id": 3, "name": "cy", "age": 41, "tags": ["x", "y"]}])
+assert people.find_one({"_id": ada})["name"] == "ada"
+assert [d["age"] for d in people.find({"age": {"$gt": 30}}).sort("age", -1)] == [41, 36]
+assert people.find_one({"tags": "y"})["_id"] == 3
+assert people.find_one({"_id": 2}, {"name": 1, "_id": 0}) == {"name": "bob"}
+assert people.count_documents({"age": {"$lt": 40}}) == 2
+assert people.estimated_document_count() == 3
+assert sorted(people.distinct("name")) == ["ada", "bob", "cy"]
+
+r = people.update_one({"_id": 2}, {"$inc": {"age": 1}, "$set": {"seen": True}})
+assert (r.matched_count, r.modified_count) == (1, 1)
+assert people.find_one({"_id": 2})["age"] == 26
+r = people.update_one({"_id": 2}, {"$set": {"seen": True}})
+assert (r.matched_count, r.modified_count) == (1, 0), "no-op update is not modified"
+r = people.update_one({"_id": 9, "name": "zed"}, {"$set": {"age": 1}}, upsert=True)
+assert r.upserted_id == 9
+assert people.find_one({"_id": 9}) == {"_id": 9, "name": "zed", "age": 1}
+doc = people.find_one_and_update({"_id": 3}, {"$push": {"tags": "z"}}, return_document=pymongo.ReturnDocument.AFTER)
+assert doc["tags"] == ["x", "y", "z"]
+assert people.find_one_and_delete({"_id": 9})["name"] == "zed"
+assert people.delete_many({"age": {"$gte": 30}}).deleted_count == 2
+assert people.count_documents({}) == 1
+
+def code_of(fn):
+    try:
+        fn()
+    except pymongo.errors.OperationFailure as e:
+        return e.code
+    raise AssertionError("expected an error")
+
+people.insert_one({"_id": 100})
+assert code_of(lambda: people.insert_one({"_id": 100})) == 11000
+assert code_of(lambda: people.update_one({"_id": 100}, {"$set": {"_id": 5}})) == 66
+assert code_of(lambda: people.update_one({"_id": 100}, {"$set": {"a": 1}, "$inc": {"a": 1}})) == 40
+assert code_of(lambda: list(people.find({"a": {"$bogus": 1}}))) == 2
+assert code_of(lambda: people.update_one({"_id": 100}, {"$inc": {"x": "str"}})) == 14
+people.create_index("email", unique=True)
+assert "email_1" in people.index_information()
+db.people.drop()
+
 print(f"pymongo {pymongo.version}: ok (server {info['version']})")

@@ -443,9 +443,12 @@ async fn indexes_unique_and_listing() {
         .unwrap_err();
     assert_eq!(code_of(&e), 86);
     // A unique build over duplicates fails with 11000 naming the key.
-    c.insert_many(vec![doc! { "k": 1 }, doc! { "k": 1 }])
-        .await
-        .unwrap();
+    c.insert_many(vec![
+        doc! { "k": 1, "email": "k1" },
+        doc! { "k": 1, "email": "k2" },
+    ])
+    .await
+    .unwrap();
     let e = db
         .run_command(
             doc! { "createIndexes": "ix", "indexes": [ { "key": { "k": 1 }, "unique": true } ] },
@@ -499,4 +502,63 @@ async fn bad_input_gets_errors_not_crashes() {
         .run_command(doc! { "ping": 1 })
         .await
         .unwrap();
+}
+
+#[tokio::test]
+async fn unacknowledged_writes_and_max_time_ms() {
+    use wire::{Body, OpMsg};
+    let (s, db) = setup().await;
+    // w:0 with moreToCome: no reply, but the write happens.
+    let mut conn = cairn_e2e::RawConn::connect(&s.addr());
+    let body = doc! { "insert": "w0", "documents": [ { "_id": 1 } ], "writeConcern": { "w": 0 }, "$db": "crud" };
+    let mut m = OpMsg::new(bson::RawDocumentBuf::try_from(&body).unwrap());
+    m.flags |= wire::FLAG_MORE_TO_COME;
+    conn.send(&wire::encode_msg(1, 0, &m, None).unwrap())
+        .unwrap();
+    let ping =
+        OpMsg::new(bson::RawDocumentBuf::try_from(&doc! { "count": "w0", "$db": "crud" }).unwrap());
+    conn.send(&wire::encode_msg(2, 0, &ping, None).unwrap())
+        .unwrap();
+    let reply = wire::decode(&conn.recv().unwrap()).unwrap();
+    assert_eq!(reply.header.response_to, 2);
+    let Body::Msg(r) = reply.body else {
+        panic!("OP_MSG expected")
+    };
+    assert_eq!(
+        Document::try_from(r.body.as_ref())
+            .unwrap()
+            .get_i32("n")
+            .unwrap(),
+        1
+    );
+
+    // j:true and w:"majority" are accepted on a standalone; an unknown tag is a writeConcernError.
+    let r = db.run_command(doc! { "insert": "w0", "documents": [ { "_id": 2 } ], "writeConcern": { "w": "majority", "j": true } }).await.unwrap();
+    assert_eq!(r.get_i32("n").unwrap(), 1);
+    let r = db
+        .run_command(
+            doc! { "insert": "w0", "documents": [ { "_id": 3 } ], "writeConcern": { "w": "dc2" } },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        r.get_document("writeConcernError")
+            .unwrap()
+            .get_i32("code")
+            .unwrap(),
+        79
+    );
+
+    // maxTimeMS is enforced on a long scan.
+    let c = db.collection::<Document>("slow");
+    for chunk in 0..10 {
+        c.insert_many((0..5000).map(|i| doc! { "i": chunk * 5000 + i, "pad": "p".repeat(100) }))
+            .await
+            .unwrap();
+    }
+    let e = db
+        .run_command(doc! { "find": "slow", "filter": { "nope": 1 }, "maxTimeMS": 1 })
+        .await
+        .unwrap_err();
+    assert_eq!(code_of(&e), 50);
 }

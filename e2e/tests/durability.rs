@@ -68,8 +68,16 @@ async fn acknowledged_writes_survive_sigkill() {
             }));
         }
         next_id += WRITERS as i64 * 1_000_000;
-        let wait_ms = rand::Rng::random_range(&mut rng, 50..400);
-        tokio::time::sleep(Duration::from_millis(wait_ms)).await; // let writes run before the kill
+        // Kill at a random moment after this round's writers have had some writes acknowledged.
+        let before = acked.lock().unwrap().len();
+        for _ in 0..600 {
+            if acked.lock().unwrap().len() >= before + 50 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let wait_ms = rand::Rng::random_range(&mut rng, 0..300);
+        tokio::time::sleep(Duration::from_millis(wait_ms)).await;
         server.restart_after_kill();
         for t in tasks {
             let _ = t.await;

@@ -68,7 +68,9 @@ async fn run(state: &Arc<ServerState>, stream: &mut TcpStream, info: &mut Connec
                     Ok(m) => m,
                     Err(e) if !e.closes_connection() => {
                         // mongod answers these (a well-framed OP_MSG with bad sections) with an error.
-                        let Some(reply) = decode_error_reply(&frame, &e) else { return End::Malformed(e.to_string()) };
+                        let Some(reply) = decode_error_reply(&frame, &e) else {
+                            return End::Malformed(e.to_string());
+                        };
                         if let Err(io) = stream.write_all(&reply).await {
                             return End::Io(io);
                         }
@@ -280,7 +282,11 @@ fn decode_error_reply(frame: &[u8], e: &wire::WireError) -> Option<Vec<u8>> {
     let (code, name) = e.mongod_code();
     let body = bson::doc! { "ok": 0.0, "errmsg": e.to_string(), "code": code, "codeName": name };
     let body = RawDocumentBuf::try_from(&body).ok()?;
-    let msg = OpMsg { flags: 0, body, sequences: vec![] };
+    let msg = OpMsg {
+        flags: 0,
+        body,
+        sequences: vec![],
+    };
     wire::encode_msg(next_response_id(), header.request_id, &msg, None).ok()
 }
 

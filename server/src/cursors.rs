@@ -85,9 +85,9 @@ impl ScanState {
     }
 
     fn done(&self) -> bool {
+        // Matches read ahead past the limit are never handed out.
         self.pending.is_empty()
-            && self.matches.is_empty()
-            && (self.exhausted || self.remaining == Some(0))
+            && (self.remaining == Some(0) || (self.exhausted && self.matches.is_empty()))
     }
 
     /// The next chunk of candidate documents from storage (before the filter).
@@ -413,5 +413,70 @@ mod tests {
         assert_eq!(s.next_batch(2, None).unwrap().len(), 2);
         assert_eq!(s.next_batch(10, None).unwrap().len(), 3);
         assert!(s.is_exhausted());
+    }
+}
+
+#[cfg(test)]
+mod scan_tests {
+    use super::*;
+
+    #[test]
+    fn index_scans_terminate_both_ways() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = storage::Engine::open(dir.path(), storage::EngineOptions::default()).unwrap();
+        let coll = engine
+            .create_collection("t", "c", bson::Document::new())
+            .unwrap();
+        let ops: Vec<storage::WriteOp> = (0..1000)
+            .map(|i| {
+                storage::WriteOp::Insert(
+                    RawDocumentBuf::try_from(&bson::doc! { "_id": i }).unwrap(),
+                )
+            })
+            .collect();
+        coll.write(ops).unwrap();
+        for direction in [Direction::Forward, Direction::Backward] {
+            let plan = crate::planner::IndexPlan {
+                index_name: "_id_".into(),
+                key_pattern: bson::doc! { "_id": 1 },
+                multikey: false,
+                field_bounds: vec![],
+                intervals: vec![(Vec::new(), vec![0xFF; 64])],
+                direction,
+                provides_sort: true,
+            };
+            let filter = Arc::new(Filter::parse(&bson::doc! {}).unwrap());
+            let mode = ScanMode::Index {
+                plan,
+                interval: 0,
+                after: None,
+                seen: HashSet::new(),
+            };
+            let mut scan = ScanState::new(coll.clone(), filter, mode);
+            let mut ids = Vec::new();
+            let mut limited = ScanState::new(
+                coll.clone(),
+                Arc::new(Filter::parse(&bson::doc! {}).unwrap()),
+                ScanMode::Collection {
+                    direction,
+                    after: None,
+                },
+            );
+            limited.remaining = Some(3);
+            let mut source = DocSource::Scan(limited);
+            assert_eq!(source.next_batch(101, None).unwrap().len(), 3);
+            assert!(source.is_exhausted(), "a limit reached ends the cursor");
+            while let Some((_, doc, _)) = scan.next_match(None).unwrap() {
+                ids.push(doc.get_i32("_id").unwrap());
+                assert!(ids.len() <= 1000, "{direction:?} scan does not end");
+            }
+            assert_eq!(ids.len(), 1000);
+            let mut sorted = ids.clone();
+            sorted.sort();
+            if direction == Direction::Backward {
+                sorted.reverse();
+            }
+            assert_eq!(ids, sorted);
+        }
     }
 }

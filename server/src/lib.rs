@@ -4,6 +4,8 @@
 pub mod background;
 pub mod catalog;
 pub mod commands;
+#[cfg(test)]
+mod compat;
 pub mod config;
 pub mod connection;
 pub mod cursors;

@@ -18,6 +18,7 @@ use crate::log::Log;
 #[derive(Clone, Copy, Debug, Default)]
 struct Durable {
     sequence: u64,
+    /// A sync failed or the thread stopped: sequences above `sequence` never become durable.
     failed: bool,
 }
 
@@ -28,6 +29,8 @@ struct State {
     requested: u64,
     failed: Option<String>,
     shutdown: bool,
+    /// The commit thread has exited; nothing more becomes durable.
+    stopped: bool,
 }
 
 pub(crate) struct Commit {
@@ -98,6 +101,17 @@ impl Commit {
     }
 
     fn run(&self) {
+        self.sync_loop();
+        let mut st = self.state();
+        st.stopped = true;
+        self.watch.send_replace(Durable {
+            sequence: st.durable,
+            failed: true,
+        });
+        self.cond.notify_all();
+    }
+
+    fn sync_loop(&self) {
         loop {
             if !self.wait_for_work() {
                 return;
@@ -177,7 +191,7 @@ impl Commit {
             if let Some(why) = &st.failed {
                 return Err(StorageError::Poisoned(why.clone()));
             }
-            if st.shutdown && st.written <= st.durable {
+            if st.stopped {
                 return Err(StorageError::Closed);
             }
             st = self.cond.wait(st).unwrap_or_else(|p| p.into_inner());
@@ -193,11 +207,11 @@ impl Commit {
             .map(|d| *d)
             .map_err(|_| StorageError::Closed)?;
         if seen.sequence >= sequence {
-            Ok(())
-        } else {
-            Err(StorageError::Poisoned(
-                self.state().failed.clone().unwrap_or_default(),
-            ))
+            return Ok(());
+        }
+        match self.state().failed.clone() {
+            Some(why) => Err(StorageError::Poisoned(why)),
+            None => Err(StorageError::Closed),
         }
     }
 }

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use crate::catalog::{CatalogEntry, snapshot_document};
-use crate::collection::{Collection, doc_bytes};
+use crate::collection::Collection;
 use crate::commit::Ticket;
 use crate::engine::Inner;
 use crate::error::{Result, StorageError};
@@ -96,8 +96,6 @@ fn relocate(inner: &Inner, c: &Collection, segment: u64) -> Result<()> {
         let (seq, locs) = log.append(&recs, false)?;
         for ((rid, old), new) in moved.into_iter().zip(locs) {
             st.records.insert(rid, new);
-            st.data_bytes = st.data_bytes + doc_bytes(&new)
-                - doc_bytes(&old).min(st.data_bytes + doc_bytes(&new));
             log.release(old);
         }
         drop(st);

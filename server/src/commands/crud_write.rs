@@ -381,9 +381,18 @@ pub async fn update(state: &Arc<ServerState>, req: &Request) -> CommandResult<Re
 }
 
 /// Apply `update` to a stored document; `None` when it changed nothing.
-pub(super) fn updated_doc(stmt: &UpdateStmt, raw: &RawDocumentBuf, pos: Option<usize>) -> CommandResult<Option<RawDocumentBuf>> {
-    let mut doc = Document::try_from(raw.as_ref()).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
-    let ctx = ApplyContext { is_insert: false, positional: pos, now: bson::DateTime::now() };
+pub(super) fn updated_doc(
+    stmt: &UpdateStmt,
+    raw: &RawDocumentBuf,
+    pos: Option<usize>,
+) -> CommandResult<Option<RawDocumentBuf>> {
+    let mut doc =
+        Document::try_from(raw.as_ref()).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
+    let ctx = ApplyContext {
+        is_insert: false,
+        positional: pos,
+        now: bson::DateTime::now(),
+    };
     if !stmt.update.apply(&mut doc, &ctx)? {
         return Ok(None);
     }
@@ -446,7 +455,11 @@ pub(super) fn upsert_document(stmt: &UpdateStmt) -> CommandResult<Document> {
     } else {
         seed
     };
-    let ctx = ApplyContext { is_insert: true, positional: None, now: bson::DateTime::now() };
+    let ctx = ApplyContext {
+        is_insert: true,
+        positional: None,
+        now: bson::DateTime::now(),
+    };
     stmt.update.apply(&mut doc, &ctx)?;
     if !doc.contains_key("_id") {
         doc.insert("_id", bson::oid::ObjectId::new());

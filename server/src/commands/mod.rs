@@ -4,6 +4,7 @@
 //! Handlers live one file per family and return `CommandResult<Reply>`.
 
 pub mod admin;
+pub mod aggregate;
 pub mod args;
 pub mod crud_read;
 pub mod crud_write;
@@ -126,6 +127,7 @@ commands! {
     "listIndexes" => "List a collection's indexes";
     "dropIndexes" ["deleteIndexes"] => "Drop indexes";
     "currentOp" => "Operations in progress", admin true;
+    "aggregate" => "Run an aggregation pipeline";
     "explain" => "How a command would run: the query plan and its execution statistics";
     "getFreeMonitoringStatus" => "Free monitoring is not offered; reports disabled", admin true;
     "logout" => "Ends authentication on this connection (no-op without auth)";
@@ -261,6 +263,7 @@ pub async fn dispatch(
         "listIndexes" => indexes::list_indexes(state, req).await,
         "dropIndexes" => indexes::drop_indexes(state, req).await,
         "explain" => explain::explain(state, req).await,
+        "aggregate" => aggregate::aggregate(state, req).await,
         "currentOp" => Ok(Reply::Doc(
             bson::doc! { "inprog": state.ops.in_progress(), "ok": 1.0 },
         )),

@@ -8,7 +8,8 @@ use bson::{Bson, Document};
 use std::cmp::Ordering;
 use storage::order::compare_bson;
 
-/// Most intervals one plan may scan (a compound `$in` multiplies them).
+/// Most intervals a compound prefix may multiply into; the planner stops adding fields to the
+/// bounds before passing it (dropping intervals would lose results).
 pub const INTERVALS_MAX: usize = 200;
 
 /// An interval of values of one field, inclusive at both ends.
@@ -187,9 +188,6 @@ pub fn byte_intervals(
             }
         }
         combos = next;
-        if combos.len() > INTERVALS_MAX {
-            combos.truncate(INTERVALS_MAX);
-        }
     }
     let mut out = Vec::new();
     for combo in combos {
@@ -237,6 +235,14 @@ mod tests {
             "sparse cannot answer null"
         );
         assert!(field_intervals(&preds, "c", false, false).is_none());
+    }
+
+    #[test]
+    fn a_long_in_list_keeps_every_value() {
+        let values: Vec<Bson> = (0..1000).map(Bson::Int32).collect();
+        let f = Filter::parse(&doc! { "a": { "$in": values } }).unwrap();
+        let ivs = field_intervals(&conjunction(&f), "a", false, false).unwrap();
+        assert_eq!(byte_intervals(&doc! { "a": 1 }, &[ivs]).len(), 1000);
     }
 
     #[test]

@@ -94,9 +94,17 @@ pub fn index_candidate(
 ) -> Option<IndexPlan> {
     let preds = conjunction(filter);
     let mut field_bounds = Vec::new();
+    let mut product = 1usize;
     for (field, _) in &ix.spec.key {
         match field_intervals(&preds, field, ix.multikey, ix.spec.sparse) {
+            Some(ivs)
+                if !field_bounds.is_empty()
+                    && product.saturating_mul(ivs.len()) > bounds::INTERVALS_MAX =>
+            {
+                break;
+            }
             Some(ivs) => {
+                product = product.saturating_mul(ivs.len());
                 let is_range = ivs.iter().any(|iv| !iv.is_point());
                 field_bounds.push((field.clone(), ivs));
                 if is_range {

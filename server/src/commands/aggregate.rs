@@ -1,0 +1,308 @@
+//! `aggregate`: parse the pipeline, feed it the collection (a leading `$match`/`$sort` goes
+//! through the planner, so indexes serve it), run it, write `$out`/`$merge` output through the
+//! storage engine, and return the results through a cursor.
+
+use super::args::{self, check_fields};
+use super::crud_read::{cursor_reply, deadline};
+use super::crud_write::prepare_document;
+use super::{Reply, Request};
+use crate::catalog::storage_error;
+use crate::cursors::{Cursor, DocSource, FIRST_BATCH_COUNT_DEFAULT, ScanState, check_deadline};
+use crate::error::{CommandResult, ErrorCode, err};
+use crate::planner;
+use crate::query::matcher::Filter;
+use crate::query::pipeline::output::merge_documents;
+use crate::query::pipeline::{OutputMode, OutputTarget, ParseContext, Pipeline, PipelineEnv};
+use crate::state::ServerState;
+use bson::{Bson, Document, RawDocumentBuf, doc};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+use storage::{Collection, Direction, WriteOp};
+
+const FIELDS: &[&str] = &[
+    "pipeline",
+    "cursor",
+    "explain",
+    "allowDiskUse",
+    "bypassDocumentValidation",
+    "collation",
+    "hint",
+    "let",
+    "fromMongos",
+    "needsMerge",
+    "isMapReduceCommand",
+];
+
+/// Storage as the pipeline sees it ($lookup, $unionWith, $graphLookup).
+struct Env<'a> {
+    state: &'a ServerState,
+    deadline: Option<Instant>,
+}
+
+impl PipelineEnv for Env<'_> {
+    fn collection_docs(&self, db: &str, coll: &str) -> CommandResult<Vec<Document>> {
+        let Some(c) = self.state.catalog.collection(db, coll) else {
+            return Ok(vec![]);
+        };
+        let mut out = Vec::new();
+        let mut after = None;
+        loop {
+            check_deadline(self.deadline)?;
+            let chunk = c
+                .scan(Direction::Forward, after, 1024)
+                .map_err(|e| storage_error(e, db, coll))?;
+            let last = chunk.len() < 1024;
+            for (rid, raw) in chunk {
+                after = Some(rid);
+                out.push(to_doc(&raw)?);
+            }
+            if last {
+                return Ok(out);
+            }
+        }
+    }
+}
+
+fn to_doc(raw: &RawDocumentBuf) -> CommandResult<Document> {
+    Document::try_from(raw.as_ref()).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))
+}
+
+/// The input documents: the collection through the planner (leading `$match` and `$sort`).
+fn input_docs(
+    coll: &Arc<Collection>,
+    pipeline: &Pipeline,
+    deadline: Option<Instant>,
+) -> CommandResult<Vec<Document>> {
+    let filter_doc = pipeline.leading_match().cloned().unwrap_or_default();
+    // An unparsable leading $match has already failed in Pipeline::parse.
+    let filter = Filter::parse(&filter_doc)?;
+    let choice = planner::choose(coll, &filter, &filter_doc, pipeline.leading_sort(), None);
+    let mut scan = ScanState::new(
+        coll.clone(),
+        Arc::new(filter),
+        planner::scan_mode(&choice.winner),
+    );
+    let mut out = Vec::new();
+    while let Some((_, raw, _)) = scan.next_match(deadline)? {
+        out.push(to_doc(&raw)?);
+    }
+    Ok(out)
+}
+
+pub async fn aggregate(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+    check_fields(&req.body, "aggregate", FIELDS)?;
+    args::check_collation(&req.body, "aggregate")?;
+    let coll_name = match req.body.get("aggregate") {
+        Some(Bson::String(s)) => Some(s.clone()),
+        Some(v) if super::as_i64(v) == Some(1) => None,
+        _ => {
+            return Err(err(
+                ErrorCode::FailedToParse,
+                "Invalid command format: the 'aggregate' field must specify a collection name or 1",
+            ));
+        }
+    };
+    let stages: Vec<Document> = match req.body.get("pipeline") {
+        Some(Bson::Array(items)) => items
+            .iter()
+            .map(|s| {
+                s.as_document().cloned().ok_or_else(|| {
+                    err(
+                        ErrorCode::TypeMismatch,
+                        "Each element of the 'pipeline' array must be an object",
+                    )
+                })
+            })
+            .collect::<CommandResult<_>>()?,
+        _ => {
+            return Err(err(
+                ErrorCode::TypeMismatch,
+                "'pipeline' option must be specified as an array",
+            ));
+        }
+    };
+    let explain = args::opt_bool(&req.body, "aggregate", "explain")?.unwrap_or(false);
+    let cursor_opts = args::opt_doc(&req.body, "aggregate", "cursor")?.cloned();
+    if cursor_opts.is_none() && !explain {
+        return Err(err(
+            ErrorCode::FailedToParse,
+            "The 'cursor' option is required, except for aggregate with the explain argument",
+        ));
+    }
+    let batch_size = match cursor_opts.as_ref().and_then(|c| c.get("batchSize")) {
+        None => FIRST_BATCH_COUNT_DEFAULT,
+        Some(v) => usize::try_from(super::as_i64(v).unwrap_or(-1)).map_err(|_| {
+            err(
+                ErrorCode::Location51024,
+                "BSON field 'batchSize' value must be >= 0",
+            )
+        })?,
+    };
+    let mut ctx = ParseContext::new(&req.db, coll_name.as_deref(), bson::DateTime::now());
+    ctx.allow_disk_use = args::opt_bool(&req.body, "aggregate", "allowDiskUse")?.unwrap_or(false);
+    ctx.memory_max_bytes = state
+        .params
+        .get_i64("internalQueryMaxBlockingSortMemoryUsageBytes")
+        .max(0) as usize;
+    if let Some(l) = args::opt_doc(&req.body, "aggregate", "let")? {
+        ctx = ctx.with_let(l)?;
+    }
+    let pipeline = Pipeline::parse(&stages, &ctx)?;
+    let deadline = deadline(req);
+    let coll = coll_name
+        .as_ref()
+        .and_then(|c| state.catalog.collection(&req.db, c));
+    if explain {
+        return Ok(explain_reply(
+            &req.db,
+            coll_name.as_deref(),
+            &pipeline,
+            coll.as_ref(),
+        ));
+    }
+    let input = match (&coll, pipeline.is_collectionless()) {
+        (Some(c), false) => input_docs(c, &pipeline, deadline)?,
+        _ => vec![],
+    };
+    let env = Env { state, deadline };
+    let output = tokio::task::block_in_place(|| pipeline.run_vec(input, &env))?;
+    let ns = format!(
+        "{}.{}",
+        req.db,
+        coll_name.clone().unwrap_or_else(|| "$cmd.aggregate".into())
+    );
+    if let Some(target) = pipeline.output_target() {
+        write_output(state, target, output).await?;
+        return Ok(cursor_reply(0, &ns, true, vec![]));
+    }
+    let mut docs = VecDeque::with_capacity(output.len());
+    for d in &output {
+        docs.push_back(
+            RawDocumentBuf::try_from(d)
+                .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?,
+        );
+    }
+    let mut source = DocSource::Buffered(docs);
+    let batch = source.next_batch(batch_size, deadline)?;
+    if source.is_exhausted() {
+        return Ok(cursor_reply(0, &ns, true, batch));
+    }
+    let cursor = Cursor {
+        db: req.db.clone(),
+        coll: coll_name.unwrap_or_else(|| "$cmd.aggregate".into()),
+        uuid: coll.map(|c| c.uuid()),
+        source,
+        last_used: Instant::now(),
+        no_timeout: false,
+    };
+    let id = state.cursors.insert(cursor)?;
+    Ok(cursor_reply(id, &ns, true, batch))
+}
+
+/// `$out` replaces the target atomically (built in a temporary collection, then renamed over
+/// it); `$merge` inserts or updates document by document under the target's write lock.
+async fn write_output(
+    state: &ServerState,
+    target: &OutputTarget,
+    output: Vec<Document>,
+) -> CommandResult<()> {
+    let (db, name) = (target.db.as_str(), target.coll.as_str());
+    crate::catalog::validate_collection_name(db, name)?;
+    crate::catalog::check_user_writable(db, name)?;
+    match &target.mode {
+        OutputMode::Out => {
+            let temp = format!("tmp.agg_out.{}", bson::oid::ObjectId::new());
+            let coll = state.catalog.get_or_create(db, &temp)?;
+            let ops = output
+                .into_iter()
+                .map(|d| prepare_document(d).map(WriteOp::Insert))
+                .collect::<CommandResult<Vec<_>>>()?;
+            if !ops.is_empty() {
+                let t = coll.write(ops).map_err(|e| storage_error(e, db, name))?;
+                state.catalog.finish_write(&t, &Default::default()).await?;
+            }
+            let engine = state.catalog.engine();
+            tokio::task::block_in_place(|| engine.rename_collection(db, &temp, db, name, true))
+                .map_err(|e| storage_error(e, db, name))?;
+            state.cursors.invalidate(db, Some(name));
+            Ok(())
+        }
+        OutputMode::Merge {
+            on,
+            when_matched,
+            when_not_matched,
+        } => {
+            let _guard = state.catalog.lock(db, name).await;
+            let coll = state.catalog.get_or_create(db, name)?;
+            let mut last = None;
+            for new in output {
+                let key: Document = on
+                    .iter()
+                    .filter_map(|f| new.get(f).map(|v| (f.clone(), v.clone())))
+                    .collect();
+                let existing = super::crud_read::collect_matches(
+                    &coll,
+                    &Filter::parse(&key)?,
+                    &key,
+                    None,
+                    None,
+                    Some(1),
+                )?;
+                let existing_doc = existing
+                    .first()
+                    .map(|(_, raw, _)| to_doc(raw))
+                    .transpose()?;
+                let Some(result) =
+                    merge_documents(existing_doc.as_ref(), &new, when_matched, *when_not_matched)?
+                else {
+                    continue;
+                };
+                let raw = prepare_document(result)?;
+                let op = match existing.first() {
+                    Some((rid, _, _)) => WriteOp::Replace(*rid, raw),
+                    None => WriteOp::Insert(raw),
+                };
+                last = Some(
+                    coll.write(vec![op])
+                        .map_err(|e| storage_error(e, db, name))?,
+                );
+            }
+            if let Some(t) = last {
+                state.catalog.finish_write(&t, &Default::default()).await?;
+            }
+            Ok(())
+        }
+    }
+}
+
+fn explain_reply(
+    db: &str,
+    coll: Option<&str>,
+    pipeline: &Pipeline,
+    c: Option<&Arc<Collection>>,
+) -> Reply {
+    let ns = format!("{db}.{}", coll.unwrap_or("$cmd.aggregate"));
+    let filter_doc = pipeline.leading_match().cloned().unwrap_or_default();
+    let winning = match (c, Filter::parse(&filter_doc)) {
+        (Some(c), Ok(filter)) => {
+            let choice = planner::choose(c, &filter, &filter_doc, pipeline.leading_sort(), None);
+            let shape = planner::explain::Shape {
+                filter: Some(filter_doc.clone()),
+                sort: pipeline.leading_sort().cloned(),
+                ..Default::default()
+            };
+            planner::explain::plan_tree(&choice.winner, &shape)
+        }
+        _ => doc! { "stage": "EOF" },
+    };
+    let mut stages = vec![Bson::Document(doc! {
+        "$cursor": { "queryPlanner": { "namespace": ns.clone(), "parsedQuery": filter_doc, "winningPlan": winning, "rejectedPlans": [] } }
+    })];
+    for name in pipeline.stage_names() {
+        stages.push(Bson::Document(doc! { name: {} }));
+    }
+    Reply::Doc(
+        doc! { "explainVersion": "1", "stages": stages, "serverInfo": { "version": super::admin::COMPAT_VERSION }, "ok": 1.0 },
+    )
+}

@@ -1,0 +1,384 @@
+//! Generates `docs/COMPATIBILITY.md` from the code itself and fails when the file is stale. Each
+//! state is asked of the component that implements it: a command is supported when the dispatch
+//! table has it; a query, update, expression operator or pipeline stage is supported when its
+//! parser does not reject the name as unknown (argument errors still mean "recognized").
+//! Regenerate with `CAIRN_BLESS=1 cargo test -p cairn --lib compat`.
+
+use crate::commands::lookup;
+use crate::query::expr::Expr;
+use crate::query::matcher::Filter;
+use crate::query::update::Update;
+use bson::{Bson, doc};
+
+/// mongod commands applications and tools commonly send (a superset of what cairn answers).
+const COMMANDS: &[&str] = &[
+    "hello",
+    "isMaster",
+    "ping",
+    "buildInfo",
+    "getParameter",
+    "setParameter",
+    "getCmdLineOpts",
+    "hostInfo",
+    "serverStatus",
+    "whatsmyuri",
+    "connectionStatus",
+    "listCommands",
+    "startSession",
+    "endSessions",
+    "refreshSessions",
+    "killSessions",
+    "getLog",
+    "shutdown",
+    "profile",
+    "insert",
+    "update",
+    "delete",
+    "findAndModify",
+    "find",
+    "getMore",
+    "killCursors",
+    "count",
+    "distinct",
+    "aggregate",
+    "create",
+    "drop",
+    "dropDatabase",
+    "listCollections",
+    "listDatabases",
+    "renameCollection",
+    "collMod",
+    "dbStats",
+    "collStats",
+    "validate",
+    "createIndexes",
+    "listIndexes",
+    "dropIndexes",
+    "currentOp",
+    "killOp",
+    "explain",
+    "saslStart",
+    "saslContinue",
+    "createUser",
+    "dropUser",
+    "usersInfo",
+    "createRole",
+    "commitTransaction",
+    "abortTransaction",
+    "mapReduce",
+    "compact",
+    "fsync",
+    "logRotate",
+    "top",
+    "getLastError",
+    "replSetGetStatus",
+    "setFeatureCompatibilityVersion",
+    "bulkWrite",
+];
+
+const QUERY_OPERATORS: &[&str] = &[
+    "$eq",
+    "$ne",
+    "$gt",
+    "$gte",
+    "$lt",
+    "$lte",
+    "$in",
+    "$nin",
+    "$exists",
+    "$type",
+    "$regex",
+    "$mod",
+    "$all",
+    "$elemMatch",
+    "$size",
+    "$bitsAllSet",
+    "$bitsAllClear",
+    "$bitsAnySet",
+    "$bitsAnyClear",
+    "$not",
+    "$geoWithin",
+    "$geoIntersects",
+    "$near",
+    "$nearSphere",
+];
+const TOP_LEVEL_QUERY: &[&str] = &[
+    "$and",
+    "$or",
+    "$nor",
+    "$expr",
+    "$jsonSchema",
+    "$where",
+    "$text",
+    "$comment",
+];
+
+const UPDATE_OPERATORS: &[&str] = &[
+    "$set",
+    "$unset",
+    "$inc",
+    "$mul",
+    "$min",
+    "$max",
+    "$rename",
+    "$currentDate",
+    "$setOnInsert",
+    "$push",
+    "$addToSet",
+    "$pop",
+    "$pull",
+    "$pullAll",
+    "$bit",
+];
+
+const EXPRESSIONS: &[&str] = &[
+    "$abs",
+    "$add",
+    "$ceil",
+    "$divide",
+    "$exp",
+    "$floor",
+    "$ln",
+    "$log",
+    "$log10",
+    "$mod",
+    "$multiply",
+    "$pow",
+    "$round",
+    "$sqrt",
+    "$subtract",
+    "$trunc",
+    "$eq",
+    "$ne",
+    "$gt",
+    "$gte",
+    "$lt",
+    "$lte",
+    "$cmp",
+    "$and",
+    "$or",
+    "$not",
+    "$cond",
+    "$ifNull",
+    "$switch",
+    "$concat",
+    "$substrBytes",
+    "$substrCP",
+    "$toLower",
+    "$toUpper",
+    "$split",
+    "$trim",
+    "$ltrim",
+    "$rtrim",
+    "$strLenBytes",
+    "$strLenCP",
+    "$indexOfBytes",
+    "$indexOfCP",
+    "$regexMatch",
+    "$regexFind",
+    "$regexFindAll",
+    "$replaceOne",
+    "$replaceAll",
+    "$strcasecmp",
+    "$arrayElemAt",
+    "$filter",
+    "$map",
+    "$reduce",
+    "$size",
+    "$slice",
+    "$in",
+    "$concatArrays",
+    "$range",
+    "$reverseArray",
+    "$zip",
+    "$first",
+    "$last",
+    "$sortArray",
+    "$indexOfArray",
+    "$isArray",
+    "$arrayToObject",
+    "$objectToArray",
+    "$setUnion",
+    "$setIntersection",
+    "$setDifference",
+    "$setEquals",
+    "$setIsSubset",
+    "$anyElementTrue",
+    "$allElementsTrue",
+    "$mergeObjects",
+    "$getField",
+    "$setField",
+    "$unsetField",
+    "$type",
+    "$convert",
+    "$toInt",
+    "$toLong",
+    "$toDouble",
+    "$toDecimal",
+    "$toString",
+    "$toDate",
+    "$toObjectId",
+    "$toBool",
+    "$isNumber",
+    "$year",
+    "$month",
+    "$dayOfMonth",
+    "$hour",
+    "$minute",
+    "$second",
+    "$millisecond",
+    "$dayOfWeek",
+    "$dayOfYear",
+    "$week",
+    "$isoWeek",
+    "$isoWeekYear",
+    "$isoDayOfWeek",
+    "$dateToString",
+    "$dateFromString",
+    "$dateToParts",
+    "$dateFromParts",
+    "$dateAdd",
+    "$dateSubtract",
+    "$dateDiff",
+    "$dateTrunc",
+    "$literal",
+    "$let",
+    "$rand",
+];
+
+const STAGES: &[&str] = &[
+    "$match",
+    "$project",
+    "$addFields",
+    "$set",
+    "$unset",
+    "$group",
+    "$sort",
+    "$limit",
+    "$skip",
+    "$unwind",
+    "$count",
+    "$sortByCount",
+    "$replaceRoot",
+    "$replaceWith",
+    "$sample",
+    "$lookup",
+    "$facet",
+    "$bucket",
+    "$bucketAuto",
+    "$unionWith",
+    "$out",
+    "$merge",
+    "$graphLookup",
+    "$setWindowFields",
+    "$densify",
+    "$fill",
+    "$redact",
+    "$documents",
+    "$collStats",
+    "$indexStats",
+    "$currentOp",
+    "$listLocalSessions",
+    "$geoNear",
+    "$search",
+    "$changeStream",
+];
+
+fn yes_no(ok: bool) -> &'static str {
+    if ok { "supported" } else { "not yet" }
+}
+
+fn query_operator_supported(op: &str) -> bool {
+    let f = if TOP_LEVEL_QUERY.contains(&op) {
+        doc! { op: [] }
+    } else {
+        doc! { "a": { op: 1 } }
+    };
+    match Filter::parse(&f) {
+        Ok(_) => true,
+        Err(e) => {
+            !e.message.starts_with("unknown operator") && !e.message.contains("not supported")
+        }
+    }
+}
+
+fn update_operator_supported(op: &str) -> bool {
+    match Update::parse(&doc! { op: { "a": 1 } }, None) {
+        Ok(_) => true,
+        Err(e) => {
+            !e.message.starts_with("Unknown modifier") && !e.message.contains("not supported")
+        }
+    }
+}
+
+fn expression_supported(op: &str) -> bool {
+    match Expr::parse(&Bson::Document(doc! { op: [] })) {
+        Ok(_) => true,
+        Err(e) => {
+            !e.message.starts_with("Unrecognized expression")
+                && !e.message.contains("not supported")
+        }
+    }
+}
+
+/// The whole document.
+pub fn render(stage_supported: &dyn Fn(&str) -> bool) -> String {
+    let mut out = String::from(
+        "# Compatibility\n\nGenerated from the code by `CAIRN_BLESS=1 cargo test -p cairn --lib compat` (a test fails when this file is stale).\nEach state is what the component itself answers: a command is in the dispatch table; an operator or stage is recognized by its parser. Behaviour is covered by the unit and end-to-end tests.\n\n",
+    );
+    let mut section = |title: &str, names: &[&str], f: &dyn Fn(&str) -> bool| {
+        out.push_str(&format!("## {title}\n\n| name | state |\n| --- | --- |\n"));
+        for n in names {
+            out.push_str(&format!("| `{n}` | {} |\n", yes_no(f(n))));
+        }
+        let done = names.iter().filter(|n| f(n)).count();
+        out.push_str(&format!("\n{done} of {} supported.\n\n", names.len()));
+    };
+    section("Commands", COMMANDS, &|c| lookup(c).is_some());
+    let all_query: Vec<&str> = QUERY_OPERATORS
+        .iter()
+        .chain(TOP_LEVEL_QUERY)
+        .copied()
+        .collect();
+    section("Query operators", &all_query, &query_operator_supported);
+    section(
+        "Update operators",
+        UPDATE_OPERATORS,
+        &update_operator_supported,
+    );
+    section("Aggregation stages", STAGES, stage_supported);
+    section(
+        "Aggregation expressions",
+        EXPRESSIONS,
+        &expression_supported,
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stage_supported(stage: &str) -> bool {
+        let ctx = crate::query::pipeline::ParseContext::new("db", Some("c"), bson::DateTime::now());
+        match crate::query::pipeline::Pipeline::parse(&[doc! { stage: {} }], &ctx) {
+            Ok(_) => true,
+            Err(e) => e.code.code() != 40324 && !e.message.contains("not supported"),
+        }
+    }
+
+    #[test]
+    fn compatibility_doc_is_current() {
+        let text = render(&stage_supported);
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/COMPATIBILITY.md");
+        if std::env::var("CAIRN_BLESS").is_ok() {
+            std::fs::write(path, &text).unwrap();
+            return;
+        }
+        let on_disk = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(
+            on_disk == text,
+            "docs/COMPATIBILITY.md is stale: run CAIRN_BLESS=1 cargo test -p cairn --lib compat"
+        );
+    }
+}

@@ -1,0 +1,50 @@
+//! Helpers shared by the storage integration tests: seeds, documents, model comparison.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+
+use bson::{Document, RawDocumentBuf};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use storage::{Collection, Direction, EngineOptions};
+
+/// The seed from `CAIRN_SEED`, or a fresh one; printed so a failure can be replayed.
+pub fn seed(test: &str) -> u64 {
+    let seed = std::env::var("CAIRN_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random);
+    eprintln!("{test}: CAIRN_SEED={seed}");
+    seed
+}
+
+pub fn rng(seed: u64) -> StdRng {
+    StdRng::seed_from_u64(seed)
+}
+
+pub fn raw(d: &Document) -> RawDocumentBuf {
+    RawDocumentBuf::try_from(d).expect("document encodes")
+}
+
+pub fn small_opts() -> EngineOptions {
+    EngineOptions {
+        segment_size_bytes: 16 << 10,
+        background_compaction: false,
+        ..EngineOptions::default()
+    }
+}
+
+/// Every document of `c` in RecordId order, read in pages.
+pub fn all_docs(c: &Collection) -> BTreeMap<u64, Document> {
+    let mut out = BTreeMap::new();
+    let mut after = None;
+    loop {
+        let page = c.scan(Direction::Forward, after, 37).expect("scan");
+        let Some(last) = page.last() else { break };
+        after = Some(last.0);
+        for (rid, d) in page {
+            out.insert(rid, Document::try_from(d).expect("stored document decodes"));
+        }
+    }
+    out
+}
