@@ -3,7 +3,7 @@
 //! codes; no storage or network I/O happens in this module tree.
 
 pub mod expr;
-mod expr_ops;
+
 pub mod limits;
 pub mod matcher;
 pub mod path;

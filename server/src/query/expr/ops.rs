@@ -3,24 +3,24 @@
 //! widens to int64 on overflow, int64 to double; any double makes a double; any decimal makes a
 //! decimal (computed through a double here, so precise decimal arithmetic is not yet exact).
 
+use super::Operator;
 use crate::error::{CommandResult, ErrorCode, err};
-use crate::query::expr::Operator;
 use crate::query::types;
 use bson::{Bson, DateTime, Decimal128};
 use std::cmp::Ordering;
 use storage::order;
 
-fn type_name(v: &Option<Bson>) -> &'static str {
+pub(super) fn type_name(v: &Option<Bson>) -> &'static str {
     v.as_ref()
         .map_or("missing", |b| types::type_name(types::type_code(b)))
 }
 
-fn is_nullish(v: &Option<Bson>) -> bool {
+pub(super) fn is_nullish(v: &Option<Bson>) -> bool {
     matches!(v, None | Some(Bson::Null) | Some(Bson::Undefined))
 }
 
 /// The widest numeric kind among operands: 0 int32, 1 int64, 2 double, 3 decimal.
-fn kind(v: &Bson) -> u8 {
+pub(super) fn kind(v: &Bson) -> u8 {
     match v {
         Bson::Int32(_) => 0,
         Bson::Int64(_) => 1,
@@ -29,14 +29,14 @@ fn kind(v: &Bson) -> u8 {
     }
 }
 
-fn decimal(d: f64) -> Bson {
+pub(super) fn decimal(d: f64) -> Bson {
     format!("{d}")
         .parse::<Decimal128>()
         .map_or(Bson::Double(d), Bson::Decimal128)
 }
 
 /// Folds integers exactly (widening on overflow) and everything else in doubles.
-fn fold_numbers(
+pub(super) fn fold_numbers(
     values: &[Bson],
     int_op: fn(i64, i64) -> Option<i64>,
     float_op: fn(f64, f64) -> f64,
@@ -67,7 +67,10 @@ fn fold_numbers(
     }
 }
 
-fn numbers_only(name: &str, values: &[Option<Bson>]) -> CommandResult<Option<Vec<Bson>>> {
+pub(super) fn numbers_only(
+    name: &str,
+    values: &[Option<Bson>],
+) -> CommandResult<Option<Vec<Bson>>> {
     let mut out = Vec::with_capacity(values.len());
     for v in values {
         match v {
@@ -87,7 +90,7 @@ fn numbers_only(name: &str, values: &[Option<Bson>]) -> CommandResult<Option<Vec
     Ok(Some(out))
 }
 
-pub(crate) fn apply(op: Operator, values: Vec<Option<Bson>>) -> CommandResult<Option<Bson>> {
+pub(super) fn apply(op: Operator, values: Vec<Option<Bson>>) -> CommandResult<Option<Bson>> {
     let first = values.first().cloned().flatten();
     match op {
         Operator::Add => add(&values),
@@ -149,14 +152,11 @@ pub(crate) fn apply(op: Operator, values: Vec<Option<Bson>>) -> CommandResult<Op
             })))
         }
         Operator::Type => Ok(Some(Bson::String(type_name(&values[0]).to_string()))),
-        _ => Err(err(
-            ErrorCode::InternalError,
-            format!("operator {op:?} evaluated out of place"),
-        )),
+        _ => super::more::apply(op, values),
     }
 }
 
-fn to_text(v: &Option<Bson>) -> CommandResult<String> {
+pub(super) fn to_text(v: &Option<Bson>) -> CommandResult<String> {
     Ok(match v {
         _ if is_nullish(v) => String::new(),
         Some(Bson::String(s)) | Some(Bson::Symbol(s)) => s.clone(),
