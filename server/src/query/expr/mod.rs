@@ -8,9 +8,11 @@
 //! compares below null and a projection omits it). Comparisons are not type-bracketed: they
 //! use the one total order of `storage::order`.
 
+mod dates;
 mod more;
 mod ops;
 mod parse;
+mod special;
 #[cfg(test)]
 mod tests;
 
@@ -232,7 +234,7 @@ impl Expr {
                 Ok(Some(Bson::Array(out)))
             }
             Expr::Op(op, args) => eval_op(*op, args, root, scope),
-            Expr::Special(s) => more::eval_special(s, root, scope),
+            Expr::Special(s) => special::eval_special(s, root, scope),
         }
     }
 }

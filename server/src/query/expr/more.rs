@@ -1,20 +1,19 @@
-//! The larger half of the expression operators: math, array, string, conversion, object and
-//! date-part operators, and the variable-binding forms (`$let`, `$map`, `$filter`, `$reduce`,
-//! `$switch`, `$getField`, `$trim`, `$dateToString`). Null or missing inputs give null, as in
-//! mongod; wrong types give mongod's message with the closest generic code.
+//! The larger half of the value operators: math, array, string, conversion and object
+//! operators. Null or missing inputs give null, as in mongod; wrong types give mongod's
+//! message with the closest generic code.
 
+use super::Operator;
 use super::ops::{decimal, fold_numbers, is_nullish, kind, type_name};
-use super::{Operator, Scope, Special, truthy};
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::query::types;
-use bson::{Bson, Document, RawDocument};
+use bson::{Bson, Document};
 use std::cmp::Ordering;
 use storage::order;
 
 type Value = Option<Bson>;
 
 /// `$arrayElemAt` from `Operator::ArrayElemAt`, for messages.
-fn op_name(op: Operator) -> String {
+pub(super) fn op_name(op: Operator) -> String {
     let debug = format!("{op:?}");
     let mut chars = debug.chars();
     match chars.next() {
@@ -38,7 +37,7 @@ fn int_result(n: i64, narrow: bool) -> Bson {
     }
 }
 
-fn as_int(v: &Value, op: &str, what: &str) -> CommandResult<i64> {
+pub(super) fn as_int(v: &Value, op: &str, what: &str) -> CommandResult<i64> {
     v.as_ref().and_then(types::as_i64_exact).ok_or_else(|| {
         mismatch(format!(
             "{op}'s {what} must be an integral value, but is of type {}",
@@ -57,7 +56,7 @@ fn array<'a>(v: &'a Value, op: &str) -> CommandResult<&'a Vec<Bson>> {
     }
 }
 
-fn string<'a>(v: &'a Value, op: &str) -> CommandResult<&'a str> {
+pub(super) fn string<'a>(v: &'a Value, op: &str) -> CommandResult<&'a str> {
     match v {
         Some(Bson::String(s)) => Ok(s),
         other => Err(mismatch(format!(
@@ -83,7 +82,7 @@ pub(super) fn apply(op: Operator, values: Vec<Value>) -> CommandResult<Value> {
         }
         MergeObjects => merge_objects(values),
         Year | Month | DayOfMonth | Hour | Minute | Second | Millisecond | DayOfWeek
-        | DayOfYear => date_part(op, &values[0]),
+        | DayOfYear => super::dates::date_part(op, &values[0]),
         other => Err(err(
             ErrorCode::InternalError,
             format!("operator {other:?} has no implementation"),
@@ -626,309 +625,4 @@ fn merge_objects(values: Vec<Value>) -> CommandResult<Value> {
         }
     }
     Ok(Some(Bson::Document(out)))
-}
-
-/// Milliseconds since the epoch of a date-like value.
-fn millis(v: &Value, op: &str) -> CommandResult<Option<i64>> {
-    Ok(match v {
-        _ if is_nullish(v) => None,
-        Some(Bson::DateTime(d)) => Some(d.timestamp_millis()),
-        Some(Bson::Timestamp(t)) => Some(i64::from(t.time) * 1000),
-        Some(Bson::ObjectId(o)) => Some(o.timestamp().timestamp_millis()),
-        other => {
-            return Err(mismatch(format!(
-                "{op}: can't convert from BSON type {} to Date",
-                type_name(other)
-            )));
-        }
-    })
-}
-
-/// Proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's algorithm).
-fn civil(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = u32::try_from(doy - (153 * mp + 2) / 5 + 1).unwrap_or(1);
-    let month = u32::try_from(if mp < 10 { mp + 3 } else { mp - 9 }).unwrap_or(1);
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
-const MS_PER_DAY: i64 = 86_400_000;
-
-/// All parts of a UTC instant: year, month, day, hour, minute, second, ms, weekday (1 = Sunday),
-/// day of year.
-fn parts(ms: i64) -> [i64; 9] {
-    let days = ms.div_euclid(MS_PER_DAY);
-    let in_day = ms.rem_euclid(MS_PER_DAY);
-    let (y, m, d) = civil(days);
-    let jan1 = days - day_count(y);
-    [
-        y,
-        i64::from(m),
-        i64::from(d),
-        in_day / 3_600_000,
-        in_day / 60_000 % 60,
-        in_day / 1000 % 60,
-        in_day % 1000,
-        (days + 4).rem_euclid(7) + 1,
-        jan1 + 1,
-    ]
-}
-
-/// Days from 1970-01-01 to January 1st of `year` (inverse of `civil`).
-fn day_count(year: i64) -> i64 {
-    let y = year - 1; // January counts as month 13 of the previous year
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * 10 + 2) / 5; // day of a March-based year on which January 1st falls
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-fn date_part(op: Operator, v: &Value) -> CommandResult<Value> {
-    let Some(ms) = millis(v, &op_name(op))? else {
-        return null();
-    };
-    let p = parts(ms);
-    let index = match op {
-        Operator::Year => 0,
-        Operator::Month => 1,
-        Operator::DayOfMonth => 2,
-        Operator::Hour => 3,
-        Operator::Minute => 4,
-        Operator::Second => 5,
-        Operator::Millisecond => 6,
-        Operator::DayOfWeek => 7,
-        _ => 8,
-    };
-    Ok(Some(Bson::Int32(
-        i32::try_from(p[index]).unwrap_or(i32::MAX),
-    )))
-}
-
-fn format_date(ms: i64, format: &str) -> CommandResult<String> {
-    let p = parts(ms);
-    let mut out = String::new();
-    let mut chars = format.chars();
-    while let Some(c) = chars.next() {
-        if c != '%' {
-            out.push(c);
-            continue;
-        }
-        match chars.next() {
-            Some('Y') => out.push_str(&format!("{:04}", p[0])),
-            Some('m') => out.push_str(&format!("{:02}", p[1])),
-            Some('d') => out.push_str(&format!("{:02}", p[2])),
-            Some('H') => out.push_str(&format!("{:02}", p[3])),
-            Some('M') => out.push_str(&format!("{:02}", p[4])),
-            Some('S') => out.push_str(&format!("{:02}", p[5])),
-            Some('L') => out.push_str(&format!("{:03}", p[6])),
-            Some('j') => out.push_str(&format!("{:03}", p[8])),
-            Some('w') => out.push_str(&p[7].to_string()),
-            Some('u') => out.push_str(&(if p[7] == 1 { 7 } else { p[7] - 1 }).to_string()),
-            Some('%') => out.push('%'),
-            other => {
-                return Err(err(
-                    ErrorCode::BadValue,
-                    format!(
-                        "Invalid format character '%{}' in format string",
-                        other.unwrap_or(' ')
-                    ),
-                ));
-            }
-        }
-    }
-    Ok(out)
-}
-
-pub(super) fn eval_special(
-    s: &Special,
-    root: &RawDocument,
-    scope: &mut Scope,
-) -> CommandResult<Value> {
-    match s {
-        Special::Let { vars, body } => {
-            let mut values = Vec::with_capacity(vars.len());
-            for (name, e) in vars {
-                values.push((name.clone(), e.eval(root, scope)?));
-            }
-            let n = values.len();
-            scope.extend(values);
-            let r = body.eval(root, scope);
-            scope.truncate(scope.len() - n);
-            r
-        }
-        Special::Map { input, name, body }
-        | Special::Filter {
-            input,
-            name,
-            cond: body,
-            ..
-        } => {
-            let v = input.eval(root, scope)?;
-            if is_nullish(&v) {
-                return null();
-            }
-            let is_map = matches!(s, Special::Map { .. });
-            let op = if is_map { "$map" } else { "$filter" };
-            let items = match v {
-                Some(Bson::Array(a)) => a,
-                other => {
-                    return Err(mismatch(format!(
-                        "input to {op} must be an array not {}",
-                        type_name(&other)
-                    )));
-                }
-            };
-            let limit = match s {
-                Special::Filter { limit: Some(l), .. } => match l.eval(root, scope)? {
-                    Some(Bson::Null) | None => usize::MAX,
-                    other => usize::try_from(as_int(&other, "$filter", "limit")?.max(1))
-                        .unwrap_or(usize::MAX),
-                },
-                _ => usize::MAX,
-            };
-            let mut out = Vec::new();
-            for item in items {
-                if out.len() >= limit {
-                    break;
-                }
-                scope.push((name.clone(), Some(item.clone())));
-                let r = body.eval(root, scope);
-                scope.pop();
-                let r = r?;
-                if is_map {
-                    out.push(r.unwrap_or(Bson::Null));
-                } else if truthy(&r) {
-                    out.push(item);
-                }
-            }
-            Ok(Some(Bson::Array(out)))
-        }
-        Special::Reduce {
-            input,
-            initial,
-            body,
-        } => {
-            let v = input.eval(root, scope)?;
-            if is_nullish(&v) {
-                return null();
-            }
-            let Some(Bson::Array(items)) = v else {
-                return Err(mismatch(format!(
-                    "$reduce requires that 'input' be an array, found: {}",
-                    type_name(&v)
-                )));
-            };
-            let mut acc = initial.eval(root, scope)?;
-            for item in items {
-                scope.push(("value".to_string(), acc.clone()));
-                scope.push(("this".to_string(), Some(item)));
-                let r = body.eval(root, scope);
-                scope.truncate(scope.len() - 2);
-                acc = r?;
-            }
-            Ok(acc)
-        }
-        Special::Switch { branches, default } => {
-            for (case, then) in branches {
-                if truthy(&case.eval(root, scope)?) {
-                    return then.eval(root, scope);
-                }
-            }
-            match default {
-                Some(d) => d.eval(root, scope),
-                None => Err(err(
-                    ErrorCode::BadValue,
-                    "$switch could not find a matching branch for an input, and no default was specified.",
-                )),
-            }
-        }
-        Special::GetField { field, input } => {
-            let name = match field.eval(root, scope)? {
-                Some(Bson::String(s)) => s,
-                other => {
-                    return Err(err(
-                        ErrorCode::BadValue,
-                        format!(
-                            "$getField requires 'field' to evaluate to type String, but got {}",
-                            type_name(&other)
-                        ),
-                    ));
-                }
-            };
-            Ok(match input.eval(root, scope)? {
-                Some(Bson::Document(d)) => d.get(&name).cloned(),
-                Some(Bson::Null) => Some(Bson::Null),
-                _ => None,
-            })
-        }
-        Special::Trim {
-            input,
-            chars,
-            left,
-            right,
-        } => {
-            let v = input.eval(root, scope)?;
-            if is_nullish(&v) {
-                return null();
-            }
-            let text = string(&v, "$trim")?.to_string();
-            let set: Vec<char> = match chars {
-                Some(c) => match c.eval(root, scope)? {
-                    Some(Bson::String(s)) => s.chars().collect(),
-                    other if is_nullish(&other) => return null(),
-                    other => {
-                        return Err(mismatch(format!(
-                            "$trim requires 'chars' to be a string, found: {}",
-                            type_name(&other)
-                        )));
-                    }
-                },
-                None => vec![
-                    ' ', '\0', '\t', '\n', '\u{b}', '\u{c}', '\r', '\u{a0}', '\u{2000}',
-                    '\u{200a}', '\u{3000}',
-                ],
-            };
-            let mut t = text.as_str();
-            if *left {
-                t = t.trim_start_matches(|c| set.contains(&c));
-            }
-            if *right {
-                t = t.trim_end_matches(|c| set.contains(&c));
-            }
-            Ok(Some(Bson::String(t.to_string())))
-        }
-        Special::DateToString {
-            date,
-            format,
-            on_null,
-        } => {
-            let v = date.eval(root, scope)?;
-            let Some(ms) = millis(&v, "$dateToString")? else {
-                return match on_null {
-                    Some(e) => e.eval(root, scope),
-                    None => null(),
-                };
-            };
-            let format = match format {
-                Some(f) => match f.eval(root, scope)? {
-                    Some(Bson::String(s)) => s,
-                    other => {
-                        return Err(mismatch(format!(
-                            "$dateToString requires that 'format' be a string, found: {}",
-                            type_name(&other)
-                        )));
-                    }
-                },
-                None => "%Y-%m-%dT%H:%M:%S.%LZ".to_string(),
-            };
-            Ok(Some(Bson::String(format_date(ms, &format)?)))
-        }
-    }
 }
