@@ -2,6 +2,7 @@
 //! it reads documents (raw where possible) and returns values or `CommandError`s with mongod's
 //! codes; no storage or network I/O happens in this module tree.
 
+pub mod decimal;
 pub mod expr;
 
 pub mod limits;

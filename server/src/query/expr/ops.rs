@@ -55,6 +55,19 @@ pub(super) fn fold_numbers(
             };
         }
     }
+    if widest == 3 {
+        // Exact decimal arithmetic; `start` tells the fold which operation it is (0: +, 1: *).
+        let mut acc = Bson::Int64(start);
+        for v in values {
+            let next = if start == 0 {
+                crate::query::decimal::add(&acc, v)
+            } else {
+                crate::query::decimal::mul(&acc, v)
+            };
+            acc = next.unwrap_or(Bson::Double(f64::NAN));
+        }
+        return acc;
+    }
     #[allow(clippy::cast_precision_loss)] // mongod also falls back to double arithmetic here
     let mut acc = start as f64;
     for v in values {
@@ -239,13 +252,15 @@ fn subtract(values: &[Option<Bson>]) -> CommandResult<Option<Bson>> {
                 Bson::Int64(i) => i
                     .checked_neg()
                     .map_or(Bson::Double(-(*i as f64)), Bson::Int64),
+                Bson::Decimal128(_) => {
+                    crate::query::decimal::negate(y).unwrap_or(Bson::Double(f64::NAN))
+                }
                 other => Bson::Double(-types::as_f64(other).unwrap_or(f64::NAN)),
             };
             let widest = kind(x).max(kind(y));
             let r = fold_numbers(&[x.clone(), negated], i64::checked_add, |p, q| p + q, 0);
             match (widest, &r) {
                 (0, Bson::Int64(n)) => i32::try_from(*n).map_or(r.clone(), Bson::Int32),
-                (3, _) => decimal(types::as_f64(&r).unwrap_or(f64::NAN)),
                 _ => r,
             }
         }

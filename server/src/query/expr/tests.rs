@@ -70,6 +70,21 @@ fn arithmetic_and_comparison() {
     );
     assert_eq!(ev(Bson::Document(doc! {"$sqrt": 16})), Bson::Double(4.0));
     assert_eq!(ev(Bson::Document(doc! {"$sum": "$xs"})), Bson::Int32(6));
+    let dec = |s: &str| Bson::Decimal128(s.parse().expect("decimal"));
+    assert_eq!(
+        ev(Bson::Document(doc! {"$add": [dec("0.1"), dec("0.2")]})),
+        dec("0.3")
+    );
+    assert_eq!(
+        ev(Bson::Document(
+            doc! {"$subtract": [dec("1.00"), dec("0.01")]}
+        )),
+        dec("0.99")
+    );
+    assert_eq!(
+        ev(Bson::Document(doc! {"$multiply": [dec("1.1"), 3]})),
+        dec("3.3")
+    );
     assert_eq!(
         ev(Bson::Document(doc! {"$sum": [1, "x", 2.5]})),
         Bson::Double(3.5)

@@ -152,6 +152,23 @@ fn inc_mul_min_max() {
 }
 
 #[test]
+fn decimal_arithmetic_is_exact() {
+    let dec = |s: &str| Bson::Decimal128(s.parse().expect("decimal"));
+    assert_eq!(
+        run(doc! {"$inc": {"m": dec("0.2")}}, doc! {"m": dec("0.1")}).0,
+        doc! {"m": dec("0.3")}
+    );
+    assert_eq!(
+        run(doc! {"$inc": {"m": 1}}, doc! {"m": dec("0.10")}).0,
+        doc! {"m": dec("1.10")}
+    );
+    assert_eq!(
+        run(doc! {"$mul": {"m": dec("1.5")}}, doc! {"m": 2}).0,
+        doc! {"m": dec("3.0")}
+    );
+}
+
+#[test]
 fn rename_and_current_date_and_set_on_insert() {
     assert_eq!(
         run(doc! {"$rename": {"a": "b"}}, doc! {"a": 1, "c": 2}).0,
