@@ -242,3 +242,46 @@ fn measure_compare_throughput() {
     let ns = start.elapsed().as_nanos() / n as u128;
     println!("compare: {n} pairs, {ns} ns/pair ({less} less)");
 }
+
+/// `{v: dbPointer(ns, oid)}` built from bytes: the bson crate cannot construct one otherwise.
+fn db_pointer_doc(ns: &str, oid_byte: u8) -> RawDocumentBuf {
+    let mut value = Vec::new();
+    value.extend_from_slice(&(i32::try_from(ns.len() + 1).expect("short")).to_le_bytes());
+    value.extend_from_slice(ns.as_bytes());
+    value.push(0);
+    value.extend_from_slice(&[oid_byte; 12]);
+    let mut body = vec![0x0C, b'v', 0];
+    body.extend_from_slice(&value);
+    body.push(0);
+    let mut bytes = (i32::try_from(body.len() + 4).expect("short"))
+        .to_le_bytes()
+        .to_vec();
+    bytes.extend_from_slice(&body);
+    RawDocumentBuf::from_bytes(bytes).expect("valid dbPointer document")
+}
+
+#[test]
+fn db_pointers_order_by_namespace_length_then_bytes() {
+    let (short, long, long_hi) = (
+        db_pointer_doc("zz", 9),
+        db_pointer_doc("aaa", 1),
+        db_pointer_doc("aaa", 2),
+    );
+    let (a, b, c) = (raw_value(&short), raw_value(&long), raw_value(&long_hi));
+    assert_eq!(compare(a, b), Less);
+    assert_eq!(compare(b, c), Less);
+    assert_eq!(compare(c, c), Equal);
+    let owned = Bson::try_from(bson::RawBson::from(b)).expect("converts");
+    assert_eq!(compare_raw_bson(b, &owned), Equal);
+    assert_eq!(compare_raw_bson(a, &owned), Less);
+    // Between regex and javascript.
+    assert_eq!(
+        compare_raw_bson(a, &Bson::JavaScriptCode(String::new())),
+        Less
+    );
+    let re = Bson::RegularExpression(bson::Regex {
+        pattern: "z".try_into().expect("cstr"),
+        options: "".try_into().expect("cstr"),
+    });
+    assert_eq!(compare_raw_bson(a, &re), Greater);
+}

@@ -513,7 +513,7 @@ impl Walker<'_> {
             changed |= if rest.is_empty() {
                 leaf(Slot::Elem(a, i))?
             } else {
-                self.descend(&mut a[i], name, rest, create, leaf)?
+                self.descend(&mut a[i], &i.to_string(), rest, create, leaf)?
             };
         }
         Ok(changed)
