@@ -378,7 +378,10 @@ fn positional_forms() {
     assert_eq!(d, doc! {"a": [{"k": 1, "v": 5}, {"k": 2, "v": 0}]});
     assert_eq!(apply_err(doc! {"$set": {"a.$[]": 1}}, doc! {"a": 1}).0, 2);
     let (c, m) = apply_err(doc! {"$set": {"a.$[].b": 1}}, doc! {"a": [{"b": 0}, 7]});
-    assert_eq!((c, m.as_str()), (28, "Cannot create field 'b' in element {1: 7}"));
+    assert_eq!(
+        (c, m.as_str()),
+        (28, "Cannot create field 'b' in element {1: 7}")
+    );
     assert_eq!(apply_err(doc! {"$set": {"q.$[].b": 1}}, doc! {"a": 1}).0, 2);
 }
 
