@@ -181,7 +181,7 @@ fn owned_best(doc: &RawDocument, components: &[String], ascending: bool) -> Bson
     let mut found = None;
     let _ = path::walk::<()>(doc, components, &mut |c: Candidate<'_>| {
         if let Some(v) = c.value
-            && !(matches!(v, RawBsonRef::Array(_)) && !c.expanded)
+            && (!matches!(v, RawBsonRef::Array(_)) || c.expanded)
             && order::compare_views(View::from_raw(v), target) == Ordering::Equal
         {
             found = Some(types::to_owned(v));
