@@ -376,6 +376,15 @@ fn positional_forms() {
     )
     .expect("ok");
     assert_eq!(d, doc! {"a": [{"k": 1, "v": 5}, {"k": 2, "v": 0}]});
+    let filters = [doc! {"$or": [{"e.k": 2}, {"e.v": 5}]}];
+    run_with(
+        doc! {"$inc": {"a.$[e].v": 1}},
+        &mut d,
+        Some(&filters),
+        ctx(),
+    )
+    .expect("ok");
+    assert_eq!(d, doc! {"a": [{"k": 1, "v": 6}, {"k": 2, "v": 1}]});
     assert_eq!(apply_err(doc! {"$set": {"a.$[]": 1}}, doc! {"a": 1}).0, 2);
     let (c, m) = apply_err(doc! {"$set": {"a.$[].b": 1}}, doc! {"a": [{"b": 0}, 7]});
     assert_eq!(
