@@ -5,6 +5,8 @@
 pub mod decimal;
 pub mod expr;
 
+#[cfg(test)]
+mod fuzz_tests;
 pub mod limits;
 pub mod matcher;
 pub mod path;
