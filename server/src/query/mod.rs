@@ -2,8 +2,11 @@
 //! it reads documents (raw where possible) and returns values or `CommandError`s with mongod's
 //! codes; no storage or network I/O happens in this module tree.
 
+pub mod decimal;
 pub mod expr;
-mod expr_ops;
+
+#[cfg(test)]
+mod fuzz_tests;
 pub mod limits;
 pub mod matcher;
 pub mod path;

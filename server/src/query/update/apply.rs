@@ -287,15 +287,11 @@ fn arithmetic(
         )
         .map(Bson::Int64),
         (Bson::Decimal128(_), _) | (_, Bson::Decimal128(_)) => {
-            let r = float(
-                types::as_f64(old).unwrap_or(f64::NAN),
-                types::as_f64(arg).unwrap_or(f64::NAN),
-            );
-            Some(
-                format!("{r}")
-                    .parse::<bson::Decimal128>()
-                    .map_or(Bson::Double(r), Bson::Decimal128),
-            )
+            if kind == OpKind::Inc {
+                crate::query::decimal::add(old, arg)
+            } else {
+                crate::query::decimal::mul(old, arg)
+            }
         }
         _ => Some(Bson::Double(float(
             types::as_f64(old).unwrap_or(f64::NAN),
@@ -517,7 +513,7 @@ impl Walker<'_> {
             changed |= if rest.is_empty() {
                 leaf(Slot::Elem(a, i))?
             } else {
-                self.descend(&mut a[i], name, rest, create, leaf)?
+                self.descend(&mut a[i], &i.to_string(), rest, create, leaf)?
             };
         }
         Ok(changed)
