@@ -1,10 +1,13 @@
 //! Pieces every stage shares: the expression wrapper that resolves pipeline variables, the
 //! run context, document path helpers over owned documents, and memory accounting.
 //!
-//! Variables: `crate::query::expr` knows `$$ROOT`/`$$CURRENT` only, so before an expression
-//! is parsed every `$$name` whose value is known (system variables, `let` constants) is
-//! replaced by `{$literal: value}`, and `$$REMOVE` by a field path no document can have
-//! (its name holds a NUL byte, which BSON keys cannot), which evaluates to "missing".
+//! Variables: `crate::query::expr` binds only its own names (`$let`, `$map`, ...), so before
+//! an expression is parsed every `$$name` whose value the pipeline knows (`$$NOW`,
+//! `$$CLUSTER_TIME`, `let` constants) is
+//! replaced by `{$literal: value}`; a path into a variable that reaches nothing becomes a field
+//! path no document can have (its name holds a NUL byte, which BSON keys cannot), which
+//! evaluates to "missing". Names bound by `$let`/`$map`/`$filter`/`$reduce` hide pipeline
+//! variables inside their bodies. `$$REMOVE` and `$$ROOT` are left to the expression module.
 
 use super::ParseContext;
 use super::PipelineEnv;
@@ -76,9 +79,6 @@ pub fn substitute(spec: &Bson, vars: &Document) -> Bson {
                 Some((n, p)) => (n, Some(p)),
                 None => (rest, None),
             };
-            if name == "REMOVE" {
-                return Bson::String(REMOVE_PATH.to_string());
-            }
             let Some(value) = vars.get(name) else {
                 return spec.clone();
             };
@@ -96,6 +96,9 @@ pub fn substitute(spec: &Bson, vars: &Document) -> Bson {
             if d.len() == 1 && d.contains_key("$literal") {
                 return spec.clone();
             }
+            if let Some(scoped) = substitute_binder(d, vars) {
+                return scoped;
+            }
             let mut out = Document::new();
             for (k, v) in d {
                 out.insert(k.clone(), substitute(v, vars));
@@ -104,6 +107,47 @@ pub fn substitute(spec: &Bson, vars: &Document) -> Bson {
         }
         other => other.clone(),
     }
+}
+
+/// `$let`, `$map`, `$filter` and `$reduce` bind names that hide pipeline variables of the
+/// same name inside their bodies; this substitutes around them. `None` for other documents.
+fn substitute_binder(d: &Document, vars: &Document) -> Option<Bson> {
+    let (op, Bson::Document(arg)) = d.iter().next()? else {
+        return None;
+    };
+    if d.len() != 1 {
+        return None;
+    }
+    let as_name = || match arg.get("as") {
+        Some(Bson::String(s)) => s.clone(),
+        _ => "this".to_string(),
+    };
+    let (hidden, body_keys): (Vec<String>, &[&str]) = match op.as_str() {
+        "$let" => match arg.get("vars") {
+            Some(Bson::Document(v)) => (v.keys().cloned().collect(), &["in"]),
+            _ => return None,
+        },
+        "$map" => (vec![as_name()], &["in"]),
+        "$filter" => (vec![as_name()], &["cond"]),
+        "$reduce" => (vec!["this".to_string(), "value".to_string()], &["in"]),
+        _ => return None,
+    };
+    let mut inner = vars.clone();
+    for name in &hidden {
+        inner.remove(name);
+    }
+    let mut out = Document::new();
+    for (k, v) in arg {
+        let scope = if body_keys.contains(&k.as_str()) {
+            &inner
+        } else {
+            vars
+        };
+        out.insert(k.clone(), substitute(v, scope));
+    }
+    let mut wrapper = Document::new();
+    wrapper.insert(op.clone(), out);
+    Some(Bson::Document(wrapper))
 }
 
 /// Aggregation path semantics over an owned value: arrays map over their document elements.

@@ -669,3 +669,18 @@ fn blocking_stages_honour_interrupts_and_lookup_size() {
         4568
     );
 }
+
+#[test]
+fn inner_bindings_hide_pipeline_variables() {
+    let c = ctx().with_let(&doc! {"x": 100}).expect("let parses");
+    let p = Pipeline::parse(
+        &stages_of(bson!([{"$project": {"_id": 0,
+            "m": {"$map": {"input": [1, 2], "as": "x", "in": {"$add": ["$$x", 1]}}},
+            "l": {"$let": {"vars": {"x": 5}, "in": "$$x"}},
+            "o": "$$x", "r": "$$REMOVE"}}])),
+        &c,
+    )
+    .expect("parses");
+    let out = p.run_vec(vec![doc! {}], &MapEnv::default()).expect("runs");
+    assert_eq!(out, docs(bson!([{"m": [2, 3], "l": 5, "o": 100}])));
+}
