@@ -196,6 +196,43 @@ impl Pipeline {
         })
     }
 
+    /// Parses the pipeline of a pipeline-style update (`update`, `findAndModify`): only
+    /// `$addFields`/`$set`, `$project`, `$unset` and `$replaceRoot`/`$replaceWith` may appear.
+    pub fn parse_update(stages: &[Document], ctx: &ParseContext) -> CommandResult<Pipeline> {
+        const ALLOWED: &[&str] = &[
+            "$addFields",
+            "$set",
+            "$project",
+            "$unset",
+            "$replaceRoot",
+            "$replaceWith",
+        ];
+        for stage in stages {
+            if let Some(name) = stage.keys().next()
+                && stage.len() == 1
+                && !ALLOWED.contains(&name.as_str())
+            {
+                return Err(crate::error::err(
+                    crate::error::ErrorCode::InvalidOptions,
+                    format!("{name} is not allowed to be used within an update"),
+                ));
+            }
+        }
+        Pipeline::parse(stages, ctx)
+    }
+
+    /// Applies an update pipeline (see [`Pipeline::parse_update`]) to one document.
+    pub fn apply_update(&self, doc: Document) -> CommandResult<Document> {
+        struct NoEnv;
+        impl PipelineEnv for NoEnv {
+            fn collection_docs(&self, _db: &str, _coll: &str) -> CommandResult<Vec<Document>> {
+                Ok(Vec::new())
+            }
+        }
+        let mut out = self.run_vec(vec![doc], &NoEnv)?;
+        Ok(out.pop().unwrap_or_default())
+    }
+
     /// Runs the pipeline over `input`. Errors while streaming come out as `Err` items.
     pub fn run<'a>(
         &'a self,

@@ -684,3 +684,25 @@ fn inner_bindings_hide_pipeline_variables() {
     let out = p.run_vec(vec![doc! {}], &MapEnv::default()).expect("runs");
     assert_eq!(out, docs(bson!([{"m": [2, 3], "l": 5, "o": 100}])));
 }
+
+#[test]
+fn update_pipelines_allow_only_reshaping_stages() {
+    let p = Pipeline::parse_update(
+        &stages_of(bson!([{"$set": {"n": {"$add": ["$n", 1]}}}, {"$unset": "old"}, {"$replaceWith": {"$mergeObjects": ["$$ROOT", {"t": "$$NOW"}]}}])),
+        &ctx(),
+    )
+    .expect("parses");
+    let out = p
+        .apply_update(doc! {"_id": 1, "n": 1, "old": true})
+        .expect("applies");
+    assert_eq!(out, doc! {"_id": 1, "n": 2, "t": ctx().now});
+    let e =
+        Pipeline::parse_update(&stages_of(bson!([{"$match": {}}])), &ctx()).expect_err("refused");
+    assert_eq!(code_of(&e), 72);
+    assert!(
+        Pipeline::parse_update(&[], &ctx())
+            .expect("empty is fine")
+            .apply_update(doc! {"a": 1})
+            .is_ok()
+    );
+}
