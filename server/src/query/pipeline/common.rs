@@ -199,8 +199,14 @@ pub fn to_raw(doc: &Document) -> CommandResult<RawDocumentBuf> {
 pub fn split_field_path(path: &str) -> CommandResult<Vec<String>> {
     if path.is_empty() {
         return Err(perr(
-            codes::FIELD_PATH_EMPTY,
+            codes::FIELD_PATH_NULL_STRING,
             "FieldPath cannot be constructed with empty string",
+        ));
+    }
+    if path.ends_with('.') {
+        return Err(perr(
+            codes::FIELD_PATH_TRAILING_DOT,
+            "FieldPath must not end with a '.'.",
         ));
     }
     let parts: Vec<String> = path.split('.').map(str::to_string).collect();

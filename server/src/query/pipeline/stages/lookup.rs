@@ -170,8 +170,8 @@ fn namespace(v: &Bson, ctx: &ParseContext, stage: &str) -> CommandResult<(String
             )),
         },
         _ => Err(perr(
-            codes::FAILED_TO_PARSE,
-            format!("{stage} 'from' must be a string or an object"),
+            codes::LOOKUP_FROM_TYPE,
+            format!("'from' option to {stage} must be a string or an object"),
         )),
     }
 }
@@ -187,7 +187,11 @@ pub struct Lookup {
 
 impl Lookup {
     pub fn parse(spec: &Bson, ctx: &ParseContext) -> CommandResult<Lookup> {
-        let d = spec_doc(spec, codes::FAILED_TO_PARSE, "the $lookup specification")?;
+        let d = spec_doc(
+            spec,
+            codes::LOOKUP_NOT_OBJECT,
+            "the $lookup stage specification",
+        )?;
         let get_str = |key: &str| -> CommandResult<Option<String>> {
             match d.get(key) {
                 None => Ok(None),
@@ -251,8 +255,8 @@ impl Lookup {
             }
             None => {
                 return Err(perr(
-                    codes::FAILED_TO_PARSE,
-                    "must specify 'from' field for a $lookup",
+                    codes::LOOKUP_NO_FROM,
+                    "missing 'from' option to $lookup stage specification",
                 ));
             }
         };

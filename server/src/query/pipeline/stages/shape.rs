@@ -117,7 +117,7 @@ fn parse_projection(
             }
             Bson::Document(d) if d.is_empty() => {
                 return Err(perr(
-                    codes::PROJECT_EMPTY,
+                    codes::PROJECT_EMPTY_SUB,
                     format!(
                         "An empty sub-projection is not a valid value. Found empty object at path {full}"
                     ),
@@ -412,6 +412,14 @@ impl AddFields {
             codes::ADD_FIELDS_NOT_OBJECT,
             &format!("{name} specification stage"),
         )?;
+        if d.is_empty() {
+            return Err(perr(
+                codes::ADD_FIELDS_EMPTY,
+                format!(
+                    "Invalid {name} :: caused by :: specification must have at least one field"
+                ),
+            ));
+        }
         let mut tree = Tree::default();
         parse_add_fields(d, ctx, &mut tree, "")?;
         Ok(AddFields { tree })

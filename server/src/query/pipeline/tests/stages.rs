@@ -37,7 +37,7 @@ fn parse_errors_have_mongod_codes() {
         15952
     );
     assert_eq!(
-        fails(bson!([{"$group": {"_id": null, "n": 1}}]), vec![]),
+        fails(bson!([{"$group": {"_id": null, "n": {}}}]), vec![]),
         40238
     );
     assert_eq!(
@@ -705,4 +705,93 @@ fn update_pipelines_allow_only_reshaping_stages() {
             .apply_update(doc! {"a": 1})
             .is_ok()
     );
+}
+
+#[test]
+fn more_parse_codes_checked_against_mongod() {
+    assert_eq!(fails(bson!([{"$unwind": {"path": 5}}]), vec![]), 28808);
+    assert_eq!(fails(bson!([{"$unwind": ""}]), vec![]), 28812);
+    assert_eq!(
+        fails(
+            bson!([{"$unwind": {"path": "$a", "includeArrayIndex": 1}}]),
+            vec![]
+        ),
+        28810
+    );
+    assert_eq!(
+        fails(bson!([{"$group": {"_id": null, "n": 1}}]), vec![]),
+        40234
+    );
+    assert_eq!(
+        fails(
+            bson!([{"$group": {"_id": null, "$n": {"$sum": 1}}}]),
+            vec![]
+        ),
+        40236
+    );
+    assert_eq!(
+        fails(
+            bson!([{"$group": {"_id": null, "n": {"$sum": 1, "$max": 1}}}]),
+            vec![]
+        ),
+        40238
+    );
+    assert_eq!(fails(bson!([{"$sortByCount": 5}]), vec![]), 40149);
+    assert_eq!(fails(bson!([{"$facet": {"a": [5]}}]), vec![]), 40171);
+    assert_eq!(fails(bson!([{"$facet": {"a": []}}]), vec![]), 40172);
+    assert_eq!(
+        fails(
+            bson!([{"$bucket": {"groupBy": "$a", "boundaries": 5}}]),
+            vec![]
+        ),
+        40200
+    );
+    assert_eq!(
+        fails(
+            bson!([{"$bucket": {"groupBy": "$a", "boundaries": [0, 1], "output": {"n": 1}}}]),
+            vec![]
+        ),
+        40203
+    );
+    assert_eq!(
+        fails(
+            bson!([{"$bucketAuto": {"groupBy": "$a", "buckets": "x"}}]),
+            vec![]
+        ),
+        40241
+    );
+    assert_eq!(
+        fails(
+            bson!([{"$bucketAuto": {"groupBy": "$a", "buckets": 0}}]),
+            vec![]
+        ),
+        40243
+    );
+    assert_eq!(
+        fails(
+            bson!([{"$bucketAuto": {"groupBy": "$a", "buckets": 2, "output": 1}}]),
+            vec![]
+        ),
+        40244
+    );
+    assert_eq!(fails(bson!([{"$replaceRoot": 1}]), vec![]), 40229);
+    assert_eq!(fails(bson!([{"$lookup": 1}]), vec![]), 40319);
+    assert_eq!(
+        fails(
+            bson!([{"$lookup": {"localField": "a", "foreignField": "b", "as": "c"}}]),
+            vec![]
+        ),
+        40320
+    );
+    assert_eq!(
+        fails(
+            bson!([{"$lookup": {"from": 1, "localField": "a", "foreignField": "b", "as": "c"}}]),
+            vec![]
+        ),
+        40321
+    );
+    assert_eq!(fails(bson!([{"$project": {"a": {}}}]), vec![]), 51270);
+    assert_eq!(fails(bson!([{"$project": {"": 1}}]), vec![]), 40352);
+    assert_eq!(fails(bson!([{"$project": {"a.": 1}}]), vec![]), 40353);
+    assert_eq!(fails(bson!([{"$addFields": {}}]), vec![]), 40177);
 }
