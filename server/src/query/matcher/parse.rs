@@ -273,6 +273,8 @@ fn parse_in(value: &Bson, op: &str) -> CommandResult<Op> {
             _ => values.push(item.clone()),
         }
     }
+    // Sorted in the one BSON order so that matching can binary-search large lists.
+    values.sort_by(storage::order::compare_bson);
     Ok(Op::In { values, regexes })
 }
 

@@ -168,6 +168,43 @@ fn array_operators() {
 }
 
 #[test]
+fn long_in_lists_are_searched_like_short_ones() {
+    let list: Vec<Bson> = (0..40)
+        .map(|i| {
+            if i % 2 == 0 {
+                Bson::Int32(i)
+            } else {
+                Bson::String(i.to_string())
+            }
+        })
+        .collect();
+    let f = Filter::parse(&doc! {"a": {"$in": list.clone()}}).expect("parses");
+    for probe in [
+        Bson::Int64(4),
+        Bson::Double(6.0),
+        Bson::String("7".into()),
+        Bson::Int32(7),
+        Bson::Null,
+    ] {
+        let expected = list
+            .iter()
+            .any(|x| storage::order::compare_bson(x, &probe) == std::cmp::Ordering::Equal);
+        assert_eq!(
+            f.matches(&raw(&doc! {"a": probe.clone()})),
+            expected,
+            "{probe:?}"
+        );
+    }
+    let with_null = Filter::parse(
+        &doc! {"a": {"$in": (0..20).map(Bson::Int32).chain([Bson::Null]).collect::<Vec<_>>()}},
+    )
+    .expect("parses");
+    assert!(with_null.matches(&raw(&doc! {"a": Bson::Undefined})));
+    assert!(with_null.matches(&raw(&doc! {"b": 1})));
+    assert!(with_null.matches(&raw(&doc! {"a": [100, 3]})));
+}
+
+#[test]
 fn bitwise_operators() {
     assert!(m(doc! {"a": {"$bitsAllSet": [0, 2]}}, doc! {"a": 5}));
     assert!(m(doc! {"a": {"$bitsAllSet": 5}}, doc! {"a": 7i64}));
