@@ -33,7 +33,7 @@ pub(super) fn millis(v: &Value, op: &str) -> CommandResult<Option<i64>> {
 }
 
 /// Proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's algorithm).
-fn civil(days: i64) -> (i64, u32, u32) {
+pub(super) fn civil(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);
@@ -50,7 +50,7 @@ const MS_PER_DAY: i64 = 86_400_000;
 
 /// All parts of a UTC instant: year, month, day, hour, minute, second, ms, weekday (1 = Sunday),
 /// day of year.
-fn parts(ms: i64) -> [i64; 9] {
+pub(super) fn parts(ms: i64) -> [i64; 9] {
     let days = ms.div_euclid(MS_PER_DAY);
     let in_day = ms.rem_euclid(MS_PER_DAY);
     let (y, m, d) = civil(days);
@@ -132,4 +132,26 @@ pub(super) fn format_date(ms: i64, format: &str) -> CommandResult<String> {
         }
     }
     Ok(out)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (inverse of [`civil`]).
+pub(super) fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+    let (m, d) = (i64::from(month), i64::from(day));
+    let y = if m <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// Days in a month of a year.
+pub(super) fn days_in_month(year: i64, month: u32) -> u32 {
+    match month {
+        2 if (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
 }

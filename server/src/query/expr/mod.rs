@@ -9,6 +9,7 @@
 //! use the one total order of `storage::order`.
 
 mod dates;
+mod extra;
 mod more;
 mod ops;
 mod parse;
@@ -77,11 +78,31 @@ pub enum Special {
         left: bool,
         right: bool,
     },
+    /// Named-argument operators evaluated in `extra.rs`; `args` follow the table's order.
+    Named {
+        op: NamedOp,
+        args: Vec<Option<Expr>>,
+    },
     DateToString {
         date: Expr,
         format: Option<Expr>,
         on_null: Option<Expr>,
     },
+}
+
+/// Named-argument operators (`{$regexMatch: {input, regex}}` and the like).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NamedOp {
+    RegexMatch,
+    RegexFind,
+    RegexFindAll,
+    ReplaceOne,
+    ReplaceAll,
+    SortArray,
+    Convert,
+    DateAdd,
+    DateSubtract,
+    DateDiff,
 }
 
 /// The positional-argument operators this module knows.
@@ -168,6 +189,16 @@ pub enum Operator {
     Millisecond,
     DayOfWeek,
     DayOfYear,
+    // Sets and more conversions.
+    SetUnion,
+    SetIntersection,
+    SetDifference,
+    SetEquals,
+    SetIsSubset,
+    ToObjectId,
+    ToDate,
+    IndexOfCp,
+    Rand,
 }
 
 /// Bound variables, innermost last.
@@ -185,6 +216,7 @@ impl Expr {
             Expr::Literal(_) => true,
             Expr::Field(_) | Expr::Root(_) | Expr::Var(..) | Expr::Special(_) => false,
             Expr::Object(fields) => fields.iter().all(|(_, e)| e.is_constant()),
+            Expr::Op(Operator::Rand, _) => false,
             Expr::Array(items) | Expr::Op(_, items) => items.iter().all(Expr::is_constant),
         }
     }

@@ -83,6 +83,8 @@ pub(super) fn apply(op: Operator, values: Vec<Value>) -> CommandResult<Value> {
         MergeObjects => merge_objects(values),
         Year | Month | DayOfMonth | Hour | Minute | Second | Millisecond | DayOfWeek
         | DayOfYear => super::dates::date_part(op, &values[0]),
+        SetUnion | SetIntersection | SetDifference | SetEquals | SetIsSubset | ToObjectId
+        | ToDate | IndexOfCp | Rand => super::extra::apply(op, values),
         other => Err(err(
             ErrorCode::InternalError,
             format!("operator {other:?} has no implementation"),
@@ -520,7 +522,7 @@ fn strings(op: Operator, values: &[Value]) -> CommandResult<Value> {
     }))
 }
 
-fn convert(op: Operator, v: &Value) -> CommandResult<Value> {
+pub(super) fn convert(op: Operator, v: &Value) -> CommandResult<Value> {
     use Operator::*;
     if op == IsNumber {
         return Ok(Some(Bson::Boolean(

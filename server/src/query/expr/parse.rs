@@ -2,7 +2,7 @@
 //! names bound by enclosing `$let/$map/$filter/$reduce` while parsing, so an unbound `$$x` is
 //! refused up front (17276) rather than evaluating to nothing.
 
-use super::{Expr, Operator, Special};
+use super::{Expr, NamedOp, Operator, Special};
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::query::limits::EXPR_DEPTH_MAX;
 use bson::{Bson, Document};
@@ -94,6 +94,74 @@ const OPERATORS: &[(&str, Operator, Arity)] = &[
     ("$millisecond", Operator::Millisecond, Exact(1)),
     ("$dayOfWeek", Operator::DayOfWeek, Exact(1)),
     ("$dayOfYear", Operator::DayOfYear, Exact(1)),
+    ("$setUnion", Operator::SetUnion, Any),
+    ("$setIntersection", Operator::SetIntersection, Any),
+    ("$setDifference", Operator::SetDifference, Exact(2)),
+    ("$setEquals", Operator::SetEquals, Range(2, usize::MAX)),
+    ("$setIsSubset", Operator::SetIsSubset, Exact(2)),
+    ("$toObjectId", Operator::ToObjectId, Exact(1)),
+    ("$toDate", Operator::ToDate, Exact(1)),
+    ("$indexOfCP", Operator::IndexOfCp, Range(2, 4)),
+    ("$rand", Operator::Rand, Exact(0)),
+];
+
+/// `(name, operator, required arguments, optional arguments)` for named-argument operators.
+const NAMED: &[(&str, NamedOp, &[&str], &[&str])] = &[
+    (
+        "$regexMatch",
+        NamedOp::RegexMatch,
+        &["input", "regex"],
+        &["options"],
+    ),
+    (
+        "$regexFind",
+        NamedOp::RegexFind,
+        &["input", "regex"],
+        &["options"],
+    ),
+    (
+        "$regexFindAll",
+        NamedOp::RegexFindAll,
+        &["input", "regex"],
+        &["options"],
+    ),
+    (
+        "$replaceOne",
+        NamedOp::ReplaceOne,
+        &["input", "find", "replacement"],
+        &[],
+    ),
+    (
+        "$replaceAll",
+        NamedOp::ReplaceAll,
+        &["input", "find", "replacement"],
+        &[],
+    ),
+    ("$sortArray", NamedOp::SortArray, &["input", "sortBy"], &[]),
+    (
+        "$convert",
+        NamedOp::Convert,
+        &["input", "to"],
+        &["onError", "onNull"],
+    ),
+    (
+        "$dateAdd",
+        NamedOp::DateAdd,
+        &["startDate", "unit", "amount"],
+        &["timezone"],
+    ),
+    (
+        "$dateSubtract",
+        NamedOp::DateSubtract,
+        &["startDate", "unit", "amount"],
+        &["timezone"],
+    ),
+    (
+        "$dateDiff",
+        NamedOp::DateDiff,
+        &["startDate", "endDate", "unit"],
+        &["timezone", "startOfWeek"],
+    ),
 ];
 
 /// Operators whose single argument is an array taken whole rather than an argument list
@@ -233,6 +301,8 @@ impl Parser {
                 let parts = self.named(d, "$cond", &["if", "then", "else"], &[], depth)?;
                 Ok(parts.into_iter().flatten().collect())
             }
+            // `{$rand: {}}` takes no arguments.
+            (Operator::Rand, Bson::Document(d)) if d.is_empty() => Ok(Vec::new()),
             (_, Bson::Array(items)) => {
                 let mut out = Vec::with_capacity(items.len());
                 for i in items {
@@ -454,6 +524,25 @@ impl Parser {
                     left: op != "$rtrim",
                     right: op != "$ltrim",
                 }
+            }
+            name if NAMED.iter().any(|(n, ..)| *n == name) => {
+                let Some((_, named, required, optional)) = NAMED.iter().find(|(n, ..)| *n == name)
+                else {
+                    return Ok(None);
+                };
+                let d = Self::object_arg(op, arg)?;
+                let args = self.named(d, op, required, optional, depth)?;
+                if matches!(
+                    named,
+                    NamedOp::DateAdd | NamedOp::DateSubtract | NamedOp::DateDiff
+                ) && args[required.len()..].iter().any(Option::is_some)
+                {
+                    return Err(err(
+                        ErrorCode::NotImplemented,
+                        format!("{op} with a timezone or startOfWeek is not supported yet"),
+                    ));
+                }
+                Special::Named { op: *named, args }
             }
             "$dateToString" => {
                 let d = Self::object_arg(op, arg)?;

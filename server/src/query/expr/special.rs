@@ -178,6 +178,16 @@ pub(super) fn eval_special(
             }
             Ok(Some(Bson::String(t.to_string())))
         }
+        Special::Named { op, args } => {
+            let mut values = Vec::with_capacity(args.len());
+            for a in args {
+                values.push(match a {
+                    Some(e) => Some(e.eval(root, scope)?),
+                    None => None,
+                });
+            }
+            super::extra::apply_named(*op, values)
+        }
         Special::DateToString {
             date,
             format,

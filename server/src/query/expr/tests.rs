@@ -331,3 +331,129 @@ fn parse_errors() {
     assert_eq!(p(doc! {"$cond": {"if": true, "then": 1}}), 17080);
     assert_eq!(p(doc! {"$map": {"input": [], "in": "$$zz"}}), 17276);
 }
+
+#[test]
+fn sets_regex_replace_convert() {
+    let arr = |v: Vec<i32>| Bson::Array(v.into_iter().map(Bson::Int32).collect());
+    assert_eq!(
+        ev(Bson::Document(doc! {"$setUnion": [[1, 2], [2, 3]]})),
+        arr(vec![1, 2, 3])
+    );
+    assert_eq!(
+        ev(Bson::Document(
+            doc! {"$setIntersection": [[1, 2, 3], [3, 1]]}
+        )),
+        arr(vec![1, 3])
+    );
+    assert_eq!(
+        ev(Bson::Document(doc! {"$setDifference": [[1, 2, 3], [2]]})),
+        arr(vec![1, 3])
+    );
+    assert_eq!(
+        ev(Bson::Document(doc! {"$setEquals": [[1, 2, 2], [2, 1]]})),
+        Bson::Boolean(true)
+    );
+    assert_eq!(
+        ev(Bson::Document(doc! {"$setIsSubset": [[1], [1, 2]]})),
+        Bson::Boolean(true)
+    );
+    assert_eq!(
+        ev(Bson::Document(
+            doc! {"$regexMatch": {"input": "Hello", "regex": "^h", "options": "i"}}
+        )),
+        Bson::Boolean(true)
+    );
+    assert_eq!(
+        ev(Bson::Document(
+            doc! {"$regexFind": {"input": "aé-b12", "regex": "([a-z])(\\d+)"}}
+        )),
+        Bson::Document(doc! {"match": "b12", "idx": 3, "captures": ["b", "12"]})
+    );
+    assert_eq!(
+        ev(Bson::Document(
+            doc! {"$regexFindAll": {"input": "a1b2", "regex": "\\d"}}
+        ))
+        .as_array()
+        .map(Vec::len),
+        Some(2)
+    );
+    assert_eq!(
+        ev(Bson::Document(
+            doc! {"$replaceAll": {"input": "a-b-c", "find": "-", "replacement": "+"}}
+        )),
+        Bson::String("a+b+c".into())
+    );
+    assert_eq!(
+        ev(Bson::Document(
+            doc! {"$replaceOne": {"input": "a-b-c", "find": "-", "replacement": ""}}
+        )),
+        Bson::String("ab-c".into())
+    );
+    assert_eq!(
+        ev(Bson::Document(
+            doc! {"$sortArray": {"input": "$xs", "sortBy": -1}}
+        )),
+        arr(vec![3, 2, 1])
+    );
+    assert_eq!(
+        ev(Bson::Document(
+            doc! {"$sortArray": {"input": [{"k": 2}, {"k": 1}], "sortBy": {"k": 1}}}
+        )),
+        Bson::Array(vec![
+            Bson::Document(doc! {"k": 1}),
+            Bson::Document(doc! {"k": 2})
+        ])
+    );
+    assert_eq!(
+        ev(Bson::Document(
+            doc! {"$convert": {"input": "12", "to": "int"}}
+        )),
+        Bson::Int32(12)
+    );
+    assert_eq!(
+        ev(Bson::Document(
+            doc! {"$convert": {"input": "x", "to": "int", "onError": -1}}
+        )),
+        Bson::Int32(-1)
+    );
+    assert_eq!(
+        ev(Bson::Document(
+            doc! {"$convert": {"input": "$missing", "to": "int", "onNull": 0}}
+        )),
+        Bson::Int32(0)
+    );
+    let oid = "65a1b2c3d4e5f60718293a4b";
+    assert_eq!(
+        ev(Bson::Document(doc! {"$toObjectId": oid})),
+        Bson::ObjectId(bson::oid::ObjectId::parse_str(oid).expect("hex"))
+    );
+    assert_eq!(
+        ev(Bson::Document(doc! {"$toDate": 0i64})),
+        Bson::DateTime(bson::DateTime::from_millis(0))
+    );
+    assert_eq!(
+        ev(Bson::Document(doc! {"$indexOfCP": ["héllo", "l"]})),
+        Bson::Int32(2)
+    );
+    assert!(
+        matches!(ev(Bson::Document(doc! {"$rand": {}})), Bson::Double(d) if (0.0..1.0).contains(&d))
+    );
+}
+
+#[test]
+fn calendar_arithmetic() {
+    let at = |ms: i64| Bson::DateTime(bson::DateTime::from_millis(ms));
+    // 2024-01-31T00:00Z plus one month is 2024-02-29 (leap year, day clamped).
+    let jan31 = 1_706_659_200_000i64;
+    let feb29 = 1_709_164_800_000i64;
+    let e = doc! {"$dateAdd": {"startDate": at(jan31), "unit": "month", "amount": 1}};
+    assert_eq!(ev(Bson::Document(e)), at(feb29));
+    let e = doc! {"$dateSubtract": {"startDate": at(feb29), "unit": "day", "amount": 29}};
+    assert_eq!(ev(Bson::Document(e)), at(jan31));
+    let e = doc! {"$dateDiff": {"startDate": at(jan31), "endDate": at(feb29), "unit": "month"}};
+    assert_eq!(ev(Bson::Document(e)), Bson::Int64(1));
+    let e = doc! {"$dateDiff": {"startDate": at(jan31), "endDate": at(feb29), "unit": "day"}};
+    assert_eq!(ev(Bson::Document(e)), Bson::Int64(29));
+    let e = doc! {"$dateDiff": {"startDate": at(0), "endDate": at(jan31), "unit": "year"}};
+    assert_eq!(ev(Bson::Document(e)), Bson::Int64(54));
+}

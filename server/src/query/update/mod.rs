@@ -72,6 +72,7 @@ pub enum OpKind {
     Pop,
     Pull,
     PullAll,
+    Bit,
 }
 
 const OPERATORS: &[(&str, OpKind)] = &[
@@ -89,6 +90,7 @@ const OPERATORS: &[(&str, OpKind)] = &[
     ("$pop", OpKind::Pop),
     ("$pull", OpKind::Pull),
     ("$pullAll", OpKind::PullAll),
+    ("$bit", OpKind::Bit),
 ];
 
 fn unknown_modifier(name: &str) -> crate::error::CommandError {

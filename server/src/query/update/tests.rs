@@ -152,6 +152,33 @@ fn inc_mul_min_max() {
 }
 
 #[test]
+fn bit_operator() {
+    assert_eq!(
+        run(doc! {"$bit": {"a": {"and": 6}}}, doc! {"a": 3}).0,
+        doc! {"a": 2}
+    );
+    assert_eq!(
+        run(doc! {"$bit": {"a": {"or": 4i64}}}, doc! {"a": 3}).0,
+        doc! {"a": 7i64}
+    );
+    assert_eq!(
+        run(doc! {"$bit": {"a": {"xor": 1, "or": 8}}}, doc! {"a": 1}).0,
+        doc! {"a": 8}
+    );
+    assert_eq!(
+        run(doc! {"$bit": {"n": {"or": 5}}}, doc! {}).0,
+        doc! {"n": 5}
+    );
+    assert!(!run(doc! {"$bit": {"a": {"and": -1}}}, doc! {"a": 3}).1);
+    assert_eq!(parse_err(doc! {"$bit": {"a": {"not": 1}}}).0, 2);
+    assert_eq!(parse_err(doc! {"$bit": {"a": {"and": 1.0}}}).0, 2);
+    assert_eq!(
+        apply_err(doc! {"$bit": {"a": {"and": 1}}}, doc! {"_id": 1, "a": 1.5}).0,
+        2
+    );
+}
+
+#[test]
 fn decimal_arithmetic_is_exact() {
     let dec = |s: &str| Bson::Decimal128(s.parse().expect("decimal"));
     assert_eq!(
