@@ -185,3 +185,30 @@ fn fill_value_locf_and_linear() {
     );
     assert_eq!(field(&out, "z"), vec![bson!(0); 4]);
 }
+
+#[test]
+fn derivative_and_integral() {
+    let input = stages_of(bson!([{"t": 0, "v": 0}, {"t": 1, "v": 2}, {"t": 3, "v": 6}]));
+    let out = run(
+        bson!([{"$setWindowFields": {"sortBy": {"t": 1}, "output": {
+            "d": {"$derivative": {"input": "$v"}, "window": {"documents": [-1, 0]}},
+            "area": {"$integral": {"input": "$v"}, "window": {"documents": ["unbounded", "current"]}},
+        }}}]),
+        input,
+    );
+    assert_eq!(
+        field(&out, "d"),
+        vec![Bson::Null, Bson::Double(2.0), Bson::Double(2.0)]
+    );
+    assert_eq!(
+        field(&out, "area"),
+        vec![Bson::Double(0.0), Bson::Double(1.0), Bson::Double(9.0)]
+    );
+    assert_eq!(
+        fails(
+            bson!([{"$setWindowFields": {"sortBy": {"t": 1}, "output": {"d": {"$derivative": {"input": "$v"}}}}}]),
+            vec![]
+        ),
+        5371602
+    );
+}
