@@ -43,6 +43,19 @@ pub trait PipelineEnv {
     /// Every document of `db.coll` in natural order (empty when the collection does not exist).
     fn collection_docs(&self, db: &str, coll: &str) -> CommandResult<Vec<Document>>;
 
+    /// The documents of `db.coll` whose `field` may equal one of `values` (a superset is fine:
+    /// the pipeline filters again), typically through an index; `None` when no index fits,
+    /// and the pipeline then reads the whole collection once. Used by equality `$lookup`.
+    fn lookup_candidates(
+        &self,
+        _db: &str,
+        _coll: &str,
+        _field: &str,
+        _values: &[Bson],
+    ) -> CommandResult<Option<Vec<Document>>> {
+        Ok(None)
+    }
+
     /// Called as blocking stages consume documents; an error (e.g. MaxTimeMSExpired or
     /// Interrupted) stops the pipeline. The default never interrupts.
     fn check_interrupt(&self) -> CommandResult<()> {

@@ -332,8 +332,25 @@ impl Lookup {
 impl Stage for Lookup {
     fn run<'a>(&'a self, input: DocStream<'a>, cx: RunCx<'a>) -> CommandResult<DocStream<'a>> {
         let mut foreign: Option<Indexed> = None;
+        let mut env_has_index = true;
         Ok(Box::new(input.map(move |item| {
             let doc = item?;
+            // Ask the environment for just the candidates (an index lookup) until it declines.
+            if env_has_index
+                && let (Some((db, coll)), Some((local, far))) = (&self.from, &self.fields)
+            {
+                let values = keys_at(&to_raw(&doc)?, local, false);
+                match cx
+                    .env
+                    .lookup_candidates(db, coll, &far.join("."), &values)?
+                {
+                    Some(candidates) => {
+                        let index = Indexed::build(candidates, far)?;
+                        return self.join(doc, &index, cx.env, cx.memory_max_bytes);
+                    }
+                    None => env_has_index = false,
+                }
+            }
             if foreign.is_none() {
                 foreign = Some(self.load(cx.env)?);
             }

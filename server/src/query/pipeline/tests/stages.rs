@@ -795,3 +795,57 @@ fn more_parse_codes_checked_against_mongod() {
     assert_eq!(fails(bson!([{"$project": {"a.": 1}}]), vec![]), 40353);
     assert_eq!(fails(bson!([{"$addFields": {}}]), vec![]), 40177);
 }
+
+/// An environment whose "index" answers equality lookups on `k` and counts the calls.
+struct IndexedEnv {
+    docs: Vec<Document>,
+    calls: std::cell::Cell<u32>,
+}
+
+impl crate::query::pipeline::PipelineEnv for IndexedEnv {
+    fn collection_docs(
+        &self,
+        _db: &str,
+        _coll: &str,
+    ) -> crate::error::CommandResult<Vec<Document>> {
+        panic!("the index should have served every lookup");
+    }
+
+    fn lookup_candidates(
+        &self,
+        _db: &str,
+        _coll: &str,
+        field: &str,
+        values: &[Bson],
+    ) -> crate::error::CommandResult<Option<Vec<Document>>> {
+        self.calls.set(self.calls.get() + 1);
+        assert_eq!(field, "k");
+        Ok(Some(
+            self.docs
+                .iter()
+                .filter(|d| d.get("k").is_some_and(|k| values.contains(k)))
+                .cloned()
+                .collect(),
+        ))
+    }
+}
+
+#[test]
+fn lookup_uses_the_environment_index_when_offered() {
+    let env = IndexedEnv {
+        docs: docs(bson!([{"_id": 1, "k": 1}, {"_id": 2, "k": 2}, {"_id": 3, "k": 1}])),
+        calls: std::cell::Cell::new(0),
+    };
+    let p = Pipeline::parse(&stages_of(bson!([{"$lookup": {"from": "f", "localField": "k", "foreignField": "k", "as": "j"}}, {"$project": {"ids": "$j._id"}}])), &ctx()).expect("parses");
+    let out = p
+        .run_vec(
+            docs(bson!([{"_id": 10, "k": 1}, {"_id": 11, "k": 5}])),
+            &env,
+        )
+        .expect("runs");
+    assert_eq!(
+        out,
+        docs(bson!([{"_id": 10, "ids": [1, 3]}, {"_id": 11, "ids": []}]))
+    );
+    assert_eq!(env.calls.get(), 2);
+}
