@@ -2,7 +2,8 @@
 //!
 //! A specification becomes a tree keyed by field name (dotted keys are split), whose leaves
 //! include, exclude or compute. Inclusion keeps the input's field order and appends computed
-//! fields in specification order; `_id` is kept unless excluded. Computed values are always
+//! fields in specification order (a computed `_id` too, as mongod's projection executor does);
+//! `_id` is kept unless excluded. Computed values are always
 //! evaluated against the input document, never against the partly built output. Through
 //! arrays, sub-trees apply to each element (inclusion drops non-document elements).
 
@@ -264,15 +265,6 @@ impl Project {
         let raw = to_raw(&doc)?;
         let mut out = include(&self.tree, &doc, true);
         add_computed(&self.tree, &mut out, &raw)?;
-        // A computed `_id` still leads the document, as in mongod.
-        if out.keys().next().is_some_and(|k| k != "_id")
-            && let Some(id) = out.remove("_id")
-        {
-            let mut first = Document::new();
-            first.insert("_id", id);
-            first.extend(out);
-            out = first;
-        }
         Ok(out)
     }
 }
@@ -309,12 +301,16 @@ fn include(tree: &Tree, doc: &Document, top: bool) -> Document {
     out
 }
 
+/// Non-document elements are dropped, unless computed fields below will turn them into
+/// documents (mongod keeps a placeholder for them).
 fn include_array(tree: &Tree, items: &[Bson]) -> Vec<Bson> {
+    let keep_placeholders = tree.has_computed();
     items
         .iter()
         .filter_map(|item| match item {
             Bson::Document(d) => Some(Bson::Document(include(tree, d, false))),
             Bson::Array(inner) => Some(Bson::Array(include_array(tree, inner))),
+            _ if keep_placeholders => Some(Bson::Document(Document::new())),
             _ => None,
         })
         .collect()

@@ -134,8 +134,21 @@ fn project_inclusion_exclusion_and_computed() {
         input.clone(),
     );
     assert_eq!(out, docs(bson!([{"_id": 1, "b": {"c": 2, "n": 7}}])));
-    let out = run(bson!([{"$project": {"q": "$$REMOVE", "a": 1}}]), input);
+    let out = run(
+        bson!([{"$project": {"q": "$$REMOVE", "a": 1}}]),
+        input.clone(),
+    );
     assert_eq!(out, docs(bson!([{"_id": 1, "a": 1}])));
+    // Computed fields (even `_id`) follow the included ones; scalars in arrays become documents
+    // when a computed field lands in them.
+    let out = run(
+        bson!([{"$project": {"_id": "$a", "a": 1, "e.k": {"$literal": 0}}}]),
+        input,
+    );
+    assert_eq!(
+        out,
+        docs(bson!([{"a": 1, "_id": 1, "e": [{"k": 0}, {"k": 0}, [{"k": 0}]]}]))
+    );
 }
 
 #[test]
