@@ -513,7 +513,8 @@ impl Engine {
         flushed
     }
 
-    /// Runs one compaction pass now (normally the background thread does this).
+    /// Runs one compaction pass now if the log holds enough dead space (normally the
+    /// background thread does this); true if a segment was removed.
     pub fn compact(&self) -> Result<bool> {
         crate::compact::compact_once(&self.inner, true)
     }
