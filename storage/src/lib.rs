@@ -7,6 +7,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod backend;
+pub mod btree;
 mod catalog;
 mod collection;
 mod commit;
@@ -14,12 +15,14 @@ mod compact;
 mod engine;
 pub mod error;
 mod index;
+pub mod keycode;
+pub mod keys;
 pub mod limits;
 mod log;
+pub mod order;
 pub mod record;
 mod recovery;
 pub mod sim;
-mod tempkey;
 
 pub use backend::{Backend, BackendFile, FileBackend};
 pub use collection::{Collection, Direction, IndexInfo, RecordId, WriteOp};

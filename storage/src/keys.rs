@@ -1,0 +1,325 @@
+//! Index key extraction, mongod style: a key pattern (`{a: 1, "b.c": -1}`) and a document give
+//! the set of encoded index keys (without the RecordId suffix), sorted and deduplicated.
+//!
+//! Path rules, following mongod's B-tree key generator:
+//! - a dotted path walks embedded documents; a path step that meets an array fans out over the
+//!   array's elements (documents continue the path; scalars and nested arrays give null), unless
+//!   the step is all digits, which then picks that array position and does not fan out;
+//! - a path that ends on an array indexes each element (one level: `[[1, 2]]` indexes `[1, 2]`);
+//!   an empty trailing array indexes `undefined`, as mongod does; either makes the key multikey;
+//! - a missing field (or a path ending in a scalar) indexes as null;
+//! - compound keys are the cartesian product of the fields' values; at most one field may own an
+//!   array that the other fields do not share (shared prefixes like `a.b`/`a.c` through the same
+//!   array `a` are allowed), otherwise error 171 "cannot index parallel arrays [x] [y]";
+//! - sparse: a document whose indexed fields are all missing gives no keys (a null value counts
+//!   as present).
+//!
+//! Field names containing dots are not looked up as a whole (mongod deprecated that). There is no
+//! key size limit (mongod has none since 4.2); long keys go to the B+tree's overflow area. The
+//! number of keys one document may produce is capped at `KEYS_PER_DOCUMENT_MAX`.
+
+use crate::keycode;
+use bson::raw::RawDocument;
+use bson::{Bson, Document, RawBsonRef};
+
+/// Guards against cartesian blow-up (e.g. `{a.b: 1, a.c: 1}` over a 10k-element array).
+pub const KEYS_PER_DOCUMENT_MAX: usize = 100_000;
+/// Path components per indexed field; deeper paths cannot match a valid BSON document.
+pub const PATH_DEPTH_MAX: usize = 100;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    /// mongod code 171 CannotIndexParallelArrays.
+    #[error("cannot index parallel arrays [{0}] [{1}]")]
+    ParallelArrays(String, String),
+    /// mongod code 67 CannotCreateIndex.
+    #[error("{0}")]
+    BadPattern(String),
+    /// A special index type ("text", "2dsphere", "hashed", ...) this module does not build.
+    #[error("index type \"{0}\" is not supported")]
+    UnsupportedType(String),
+    /// mongod has no such limit; ours bounds memory (code 67 as the nearest match).
+    #[error("document would produce more than {KEYS_PER_DOCUMENT_MAX} index keys")]
+    TooManyKeys,
+}
+
+impl KeyError {
+    /// The mongod error code to report.
+    pub fn code(&self) -> i32 {
+        match self {
+            KeyError::ParallelArrays(..) => 171,
+            KeyError::BadPattern(_) | KeyError::TooManyKeys => 67,
+            KeyError::UnsupportedType(_) => 67,
+        }
+    }
+}
+
+/// One indexed field: its path split at dots, and whether it sorts descending.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyField {
+    pub path: String,
+    pub components: Vec<String>,
+    pub descending: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyPattern {
+    pub fields: Vec<KeyField>,
+}
+
+/// The keys of one document.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExtractedKeys {
+    /// Encoded keys, ascending, no duplicates, without RecordId.
+    pub keys: Vec<Vec<u8>>,
+    /// True when any indexed path went through an array.
+    pub multikey: bool,
+    /// Per pattern field: whether its path went through an array in this document.
+    pub multikey_fields: Vec<bool>,
+}
+
+impl KeyPattern {
+    /// Parses `{field: 1 | -1, ...}`; any positive number is ascending, any negative descending.
+    pub fn parse(pattern: &Document) -> Result<KeyPattern, KeyError> {
+        if pattern.is_empty() {
+            return Err(KeyError::BadPattern("Index keys cannot be empty.".into()));
+        }
+        let mut fields = Vec::with_capacity(pattern.len());
+        for (path, direction) in pattern {
+            let descending = match direction {
+                Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_) => {
+                    direction_of(direction)?
+                }
+                Bson::String(kind) => return Err(KeyError::UnsupportedType(kind.clone())),
+                other => {
+                    return Err(KeyError::BadPattern(format!(
+                        "Values in the index key pattern can't be {other}"
+                    )));
+                }
+            };
+            fields.push(KeyField {
+                path: path.clone(),
+                components: split_path(path)?,
+                descending,
+            });
+        }
+        Ok(KeyPattern { fields })
+    }
+
+    pub fn descending(&self) -> Vec<bool> {
+        self.fields.iter().map(|f| f.descending).collect()
+    }
+
+    /// Encodes one key from one value per field (for bounds and point lookups).
+    pub fn encode(&self, values: &[RawBsonRef<'_>]) -> Vec<u8> {
+        keycode::encode_key(values, &self.descending())
+    }
+
+    /// The keys `doc` produces. With `sparse`, a document missing every indexed field gives none.
+    pub fn extract(&self, doc: &RawDocument, sparse: bool) -> Result<ExtractedKeys, KeyError> {
+        let mut per_field: Vec<FieldValues<'_>> = Vec::with_capacity(self.fields.len());
+        for field in &self.fields {
+            let mut values = FieldValues::default();
+            walk(RawBsonRef::Document(doc), &field.components, 0, &mut values);
+            per_field.push(values);
+        }
+        check_parallel(&per_field)?;
+        let multikey_fields: Vec<bool> = per_field.iter().map(|f| !f.arrays.is_empty()).collect();
+        let multikey = multikey_fields.iter().any(|&m| m);
+        if sparse && per_field.iter().all(|f| f.all_missing()) {
+            return Ok(ExtractedKeys {
+                keys: Vec::new(),
+                multikey: false,
+                multikey_fields,
+            });
+        }
+        let keys = self.product(&per_field)?;
+        Ok(ExtractedKeys {
+            keys,
+            multikey,
+            multikey_fields,
+        })
+    }
+
+    /// Every combination of one encoded value per field.
+    fn product(&self, per_field: &[FieldValues<'_>]) -> Result<Vec<Vec<u8>>, KeyError> {
+        let mut keys: Vec<Vec<u8>> = vec![Vec::new()];
+        for (field, values) in self.fields.iter().zip(per_field) {
+            let encoded = values.encoded(field.descending);
+            if keys.len().saturating_mul(encoded.len()) > KEYS_PER_DOCUMENT_MAX {
+                return Err(KeyError::TooManyKeys);
+            }
+            keys = keys
+                .iter()
+                .flat_map(|prefix| {
+                    encoded.iter().map(move |value| {
+                        let mut key = prefix.clone();
+                        key.extend_from_slice(value);
+                        key
+                    })
+                })
+                .collect();
+        }
+        keys.sort_unstable();
+        keys.dedup();
+        Ok(keys)
+    }
+}
+
+/// An exclusive upper bound for every stored key (RecordId included) that starts with
+/// `prefix`, a whole number of encoded fields: the next byte after a field is a type byte (at
+/// most 0xF5, inverted MinKey) or a RecordId byte, so nine 0xFF bytes sort above them all.
+pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = Vec::with_capacity(prefix.len() + keycode::RECORD_ID_SIZE + 1);
+    end.extend_from_slice(prefix);
+    end.extend_from_slice(&[0xFF; keycode::RECORD_ID_SIZE + 1]);
+    end
+}
+
+/// A numeric direction: negative is descending; zero and NaN are rejected as mongod does.
+fn direction_of(direction: &Bson) -> Result<bool, KeyError> {
+    let holder = bson::doc! { "d": direction.clone() };
+    let raw =
+        bson::RawDocumentBuf::try_from(&holder).map_err(|e| KeyError::BadPattern(e.to_string()))?;
+    let value = raw.get("d").ok().flatten().unwrap_or(RawBsonRef::Null);
+    let mut encoded = Vec::new();
+    keycode::encode_value(&mut encoded, value);
+    match encoded.first().copied() {
+        Some(keycode::TYPE_NUMBER_NEG | keycode::TYPE_NUMBER_NEG_INF) => Ok(true),
+        Some(keycode::TYPE_NUMBER_POS | keycode::TYPE_NUMBER_POS_INF) => Ok(false),
+        _ => Err(KeyError::BadPattern(format!(
+            "Values in the index key pattern can't be {direction}"
+        ))),
+    }
+}
+
+fn split_path(path: &str) -> Result<Vec<String>, KeyError> {
+    let components: Vec<String> = path.split('.').map(str::to_owned).collect();
+    if components.iter().any(String::is_empty) || components.len() > PATH_DEPTH_MAX {
+        return Err(KeyError::BadPattern(format!(
+            "Index key contains an illegal field name: {path}"
+        )));
+    }
+    if components[0].starts_with('$') {
+        return Err(KeyError::BadPattern(format!(
+            "Index key contains an illegal field name: {path}"
+        )));
+    }
+    Ok(components)
+}
+
+/// What one indexed path found in a document.
+#[derive(Default)]
+struct FieldValues<'a> {
+    /// `None` is a place where the path was missing (indexes as null).
+    values: Vec<Option<RawBsonRef<'a>>>,
+    /// Dotted path prefixes at which an array was expanded.
+    arrays: Vec<String>,
+}
+
+impl FieldValues<'_> {
+    fn all_missing(&self) -> bool {
+        self.values.iter().all(Option::is_none)
+    }
+
+    fn encoded(&self, descending: bool) -> Vec<Vec<u8>> {
+        let mut out: Vec<Vec<u8>> = self
+            .values
+            .iter()
+            .map(|v| keycode::encode_key(&[v.unwrap_or(RawBsonRef::Null)], &[descending]))
+            .collect();
+        if out.is_empty() {
+            out.push(keycode::encode_key(&[RawBsonRef::Null], &[descending]));
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+}
+
+/// Follows `path[depth..]` from `value`, collecting what the path reaches.
+fn walk<'a>(value: RawBsonRef<'a>, path: &[String], depth: usize, out: &mut FieldValues<'a>) {
+    let Some(step) = path.get(depth) else {
+        match value {
+            RawBsonRef::Array(array) => {
+                note_array(out, path, depth);
+                let before = out.values.len();
+                out.values
+                    .extend(array.into_iter().map_while(Result::ok).map(Some));
+                if out.values.len() == before {
+                    out.values.push(Some(RawBsonRef::Undefined));
+                }
+            }
+            other => out.values.push(Some(other)),
+        }
+        return;
+    };
+    match value {
+        RawBsonRef::Document(doc) => match doc.get(step).ok().flatten() {
+            Some(next) => walk(next, path, depth + 1, out),
+            None => out.values.push(None),
+        },
+        RawBsonRef::Array(array) if is_position(step) => {
+            let element = step
+                .parse::<usize>()
+                .ok()
+                .and_then(|i| array.get(i).ok().flatten());
+            match element {
+                Some(next) => walk(next, path, depth + 1, out),
+                None => out.values.push(None),
+            }
+        }
+        RawBsonRef::Array(array) => {
+            note_array(out, path, depth);
+            let before = out.values.len();
+            for element in array.into_iter().map_while(Result::ok) {
+                match element {
+                    RawBsonRef::Document(_) => walk(element, path, depth, out),
+                    _ => out.values.push(None),
+                }
+            }
+            if out.values.len() == before {
+                out.values.push(None);
+            }
+        }
+        _ => out.values.push(None),
+    }
+}
+
+fn is_position(step: &str) -> bool {
+    !step.is_empty() && step.bytes().all(|b| b.is_ascii_digit())
+}
+
+fn note_array(out: &mut FieldValues<'_>, path: &[String], depth: usize) {
+    let prefix = path[..depth.min(path.len())].join(".");
+    if !out.arrays.contains(&prefix) {
+        out.arrays.push(prefix);
+    }
+}
+
+/// At most one field may go through an array that no other field goes through too (fields that
+/// share an array prefix, like `a.b` and `a.c` through `a`, are combined as a cartesian product).
+fn check_parallel(per_field: &[FieldValues<'_>]) -> Result<(), KeyError> {
+    let mut owner: Option<&str> = None;
+    for (i, field) in per_field.iter().enumerate() {
+        let shared = |array: &String| {
+            per_field
+                .iter()
+                .enumerate()
+                .any(|(j, other)| j != i && other.arrays.contains(array))
+        };
+        let Some(private) = field.arrays.iter().find(|a| !shared(a)) else {
+            continue;
+        };
+        let name = last_component(private);
+        match owner {
+            Some(first) => return Err(KeyError::ParallelArrays(name.into(), first.into())),
+            None => owner = Some(name),
+        }
+    }
+    Ok(())
+}
+
+fn last_component(path: &str) -> &str {
+    path.rsplit('.').next().unwrap_or(path)
+}
