@@ -1,0 +1,12 @@
+//! Bounds of the query language, each named once with its unit last.
+
+/// Compiled size a client regex may reach (bytes); larger patterns are refused.
+pub const REGEX_COMPILED_SIZE_MAX: usize = 1 << 20;
+/// Nesting a client regex may use.
+pub const REGEX_NEST_MAX: u32 = 100;
+/// Depth of nested `$and/$or/$not/$elemMatch` a filter may use (mongod allows 100).
+pub const FILTER_DEPTH_MAX: usize = 100;
+/// Depth of nested expressions an `$expr` or projection expression may use.
+pub const EXPR_DEPTH_MAX: usize = 150;
+/// Elements `$push`/`$addToSet` may add in one `$each`, and array index a path may create.
+pub const ARRAY_INDEX_CREATE_MAX: usize = 1_500_000;
