@@ -23,7 +23,6 @@ pub mod order;
 pub mod record;
 mod recovery;
 pub mod sim;
-mod tempkey;
 
 pub use backend::{Backend, BackendFile, FileBackend};
 pub use collection::{Collection, Direction, IndexInfo, RecordId, WriteOp};
