@@ -189,7 +189,7 @@ impl Engine {
     }
 
     /// Appends catalog records as one batch; the ticket says when they are durable.
-    fn log_catalog(&self, ops: &[CatalogOp]) -> Result<Ticket> {
+    pub(crate) fn log_catalog(&self, ops: &[CatalogOp]) -> Result<Ticket> {
         let recs: Vec<OutRecord> = ops
             .iter()
             .map(|op| OutRecord {
@@ -394,7 +394,7 @@ impl Engine {
         ticket.wait_durable_blocking()
     }
 
-    fn existing(&self, db: &str, coll: &str) -> Result<Arc<Collection>> {
+    pub(crate) fn existing(&self, db: &str, coll: &str) -> Result<Arc<Collection>> {
         self.collection(db, coll)
             .ok_or_else(|| StorageError::NamespaceNotFound(format!("{db}.{coll}")))
     }

@@ -10,6 +10,7 @@ pub mod backend;
 pub mod btree;
 mod catalog;
 mod collection;
+mod collmod;
 mod commit;
 mod compact;
 mod engine;
