@@ -28,10 +28,17 @@ async fn pipelines_lookup_out_merge_and_updates() {
         .await
         .unwrap();
     db.collection::<Document>("customers")
-        .insert_many(vec![doc! { "_id": 0, "name": "zero" }, doc! { "_id": 1, "name": "one" }, doc! { "_id": 2, "name": "two" }])
+        .insert_many(vec![
+            doc! { "_id": 0, "name": "zero" },
+            doc! { "_id": 1, "name": "one" },
+            doc! { "_id": 2, "name": "two" },
+        ])
         .await
         .unwrap();
-    assert_eq!(orders.count_documents(doc! { "cust": 1 }).await.unwrap(), 100);
+    assert_eq!(
+        orders.count_documents(doc! { "cust": 1 }).await.unwrap(),
+        100
+    );
 
     let totals: Vec<Document> = orders
         .aggregate(vec![
@@ -63,8 +70,20 @@ async fn pipelines_lookup_out_merge_and_updates() {
     assert_eq!(unwound.len(), 600);
 
     // $out replaces its target; $merge upserts into it.
-    orders.aggregate(vec![doc! { "$match": { "cust": 2 } }, doc! { "$out": "cust2" }]).await.unwrap();
-    assert_eq!(db.collection::<Document>("cust2").count_documents(doc! {}).await.unwrap(), 100);
+    orders
+        .aggregate(vec![
+            doc! { "$match": { "cust": 2 } },
+            doc! { "$out": "cust2" },
+        ])
+        .await
+        .unwrap();
+    assert_eq!(
+        db.collection::<Document>("cust2")
+            .count_documents(doc! {})
+            .await
+            .unwrap(),
+        100
+    );
     orders
         .aggregate(vec![
             doc! { "$group": { "_id": "$cust", "n": { "$sum": 1 } } },
@@ -72,12 +91,33 @@ async fn pipelines_lookup_out_merge_and_updates() {
         ])
         .await
         .unwrap();
-    let summary: Vec<Document> = db.collection::<Document>("summary").find(doc! {}).sort(doc! { "_id": 1 }).await.unwrap().try_collect().await.unwrap();
-    assert_eq!(summary, vec![doc! { "_id": 0, "n": 100 }, doc! { "_id": 1, "n": 100 }, doc! { "_id": 2, "n": 100 }]);
+    let summary: Vec<Document> = db
+        .collection::<Document>("summary")
+        .find(doc! {})
+        .sort(doc! { "_id": 1 })
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(
+        summary,
+        vec![
+            doc! { "_id": 0, "n": 100 },
+            doc! { "_id": 1, "n": 100 },
+            doc! { "_id": 2, "n": 100 }
+        ]
+    );
 
     // Pipeline-style update.
     let r = orders
-        .update_many(doc! { "cust": 0 }, vec![doc! { "$set": { "double": { "$multiply": ["$amount", 2] } } }, doc! { "$unset": "tags" }])
+        .update_many(
+            doc! { "cust": 0 },
+            vec![
+                doc! { "$set": { "double": { "$multiply": ["$amount", 2] } } },
+                doc! { "$unset": "tags" },
+            ],
+        )
         .await
         .unwrap();
     assert_eq!(r.modified_count, 100);
@@ -85,12 +125,51 @@ async fn pipelines_lookup_out_merge_and_updates() {
     assert_eq!(one, doc! { "_id": 3, "cust": 0, "amount": 3, "double": 6 });
 
     // Errors keep mongod's codes.
-    let e = orders.aggregate(vec![doc! { "$bogus": {} }]).await.unwrap_err();
+    let e = orders
+        .aggregate(vec![doc! { "$bogus": {} }])
+        .await
+        .unwrap_err();
     assert_eq!(code_of(&e), 40324);
-    let e = db.run_command(doc! { "aggregate": "orders", "pipeline": [] }).await.unwrap_err();
+    let e = db
+        .run_command(doc! { "aggregate": "orders", "pipeline": [] })
+        .await
+        .unwrap_err();
     assert_eq!(code_of(&e), 9, "cursor option required");
-    let e = orders.update_one(doc! { "_id": 1 }, vec![doc! { "$match": {} }]).await.unwrap_err();
+    let e = orders
+        .update_one(doc! { "_id": 1 }, vec![doc! { "$match": {} }])
+        .await
+        .unwrap_err();
     assert_eq!(code_of(&e), 72);
+
+    // Stages that read server state.
+    let stats: Vec<Document> = orders
+        .aggregate(vec![
+            doc! { "$collStats": { "storageStats": {}, "count": {} } },
+        ])
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(
+        stats[0]
+            .get_document("count")
+            .unwrap()
+            .get_i64("count")
+            .unwrap(),
+        300
+    );
+    let ix: Vec<Document> = orders
+        .aggregate(vec![
+            doc! { "$indexStats": {} },
+            doc! { "$project": { "name": 1 } },
+        ])
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(ix.len(), 1);
 
     // A leading $match uses an index; explain shows it.
     db.run_command(doc! { "createIndexes": "orders", "indexes": [ { "key": { "amount": 1 }, "name": "amount_1" } ] }).await.unwrap();
@@ -99,7 +178,21 @@ async fn pipelines_lookup_out_merge_and_updates() {
         .await
         .unwrap();
     let stages = e.get_array("stages").unwrap();
-    let cursor = stages[0].as_document().unwrap().get_document("$cursor").unwrap();
-    let plan = cursor.get_document("queryPlanner").unwrap().get_document("winningPlan").unwrap();
-    assert_eq!(plan.get_document("inputStage").unwrap().get_str("indexName").unwrap(), "amount_1");
+    let cursor = stages[0]
+        .as_document()
+        .unwrap()
+        .get_document("$cursor")
+        .unwrap();
+    let plan = cursor
+        .get_document("queryPlanner")
+        .unwrap()
+        .get_document("winningPlan")
+        .unwrap();
+    assert_eq!(
+        plan.get_document("inputStage")
+            .unwrap()
+            .get_str("indexName")
+            .unwrap(),
+        "amount_1"
+    );
 }

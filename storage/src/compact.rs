@@ -18,8 +18,9 @@ use crate::limits::{
 use crate::log::{Loc, OutRecord};
 use crate::record::{self, Kind};
 
-/// One pass; true if a segment was removed. `force` ignores the space ratio.
-pub(crate) fn compact_once(inner: &Inner, force: bool) -> Result<bool> {
+/// One pass; true if a segment was removed. `any_size` skips the minimum log size (the space
+/// ratio still decides, so repeated calls stop once the log is tight).
+pub(crate) fn compact_once(inner: &Inner, any_size: bool) -> Result<bool> {
     let log = &inner.shared.log;
     let usage = log.segment_usage();
     let current = log.current_segment();
@@ -31,9 +32,8 @@ pub(crate) fn compact_once(inner: &Inner, force: bool) -> Result<bool> {
     }
     let total: u64 = usage.iter().map(|u| u.1).sum();
     let live: u64 = usage.iter().map(|u| u.2).sum();
-    let worth =
-        total >= COMPACTION_LOG_BYTES_MIN && total * 100 > live * COMPACTION_SPACE_RATIO_PERCENT;
-    if !force && !worth {
+    let big_enough = any_size || total >= COMPACTION_LOG_BYTES_MIN;
+    if !big_enough || total * 100 <= live * COMPACTION_SPACE_RATIO_PERCENT {
         return Ok(false);
     }
     let colls: Vec<Arc<Collection>> = inner

@@ -145,7 +145,7 @@ impl Engine {
                 data_bytes: rc.data_bytes,
             };
             for spec in &entry.indexes {
-                let mut ix = Index::new(spec.clone(), shared.filter_compiler.as_ref());
+                let mut ix = Index::new(spec.clone(), shared.filter_compiler.as_ref())?;
                 build_index(&shared.log, &st, &mut ix, &|_, _| {})?;
                 st.indexes.push(ix);
             }
@@ -189,7 +189,7 @@ impl Engine {
     }
 
     /// Appends catalog records as one batch; the ticket says when they are durable.
-    fn log_catalog(&self, ops: &[CatalogOp]) -> Result<Ticket> {
+    pub(crate) fn log_catalog(&self, ops: &[CatalogOp]) -> Result<Ticket> {
         let recs: Vec<OutRecord> = ops
             .iter()
             .map(|op| OutRecord {
@@ -280,7 +280,7 @@ impl Engine {
                 dropped: false,
                 records: BTreeMap::new(),
                 next_record_id: 1,
-                indexes: vec![Index::new(IndexSpec::id_index(), None)],
+                indexes: vec![Index::new(IndexSpec::id_index(), None)?],
                 data_bytes: 0,
             }),
             shared: shared.clone(),
@@ -394,7 +394,7 @@ impl Engine {
         ticket.wait_durable_blocking()
     }
 
-    fn existing(&self, db: &str, coll: &str) -> Result<Arc<Collection>> {
+    pub(crate) fn existing(&self, db: &str, coll: &str) -> Result<Arc<Collection>> {
         self.collection(db, coll)
             .ok_or_else(|| StorageError::NamespaceNotFound(format!("{db}.{coll}")))
     }
@@ -433,7 +433,7 @@ impl Engine {
                 "at most {INDEXES_PER_COLLECTION_MAX} indexes"
             )));
         }
-        let mut ix = Index::new(spec.clone(), self.inner.shared.filter_compiler.as_ref());
+        let mut ix = Index::new(spec.clone(), self.inner.shared.filter_compiler.as_ref())?;
         build_index(&self.inner.shared.log, &st, &mut ix, progress)?;
         let ticket = self.log_catalog(&[CatalogOp::CreateIndex { id: c.id, spec }])?;
         st.indexes.push(ix);
@@ -513,7 +513,8 @@ impl Engine {
         flushed
     }
 
-    /// Runs one compaction pass now (normally the background thread does this).
+    /// Runs one compaction pass now if the log holds enough dead space (normally the
+    /// background thread does this); true if a segment was removed.
     pub fn compact(&self) -> Result<bool> {
         crate::compact::compact_once(&self.inner, true)
     }

@@ -10,6 +10,7 @@ pub mod backend;
 pub mod btree;
 mod catalog;
 mod collection;
+mod collmod;
 mod commit;
 mod compact;
 mod engine;
@@ -23,7 +24,6 @@ pub mod order;
 pub mod record;
 mod recovery;
 pub mod sim;
-mod tempkey;
 
 pub use backend::{Backend, BackendFile, FileBackend};
 pub use collection::{Collection, Direction, IndexInfo, RecordId, WriteOp};

@@ -8,7 +8,14 @@ use crate::query::update::{ApplyContext, Update, validate_replacement};
 use bson::{Bson, Document};
 
 /// Stages allowed in a pipeline-style update.
-const UPDATE_STAGES: &[&str] = &["$addFields", "$set", "$project", "$unset", "$replaceRoot", "$replaceWith"];
+const UPDATE_STAGES: &[&str] = &[
+    "$addFields",
+    "$set",
+    "$project",
+    "$unset",
+    "$replaceRoot",
+    "$replaceWith",
+];
 
 pub enum Change {
     Update(Update),
@@ -25,7 +32,12 @@ impl PipelineEnv for NoCollections {
 }
 
 impl Change {
-    pub fn parse(u: &Bson, array_filters: Option<&[Document]>, db: &str, coll: &str) -> CommandResult<Change> {
+    pub fn parse(
+        u: &Bson,
+        array_filters: Option<&[Document]>,
+        db: &str,
+        coll: &str,
+    ) -> CommandResult<Change> {
         match u {
             Bson::Document(d) => {
                 let upd = Update::parse(d, array_filters)?;
@@ -36,22 +48,38 @@ impl Change {
             }
             Bson::Array(stages) => {
                 if array_filters.is_some() {
-                    return Err(err(ErrorCode::FailedToParse, "arrayFilters may not be specified for pipeline-style updates"));
+                    return Err(err(
+                        ErrorCode::FailedToParse,
+                        "arrayFilters may not be specified for pipeline-style updates",
+                    ));
                 }
                 let stages: Vec<Document> = stages
                     .iter()
-                    .map(|s| s.as_document().cloned().ok_or_else(|| err(ErrorCode::TypeMismatch, "Each element of the update pipeline must be an object")))
+                    .map(|s| {
+                        s.as_document().cloned().ok_or_else(|| {
+                            err(
+                                ErrorCode::TypeMismatch,
+                                "Each element of the update pipeline must be an object",
+                            )
+                        })
+                    })
                     .collect::<CommandResult<_>>()?;
                 for s in &stages {
                     let name = s.keys().next().map(String::as_str).unwrap_or("");
                     if !UPDATE_STAGES.contains(&name) {
-                        return Err(err(ErrorCode::InvalidOptions, format!("{name} is not allowed to be used within an update")));
+                        return Err(err(
+                            ErrorCode::InvalidOptions,
+                            format!("{name} is not allowed to be used within an update"),
+                        ));
                     }
                 }
                 let ctx = ParseContext::new(db, Some(coll), bson::DateTime::now());
                 Ok(Change::Pipeline(Box::new(Pipeline::parse(&stages, &ctx)?)))
             }
-            _ => Err(err(ErrorCode::FailedToParse, "Update argument must be either an object or an array")),
+            _ => Err(err(
+                ErrorCode::FailedToParse,
+                "Update argument must be either an object or an array",
+            )),
         }
     }
 
@@ -67,14 +95,19 @@ impl Change {
         };
         let mut out = pipeline.run_vec(vec![doc.clone()], &NoCollections)?;
         let Some(mut next) = out.pop().filter(|_| out.is_empty()) else {
-            return Err(err(ErrorCode::InvalidOptions, "an update pipeline must produce exactly one document"));
+            return Err(err(
+                ErrorCode::InvalidOptions,
+                "an update pipeline must produce exactly one document",
+            ));
         };
         let old_id = doc.get("_id").cloned();
         match (next.get("_id"), &old_id) {
             (Some(new), Some(old)) if storage::order::compare_bson(new, old).is_ne() => {
                 return Err(err(
                     ErrorCode::ImmutableField,
-                    format!("After applying the update, the (immutable) field '_id' was found to have been altered to _id: {new}"),
+                    format!(
+                        "After applying the update, the (immutable) field '_id' was found to have been altered to _id: {new}"
+                    ),
                 ));
             }
             (None, Some(old)) => {

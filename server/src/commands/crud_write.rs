@@ -5,12 +5,12 @@
 //! `writeErrors` inside an `ok: 1` reply, as in mongod.
 
 use super::args::{self, check_fields};
+use super::change::Change;
 use super::{Reply, Request};
 use crate::catalog::{WriteConcern, storage_error};
 use crate::error::{CommandError, CommandResult, ErrorCode, err};
 use crate::limits;
 use crate::query::matcher::Filter;
-use super::change::Change;
 use crate::query::update::{ApplyContext, upsert_seed};
 use crate::state::ServerState;
 use bson::{Bson, Document, RawDocumentBuf, doc};

@@ -121,6 +121,7 @@ commands! {
     "dropDatabase" => "Drop a database";
     "listCollections" => "List the collections of a database";
     "renameCollection" => "Rename a collection", admin true;
+    "collMod" => "Change a collection's or an index's options";
     "dbStats" => "Statistics of a database";
     "collStats" => "Statistics of a collection";
     "validate" => "Check a collection's documents and indexes";
@@ -257,6 +258,7 @@ pub async fn dispatch(
         "dropDatabase" => ddl::drop_database(state, req).await,
         "listCollections" => ddl::list_collections(state, req).await,
         "renameCollection" => ddl::rename_collection(state, req).await,
+        "collMod" => ddl::coll_mod(state, req).await,
         "dbStats" => ddl::db_stats(state, req).await,
         "collStats" => ddl::coll_stats(state, req).await,
         "validate" => ddl::validate(state, req).await,

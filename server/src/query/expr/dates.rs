@@ -46,7 +46,7 @@ pub(super) fn civil(days: i64) -> (i64, u32, u32) {
     (year, month, day)
 }
 
-const MS_PER_DAY: i64 = 86_400_000;
+pub(super) const MS_PER_DAY: i64 = 86_400_000;
 
 /// All parts of a UTC instant: year, month, day, hour, minute, second, ms, weekday (1 = Sunday),
 /// day of year.
@@ -92,7 +92,11 @@ pub(super) fn date_part(op: Operator, v: &Value) -> CommandResult<Value> {
         Operator::Second => 5,
         Operator::Millisecond => 6,
         Operator::DayOfWeek => 7,
-        _ => 8,
+        Operator::DayOfYear => 8,
+        Operator::IsoDayOfWeek => return Ok(Some(Bson::Int32(iso_day_of_week(&p)))),
+        Operator::Week => return Ok(Some(Bson::Int32(week_of_year(&p)))),
+        Operator::IsoWeek => return Ok(Some(Bson::Int32(iso_week(&p).1))),
+        _ => return Ok(Some(Bson::Int64(iso_week(&p).0))),
     };
     Ok(Some(Bson::Int32(
         i32::try_from(p[index]).unwrap_or(i32::MAX),
@@ -154,4 +158,57 @@ pub(super) fn days_in_month(year: i64, month: u32) -> u32 {
         4 | 6 | 9 | 11 => 30,
         _ => 31,
     }
+}
+
+/// ISO day of week: 1 = Monday ... 7 = Sunday.
+pub(super) fn iso_day_of_week(p: &[i64; 9]) -> i32 {
+    let sunday_based = i32::try_from(p[7]).unwrap_or(1); // 1 = Sunday
+    if sunday_based == 1 {
+        7
+    } else {
+        sunday_based - 1
+    }
+}
+
+/// Week of the year with weeks starting on Sunday; days before the first Sunday are week 0.
+fn week_of_year(p: &[i64; 9]) -> i32 {
+    let yday = p[8] - 1;
+    let wday = p[7] - 1; // 0 = Sunday
+    i32::try_from((yday + 7 - wday) / 7).unwrap_or(0)
+}
+
+fn is_leap(year: i64) -> bool {
+    (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
+}
+
+/// ISO weeks in a year: 53 when January 1st is a Thursday, or a Wednesday in a leap year.
+fn iso_weeks_in_year(year: i64) -> i64 {
+    let jan1 = days_from_civil(year, 1, 1);
+    let weekday = (jan1 + 3).rem_euclid(7) + 1; // 1 = Monday
+    if weekday == 4 || (weekday == 3 && is_leap(year)) {
+        53
+    } else {
+        52
+    }
+}
+
+/// `(ISO week-numbering year, ISO week)`.
+pub(super) fn iso_week(p: &[i64; 9]) -> (i64, i32) {
+    let wd = i64::from(iso_day_of_week(p));
+    let week = (p[8] - wd + 10).div_euclid(7);
+    let (year, week) = if week < 1 {
+        (p[0] - 1, iso_weeks_in_year(p[0] - 1))
+    } else if week > iso_weeks_in_year(p[0]) {
+        (p[0] + 1, 1)
+    } else {
+        (p[0], week)
+    };
+    (year, i32::try_from(week).unwrap_or(1))
+}
+
+/// Milliseconds of the Monday starting ISO week 1 of `year`.
+pub(super) fn iso_year_start_ms(year: i64) -> i64 {
+    let jan4 = days_from_civil(year, 1, 4);
+    let weekday = (jan4 + 3).rem_euclid(7); // 0 = Monday
+    (jan4 - weekday) * MS_PER_DAY
 }

@@ -264,6 +264,13 @@ pub(super) fn apply_named(op: NamedOp, values: Vec<Option<Value>>) -> CommandRes
                 amount,
             )?))))
         }
+        NamedOp::DateToParts
+        | NamedOp::DateFromParts
+        | NamedOp::DateFromString
+        | NamedOp::DateTrunc
+        | NamedOp::SetField
+        | NamedOp::UnsetField
+        | NamedOp::Zip => super::calendar::apply_named(op, values),
         NamedOp::DateDiff => {
             let (Some(a), Some(b)) = (millis(&arg(0), "$dateDiff")?, millis(&arg(1), "$dateDiff")?)
             else {
@@ -414,7 +421,7 @@ fn sort_array(input: Value, by: Value) -> CommandResult<Value> {
     Ok(Some(Bson::Array(items)))
 }
 
-fn unit(v: &Value) -> CommandResult<String> {
+pub(super) fn unit(v: &Value) -> CommandResult<String> {
     match v {
         Some(Bson::String(s))
             if [
@@ -440,7 +447,7 @@ fn unit(v: &Value) -> CommandResult<String> {
 }
 
 /// Milliseconds in the fixed-length units.
-fn unit_ms(unit: &str) -> Option<i64> {
+pub(super) fn unit_ms(unit: &str) -> Option<i64> {
     Some(match unit {
         "millisecond" => 1,
         "second" => 1000,

@@ -8,6 +8,7 @@
 //! compares below null and a projection omits it). Comparisons are not type-bracketed: they
 //! use the one total order of `storage::order`.
 
+mod calendar;
 mod dates;
 mod extra;
 mod more;
@@ -103,6 +104,13 @@ pub enum NamedOp {
     DateAdd,
     DateSubtract,
     DateDiff,
+    DateToParts,
+    DateFromParts,
+    DateFromString,
+    DateTrunc,
+    SetField,
+    UnsetField,
+    Zip,
 }
 
 /// The positional-argument operators this module knows.
@@ -199,6 +207,10 @@ pub enum Operator {
     ToDate,
     IndexOfCp,
     Rand,
+    Week,
+    IsoWeek,
+    IsoWeekYear,
+    IsoDayOfWeek,
 }
 
 /// Bound variables, innermost last.

@@ -82,7 +82,9 @@ pub(super) fn apply(op: Operator, values: Vec<Value>) -> CommandResult<Value> {
         }
         MergeObjects => merge_objects(values),
         Year | Month | DayOfMonth | Hour | Minute | Second | Millisecond | DayOfWeek
-        | DayOfYear => super::dates::date_part(op, &values[0]),
+        | DayOfYear | Week | IsoWeek | IsoWeekYear | IsoDayOfWeek => {
+            super::dates::date_part(op, &values[0])
+        }
         SetUnion | SetIntersection | SetDifference | SetEquals | SetIsSubset | ToObjectId
         | ToDate | IndexOfCp | Rand => super::extra::apply(op, values),
         other => Err(err(

@@ -103,6 +103,10 @@ const OPERATORS: &[(&str, Operator, Arity)] = &[
     ("$toDate", Operator::ToDate, Exact(1)),
     ("$indexOfCP", Operator::IndexOfCp, Range(2, 4)),
     ("$rand", Operator::Rand, Exact(0)),
+    ("$week", Operator::Week, Exact(1)),
+    ("$isoWeek", Operator::IsoWeek, Exact(1)),
+    ("$isoWeekYear", Operator::IsoWeekYear, Exact(1)),
+    ("$isoDayOfWeek", Operator::IsoDayOfWeek, Exact(1)),
 ];
 
 /// `(name, operator, required arguments, optional arguments)` for named-argument operators.
@@ -161,6 +165,55 @@ const NAMED: &[(&str, NamedOp, &[&str], &[&str])] = &[
         NamedOp::DateDiff,
         &["startDate", "endDate", "unit"],
         &["timezone", "startOfWeek"],
+    ),
+    (
+        "$dateToParts",
+        NamedOp::DateToParts,
+        &["date"],
+        &["iso8601", "timezone"],
+    ),
+    (
+        "$dateFromParts",
+        NamedOp::DateFromParts,
+        &[],
+        &[
+            "year",
+            "month",
+            "day",
+            "hour",
+            "minute",
+            "second",
+            "millisecond",
+            "isoWeekYear",
+            "isoWeek",
+            "isoDayOfWeek",
+            "timezone",
+        ],
+    ),
+    (
+        "$dateFromString",
+        NamedOp::DateFromString,
+        &["dateString"],
+        &["format", "onError", "onNull", "timezone"],
+    ),
+    (
+        "$dateTrunc",
+        NamedOp::DateTrunc,
+        &["date", "unit"],
+        &["binSize", "startOfWeek", "timezone"],
+    ),
+    (
+        "$setField",
+        NamedOp::SetField,
+        &["field", "input", "value"],
+        &[],
+    ),
+    ("$unsetField", NamedOp::UnsetField, &["field", "input"], &[]),
+    (
+        "$zip",
+        NamedOp::Zip,
+        &["inputs"],
+        &["useLongestLength", "defaults"],
     ),
 ];
 

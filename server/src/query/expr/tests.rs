@@ -457,3 +457,119 @@ fn calendar_arithmetic() {
     let e = doc! {"$dateDiff": {"startDate": at(0), "endDate": at(jan31), "unit": "year"}};
     assert_eq!(ev(Bson::Document(e)), Bson::Int64(54));
 }
+
+#[test]
+fn date_parts_weeks_trunc_and_objects() {
+    let at = |ms: i64| Bson::DateTime(bson::DateTime::from_millis(ms));
+    // 2023-11-14 (the `t` field) is a Tuesday in ISO week 46 and Sunday-based week 46.
+    assert_eq!(
+        ev(Bson::Document(doc! {"$isoDayOfWeek": "$t"})),
+        Bson::Int32(2)
+    );
+    assert_eq!(ev(Bson::Document(doc! {"$isoWeek": "$t"})), Bson::Int32(46));
+    assert_eq!(ev(Bson::Document(doc! {"$week": "$t"})), Bson::Int32(46));
+    // 2021-01-01 is a Friday: ISO week 53 of 2020.
+    let jan1_2021 = eval_on(
+        Bson::Document(doc! {"$isoWeekYear": "$d"}),
+        doc! {"d": at(1_609_459_200_000)},
+    );
+    assert_eq!(jan1_2021.expect("ok"), Some(Bson::Int64(2020)));
+    let parts = ev(Bson::Document(doc! {"$dateToParts": {"date": "$t"}}));
+    assert_eq!(
+        parts,
+        Bson::Document(
+            doc! {"year": 2023, "month": 11, "day": 14, "hour": 22, "minute": 13, "second": 20, "millisecond": 123}
+        )
+    );
+    let back = ev(Bson::Document(
+        doc! {"$dateFromParts": {"year": 2023, "month": 11, "day": 14, "hour": 22, "minute": 13, "second": 20, "millisecond": 123}},
+    ));
+    assert_eq!(back, at(1_700_000_000_123));
+    assert_eq!(
+        ev(Bson::Document(
+            doc! {"$dateFromParts": {"year": 2023, "month": 14}}
+        )),
+        at(1_706_745_600_000),
+        "month 14 carries into 2024-02"
+    );
+    assert_eq!(
+        ev(Bson::Document(
+            doc! {"$dateFromString": {"dateString": "2023-11-14T22:13:20.123Z"}}
+        )),
+        at(1_700_000_000_123)
+    );
+    assert_eq!(
+        ev(Bson::Document(
+            doc! {"$dateFromString": {"dateString": "2023-11-14"}}
+        )),
+        at(1_699_920_000_000)
+    );
+    assert_eq!(
+        ev(Bson::Document(
+            doc! {"$dateFromString": {"dateString": "14/11/2023", "format": "%d/%m/%Y"}}
+        )),
+        at(1_699_920_000_000)
+    );
+    assert_eq!(
+        ev(Bson::Document(
+            doc! {"$dateFromString": {"dateString": "nope", "onError": 0}}
+        )),
+        Bson::Int32(0)
+    );
+    assert_eq!(
+        ev(Bson::Document(
+            doc! {"$dateTrunc": {"date": "$t", "unit": "day"}}
+        )),
+        at(1_699_920_000_000)
+    );
+    assert_eq!(
+        ev(Bson::Document(
+            doc! {"$dateTrunc": {"date": "$t", "unit": "month"}}
+        )),
+        at(1_698_796_800_000)
+    );
+    assert_eq!(
+        ev(Bson::Document(
+            doc! {"$dateTrunc": {"date": "$t", "unit": "hour", "binSize": 6}}
+        )),
+        at(1_699_984_800_000),
+        "6-hour bins start at 00, 06, 12, 18"
+    );
+    // Weeks start on Sunday by default: 2023-11-12.
+    assert_eq!(
+        ev(Bson::Document(
+            doc! {"$dateTrunc": {"date": "$t", "unit": "week"}}
+        )),
+        at(1_699_747_200_000)
+    );
+    assert_eq!(
+        ev(Bson::Document(
+            doc! {"$setField": {"field": "x", "input": {"a": 1}, "value": 2}}
+        )),
+        Bson::Document(doc! {"a": 1, "x": 2})
+    );
+    assert_eq!(
+        ev(Bson::Document(
+            doc! {"$unsetField": {"field": "a", "input": {"a": 1, "b": 2}}}
+        )),
+        Bson::Document(doc! {"b": 2})
+    );
+    assert_eq!(
+        ev(Bson::Document(
+            doc! {"$zip": {"inputs": [[1, 2], ["a"]], "useLongestLength": true, "defaults": [0, "z"]}}
+        )),
+        bson::bson!([[1, "a"], [2, "z"]])
+    );
+    assert_eq!(
+        eval_on(
+            Bson::Document(
+                doc! {"$dateTrunc": {"date": "$t", "unit": "day", "timezone": "Europe/Paris"}}
+            ),
+            doc! {"t": at(0)}
+        )
+        .expect_err("tz")
+        .code
+        .code(),
+        238
+    );
+}

@@ -143,6 +143,7 @@ fn op_matches(op: &Op, v: Option<RawBsonRef<'_>>) -> Option<Option<usize>> {
         }),
         Op::ElemMatchValue(f) => elem_match(v, |e| matches_value(f, e)),
         Op::Bits { test, positions } => yes(bits_match(v, *test, positions)),
+        Op::GeoWithin(shape) => yes(shape.contains(v)),
     }
 }
 
