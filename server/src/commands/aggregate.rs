@@ -18,7 +18,7 @@ use bson::{Bson, Document, RawDocumentBuf, doc};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
-use storage::{Collection, Direction, WriteOp};
+use storage::{Collection, WriteOp};
 
 const FIELDS: &[&str] = &[
     "pipeline",
@@ -45,22 +45,49 @@ impl PipelineEnv for Env<'_> {
         let Some(c) = self.state.catalog.collection(db, coll) else {
             return Ok(vec![]);
         };
-        let mut out = Vec::new();
-        let mut after = None;
-        loop {
-            check_deadline(self.deadline)?;
-            let chunk = c
-                .scan(Direction::Forward, after, 1024)
-                .map_err(|e| storage_error(e, db, coll))?;
-            let last = chunk.len() < 1024;
-            for (rid, raw) in chunk {
-                after = Some(rid);
-                out.push(to_doc(&raw)?);
-            }
-            if last {
-                return Ok(out);
-            }
+        let all = super::crud_read::collect_matches(
+            &c,
+            &Filter::parse(&Document::new())?,
+            &Document::new(),
+            self.deadline,
+            None,
+            None,
+        )?;
+        all.iter().map(|(_, raw, _)| to_doc(raw)).collect()
+    }
+
+    /// An equality `$lookup` goes through the foreign collection's index on `field` when it has
+    /// one (`None`: no such index, the stage scans).
+    fn lookup_candidates(
+        &self,
+        db: &str,
+        coll: &str,
+        field: &str,
+        values: &[Bson],
+    ) -> CommandResult<Option<Vec<Document>>> {
+        let Some(c) = self.state.catalog.collection(db, coll) else {
+            return Ok(Some(vec![]));
+        };
+        let indexed = c
+            .indexes()
+            .iter()
+            .any(|i| !i.spec.hidden && i.spec.key.keys().next().is_some_and(|k| k == field));
+        if !indexed {
+            return Ok(None);
         }
+        let filter_doc = doc! { field: { "$in": values.to_vec() } };
+        let filter = Filter::parse(&filter_doc)?;
+        let found =
+            super::crud_read::collect_matches(&c, &filter, &filter_doc, self.deadline, None, None)?;
+        found
+            .iter()
+            .map(|(_, raw, _)| to_doc(raw))
+            .collect::<CommandResult<Vec<_>>>()
+            .map(Some)
+    }
+
+    fn check_interrupt(&self) -> CommandResult<()> {
+        check_deadline(self.deadline)
     }
 }
 

@@ -3,32 +3,13 @@
 //! `$replaceRoot/$replaceWith` run on the one document (pipeline-style updates).
 
 use crate::error::{CommandResult, ErrorCode, err};
-use crate::query::pipeline::{ParseContext, Pipeline, PipelineEnv};
+use crate::query::pipeline::{ParseContext, Pipeline};
 use crate::query::update::{ApplyContext, Update, validate_replacement};
 use bson::{Bson, Document};
-
-/// Stages allowed in a pipeline-style update.
-const UPDATE_STAGES: &[&str] = &[
-    "$addFields",
-    "$set",
-    "$project",
-    "$unset",
-    "$replaceRoot",
-    "$replaceWith",
-];
 
 pub enum Change {
     Update(Update),
     Pipeline(Box<Pipeline>),
-}
-
-/// A pipeline-style update reads no other collection.
-struct NoCollections;
-
-impl PipelineEnv for NoCollections {
-    fn collection_docs(&self, _db: &str, _coll: &str) -> CommandResult<Vec<Document>> {
-        Ok(vec![])
-    }
 }
 
 impl Change {
@@ -64,17 +45,10 @@ impl Change {
                         })
                     })
                     .collect::<CommandResult<_>>()?;
-                for s in &stages {
-                    let name = s.keys().next().map(String::as_str).unwrap_or("");
-                    if !UPDATE_STAGES.contains(&name) {
-                        return Err(err(
-                            ErrorCode::InvalidOptions,
-                            format!("{name} is not allowed to be used within an update"),
-                        ));
-                    }
-                }
                 let ctx = ParseContext::new(db, Some(coll), bson::DateTime::now());
-                Ok(Change::Pipeline(Box::new(Pipeline::parse(&stages, &ctx)?)))
+                Ok(Change::Pipeline(Box::new(Pipeline::parse_update(
+                    &stages, &ctx,
+                )?)))
             }
             _ => Err(err(
                 ErrorCode::FailedToParse,
@@ -93,13 +67,7 @@ impl Change {
             Change::Update(u) => return u.apply(doc, ctx),
             Change::Pipeline(p) => p,
         };
-        let mut out = pipeline.run_vec(vec![doc.clone()], &NoCollections)?;
-        let Some(mut next) = out.pop().filter(|_| out.is_empty()) else {
-            return Err(err(
-                ErrorCode::InvalidOptions,
-                "an update pipeline must produce exactly one document",
-            ));
-        };
+        let mut next = pipeline.apply_update(doc.clone())?;
         let old_id = doc.get("_id").cloned();
         match (next.get("_id"), &old_id) {
             (Some(new), Some(old)) if storage::order::compare_bson(new, old).is_ne() => {
