@@ -217,6 +217,17 @@ pub async fn dispatch(
             format!("no such command: '{}'", req.name),
         ));
     };
+    // A standalone has no transactions or retryable writes; mongod refuses their fields rather
+    // than running the write outside the transaction the client believes it is in.
+    if ["txnNumber", "startTransaction", "autocommit"]
+        .iter()
+        .any(|k| req.body.contains_key(*k))
+    {
+        return Err(err(
+            ErrorCode::IllegalOperation,
+            "Transaction numbers are only allowed on a replica set member or mongos",
+        ));
+    }
     if spec.admin_only && req.db != "admin" {
         return Err(err(
             ErrorCode::Unauthorized,
