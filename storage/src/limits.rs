@@ -28,6 +28,8 @@ pub const COMPACTION_LOG_BYTES_MIN: u64 = 1 << 20;
 pub const COMPACTION_INTERVAL_MS: u64 = 200;
 /// Bytes of live records re-logged per collection-lock hold during compaction.
 pub const COMPACTION_CHUNK_BYTES: u64 = 1 << 20;
+/// A checkpoint is taken once the log has moved this many segments past the last one.
+pub const CHECKPOINT_INTERVAL_SEGMENTS: u64 = 4;
 /// Longest database name (mongod: 64 bytes).
 pub const DATABASE_NAME_SIZE_MAX: usize = 64;
 /// Longest `db.collection` namespace (mongod: 255 bytes).

@@ -214,6 +214,12 @@ impl Log {
         Ok((w.file.clone(), w.next_sequence - 1))
     }
 
+    /// (segment id, offset, next sequence) where the next record will go.
+    pub fn position(&self) -> Result<(u64, u64, u64)> {
+        let w = self.writer()?;
+        Ok((w.segment_id, w.offset, w.next_sequence))
+    }
+
     /// Marks the log failed (a sync error: the page cache state is unknown).
     pub fn poison(&self, why: String) {
         if let Ok(mut w) = self.writer.lock() {

@@ -12,8 +12,10 @@ use bson::{Document, doc};
 use common::{all_docs, raw, rng, seed, small_opts};
 use rand::Rng;
 use rand::rngs::StdRng;
+use std::ops::Bound;
 use storage::sim::SimBackend;
-use storage::{Engine, IndexSpec, WriteOp};
+
+use storage::{Direction, Engine, IndexSpec, WriteOp};
 
 const OPS: usize = 120;
 const RUNS_MAX: u64 = 160;
