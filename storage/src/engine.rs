@@ -22,8 +22,8 @@ use crate::error::{Result, StorageError};
 use crate::index::{FilterCompiler, ID_INDEX_NAME, Index, IndexSpec};
 use crate::limits::{
     CHECKPOINT_INTERVAL_SEGMENTS, COMPACTION_INTERVAL_MS, DATABASE_NAME_SIZE_MAX,
-    INDEXES_PER_COLLECTION_MAX, NAMESPACE_SIZE_MAX, SEGMENT_SIZE_BYTES_DEFAULT,
-    SEGMENT_SIZE_BYTES_MIN,
+    INDEXES_PER_COLLECTION_MAX, NAMESPACE_SIZE_MAX, PREALLOCATE_INTERVAL_MS,
+    SEGMENT_SIZE_BYTES_DEFAULT, SEGMENT_SIZE_BYTES_MIN,
 };
 use crate::log::{Log, OutRecord};
 use crate::record::{self, Kind};
@@ -41,6 +41,8 @@ pub struct EngineOptions {
     pub partial_filter_compiler: Option<FilterCompiler>,
     /// Run compaction on a background thread (tests call `Engine::compact` instead).
     pub background_compaction: bool,
+    /// Prepare the next log segment (zero-filled) on a background thread.
+    pub preallocate_segments: bool,
 }
 
 impl Default for EngineOptions {
@@ -50,6 +52,7 @@ impl Default for EngineOptions {
             segment_size_bytes: SEGMENT_SIZE_BYTES_DEFAULT,
             partial_filter_compiler: None,
             background_compaction: true,
+            preallocate_segments: true,
         }
     }
 }
@@ -219,6 +222,13 @@ impl Engine {
             maintenance: Mutex::new(()),
             checkpoint_segment: AtomicU64::new(0),
         });
+        if opts.preallocate_segments {
+            let weak = Arc::downgrade(&inner);
+            let t = std::thread::Builder::new()
+                .name("cairn-prealloc".into())
+                .spawn(move || preallocator(weak))?;
+            inner.threads.lock().map_err(|_| lock_err())?.push(t);
+        }
         if opts.background_compaction {
             let weak = Arc::downgrade(&inner);
             let t = std::thread::Builder::new()
@@ -585,6 +595,20 @@ impl Engine {
 impl Drop for Engine {
     fn drop(&mut self) {
         let _ = self.close();
+    }
+}
+
+fn preallocator(inner: Weak<Inner>) {
+    loop {
+        std::thread::park_timeout(Duration::from_millis(PREALLOCATE_INTERVAL_MS));
+        let Some(inner) = inner.upgrade() else { return };
+        if inner.stop.load(Ordering::Acquire) {
+            return;
+        }
+        if let Err(e) = inner.shared.log.prepare_spare() {
+            tracing::warn!("segment preallocation failed: {e}");
+            std::thread::park_timeout(Duration::from_millis(COMPACTION_INTERVAL_MS));
+        }
     }
 }
 

@@ -3,6 +3,10 @@
 
 /// Size a new log segment file is preallocated to (a segment holding one huge batch may be larger).
 pub const SEGMENT_SIZE_BYTES_DEFAULT: u64 = 64 << 20;
+/// Zeros written per call when preallocating a segment.
+pub const PREALLOCATE_CHUNK_BYTES: usize = 1 << 20;
+/// How often the preallocation thread checks for a missing spare segment.
+pub const PREALLOCATE_INTERVAL_MS: u64 = 20;
 /// Smallest segment size accepted in `EngineOptions` (tests use small segments to roll often).
 pub const SEGMENT_SIZE_BYTES_MIN: u64 = 4 << 10;
 /// Largest payload of one log record: a 16 MiB document plus its record framing and some slack.

@@ -43,11 +43,11 @@ fn read_all(file: &dyn BackendFile) -> Result<Vec<u8>> {
     Ok(buf)
 }
 
-/// Segment ids present, after deleting half-created (`.tmp`) segments.
+/// Segment ids present, after deleting half-created (`.tmp`) and unused spare segments.
 fn segment_ids(backend: &dyn Backend) -> Result<Vec<u64>> {
     let mut ids = Vec::new();
     for name in backend.list()? {
-        if name.starts_with("log-") && name.ends_with(".tmp") {
+        if name.starts_with("log-") && (name.ends_with(".tmp") || name.ends_with(".spare")) {
             backend.remove(&name)?;
         } else if let Some(id) = record::parse_segment_file_name(&name) {
             ids.push(id);
