@@ -397,3 +397,35 @@ pub(crate) fn build_index(
     progress(total, total);
     Ok(())
 }
+
+/// Brings a checkpointed index up to date with the records replayed after the checkpoint:
+/// `changed` maps each touched RecordId to its location as of the checkpoint.
+pub(crate) fn fix_up_index(
+    log: &Log,
+    st: &CollState,
+    ix: &mut Index,
+    changed: Option<&HashMap<RecordId, Option<Loc>>>,
+) -> Result<()> {
+    let Some(changed) = changed else {
+        return Ok(());
+    };
+    for (rid, old) in changed {
+        if let Some(old) = old {
+            let doc = log.read_document(*old)?;
+            for k in ix.keys_of(&doc)?.0 {
+                ix.remove(&k, *rid);
+            }
+        }
+    }
+    for rid in changed.keys() {
+        if let Some(loc) = st.records.get(rid) {
+            let doc = log.read_document(*loc)?;
+            let (keys, multikey) = ix.keys_of(&doc)?;
+            for k in keys {
+                ix.insert(&k, *rid);
+            }
+            ix.multikey |= multikey;
+        }
+    }
+    Ok(())
+}

@@ -130,6 +130,24 @@ impl Index {
         })
     }
 
+    /// An index over a checkpointed tree.
+    pub fn from_tree(
+        spec: IndexSpec,
+        compiler: Option<&FilterCompiler>,
+        tree: BTree,
+        multikey: bool,
+    ) -> Result<Index> {
+        let mut ix = Index::new(spec, compiler)?;
+        ix.entries = tree;
+        ix.multikey = multikey;
+        Ok(ix)
+    }
+
+    /// The entries as a checkpoint image.
+    pub fn tree_checkpoint(&self) -> Vec<u8> {
+        self.entries.to_checkpoint()
+    }
+
     pub fn len(&self) -> u64 {
         self.entries.len()
     }

@@ -9,6 +9,7 @@
 pub mod backend;
 pub mod btree;
 mod catalog;
+mod checkpoint;
 mod collection;
 mod collmod;
 mod commit;
