@@ -1,8 +1,11 @@
-//! UTC date parts and `$dateToString` formatting over milliseconds since the epoch, with the
-//! proleptic Gregorian calendar (so year 0 and negative dates work as in mongod).
+//! Calendar arithmetic over local wall-clock milliseconds (see `tz.rs`) in the proleptic
+//! Gregorian calendar, so year 0, negative years and dates past 9999 work as in mongod; the
+//! date-part operators (`$year` ... `$isoDayOfWeek`) and `$dateToString` formatting, each in an
+//! optional time zone. Null or missing dates and time zones give null, never an error.
 
 use super::Operator;
 use super::ops::{is_nullish, type_name};
+use super::tz::{Zone, zone_arg};
 use crate::error::{CommandResult, ErrorCode, err};
 use bson::Bson;
 
@@ -78,11 +81,17 @@ fn day_count(year: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
-pub(super) fn date_part(op: Operator, v: &Value) -> CommandResult<Value> {
-    let Some(ms) = millis(v, &super::more::op_name(op))? else {
+/// `$year`, `$hour`, `$isoWeek`, ...: `values` holds the date and, from the `{date, timezone}`
+/// form, the timezone.
+pub(super) fn date_part(op: Operator, values: &[Value]) -> CommandResult<Value> {
+    let name = super::more::op_name(op);
+    let Some(zone) = zone_arg(values.get(1), &name)? else {
         return null();
     };
-    let p = parts(ms);
+    let Some(ms) = millis(values.first().unwrap_or(&None), &name)? else {
+        return null();
+    };
+    let p = parts(zone.utc_to_local(ms));
     let index = match op {
         Operator::Year => 0,
         Operator::Month => 1,
@@ -103,8 +112,75 @@ pub(super) fn date_part(op: Operator, v: &Value) -> CommandResult<Value> {
     )))
 }
 
-pub(super) fn format_date(ms: i64, format: &str) -> CommandResult<String> {
-    let p = parts(ms);
+/// `$dateToString` once its arguments are evaluated. `Ok(None)` means the date was null or
+/// missing, so the caller evaluates `onNull`.
+pub(super) fn date_to_string(
+    date: &Value,
+    format: Option<Value>,
+    timezone: Option<Value>,
+) -> CommandResult<Option<Value>> {
+    const OP: &str = "$dateToString";
+    let format = match format {
+        None => None,
+        Some(v) if is_nullish(&v) => return Ok(Some(Some(Bson::Null))),
+        Some(Some(Bson::String(s))) => Some(s),
+        Some(other) => {
+            return Err(err(
+                ErrorCode::Location18533,
+                format!(
+                    "{OP} requires that 'format' be a string, found: {}",
+                    type_name(&other)
+                ),
+            ));
+        }
+    };
+    let Some(zone) = zone_arg(timezone.as_ref(), OP)? else {
+        return Ok(Some(Some(Bson::Null)));
+    };
+    let Some(ms) = millis(date, OP)? else {
+        return Ok(None);
+    };
+    // Without a format mongod prints UTC with a `Z`, or the offset when a zone is given.
+    let format = format.unwrap_or_else(|| match zone {
+        Zone::Fixed(0) => "%Y-%m-%dT%H:%M:%S.%LZ".to_string(),
+        _ => "%Y-%m-%dT%H:%M:%S.%L".to_string(),
+    });
+    Ok(Some(Some(Bson::String(format_date(ms, &format, &zone)?))))
+}
+
+const MONTH_NAMES: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
+
+/// Appends a zero-padded number; mongod refuses components outside 0..=9999.
+fn padded(out: &mut String, value: i64, width: usize) -> CommandResult<()> {
+    if !(0..=9999).contains(&value) {
+        return Err(err(
+            ErrorCode::Location18537,
+            format!(
+                "Could not convert date to string: date component was outside the supported range of 0-9999: {value}"
+            ),
+        ));
+    }
+    out.push_str(&format!("{value:0width$}"));
+    Ok(())
+}
+
+/// Formats an instant in a zone with mongod's `%` specifiers.
+pub(super) fn format_date(ms: i64, format: &str, zone: &Zone) -> CommandResult<String> {
+    let p = parts(zone.utc_to_local(ms));
+    let offset_minutes = zone.offset_ms(ms) / 60_000;
     let mut out = String::new();
     let mut chars = format.chars();
     while let Some(c) = chars.next() {
@@ -112,25 +188,40 @@ pub(super) fn format_date(ms: i64, format: &str) -> CommandResult<String> {
             out.push(c);
             continue;
         }
+        let month = MONTH_NAMES[usize::try_from(p[1] - 1).unwrap_or(0) % 12];
         match chars.next() {
-            Some('Y') => out.push_str(&format!("{:04}", p[0])),
-            Some('m') => out.push_str(&format!("{:02}", p[1])),
-            Some('d') => out.push_str(&format!("{:02}", p[2])),
-            Some('H') => out.push_str(&format!("{:02}", p[3])),
-            Some('M') => out.push_str(&format!("{:02}", p[4])),
-            Some('S') => out.push_str(&format!("{:02}", p[5])),
-            Some('L') => out.push_str(&format!("{:03}", p[6])),
-            Some('j') => out.push_str(&format!("{:03}", p[8])),
-            Some('w') => out.push_str(&p[7].to_string()),
-            Some('u') => out.push_str(&(if p[7] == 1 { 7 } else { p[7] - 1 }).to_string()),
+            Some('Y') => padded(&mut out, p[0], 4)?,
+            Some('m') => padded(&mut out, p[1], 2)?,
+            Some('d') => padded(&mut out, p[2], 2)?,
+            Some('H') => padded(&mut out, p[3], 2)?,
+            Some('M') => padded(&mut out, p[4], 2)?,
+            Some('S') => padded(&mut out, p[5], 2)?,
+            Some('L') => padded(&mut out, p[6], 3)?,
+            Some('j') => padded(&mut out, p[8], 3)?,
+            Some('w') => padded(&mut out, p[7], 1)?,
+            Some('u') => padded(&mut out, i64::from(iso_day_of_week(&p)), 1)?,
+            Some('U') => padded(&mut out, i64::from(week_of_year(&p)), 2)?,
+            Some('V') => padded(&mut out, i64::from(iso_week(&p).1), 2)?,
+            Some('G') => padded(&mut out, iso_week(&p).0, 4)?,
+            Some('b') => out.push_str(&month[..3]),
+            Some('B') => out.push_str(month),
+            Some('Z') => out.push_str(&offset_minutes.to_string()),
+            Some('z') => {
+                out.push(if offset_minutes < 0 { '-' } else { '+' });
+                let abs = offset_minutes.abs();
+                out.push_str(&format!("{:02}{:02}", abs / 60, abs % 60));
+            }
             Some('%') => out.push('%'),
-            other => {
+            None => {
                 return Err(err(
-                    ErrorCode::BadValue,
-                    format!(
-                        "Invalid format character '%{}' in format string",
-                        other.unwrap_or(' ')
-                    ),
+                    ErrorCode::Location18535,
+                    "Unmatched '%' at end of format string",
+                ));
+            }
+            Some(other) => {
+                return Err(err(
+                    ErrorCode::Location18536,
+                    format!("Invalid format character '%{other}' in format string"),
                 ));
             }
         }

@@ -1,8 +1,7 @@
 //! Set operators, `$toObjectId`/`$toDate`/`$convert`, `$indexOfCP`, `$rand`, the regex and
-//! replace operators, `$sortArray`, and calendar arithmetic (`$dateAdd`, `$dateSubtract`,
-//! `$dateDiff`, UTC only).
+//! replace operators, `$sortArray`; date operators are routed to `date_math.rs` and
+//! `date_parts.rs`.
 
-use super::dates::{civil, days_from_civil, days_in_month, millis};
 use super::ops::{is_nullish, type_name};
 use super::{NamedOp, Operator};
 use crate::error::{CommandResult, ErrorCode, err};
@@ -237,46 +236,14 @@ pub(super) fn apply_named(op: NamedOp, values: Vec<Option<Value>>) -> CommandRes
                 },
             }
         }
-        NamedOp::DateAdd | NamedOp::DateSubtract => {
-            let Some(start) = millis(&arg(0), "$dateAdd")? else {
-                return null();
-            };
-            if is_nullish(&arg(2)) || is_nullish(&arg(1)) {
-                return null();
-            }
-            let amount = arg(2)
-                .as_ref()
-                .and_then(types::as_i64_exact)
-                .ok_or_else(|| {
-                    err(
-                        ErrorCode::BadValue,
-                        "$dateAdd expects integer amount of time units",
-                    )
-                })?;
-            let amount = if op == NamedOp::DateSubtract {
-                amount.saturating_neg()
-            } else {
-                amount
-            };
-            Ok(Some(Bson::DateTime(DateTime::from_millis(date_add(
-                start,
-                &unit(&arg(1))?,
-                amount,
-            )?))))
+        NamedOp::DateAdd | NamedOp::DateSubtract | NamedOp::DateDiff | NamedOp::DateTrunc => {
+            super::date_math::apply_named(op, values)
         }
-        NamedOp::DateToParts
-        | NamedOp::DateFromParts
-        | NamedOp::DateFromString
-        | NamedOp::DateTrunc
-        | NamedOp::SetField
-        | NamedOp::UnsetField
-        | NamedOp::Zip => super::calendar::apply_named(op, values),
-        NamedOp::DateDiff => {
-            let (Some(a), Some(b)) = (millis(&arg(0), "$dateDiff")?, millis(&arg(1), "$dateDiff")?)
-            else {
-                return null();
-            };
-            Ok(Some(Bson::Int64(date_diff(a, b, &unit(&arg(2))?))))
+        NamedOp::DateToParts | NamedOp::DateFromParts | NamedOp::DateFromString => {
+            super::date_parts::apply_named(op, values)
+        }
+        NamedOp::SetField | NamedOp::UnsetField | NamedOp::Zip => {
+            super::calendar::apply_named(op, values)
         }
     }
 }
@@ -419,101 +386,4 @@ fn sort_array(input: Value, by: Value) -> CommandResult<Value> {
         }
     }
     Ok(Some(Bson::Array(items)))
-}
-
-pub(super) fn unit(v: &Value) -> CommandResult<String> {
-    match v {
-        Some(Bson::String(s))
-            if [
-                "millisecond",
-                "second",
-                "minute",
-                "hour",
-                "day",
-                "week",
-                "month",
-                "quarter",
-                "year",
-            ]
-            .contains(&s.as_str()) =>
-        {
-            Ok(s.clone())
-        }
-        other => Err(err(
-            ErrorCode::BadValue,
-            format!("unknown time unit value: {}", type_name(other)),
-        )),
-    }
-}
-
-/// Milliseconds in the fixed-length units.
-pub(super) fn unit_ms(unit: &str) -> Option<i64> {
-    Some(match unit {
-        "millisecond" => 1,
-        "second" => 1000,
-        "minute" => 60_000,
-        "hour" => 3_600_000,
-        "day" => 86_400_000,
-        "week" => 604_800_000,
-        _ => return None,
-    })
-}
-
-fn date_add(start: i64, unit: &str, amount: i64) -> CommandResult<i64> {
-    let overflow = || {
-        err(
-            ErrorCode::Overflow,
-            "$dateAdd/$dateSubtract overflowed the date range",
-        )
-    };
-    if let Some(ms) = unit_ms(unit) {
-        return amount
-            .checked_mul(ms)
-            .and_then(|d| start.checked_add(d))
-            .ok_or_else(overflow);
-    }
-    let months = match unit {
-        "month" => amount,
-        "quarter" => amount.checked_mul(3).ok_or_else(overflow)?,
-        _ => amount.checked_mul(12).ok_or_else(overflow)?,
-    };
-    let days = start.div_euclid(86_400_000);
-    let in_day = start.rem_euclid(86_400_000);
-    let (y, m, d) = civil(days);
-    let total = (y * 12 + i64::from(m) - 1)
-        .checked_add(months)
-        .ok_or_else(overflow)?;
-    let (ny, nm) = (
-        total.div_euclid(12),
-        u32::try_from(total.rem_euclid(12) + 1).unwrap_or(1),
-    );
-    // The day is clamped to the new month's length (Jan 31 + 1 month = Feb 28/29), as mongod does.
-    let nd = d.min(days_in_month(ny, nm));
-    days_from_civil(ny, nm, nd)
-        .checked_mul(86_400_000)
-        .and_then(|x| x.checked_add(in_day))
-        .ok_or_else(overflow)
-}
-
-/// How many unit boundaries lie between two instants (weeks start on Sunday).
-fn date_diff(a: i64, b: i64, unit: &str) -> i64 {
-    const DAY_MS: i64 = 86_400_000;
-    if unit == "week" {
-        // 1970-01-04 was a Sunday: shift so that weeks are counted from Sundays.
-        let week = |ms: i64| (ms.div_euclid(DAY_MS) - 3).div_euclid(7);
-        return week(b) - week(a);
-    }
-    if let Some(ms) = unit_ms(unit) {
-        return b.div_euclid(ms) - a.div_euclid(ms);
-    }
-    let month_index = |ms: i64| {
-        let (y, m, _) = civil(ms.div_euclid(DAY_MS));
-        y * 12 + i64::from(m) - 1
-    };
-    let (ma, mb) = (month_index(a), month_index(b));
-    match unit {
-        "month" => mb - ma,
-        "quarter" => mb.div_euclid(3) - ma.div_euclid(3),
-        _ => mb.div_euclid(12) - ma.div_euclid(12),
-    }
 }

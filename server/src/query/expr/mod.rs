@@ -9,6 +9,9 @@
 //! use the one total order of `storage::order`.
 
 mod calendar;
+mod date_math;
+mod date_parts;
+mod date_string;
 mod dates;
 mod extra;
 mod more;
@@ -17,6 +20,9 @@ mod parse;
 mod special;
 #[cfg(test)]
 mod tests;
+mod tz;
+#[cfg(test)]
+mod tz_tests;
 
 use crate::error::CommandResult;
 use crate::query::types;
@@ -88,6 +94,7 @@ pub enum Special {
         date: Expr,
         format: Option<Expr>,
         on_null: Option<Expr>,
+        timezone: Option<Expr>,
     },
 }
 
@@ -187,7 +194,7 @@ pub enum Operator {
     IsNumber,
     // Objects.
     MergeObjects,
-    // Dates (UTC).
+    // Date parts (`$year: date` or `$year: {date, timezone}`).
     Year,
     Month,
     DayOfMonth,

@@ -83,7 +83,7 @@ pub(super) fn apply(op: Operator, values: Vec<Value>) -> CommandResult<Value> {
         MergeObjects => merge_objects(values),
         Year | Month | DayOfMonth | Hour | Minute | Second | Millisecond | DayOfWeek
         | DayOfYear | Week | IsoWeek | IsoWeekYear | IsoDayOfWeek => {
-            super::dates::date_part(op, &values[0])
+            super::dates::date_part(op, &values)
         }
         SetUnion | SetIntersection | SetDifference | SetEquals | SetIsSubset | ToObjectId
         | ToDate | IndexOfCp | Rand => super::extra::apply(op, values),

@@ -322,6 +322,9 @@ impl Parser {
                 format!("Unrecognized expression '{first}'"),
             ));
         };
+        if let Some(named) = self.date_part_named(name, *op, arg, depth)? {
+            return Ok(named);
+        }
         let args = self.args(*op, arg, depth)?;
         let ok = match arity {
             Exact(n) => args.len() == *n,
@@ -344,6 +347,56 @@ impl Parser {
             ));
         }
         Ok(Expr::Op(*op, args))
+    }
+
+    /// `{$year: {date, timezone}}`, the date-part operators' named form (an object whose first
+    /// key is not an operator), parsed to `Op(op, [date, timezone])`.
+    fn date_part_named(
+        &mut self,
+        name: &str,
+        op: Operator,
+        arg: &Bson,
+        depth: usize,
+    ) -> CommandResult<Option<Expr>> {
+        use Operator::*;
+        let Bson::Document(d) = arg else {
+            return Ok(None);
+        };
+        let date_part = matches!(
+            op,
+            Year | Month
+                | DayOfMonth
+                | Hour
+                | Minute
+                | Second
+                | Millisecond
+                | DayOfWeek
+                | DayOfYear
+                | Week
+                | IsoWeek
+                | IsoWeekYear
+                | IsoDayOfWeek
+        );
+        if !date_part || d.keys().next().is_some_and(|k| k.starts_with('$')) {
+            return Ok(None);
+        }
+        if let Some(extra) = d.keys().find(|k| *k != "date" && *k != "timezone") {
+            return Err(err(
+                ErrorCode::Location40535,
+                format!("unrecognized option to {name}: \"{extra}\""),
+            ));
+        }
+        let Some(date) = d.get("date") else {
+            return Err(err(
+                ErrorCode::Location40539,
+                format!("missing 'date' argument to {name}, provided: {d}"),
+            ));
+        };
+        let mut args = vec![self.parse(date, depth + 1)?];
+        if let Some(tz) = d.get("timezone") {
+            args.push(self.parse(tz, depth + 1)?);
+        }
+        Ok(Some(Expr::Op(op, args)))
     }
 
     fn args(&mut self, op: Operator, arg: &Bson, depth: usize) -> CommandResult<Vec<Expr>> {
@@ -585,16 +638,6 @@ impl Parser {
                 };
                 let d = Self::object_arg(op, arg)?;
                 let args = self.named(d, op, required, optional, depth)?;
-                if matches!(
-                    named,
-                    NamedOp::DateAdd | NamedOp::DateSubtract | NamedOp::DateDiff
-                ) && args[required.len()..].iter().any(Option::is_some)
-                {
-                    return Err(err(
-                        ErrorCode::NotImplemented,
-                        format!("{op} with a timezone or startOfWeek is not supported yet"),
-                    ));
-                }
                 Special::Named { op: *named, args }
             }
             "$dateToString" => {
@@ -605,16 +648,12 @@ impl Parser {
                 let date = it.next().flatten().unwrap_or(Expr::Literal(Bson::Null));
                 let format = it.next().flatten();
                 let on_null = it.next().flatten();
-                if it.next().flatten().is_some() {
-                    return Err(err(
-                        ErrorCode::NotImplemented,
-                        "$dateToString with a timezone is not supported yet",
-                    ));
-                }
+                let timezone = it.next().flatten();
                 Special::DateToString {
                     date,
                     format,
                     on_null,
+                    timezone,
                 }
             }
             _ => return Ok(None),

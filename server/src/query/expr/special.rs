@@ -2,7 +2,6 @@
 //! `$filter`, `$reduce`, `$switch`, `$getField`, `$trim`, `$dateToString`), evaluated with a
 //! scope of bound variables.
 
-use super::dates::{format_date, millis};
 use super::ops::{is_nullish, type_name};
 use super::{Scope, Special, truthy};
 use crate::error::{CommandResult, ErrorCode, err};
@@ -192,27 +191,24 @@ pub(super) fn eval_special(
             date,
             format,
             on_null,
+            timezone,
         } => {
             let v = date.eval(root, scope)?;
-            let Some(ms) = millis(&v, "$dateToString")? else {
-                return match on_null {
+            let format = match format {
+                Some(f) => Some(f.eval(root, scope)?),
+                None => None,
+            };
+            let timezone = match timezone {
+                Some(t) => Some(t.eval(root, scope)?),
+                None => None,
+            };
+            match super::dates::date_to_string(&v, format, timezone)? {
+                Some(out) => Ok(out),
+                None => match on_null {
                     Some(e) => e.eval(root, scope),
                     None => null(),
-                };
-            };
-            let format = match format {
-                Some(f) => match f.eval(root, scope)? {
-                    Some(Bson::String(s)) => s,
-                    other => {
-                        return Err(mismatch(format!(
-                            "$dateToString requires that 'format' be a string, found: {}",
-                            type_name(&other)
-                        )));
-                    }
                 },
-                None => "%Y-%m-%dT%H:%M:%S.%LZ".to_string(),
-            };
-            Ok(Some(Bson::String(format_date(ms, &format)?)))
+            }
         }
     }
 }
