@@ -481,6 +481,10 @@ async fn bad_input_gets_errors_not_crashes() {
         ),
         (doc! { "getMore": 1_i64, "collection": "x" }, 43),
         (doc! { "find": "x", "collation": { "locale": "fr" } }, 2),
+        (
+            doc! { "insert": "x", "documents": [ {} ], "txnNumber": 1_i64, "autocommit": false, "startTransaction": true },
+            20,
+        ),
     ] {
         let name = cmd.keys().next().unwrap().clone();
         match db.run_command(cmd).await {

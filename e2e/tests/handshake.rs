@@ -485,3 +485,30 @@ async fn shutdown_command_and_sigterm_exit_cleanly() {
     let status = server.wait_exit(Duration::from_secs(30)).expect("exited");
     assert!(status.success(), "{status:?}");
 }
+
+/// Streaming monitoring, as the Node driver and mongosh use it: an awaitable `hello` with
+/// `exhaustAllowed` is answered with `moreToCome` and then more replies arrive unasked.
+#[test]
+fn streaming_hello_with_exhaust() {
+    let server = Server::start(BIN, &[]);
+    let mut c = RawConn::connect(&server.addr());
+    c.send(&enc(1, 0, &msg(doc! { "hello": 1, "$db": "admin" }), None))
+        .unwrap();
+    let (first, _) = reply_body(&c.recv().unwrap());
+    let tv = first.get_document("topologyVersion").unwrap().clone();
+    let mut m =
+        msg(doc! { "hello": 1, "topologyVersion": tv, "maxAwaitTimeMS": 100_i64, "$db": "admin" });
+    m.flags |= wire::FLAG_EXHAUST_ALLOWED;
+    c.send(&enc(2, 0, &m, None)).unwrap();
+    let mut last_id = 2;
+    for _ in 0..3 {
+        let frame = c.recv().unwrap();
+        let reply = wire::decode(&frame).unwrap();
+        assert_eq!(reply.header.response_to, last_id);
+        let Body::Msg(body) = reply.body else {
+            panic!("OP_MSG expected")
+        };
+        assert!(body.more_to_come(), "streamed replies carry moreToCome");
+        last_id = reply.header.request_id;
+    }
+}

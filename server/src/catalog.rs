@@ -260,10 +260,10 @@ pub fn storage_error(e: StorageError, db: &str, coll: &str) -> CommandError {
             format!("Index already exists with a different name: {name}"),
         ),
         StorageError::InvalidIndex(m) => err(ErrorCode::CannotCreateIndex, m),
-        StorageError::ParallelArrays(a, b) => err(
-            ErrorCode::CannotIndexParallelArrays,
-            format!("cannot index parallel arrays [{a}] [{b}]"),
-        ),
+        StorageError::Key(k) => {
+            let code = ErrorCode::from_code(k.code()).unwrap_or(ErrorCode::CannotCreateIndex);
+            err(code, k.to_string())
+        }
         StorageError::InvalidDocument(m) => err(ErrorCode::InvalidBSON, m),
         StorageError::LimitExceeded(m) => err(ErrorCode::BadValue, m),
         other => err(ErrorCode::InternalError, other.to_string()),

@@ -11,7 +11,7 @@ use bson::{Document, RawDocumentBuf};
 use bytes::BytesMut;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use wire::{Body, Compressor, Message, OpMsg, OpQuery, OpReply};
@@ -82,13 +82,19 @@ async fn run(state: &Arc<ServerState>, stream: &mut TcpStream, info: &mut Connec
                 let outcome = handle(state, info, message).await;
                 state.connections.active.fetch_sub(1, Relaxed);
                 match outcome {
-                    Ok(Some(bytes)) => {
+                    Ok(Some((bytes, exhaust))) => {
                         state
                             .network
                             .bytes_out
                             .fetch_add(bytes.len() as u64, Relaxed);
                         if let Err(e) = stream.write_all(&bytes).await {
                             return End::Io(e);
+                        }
+                        if let Some(ex) = exhaust
+                            && let Some(end) =
+                                stream_hellos(state, stream, info, &mut buf, ex).await
+                        {
+                            return end;
                         }
                     }
                     Ok(None) => {}
@@ -115,19 +121,31 @@ async fn run(state: &Arc<ServerState>, stream: &mut TcpStream, info: &mut Connec
     }
 }
 
+/// A reply and, for a streaming `hello`, what to keep sending.
+type Outcome = Option<(Vec<u8>, Option<Exhaust>)>;
+
+/// Streaming monitoring (`hello` with `exhaustAllowed`, `topologyVersion` and `maxAwaitTimeMS`):
+/// the server answers with `moreToCome` set and then sends a fresh `hello` reply every
+/// `maxAwaitTimeMS` without further requests, until the client closes or sends something.
+struct Exhaust {
+    request: Request,
+    interval: Duration,
+    last_response_id: i32,
+}
+
 /// Handle one message; `Ok(None)` means no reply is due (moreToCome).
 async fn handle(
     state: &Arc<ServerState>,
     info: &mut ConnectionInfo,
     message: Message,
-) -> Result<Option<Vec<u8>>, End> {
+) -> Result<Outcome, End> {
     let request_id = message.header.request_id;
     let compressor = message.compressor;
     match message.body {
         Body::Msg(msg) => handle_msg(state, info, request_id, compressor, msg).await,
         Body::Query(q) => handle_query(state, info, request_id, q)
             .await
-            .map(Some)
+            .map(|bytes| Some((bytes, None)))
             .map_err(|e| End::Malformed(e.to_string())),
         Body::Reply(_) => Err(End::Malformed("clients may not send OP_REPLY".into())),
     }
@@ -139,8 +157,9 @@ async fn handle_msg(
     request_id: i32,
     compressor: Option<Compressor>,
     msg: OpMsg,
-) -> Result<Option<Vec<u8>>, End> {
+) -> Result<Outcome, End> {
     let more_to_come = msg.more_to_come();
+    let exhaust_allowed = msg.exhaust_allowed();
     let body = Document::try_from(msg.body.as_ref())
         .map_err(|e| End::Malformed(format!("invalid BSON body: {e}")))?;
     let sequences = msg
@@ -151,11 +170,23 @@ async fn handle_msg(
             documents: s.documents,
         })
         .collect();
-    let (name, reply) = match commands::parse_request(body, sequences, true) {
-        Ok(req) => (req.name.clone(), run_command(state, info, &req).await),
-        Err(e) => (String::new(), Err(e)),
+    let req = match commands::parse_request(body, sequences, true) {
+        Ok(req) => req,
+        Err(e) => {
+            let bytes = encode_reply(Reply::Doc(e.to_reply()), request_id, None, 0)?;
+            return Ok((!more_to_come).then_some((bytes, None)));
+        }
     };
-    let reply = match reply {
+    let await_ms = awaitable_hello(state, &req);
+    if let Some(ms) = await_ms {
+        // Nothing changes on a standalone: wait out maxAwaitTimeMS (or until shutdown).
+        let mut shutdown = state.shutdown_requested();
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(ms)) => {}
+            _ = shutdown.changed() => {}
+        }
+    }
+    let reply = match run_command(state, info, &req).await {
         Ok(Reply::Close) => return Err(End::Shutdown),
         Ok(r) => r,
         Err(e) => Reply::Doc(e.to_reply()),
@@ -163,16 +194,106 @@ async fn handle_msg(
     if more_to_come {
         return Ok(None);
     }
+    let compressor = compressor.filter(|_| !NEVER_COMPRESSED.contains(&req.name.as_str()));
+    let streaming = exhaust_allowed && await_ms.is_some();
+    let flags = if streaming {
+        wire::FLAG_MORE_TO_COME
+    } else {
+        0
+    };
+    let response_id = next_response_id();
+    let bytes = encode_reply_with_id(reply, response_id, request_id, compressor, flags)?;
+    let exhaust = streaming.then(|| Exhaust {
+        interval: Duration::from_millis(await_ms.unwrap_or(0)),
+        request: req,
+        last_response_id: response_id,
+    });
+    Ok(Some((bytes, exhaust)))
+}
+
+/// `Some(maxAwaitTimeMS)` for a monitoring `hello` that waits for a topology change.
+fn awaitable_hello(state: &ServerState, req: &Request) -> Option<u64> {
+    if !matches!(req.name.as_str(), "hello" | "isMaster" | "ismaster") {
+        return None;
+    }
+    let tv = req.body.get_document("topologyVersion").ok()?;
+    let ms = req.body.get("maxAwaitTimeMS").and_then(commands::as_i64)?;
+    // Another process id means the client saw an earlier incarnation: answer at once.
+    if tv.get_object_id("processId").ok()? != state.process_id {
+        return None;
+    }
+    Some(ms.clamp(0, 60_000) as u64)
+}
+
+/// Keep sending `hello` replies with `moreToCome` until the client closes or sends a request.
+/// `None`: go back to normal request handling.
+async fn stream_hellos(
+    state: &Arc<ServerState>,
+    stream: &mut TcpStream,
+    info: &mut ConnectionInfo,
+    buf: &mut BytesMut,
+    mut ex: Exhaust,
+) -> Option<End> {
+    let mut shutdown = state.shutdown_requested();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(ex.interval) => {}
+            read = stream.read_buf(buf) => return match read {
+                Ok(0) => Some(End::ClientClosed),
+                Ok(_) => None,
+                Err(e) => Some(End::Io(e)),
+            },
+            _ = shutdown.changed() => return Some(End::Shutdown),
+        }
+        let reply = match run_command(state, info, &ex.request).await {
+            Ok(r) => r,
+            Err(e) => Reply::Doc(e.to_reply()),
+        };
+        let id = next_response_id();
+        let bytes = match encode_reply_with_id(
+            reply,
+            id,
+            ex.last_response_id,
+            None,
+            wire::FLAG_MORE_TO_COME,
+        ) {
+            Ok(b) => b,
+            Err(end) => return Some(end),
+        };
+        state
+            .network
+            .bytes_out
+            .fetch_add(bytes.len() as u64, Relaxed);
+        if let Err(e) = stream.write_all(&bytes).await {
+            return Some(End::Io(e));
+        }
+        ex.last_response_id = id;
+    }
+}
+
+fn encode_reply(
+    reply: Reply,
+    response_to: i32,
+    compressor: Option<Compressor>,
+    flags: u32,
+) -> Result<Vec<u8>, End> {
+    encode_reply_with_id(reply, next_response_id(), response_to, compressor, flags)
+}
+
+fn encode_reply_with_id(
+    reply: Reply,
+    id: i32,
+    response_to: i32,
+    compressor: Option<Compressor>,
+    flags: u32,
+) -> Result<Vec<u8>, End> {
     let body = reply_bytes(reply).map_err(|e| End::Malformed(e.to_string()))?;
-    let compressor = compressor.filter(|_| !NEVER_COMPRESSED.contains(&name.as_str()));
     let out = OpMsg {
-        flags: 0,
+        flags,
         body,
         sequences: vec![],
     };
-    wire::encode_msg(next_response_id(), request_id, &out, compressor)
-        .map(Some)
-        .map_err(|e| End::Malformed(e.to_string()))
+    wire::encode_msg(id, response_to, &out, compressor).map_err(|e| End::Malformed(e.to_string()))
 }
 
 /// Dispatch with the bookkeeping every command shares: counters and the slow-operation log.

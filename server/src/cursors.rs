@@ -9,6 +9,7 @@
 
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::planner::IndexPlan;
+use crate::planner::covered::Covered;
 use crate::query::matcher::Filter;
 use crate::query::projection::Projection;
 use bson::RawDocumentBuf;
@@ -39,8 +40,10 @@ pub enum ScanMode {
         direction: Direction,
         after: Option<RecordId>,
     },
+    /// One index plan, or the branches of an index union scanned one after the other.
     Index {
-        plan: IndexPlan,
+        plans: Vec<IndexPlan>,
+        branch: usize,
         interval: usize,
         after: Option<(Vec<u8>, RecordId)>,
         seen: HashSet<RecordId>,
@@ -62,6 +65,8 @@ pub struct ScanState {
     pub pending: VecDeque<RawDocumentBuf>,
     pub keys_examined: u64,
     pub docs_examined: u64,
+    /// Set when the projection is answered from index keys (see `planner::covered`).
+    pub covered: Option<Covered>,
     /// Matches read from storage but not yet handed out.
     matches: VecDeque<(RecordId, RawDocumentBuf, Option<usize>)>,
 }
@@ -80,6 +85,7 @@ impl ScanState {
             pending: VecDeque::new(),
             keys_examined: 0,
             docs_examined: 0,
+            covered: None,
             matches: VecDeque::new(),
         }
     }
@@ -108,56 +114,76 @@ impl ScanState {
                 self.docs_examined += chunk.len() as u64;
                 Ok(chunk)
             }
-            ScanMode::Index {
-                plan,
-                interval,
-                after,
-                seen,
-            } => {
-                let n = plan.intervals.len();
-                if *interval >= n {
-                    self.exhausted = true;
-                    return Ok(vec![]);
-                }
-                let idx = if plan.direction == Direction::Forward {
-                    *interval
-                } else {
-                    n - 1 - *interval
-                };
-                let (lo, hi) = &plan.intervals[idx];
-                let resume = after.as_ref().map(|(k, r)| (k.as_slice(), *r));
-                let entries = self
-                    .coll
-                    .index_scan(
-                        &plan.index_name,
-                        Bound::Included(lo),
-                        Bound::Excluded(hi),
-                        plan.direction,
-                        resume,
-                        SCAN_CHUNK_COUNT,
-                    )
-                    .map_err(serr)?;
-                self.keys_examined += entries.len() as u64;
-                if entries.len() < SCAN_CHUNK_COUNT {
-                    *interval += 1;
-                    *after = None;
-                } else if let Some((k, r)) = entries.last() {
-                    *after = Some((k.clone(), *r));
-                }
-                let mut out = Vec::with_capacity(entries.len());
-                for (_, rid) in entries {
-                    // A multikey index holds a document once per distinct key.
-                    if plan.multikey && !seen.insert(rid) {
-                        continue;
-                    }
-                    if let Some(doc) = self.coll.get(rid).map_err(serr)? {
-                        self.docs_examined += 1;
-                        out.push((rid, doc));
-                    }
-                }
-                Ok(out)
+            ScanMode::Index { .. } => self.next_index_candidates(),
+        }
+    }
+
+    /// The next chunk of an index scan (or of the current branch of an index union): each entry
+    /// becomes a document rebuilt from its key (covered) or the fetched document.
+    fn next_index_candidates(&mut self) -> CommandResult<Vec<(RecordId, RawDocumentBuf)>> {
+        let serr = |e| crate::catalog::storage_error(e, "", "");
+        let ScanMode::Index {
+            plans,
+            branch,
+            interval,
+            after,
+            seen,
+        } = &mut self.mode
+        else {
+            return Ok(vec![]);
+        };
+        let Some(plan) = plans.get(*branch) else {
+            self.exhausted = true;
+            return Ok(vec![]);
+        };
+        let n = plan.intervals.len();
+        if *interval >= n {
+            *branch += 1;
+            *interval = 0;
+            *after = None;
+            return Ok(vec![]);
+        }
+        let idx = if plan.direction == Direction::Forward {
+            *interval
+        } else {
+            n - 1 - *interval
+        };
+        let (lo, hi) = &plan.intervals[idx];
+        let resume = after.as_ref().map(|(k, r)| (k.as_slice(), *r));
+        let entries = self
+            .coll
+            .index_scan(
+                &plan.index_name,
+                Bound::Included(lo),
+                Bound::Excluded(hi),
+                plan.direction,
+                resume,
+                SCAN_CHUNK_COUNT,
+            )
+            .map_err(serr)?;
+        self.keys_examined += entries.len() as u64;
+        // A multikey index holds a document once per distinct key; a union may reach a
+        // document through several branches.
+        let dedup = plan.multikey || plans.len() > 1;
+        if entries.len() < SCAN_CHUNK_COUNT {
+            *interval += 1;
+            *after = None;
+        } else if let Some((k, r)) = entries.last() {
+            *after = Some((k.clone(), *r));
+        }
+        let mut out = Vec::with_capacity(entries.len());
+        for (key, rid) in entries {
+            if dedup && !seen.insert(rid) {
+                continue;
+            }
+            if let Some(doc) = self.covered.as_ref().and_then(|c| c.rebuild(&key)) {
+                out.push((rid, doc));
+            } else if let Some(doc) = self.coll.get(rid).map_err(serr)? {
+                self.docs_examined += 1;
+                out.push((rid, doc));
             }
         }
+        Ok(out)
     }
 
     /// The next matching document with its array position, after skip and within the limit.
@@ -447,7 +473,8 @@ mod scan_tests {
             };
             let filter = Arc::new(Filter::parse(&bson::doc! {}).unwrap());
             let mode = ScanMode::Index {
-                plan,
+                plans: vec![plan],
+                branch: 0,
                 interval: 0,
                 after: None,
                 seen: HashSet::new(),

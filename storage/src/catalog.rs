@@ -149,6 +149,9 @@ pub(crate) struct Replay {
     pub colls: BTreeMap<u64, ReplayColl>,
     pub next_collection_id: u64,
     pub live_bytes: HashMap<u64, i64>,
+    /// After a checkpoint: per collection, each RecordId the replayed tail touched, with its
+    /// location as of the checkpoint (indexes are fixed up from these).
+    pub changed: Option<HashMap<u64, HashMap<u64, Option<Loc>>>>,
 }
 
 impl Replay {
@@ -156,7 +159,7 @@ impl Replay {
         *live.entry(loc.segment).or_default() -= i64::from(loc.size);
     }
 
-    fn coll(&mut self, id: u64) -> &mut ReplayColl {
+    pub fn coll(&mut self, id: u64) -> &mut ReplayColl {
         self.colls.entry(id).or_insert_with(|| ReplayColl {
             entry: None,
             records: BTreeMap::new(),
@@ -184,6 +187,13 @@ impl Replay {
                 let cid = u64_at(item.payload, 0);
                 let rid = u64_at(item.payload, PAYLOAD_RECORD_ID_OFFSET);
                 let put = item.kind == Kind::Put;
+                if let Some(changed) = &mut self.changed {
+                    let before = self
+                        .colls
+                        .get(&cid)
+                        .and_then(|c| c.records.get(&rid).copied());
+                    changed.entry(cid).or_default().entry(rid).or_insert(before);
+                }
                 if put {
                     *self.live_bytes.entry(item.loc.segment).or_default() +=
                         i64::from(item.loc.size);
@@ -245,6 +255,11 @@ impl Replay {
                 }
             }
         }
+    }
+
+    /// Starts from a checkpoint's catalog.
+    pub fn load_snapshot(&mut self, d: &Document) -> Result<()> {
+        self.apply_snapshot(d)
     }
 
     fn apply_snapshot(&mut self, d: &Document) -> Result<()> {

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use bson::{Bson, Document, RawBsonRef, RawDocumentBuf};
+use bson::{Document, RawBsonRef, RawDocumentBuf};
 
 use crate::commit::{Commit, Ticket};
 use crate::error::{Result, StorageError};
@@ -166,12 +166,11 @@ impl Collection {
 
     /// The RecordId of the document whose `_id` equals `id`.
     pub fn find_by_id(&self, id: RawBsonRef<'_>) -> Result<Option<RecordId>> {
-        let value = Bson::try_from(id).map_err(|e| StorageError::InvalidDocument(e.to_string()))?;
         let st = self.read()?;
         let Some(ix) = st.indexes.iter().find(|i| i.spec.name == ID_INDEX_NAME) else {
             return Ok(None);
         };
-        let key = crate::index::encode_index_key(&ix.spec.key, &[value]);
+        let key = crate::keycode::encode_key(&[id], &[false]);
         let hit = ix.scan(Bound::Included(&key), Bound::Included(&key), true, None, 1);
         Ok(hit.first().map(|(_, rid)| *rid))
     }
@@ -207,7 +206,7 @@ impl Collection {
             .map(|i| IndexInfo {
                 spec: i.spec.clone(),
                 multikey: i.multikey,
-                entries: i.len() as u64,
+                entries: i.len(),
                 size_bytes: i.size_bytes(),
             })
             .collect()
@@ -331,19 +330,19 @@ fn update_indexes(
     for (i, ix) in st.indexes.iter_mut().enumerate() {
         if let Some(old) = old {
             for k in ix.keys_of(old)?.0 {
-                if ix.remove(&k.bytes, rid) {
-                    undo.push(Undo::Removed(i, k.bytes, rid));
+                if ix.remove(&k, rid) {
+                    undo.push(Undo::Removed(i, k, rid));
                 }
             }
         }
         if let Some(new) = new {
             let (keys, multikey) = ix.keys_of(new)?;
             for k in keys {
-                if ix.spec.unique && ix.conflict(&k.bytes, rid).is_some() {
+                if ix.spec.unique && ix.conflict(&k, rid).is_some() {
                     return Err(ix.duplicate(&k));
                 }
-                if ix.insert(&k.bytes, rid) {
-                    undo.push(Undo::Inserted(i, k.bytes, rid));
+                if ix.insert(&k, rid) {
+                    undo.push(Undo::Inserted(i, k, rid));
                 }
             }
             ix.multikey |= multikey;
@@ -384,17 +383,49 @@ pub(crate) fn build_index(
             progress(n as u64, total);
         }
     }
-    entries.sort_by(|a, b| (&a.0.bytes, a.1).cmp(&(&b.0.bytes, b.1)));
-    entries.dedup_by(|a, b| a.0.bytes == b.0.bytes && a.1 == b.1);
+    entries.sort_unstable();
+    entries.dedup();
     if ix.spec.unique {
         for w in entries.windows(2) {
-            if w[0].0.bytes == w[1].0.bytes {
+            if w[0].0 == w[1].0 {
                 return Err(ix.duplicate(&w[1].0));
             }
         }
     }
     ix.multikey = multikey;
-    ix.load(entries.into_iter().map(|(k, rid)| (k.bytes, rid)).collect());
+    ix.load(entries)?;
     progress(total, total);
+    Ok(())
+}
+
+/// Brings a checkpointed index up to date with the records replayed after the checkpoint:
+/// `changed` maps each touched RecordId to its location as of the checkpoint.
+pub(crate) fn fix_up_index(
+    log: &Log,
+    st: &CollState,
+    ix: &mut Index,
+    changed: Option<&HashMap<RecordId, Option<Loc>>>,
+) -> Result<()> {
+    let Some(changed) = changed else {
+        return Ok(());
+    };
+    for (rid, old) in changed {
+        if let Some(old) = old {
+            let doc = log.read_document(*old)?;
+            for k in ix.keys_of(&doc)?.0 {
+                ix.remove(&k, *rid);
+            }
+        }
+    }
+    for rid in changed.keys() {
+        if let Some(loc) = st.records.get(rid) {
+            let doc = log.read_document(*loc)?;
+            let (keys, multikey) = ix.keys_of(&doc)?;
+            for k in keys {
+                ix.insert(&k, *rid);
+            }
+            ix.multikey |= multikey;
+        }
+    }
     Ok(())
 }

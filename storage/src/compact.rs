@@ -1,7 +1,7 @@
 //! Compaction: when the log holds much more than its live data, the oldest segment's current
 //! documents are re-appended at the head of the log, a catalog snapshot is appended (the oldest
 //! segment may hold the records that created collections), and once both are durable the old
-//! segment file is deleted. Only the oldest segment is ever removed: a DELETE record can then
+//! segment file is deleted, after a fresh checkpoint (the previous one may point into it). Only the oldest segment is ever removed: a DELETE record can then
 //! never vanish while an older PUT it cancels survives. Readers hold the collection read lock
 //! while they follow a location, so they never see a half-moved document.
 
@@ -18,8 +18,13 @@ use crate::limits::{
 use crate::log::{Loc, OutRecord};
 use crate::record::{self, Kind};
 
-/// One pass; true if a segment was removed. `force` ignores the space ratio.
-pub(crate) fn compact_once(inner: &Inner, force: bool) -> Result<bool> {
+/// One pass; true if a segment was removed. `any_size` skips the minimum log size (the space
+/// ratio still decides, so repeated calls stop once the log is tight).
+pub(crate) fn compact_once(inner: &Inner, any_size: bool) -> Result<bool> {
+    let _m = inner
+        .maintenance
+        .lock()
+        .map_err(|_| StorageError::Poisoned("maintenance lock poisoned".into()))?;
     let log = &inner.shared.log;
     let usage = log.segment_usage();
     let current = log.current_segment();
@@ -31,9 +36,8 @@ pub(crate) fn compact_once(inner: &Inner, force: bool) -> Result<bool> {
     }
     let total: u64 = usage.iter().map(|u| u.1).sum();
     let live: u64 = usage.iter().map(|u| u.2).sum();
-    let worth =
-        total >= COMPACTION_LOG_BYTES_MIN && total * 100 > live * COMPACTION_SPACE_RATIO_PERCENT;
-    if !force && !worth {
+    let big_enough = any_size || total >= COMPACTION_LOG_BYTES_MIN;
+    if !big_enough || total * 100 <= live * COMPACTION_SPACE_RATIO_PERCENT {
         return Ok(false);
     }
     let colls: Vec<Arc<Collection>> = inner
@@ -49,6 +53,11 @@ pub(crate) fn compact_once(inner: &Inner, force: bool) -> Result<bool> {
     }
     let ticket = write_snapshot(inner)?;
     ticket.wait_durable_blocking()?;
+    // The last checkpoint may name locations in `oldest`; a new one must replace it first.
+    crate::checkpoint::take(inner)?;
+    inner
+        .checkpoint_segment
+        .store(log.current_segment(), std::sync::atomic::Ordering::Release);
     log.remove_segment(oldest)?;
     tracing::debug!(segment = %record::segment_file_name(oldest), "compacted");
     Ok(true)

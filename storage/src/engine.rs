@@ -3,9 +3,9 @@
 //! catalog, then a collection, then the log. DDL appends its catalog records under the catalog
 //! lock and waits for durability after releasing it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -13,18 +13,21 @@ use std::time::Duration;
 use bson::Document;
 
 use crate::backend::{Backend, FileBackend};
+use crate::btree::BTree;
 use crate::catalog::{CatalogEntry, CatalogOp, Replay};
-use crate::collection::{CollMeta, CollState, Collection, Shared, build_index};
+use crate::checkpoint;
+use crate::collection::{CollMeta, CollState, Collection, Shared, build_index, fix_up_index};
 use crate::commit::{Commit, Ticket};
 use crate::error::{Result, StorageError};
 use crate::index::{FilterCompiler, ID_INDEX_NAME, Index, IndexSpec};
 use crate::limits::{
-    COMPACTION_INTERVAL_MS, DATABASE_NAME_SIZE_MAX, INDEXES_PER_COLLECTION_MAX, NAMESPACE_SIZE_MAX,
+    CHECKPOINT_INTERVAL_SEGMENTS, COMPACTION_INTERVAL_MS, DATABASE_NAME_SIZE_MAX,
+    INDEXES_PER_COLLECTION_MAX, NAMESPACE_SIZE_MAX, PREALLOCATE_INTERVAL_MS,
     SEGMENT_SIZE_BYTES_DEFAULT, SEGMENT_SIZE_BYTES_MIN,
 };
 use crate::log::{Log, OutRecord};
 use crate::record::{self, Kind};
-use crate::recovery;
+use crate::recovery::{self, Recovered};
 
 /// How to open an engine.
 #[derive(Clone)]
@@ -38,6 +41,8 @@ pub struct EngineOptions {
     pub partial_filter_compiler: Option<FilterCompiler>,
     /// Run compaction on a background thread (tests call `Engine::compact` instead).
     pub background_compaction: bool,
+    /// Prepare the next log segment (zero-filled) on a background thread.
+    pub preallocate_segments: bool,
 }
 
 impl Default for EngineOptions {
@@ -47,6 +52,7 @@ impl Default for EngineOptions {
             segment_size_bytes: SEGMENT_SIZE_BYTES_DEFAULT,
             partial_filter_compiler: None,
             background_compaction: true,
+            preallocate_segments: true,
         }
     }
 }
@@ -88,6 +94,34 @@ pub(crate) struct Inner {
     pub segment_size_bytes: u64,
     threads: Mutex<Vec<JoinHandle<()>>>,
     pub stop: AtomicBool,
+    /// Serializes compaction and checkpoints.
+    pub maintenance: Mutex<()>,
+    /// Log segment current at the last checkpoint.
+    pub checkpoint_segment: AtomicU64,
+}
+
+/// Recovery from the newest checkpoint (when `use_checkpoint`) plus the log after it.
+type Trees = HashMap<(u64, String), (IndexSpec, BTree, bool)>;
+
+fn recover_state(
+    backend: &dyn Backend,
+    use_checkpoint: bool,
+) -> Result<(Replay, Recovered, Trees)> {
+    let loaded = if use_checkpoint {
+        checkpoint::load_latest(backend)?
+    } else {
+        None
+    };
+    let (mut replay, start, trees) = match loaded {
+        Some(l) => (l.replay, Some(l.start), l.trees),
+        None => (Replay::default(), None, HashMap::new()),
+    };
+    let name = |id| record::segment_file_name(id);
+    let rec = recovery::recover(backend, start.as_ref(), &mut |item| {
+        replay.apply(item, &name)
+    })?;
+    replay.finish();
+    Ok((replay, rec, trees))
 }
 
 /// The storage engine of one data directory. Send + Sync; share it with an `Arc`.
@@ -109,15 +143,19 @@ impl Engine {
     pub fn open_with_backend(backend: Arc<dyn Backend>, opts: EngineOptions) -> Result<Engine> {
         backend.lock()?;
         let seg_size = opts.segment_size_bytes.max(SEGMENT_SIZE_BYTES_MIN);
-        let mut replay = Replay::default();
-        let name = |id| record::segment_file_name(id);
-        let rec = recovery::recover(backend.as_ref(), &mut |item| replay.apply(item, &name))?;
-        replay.finish();
+        let (mut replay, rec, mut trees) = match recover_state(backend.as_ref(), true) {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::warn!("checkpoint unusable ({e}); replaying the whole log");
+                recover_state(backend.as_ref(), false)?
+            }
+        };
         for (seg, live) in &replay.live_bytes {
             if let Some(s) = rec.segments.get(seg) {
                 s.live_bytes.store(*live, Ordering::Release);
             }
         }
+        let changed = replay.changed.take().unwrap_or_default();
         let log = Arc::new(Log::open(
             backend.clone(),
             seg_size,
@@ -145,8 +183,19 @@ impl Engine {
                 data_bytes: rc.data_bytes,
             };
             for spec in &entry.indexes {
-                let mut ix = Index::new(spec.clone(), shared.filter_compiler.as_ref());
-                build_index(&shared.log, &st, &mut ix, &|_, _| {})?;
+                let compiler = shared.filter_compiler.as_ref();
+                let ix = match trees.remove(&(id, spec.name.clone())) {
+                    Some((ck_spec, tree, multikey)) if ck_spec == *spec => {
+                        let mut ix = Index::from_tree(spec.clone(), compiler, tree, multikey)?;
+                        fix_up_index(&shared.log, &st, &mut ix, changed.get(&id))?;
+                        ix
+                    }
+                    _ => {
+                        let mut ix = Index::new(spec.clone(), compiler)?;
+                        build_index(&shared.log, &st, &mut ix, &|_, _| {})?;
+                        ix
+                    }
+                };
                 st.indexes.push(ix);
             }
             let coll = Arc::new(Collection {
@@ -170,7 +219,16 @@ impl Engine {
             segment_size_bytes: seg_size,
             threads: Mutex::new(vec![commit_thread]),
             stop: AtomicBool::new(false),
+            maintenance: Mutex::new(()),
+            checkpoint_segment: AtomicU64::new(0),
         });
+        if opts.preallocate_segments {
+            let weak = Arc::downgrade(&inner);
+            let t = std::thread::Builder::new()
+                .name("cairn-prealloc".into())
+                .spawn(move || preallocator(weak))?;
+            inner.threads.lock().map_err(|_| lock_err())?.push(t);
+        }
         if opts.background_compaction {
             let weak = Arc::downgrade(&inner);
             let t = std::thread::Builder::new()
@@ -189,7 +247,7 @@ impl Engine {
     }
 
     /// Appends catalog records as one batch; the ticket says when they are durable.
-    fn log_catalog(&self, ops: &[CatalogOp]) -> Result<Ticket> {
+    pub(crate) fn log_catalog(&self, ops: &[CatalogOp]) -> Result<Ticket> {
         let recs: Vec<OutRecord> = ops
             .iter()
             .map(|op| OutRecord {
@@ -280,7 +338,7 @@ impl Engine {
                 dropped: false,
                 records: BTreeMap::new(),
                 next_record_id: 1,
-                indexes: vec![Index::new(IndexSpec::id_index(), None)],
+                indexes: vec![Index::new(IndexSpec::id_index(), None)?],
                 data_bytes: 0,
             }),
             shared: shared.clone(),
@@ -394,7 +452,7 @@ impl Engine {
         ticket.wait_durable_blocking()
     }
 
-    fn existing(&self, db: &str, coll: &str) -> Result<Arc<Collection>> {
+    pub(crate) fn existing(&self, db: &str, coll: &str) -> Result<Arc<Collection>> {
         self.collection(db, coll)
             .ok_or_else(|| StorageError::NamespaceNotFound(format!("{db}.{coll}")))
     }
@@ -433,7 +491,7 @@ impl Engine {
                 "at most {INDEXES_PER_COLLECTION_MAX} indexes"
             )));
         }
-        let mut ix = Index::new(spec.clone(), self.inner.shared.filter_compiler.as_ref());
+        let mut ix = Index::new(spec.clone(), self.inner.shared.filter_compiler.as_ref())?;
         build_index(&self.inner.shared.log, &st, &mut ix, progress)?;
         let ticket = self.log_catalog(&[CatalogOp::CreateIndex { id: c.id, spec }])?;
         st.indexes.push(ix);
@@ -501,7 +559,11 @@ impl Engine {
         if self.inner.stop.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        let flushed = self.flush();
+        let mut flushed = self.flush();
+        if flushed.is_ok() {
+            // A checkpoint at shutdown makes the next open replay nothing.
+            flushed = self.checkpoint().map(|_| ());
+        }
         self.inner.shared.log.poison("the engine is closed".into());
         self.inner.shared.commit.shutdown();
         let threads = std::mem::take(&mut *self.inner.threads.lock().map_err(|_| lock_err())?);
@@ -513,7 +575,18 @@ impl Engine {
         flushed
     }
 
-    /// Runs one compaction pass now (normally the background thread does this).
+    /// Writes a checkpoint now; returns the log sequence it covers.
+    pub fn checkpoint(&self) -> Result<u64> {
+        let _m = self.inner.maintenance.lock().map_err(|_| lock_err())?;
+        let seq = crate::checkpoint::take(&self.inner)?;
+        self.inner
+            .checkpoint_segment
+            .store(self.inner.shared.log.current_segment(), Ordering::Release);
+        Ok(seq)
+    }
+
+    /// Runs one compaction pass now if the log holds enough dead space (normally the
+    /// background thread does this); true if a segment was removed.
     pub fn compact(&self) -> Result<bool> {
         crate::compact::compact_once(&self.inner, true)
     }
@@ -522,6 +595,20 @@ impl Engine {
 impl Drop for Engine {
     fn drop(&mut self) {
         let _ = self.close();
+    }
+}
+
+fn preallocator(inner: Weak<Inner>) {
+    loop {
+        std::thread::park_timeout(Duration::from_millis(PREALLOCATE_INTERVAL_MS));
+        let Some(inner) = inner.upgrade() else { return };
+        if inner.stop.load(Ordering::Acquire) {
+            return;
+        }
+        if let Err(e) = inner.shared.log.prepare_spare() {
+            tracing::warn!("segment preallocation failed: {e}");
+            std::thread::park_timeout(Duration::from_millis(COMPACTION_INTERVAL_MS));
+        }
     }
 }
 
@@ -534,6 +621,20 @@ fn compactor(inner: Weak<Inner>) {
         }
         if let Err(e) = crate::compact::compact_once(&inner, false) {
             tracing::warn!("compaction failed: {e}");
+        }
+        let due = inner.checkpoint_segment.load(Ordering::Acquire) + CHECKPOINT_INTERVAL_SEGMENTS;
+        if inner.shared.log.current_segment() >= due {
+            let taken = inner
+                .maintenance
+                .lock()
+                .map_err(|_| lock_err())
+                .and_then(|_m| crate::checkpoint::take(&inner));
+            match taken {
+                Ok(_) => inner
+                    .checkpoint_segment
+                    .store(inner.shared.log.current_segment(), Ordering::Release),
+                Err(e) => tracing::warn!("checkpoint failed: {e}"),
+            }
         }
     }
 }

@@ -32,8 +32,9 @@ pub enum StorageError {
     IndexNotFound(String),
     #[error("invalid index specification: {0}")]
     InvalidIndex(String),
-    #[error("cannot index parallel arrays [{0}] [{1}]")]
-    ParallelArrays(String, String),
+    /// Index key extraction failed (`KeyError::code()` gives mongod's code, e.g. 171).
+    #[error(transparent)]
+    Key(#[from] crate::keys::KeyError),
     #[error("E11000 duplicate key error index: {index} dup key: {key_value}")]
     DuplicateKey {
         index: String,

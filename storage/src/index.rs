@@ -1,19 +1,20 @@
 //! Secondary (and `_id`) indexes of one collection: the spec, the multikey flag, the optional
-//! partial-filter predicate, and an ordered map of entries `encoded key ++ RecordId (8 bytes,
-//! big-endian) -> RecordId`. Encoded keys are self-delimiting, so entry order is (key, RecordId)
+//! partial-filter predicate, and a `btree::BTree` of entries `keycode key ++ RecordId (8 bytes,
+//! big-endian) -> RecordId`; keys come from `keys::KeyPattern`. Encoded keys are self-delimiting, so entry order is (key, RecordId)
 //! order and the entries of one key are contiguous. Unique checks look for an entry of the same
 //! key with another RecordId. The catalog stores specs; entries are rebuilt from documents at
 //! recovery.
 
-use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
 
 use bson::{Bson, Document, RawDocument, doc};
 
+use crate::btree::BTree;
 use crate::error::{Result, StorageError};
+use crate::keycode;
+use crate::keys::KeyPattern;
 use crate::limits::INDEX_KEY_SIZE_MAX;
-use crate::tempkey;
 
 /// A compiled partial-filter predicate.
 pub type Predicate = Box<dyn Fn(&RawDocument) -> bool + Send + Sync>;
@@ -89,71 +90,86 @@ impl IndexSpec {
     }
 }
 
-/// Encodes key values for `pattern` the way index entries are encoded (for scan bounds).
+/// Encodes key values (one per key-pattern field) the way index entries are encoded, for scan
+/// bounds: `storage::keycode` with the pattern's descending fields inverted.
 pub fn encode_index_key(pattern: &Document, values: &[Bson]) -> Vec<u8> {
-    tempkey::encode(pattern, values)
-}
-
-/// One key of a document.
-pub(crate) struct KeyEntry {
-    pub bytes: Vec<u8>,
-    pub values: Vec<Bson>,
+    let descending = KeyPattern::parse(pattern)
+        .map(|p| p.descending())
+        .unwrap_or_default();
+    keycode::encode_bson_key(values, &descending)
 }
 
 pub(crate) struct Index {
     pub spec: IndexSpec,
     pub multikey: bool,
+    pattern: KeyPattern,
     filter: Option<Predicate>,
-    entries: BTreeMap<Vec<u8>, u64>,
+    entries: BTree,
 }
 
 fn entry_key(key: &[u8], rid: u64) -> Vec<u8> {
-    let mut k = Vec::with_capacity(key.len() + 8);
+    let mut k = Vec::with_capacity(key.len() + keycode::RECORD_ID_SIZE);
     k.extend_from_slice(key);
-    k.extend_from_slice(&rid.to_be_bytes());
+    keycode::append_record_id(&mut k, rid);
     k
 }
 
 impl Index {
-    pub fn new(spec: IndexSpec, compiler: Option<&FilterCompiler>) -> Index {
+    pub fn new(spec: IndexSpec, compiler: Option<&FilterCompiler>) -> Result<Index> {
+        let pattern = KeyPattern::parse(&spec.key)?;
         let filter = match (&spec.partial_filter, compiler) {
             (Some(f), Some(c)) => Some(c(f)),
             _ => None,
         };
-        Index {
+        Ok(Index {
             spec,
             multikey: false,
+            pattern,
             filter,
-            entries: BTreeMap::new(),
-        }
+            entries: BTree::new(),
+        })
     }
 
-    pub fn len(&self) -> usize {
+    /// An index over a checkpointed tree.
+    pub fn from_tree(
+        spec: IndexSpec,
+        compiler: Option<&FilterCompiler>,
+        tree: BTree,
+        multikey: bool,
+    ) -> Result<Index> {
+        let mut ix = Index::new(spec, compiler)?;
+        ix.entries = tree;
+        ix.multikey = multikey;
+        Ok(ix)
+    }
+
+    /// The entries as a checkpoint image.
+    pub fn tree_checkpoint(&self) -> Vec<u8> {
+        self.entries.to_checkpoint()
+    }
+
+    pub fn len(&self) -> u64 {
         self.entries.len()
     }
 
-    /// Approximate memory held by entries.
+    /// Memory held by the entries.
     pub fn size_bytes(&self) -> u64 {
-        self.entries.keys().map(|k| k.len() as u64 + 40).sum()
+        self.entries.memory_bytes() as u64
     }
 
-    /// The keys `doc` contributes (none when the partial filter rejects it).
-    pub fn keys_of(&self, doc: &RawDocument) -> Result<(Vec<KeyEntry>, bool)> {
+    /// The encoded keys `doc` contributes (none when the partial filter rejects it) and whether
+    /// an indexed path went through an array.
+    pub fn keys_of(&self, doc: &RawDocument) -> Result<(Vec<Vec<u8>>, bool)> {
         if let Some(f) = &self.filter
             && !f(doc)
         {
             return Ok((Vec::new(), false));
         }
-        let (keys, multikey) = tempkey::extract(&self.spec.key, doc, self.spec.sparse)?;
-        let mut out = Vec::with_capacity(keys.len());
-        for values in keys {
-            let bytes = tempkey::encode(&self.spec.key, &values);
-            if bytes.len() > INDEX_KEY_SIZE_MAX {
-                return Err(StorageError::LimitExceeded("index key too large".into()));
-            }
-            out.push(KeyEntry { bytes, values });
+        let ex = self.pattern.extract(doc, self.spec.sparse)?;
+        if ex.keys.iter().any(|k| k.len() > INDEX_KEY_SIZE_MAX) {
+            return Err(StorageError::LimitExceeded("index key too large".into()));
         }
-        Ok((out, multikey))
+        Ok((ex.keys, ex.multikey))
     }
 
     /// A RecordId other than `rid` holding `key`, if any.
@@ -161,16 +177,17 @@ impl Index {
         let lo = entry_key(key, 0);
         let hi = entry_key(key, u64::MAX);
         self.entries
-            .range(lo..=hi)
-            .map(|(_, r)| *r)
+            .range(Bound::Included(&lo), Bound::Included(&hi), false)
+            .map(|(_, r)| r)
             .find(|r| *r != rid)
     }
 
-    /// The duplicate-key error for `entry`.
-    pub fn duplicate(&self, entry: &KeyEntry) -> StorageError {
+    /// The duplicate-key error for encoded `key`, with the key decoded back to values.
+    pub fn duplicate(&self, key: &[u8]) -> StorageError {
+        let values = keycode::decode_key(key, &self.pattern.descending()).unwrap_or_default();
         let mut key_value = Document::new();
-        for ((field, _), v) in self.spec.key.iter().zip(&entry.values) {
-            key_value.insert(field.clone(), v.clone());
+        for ((field, _), v) in self.spec.key.iter().zip(values) {
+            key_value.insert(field.clone(), v);
         }
         StorageError::DuplicateKey {
             index: self.spec.name.clone(),
@@ -180,19 +197,23 @@ impl Index {
     }
 
     pub fn insert(&mut self, key: &[u8], rid: u64) -> bool {
-        self.entries.insert(entry_key(key, rid), rid).is_none()
+        self.entries.insert(&entry_key(key, rid), rid).is_none()
     }
 
     pub fn remove(&mut self, key: &[u8], rid: u64) -> bool {
         self.entries.remove(&entry_key(key, rid)).is_some()
     }
 
-    /// Loads sorted, unique-checked entries in one go (index build).
-    pub fn load(&mut self, entries: Vec<(Vec<u8>, u64)>) {
-        self.entries = entries
-            .into_iter()
-            .map(|(k, rid)| (entry_key(&k, rid), rid))
-            .collect();
+    /// Replaces all entries by `entries`, sorted by (key, rid) without repeats (index build).
+    pub fn load(&mut self, entries: Vec<(Vec<u8>, u64)>) -> Result<()> {
+        let tree = BTree::bulk_build(
+            entries
+                .into_iter()
+                .map(|(k, rid)| (entry_key(&k, rid), rid)),
+        )
+        .map_err(|e| StorageError::InvalidIndex(format!("index build: {e}")))?;
+        self.entries = tree;
+        Ok(())
     }
 
     /// Entries between key bounds, resuming strictly after `after`, at most `limit`.
@@ -222,17 +243,19 @@ impl Index {
         if range_is_empty(&lo, &hi) {
             return Vec::new();
         }
-        let split = |(k, rid): (&Vec<u8>, &u64)| (k[..k.len() - 8].to_vec(), *rid);
-        let range = self.entries.range((lo, hi));
-        if forward {
-            range.take(limit).map(split).collect()
-        } else {
-            range.rev().take(limit).map(split).collect()
-        }
+        self.entries
+            .range(
+                lo.as_ref().map(Vec::as_slice),
+                hi.as_ref().map(Vec::as_slice),
+                !forward,
+            )
+            .take(limit)
+            .map(|(k, rid)| (keycode::split_record_id(k).0.to_vec(), rid))
+            .collect()
     }
 }
 
-/// BTreeMap::range panics on inverted bounds; treat them as empty.
+/// Inverted bounds select nothing.
 fn range_is_empty(lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
     match (lo, hi) {
         (Bound::Included(a), Bound::Included(b)) => a > b,

@@ -9,7 +9,9 @@
 pub mod backend;
 pub mod btree;
 mod catalog;
+mod checkpoint;
 mod collection;
+mod collmod;
 mod commit;
 mod compact;
 mod engine;
@@ -23,7 +25,6 @@ pub mod order;
 pub mod record;
 mod recovery;
 pub mod sim;
-mod tempkey;
 
 pub use backend::{Backend, BackendFile, FileBackend};
 pub use collection::{Collection, Direction, IndexInfo, RecordId, WriteOp};

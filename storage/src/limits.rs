@@ -3,6 +3,10 @@
 
 /// Size a new log segment file is preallocated to (a segment holding one huge batch may be larger).
 pub const SEGMENT_SIZE_BYTES_DEFAULT: u64 = 64 << 20;
+/// Zeros written per call when preallocating a segment.
+pub const PREALLOCATE_CHUNK_BYTES: usize = 1 << 20;
+/// How often the preallocation thread checks for a missing spare segment.
+pub const PREALLOCATE_INTERVAL_MS: u64 = 20;
 /// Smallest segment size accepted in `EngineOptions` (tests use small segments to roll often).
 pub const SEGMENT_SIZE_BYTES_MIN: u64 = 4 << 10;
 /// Largest payload of one log record: a 16 MiB document plus its record framing and some slack.
@@ -28,6 +32,8 @@ pub const COMPACTION_LOG_BYTES_MIN: u64 = 1 << 20;
 pub const COMPACTION_INTERVAL_MS: u64 = 200;
 /// Bytes of live records re-logged per collection-lock hold during compaction.
 pub const COMPACTION_CHUNK_BYTES: u64 = 1 << 20;
+/// A checkpoint is taken once the log has moved this many segments past the last one.
+pub const CHECKPOINT_INTERVAL_SEGMENTS: u64 = 4;
 /// Longest database name (mongod: 64 bytes).
 pub const DATABASE_NAME_SIZE_MAX: usize = 64;
 /// Longest `db.collection` namespace (mongod: 255 bytes).

@@ -13,7 +13,7 @@ use bson::RawDocumentBuf;
 
 use crate::backend::{Backend, BackendFile};
 use crate::error::{Result, StorageError};
-use crate::limits::WRITE_BATCH_BYTES_MAX;
+use crate::limits::{PREALLOCATE_CHUNK_BYTES, WRITE_BATCH_BYTES_MAX};
 use crate::record::{self, Kind, RECORD_DOCUMENT_OFFSET, RECORD_HEADER_SIZE, SEGMENT_HEADER_SIZE};
 
 /// Where a stored document's record lives.
@@ -61,6 +61,17 @@ pub(crate) struct Log {
     segment_size_bytes: u64,
     writer: Mutex<Writer>,
     segments: RwLock<BTreeMap<u64, Arc<Segment>>>,
+    /// A zero-filled next segment under its spare name, ready for `roll`.
+    spare: Mutex<Option<(u64, Arc<dyn BackendFile>)>>,
+}
+
+/// Name of the prepared, not yet used, segment `id`.
+pub(crate) fn spare_file_name(id: u64) -> String {
+    format!("{}.spare", record::segment_file_name(id))
+}
+
+fn file_len_or(file: &Arc<dyn BackendFile>, default: u64) -> u64 {
+    file.len().unwrap_or(default)
 }
 
 fn poisoned_lock() -> StorageError {
@@ -101,6 +112,7 @@ impl Log {
                 poisoned: None,
             }),
             segments: RwLock::new(segments),
+            spare: Mutex::new(None),
         })
     }
 
@@ -183,7 +195,12 @@ impl Log {
         let size = self
             .segment_size_bytes
             .max(SEGMENT_HEADER_SIZE as u64 + need);
-        let file = match create_segment(self.backend.as_ref(), id, size) {
+        let spare = self.take_spare(id, size);
+        let created = match spare {
+            Some(file) => self.install_spare(id, file),
+            None => create_segment(self.backend.as_ref(), id, size),
+        };
+        let file = match created {
             Ok(f) => f,
             Err(e) => {
                 w.poisoned = Some(format!("segment creation failed: {e}"));
@@ -200,8 +217,65 @@ impl Log {
         w.segment_id = id;
         w.file = file;
         w.offset = SEGMENT_HEADER_SIZE as u64;
-        w.capacity = size;
+        w.capacity = file_len_or(&w.file, size);
         Ok(())
+    }
+
+    /// The prepared spare for segment `id`, if there is one big enough.
+    fn take_spare(&self, id: u64, size: u64) -> Option<Arc<dyn BackendFile>> {
+        let mut spare = self.spare.lock().ok()?;
+        match spare.take() {
+            Some((sid, file)) if sid == id && file_len_or(&file, 0) >= size => Some(file),
+            Some((sid, file)) if sid > id => {
+                *spare = Some((sid, file));
+                None
+            }
+            Some((sid, _)) => {
+                // Stale (the log rolled past it without it): drop it.
+                let _ = self.backend.remove(&spare_file_name(sid));
+                None
+            }
+            None => None,
+        }
+    }
+
+    fn install_spare(&self, id: u64, file: Arc<dyn BackendFile>) -> Result<Arc<dyn BackendFile>> {
+        let name = record::segment_file_name(id);
+        self.backend.rename(&spare_file_name(id), &name)?;
+        self.backend.sync_dir()?;
+        Ok(file)
+    }
+
+    /// Prepares the next segment ahead of time, zero-filled (a sync into written-out zeros is
+    /// cheaper than one that allocates blocks of a sparse file or grows it). Runs on the
+    /// preallocation thread; true if it made a spare.
+    pub fn prepare_spare(&self) -> Result<bool> {
+        let id = self.current_segment() + 1;
+        if self.spare.lock().map_err(|_| poisoned_lock())?.is_some() {
+            return Ok(false);
+        }
+        let name = spare_file_name(id);
+        let file = self.backend.create(&name)?;
+        let zeros = vec![0u8; PREALLOCATE_CHUNK_BYTES];
+        let mut at = 0u64;
+        while at < self.segment_size_bytes {
+            let n = (self.segment_size_bytes - at).min(zeros.len() as u64) as usize;
+            file.write_at(at, &zeros[..n])?;
+            at += n as u64;
+        }
+        file.write_at(0, &record::segment_header(id))?;
+        file.sync()?;
+        // Lock order is writer, then spare (see `roll`): read the writer first.
+        let still_next = self.current_segment() + 1 == id;
+        let mut spare = self.spare.lock().map_err(|_| poisoned_lock())?;
+        if still_next && spare.is_none() {
+            *spare = Some((id, file));
+            Ok(true)
+        } else {
+            drop(spare);
+            self.backend.remove(&name)?;
+            Ok(false)
+        }
     }
 
     /// The file to sync and the last sequence written to it (everything before is in files
@@ -212,6 +286,12 @@ impl Log {
             return Err(StorageError::Poisoned(why.clone()));
         }
         Ok((w.file.clone(), w.next_sequence - 1))
+    }
+
+    /// (segment id, offset, next sequence) where the next record will go.
+    pub fn position(&self) -> Result<(u64, u64, u64)> {
+        let w = self.writer()?;
+        Ok((w.segment_id, w.offset, w.next_sequence))
     }
 
     /// Marks the log failed (a sync error: the page cache state is unknown).

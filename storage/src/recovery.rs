@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use crate::backend::{Backend, BackendFile};
+use crate::checkpoint::Start;
 use crate::error::{Result, StorageError};
 use crate::limits::RECOVERY_READ_CHUNK_BYTES;
 use crate::log::{Loc, LogTail, Segment, new_segment};
@@ -42,11 +43,11 @@ fn read_all(file: &dyn BackendFile) -> Result<Vec<u8>> {
     Ok(buf)
 }
 
-/// Segment ids present, after deleting half-created (`.tmp`) segments.
+/// Segment ids present, after deleting half-created (`.tmp`) and unused spare segments.
 fn segment_ids(backend: &dyn Backend) -> Result<Vec<u64>> {
     let mut ids = Vec::new();
     for name in backend.list()? {
-        if name.starts_with("log-") && name.ends_with(".tmp") {
+        if name.starts_with("log-") && (name.ends_with(".tmp") || name.ends_with(".spare")) {
             backend.remove(&name)?;
         } else if let Some(id) = record::parse_segment_file_name(&name) {
             ids.push(id);
@@ -63,21 +64,66 @@ fn valid_record_after(b: &[u8], from: usize, after_seq: u64) -> bool {
 }
 
 /// Runs recovery, calling `apply` for every record that counts.
+/// With `start` (from a checkpoint), segments before `start.segment` are not read and replay
+/// begins at `start.offset` with exactly `start.next_sequence`.
 pub(crate) fn recover(
     backend: &dyn Backend,
+    start: Option<&Start>,
     apply: &mut dyn FnMut(Item<'_>) -> Result<()>,
 ) -> Result<Recovered> {
     let mut segments = BTreeMap::new();
-    let mut last_seq = 0u64;
+    let mut last_seq = start.map_or(0, |s| s.next_sequence - 1);
     let mut torn: Vec<Damage> = Vec::new();
     let mut tail = None;
-    for id in segment_ids(backend)? {
+    let ids = segment_ids(backend)?;
+    if let Some(s) = start
+        && !ids.contains(&s.segment)
+    {
+        let name = record::segment_file_name(s.segment);
+        return Err(StorageError::corruption(
+            &name,
+            s.offset,
+            "checkpoint names a missing segment",
+        ));
+    }
+    for id in ids {
         let name = record::segment_file_name(id);
         let file = backend.open(&name)?;
+        if let Some(s) = start
+            && id < s.segment
+        {
+            // Read and checked before the checkpoint was taken; only the header is looked at.
+            let mut h = [0u8; SEGMENT_HEADER_SIZE];
+            file.read_at(0, &mut h)?;
+            record::check_segment_header(&h, id)
+                .map_err(|r| StorageError::corruption(&name, 0, r))?;
+            let used = s
+                .used_bytes
+                .get(&id)
+                .copied()
+                .unwrap_or(SEGMENT_HEADER_SIZE as u64);
+            let seg = new_segment(file);
+            seg.used_bytes.store(used, Ordering::Release);
+            segments.insert(id, Arc::new(seg));
+            continue;
+        }
         let bytes = read_all(file.as_ref())?;
         record::check_segment_header(&bytes, id)
             .map_err(|r| StorageError::corruption(&name, 0, r))?;
-        let (end, damage, any, seen_max) = scan_segment(id, &bytes, &mut last_seq, apply)?;
+        let from = match start {
+            Some(s) if s.segment == id => usize::try_from(s.offset).unwrap_or(usize::MAX),
+            _ => SEGMENT_HEADER_SIZE,
+        };
+        if from > bytes.len() {
+            return Err(StorageError::corruption(
+                &name,
+                from as u64,
+                "checkpoint offset past the segment end",
+            ));
+        }
+        let strict = from != SEGMENT_HEADER_SIZE || start.is_some_and(|s| s.segment == id);
+        let (end, damage, any, seen_max) =
+            scan_segment(id, &bytes, from, strict, &mut last_seq, apply)?;
         if any && let Some(t) = torn.first() {
             return Err(StorageError::corruption(
                 &record::segment_file_name(t.segment),
@@ -128,14 +174,16 @@ pub(crate) fn recover(
 fn scan_segment(
     id: u64,
     b: &[u8],
+    from: usize,
+    strict: bool,
     last_seq: &mut u64,
     apply: &mut dyn FnMut(Item<'_>) -> Result<()>,
 ) -> Result<(u64, Option<Damage>, bool, u64)> {
-    let mut pos = SEGMENT_HEADER_SIZE;
+    let mut pos = from;
     // (begin offset, op count, items, last sequence before the batch)
     let mut batch: Option<(usize, u32, Vec<Item<'_>>, u64)> = None;
     let mut any = false;
-    let mut first = true;
+    let mut first = !strict;
     let damage = loop {
         let r = match record::decode(&b[pos..]) {
             Decoded::End => break None,
@@ -195,7 +243,7 @@ fn scan_segment(
         }
         (None, d) => d,
     };
-    any &= damage.is_none_or(|(p, _)| p > SEGMENT_HEADER_SIZE);
+    any &= damage.is_none_or(|(p, _)| p > from);
     let end = damage.map_or(pos, |(p, _)| p) as u64;
     let damage = damage.map(|(p, reason)| Damage {
         segment: id,

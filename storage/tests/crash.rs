@@ -12,8 +12,10 @@ use bson::{Document, doc};
 use common::{all_docs, raw, rng, seed, small_opts};
 use rand::Rng;
 use rand::rngs::StdRng;
+use std::ops::Bound;
 use storage::sim::SimBackend;
-use storage::{Engine, IndexSpec, WriteOp};
+
+use storage::{Direction, Engine, IndexSpec, WriteOp};
 
 const OPS: usize = 120;
 const RUNS_MAX: u64 = 160;
@@ -91,10 +93,31 @@ fn workload(sim: &SimBackend, seed: u64) -> (Model, Model) {
 fn recovered(sim: &SimBackend) -> Model {
     let engine =
         Engine::open_with_backend(Arc::new(sim.clone()), small_opts()).expect("recovery succeeds");
-    engine
-        .collection("db", "c")
-        .map(|c| all_docs(&c))
-        .unwrap_or_default()
+    let Some(c) = engine.collection("db", "c") else {
+        return Model::new();
+    };
+    let docs = all_docs(&c);
+    // The unique index holds exactly one entry per document, pointing at it.
+    let scan = c.index_scan(
+        "u_1",
+        Bound::Unbounded,
+        Bound::Unbounded,
+        Direction::Forward,
+        None,
+        100_000,
+    );
+    let Ok(entries) = scan else {
+        assert!(docs.is_empty(), "the index is created before any insert");
+        return docs;
+    };
+    let mut from_index: Vec<u64> = entries.iter().map(|e| e.1).collect();
+    from_index.sort_unstable();
+    assert_eq!(
+        from_index,
+        docs.keys().copied().collect::<Vec<_>>(),
+        "u_1 matches the documents"
+    );
+    docs
 }
 
 #[test]

@@ -55,7 +55,7 @@ fn check_index(c: &storage::Collection, model: &BTreeMap<u64, Document>, v: i32)
 fn model_with_reboots() {
     let seed = seed("model_with_reboots");
     let mut rng = rng(seed);
-    let sim = SimBackend::new();
+    let mut sim = SimBackend::new();
     let mut engine = open(&sim);
     let mut c = engine
         .create_collection("db", "m", doc! {})
@@ -152,6 +152,19 @@ fn model_with_reboots() {
             }
             93..97 => {
                 compactions += usize::from(engine.compact().expect("compact"));
+            }
+            97 => {
+                // Power cut after a flush: reopen from the last checkpoint plus the log tail.
+                engine.flush().expect("flush");
+                let image = sim.crash_image(0.0);
+                drop(c);
+                drop(engine);
+                sim = image;
+                engine = open(&sim);
+                c = engine
+                    .collection("db", "m")
+                    .expect("collection after crash");
+                check_index(&c, &model, rng.random_range(0..20));
             }
             _ => {
                 engine.close().expect("close");

@@ -18,7 +18,7 @@ use bson::{Bson, Document, RawDocumentBuf, doc};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
-use storage::{Collection, Direction, WriteOp};
+use storage::{Collection, WriteOp};
 
 const FIELDS: &[&str] = &[
     "pipeline",
@@ -45,22 +45,49 @@ impl PipelineEnv for Env<'_> {
         let Some(c) = self.state.catalog.collection(db, coll) else {
             return Ok(vec![]);
         };
-        let mut out = Vec::new();
-        let mut after = None;
-        loop {
-            check_deadline(self.deadline)?;
-            let chunk = c
-                .scan(Direction::Forward, after, 1024)
-                .map_err(|e| storage_error(e, db, coll))?;
-            let last = chunk.len() < 1024;
-            for (rid, raw) in chunk {
-                after = Some(rid);
-                out.push(to_doc(&raw)?);
-            }
-            if last {
-                return Ok(out);
-            }
+        let all = super::crud_read::collect_matches(
+            &c,
+            &Filter::parse(&Document::new())?,
+            &Document::new(),
+            self.deadline,
+            None,
+            None,
+        )?;
+        all.iter().map(|(_, raw, _)| to_doc(raw)).collect()
+    }
+
+    /// An equality `$lookup` goes through the foreign collection's index on `field` when it has
+    /// one (`None`: no such index, the stage scans).
+    fn lookup_candidates(
+        &self,
+        db: &str,
+        coll: &str,
+        field: &str,
+        values: &[Bson],
+    ) -> CommandResult<Option<Vec<Document>>> {
+        let Some(c) = self.state.catalog.collection(db, coll) else {
+            return Ok(Some(vec![]));
+        };
+        let indexed = c
+            .indexes()
+            .iter()
+            .any(|i| !i.spec.hidden && i.spec.key.keys().next().is_some_and(|k| k == field));
+        if !indexed {
+            return Ok(None);
         }
+        let filter_doc = doc! { field: { "$in": values.to_vec() } };
+        let filter = Filter::parse(&filter_doc)?;
+        let found =
+            super::crud_read::collect_matches(&c, &filter, &filter_doc, self.deadline, None, None)?;
+        found
+            .iter()
+            .map(|(_, raw, _)| to_doc(raw))
+            .collect::<CommandResult<Vec<_>>>()
+            .map(Some)
+    }
+
+    fn check_interrupt(&self) -> CommandResult<()> {
+        check_deadline(self.deadline)
     }
 }
 
@@ -148,7 +175,17 @@ pub async fn aggregate(state: &Arc<ServerState>, req: &Request) -> CommandResult
     if let Some(l) = args::opt_doc(&req.body, "aggregate", "let")? {
         ctx = ctx.with_let(l)?;
     }
-    let pipeline = Pipeline::parse(&stages, &ctx)?;
+    // Stages that read server state rather than documents produce the input here.
+    let source = match stages.first() {
+        Some(first) => source_stage(state, &req.db, coll_name.as_deref(), first)?,
+        None => None,
+    };
+    let rest = if source.is_some() {
+        &stages[1..]
+    } else {
+        &stages[..]
+    };
+    let pipeline = Pipeline::parse(rest, &ctx)?;
     let deadline = deadline(req);
     let coll = coll_name
         .as_ref()
@@ -161,8 +198,9 @@ pub async fn aggregate(state: &Arc<ServerState>, req: &Request) -> CommandResult
             coll.as_ref(),
         ));
     }
-    let input = match (&coll, pipeline.is_collectionless()) {
-        (Some(c), false) => input_docs(c, &pipeline, deadline)?,
+    let input = match (source, &coll, pipeline.is_collectionless()) {
+        (Some(docs), _, _) => docs,
+        (None, Some(c), false) => input_docs(c, &pipeline, deadline)?,
         _ => vec![],
     };
     let env = Env { state, deadline };
@@ -198,6 +236,92 @@ pub async fn aggregate(state: &Arc<ServerState>, req: &Request) -> CommandResult
     };
     let id = state.cursors.insert(cursor)?;
     Ok(cursor_reply(id, &ns, true, batch))
+}
+
+/// Leading stages answered by the command layer (they read server state, not documents).
+pub const SOURCE_STAGES: &[&str] = &[
+    "$collStats",
+    "$indexStats",
+    "$currentOp",
+    "$listLocalSessions",
+];
+
+/// `$collStats`, `$indexStats`, `$currentOp` and `$listLocalSessions`: the documents they
+/// produce from what cairn knows, or `None` when the first stage is an ordinary one.
+fn source_stage(
+    state: &ServerState,
+    db: &str,
+    coll: Option<&str>,
+    stage: &Document,
+) -> CommandResult<Option<Vec<Document>>> {
+    let Some((name, spec)) = stage.iter().next() else {
+        return Ok(None);
+    };
+    let host = format!("localhost:{}", state.config.port);
+    let ns = format!("{db}.{}", coll.unwrap_or(""));
+    let collection = || {
+        coll.and_then(|c| state.catalog.collection(db, c))
+            .ok_or_else(|| {
+                err(
+                    ErrorCode::NamespaceNotFound,
+                    format!("Collection [{ns}] not found."),
+                )
+            })
+    };
+    match name.as_str() {
+        "$collStats" => {
+            let c = collection()?;
+            let spec = spec.as_document().cloned().unwrap_or_default();
+            let mut out =
+                doc! { "ns": ns.clone(), "host": host, "localTime": bson::DateTime::now() };
+            if spec.contains_key("storageStats") {
+                let size = c.data_size_bytes() as i64;
+                let indexes = c.indexes();
+                let index_sizes: Document = indexes
+                    .iter()
+                    .map(|i| (i.spec.name.clone(), Bson::Int64(i.size_bytes as i64)))
+                    .collect();
+                let total: i64 = indexes.iter().map(|i| i.size_bytes as i64).sum();
+                out.insert("storageStats", doc! {
+                    "size": size, "count": c.count() as i64, "storageSize": size, "nindexes": indexes.len() as i32,
+                    "totalIndexSize": total, "indexSizes": index_sizes,
+                });
+            }
+            if spec.contains_key("count") {
+                out.insert("count", doc! { "count": c.count() as i64 });
+            }
+            Ok(Some(vec![out]))
+        }
+        "$indexStats" => {
+            let c = collection()?;
+            // Accesses are not counted yet: every index reports zero since the server started.
+            let since = bson::DateTime::from_millis(
+                bson::DateTime::now().timestamp_millis()
+                    - state.started.elapsed().as_millis() as i64,
+            );
+            let docs = c
+                .indexes()
+                .iter()
+                .map(|i| doc! {
+                    "name": i.spec.name.clone(), "key": i.spec.key.clone(), "host": host.clone(),
+                    "accesses": { "ops": 0_i64, "since": since }, "spec": super::indexes::spec_document(&i.spec),
+                })
+                .collect();
+            Ok(Some(docs))
+        }
+        "$currentOp" => {
+            if db != "admin" || coll.is_some() {
+                return Err(err(
+                    ErrorCode::InvalidNamespace,
+                    "$currentOp must be run against the 'admin' database with {aggregate: 1}",
+                ));
+            }
+            Ok(Some(state.ops.in_progress()))
+        }
+        // Sessions are accepted but not tracked yet, so there is none to list.
+        "$listLocalSessions" => Ok(Some(vec![])),
+        _ => Ok(None),
+    }
 }
 
 /// `$out` replaces the target atomically (built in a temporary collection, then renamed over

@@ -138,6 +138,7 @@ struct FindArgs {
     filter: Filter,
     filter_doc: Document,
     projection: Option<Arc<Projection>>,
+    projection_doc: Option<Document>,
     sort: Option<(SortSpec, Document)>,
     natural: Option<Direction>,
     skip: u64,
@@ -148,6 +149,9 @@ struct FindArgs {
     return_key: bool,
     allow_disk_use: bool,
     no_timeout: bool,
+    /// Bounds of a hinted index scan in index order: `[min, max)`.
+    min: Option<Document>,
+    max: Option<Document>,
 }
 
 fn parse_find(body: &Document) -> CommandResult<FindArgs> {
@@ -157,9 +161,12 @@ fn parse_find(body: &Document) -> CommandResult<FindArgs> {
         .cloned()
         .unwrap_or_default();
     let filter = Filter::parse(&filter_doc)?;
-    let projection = match args::opt_doc(body, "find", "projection")? {
-        Some(p) if !p.is_empty() => Some(Arc::new(Projection::parse(p)?)),
-        _ => None,
+    let projection_doc = args::opt_doc(body, "find", "projection")?
+        .filter(|p| !p.is_empty())
+        .cloned();
+    let projection = match &projection_doc {
+        Some(p) => Some(Arc::new(Projection::parse(p)?)),
+        None => None,
     };
     let (sort, natural) = match args::opt_doc(body, "find", "sort")? {
         Some(s) if s.is_empty() => (None, None),
@@ -200,16 +207,6 @@ fn parse_find(body: &Document) -> CommandResult<FindArgs> {
         Some(n) => Some(n as u64),
     };
     let batch_size = args::opt_non_negative(body, "find", "batchSize")?.map(|n| n as usize);
-    for unsupported in ["min", "max"] {
-        if body.contains_key(unsupported) {
-            return Err(err(
-                ErrorCode::NotImplemented,
-                format!(
-                    "find with '{unsupported}' is not supported by cairn yet (it needs index bounds from the planner)"
-                ),
-            ));
-        }
-    }
     if args::opt_bool(body, "find", "tailable")?.unwrap_or(false) {
         return Err(err(
             ErrorCode::BadValue,
@@ -217,9 +214,16 @@ fn parse_find(body: &Document) -> CommandResult<FindArgs> {
         ));
     }
     Ok(FindArgs {
+        min: args::opt_doc(body, "find", "min")?
+            .filter(|d| !d.is_empty())
+            .cloned(),
+        max: args::opt_doc(body, "find", "max")?
+            .filter(|d| !d.is_empty())
+            .cloned(),
         filter,
         filter_doc,
         projection,
+        projection_doc,
         sort,
         natural,
         skip,
@@ -281,6 +285,9 @@ fn plan_find(
 ) -> CommandResult<DocSource> {
     let sort_doc = a.sort.as_ref().map(|(_, d)| d);
     let choice = match a.natural {
+        _ if a.min.is_some() || a.max.is_some() => {
+            planner::minmax::choose_bounded(coll, hint, a.min.as_ref(), a.max.as_ref(), sort_doc)?
+        }
         Some(direction) => planner::Choice {
             winner: planner::Plan::CollScan { direction },
             rejected: vec![],
@@ -292,6 +299,14 @@ fn plan_find(
         Arc::new(a.filter.clone()),
         planner::scan_mode(&choice.winner),
     );
+    if !a.show_record_id && !a.return_key {
+        scan.covered = planner::covered::covering(
+            &choice.winner,
+            a.projection_doc.as_ref(),
+            &a.filter,
+            sort_doc,
+        );
+    }
     let Some((sort, _)) = a.sort.as_ref().filter(|_| !choice.winner.provides_sort()) else {
         scan.projection = a.projection.clone();
         scan.skip = a.skip;
@@ -492,12 +507,19 @@ pub async fn count(state: &Arc<ServerState>, req: &Request) -> CommandResult<Rep
         .unwrap_or(0)
         .unsigned_abs();
     let coll = state.catalog.collection(&req.db, &coll_name);
-    args::check_hint(&req.body, coll.as_deref())?;
+    let hint = args::check_hint(&req.body, coll.as_deref())?;
     let Some(coll) = coll else {
         return Ok(Reply::Doc(doc! { "n": 0, "ok": 1.0 }));
     };
+    let natural =
+        matches!(req.body.get("hint"), Some(Bson::Document(h)) if h.contains_key("$natural"));
+    let key_only = planner::keyscan::count_plan(&coll.indexes(), &filter, hint.as_deref())
+        .filter(|_| !natural);
     let total = if filter.is_empty() {
         coll.count() // O(1)
+    } else if let Some(plan) = key_only {
+        let mut stats = planner::keyscan::KeyStats::default();
+        planner::keyscan::count_keys(&coll, &plan, &filter, &mut stats)?
     } else {
         collect_matches(&coll, &filter, &query, deadline(req), None, None)?.len() as u64
     };
@@ -512,7 +534,7 @@ pub async fn count(state: &Arc<ServerState>, req: &Request) -> CommandResult<Rep
 }
 
 /// Values at a dotted path, arrays unwound at every level (as `distinct` reads them).
-fn values_at(v: &Bson, path: &[&str], out: &mut Vec<Bson>) {
+pub(crate) fn values_at(v: &Bson, path: &[&str], out: &mut Vec<Bson>) {
     let Some((first, rest)) = path.split_first() else {
         match v {
             Bson::Array(items) => out.extend(items.iter().cloned()),
@@ -573,9 +595,18 @@ pub async fn distinct(state: &Arc<ServerState>, req: &Request) -> CommandResult<
         .unwrap_or_default();
     let filter = Filter::parse(&query)?;
     let coll = state.catalog.collection(&req.db, &coll_name);
-    args::check_hint(&req.body, coll.as_deref())?;
+    let hint = args::check_hint(&req.body, coll.as_deref())?;
+    let natural =
+        matches!(req.body.get("hint"), Some(Bson::Document(h)) if h.contains_key("$natural"));
     let mut values = Vec::new();
-    if let Some(coll) = coll {
+    let key_only = coll
+        .as_ref()
+        .filter(|_| !natural)
+        .and_then(|c| planner::keyscan::key_plan(&c.indexes(), &key, &filter, hint.as_deref()));
+    if let (Some(coll), Some(plan)) = (&coll, key_only) {
+        let mut stats = planner::keyscan::KeyStats::default();
+        values = planner::keyscan::distinct_keys(coll, &plan, &filter, &key, &mut stats)?;
+    } else if let Some(coll) = coll {
         let path: Vec<&str> = key.split('.').collect();
         for (_, doc, _) in collect_matches(&coll, &filter, &query, deadline(req), None, None)? {
             let d = Document::try_from(doc.as_ref())

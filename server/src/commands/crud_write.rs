@@ -5,12 +5,13 @@
 //! `writeErrors` inside an `ok: 1` reply, as in mongod.
 
 use super::args::{self, check_fields};
+use super::change::Change;
 use super::{Reply, Request};
 use crate::catalog::{WriteConcern, storage_error};
 use crate::error::{CommandError, CommandResult, ErrorCode, err};
 use crate::limits;
 use crate::query::matcher::Filter;
-use crate::query::update::{ApplyContext, Update, upsert_seed, validate_replacement};
+use crate::query::update::{ApplyContext, upsert_seed};
 use crate::state::ServerState;
 use bson::{Bson, Document, RawDocumentBuf, doc};
 use std::sync::Arc;
@@ -274,12 +275,12 @@ fn insert_group(
 pub(super) struct UpdateStmt {
     filter: Filter,
     filter_doc: Document,
-    update: Update,
+    update: Change,
     pub(super) upsert: bool,
     multi: bool,
 }
 
-fn parse_update_stmt(raw: &RawDocumentBuf) -> CommandResult<UpdateStmt> {
+fn parse_update_stmt(raw: &RawDocumentBuf, db: &str, coll: &str) -> CommandResult<UpdateStmt> {
     let s =
         Document::try_from(raw.as_ref()).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
     for k in s.keys() {
@@ -314,20 +315,8 @@ fn parse_update_stmt(raw: &RawDocumentBuf) -> CommandResult<UpdateStmt> {
         }
     };
     let update = match s.get("u") {
-        Some(Bson::Document(u)) => {
-            let upd = Update::parse(u, array_filters.as_deref())?;
-            if let Update::Replacement(r) = &upd {
-                validate_replacement(r)?;
-            }
-            upd
-        }
-        Some(Bson::Array(_)) => {
-            return Err(err(
-                ErrorCode::NotImplemented,
-                "pipeline-style updates are not supported by cairn yet",
-            ));
-        }
-        _ => {
+        Some(u) => Change::parse(u, array_filters.as_deref(), db, coll)?,
+        None => {
             return Err(err(
                 ErrorCode::FailedToParse,
                 "BSON field 'update.updates.u' is missing but a required field",
@@ -365,7 +354,7 @@ pub async fn update(state: &Arc<ServerState>, req: &Request) -> CommandResult<Re
     let _guard = state.catalog.lock(&req.db, &coll_name).await;
     for (i, raw) in stmts.iter().enumerate() {
         state.opcounters.update.fetch_add(1, Relaxed);
-        let result = match parse_update_stmt(raw) {
+        let result = match parse_update_stmt(raw, &req.db, &coll_name) {
             Ok(stmt) => run_update(state, &req.db, &coll_name, &stmt, i, &mut out),
             Err(e) => Err(e),
         };
@@ -564,6 +553,8 @@ fn run_delete(
 
 /// Parse an update statement given as parts (findAndModify's `update` + `arrayFilters`).
 pub(super) fn stmt_from(
+    db: &str,
+    coll: &str,
     filter_doc: Document,
     update: &Bson,
     upsert: bool,
@@ -575,5 +566,5 @@ pub(super) fn stmt_from(
     }
     let raw =
         RawDocumentBuf::try_from(&s).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
-    parse_update_stmt(&raw)
+    parse_update_stmt(&raw, db, coll)
 }

@@ -464,3 +464,107 @@ pub async fn validate(state: &Arc<ServerState>, req: &Request) -> CommandResult<
         "ok": 1.0,
     }))
 }
+
+/// `collMod`: change an index's `expireAfterSeconds` or `hidden` (the options cairn honours);
+/// other options are refused by name, never ignored.
+pub async fn coll_mod(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+    let name = args::collection_name(&req.body, "collMod")?;
+    for (k, _) in req.body.iter().skip(1) {
+        if CREATE_UNSUPPORTED.contains(&k.as_str()) || k == "validator" {
+            return Err(err(
+                ErrorCode::CommandNotSupported,
+                format!("collMod: the '{k}' option is not supported by cairn yet"),
+            ));
+        }
+    }
+    check_fields(&req.body, "collMod", &["index", "dryRun"])?;
+    let ns = format!("{}.{name}", req.db);
+    let _guard = state.catalog.lock(&req.db, &name).await;
+    let Some(coll) = state.catalog.collection(&req.db, &name) else {
+        return Err(err(
+            ErrorCode::NamespaceNotFound,
+            format!("ns does not exist: {ns}"),
+        ));
+    };
+    let Some(index) = args::opt_doc(&req.body, "collMod", "index")? else {
+        return Ok(Reply::ok());
+    };
+    let target = match (index.get("name"), index.get("keyPattern")) {
+        (Some(Bson::String(n)), None) => coll.indexes().into_iter().find(|i| &i.spec.name == n),
+        (None, Some(Bson::Document(k))) => coll.indexes().into_iter().find(|i| &i.spec.key == k),
+        _ => {
+            return Err(err(
+                ErrorCode::InvalidOptions,
+                "collMod: 'index' needs exactly one of 'name' or 'keyPattern'",
+            ));
+        }
+    };
+    let Some(target) = target else {
+        return Err(err(
+            ErrorCode::IndexNotFound,
+            format!("cannot find index {index} for ns {ns}"),
+        ));
+    };
+    let expire = match index.get("expireAfterSeconds") {
+        None => None,
+        Some(v) => {
+            let secs = super::as_i64(v).filter(|s| (0..=i32::MAX as i64).contains(s));
+            let secs = secs.ok_or_else(|| {
+                err(
+                    ErrorCode::BadValue,
+                    "expireAfterSeconds must be a number between 0 and 2147483647",
+                )
+            })?;
+            if target.spec.expire_after_seconds.is_none() {
+                return Err(err(
+                    ErrorCode::InvalidOptions,
+                    "no expireAfterSeconds field to update",
+                ));
+            }
+            Some(secs)
+        }
+    };
+    let hidden = match index.get("hidden") {
+        None => None,
+        Some(Bson::Boolean(h)) => Some(*h),
+        Some(_) => return Err(err(ErrorCode::TypeMismatch, "'hidden' must be a boolean")),
+    };
+    if hidden.is_some() && target.spec.name == storage::ID_INDEX_NAME {
+        return Err(err(ErrorCode::BadValue, "can't hide _id index"));
+    }
+    if expire.is_none() && hidden.is_none() {
+        return Err(err(
+            ErrorCode::InvalidOptions,
+            "no expireAfterSeconds or hidden field",
+        ));
+    }
+    let change = |spec: &mut storage::IndexSpec| {
+        if let Some(e) = expire {
+            spec.expire_after_seconds = Some(e);
+        }
+        if let Some(h) = hidden {
+            spec.hidden = h;
+        }
+    };
+    let old = blocking(|| {
+        state
+            .catalog
+            .engine()
+            .modify_index(&req.db, &name, &target.spec.name, &change)
+    })
+    .map_err(|e| storage_error(e, &req.db, &name))?;
+    let mut reply = doc! {};
+    if let Some(e) = expire {
+        reply.insert(
+            "expireAfterSeconds_old",
+            old.expire_after_seconds.unwrap_or(0),
+        );
+        reply.insert("expireAfterSeconds_new", e);
+    }
+    if let Some(h) = hidden {
+        reply.insert("hidden_old", old.hidden);
+        reply.insert("hidden_new", h);
+    }
+    reply.insert("ok", 1.0);
+    Ok(Reply::Doc(reply))
+}

@@ -7,7 +7,7 @@ use super::{Reply, Request};
 use crate::cursors::ScanState;
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::planner::explain::{Shape, Stats, execution_stats, plan_tree};
-use crate::planner::{self, Plan};
+use crate::planner::{self, Plan, keyscan};
 use crate::query::matcher::Filter;
 use crate::state::ServerState;
 use bson::{Bson, Document, doc};
@@ -22,6 +22,11 @@ struct Target {
     hint: Option<Bson>,
     /// For delete/update with `multi: false` and findAndModify: one document at most.
     single: bool,
+    /// `find`'s `min` / `max` bounds of a hinted index scan.
+    min: Option<Document>,
+    max: Option<Document>,
+    /// `distinct`'s key.
+    key: Option<String>,
 }
 
 fn statement_filter(body: &Document, list: &str) -> CommandResult<(Document, bool)> {
@@ -65,9 +70,13 @@ fn target(inner: &Document) -> CommandResult<(String, Target)> {
                     .filter(|l| *l != 0)
                     .map(|l| l.unsigned_abs()),
                 projection: doc_of("projection").filter(|p| !p.is_empty()),
+                covered: false,
             },
             hint: inner.get("hint").cloned(),
             single: false,
+            min: doc_of("min").filter(|d| !d.is_empty()),
+            max: doc_of("max").filter(|d| !d.is_empty()),
+            key: None,
         },
         "count" | "distinct" => Target {
             coll,
@@ -78,6 +87,9 @@ fn target(inner: &Document) -> CommandResult<(String, Target)> {
             },
             hint: inner.get("hint").cloned(),
             single: false,
+            min: None,
+            max: None,
+            key: inner.get_str("key").ok().map(str::to_owned),
         },
         "delete" | "update" => {
             let (q, single) = statement_filter(
@@ -97,6 +109,9 @@ fn target(inner: &Document) -> CommandResult<(String, Target)> {
                 },
                 hint: None,
                 single,
+                min: None,
+                max: None,
+                key: None,
             }
         }
         "findAndModify" | "findandmodify" => Target {
@@ -109,6 +124,9 @@ fn target(inner: &Document) -> CommandResult<(String, Target)> {
             },
             hint: inner.get("hint").cloned(),
             single: true,
+            min: None,
+            max: None,
+            key: None,
         },
         other => {
             return Err(err(
@@ -149,7 +167,7 @@ pub async fn explain(state: &Arc<ServerState>, req: &Request) -> CommandResult<R
             ));
         }
     };
-    let (_, t) = target(&inner)?;
+    let (name, mut t) = target(&inner)?;
     let ns = format!("{}.{}", req.db, t.coll);
     let filter = Filter::parse(&t.filter)?;
     let coll = state.catalog.collection(&req.db, &t.coll);
@@ -158,7 +176,6 @@ pub async fn explain(state: &Arc<ServerState>, req: &Request) -> CommandResult<R
         hint_doc.insert("hint", h.clone());
     }
     let hint = args::check_hint(&hint_doc, coll.as_deref())?;
-    let started = Instant::now();
     let (winner, rejected, stats) = match &coll {
         None => (
             doc! { "stage": "EOF" },
@@ -171,31 +188,14 @@ pub async fn explain(state: &Arc<ServerState>, req: &Request) -> CommandResult<R
             },
         ),
         Some(c) => {
-            let choice = planner::choose(
-                c,
-                &filter,
-                &t.filter,
-                t.shape.sort.as_ref(),
-                hint.as_deref(),
-            );
-            let stats = if verbosity == "queryPlanner" {
-                None
-            } else {
-                Some(run(c, &filter, &choice.winner, &t)?)
+            let started = Instant::now();
+            let key_only = key_only_plan(c, &name, &t, &filter, hint.as_deref());
+            let (winner, rejected, mut s) = match key_only {
+                Some(k) => (k.tree(&t), vec![], k.run(c, &filter, &t, &verbosity)?),
+                None => planned(c, &filter, &mut t, hint.as_deref(), &verbosity)?,
             };
-            let rejected: Vec<Bson> = choice
-                .rejected
-                .iter()
-                .map(|p| Bson::Document(plan_tree(p, &t.shape)))
-                .collect();
-            let mut s = stats.unwrap_or(Stats {
-                n_returned: 0,
-                keys_examined: 0,
-                docs_examined: 0,
-                millis: 0,
-            });
             s.millis = started.elapsed().as_millis() as u64;
-            (plan_tree(&choice.winner, &t.shape), rejected, s)
+            (winner, rejected, s)
         }
     };
     let mut reply = doc! {
@@ -228,18 +228,145 @@ pub async fn explain(state: &Arc<ServerState>, req: &Request) -> CommandResult<R
     Ok(Reply::Doc(reply))
 }
 
+fn natural_hint(t: &Target) -> bool {
+    matches!(&t.hint, Some(Bson::Document(h)) if h.contains_key("$natural"))
+}
+
+/// A `count` or `distinct` answered from index keys alone.
+enum KeyOnly {
+    Count(planner::IndexPlan),
+    Distinct(planner::IndexPlan, String),
+}
+
+fn key_only_plan(
+    c: &storage::Collection,
+    name: &str,
+    t: &Target,
+    filter: &Filter,
+    hint: Option<&str>,
+) -> Option<KeyOnly> {
+    if natural_hint(t) {
+        return None;
+    }
+    match (name, &t.key) {
+        ("count", _) => keyscan::count_plan(&c.indexes(), filter, hint).map(KeyOnly::Count),
+        ("distinct", Some(key)) => keyscan::key_plan(&c.indexes(), key, filter, hint)
+            .map(|p| KeyOnly::Distinct(p, key.clone())),
+        _ => None,
+    }
+}
+
+impl KeyOnly {
+    fn tree(&self, _t: &Target) -> Document {
+        match self {
+            KeyOnly::Count(p) => planner::explain::count_scan_tree(p),
+            KeyOnly::Distinct(p, key) => planner::explain::distinct_scan_tree(p, key),
+        }
+    }
+
+    fn run(
+        &self,
+        c: &storage::Collection,
+        filter: &Filter,
+        t: &Target,
+        verbosity: &str,
+    ) -> CommandResult<Stats> {
+        let mut k = keyscan::KeyStats::default();
+        let n = match self {
+            _ if verbosity == "queryPlanner" => 0,
+            KeyOnly::Count(p) => {
+                let n = keyscan::count_keys(c, p, filter, &mut k)?;
+                let skip = t.shape.skip;
+                n.saturating_sub(skip)
+            }
+            KeyOnly::Distinct(p, key) => {
+                keyscan::distinct_keys(c, p, filter, key, &mut k)?.len() as u64
+            }
+        };
+        Ok(Stats {
+            n_returned: n,
+            keys_examined: k.keys_examined,
+            docs_examined: k.docs_examined,
+            millis: 0,
+        })
+    }
+}
+
+type Planned = (Document, Vec<Bson>, Stats);
+
+/// The planner's choice for a command, its explain trees and (unless `queryPlanner`) its run.
+fn planned(
+    c: &Arc<storage::Collection>,
+    filter: &Filter,
+    t: &mut Target,
+    hint: Option<&str>,
+    verbosity: &str,
+) -> CommandResult<Planned> {
+    let choice = if t.min.is_some() || t.max.is_some() {
+        planner::minmax::choose_bounded(
+            c,
+            hint,
+            t.min.as_ref(),
+            t.max.as_ref(),
+            t.shape.sort.as_ref(),
+        )?
+    } else if natural_hint(t) {
+        planner::Choice {
+            winner: Plan::CollScan {
+                direction: storage::Direction::Forward,
+            },
+            rejected: vec![],
+        }
+    } else {
+        planner::choose(c, filter, &t.filter, t.shape.sort.as_ref(), hint)
+    };
+    let covered = planner::covered::covering(
+        &choice.winner,
+        t.shape.projection.as_ref(),
+        filter,
+        t.shape.sort.as_ref(),
+    );
+    t.shape.covered = covered.is_some();
+    let stats = if verbosity == "queryPlanner" {
+        Stats {
+            n_returned: 0,
+            keys_examined: 0,
+            docs_examined: 0,
+            millis: 0,
+        }
+    } else {
+        run(c, filter, &choice.winner, t, covered)?
+    };
+    let rejected: Vec<Bson> = choice
+        .rejected
+        .iter()
+        .map(|p| {
+            Bson::Document(plan_tree(
+                p,
+                &Shape {
+                    covered: false,
+                    ..t.shape.clone()
+                },
+            ))
+        })
+        .collect();
+    Ok((plan_tree(&choice.winner, &t.shape), rejected, stats))
+}
+
 /// Run the winning plan without writing anything and count what it read and returned.
 fn run(
     coll: &Arc<storage::Collection>,
     filter: &Filter,
     plan: &Plan,
     t: &Target,
+    covered: Option<planner::covered::Covered>,
 ) -> CommandResult<Stats> {
     let mut scan = ScanState::new(
         coll.clone(),
         Arc::new(filter.clone()),
         planner::scan_mode(plan),
     );
+    scan.covered = covered;
     let sorting = t.shape.sort.is_some() && !plan.provides_sort();
     if !sorting {
         scan.skip = t.shape.skip;

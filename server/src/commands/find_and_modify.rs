@@ -39,7 +39,7 @@ struct Args {
     fields: Option<Projection>,
 }
 
-fn parse(body: &Document) -> CommandResult<Args> {
+fn parse(body: &Document, db: &str, coll: &str) -> CommandResult<Args> {
     check_fields(body, "findAndModify", FIELDS)?;
     args::check_collation(body, "findAndModify")?;
     let filter_doc = args::opt_doc(body, "findAndModify", "query")?
@@ -78,6 +78,8 @@ fn parse(body: &Document) -> CommandResult<Args> {
     }
     let stmt = match update {
         Some(u) => Some(stmt_from(
+            db,
+            coll,
             filter_doc.clone(),
             u,
             upsert,
@@ -116,7 +118,7 @@ fn project(fields: &Option<Projection>, doc: &RawDocumentBuf) -> CommandResult<B
 pub async fn run(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
     let name = args::collection_name(&req.body, &req.name)?;
     let wc = WriteConcern::parse(req.write_concern.as_ref())?;
-    let a = parse(&req.body)?;
+    let a = parse(&req.body, &req.db, &name)?;
     crate::catalog::check_user_writable(&req.db, &name)?;
     let guard = state.catalog.lock(&req.db, &name).await;
     let coll = state.catalog.collection(&req.db, &name);

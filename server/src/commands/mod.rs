@@ -6,6 +6,7 @@
 pub mod admin;
 pub mod aggregate;
 pub mod args;
+pub mod change;
 pub mod crud_read;
 pub mod crud_write;
 pub mod ddl;
@@ -120,6 +121,7 @@ commands! {
     "dropDatabase" => "Drop a database";
     "listCollections" => "List the collections of a database";
     "renameCollection" => "Rename a collection", admin true;
+    "collMod" => "Change a collection's or an index's options";
     "dbStats" => "Statistics of a database";
     "collStats" => "Statistics of a collection";
     "validate" => "Check a collection's documents and indexes";
@@ -215,6 +217,17 @@ pub async fn dispatch(
             format!("no such command: '{}'", req.name),
         ));
     };
+    // A standalone has no transactions or retryable writes; mongod refuses their fields rather
+    // than running the write outside the transaction the client believes it is in.
+    if ["txnNumber", "startTransaction", "autocommit"]
+        .iter()
+        .any(|k| req.body.contains_key(*k))
+    {
+        return Err(err(
+            ErrorCode::IllegalOperation,
+            "Transaction numbers are only allowed on a replica set member or mongos",
+        ));
+    }
     if spec.admin_only && req.db != "admin" {
         return Err(err(
             ErrorCode::Unauthorized,
@@ -256,6 +269,7 @@ pub async fn dispatch(
         "dropDatabase" => ddl::drop_database(state, req).await,
         "listCollections" => ddl::list_collections(state, req).await,
         "renameCollection" => ddl::rename_collection(state, req).await,
+        "collMod" => ddl::coll_mod(state, req).await,
         "dbStats" => ddl::db_stats(state, req).await,
         "collStats" => ddl::coll_stats(state, req).await,
         "validate" => ddl::validate(state, req).await,

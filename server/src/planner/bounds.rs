@@ -97,7 +97,7 @@ fn point_value(v: &Bson, sparse: bool) -> Option<Vec<ValueInterval>> {
 }
 
 /// Intervals one operator allows on a field, if it can use an index.
-fn op_intervals(op: &Op, sparse: bool) -> Option<Vec<ValueInterval>> {
+pub(crate) fn op_intervals(op: &Op, sparse: bool) -> Option<Vec<ValueInterval>> {
     match op {
         Op::Eq(v) => point_value(v, sparse),
         Op::In { values, regexes } if regexes.is_empty() => {

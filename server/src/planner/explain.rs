@@ -1,5 +1,6 @@
 //! Explain output in mongod's shapes: `queryPlanner.winningPlan` / `rejectedPlans` built from
-//! mongod's stage names (COLLSCAN, IXSCAN, FETCH, IDHACK, SORT, SKIP, LIMIT, PROJECTION_*), and
+//! mongod's stage names (COLLSCAN, IXSCAN, FETCH, IDHACK, OR, SORT, SKIP, LIMIT, PROJECTION_*,
+//! COUNT/COUNT_SCAN, DISTINCT_SCAN), and
 //! `executionStats` with `nReturned`, `totalKeysExamined`, `totalDocsExamined`,
 //! `executionTimeMillis`.
 
@@ -43,6 +44,46 @@ fn ixscan(p: &IndexPlan) -> Document {
     }
 }
 
+fn fetch(input: Document, filter: Option<&Document>) -> Document {
+    let mut d = doc! { "stage": "FETCH" };
+    if let Some(f) = filter {
+        d.insert("filter", f.clone());
+    }
+    d.insert("inputStage", input);
+    d
+}
+
+/// COUNT over COUNT_SCAN: the scan's bounds as start and end keys.
+pub fn count_scan_tree(p: &IndexPlan) -> Document {
+    let mut scan = ixscan(p);
+    scan.insert("stage", "COUNT_SCAN");
+    scan.remove("direction");
+    let (mut start, mut end) = (Document::new(), Document::new());
+    for (field, _) in &p.key_pattern {
+        let iv = p.field_bounds.iter().find(|(f, _)| f == field);
+        let lo = iv.and_then(|(_, v)| v.first()).map(|iv| iv.lo.clone());
+        let hi = iv.and_then(|(_, v)| v.last()).map(|iv| iv.hi.clone());
+        start.insert(field.clone(), lo.unwrap_or(Bson::MinKey));
+        end.insert(field.clone(), hi.unwrap_or(Bson::MaxKey));
+    }
+    scan.insert(
+        "indexBounds",
+        doc! { "startKey": start, "startKeyInclusive": true, "endKey": end, "endKeyInclusive": true },
+    );
+    doc! { "stage": "COUNT", "inputStage": scan }
+}
+
+/// PROJECTION_COVERED over DISTINCT_SCAN for `distinct` on `key`.
+pub fn distinct_scan_tree(p: &IndexPlan, key: &str) -> Document {
+    let mut scan = ixscan(p);
+    scan.insert("stage", "DISTINCT_SCAN");
+    doc! {
+        "stage": "PROJECTION_COVERED",
+        "transformBy": { key: 1, "_id": 0 },
+        "inputStage": scan,
+    }
+}
+
 /// What surrounds the access stage.
 #[derive(Default, Clone)]
 pub struct Shape {
@@ -51,6 +92,8 @@ pub struct Shape {
     pub skip: u64,
     pub limit: Option<u64>,
     pub projection: Option<Document>,
+    /// The projection is answered from the index keys (PROJECTION_COVERED, no FETCH).
+    pub covered: bool,
 }
 
 /// The plan tree of one candidate, innermost stage first wrapped outward.
@@ -66,13 +109,20 @@ pub fn plan_tree(plan: &Plan, shape: &Shape) -> Document {
             d
         }
         Plan::IdPoint(_) => doc! { "stage": "IDHACK" },
-        Plan::Index(p) => {
-            let mut d = doc! { "stage": "FETCH" };
+        Plan::Index(p) if shape.covered => {
+            let mut d = ixscan(p);
             if let Some(f) = &filter {
                 d.insert("filter", f.clone());
             }
-            d.insert("inputStage", ixscan(p));
             d
+        }
+        Plan::Index(p) => fetch(ixscan(p), filter.as_ref()),
+        Plan::Or(branches) => {
+            let inputs: Vec<Bson> = branches.iter().map(|b| Bson::Document(ixscan(b))).collect();
+            fetch(
+                doc! { "stage": "OR", "inputStages": inputs },
+                filter.as_ref(),
+            )
         }
     };
     if let Some(sort) = shape.sort.as_ref().filter(|_| !plan.provides_sort()) {
@@ -99,7 +149,9 @@ pub fn plan_tree(plan: &Plan, shape: &Shape) -> Document {
                 Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Boolean(_)
             )
         });
-        let name = if simple {
+        let name = if shape.covered {
+            "PROJECTION_COVERED"
+        } else if simple {
             "PROJECTION_SIMPLE"
         } else {
             "PROJECTION_DEFAULT"

@@ -6,11 +6,17 @@
 //! the requested sort, and from `hint`. Partial indexes are used only when the filter contains
 //! every condition of their filter expression. The choice is a short trial, like mongod's
 //! multi-planner: each candidate counts its index entries up to `TRIAL_KEYS_MAX`; the fewest
-//! wins, and a plan that also provides the sort wins ties. Rules not implemented yet: `$or`
-//! index unions, covered (index-only) plans, COUNT_SCAN and DISTINCT_SCAN.
+//! wins, and a plan that also provides the sort wins ties. A top-level `$or` whose every branch
+//! has an index candidate becomes an index union (`or`); an inclusion projection of key fields
+//! is answered from the keys (`covered`); `count` and `distinct` may read keys only (`keyscan`);
+//! `min`/`max` bound a hinted index scan (`minmax`).
 
 pub mod bounds;
+pub mod covered;
 pub mod explain;
+pub mod keyscan;
+pub mod minmax;
+pub mod or;
 
 use crate::query::matcher::Filter;
 use bounds::{ValueInterval, byte_intervals, conjunction, field_intervals};
@@ -20,6 +26,8 @@ use storage::{Collection, Direction, IndexInfo};
 
 /// Index entries a candidate may read during the trial.
 pub const TRIAL_KEYS_MAX: usize = 10_000;
+/// Most `$or` branches planned as an index union (more: collection scan).
+pub const OR_BRANCHES_MAX: usize = 64;
 
 #[derive(Debug, Clone)]
 pub struct IndexPlan {
@@ -37,9 +45,14 @@ pub struct IndexPlan {
 
 #[derive(Debug, Clone)]
 pub enum Plan {
-    CollScan { direction: Direction },
+    CollScan {
+        direction: Direction,
+    },
     IdPoint(Bson),
     Index(IndexPlan),
+    /// An index union: each branch of a top-level `$or` scans its own index; RecordIds seen
+    /// before are skipped. Never provides a sort (an OR + SORT, not a SORT_MERGE).
+    Or(Vec<IndexPlan>),
 }
 
 impl Plan {
@@ -81,7 +94,7 @@ fn sort_direction(key: &Document, sort: &Document) -> Option<Direction> {
 }
 
 /// A partial index may answer only filters that include every condition of its expression.
-fn implies(filter_doc: &Document, partial: &Document) -> bool {
+pub(crate) fn implies(filter_doc: &Document, partial: &Document) -> bool {
     partial.iter().all(|(k, v)| filter_doc.get(k) == Some(v))
 }
 
@@ -160,8 +173,9 @@ pub fn id_index_plan(id: &Bson) -> IndexPlan {
 /// The scan mode that executes a plan.
 pub fn scan_mode(plan: &Plan) -> crate::cursors::ScanMode {
     use crate::cursors::ScanMode;
-    let index = |p: IndexPlan| ScanMode::Index {
-        plan: p,
+    let index = |plans: Vec<IndexPlan>| ScanMode::Index {
+        plans,
+        branch: 0,
         interval: 0,
         after: None,
         seen: Default::default(),
@@ -171,13 +185,14 @@ pub fn scan_mode(plan: &Plan) -> crate::cursors::ScanMode {
             direction: *direction,
             after: None,
         },
-        Plan::IdPoint(id) => index(id_index_plan(id)),
-        Plan::Index(p) => index(p.clone()),
+        Plan::IdPoint(id) => index(vec![id_index_plan(id)]),
+        Plan::Index(p) => index(vec![p.clone()]),
+        Plan::Or(branches) => index(branches.clone()),
     }
 }
 
 /// Index entries in a plan's intervals, counted up to `cap`.
-fn trial_count(coll: &Collection, plan: &IndexPlan, cap: usize) -> usize {
+pub(crate) fn trial_count(coll: &Collection, plan: &IndexPlan, cap: usize) -> usize {
     let mut n = 0;
     for (lo, hi) in &plan.intervals {
         let got = coll
@@ -215,15 +230,14 @@ pub fn choose(
         };
     }
     let indexes = coll.indexes();
-    if let Some(name) = hint {
-        if let Some(ix) = indexes.iter().find(|i| i.spec.name == name)
-            && let Some(p) = index_candidate(ix, filter, sort, true)
-        {
-            return Choice {
-                winner: Plan::Index(p),
-                rejected: vec![],
-            };
-        }
+    if let Some(name) = hint
+        && let Some(ix) = indexes.iter().find(|i| i.spec.name == name)
+        && let Some(p) = index_candidate(ix, filter, sort, true)
+    {
+        return Choice {
+            winner: Plan::Index(p),
+            rejected: vec![],
+        };
     }
     let mut candidates: Vec<IndexPlan> = indexes
         .iter()
@@ -237,7 +251,8 @@ pub fn choose(
         .filter_map(|ix| index_candidate(ix, filter, sort, false))
         .filter(|p| !p.field_bounds.is_empty() || p.provides_sort)
         .collect();
-    if candidates.is_empty() {
+    let union = or::or_candidate(coll, &indexes, filter_doc);
+    if candidates.is_empty() && union.is_none() {
         return Choice {
             winner: Plan::CollScan {
                 direction: Direction::Forward,
@@ -245,7 +260,7 @@ pub fn choose(
             rejected: vec![],
         };
     }
-    let mut scored: Vec<(usize, bool, IndexPlan)> = candidates
+    let mut scored: Vec<(usize, bool, Plan)> = candidates
         .drain(..)
         .map(|p| {
             let keys = if p.field_bounds.is_empty() {
@@ -253,11 +268,15 @@ pub fn choose(
             } else {
                 trial_count(coll, &p, TRIAL_KEYS_MAX)
             };
-            (keys, !p.provides_sort, p)
+            (keys, !p.provides_sort, Plan::Index(p))
         })
         .collect();
-    scored.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
-    let mut plans = scored.into_iter().map(|(_, _, p)| Plan::Index(p));
+    if let Some((keys, branches)) = union {
+        scored.push((keys, true, Plan::Or(branches)));
+    }
+    // Stable: among equals the single-index plans (pushed first) win over the union.
+    scored.sort_by_key(|a| (a.0, a.1));
+    let mut plans = scored.into_iter().map(|(_, _, p)| p);
     let winner = plans.next().unwrap_or(Plan::CollScan {
         direction: Direction::Forward,
     });

@@ -1,9 +1,11 @@
-//! The query language: filters, update operators, projection and sort. Everything here is pure:
-//! it reads documents (raw where possible) and returns values or `CommandError`s with mongod's
-//! codes; no storage or network I/O happens in this module tree.
+//! The query language: filters (`matcher`), update operators (`update`), projection, sort and
+//! the expression language (`expr`), over the dotted-path walk (`path`) and the one BSON order
+//! of `storage::order`. Everything here is pure: it reads documents (raw where possible) and
+//! returns values or `CommandError`s with mongod's codes; no storage or network I/O happens in
+//! this module tree.
 
+pub mod decimal;
 pub mod expr;
-mod expr_ops;
 pub mod limits;
 pub mod matcher;
 pub mod path;
@@ -12,3 +14,6 @@ pub mod projection;
 pub mod sort;
 pub mod types;
 pub mod update;
+
+#[cfg(test)]
+mod fuzz_tests;

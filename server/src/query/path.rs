@@ -4,7 +4,8 @@
 //! before the last component is crossed implicitly (each element that is a document continues
 //! the walk) and a numeric component may also index into an array. At the end of the path an
 //! array yields itself and then each of its elements ("expanded"), so `{a: 1}` matches
-//! `{a: [1, 2]}`. When a step finds nothing, the walk yields one "missing" candidate, which is
+//! `{a: [1, 2]}`, except an element picked by a numeric component, which is taken whole.
+//! When a step finds nothing, the walk yields one "missing" candidate, which is
 //! what lets `{a: null}` match documents without `a`. The walk reads raw BSON in place.
 
 use bson::{RawBsonRef, RawDocument};
@@ -102,18 +103,26 @@ fn walk_from<'a, B>(
     match value {
         RawBsonRef::Document(d) => walk_doc(d, rest, pos, visit),
         RawBsonRef::Array(a) => {
+            // A numeric component picks its element (taken whole at the end of the path, as
+            // mongod does); every other element that is a document continues the whole path.
+            let offset = array_index(next);
             let mut reached = false;
             for (i, e) in a.into_iter().map_while(Result::ok).enumerate() {
-                if let RawBsonRef::Document(d) = e {
+                if offset == Some(i) {
+                    reached = true;
+                    if rest.len() == 1 {
+                        visit(Candidate {
+                            value: Some(e),
+                            expanded: false,
+                            array_pos: pos,
+                        })?;
+                    } else {
+                        walk_from(e, &rest[1..], pos, visit)?;
+                    }
+                } else if let RawBsonRef::Document(d) = e {
                     reached = true;
                     walk_doc(d, rest, pos.or(Some(i)), visit)?;
                 }
-            }
-            if let Some(index) = array_index(next)
-                && let Some(e) = a.get(index).ok().flatten()
-            {
-                reached = true;
-                walk_from(e, &rest[1..], pos, visit)?;
             }
             if reached {
                 ControlFlow::Continue(())
@@ -189,6 +198,19 @@ mod tests {
         assert_eq!(
             collect(&doc! {"a": {"1": 3}}, "a.1"),
             vec![(Some(Bson::Int32(3)), false)]
+        );
+        // An element picked by index is not expanded, and is not walked again by name.
+        assert_eq!(
+            collect(&doc! {"a": [[1, 2]]}, "a.0"),
+            vec![(Some(bson::bson!([1, 2])), false)]
+        );
+        assert_eq!(
+            collect(&doc! {"a": [{"b": 1}]}, "a.0.b"),
+            vec![(Some(Bson::Int32(1)), false)]
+        );
+        assert_eq!(
+            collect(&doc! {"a": [{"b": 1}, {"b": 2}]}, "a.1.b"),
+            vec![(None, false), (Some(Bson::Int32(2)), false)]
         );
         // Nested arrays are not flattened more than one level.
         let nested = collect(&doc! {"a": [[1]]}, "a");

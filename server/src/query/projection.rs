@@ -8,7 +8,7 @@ use crate::error::{CommandResult, ErrorCode, err};
 use crate::query::expr::Expr;
 use crate::query::matcher::Filter;
 use crate::query::types;
-use bson::{Bson, Document, RawBsonRef, RawDocument, doc};
+use bson::{Bson, Document, RawDocument, RawDocumentBuf, doc};
 
 /// What a projection does to one path.
 #[derive(Debug, Clone)]
@@ -259,29 +259,20 @@ impl Projection {
         self.inclusion
     }
 
-    /// Projects `doc`. `positional` is the matched array position from the filter (for `.$`).
+    /// Projects `doc` into an owned document. `positional` is the matched array position from
+    /// the filter (for `.$`).
     pub fn apply(&self, doc: &RawDocument, positional: Option<usize>) -> CommandResult<Document> {
-        let ctx = Ctx {
-            root: doc,
-            positional,
-        };
-        if self.inclusion {
-            let mut out = Document::new();
-            if self.id_included
-                && !self.nodes.iter().any(|(k, _)| k == "_id")
-                && let Some(id) = doc.get("_id").ok().flatten()
-            {
-                out.insert("_id", types::to_owned(id));
-            }
-            include_into(&ctx, doc, &self.nodes, &mut out)?;
-            Ok(out)
-        } else {
-            let mut out = exclude_doc(&ctx, doc, &self.nodes)?;
-            if !self.id_included {
-                out.remove("_id");
-            }
-            Ok(out)
-        }
+        let raw = self.apply_raw(doc, positional)?;
+        Document::try_from(raw.as_ref()).map_err(|e| err(ErrorCode::InternalError, e.to_string()))
+    }
+
+    /// Projects `doc` straight into raw BSON: included fields are copied as bytes, never decoded.
+    pub fn apply_raw(
+        &self,
+        doc: &RawDocument,
+        positional: Option<usize>,
+    ) -> CommandResult<RawDocumentBuf> {
+        apply::project(self, doc, positional)
     }
 }
 
@@ -312,210 +303,7 @@ fn check_mode(path: &str, n: &Node, mode: &mut Option<(bool, String)>) -> Comman
     Ok(())
 }
 
-struct Ctx<'a> {
-    root: &'a RawDocument,
-    positional: Option<usize>,
-}
-
-fn include_into(
-    ctx: &Ctx<'_>,
-    doc: &RawDocument,
-    nodes: &[(String, Node)],
-    out: &mut Document,
-) -> CommandResult<()> {
-    for (k, v) in doc.iter().map_while(Result::ok) {
-        let Some((_, node)) = nodes.iter().find(|(name, _)| name == k.as_str()) else {
-            continue;
-        };
-        if let Some(projected) = project_included(ctx, v, node)? {
-            out.insert(k.as_str(), projected);
-        }
-    }
-    // Computed fields come after the copied ones, in the order the projection names them.
-    for (name, node) in nodes {
-        match node {
-            Node::Computed(e) => {
-                if let Some(v) = e.evaluate_value(ctx.root)? {
-                    out.insert(name.clone(), v);
-                }
-            }
-            Node::Children(c) if has_computed(c) && !out.contains_key(name) => {
-                out.insert(name.clone(), computed_only(ctx, c)?);
-            }
-            _ => {}
-        }
-    }
-    Ok(())
-}
-
-/// The computed fields below a path the document lacks (mongod creates the parents).
-fn computed_only(ctx: &Ctx<'_>, nodes: &[(String, Node)]) -> CommandResult<Document> {
-    let mut out = Document::new();
-    for (name, node) in nodes {
-        match node {
-            Node::Computed(e) => {
-                if let Some(v) = e.evaluate_value(ctx.root)? {
-                    out.insert(name.clone(), v);
-                }
-            }
-            Node::Children(c) if has_computed(c) => {
-                out.insert(name.clone(), computed_only(ctx, c)?);
-            }
-            _ => {}
-        }
-    }
-    Ok(out)
-}
-
-fn has_computed(nodes: &[(String, Node)]) -> bool {
-    nodes.iter().any(|(_, n)| match n {
-        Node::Computed(_) => true,
-        Node::Children(c) => has_computed(c),
-        _ => false,
-    })
-}
-
-/// The projected value of a field under an inclusion node, or `None` to drop it.
-fn project_included(ctx: &Ctx<'_>, v: RawBsonRef<'_>, node: &Node) -> CommandResult<Option<Bson>> {
-    Ok(match node {
-        Node::Include => Some(types::to_owned(v)),
-        Node::Children(c) => match v {
-            RawBsonRef::Document(d) => {
-                let mut sub = Document::new();
-                include_into(ctx, d, c, &mut sub)?;
-                Some(Bson::Document(sub))
-            }
-            RawBsonRef::Array(a) => Some(Bson::Array(include_array(ctx, a, c)?)),
-            _ => None,
-        },
-        Node::Computed(_) | Node::Exclude => None,
-        other => special(ctx, v, other)?,
-    })
-}
-
-fn include_array(
-    ctx: &Ctx<'_>,
-    a: &bson::RawArray,
-    c: &[(String, Node)],
-) -> CommandResult<Vec<Bson>> {
-    let mut out = Vec::new();
-    for e in a.into_iter().map_while(Result::ok) {
-        match e {
-            RawBsonRef::Document(d) => {
-                let mut sub = Document::new();
-                include_into(ctx, d, c, &mut sub)?;
-                out.push(Bson::Document(sub));
-            }
-            RawBsonRef::Array(inner) => out.push(Bson::Array(include_array(ctx, inner, c)?)),
-            _ => {}
-        }
-    }
-    Ok(out)
-}
-
-/// `$slice`, `$elemMatch` and positional nodes, shared by both modes.
-fn special(ctx: &Ctx<'_>, v: RawBsonRef<'_>, node: &Node) -> CommandResult<Option<Bson>> {
-    Ok(match (node, v) {
-        (Node::Slice { skip, limit }, RawBsonRef::Array(a)) => {
-            let items: Vec<Bson> = a
-                .into_iter()
-                .map_while(Result::ok)
-                .map(types::to_owned)
-                .collect();
-            Some(Bson::Array(slice(items, *skip, *limit)))
-        }
-        (Node::Slice { .. }, other) => Some(types::to_owned(other)),
-        (Node::ElemMatch(f), RawBsonRef::Array(_)) => {
-            let wrapper = bson::RawDocumentBuf::try_from(&doc! {"v": types::to_owned(v)})
-                .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?;
-            match f.try_matches(&wrapper)?.and_then(|d| d.array_pos) {
-                Some(i) => match v {
-                    RawBsonRef::Array(a) => a
-                        .get(i)
-                        .ok()
-                        .flatten()
-                        .map(|e| Bson::Array(vec![types::to_owned(e)])),
-                    _ => None,
-                },
-                None => None,
-            }
-        }
-        (Node::ElemMatch(_), _) => None,
-        (Node::Positional, RawBsonRef::Array(a)) => {
-            let element = ctx.positional.and_then(|i| a.get(i).ok().flatten());
-            match element {
-                Some(e) => Some(Bson::Array(vec![types::to_owned(e)])),
-                None => {
-                    return Err(err(
-                        ErrorCode::Location51246,
-                        "Executor error during find command :: caused by :: positional operator '.$' couldn't find a matching element in the array",
-                    ));
-                }
-            }
-        }
-        (Node::Positional, other) => Some(types::to_owned(other)),
-        _ => None,
-    })
-}
-
-fn slice(items: Vec<Bson>, skip: Option<i64>, limit: i64) -> Vec<Bson> {
-    let len = i64::try_from(items.len()).unwrap_or(i64::MAX);
-    let (start, count) = match skip {
-        None if limit >= 0 => (0, limit),
-        None => ((len + limit).max(0), len),
-        Some(s) if s >= 0 => (s.min(len), limit),
-        Some(s) => ((len + s).max(0), limit),
-    };
-    let start = usize::try_from(start).unwrap_or(usize::MAX);
-    let count = usize::try_from(count).unwrap_or(usize::MAX);
-    items.into_iter().skip(start).take(count).collect()
-}
-
-fn exclude_doc(
-    ctx: &Ctx<'_>,
-    doc: &RawDocument,
-    nodes: &[(String, Node)],
-) -> CommandResult<Document> {
-    let mut out = Document::new();
-    for (k, v) in doc.iter().map_while(Result::ok) {
-        let node = nodes
-            .iter()
-            .find(|(name, _)| name == k.as_str())
-            .map(|(_, n)| n);
-        let projected = match (node, v) {
-            (None, v) => Some(types::to_owned(v)),
-            (Some(Node::Exclude), _) => None,
-            (Some(Node::Children(c)), RawBsonRef::Document(d)) => {
-                Some(Bson::Document(exclude_doc(ctx, d, c)?))
-            }
-            (Some(Node::Children(c)), RawBsonRef::Array(a)) => {
-                Some(Bson::Array(exclude_array(ctx, a, c)?))
-            }
-            (Some(Node::Children(_)), v) => Some(types::to_owned(v)),
-            (Some(other), v) => special(ctx, v, other)?,
-        };
-        if let Some(p) = projected {
-            out.insert(k.as_str(), p);
-        }
-    }
-    Ok(out)
-}
-
-fn exclude_array(
-    ctx: &Ctx<'_>,
-    a: &bson::RawArray,
-    c: &[(String, Node)],
-) -> CommandResult<Vec<Bson>> {
-    let mut out = Vec::new();
-    for e in a.into_iter().map_while(Result::ok) {
-        out.push(match e {
-            RawBsonRef::Document(d) => Bson::Document(exclude_doc(ctx, d, c)?),
-            RawBsonRef::Array(inner) => Bson::Array(exclude_array(ctx, inner, c)?),
-            other => types::to_owned(other),
-        });
-    }
-    Ok(out)
-}
+mod apply;
 
 #[cfg(test)]
 #[path = "projection_tests.rs"]

@@ -10,7 +10,7 @@ use crate::query::types;
 use bson::{Bson, Document, RawBsonRef, RawDocument};
 use std::cmp::Ordering;
 use std::ops::ControlFlow;
-use storage::order;
+use storage::order::{self, View};
 
 /// One sort key: a dotted path and a direction.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,31 +117,40 @@ impl SortSpec {
         Ordering::Equal
     }
 
-    /// Orders two documents (computes both keys; precompute with `sort_key` for large sorts).
+    /// Orders two documents. Copies nothing: keys are compared as borrowed views, field by
+    /// field, stopping at the first difference.
     pub fn compare(&self, a: &RawDocument, b: &RawDocument) -> Ordering {
-        self.compare_keys(&self.sort_key(a), &self.sort_key(b))
+        for f in &self.fields {
+            let x = field_view(a, &f.components, f.ascending);
+            let y = field_view(b, &f.components, f.ascending);
+            let o = order::compare_views(x, y);
+            if o != Ordering::Equal {
+                return if f.ascending { o } else { o.reverse() };
+            }
+        }
+        Ordering::Equal
     }
 }
 
-/// The smallest (ascending) or largest (descending) value the path reaches.
-fn field_key(doc: &RawDocument, components: &[String], ascending: bool) -> Bson {
-    let mut best: Option<RawBsonRef<'_>> = None;
+/// The smallest (ascending) or largest (descending) value the path reaches, borrowed.
+fn field_view<'a>(doc: &'a RawDocument, components: &[String], ascending: bool) -> View<'a> {
+    let better = |o: Ordering| {
+        if ascending {
+            o == Ordering::Less
+        } else {
+            o == Ordering::Greater
+        }
+    };
+    let mut best: Option<View<'a>> = None;
     let mut missing = false;
     let mut empty_array = false;
-    let _ = path::walk::<()>(doc, components, &mut |c: Candidate<'_>| {
+    let _ = path::walk::<()>(doc, components, &mut |c: Candidate<'a>| {
         match c.value {
             None => missing = true,
             Some(RawBsonRef::Array(a)) if !c.expanded => empty_array |= a.is_empty(),
             Some(v) => {
-                let better = best.is_none_or(|b| {
-                    let o = order::compare(v, b);
-                    if ascending {
-                        o == Ordering::Less
-                    } else {
-                        o == Ordering::Greater
-                    }
-                });
-                if better {
+                let v = View::from_raw(v);
+                if best.is_none_or(|b| better(order::compare_views(v, b))) {
                     best = Some(v);
                 }
             }
@@ -149,24 +158,38 @@ fn field_key(doc: &RawDocument, components: &[String], ascending: bool) -> Bson 
         ControlFlow::Continue(())
     });
     // Missing reaches count as null and empty arrays as undefined, competing with the rest.
-    let mut key = best.map(types::to_owned);
-    for (present, stand_in) in [(missing, Bson::Null), (empty_array, Bson::Undefined)] {
-        if !present {
-            continue;
-        }
-        let better = key.as_ref().is_none_or(|k| {
-            let o = order::compare_bson(&stand_in, k);
-            if ascending {
-                o == Ordering::Less
-            } else {
-                o == Ordering::Greater
-            }
-        });
-        if better {
-            key = Some(stand_in);
+    for (present, stand_in) in [(missing, View::Null), (empty_array, View::Undefined)] {
+        if present && best.is_none_or(|b| better(order::compare_views(stand_in, b))) {
+            best = Some(stand_in);
         }
     }
-    key.unwrap_or(Bson::Null)
+    best.unwrap_or(View::Null)
+}
+
+/// The owned form of [`field_view`], for keys kept beyond the document's lifetime.
+fn field_key(doc: &RawDocument, components: &[String], ascending: bool) -> Bson {
+    match field_view(doc, components, ascending) {
+        View::Null => Bson::Null,
+        View::Undefined => Bson::Undefined,
+        _ => owned_best(doc, components, ascending),
+    }
+}
+
+/// Finds the winning raw value again and copies it (views do not convert back to `Bson`).
+fn owned_best(doc: &RawDocument, components: &[String], ascending: bool) -> Bson {
+    let target = field_view(doc, components, ascending);
+    let mut found = None;
+    let _ = path::walk::<()>(doc, components, &mut |c: Candidate<'_>| {
+        if let Some(v) = c.value
+            && (!matches!(v, RawBsonRef::Array(_)) || c.expanded)
+            && order::compare_views(View::from_raw(v), target) == Ordering::Equal
+        {
+            found = Some(types::to_owned(v));
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    });
+    found.unwrap_or(Bson::Null)
 }
 
 #[cfg(test)]
@@ -256,6 +279,21 @@ mod tests {
                     w[0],
                     w[1]
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn borrowed_and_owned_keys_agree() {
+        let spec = SortSpec::parse(&doc! {"v": -1, "w": 1}).expect("parses");
+        let docs: Vec<RawDocumentBuf> = storage::order::corpus()
+            .into_iter()
+            .map(|v| RawDocumentBuf::try_from(&doc! {"v": v.clone(), "w": [v]}).expect("encodes"))
+            .collect();
+        for a in &docs {
+            for b in &docs {
+                let owned = spec.compare_keys(&spec.sort_key(a), &spec.sort_key(b));
+                assert_eq!(spec.compare(a, b), owned);
             }
         }
     }

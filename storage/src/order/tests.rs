@@ -242,3 +242,117 @@ fn measure_compare_throughput() {
     let ns = start.elapsed().as_nanos() / n as u128;
     println!("compare: {n} pairs, {ns} ns/pair ({less} less)");
 }
+
+/// `{v: dbPointer(ns, oid)}` built from bytes: the bson crate cannot construct one otherwise.
+fn db_pointer_doc(ns: &str, oid_byte: u8) -> RawDocumentBuf {
+    let mut value = Vec::new();
+    value.extend_from_slice(&(i32::try_from(ns.len() + 1).expect("short")).to_le_bytes());
+    value.extend_from_slice(ns.as_bytes());
+    value.push(0);
+    value.extend_from_slice(&[oid_byte; 12]);
+    let mut body = vec![0x0C, b'v', 0];
+    body.extend_from_slice(&value);
+    body.push(0);
+    let mut bytes = (i32::try_from(body.len() + 4).expect("short"))
+        .to_le_bytes()
+        .to_vec();
+    bytes.extend_from_slice(&body);
+    RawDocumentBuf::from_bytes(bytes).expect("valid dbPointer document")
+}
+
+#[test]
+fn db_pointers_order_by_namespace_length_then_bytes() {
+    let (short, long, long_hi) = (
+        db_pointer_doc("zz", 9),
+        db_pointer_doc("aaa", 1),
+        db_pointer_doc("aaa", 2),
+    );
+    let (a, b, c) = (raw_value(&short), raw_value(&long), raw_value(&long_hi));
+    assert_eq!(compare(a, b), Less);
+    assert_eq!(compare(b, c), Less);
+    assert_eq!(compare(c, c), Equal);
+    let owned = Bson::try_from(bson::RawBson::from(b)).expect("converts");
+    assert_eq!(compare_raw_bson(b, &owned), Equal);
+    assert_eq!(compare_raw_bson(a, &owned), Less);
+    // Between regex and javascript.
+    assert_eq!(
+        compare_raw_bson(a, &Bson::JavaScriptCode(String::new())),
+        Less
+    );
+    let re = Bson::RegularExpression(bson::Regex {
+        pattern: "z".try_into().expect("cstr"),
+        options: "".try_into().expect("cstr"),
+    });
+    assert_eq!(compare_raw_bson(a, &re), Greater);
+}
+
+/// Random nested values built from corpus atoms (seed from ORDER_FUZZ_SEED, printed on failure).
+fn random_values(count: usize) -> (u64, Vec<Bson>) {
+    use rand::{Rng, SeedableRng};
+    let seed = std::env::var("ORDER_FUZZ_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(7);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let atoms = corpus();
+    fn build(rng: &mut rand::rngs::StdRng, atoms: &[Bson], depth: usize) -> Bson {
+        match rng.random_range(0..6) {
+            0 if depth < 3 => Bson::Array(
+                (0..rng.random_range(0..3))
+                    .map(|_| build(rng, atoms, depth + 1))
+                    .collect(),
+            ),
+            1 if depth < 3 => {
+                let mut d = bson::Document::new();
+                for name in ["a", "b"] {
+                    if rng.random_bool(0.5) {
+                        d.insert(name, build(rng, atoms, depth + 1));
+                    }
+                }
+                Bson::Document(d)
+            }
+            _ => atoms[rng.random_range(0..atoms.len())].clone(),
+        }
+    }
+    (
+        seed,
+        (0..count).map(|_| build(&mut rng, &atoms, 0)).collect(),
+    )
+}
+
+#[test]
+fn random_nested_values_are_totally_ordered() {
+    let (seed, values) = random_values(60);
+    let raws: Vec<RawDocumentBuf> = values
+        .iter()
+        .map(|v| RawDocumentBuf::try_from(&doc! {"v": v.clone()}).expect("encodes"))
+        .collect();
+    for (i, a) in values.iter().enumerate() {
+        for (j, b) in values.iter().enumerate() {
+            let ab = compare_bson(a, b);
+            assert_eq!(
+                ab,
+                compare(raw_value(&raws[i]), raw_value(&raws[j])),
+                "seed {seed}: {a:?} vs {b:?}"
+            );
+            for c in &values {
+                if ab != Greater && compare_bson(b, c) != Greater {
+                    assert_ne!(
+                        compare_bson(a, c),
+                        Greater,
+                        "seed {seed}: {a:?} <= {b:?} <= {c:?}"
+                    );
+                }
+            }
+        }
+    }
+    // Sorting with the order and re-checking neighbours catches any inconsistency left.
+    let mut sorted = values.clone();
+    sorted.sort_by(compare_bson);
+    assert!(
+        sorted
+            .windows(2)
+            .all(|w| compare_bson(&w[0], &w[1]) != Greater),
+        "seed {seed}"
+    );
+}

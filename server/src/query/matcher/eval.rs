@@ -126,10 +126,9 @@ fn op_matches(op: &Op, v: Option<RawBsonRef<'_>>) -> Option<Option<usize>> {
         Op::Gte(x) => yes(compare_matches(v, x, |o| o != Ordering::Less, true)),
         Op::Lt(x) => yes(compare_matches(v, x, |o| o == Ordering::Less, false)),
         Op::Lte(x) => yes(compare_matches(v, x, |o| o != Ordering::Greater, true)),
-        Op::In { values, regexes } => yes(values
-            .iter()
-            .any(|x| compare_matches(v, x, |o| o == Ordering::Equal, true))
-            || regexes.iter().any(|r| r.matches_value(v))),
+        Op::In { values, regexes } => {
+            yes(in_matches(v, values) || regexes.iter().any(|r| r.matches_value(v)))
+        }
         Op::Exists => Some(None),
         Op::Type(codes) => yes(codes.contains(&types::type_code_raw(v))),
         Op::Regex(r) => yes(r.matches_value(v)),
@@ -144,6 +143,7 @@ fn op_matches(op: &Op, v: Option<RawBsonRef<'_>>) -> Option<Option<usize>> {
         }),
         Op::ElemMatchValue(f) => elem_match(v, |e| matches_value(f, e)),
         Op::Bits { test, positions } => yes(bits_match(v, *test, positions)),
+        Op::GeoWithin(shape) => yes(shape.contains(v)),
     }
 }
 
@@ -156,6 +156,25 @@ fn elem_match(
         .map_while(Result::ok)
         .position(&mut pred)
         .map(Some)
+}
+
+/// Lists up to this long are scanned; longer ones are binary-searched.
+const IN_SCAN_MAX: usize = 8;
+
+/// `$in` equality against a list sorted in the one BSON order. Equality in that order implies
+/// the same type bracket, so a binary search finds exactly what a scan would.
+fn in_matches(v: RawBsonRef<'_>, values: &[Bson]) -> bool {
+    if values.len() <= IN_SCAN_MAX {
+        return values
+            .iter()
+            .any(|x| compare_matches(v, x, |o| o == Ordering::Equal, true));
+    }
+    if matches!(v, RawBsonRef::Undefined) {
+        return values.iter().any(|x| matches!(x, Bson::Null));
+    }
+    values
+        .binary_search_by(|x| order::compare_raw_bson(v, x).reverse())
+        .is_ok()
 }
 
 /// A missing field behaves as null for equality-like operators.

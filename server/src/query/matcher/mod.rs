@@ -8,6 +8,7 @@
 //! `{a: {$ne: 1}}` rejects `{a: [1, 2]}`. The tree is public so that a planner can read it.
 
 mod eval;
+mod geo;
 mod parse;
 mod regex;
 mod schema;
@@ -15,6 +16,7 @@ mod schema;
 mod tests;
 
 pub use self::regex::RegexPred;
+pub use geo::GeoShape;
 pub use schema::Schema;
 
 use crate::error::CommandResult;
@@ -71,6 +73,8 @@ pub enum Op {
         test: BitTest,
         positions: Vec<u32>,
     },
+    /// `$geoWithin` (and the legacy `$within`), matched without an index.
+    GeoWithin(Box<GeoShape>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -246,7 +246,11 @@ fn parse_operator(path: &str, op: &str, value: &Bson, depth: usize) -> CommandRe
         "$bitsAnySet" => leaf(path, parse_bits(op, BitTest::AnySet, value)?),
         "$bitsAnyClear" => leaf(path, parse_bits(op, BitTest::AnyClear, value)?),
         "$comment" => Filter::Const(true),
-        "$near" | "$nearSphere" | "$geoWithin" | "$geoIntersects" | "$within" => {
+        "$geoWithin" | "$within" => leaf(
+            path,
+            Op::GeoWithin(Box::new(super::geo::parse_geo_within(value)?)),
+        ),
+        "$near" | "$nearSphere" | "$geoIntersects" => {
             return Err(err(
                 ErrorCode::NotImplemented,
                 format!("{op} is not supported yet"),
@@ -273,6 +277,8 @@ fn parse_in(value: &Bson, op: &str) -> CommandResult<Op> {
             _ => values.push(item.clone()),
         }
     }
+    // Sorted in the one BSON order so that matching can binary-search large lists.
+    values.sort_by(storage::order::compare_bson);
     Ok(Op::In { values, regexes })
 }
 

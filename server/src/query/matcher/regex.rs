@@ -49,6 +49,11 @@ impl RegexPred {
         })
     }
 
+    /// The compiled regex, for callers that need captures (`$regexFind`).
+    pub fn compiled(&self) -> &::regex::Regex {
+        &self.compiled
+    }
+
     pub fn is_match(&self, text: &str) -> bool {
         self.compiled.is_match(text)
     }

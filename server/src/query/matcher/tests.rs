@@ -168,6 +168,43 @@ fn array_operators() {
 }
 
 #[test]
+fn long_in_lists_are_searched_like_short_ones() {
+    let list: Vec<Bson> = (0..40)
+        .map(|i| {
+            if i % 2 == 0 {
+                Bson::Int32(i)
+            } else {
+                Bson::String(i.to_string())
+            }
+        })
+        .collect();
+    let f = Filter::parse(&doc! {"a": {"$in": list.clone()}}).expect("parses");
+    for probe in [
+        Bson::Int64(4),
+        Bson::Double(6.0),
+        Bson::String("7".into()),
+        Bson::Int32(7),
+        Bson::Null,
+    ] {
+        let expected = list
+            .iter()
+            .any(|x| storage::order::compare_bson(x, &probe) == std::cmp::Ordering::Equal);
+        assert_eq!(
+            f.matches(&raw(&doc! {"a": probe.clone()})),
+            expected,
+            "{probe:?}"
+        );
+    }
+    let with_null = Filter::parse(
+        &doc! {"a": {"$in": (0..20).map(Bson::Int32).chain([Bson::Null]).collect::<Vec<_>>()}},
+    )
+    .expect("parses");
+    assert!(with_null.matches(&raw(&doc! {"a": Bson::Undefined})));
+    assert!(with_null.matches(&raw(&doc! {"b": 1})));
+    assert!(with_null.matches(&raw(&doc! {"a": [100, 3]})));
+}
+
+#[test]
 fn bitwise_operators() {
     assert!(m(doc! {"a": {"$bitsAllSet": [0, 2]}}, doc! {"a": 5}));
     assert!(m(doc! {"a": {"$bitsAllSet": 5}}, doc! {"a": 7i64}));
@@ -361,4 +398,62 @@ fn corpus_equality_is_reflexive_and_never_panics() {
             }
         }
     }
+}
+
+#[test]
+fn geo_within_without_an_index() {
+    let poly = doc! {"$geometry": {"type": "Polygon", "coordinates": [[[0, 0], [10, 0], [10, 10], [0, 10], [0, 0]], [[4, 4], [6, 4], [6, 6], [4, 6], [4, 4]]]}};
+    assert!(m(
+        doc! {"loc": {"$geoWithin": poly.clone()}},
+        doc! {"loc": {"type": "Point", "coordinates": [1, 1]}}
+    ));
+    assert!(
+        !m(
+            doc! {"loc": {"$geoWithin": poly.clone()}},
+            doc! {"loc": {"type": "Point", "coordinates": [5, 5]}}
+        ),
+        "inside the hole"
+    );
+    assert!(
+        m(
+            doc! {"loc": {"$geoWithin": poly.clone()}},
+            doc! {"loc": [10, 5]}
+        ),
+        "on the boundary"
+    );
+    assert!(!m(
+        doc! {"loc": {"$geoWithin": poly}},
+        doc! {"loc": [11, 5]}
+    ));
+    assert!(m(
+        doc! {"loc": {"$geoWithin": {"$box": [[0, 0], [2, 2]]}}},
+        doc! {"loc": {"lng": 1, "lat": 2}}
+    ));
+    assert!(m(
+        doc! {"loc": {"$geoWithin": {"$center": [[0, 0], 5]}}},
+        doc! {"loc": [3, 4]}
+    ));
+    assert!(!m(
+        doc! {"loc": {"$geoWithin": {"$center": [[0, 0], 4.9]}}},
+        doc! {"loc": [3, 4]}
+    ));
+    // One degree of longitude on the equator is about 0.01745 radians.
+    assert!(m(
+        doc! {"loc": {"$geoWithin": {"$centerSphere": [[0, 0], 0.0175]}}},
+        doc! {"loc": [1, 0]}
+    ));
+    assert!(!m(
+        doc! {"loc": {"$geoWithin": {"$centerSphere": [[0, 0], 0.017]}}},
+        doc! {"loc": [1, 0]}
+    ));
+    assert!(m(
+        doc! {"locs": {"$geoWithin": {"$polygon": [[0, 0], [3, 0], [0, 3]]}}},
+        doc! {"locs": [[9, 9], [1, 1]]}
+    ));
+    assert!(!m(
+        doc! {"loc": {"$geoWithin": {"$box": [[0, 0], [2, 2]]}}},
+        doc! {"loc": "here"}
+    ));
+    assert_eq!(parse_err(doc! {"loc": {"$geoWithin": {"$square": 1}}}).0, 2);
+    assert_eq!(parse_err(doc! {"loc": {"$near": [0, 0]}}).0, 238);
 }

@@ -1,10 +1,13 @@
 //! Pieces every stage shares: the expression wrapper that resolves pipeline variables, the
 //! run context, document path helpers over owned documents, and memory accounting.
 //!
-//! Variables: `crate::query::expr` knows `$$ROOT`/`$$CURRENT` only, so before an expression
-//! is parsed every `$$name` whose value is known (system variables, `let` constants) is
-//! replaced by `{$literal: value}`, and `$$REMOVE` by a field path no document can have
-//! (its name holds a NUL byte, which BSON keys cannot), which evaluates to "missing".
+//! Variables: `crate::query::expr` binds only its own names (`$let`, `$map`, ...), so before
+//! an expression is parsed every `$$name` whose value the pipeline knows (`$$NOW`,
+//! `$$CLUSTER_TIME`, `let` constants) is
+//! replaced by `{$literal: value}`; a path into a variable that reaches nothing becomes a field
+//! path no document can have (its name holds a NUL byte, which BSON keys cannot), which
+//! evaluates to "missing". Names bound by `$let`/`$map`/`$filter`/`$reduce` hide pipeline
+//! variables inside their bodies. `$$REMOVE` and `$$ROOT` are left to the expression module.
 
 use super::ParseContext;
 use super::PipelineEnv;
@@ -25,8 +28,10 @@ pub struct RunCx<'a> {
 }
 
 impl RunCx<'_> {
-    /// Fails with mongod's 292 once `used_bytes` passes the bound and disk use is not allowed.
+    /// Fails with mongod's 292 once `used_bytes` passes the bound and disk use is not allowed,
+    /// and gives the environment its chance to interrupt (blocking stages call this per document).
     pub fn charge(&self, used_bytes: usize, stage: &str) -> CommandResult<()> {
+        self.env.check_interrupt()?;
         if used_bytes > self.memory_max_bytes && !self.allow_disk_use {
             return Err(perr(
                 codes::MEMORY_NO_DISK_USE,
@@ -74,9 +79,6 @@ pub fn substitute(spec: &Bson, vars: &Document) -> Bson {
                 Some((n, p)) => (n, Some(p)),
                 None => (rest, None),
             };
-            if name == "REMOVE" {
-                return Bson::String(REMOVE_PATH.to_string());
-            }
             let Some(value) = vars.get(name) else {
                 return spec.clone();
             };
@@ -94,6 +96,9 @@ pub fn substitute(spec: &Bson, vars: &Document) -> Bson {
             if d.len() == 1 && d.contains_key("$literal") {
                 return spec.clone();
             }
+            if let Some(scoped) = substitute_binder(d, vars) {
+                return scoped;
+            }
             let mut out = Document::new();
             for (k, v) in d {
                 out.insert(k.clone(), substitute(v, vars));
@@ -102,6 +107,47 @@ pub fn substitute(spec: &Bson, vars: &Document) -> Bson {
         }
         other => other.clone(),
     }
+}
+
+/// `$let`, `$map`, `$filter` and `$reduce` bind names that hide pipeline variables of the
+/// same name inside their bodies; this substitutes around them. `None` for other documents.
+fn substitute_binder(d: &Document, vars: &Document) -> Option<Bson> {
+    let (op, Bson::Document(arg)) = d.iter().next()? else {
+        return None;
+    };
+    if d.len() != 1 {
+        return None;
+    }
+    let as_name = || match arg.get("as") {
+        Some(Bson::String(s)) => s.clone(),
+        _ => "this".to_string(),
+    };
+    let (hidden, body_keys): (Vec<String>, &[&str]) = match op.as_str() {
+        "$let" => match arg.get("vars") {
+            Some(Bson::Document(v)) => (v.keys().cloned().collect(), &["in"]),
+            _ => return None,
+        },
+        "$map" => (vec![as_name()], &["in"]),
+        "$filter" => (vec![as_name()], &["cond"]),
+        "$reduce" => (vec!["this".to_string(), "value".to_string()], &["in"]),
+        _ => return None,
+    };
+    let mut inner = vars.clone();
+    for name in &hidden {
+        inner.remove(name);
+    }
+    let mut out = Document::new();
+    for (k, v) in arg {
+        let scope = if body_keys.contains(&k.as_str()) {
+            &inner
+        } else {
+            vars
+        };
+        out.insert(k.clone(), substitute(v, scope));
+    }
+    let mut wrapper = Document::new();
+    wrapper.insert(op.clone(), out);
+    Some(Bson::Document(wrapper))
 }
 
 /// Aggregation path semantics over an owned value: arrays map over their document elements.
@@ -153,8 +199,14 @@ pub fn to_raw(doc: &Document) -> CommandResult<RawDocumentBuf> {
 pub fn split_field_path(path: &str) -> CommandResult<Vec<String>> {
     if path.is_empty() {
         return Err(perr(
-            codes::FIELD_PATH_EMPTY,
+            codes::FIELD_PATH_NULL_STRING,
             "FieldPath cannot be constructed with empty string",
+        ));
+    }
+    if path.ends_with('.') {
+        return Err(perr(
+            codes::FIELD_PATH_TRAILING_DOT,
+            "FieldPath must not end with a '.'.",
         ));
     }
     let parts: Vec<String> = path.split('.').map(str::to_string).collect();
@@ -256,13 +308,9 @@ pub fn integral(v: &Bson) -> Option<i64> {
 /// A byte key equal for values that `storage::order` calls equal (1, 1.0 and 1L share one),
 /// used to hash group keys and set members.
 pub fn value_key(v: &Bson) -> Vec<u8> {
-    let mut wrapper = Document::new();
-    wrapper.insert("k", v.clone());
     let mut out = Vec::new();
-    if let Ok(raw) = RawDocumentBuf::try_from(&wrapper)
-        && let Ok(Some(value)) = raw.get("k")
-    {
-        storage::keycode::encode_value(&mut out, value);
+    if let Ok(raw) = bson::RawBson::try_from(v.clone()) {
+        storage::keycode::encode_value(&mut out, raw.as_raw_bson_ref());
     }
     out
 }

@@ -42,6 +42,25 @@ pub type DocStream<'a> = Box<dyn Iterator<Item = CommandResult<Document>> + 'a>;
 pub trait PipelineEnv {
     /// Every document of `db.coll` in natural order (empty when the collection does not exist).
     fn collection_docs(&self, db: &str, coll: &str) -> CommandResult<Vec<Document>>;
+
+    /// The documents of `db.coll` whose `field` may equal one of `values` (a superset is fine:
+    /// the pipeline filters again), typically through an index; `None` when no index fits,
+    /// and the pipeline then reads the whole collection once. Used by equality `$lookup`.
+    fn lookup_candidates(
+        &self,
+        _db: &str,
+        _coll: &str,
+        _field: &str,
+        _values: &[Bson],
+    ) -> CommandResult<Option<Vec<Document>>> {
+        Ok(None)
+    }
+
+    /// Called as blocking stages consume documents; an error (e.g. MaxTimeMSExpired or
+    /// Interrupted) stops the pipeline. The default never interrupts.
+    fn check_interrupt(&self) -> CommandResult<()> {
+        Ok(())
+    }
 }
 
 /// Everything parsing needs to know about the command around the pipeline.
@@ -190,9 +209,57 @@ impl Pipeline {
         })
     }
 
+    /// Parses the pipeline of a pipeline-style update (`update`, `findAndModify`): only
+    /// `$addFields`/`$set`, `$project`, `$unset` and `$replaceRoot`/`$replaceWith` may appear.
+    pub fn parse_update(stages: &[Document], ctx: &ParseContext) -> CommandResult<Pipeline> {
+        const ALLOWED: &[&str] = &[
+            "$addFields",
+            "$set",
+            "$project",
+            "$unset",
+            "$replaceRoot",
+            "$replaceWith",
+        ];
+        for stage in stages {
+            if let Some(name) = stage.keys().next()
+                && stage.len() == 1
+                && !ALLOWED.contains(&name.as_str())
+            {
+                return Err(crate::error::err(
+                    crate::error::ErrorCode::InvalidOptions,
+                    format!("{name} is not allowed to be used within an update"),
+                ));
+            }
+        }
+        Pipeline::parse(stages, ctx)
+    }
+
+    /// Applies an update pipeline (see [`Pipeline::parse_update`]) to one document.
+    pub fn apply_update(&self, doc: Document) -> CommandResult<Document> {
+        struct NoEnv;
+        impl PipelineEnv for NoEnv {
+            fn collection_docs(&self, _db: &str, _coll: &str) -> CommandResult<Vec<Document>> {
+                Ok(Vec::new())
+            }
+        }
+        let mut out = self.run_vec(vec![doc], &NoEnv)?;
+        Ok(out.pop().unwrap_or_default())
+    }
+
     /// Runs the pipeline over `input`. Errors while streaming come out as `Err` items.
     pub fn run<'a>(
         &'a self,
+        input: DocStream<'a>,
+        env: &'a dyn PipelineEnv,
+    ) -> CommandResult<DocStream<'a>> {
+        self.run_skipping(0, input, env)
+    }
+
+    /// Runs all but the first `skip` stages (for a caller that executed a leading `$match`
+    /// and `$sort` itself, e.g. through an index).
+    pub fn run_skipping<'a>(
+        &'a self,
+        skip: usize,
         input: DocStream<'a>,
         env: &'a dyn PipelineEnv,
     ) -> CommandResult<DocStream<'a>> {
@@ -202,10 +269,22 @@ impl Pipeline {
             memory_max_bytes: self.memory_max_bytes,
         };
         let mut stream = input;
-        for stage in &self.stages {
+        for stage in self.stages.iter().skip(skip) {
             stream = stage.stage.run(stream, cx)?;
         }
         Ok(stream)
+    }
+
+    /// The stages as `{name: spec}` documents, for explain output.
+    pub fn stage_documents(&self) -> Vec<Document> {
+        self.stages
+            .iter()
+            .map(|s| {
+                let mut d = Document::new();
+                d.insert(s.name.clone(), s.spec.clone());
+                d
+            })
+            .collect()
     }
 
     /// Runs the pipeline over a vector and collects the result (first error wins).

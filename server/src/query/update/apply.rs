@@ -228,6 +228,10 @@ fn run(
             };
             Ok(set_if_different(&mut slot, v))
         }
+        (Arg::Bit(steps), _) => {
+            let next = bitwise(slot.get(), steps, field, id_text)?;
+            Ok(set_if_different(&mut slot, next))
+        }
         (Arg::Push(spec), _) => arrays::push(&mut slot, spec, field, id_text),
         (Arg::AddToSet(values), _) => arrays::add_to_set(&mut slot, values, field),
         (Arg::Pop { first }, _) => arrays::pop(&mut slot, *first, &op.path),
@@ -287,15 +291,11 @@ fn arithmetic(
         )
         .map(Bson::Int64),
         (Bson::Decimal128(_), _) | (_, Bson::Decimal128(_)) => {
-            let r = float(
-                types::as_f64(old).unwrap_or(f64::NAN),
-                types::as_f64(arg).unwrap_or(f64::NAN),
-            );
-            Some(
-                format!("{r}")
-                    .parse::<bson::Decimal128>()
-                    .map_or(Bson::Double(r), Bson::Decimal128),
-            )
+            if kind == OpKind::Inc {
+                crate::query::decimal::add(old, arg)
+            } else {
+                crate::query::decimal::mul(old, arg)
+            }
         }
         _ => Some(Bson::Double(float(
             types::as_f64(old).unwrap_or(f64::NAN),
@@ -310,6 +310,51 @@ fn arithmetic(
                 long_text(old)
             ),
         )
+    })
+}
+
+/// `$bit`: a missing field starts at 0; int32 stays int32 unless an operand is int64.
+fn bitwise(
+    old: Option<&Bson>,
+    steps: &[(super::ops::BitOp, Bson)],
+    field: &str,
+    id_text: &str,
+) -> CommandResult<Bson> {
+    use super::ops::BitOp;
+    let (mut value, mut wide) = match old {
+        None => (0i64, false),
+        Some(Bson::Int32(i)) => (i64::from(*i), false),
+        Some(Bson::Int64(i)) => (*i, true),
+        Some(other) => {
+            return Err(err(
+                ErrorCode::BadValue,
+                format!(
+                    "Cannot apply $bit to a value of non-integral type.{id_text} has the field {field} of non-integer type {}",
+                    types::type_name(types::type_code(other))
+                ),
+            ));
+        }
+    };
+    for (op, operand) in steps {
+        let n = match operand {
+            Bson::Int32(i) => i64::from(*i),
+            Bson::Int64(i) => {
+                wide = true;
+                *i
+            }
+            _ => 0,
+        };
+        value = match op {
+            BitOp::And => value & n,
+            BitOp::Or => value | n,
+            BitOp::Xor => value ^ n,
+        };
+    }
+    // Narrow results come from 32-bit operands, so the value fits (sign-extended) in an i32.
+    Ok(if wide {
+        Bson::Int64(value)
+    } else {
+        Bson::Int32(i32::try_from(value).unwrap_or(i32::MIN))
     })
 }
 
@@ -517,7 +562,7 @@ impl Walker<'_> {
             changed |= if rest.is_empty() {
                 leaf(Slot::Elem(a, i))?
             } else {
-                self.descend(&mut a[i], name, rest, create, leaf)?
+                self.descend(&mut a[i], &i.to_string(), rest, create, leaf)?
             };
         }
         Ok(changed)

@@ -72,6 +72,7 @@ pub enum OpKind {
     Pop,
     Pull,
     PullAll,
+    Bit,
 }
 
 const OPERATORS: &[(&str, OpKind)] = &[
@@ -89,6 +90,7 @@ const OPERATORS: &[(&str, OpKind)] = &[
     ("$pop", OpKind::Pop),
     ("$pull", OpKind::Pull),
     ("$pullAll", OpKind::PullAll),
+    ("$bit", OpKind::Bit),
 ];
 
 fn unknown_modifier(name: &str) -> crate::error::CommandError {
@@ -195,6 +197,24 @@ fn check_conflicts(ops: &[UpdateOp]) -> CommandResult<()> {
     Ok(())
 }
 
+/// The first components of the field names an array filter tests, looking through
+/// `$and/$or/$nor` (a filter like `{$or: [{"x.a": 1}, {"x.b": 2}]}` is about `x`).
+fn top_level_names<'d>(f: &'d Document, out: &mut Vec<&'d str>) {
+    for (k, v) in f {
+        match (k.as_str(), v) {
+            ("$and" | "$or" | "$nor", Bson::Array(items)) => {
+                for item in items {
+                    if let Bson::Document(d) = item {
+                        top_level_names(d, out);
+                    }
+                }
+            }
+            (k, _) if k.starts_with('$') => {}
+            (k, _) => out.push(k.split('.').next().unwrap_or("")),
+        }
+    }
+}
+
 /// The identifier of a `$[<id>]` component, if it is one.
 fn filter_identifier(component: &str) -> Option<&str> {
     component
@@ -210,7 +230,9 @@ fn parse_array_filters(
 ) -> CommandResult<Vec<(String, Filter)>> {
     let mut out: Vec<(String, Filter)> = Vec::with_capacity(filters.len());
     for f in filters {
-        let mut ids = f.keys().map(|k| k.split('.').next().unwrap_or(""));
+        let mut names = Vec::new();
+        top_level_names(f, &mut names);
+        let mut ids = names.into_iter();
         let Some(id) = ids.next() else {
             return Err(err(
                 ErrorCode::FailedToParse,

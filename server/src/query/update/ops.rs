@@ -28,6 +28,8 @@ pub enum Arg {
     },
     Pull(PullCondition),
     PullAll(Vec<Bson>),
+    /// `$bit`: `and`/`or`/`xor` with integer operands, in the order given.
+    Bit(Vec<(BitOp, Bson)>),
 }
 
 #[derive(Debug, Clone)]
@@ -44,6 +46,50 @@ pub enum PushSort {
     Whole(bool),
     /// `$sort: {field: 1/-1}`: embedded fields.
     Fields(SortSpec),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BitOp {
+    And,
+    Or,
+    Xor,
+}
+
+fn parse_bit(arg: &Bson) -> CommandResult<Arg> {
+    let Bson::Document(d) = arg else {
+        return Err(bad(format!(
+            "The $bit modifier is not compatible with a {}. You must pass in an embedded document: {{$bit: {{field: {{and/or/xor: #}}}}",
+            types::type_name(types::type_code(arg))
+        )));
+    };
+    if d.is_empty() {
+        return Err(bad(
+            "You must pass in at least one bitwise operation. The format is: {$bit: {field: {and/or/xor: #}}",
+        ));
+    }
+    let mut out = Vec::with_capacity(d.len());
+    for (name, v) in d {
+        let op = match name.as_str() {
+            "and" => BitOp::And,
+            "or" => BitOp::Or,
+            "xor" => BitOp::Xor,
+            other => {
+                return Err(bad(format!(
+                    "The $bit modifier only supports 'and', 'or', and 'xor', not '{other}' which is an unknown operator: {}",
+                    display::document(d)
+                )));
+            }
+        };
+        if !matches!(v, Bson::Int32(_) | Bson::Int64(_)) {
+            return Err(bad(format!(
+                "The $bit modifier field must be an Integer(32/64 bit); a '{}' is not supported here: {}",
+                types::type_name(types::type_code(v)),
+                display::element(name, v)
+            )));
+        }
+        out.push((op, v.clone()));
+    }
+    Ok(Arg::Bit(out))
 }
 
 /// What `$pull` removes.
@@ -134,6 +180,7 @@ pub fn parse_op(kind: OpKind, path: &str, arg: &Bson) -> CommandResult<Vec<Updat
             }
         },
         OpKind::Pull => Arg::Pull(parse_pull(arg)?),
+        OpKind::Bit => parse_bit(arg)?,
         OpKind::PullAll => match arg {
             Bson::Array(items) => Arg::PullAll(items.clone()),
             other => {

@@ -152,6 +152,50 @@ fn inc_mul_min_max() {
 }
 
 #[test]
+fn bit_operator() {
+    assert_eq!(
+        run(doc! {"$bit": {"a": {"and": 6}}}, doc! {"a": 3}).0,
+        doc! {"a": 2}
+    );
+    assert_eq!(
+        run(doc! {"$bit": {"a": {"or": 4i64}}}, doc! {"a": 3}).0,
+        doc! {"a": 7i64}
+    );
+    assert_eq!(
+        run(doc! {"$bit": {"a": {"xor": 1, "or": 8}}}, doc! {"a": 1}).0,
+        doc! {"a": 8}
+    );
+    assert_eq!(
+        run(doc! {"$bit": {"n": {"or": 5}}}, doc! {}).0,
+        doc! {"n": 5}
+    );
+    assert!(!run(doc! {"$bit": {"a": {"and": -1}}}, doc! {"a": 3}).1);
+    assert_eq!(parse_err(doc! {"$bit": {"a": {"not": 1}}}).0, 2);
+    assert_eq!(parse_err(doc! {"$bit": {"a": {"and": 1.0}}}).0, 2);
+    assert_eq!(
+        apply_err(doc! {"$bit": {"a": {"and": 1}}}, doc! {"_id": 1, "a": 1.5}).0,
+        2
+    );
+}
+
+#[test]
+fn decimal_arithmetic_is_exact() {
+    let dec = |s: &str| Bson::Decimal128(s.parse().expect("decimal"));
+    assert_eq!(
+        run(doc! {"$inc": {"m": dec("0.2")}}, doc! {"m": dec("0.1")}).0,
+        doc! {"m": dec("0.3")}
+    );
+    assert_eq!(
+        run(doc! {"$inc": {"m": 1}}, doc! {"m": dec("0.10")}).0,
+        doc! {"m": dec("1.10")}
+    );
+    assert_eq!(
+        run(doc! {"$mul": {"m": dec("1.5")}}, doc! {"m": 2}).0,
+        doc! {"m": dec("3.0")}
+    );
+}
+
+#[test]
 fn rename_and_current_date_and_set_on_insert() {
     assert_eq!(
         run(doc! {"$rename": {"a": "b"}}, doc! {"a": 1, "c": 2}).0,
@@ -359,7 +403,21 @@ fn positional_forms() {
     )
     .expect("ok");
     assert_eq!(d, doc! {"a": [{"k": 1, "v": 5}, {"k": 2, "v": 0}]});
+    let filters = [doc! {"$or": [{"e.k": 2}, {"e.v": 5}]}];
+    run_with(
+        doc! {"$inc": {"a.$[e].v": 1}},
+        &mut d,
+        Some(&filters),
+        ctx(),
+    )
+    .expect("ok");
+    assert_eq!(d, doc! {"a": [{"k": 1, "v": 6}, {"k": 2, "v": 1}]});
     assert_eq!(apply_err(doc! {"$set": {"a.$[]": 1}}, doc! {"a": 1}).0, 2);
+    let (c, m) = apply_err(doc! {"$set": {"a.$[].b": 1}}, doc! {"a": [{"b": 0}, 7]});
+    assert_eq!(
+        (c, m.as_str()),
+        (28, "Cannot create field 'b' in element {1: 7}")
+    );
     assert_eq!(apply_err(doc! {"$set": {"q.$[].b": 1}}, doc! {"a": 1}).0, 2);
 }
 

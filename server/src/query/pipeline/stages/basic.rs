@@ -204,7 +204,7 @@ impl ReplaceRoot {
         let expr_spec = if name == "$replaceWith" {
             spec.clone()
         } else {
-            let d = spec_doc(spec, codes::REPLACE_ROOT_NOT_OBJECT, "$replaceRoot")?;
+            let d = spec_doc(spec, codes::REPLACE_ROOT_SPEC_NOT_OBJECT, "$replaceRoot")?;
             if let Some(extra) = d.keys().find(|k| *k != "newRoot") {
                 return Err(perr(
                     codes::UNKNOWN_FIELD,

@@ -6,11 +6,12 @@
 //! sorts by `groupBy` and cuts into `buckets` runs of about equal size, never splitting equal
 //! values; each `_id.max` is the next bucket's `_id.min` (the last one's is its own maximum).
 
-use super::group::GroupSpec;
+use super::group::{BUCKET_FIELD_CODES, GroupSpec};
 use super::{Stage, spec_doc};
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::query::pipeline::codes::{self, perr};
 use crate::query::pipeline::common::{AggExpr, RunCx, doc_size_bytes, integral, to_raw, type_name};
+use crate::query::pipeline::limits::OUTPUT_DOCUMENT_BYTES_MAX;
 use crate::query::pipeline::{DocStream, ParseContext, Pipeline};
 use bson::{Bson, Document};
 use std::cmp::Ordering;
@@ -68,7 +69,7 @@ impl Facet {
                 .map(|s| match s {
                     Bson::Document(d) => Ok(d.clone()),
                     other => Err(perr(
-                        codes::FACET_NOT_ARRAY,
+                        codes::FACET_ELEMENT_NOT_OBJECT,
                         format!(
                             "subpipeline of $facet stage must be an array of objects, found {}",
                             type_name(other)
@@ -78,7 +79,7 @@ impl Facet {
                 .collect::<CommandResult<Vec<_>>>()?;
             if docs.is_empty() {
                 return Err(perr(
-                    codes::FAILED_TO_PARSE,
+                    codes::FACET_SUB_EMPTY,
                     format!("sub-pipeline in $facet stage cannot be empty: {name}"),
                 ));
             }
@@ -98,6 +99,15 @@ impl Stage for Facet {
                 name.clone(),
                 Bson::Array(results.into_iter().map(Bson::Document).collect()),
             );
+        }
+        let size_bytes = to_raw(&out)?.as_bytes().len();
+        if size_bytes > OUTPUT_DOCUMENT_BYTES_MAX {
+            return Err(perr(
+                codes::FACET_TOO_LARGE,
+                format!(
+                    "document constructed by $facet is {size_bytes} bytes, which exceeds the limit of {OUTPUT_DOCUMENT_BYTES_MAX} bytes"
+                ),
+            ));
         }
         Ok(Box::new(std::iter::once(Ok(out))))
     }
@@ -127,7 +137,7 @@ fn output_spec(
 ) -> CommandResult<GroupSpec> {
     match d.get("output") {
         None => GroupSpec::count_only(ctx),
-        Some(Bson::Document(o)) => GroupSpec::parse(o, &[], ctx),
+        Some(Bson::Document(o)) => GroupSpec::parse(o, &[], &BUCKET_FIELD_CODES, ctx),
         Some(other) => Err(perr(
             code,
             format!(
@@ -173,7 +183,7 @@ impl Bucket {
             Some(Bson::Array(b)) => b.clone(),
             _ => {
                 return Err(perr(
-                    codes::BUCKET_BOUNDARIES_COUNT,
+                    codes::BUCKET_BOUNDARIES_NOT_ARRAY,
                     "The $bucket 'boundaries' field must be an array",
                 ));
             }
@@ -315,10 +325,25 @@ impl BucketAuto {
                 "$bucketAuto 'granularity' is not supported by cairn",
             ));
         }
-        let buckets = d
-            .get("buckets")
-            .and_then(integral)
-            .filter(|n| *n > 0 && *n <= i64::from(i32::MAX));
+        let raw_buckets = d.get("buckets").cloned().unwrap_or(Bson::Null);
+        if !crate::query::types::is_number(&raw_buckets) {
+            return Err(perr(
+                codes::BUCKET_AUTO_BUCKETS_NOT_NUMBER,
+                format!(
+                    "The $bucketAuto 'buckets' field must be a numeric value, but found type: {}",
+                    type_name(&raw_buckets)
+                ),
+            ));
+        }
+        let Some(buckets) = integral(&raw_buckets).filter(|n| i32::try_from(*n).is_ok()) else {
+            return Err(perr(
+                codes::BUCKET_AUTO_BUCKETS_NOT_INT32,
+                format!(
+                    "The $bucketAuto 'buckets' field must be representable as a 32-bit integer, but found {raw_buckets}"
+                ),
+            ));
+        };
+        let buckets = Some(buckets).filter(|n| *n > 0);
         let Some(buckets) = buckets else {
             return Err(perr(
                 codes::BUCKET_AUTO_BUCKETS,
@@ -334,7 +359,7 @@ impl BucketAuto {
                 ctx,
             )?,
             buckets: usize::try_from(buckets).unwrap_or(usize::MAX),
-            output: output_spec(d, codes::BUCKET_OUTPUT_NOT_OBJECT, "$bucketAuto", ctx)?,
+            output: output_spec(d, codes::BUCKET_AUTO_OUTPUT_NOT_OBJECT, "$bucketAuto", ctx)?,
         })
     }
 

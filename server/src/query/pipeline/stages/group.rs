@@ -12,6 +12,25 @@ use crate::query::pipeline::{DocStream, ParseContext};
 use bson::{Bson, Document, RawDocument};
 use std::collections::HashMap;
 
+/// The codes for a bad output field: `$group` and `$bucket` use different ones.
+pub struct FieldCodes {
+    pub not_object: i32,
+    pub dot: i32,
+    pub dollar: i32,
+}
+
+pub const GROUP_FIELD_CODES: FieldCodes = FieldCodes {
+    not_object: codes::GROUP_FIELD_NOT_OBJECT,
+    dot: codes::GROUP_FIELD_DOT,
+    dollar: codes::GROUP_FIELD_DOLLAR,
+};
+
+pub const BUCKET_FIELD_CODES: FieldCodes = FieldCodes {
+    not_object: codes::BUCKET_FIELD_NOT_OBJECT,
+    dot: codes::BUCKET_FIELD_DOT,
+    dollar: codes::BUCKET_FIELD_DOLLAR,
+};
+
 /// Named accumulators (`{name: {$op: arg}}`) as `$group`, `$bucket` and `$bucketAuto` write them.
 #[derive(Debug, Clone)]
 pub struct GroupSpec {
@@ -20,7 +39,12 @@ pub struct GroupSpec {
 
 impl GroupSpec {
     /// Parses every field of `d` except `skip` as a named accumulator.
-    pub fn parse(d: &Document, skip: &[&str], ctx: &ParseContext) -> CommandResult<GroupSpec> {
+    pub fn parse(
+        d: &Document,
+        skip: &[&str],
+        field_codes: &FieldCodes,
+        ctx: &ParseContext,
+    ) -> CommandResult<GroupSpec> {
         let mut accs = Vec::new();
         for (name, value) in d {
             if skip.contains(&name.as_str()) {
@@ -28,19 +52,25 @@ impl GroupSpec {
             }
             if name.starts_with('$') {
                 return Err(perr(
-                    codes::GROUP_FIELD_DOLLAR,
-                    format!("The field '{name}' must not start with '$'."),
+                    field_codes.dollar,
+                    format!("The field name '{name}' cannot be an operator name"),
                 ));
             }
             if name.contains('.') {
                 return Err(perr(
-                    codes::GROUP_FIELD_DOT,
+                    field_codes.dot,
                     format!("The field name '{name}' cannot contain '.'"),
                 ));
             }
             let one = match value {
                 Bson::Document(a) if a.len() == 1 => a.iter().next(),
-                _ => None,
+                Bson::Document(_) => None,
+                _ => {
+                    return Err(perr(
+                        field_codes.not_object,
+                        format!("The field '{name}' must be an accumulator object"),
+                    ));
+                }
             };
             let Some((op, arg)) = one else {
                 return Err(perr(
@@ -61,7 +91,12 @@ impl GroupSpec {
 
     /// A spec with only `count: {$sum: 1}` (the default output of `$bucket`).
     pub fn count_only(ctx: &ParseContext) -> CommandResult<GroupSpec> {
-        GroupSpec::parse(&bson::doc! {"count": {"$sum": 1}}, &[], ctx)
+        GroupSpec::parse(
+            &bson::doc! {"count": {"$sum": 1}},
+            &[],
+            &GROUP_FIELD_CODES,
+            ctx,
+        )
     }
 
     /// Folds `input` into groups keyed by `key`; groups come out in first-seen order.
@@ -79,12 +114,13 @@ impl GroupSpec {
             let doc = item?;
             let raw = to_raw(&doc)?;
             let k = key(&doc, &raw)?;
-            let slot = match index.get(&value_key(&k)) {
+            let hashed = value_key(&k);
+            let slot = match index.get(&hashed) {
                 Some(&i) => i,
                 None => {
                     used_bytes +=
                         value_size_bytes(&k) * 2 + ENTRY_OVERHEAD_BYTES * (1 + self.accs.len());
-                    index.insert(value_key(&k), groups.len());
+                    index.insert(hashed, groups.len());
                     groups.push((k, self.accs.iter().map(|(_, a)| a.new_state()).collect()));
                     groups.len() - 1
                 }
@@ -124,7 +160,7 @@ impl Group {
         })?;
         Ok(Group {
             id: AggExpr::parse(id, ctx)?,
-            spec: GroupSpec::parse(d, &["_id"], ctx)?,
+            spec: GroupSpec::parse(d, &["_id"], &GROUP_FIELD_CODES, ctx)?,
         })
     }
 
@@ -162,6 +198,12 @@ pub fn sort_by_count(spec: &Bson, ctx: &ParseContext) -> CommandResult<SortByCou
         Bson::Document(d) => d.len() == 1 && d.keys().all(|k| k.starts_with('$')),
         _ => false,
     };
+    if !matches!(spec, Bson::String(_) | Bson::Document(_)) {
+        return Err(perr(
+            codes::SORT_BY_COUNT_TYPE,
+            "the sortByCount field must be specified as a string or as an object",
+        ));
+    }
     if !ok {
         return Err(perr(
             codes::SORT_BY_COUNT_BAD,

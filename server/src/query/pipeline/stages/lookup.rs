@@ -13,7 +13,8 @@ use crate::query::matcher::Filter;
 use crate::query::path;
 use crate::query::pipeline::codes::{self, perr};
 use crate::query::pipeline::common::{
-    AggExpr, RunCx, check_variable_name, set_path, split_field_path, to_raw, value_key,
+    AggExpr, RunCx, check_variable_name, doc_size_bytes, set_path, split_field_path, to_raw,
+    value_key,
 };
 use crate::query::pipeline::limits::GRAPH_LOOKUP_DEPTH_MAX;
 use crate::query::pipeline::{DocStream, ParseContext, Pipeline, PipelineEnv};
@@ -169,8 +170,8 @@ fn namespace(v: &Bson, ctx: &ParseContext, stage: &str) -> CommandResult<(String
             )),
         },
         _ => Err(perr(
-            codes::FAILED_TO_PARSE,
-            format!("{stage} 'from' must be a string or an object"),
+            codes::LOOKUP_FROM_TYPE,
+            format!("'from' option to {stage} must be a string or an object"),
         )),
     }
 }
@@ -186,7 +187,11 @@ pub struct Lookup {
 
 impl Lookup {
     pub fn parse(spec: &Bson, ctx: &ParseContext) -> CommandResult<Lookup> {
-        let d = spec_doc(spec, codes::FAILED_TO_PARSE, "the $lookup specification")?;
+        let d = spec_doc(
+            spec,
+            codes::LOOKUP_NOT_OBJECT,
+            "the $lookup stage specification",
+        )?;
         let get_str = |key: &str| -> CommandResult<Option<String>> {
             match d.get(key) {
                 None => Ok(None),
@@ -250,8 +255,8 @@ impl Lookup {
             }
             None => {
                 return Err(perr(
-                    codes::FAILED_TO_PARSE,
-                    "must specify 'from' field for a $lookup",
+                    codes::LOOKUP_NO_FROM,
+                    "missing 'from' option to $lookup stage specification",
                 ));
             }
         };
@@ -287,6 +292,7 @@ impl Lookup {
         mut doc: Document,
         foreign: &Indexed,
         env: &dyn PipelineEnv,
+        memory_max_bytes: usize,
     ) -> CommandResult<Document> {
         let raw = to_raw(&doc)?;
         let matched: Vec<Document> = match &self.fields {
@@ -304,6 +310,16 @@ impl Lookup {
             Some(p) => p.run(&raw, matched, env)?,
             None => matched,
         };
+        let total_bytes: usize = joined.iter().map(doc_size_bytes).sum();
+        if total_bytes > memory_max_bytes {
+            return Err(perr(
+                codes::LOOKUP_TOO_LARGE,
+                format!(
+                    "Total size of documents in {} matching pipeline's $lookup stage exceeds {memory_max_bytes} bytes",
+                    self.from.as_ref().map_or("", |f| f.1.as_str())
+                ),
+            ));
+        }
         set_path(
             &mut doc,
             &self.as_path,
@@ -316,13 +332,30 @@ impl Lookup {
 impl Stage for Lookup {
     fn run<'a>(&'a self, input: DocStream<'a>, cx: RunCx<'a>) -> CommandResult<DocStream<'a>> {
         let mut foreign: Option<Indexed> = None;
+        let mut env_has_index = true;
         Ok(Box::new(input.map(move |item| {
             let doc = item?;
+            // Ask the environment for just the candidates (an index lookup) until it declines.
+            if env_has_index
+                && let (Some((db, coll)), Some((local, far))) = (&self.from, &self.fields)
+            {
+                let values = keys_at(&to_raw(&doc)?, local, false);
+                match cx
+                    .env
+                    .lookup_candidates(db, coll, &far.join("."), &values)?
+                {
+                    Some(candidates) => {
+                        let index = Indexed::build(candidates, far)?;
+                        return self.join(doc, &index, cx.env, cx.memory_max_bytes);
+                    }
+                    None => env_has_index = false,
+                }
+            }
             if foreign.is_none() {
                 foreign = Some(self.load(cx.env)?);
             }
             match &foreign {
-                Some(f) => self.join(doc, f, cx.env),
+                Some(f) => self.join(doc, f, cx.env, cx.memory_max_bytes),
                 None => Ok(doc),
             }
         })))

@@ -2,7 +2,8 @@
 //!
 //! A specification becomes a tree keyed by field name (dotted keys are split), whose leaves
 //! include, exclude or compute. Inclusion keeps the input's field order and appends computed
-//! fields in specification order; `_id` is kept unless excluded. Computed values are always
+//! fields in specification order (a computed `_id` too, as mongod's projection executor does);
+//! `_id` is kept unless excluded. Computed values are always
 //! evaluated against the input document, never against the partly built output. Through
 //! arrays, sub-trees apply to each element (inclusion drops non-document elements).
 
@@ -117,7 +118,7 @@ fn parse_projection(
             }
             Bson::Document(d) if d.is_empty() => {
                 return Err(perr(
-                    codes::PROJECT_EMPTY,
+                    codes::PROJECT_EMPTY_SUB,
                     format!(
                         "An empty sub-projection is not a valid value. Found empty object at path {full}"
                     ),
@@ -300,12 +301,16 @@ fn include(tree: &Tree, doc: &Document, top: bool) -> Document {
     out
 }
 
+/// Non-document elements are dropped, unless computed fields below will turn them into
+/// documents (mongod keeps a placeholder for them).
 fn include_array(tree: &Tree, items: &[Bson]) -> Vec<Bson> {
+    let keep_placeholders = tree.has_computed();
     items
         .iter()
         .filter_map(|item| match item {
             Bson::Document(d) => Some(Bson::Document(include(tree, d, false))),
             Bson::Array(inner) => Some(Bson::Array(include_array(tree, inner))),
+            _ if keep_placeholders => Some(Bson::Document(Document::new())),
             _ => None,
         })
         .collect()
@@ -403,6 +408,14 @@ impl AddFields {
             codes::ADD_FIELDS_NOT_OBJECT,
             &format!("{name} specification stage"),
         )?;
+        if d.is_empty() {
+            return Err(perr(
+                codes::ADD_FIELDS_EMPTY,
+                format!(
+                    "Invalid {name} :: caused by :: specification must have at least one field"
+                ),
+            ));
+        }
         let mut tree = Tree::default();
         parse_add_fields(d, ctx, &mut tree, "")?;
         Ok(AddFields { tree })

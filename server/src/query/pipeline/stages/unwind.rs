@@ -45,7 +45,7 @@ impl Unwind {
                     Some(Bson::String(p)) => p.as_str(),
                     Some(other) => {
                         return Err(perr(
-                            codes::UNWIND_PATH_DOLLAR,
+                            codes::UNWIND_PATH_NOT_STRING,
                             format!(
                                 "expected a string as the path for $unwind stage, got {}",
                                 type_name(other)
@@ -91,6 +91,12 @@ impl Unwind {
                 ));
             }
         };
+        if path.is_empty() {
+            return Err(perr(
+                codes::UNWIND_NO_PATH,
+                "no path specified to $unwind stage",
+            ));
+        }
         let Some(stripped) = path.strip_prefix('$') else {
             return Err(perr(
                 codes::UNWIND_PATH_DOLLAR,

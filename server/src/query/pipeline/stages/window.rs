@@ -6,8 +6,9 @@
 //! "unbounded"/"current") and `range: [lo, hi]` (values relative to the current document's
 //! single numeric or date sort key, with `unit` for dates up to weeks). No window means the
 //! whole partition. Functions: every `$group` accumulator, `$rank`, `$denseRank`,
-//! `$documentNumber`, `$shift`, `$locf`. Windows with an unbounded lower end are computed
-//! incrementally; other windows are recomputed per document (O(n * w)).
+//! `$documentNumber`, `$shift`, `$locf`, `$derivative`, `$integral`. Windows with an
+//! unbounded lower end are computed incrementally; other windows are recomputed per document
+//! (O(n * w)).
 
 use super::sort::SortKeys;
 use super::{Stage, spec_doc};
@@ -50,6 +51,13 @@ enum Func {
         default: Bson,
     },
     Locf(AggExpr),
+    /// `$derivative` (rate between the window's ends) and `$integral` (trapezoidal area), per
+    /// `unit_ms` of a date sort key (1 for numbers).
+    Slope {
+        input: AggExpr,
+        unit_ms: f64,
+        integral: bool,
+    },
 }
 
 #[derive(Debug)]
@@ -208,6 +216,25 @@ fn parse_func(op: &str, arg: &Bson, ctx: &ParseContext) -> CommandResult<Func> {
             })
         }
         "$locf" => Ok(Func::Locf(AggExpr::parse(arg, ctx)?)),
+        "$derivative" | "$integral" => {
+            let d = spec_doc(arg, codes::WINDOW_BAD_SPEC, op)?;
+            if let Some(k) = d.keys().find(|k| !matches!(k.as_str(), "input" | "unit")) {
+                return Err(bad(format!("{op} got unexpected argument: {k}")));
+            }
+            let input = d
+                .get("input")
+                .ok_or_else(|| bad(format!("{op} requires an 'input' expression")))?;
+            let unit_ms = match d.get("unit") {
+                None => 1.0,
+                Some(Bson::String(u)) => unit_ms(u)?,
+                Some(_) => return Err(bad(format!("{op} 'unit' must be a string"))),
+            };
+            Ok(Func::Slope {
+                input: AggExpr::parse(input, ctx)?,
+                unit_ms,
+                integral: op == "$integral",
+            })
+        }
         _ => match Acc::parse(op, arg, ctx)? {
             Some(acc) => Ok(Func::Acc(acc)),
             None => Err(bad(format!("Unrecognized window function, {op}"))),
@@ -276,7 +303,24 @@ impl SetWindowFields {
             {
                 return Err(bad("Range-based window requires sortBy a single field"));
             }
-            if window.is_some() && !matches!(func, Func::Acc(_)) {
+            if matches!(
+                func,
+                Func::Slope {
+                    integral: false,
+                    ..
+                }
+            ) && window.is_none()
+            {
+                return Err(bad(format!("'{name}': $derivative requires a 'window'")));
+            }
+            if matches!(func, Func::Slope { .. })
+                && sort.as_ref().and_then(SortKeys::single_path).is_none()
+            {
+                return Err(bad(format!(
+                    "'{name}': $derivative and $integral require a sortBy on a single field"
+                )));
+            }
+            if window.is_some() && !matches!(func, Func::Acc(_) | Func::Slope { .. }) {
                 return Err(bad(format!(
                     "'{name}': this window function does not accept a 'window' field"
                 )));
@@ -378,6 +422,25 @@ impl SetWindowFields {
                 Ok(out)
             }
             Func::Acc(acc) => self.compute_acc(acc, field.window, part),
+            Func::Slope {
+                input,
+                unit_ms,
+                integral,
+            } => {
+                let points = part
+                    .iter()
+                    .map(|r| {
+                        let x = sort_value(r).map(|x| x / unit_ms);
+                        let y = input.eval(&r.raw)?.as_ref().and_then(types::as_f64);
+                        Ok(x.zip(y))
+                    })
+                    .collect::<CommandResult<Vec<_>>>()?;
+                Ok(self
+                    .ranges(field.window, part)
+                    .into_iter()
+                    .map(|(lo, hi)| Some(slope(&points[lo..hi.max(lo)], *integral)))
+                    .collect())
+            }
         }
     }
 
@@ -389,12 +452,7 @@ impl SetWindowFields {
     ) -> CommandResult<Vec<Option<Bson>>> {
         let n = part.len();
         let window = window.unwrap_or(Window::Documents(Bound::Unbounded, Bound::Unbounded));
-        let ranges: Vec<(usize, usize)> = match window {
-            Window::Documents(lo, hi) => (0..n)
-                .map(|i| (doc_index(lo, i, n, true), doc_index(hi, i, n, false)))
-                .collect(),
-            Window::Range(lo, hi) => self.range_windows(lo, hi, part),
-        };
+        let ranges = self.ranges(Some(window), part);
         let mut out = Vec::with_capacity(n);
         let incremental = matches!(window, Window::Documents(Bound::Unbounded, _));
         let mut state = acc.new_state();
@@ -417,13 +475,20 @@ impl SetWindowFields {
         Ok(out)
     }
 
+    /// The half-open row range of each row's window (the whole partition when unspecified).
+    fn ranges(&self, window: Option<Window>, part: &[Row]) -> Vec<(usize, usize)> {
+        let n = part.len();
+        match window.unwrap_or(Window::Documents(Bound::Unbounded, Bound::Unbounded)) {
+            Window::Documents(lo, hi) => (0..n)
+                .map(|i| (doc_index(lo, i, n, true), doc_index(hi, i, n, false)))
+                .collect(),
+            Window::Range(lo, hi) => self.range_windows(lo, hi, part),
+        }
+    }
+
     /// Half-open index ranges of the rows whose sort value lies within the bounds.
     fn range_windows(&self, lo: Bound, hi: Bound, part: &[Row]) -> Vec<(usize, usize)> {
-        let value = |r: &Row| match r.sort_key.first() {
-            Some(Bson::DateTime(d)) => Some(d.timestamp_millis() as f64),
-            Some(v) => types::as_f64(v),
-            None => None,
-        };
+        let value = sort_value;
         let descending = self
             .sort
             .as_ref()
@@ -456,6 +521,36 @@ impl SetWindowFields {
                 (start, end.max(start))
             })
             .collect()
+    }
+}
+
+/// The single sort key as a number (dates in milliseconds).
+fn sort_value(r: &Row) -> Option<f64> {
+    match r.sort_key.first() {
+        Some(Bson::DateTime(d)) => Some(d.timestamp_millis() as f64),
+        Some(v) => types::as_f64(v),
+        None => None,
+    }
+}
+
+/// `$derivative` (end-to-end rate) or `$integral` (trapezoids) over the window's points;
+/// null when a point is not numeric or the window is too small.
+fn slope(points: &[Option<(f64, f64)>], integral: bool) -> Bson {
+    let Some(points) = points.iter().copied().collect::<Option<Vec<(f64, f64)>>>() else {
+        return Bson::Null;
+    };
+    if integral {
+        let area: f64 = points
+            .windows(2)
+            .map(|w| (w[0].1 + w[1].1) / 2.0 * (w[1].0 - w[0].0))
+            .sum();
+        return Bson::Double(area);
+    }
+    match (points.first(), points.last()) {
+        (Some(a), Some(b)) if points.len() >= 2 && b.0 != a.0 => {
+            Bson::Double((b.1 - a.1) / (b.0 - a.0))
+        }
+        _ => Bson::Null,
     }
 }
 

@@ -2,6 +2,7 @@
 //! How: runs pipelines over in-memory documents through a map-backed `PipelineEnv`.
 
 mod accumulators;
+mod bench;
 mod differential;
 mod stages;
 mod window;

@@ -37,7 +37,7 @@ fn parse_errors_have_mongod_codes() {
         15952
     );
     assert_eq!(
-        fails(bson!([{"$group": {"_id": null, "n": 1}}]), vec![]),
+        fails(bson!([{"$group": {"_id": null, "n": {}}}]), vec![]),
         40238
     );
     assert_eq!(
@@ -134,8 +134,21 @@ fn project_inclusion_exclusion_and_computed() {
         input.clone(),
     );
     assert_eq!(out, docs(bson!([{"_id": 1, "b": {"c": 2, "n": 7}}])));
-    let out = run(bson!([{"$project": {"q": "$$REMOVE", "a": 1}}]), input);
+    let out = run(
+        bson!([{"$project": {"q": "$$REMOVE", "a": 1}}]),
+        input.clone(),
+    );
     assert_eq!(out, docs(bson!([{"_id": 1, "a": 1}])));
+    // Computed fields (even `_id`) follow the included ones; scalars in arrays become documents
+    // when a computed field lands in them.
+    let out = run(
+        bson!([{"$project": {"_id": "$a", "a": 1, "e.k": {"$literal": 0}}}]),
+        input,
+    );
+    assert_eq!(
+        out,
+        docs(bson!([{"a": 1, "_id": 1, "e": [{"k": 0}, {"k": 0}, [{"k": 0}]]}]))
+    );
 }
 
 #[test]
@@ -570,4 +583,282 @@ fn let_variables_and_memory_bound() {
             .len(),
         2
     );
+}
+
+#[test]
+fn edge_values_nan_dates_and_computed_id() {
+    let input = docs(
+        bson!([{"k": f64::NAN, "d": bson::DateTime::from_millis(5)}, {"k": f64::NAN, "d": bson::DateTime::from_millis(-5)}, {"k": 0.0}, {"k": -0.0}]),
+    );
+    let out = run(
+        bson!([{"$group": {"_id": "$k", "n": {"$sum": 1}}}]),
+        input.clone(),
+    );
+    let counts: Vec<i32> = out.iter().filter_map(|d| d.get_i32("n").ok()).collect();
+    assert_eq!(counts, vec![2, 2], "NaN groups with NaN, -0 with 0");
+    let out = run(
+        bson!([{"$match": {"d": {"$exists": true}}}, {"$sort": {"d": 1}}, {"$project": {"_id": "$d", "x": {"$literal": 1}}}]),
+        input,
+    );
+    assert_eq!(
+        out[0],
+        doc! {"_id": bson::DateTime::from_millis(-5), "x": 1}
+    );
+    assert_eq!(out[0].keys().next().map(String::as_str), Some("_id"));
+}
+
+#[test]
+fn pipeline_is_send_and_sync_and_skips_pushed_stages() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Pipeline>();
+    let p = Pipeline::parse(
+        &stages_of(bson!([{"$match": {"a": 1}}, {"$count": "n"}])),
+        &ctx(),
+    )
+    .expect("parses");
+    let env = MapEnv::default();
+    let out: Vec<Document> = p
+        .run_skipping(
+            1,
+            Box::new(docs(bson!([{"a": 2}])).into_iter().map(Ok)),
+            &env,
+        )
+        .expect("runs")
+        .collect::<Result<_, _>>()
+        .expect("no errors");
+    assert_eq!(out, docs(bson!([{"n": 1}])));
+    assert_eq!(
+        p.stage_documents(),
+        docs(bson!([{"$match": {"a": 1}}, {"$count": "n"}]))
+    );
+}
+
+/// An environment that interrupts after a number of checks.
+struct Interrupting(std::cell::Cell<u32>);
+
+impl crate::query::pipeline::PipelineEnv for Interrupting {
+    fn collection_docs(
+        &self,
+        _db: &str,
+        _coll: &str,
+    ) -> crate::error::CommandResult<Vec<Document>> {
+        Ok(vec![])
+    }
+
+    fn check_interrupt(&self) -> crate::error::CommandResult<()> {
+        let left = self.0.get();
+        if left == 0 {
+            return Err(crate::error::err(
+                crate::error::ErrorCode::MaxTimeMSExpired,
+                "operation exceeded time limit",
+            ));
+        }
+        self.0.set(left - 1);
+        Ok(())
+    }
+}
+
+#[test]
+fn blocking_stages_honour_interrupts_and_lookup_size() {
+    let input: Vec<Document> = (0..100).map(|i| doc! {"k": i}).collect();
+    let p =
+        Pipeline::parse(&stages_of(bson!([{"$group": {"_id": "$k"}}])), &ctx()).expect("parses");
+    let e = p
+        .run_vec(input.clone(), &Interrupting(std::cell::Cell::new(10)))
+        .expect_err("interrupted");
+    assert_eq!(e.code, crate::error::ErrorCode::MaxTimeMSExpired);
+    let mut env = MapEnv::default();
+    env.0.insert(
+        "big".into(),
+        (0..50)
+            .map(|i| doc! {"k": 1, "i": i, "pad": "y".repeat(100)})
+            .collect(),
+    );
+    let mut small = ctx();
+    small.memory_max_bytes = 2000;
+    let p = Pipeline::parse(&stages_of(bson!([{"$lookup": {"from": "big", "localField": "k", "foreignField": "k", "as": "j"}}])), &small).expect("parses");
+    assert_eq!(
+        code_of(&p.run_vec(vec![doc! {"k": 1}], &env).expect_err("too large")),
+        4568
+    );
+}
+
+#[test]
+fn inner_bindings_hide_pipeline_variables() {
+    let c = ctx().with_let(&doc! {"x": 100}).expect("let parses");
+    let p = Pipeline::parse(
+        &stages_of(bson!([{"$project": {"_id": 0,
+            "m": {"$map": {"input": [1, 2], "as": "x", "in": {"$add": ["$$x", 1]}}},
+            "l": {"$let": {"vars": {"x": 5}, "in": "$$x"}},
+            "o": "$$x", "r": "$$REMOVE"}}])),
+        &c,
+    )
+    .expect("parses");
+    let out = p.run_vec(vec![doc! {}], &MapEnv::default()).expect("runs");
+    assert_eq!(out, docs(bson!([{"m": [2, 3], "l": 5, "o": 100}])));
+}
+
+#[test]
+fn update_pipelines_allow_only_reshaping_stages() {
+    let p = Pipeline::parse_update(
+        &stages_of(bson!([{"$set": {"n": {"$add": ["$n", 1]}}}, {"$unset": "old"}, {"$replaceWith": {"$mergeObjects": ["$$ROOT", {"t": "$$NOW"}]}}])),
+        &ctx(),
+    )
+    .expect("parses");
+    let out = p
+        .apply_update(doc! {"_id": 1, "n": 1, "old": true})
+        .expect("applies");
+    assert_eq!(out, doc! {"_id": 1, "n": 2, "t": ctx().now});
+    let e =
+        Pipeline::parse_update(&stages_of(bson!([{"$match": {}}])), &ctx()).expect_err("refused");
+    assert_eq!(code_of(&e), 72);
+    assert!(
+        Pipeline::parse_update(&[], &ctx())
+            .expect("empty is fine")
+            .apply_update(doc! {"a": 1})
+            .is_ok()
+    );
+}
+
+#[test]
+fn more_parse_codes_checked_against_mongod() {
+    assert_eq!(fails(bson!([{"$unwind": {"path": 5}}]), vec![]), 28808);
+    assert_eq!(fails(bson!([{"$unwind": ""}]), vec![]), 28812);
+    assert_eq!(
+        fails(
+            bson!([{"$unwind": {"path": "$a", "includeArrayIndex": 1}}]),
+            vec![]
+        ),
+        28810
+    );
+    assert_eq!(
+        fails(bson!([{"$group": {"_id": null, "n": 1}}]), vec![]),
+        40234
+    );
+    assert_eq!(
+        fails(
+            bson!([{"$group": {"_id": null, "$n": {"$sum": 1}}}]),
+            vec![]
+        ),
+        40236
+    );
+    assert_eq!(
+        fails(
+            bson!([{"$group": {"_id": null, "n": {"$sum": 1, "$max": 1}}}]),
+            vec![]
+        ),
+        40238
+    );
+    assert_eq!(fails(bson!([{"$sortByCount": 5}]), vec![]), 40149);
+    assert_eq!(fails(bson!([{"$facet": {"a": [5]}}]), vec![]), 40171);
+    assert_eq!(fails(bson!([{"$facet": {"a": []}}]), vec![]), 40172);
+    assert_eq!(
+        fails(
+            bson!([{"$bucket": {"groupBy": "$a", "boundaries": 5}}]),
+            vec![]
+        ),
+        40200
+    );
+    assert_eq!(
+        fails(
+            bson!([{"$bucket": {"groupBy": "$a", "boundaries": [0, 1], "output": {"n": 1}}}]),
+            vec![]
+        ),
+        40203
+    );
+    assert_eq!(
+        fails(
+            bson!([{"$bucketAuto": {"groupBy": "$a", "buckets": "x"}}]),
+            vec![]
+        ),
+        40241
+    );
+    assert_eq!(
+        fails(
+            bson!([{"$bucketAuto": {"groupBy": "$a", "buckets": 0}}]),
+            vec![]
+        ),
+        40243
+    );
+    assert_eq!(
+        fails(
+            bson!([{"$bucketAuto": {"groupBy": "$a", "buckets": 2, "output": 1}}]),
+            vec![]
+        ),
+        40244
+    );
+    assert_eq!(fails(bson!([{"$replaceRoot": 1}]), vec![]), 40229);
+    assert_eq!(fails(bson!([{"$lookup": 1}]), vec![]), 40319);
+    assert_eq!(
+        fails(
+            bson!([{"$lookup": {"localField": "a", "foreignField": "b", "as": "c"}}]),
+            vec![]
+        ),
+        40320
+    );
+    assert_eq!(
+        fails(
+            bson!([{"$lookup": {"from": 1, "localField": "a", "foreignField": "b", "as": "c"}}]),
+            vec![]
+        ),
+        40321
+    );
+    assert_eq!(fails(bson!([{"$project": {"a": {}}}]), vec![]), 51270);
+    assert_eq!(fails(bson!([{"$project": {"": 1}}]), vec![]), 40352);
+    assert_eq!(fails(bson!([{"$project": {"a.": 1}}]), vec![]), 40353);
+    assert_eq!(fails(bson!([{"$addFields": {}}]), vec![]), 40177);
+}
+
+/// An environment whose "index" answers equality lookups on `k` and counts the calls.
+struct IndexedEnv {
+    docs: Vec<Document>,
+    calls: std::cell::Cell<u32>,
+}
+
+impl crate::query::pipeline::PipelineEnv for IndexedEnv {
+    fn collection_docs(
+        &self,
+        _db: &str,
+        _coll: &str,
+    ) -> crate::error::CommandResult<Vec<Document>> {
+        panic!("the index should have served every lookup");
+    }
+
+    fn lookup_candidates(
+        &self,
+        _db: &str,
+        _coll: &str,
+        field: &str,
+        values: &[Bson],
+    ) -> crate::error::CommandResult<Option<Vec<Document>>> {
+        self.calls.set(self.calls.get() + 1);
+        assert_eq!(field, "k");
+        Ok(Some(
+            self.docs
+                .iter()
+                .filter(|d| d.get("k").is_some_and(|k| values.contains(k)))
+                .cloned()
+                .collect(),
+        ))
+    }
+}
+
+#[test]
+fn lookup_uses_the_environment_index_when_offered() {
+    let env = IndexedEnv {
+        docs: docs(bson!([{"_id": 1, "k": 1}, {"_id": 2, "k": 2}, {"_id": 3, "k": 1}])),
+        calls: std::cell::Cell::new(0),
+    };
+    let p = Pipeline::parse(&stages_of(bson!([{"$lookup": {"from": "f", "localField": "k", "foreignField": "k", "as": "j"}}, {"$project": {"ids": "$j._id"}}])), &ctx()).expect("parses");
+    let out = p
+        .run_vec(
+            docs(bson!([{"_id": 10, "k": 1}, {"_id": 11, "k": 5}])),
+            &env,
+        )
+        .expect("runs");
+    assert_eq!(
+        out,
+        docs(bson!([{"_id": 10, "ids": [1, 3]}, {"_id": 11, "ids": []}]))
+    );
+    assert_eq!(env.calls.get(), 2);
 }

@@ -119,3 +119,96 @@ fn window_errors() {
         5371602
     );
 }
+
+#[test]
+fn densify_fills_numeric_gaps_per_partition() {
+    let input =
+        stages_of(bson!([{"p": "a", "x": 1}, {"p": "a", "x": 4}, {"p": "b", "x": 2}, {"p": "b"}]));
+    let out = run(
+        bson!([{"$densify": {"field": "x", "partitionByFields": ["p"], "range": {"step": 1, "bounds": "full"}}}]),
+        input.clone(),
+    );
+    let pairs: Vec<(Bson, Bson)> = out
+        .iter()
+        .map(|d| {
+            (
+                d.get("p").cloned().unwrap_or(Bson::Null),
+                d.get("x").cloned().unwrap_or(Bson::Null),
+            )
+        })
+        .collect();
+    let expect: Vec<(Bson, Bson)> = [
+        ("b", None),
+        ("a", Some(1)),
+        ("a", Some(2)),
+        ("a", Some(3)),
+        ("a", Some(4)),
+        ("b", Some(1)),
+        ("b", Some(2)),
+        ("b", Some(3)),
+    ]
+    .iter()
+    .map(|(p, x)| (bson!(*p), x.map_or(Bson::Null, Bson::Int32)))
+    .collect();
+    assert_eq!(pairs, expect);
+    let out = run(
+        bson!([{"$densify": {"field": "x", "range": {"step": 2, "bounds": [0, 5]}}}]),
+        stages_of(bson!([{"x": 1}])),
+    );
+    assert_eq!(
+        field(&out, "x"),
+        vec![
+            Bson::Int32(0),
+            Bson::Int32(1),
+            Bson::Int32(2),
+            Bson::Int32(4)
+        ]
+    );
+}
+
+#[test]
+fn fill_value_locf_and_linear() {
+    let input = stages_of(
+        bson!([{"t": 1, "v": 10, "s": "x"}, {"t": 2, "v": null}, {"t": 3}, {"t": 4, "v": 40, "s": null}]),
+    );
+    let out = run(
+        bson!([{"$fill": {"sortBy": {"t": 1}, "output": {"v": {"method": "linear"}, "s": {"method": "locf"}, "z": {"value": 0}}}}]),
+        input,
+    );
+    assert_eq!(
+        field(&out, "v"),
+        vec![bson!(10), Bson::Double(20.0), Bson::Double(30.0), bson!(40)]
+    );
+    assert_eq!(
+        field(&out, "s"),
+        vec![bson!("x"), bson!("x"), bson!("x"), bson!("x")]
+    );
+    assert_eq!(field(&out, "z"), vec![bson!(0); 4]);
+}
+
+#[test]
+fn derivative_and_integral() {
+    let input = stages_of(bson!([{"t": 0, "v": 0}, {"t": 1, "v": 2}, {"t": 3, "v": 6}]));
+    let out = run(
+        bson!([{"$setWindowFields": {"sortBy": {"t": 1}, "output": {
+            "d": {"$derivative": {"input": "$v"}, "window": {"documents": [-1, 0]}},
+            "area": {"$integral": {"input": "$v"}, "window": {"documents": ["unbounded", "current"]}},
+        }}}]),
+        input,
+    );
+    assert_eq!(
+        field(&out, "d"),
+        vec![Bson::Null, Bson::Double(2.0), Bson::Double(2.0)]
+    );
+    assert_eq!(
+        field(&out, "area"),
+        vec![Bson::Double(0.0), Bson::Double(1.0), Bson::Double(9.0)]
+    );
+    assert_eq!(
+        fails(
+            bson!([{"$setWindowFields": {"sortBy": {"t": 1}, "output": {"d": {"$derivative": {"input": "$v"}}}}}]),
+            vec![]
+        ),
+        5371602
+    );
+}

@@ -3,24 +3,24 @@
 //! widens to int64 on overflow, int64 to double; any double makes a double; any decimal makes a
 //! decimal (computed through a double here, so precise decimal arithmetic is not yet exact).
 
+use super::Operator;
 use crate::error::{CommandResult, ErrorCode, err};
-use crate::query::expr::Operator;
 use crate::query::types;
 use bson::{Bson, DateTime, Decimal128};
 use std::cmp::Ordering;
 use storage::order;
 
-fn type_name(v: &Option<Bson>) -> &'static str {
+pub(super) fn type_name(v: &Option<Bson>) -> &'static str {
     v.as_ref()
         .map_or("missing", |b| types::type_name(types::type_code(b)))
 }
 
-fn is_nullish(v: &Option<Bson>) -> bool {
+pub(super) fn is_nullish(v: &Option<Bson>) -> bool {
     matches!(v, None | Some(Bson::Null) | Some(Bson::Undefined))
 }
 
 /// The widest numeric kind among operands: 0 int32, 1 int64, 2 double, 3 decimal.
-fn kind(v: &Bson) -> u8 {
+pub(super) fn kind(v: &Bson) -> u8 {
     match v {
         Bson::Int32(_) => 0,
         Bson::Int64(_) => 1,
@@ -29,14 +29,14 @@ fn kind(v: &Bson) -> u8 {
     }
 }
 
-fn decimal(d: f64) -> Bson {
+pub(super) fn decimal(d: f64) -> Bson {
     format!("{d}")
         .parse::<Decimal128>()
         .map_or(Bson::Double(d), Bson::Decimal128)
 }
 
 /// Folds integers exactly (widening on overflow) and everything else in doubles.
-fn fold_numbers(
+pub(super) fn fold_numbers(
     values: &[Bson],
     int_op: fn(i64, i64) -> Option<i64>,
     float_op: fn(f64, f64) -> f64,
@@ -55,6 +55,19 @@ fn fold_numbers(
             };
         }
     }
+    if widest == 3 {
+        // Exact decimal arithmetic; `start` tells the fold which operation it is (0: +, 1: *).
+        let mut acc = Bson::Int64(start);
+        for v in values {
+            let next = if start == 0 {
+                crate::query::decimal::add(&acc, v)
+            } else {
+                crate::query::decimal::mul(&acc, v)
+            };
+            acc = next.unwrap_or(Bson::Double(f64::NAN));
+        }
+        return acc;
+    }
     #[allow(clippy::cast_precision_loss)] // mongod also falls back to double arithmetic here
     let mut acc = start as f64;
     for v in values {
@@ -67,7 +80,10 @@ fn fold_numbers(
     }
 }
 
-fn numbers_only(name: &str, values: &[Option<Bson>]) -> CommandResult<Option<Vec<Bson>>> {
+pub(super) fn numbers_only(
+    name: &str,
+    values: &[Option<Bson>],
+) -> CommandResult<Option<Vec<Bson>>> {
     let mut out = Vec::with_capacity(values.len());
     for v in values {
         match v {
@@ -87,7 +103,7 @@ fn numbers_only(name: &str, values: &[Option<Bson>]) -> CommandResult<Option<Vec
     Ok(Some(out))
 }
 
-pub(crate) fn apply(op: Operator, values: Vec<Option<Bson>>) -> CommandResult<Option<Bson>> {
+pub(super) fn apply(op: Operator, values: Vec<Option<Bson>>) -> CommandResult<Option<Bson>> {
     let first = values.first().cloned().flatten();
     match op {
         Operator::Add => add(&values),
@@ -149,14 +165,11 @@ pub(crate) fn apply(op: Operator, values: Vec<Option<Bson>>) -> CommandResult<Op
             })))
         }
         Operator::Type => Ok(Some(Bson::String(type_name(&values[0]).to_string()))),
-        _ => Err(err(
-            ErrorCode::InternalError,
-            format!("operator {op:?} evaluated out of place"),
-        )),
+        _ => super::more::apply(op, values),
     }
 }
 
-fn to_text(v: &Option<Bson>) -> CommandResult<String> {
+pub(super) fn to_text(v: &Option<Bson>) -> CommandResult<String> {
     Ok(match v {
         _ if is_nullish(v) => String::new(),
         Some(Bson::String(s)) | Some(Bson::Symbol(s)) => s.clone(),
@@ -239,13 +252,15 @@ fn subtract(values: &[Option<Bson>]) -> CommandResult<Option<Bson>> {
                 Bson::Int64(i) => i
                     .checked_neg()
                     .map_or(Bson::Double(-(*i as f64)), Bson::Int64),
+                Bson::Decimal128(_) => {
+                    crate::query::decimal::negate(y).unwrap_or(Bson::Double(f64::NAN))
+                }
                 other => Bson::Double(-types::as_f64(other).unwrap_or(f64::NAN)),
             };
             let widest = kind(x).max(kind(y));
             let r = fold_numbers(&[x.clone(), negated], i64::checked_add, |p, q| p + q, 0);
             match (widest, &r) {
                 (0, Bson::Int64(n)) => i32::try_from(*n).map_or(r.clone(), Bson::Int32),
-                (3, _) => decimal(types::as_f64(&r).unwrap_or(f64::NAN)),
                 _ => r,
             }
         }

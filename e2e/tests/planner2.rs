@@ -1,0 +1,461 @@
+//! Proves the index union for `$or`, covered queries, COUNT_SCAN, DISTINCT_SCAN and `min`/`max`
+//! explain themselves in mongod's shapes and answer exactly what a collection scan answers. How:
+//! a real `cairn` process, `explain`, and `hint: {$natural: 1}` scans over seeded random data.
+
+use bson::{Bson, Document, doc};
+use cairn_e2e::Server;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+const BIN: &str = env!("CARGO_BIN_EXE_cairn");
+/// getMore rounds a test follows before it gives up (results here are small).
+const GET_MORE_ROUNDS_MAX: usize = 1000;
+
+fn seed() -> u64 {
+    let seed = std::env::var("CAIRN_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random);
+    println!("CAIRN_SEED={seed}");
+    seed
+}
+
+/// Every document of a `find` command, following the cursor.
+async fn find_all(db: &mongodb::Database, coll: &str, mut cmd: Document) -> Vec<Document> {
+    cmd.insert("batchSize", 1000);
+    let reply = db.run_command(cmd).await.unwrap();
+    let cursor = reply.get_document("cursor").unwrap();
+    let mut out: Vec<Document> = cursor
+        .get_array("firstBatch")
+        .unwrap()
+        .iter()
+        .map(|d| d.as_document().unwrap().clone())
+        .collect();
+    let mut id = cursor.get_i64("id").unwrap();
+    for _ in 0..GET_MORE_ROUNDS_MAX {
+        if id == 0 {
+            break;
+        }
+        let r = db
+            .run_command(doc! { "getMore": id, "collection": coll })
+            .await
+            .unwrap();
+        let c = r.get_document("cursor").unwrap();
+        out.extend(
+            c.get_array("nextBatch")
+                .unwrap()
+                .iter()
+                .map(|d| d.as_document().unwrap().clone()),
+        );
+        id = c.get_i64("id").unwrap();
+    }
+    out
+}
+
+async fn explain(db: &mongodb::Database, inner: Document) -> Document {
+    db.run_command(doc! { "explain": inner, "verbosity": "executionStats" })
+        .await
+        .unwrap()
+}
+
+fn winning(e: &Document) -> &Document {
+    e.get_document("queryPlanner")
+        .unwrap()
+        .get_document("winningPlan")
+        .unwrap()
+}
+
+fn stat(e: &Document, name: &str) -> i64 {
+    e.get_document("executionStats")
+        .unwrap()
+        .get_i64(name)
+        .unwrap()
+}
+
+fn by_id(mut docs: Vec<Document>) -> Vec<Document> {
+    docs.sort_by_key(|d| d.get("_id").and_then(Bson::as_i32).unwrap_or(-1));
+    docs
+}
+
+/// A random scalar of mixed types (numbers of every width, strings, null, bool, dates).
+fn value(rng: &mut StdRng) -> Bson {
+    match rng.random_range(0..8) {
+        0 => Bson::Null,
+        1 => Bson::Int32(rng.random_range(-5..5)),
+        2 => Bson::Int64(rng.random_range(-5..5)),
+        3 => Bson::Double(rng.random_range(-5..5) as f64 + 0.5),
+        4 | 5 => Bson::String(["a", "b", "c", "", "bb"][rng.random_range(0..5)].into()),
+        6 => Bson::Boolean(rng.random()),
+        _ => Bson::DateTime(bson::DateTime::from_millis(rng.random_range(-5..5) * 1000)),
+    }
+}
+
+/// Documents with `a` (sometimes an array), `b`, `s` (string or missing) and an unindexed `c`.
+fn random_docs(rng: &mut StdRng, n: i32) -> Vec<Document> {
+    (0..n)
+        .map(|i| {
+            let mut d = doc! { "_id": i };
+            if rng.random_bool(0.85) {
+                let a = if rng.random_bool(0.1) {
+                    Bson::Array(vec![value(rng), value(rng)])
+                } else {
+                    value(rng)
+                };
+                d.insert("a", a);
+            }
+            if rng.random_bool(0.85) {
+                d.insert("b", value(rng));
+            }
+            if rng.random_bool(0.9) {
+                d.insert("s", format!("s{}", rng.random_range(0..30)));
+            }
+            d.insert("c", rng.random_range(0..10));
+            d
+        })
+        .collect()
+}
+
+fn random_condition(rng: &mut StdRng, field: &str) -> Document {
+    let op = ["$eq", "$gt", "$gte", "$lt", "$lte", "$in"][rng.random_range(0..6)];
+    let v = if op == "$in" {
+        Bson::Array(vec![value(rng), value(rng)])
+    } else {
+        value(rng)
+    };
+    doc! { field: { op: v } }
+}
+
+async fn setup(db: &mongodb::Database, name: &str, rng: &mut StdRng) {
+    let c = db.collection::<Document>(name);
+    c.insert_many(random_docs(rng, 400)).await.unwrap();
+    db.run_command(doc! { "createIndexes": name, "indexes": [
+        { "key": { "a": 1 }, "name": "a_1" },
+        { "key": { "b": -1 }, "name": "b_-1" },
+        { "key": { "s": 1, "b": 1 }, "name": "s_1_b_1" },
+    ] })
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn or_uses_an_index_union() {
+    let seed = seed();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let db = client.database("p2");
+    setup(&db, "or", &mut rng).await;
+
+    let filter = doc! { "$or": [ { "a": 1 }, { "b": { "$gte": "b" } }, { "s": "s3" } ] };
+    let e = explain(&db, doc! { "find": "or", "filter": filter.clone() }).await;
+    let w = winning(&e);
+    assert_eq!(w.get_str("stage").unwrap(), "FETCH", "{w}");
+    let or = w.get_document("inputStage").unwrap();
+    assert_eq!(or.get_str("stage").unwrap(), "OR");
+    let inputs = or.get_array("inputStages").unwrap();
+    assert_eq!(inputs.len(), 3);
+    for i in inputs {
+        assert_eq!(i.as_document().unwrap().get_str("stage").unwrap(), "IXSCAN");
+    }
+    // Each document is fetched once even when several branches reach it.
+    let scan = find_all(
+        &db,
+        "or",
+        doc! { "find": "or", "filter": filter.clone(), "hint": { "$natural": 1 } },
+    )
+    .await;
+    assert_eq!(stat(&e, "nReturned"), scan.len() as i64);
+    assert_eq!(stat(&e, "totalDocsExamined"), scan.len() as i64);
+    assert!(stat(&e, "totalKeysExamined") >= scan.len() as i64);
+
+    // A branch without an index: collection scan.
+    let e = explain(
+        &db,
+        doc! { "find": "or", "filter": { "$or": [ { "a": 1 }, { "c": 3 } ] } },
+    )
+    .await;
+    assert_eq!(winning(&e).get_str("stage").unwrap(), "COLLSCAN");
+    // With a sort: OR below a blocking SORT.
+    let e = explain(
+        &db,
+        doc! { "find": "or", "filter": filter.clone(), "sort": { "c": 1, "_id": 1 } },
+    )
+    .await;
+    assert_eq!(winning(&e).get_str("stage").unwrap(), "SORT");
+
+    for round in 0..120 {
+        let branches: Vec<Bson> = (0..rng.random_range(1..4))
+            .map(|_| {
+                let f = ["a", "b", "s", "c"][rng.random_range(0..4)];
+                let mut d = random_condition(&mut rng, f);
+                if f == "s" {
+                    d = doc! { "s": format!("s{}", rng.random_range(0..30)) };
+                }
+                Bson::Document(d)
+            })
+            .collect();
+        let mut filter = doc! { "$or": branches };
+        if rng.random_bool(0.3) {
+            filter.insert("c", doc! { "$lt": rng.random_range(0..10) });
+        }
+        let sorted = rng.random_bool(0.3);
+        let mut cmd = doc! { "find": "or", "filter": filter.clone() };
+        if sorted {
+            cmd.insert("sort", doc! { "c": -1, "_id": 1 });
+        }
+        let mut natural = cmd.clone();
+        natural.insert("hint", doc! { "$natural": 1 });
+        let got = find_all(&db, "or", cmd).await;
+        let want = find_all(&db, "or", natural).await;
+        if sorted {
+            assert_eq!(got, want, "round {round} seed {seed} filter {filter}");
+        } else {
+            assert_eq!(
+                by_id(got),
+                by_id(want),
+                "round {round} seed {seed} filter {filter}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn covered_queries_read_no_documents() {
+    let seed = seed();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let db = client.database("p2");
+    setup(&db, "cov", &mut rng).await;
+
+    // String keys decode exactly: no FETCH, no document read.
+    let cmd = doc! { "find": "cov", "filter": { "s": { "$gte": "s2" } }, "projection": { "s": 1, "_id": 0 } };
+    let e = explain(&db, cmd.clone()).await;
+    let w = winning(&e);
+    assert_eq!(w.get_str("stage").unwrap(), "PROJECTION_COVERED", "{w}");
+    assert_eq!(
+        w.get_document("inputStage")
+            .unwrap()
+            .get_str("stage")
+            .unwrap(),
+        "IXSCAN"
+    );
+    assert_eq!(stat(&e, "totalDocsExamined"), 0);
+    let got = find_all(&db, "cov", cmd.clone()).await;
+    assert_eq!(stat(&e, "nReturned"), got.len() as i64);
+    // `_id` not excluded: not covered.
+    let e = explain(
+        &db,
+        doc! { "find": "cov", "filter": { "s": "s2" }, "projection": { "s": 1 } },
+    )
+    .await;
+    assert_ne!(winning(&e).get_str("stage").unwrap(), "PROJECTION_COVERED");
+
+    // Random filters and projections over `s_1_b_1`, where `b` mixes numbers of every width,
+    // null and missing: the covered answer (falling back to a fetch for inexact keys) keeps
+    // every value's stored type.
+    for round in 0..120 {
+        let mut filter = doc! { "s": { "$gte": format!("s{}", rng.random_range(0..30)) } };
+        if rng.random_bool(0.5) {
+            filter.extend(random_condition(&mut rng, "b"));
+        }
+        let projection = if rng.random_bool(0.5) {
+            doc! { "s": 1, "b": 1, "_id": 0 }
+        } else {
+            doc! { "b": 1, "_id": 0 }
+        };
+        let cmd = doc! { "find": "cov", "filter": filter.clone(), "projection": projection.clone(), "sort": { "s": 1, "b": 1 }, "hint": "s_1_b_1" };
+        let e = explain(&db, cmd.clone()).await;
+        assert_eq!(
+            winning(&e).get_str("stage").unwrap(),
+            "PROJECTION_COVERED",
+            "{filter}"
+        );
+        let got = find_all(&db, "cov", cmd.clone()).await;
+        let mut natural = cmd.clone();
+        natural.insert("hint", doc! { "$natural": 1 });
+        let want = find_all(&db, "cov", natural).await;
+        // Ties in the sort may come in a different order: compare as multisets.
+        let key = |d: &Document| format!("{d:?}");
+        let mut g: Vec<String> = got.iter().map(key).collect();
+        let mut w: Vec<String> = want.iter().map(key).collect();
+        g.sort();
+        w.sort();
+        assert_eq!(
+            g, w,
+            "round {round} seed {seed} filter {filter} projection {projection}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn count_scan_and_distinct_scan() {
+    let seed = seed();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let db = client.database("p2");
+    setup(&db, "cd", &mut rng).await;
+
+    let e = explain(
+        &db,
+        doc! { "count": "cd", "query": { "b": { "$gt": 0, "$lte": 3 } } },
+    )
+    .await;
+    let w = winning(&e);
+    assert_eq!(w.get_str("stage").unwrap(), "COUNT", "{w}");
+    let cs = w.get_document("inputStage").unwrap();
+    assert_eq!(cs.get_str("stage").unwrap(), "COUNT_SCAN");
+    assert_eq!(cs.get_str("indexName").unwrap(), "b_-1");
+    assert!(
+        cs.get_document("indexBounds")
+            .unwrap()
+            .contains_key("startKey")
+    );
+    assert_eq!(stat(&e, "totalDocsExamined"), 0);
+
+    let e = explain(&db, doc! { "distinct": "cd", "key": "b" }).await;
+    let w = winning(&e);
+    assert_eq!(w.get_str("stage").unwrap(), "PROJECTION_COVERED", "{w}");
+    let ds = w.get_document("inputStage").unwrap();
+    assert_eq!(ds.get_str("stage").unwrap(), "DISTINCT_SCAN");
+    // One key read per distinct value (plus the documents fetched for numbers and null).
+    assert!(stat(&e, "totalDocsExamined") < 100);
+    // `a` holds arrays (multikey): no DISTINCT_SCAN.
+    let e = explain(&db, doc! { "distinct": "cd", "key": "a" }).await;
+    assert_ne!(winning(&e).get_str("stage").unwrap(), "PROJECTION_COVERED");
+
+    let c = db.collection::<Document>("cd");
+    for round in 0..150 {
+        let field = ["b", "s", "a"][rng.random_range(0..3)];
+        let mut query = random_condition(&mut rng, field);
+        if rng.random_bool(0.3) {
+            query.extend(random_condition(&mut rng, field));
+        }
+        let natural: Vec<Document> = find_all(
+            &db,
+            "cd",
+            doc! { "find": "cd", "filter": query.clone(), "hint": { "$natural": 1 } },
+        )
+        .await;
+        let n = db
+            .run_command(doc! { "count": "cd", "query": query.clone() })
+            .await
+            .unwrap();
+        let n = n.get("n").and_then(Bson::as_i32).unwrap();
+        assert_eq!(
+            n as usize,
+            natural.len(),
+            "count round {round} seed {seed} {query}"
+        );
+        let query = if rng.random_bool(0.3) {
+            doc! {}
+        } else {
+            query
+        };
+        let got = c.distinct(field, query.clone()).await.unwrap();
+        let want = db
+            .run_command(doc! { "distinct": "cd", "key": field, "query": query.clone(), "hint": { "$natural": 1 } })
+            .await
+            .unwrap()
+            .get_array("values")
+            .unwrap()
+            .clone();
+        // Equal numbers of different widths are one value: compare by order, then by type too
+        // where the stored type is unique.
+        let show = |v: &[Bson]| v.iter().map(|x| format!("{x:?}")).collect::<Vec<_>>();
+        assert_eq!(
+            show(&got),
+            show(&want),
+            "distinct round {round} seed {seed} {field} {query}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn min_max_bound_a_hinted_scan() {
+    let seed = seed();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let db = client.database("p2");
+    let docs: Vec<Document> = (0..500)
+        .map(|i| doc! { "_id": i, "x": rng.random_range(0..20), "y": rng.random_range(0..20) })
+        .collect();
+    db.collection::<Document>("mm")
+        .insert_many(docs)
+        .await
+        .unwrap();
+    db.run_command(doc! { "createIndexes": "mm", "indexes": [
+        { "key": { "x": 1 }, "name": "x_1" },
+        { "key": { "x": 1, "y": -1 }, "name": "x_1_y_-1" },
+    ] })
+    .await
+    .unwrap();
+
+    let e = db
+        .run_command(doc! { "find": "mm", "min": { "x": 3 } })
+        .await
+        .unwrap_err();
+    assert!(format!("{e:?}").contains("51173"), "{e:?}");
+    let e = db
+        .run_command(doc! { "find": "mm", "min": { "y": 3 }, "hint": "x_1" })
+        .await
+        .unwrap_err();
+    assert!(format!("{e:?}").contains("51174"), "{e:?}");
+
+    let e = explain(
+        &db,
+        doc! { "find": "mm", "min": { "x": 3 }, "max": { "x": 7 }, "hint": "x_1" },
+    )
+    .await;
+    assert_eq!(winning(&e).get_str("stage").unwrap(), "FETCH");
+    let n = find_all(&db, "mm", doc! { "find": "mm", "filter": { "x": { "$gte": 3, "$lt": 7 } }, "hint": { "$natural": 1 } }).await.len();
+    assert_eq!(stat(&e, "nReturned"), n as i64);
+    assert_eq!(stat(&e, "totalDocsExamined"), n as i64);
+
+    for round in 0..80 {
+        let (x0, y0, x1, y1) = (
+            rng.random_range(0..20),
+            rng.random_range(0..20),
+            rng.random_range(0..20),
+            rng.random_range(0..20),
+        );
+        let compound = rng.random_bool(0.5);
+        let mut cmd = doc! { "find": "mm", "filter": { "y": { "$ne": 5 } } };
+        if compound {
+            cmd.insert("hint", "x_1_y_-1");
+            cmd.insert("min", doc! { "x": x0, "y": y0 });
+            if rng.random_bool(0.8) {
+                cmd.insert("max", doc! { "x": x1, "y": y1 });
+            }
+        } else {
+            cmd.insert("hint", "x_1");
+            cmd.insert("max", doc! { "x": x1 });
+        }
+        let has_max = cmd.contains_key("max");
+        let got = by_id(find_all(&db, "mm", cmd.clone()).await);
+        // The same range in index order, by hand over a collection scan.
+        let all = find_all(
+            &db,
+            "mm",
+            doc! { "find": "mm", "filter": { "y": { "$ne": 5 } }, "hint": { "$natural": 1 } },
+        )
+        .await;
+        let want: Vec<Document> = all
+            .into_iter()
+            .filter(|d| {
+                let (x, y) = (d.get_i32("x").unwrap(), d.get_i32("y").unwrap());
+                if compound {
+                    // Index order: x ascending, then y descending.
+                    let after_min = x > x0 || (x == x0 && y <= y0);
+                    let before_max = !has_max || x < x1 || (x == x1 && y > y1);
+                    after_min && before_max
+                } else {
+                    x < x1
+                }
+            })
+            .collect();
+        assert_eq!(got, by_id(want), "round {round} seed {seed} {cmd}");
+    }
+}

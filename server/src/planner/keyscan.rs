@@ -1,0 +1,231 @@
+//! Plans that read index keys and never fetch a document: COUNT_SCAN for `count` and
+//! DISTINCT_SCAN for `distinct`.
+//!
+//! Both apply when the filter is empty or only indexable conditions (equality, `$in`, ranges)
+//! on one field, the leading field of a visible, non-multikey, non-partial index. Bounds are a
+//! superset, so each key's decoded leading value is checked against the filter: with no arrays
+//! and every condition on that field, the value in the key decides the match (`null` stands for
+//! a missing field, which the conditions treat alike). COUNT_SCAN needs bounds (one interval);
+//! DISTINCT_SCAN also runs on the whole index. DISTINCT_SCAN seeks past each distinct leading
+//! value (`prefix_end` of its encoding) and returns the value from the key when it decodes
+//! exactly (see `covered`); for a number it fetches the group's first document (to return the
+//! stored numeric type) and for `null` the group's documents until one holds an explicit null.
+
+use super::IndexPlan;
+use super::bounds::op_intervals;
+use super::covered::{decodes_exactly, insert_path};
+use crate::error::{CommandResult, ErrorCode, err};
+use crate::query::matcher::Filter;
+use bson::{Bson, Document, RawDocumentBuf};
+use std::ops::Bound;
+use storage::{Collection, Direction, IndexInfo};
+
+/// Index entries read per step of a COUNT_SCAN.
+const COUNT_CHUNK_COUNT: usize = 1024;
+
+/// What a key-only plan read.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct KeyStats {
+    pub keys_examined: u64,
+    pub docs_examined: u64,
+}
+
+/// Whether the filter is only indexable conditions on `field` (the empty filter counts).
+fn only_on(filter: &Filter, field: &str) -> bool {
+    match filter {
+        Filter::And(children) => children.iter().all(|f| only_on(f, field)),
+        Filter::Path { path, op, .. } => path == field && op_intervals(op, false).is_some(),
+        _ => false,
+    }
+}
+
+/// The key-only plan over an index led by `field`, if the rule of the module note holds.
+/// `hint` (an index name) limits the choice to that index.
+pub fn key_plan(
+    indexes: &[IndexInfo],
+    field: &str,
+    filter: &Filter,
+    hint: Option<&str>,
+) -> Option<IndexPlan> {
+    if !only_on(filter, field) {
+        return None;
+    }
+    indexes
+        .iter()
+        .filter(|ix| hint.map_or(!ix.spec.hidden, |h| ix.spec.name == h))
+        .filter(|ix| !ix.multikey && ix.spec.partial_filter.is_none())
+        .filter(|ix| ix.spec.key.keys().next().is_some_and(|k| k == field))
+        .filter_map(|ix| super::index_candidate(ix, filter, None, true))
+        .min_by_key(|p| p.key_pattern.len())
+}
+
+/// The COUNT_SCAN plan of a `count`: bounds from the filter in one interval.
+pub fn count_plan(indexes: &[IndexInfo], filter: &Filter, hint: Option<&str>) -> Option<IndexPlan> {
+    let field = super::bounds::conjunction(filter).first()?.0.to_string();
+    key_plan(indexes, &field, filter, hint)
+        .filter(|p| !p.field_bounds.is_empty() && p.intervals.len() == 1)
+}
+
+/// Whether a key's leading value passes the filter, as the document's value would.
+fn key_matches(filter: &Filter, path: &[String], v: &Bson) -> bool {
+    if filter.is_empty() {
+        return true;
+    }
+    let mut doc = Document::new();
+    insert_path(&mut doc, path, v.clone());
+    RawDocumentBuf::try_from(&doc).is_ok_and(|raw| filter.matches(&raw))
+}
+
+fn leading_value(key: &[u8], pattern: &Document) -> CommandResult<Bson> {
+    let descending: Vec<bool> = pattern
+        .values()
+        .map(|v| crate::query::types::as_f64(v).is_some_and(|f| f < 0.0))
+        .collect();
+    storage::keycode::decode_key(key, &descending)
+        .ok()
+        .and_then(|mut v| (!v.is_empty()).then(|| v.swap_remove(0)))
+        .ok_or_else(|| err(ErrorCode::InternalError, "undecodable index key"))
+}
+
+fn serr(e: storage::StorageError) -> crate::error::CommandError {
+    crate::catalog::storage_error(e, "", "")
+}
+
+/// Count the entries of a COUNT_SCAN plan whose key passes the filter.
+pub fn count_keys(
+    coll: &Collection,
+    plan: &IndexPlan,
+    filter: &Filter,
+    stats: &mut KeyStats,
+) -> CommandResult<u64> {
+    let path: Vec<String> = plan.field_bounds[0]
+        .0
+        .split('.')
+        .map(str::to_owned)
+        .collect();
+    let mut n = 0u64;
+    for (lo, hi) in &plan.intervals {
+        let mut after: Option<(Vec<u8>, u64)> = None;
+        loop {
+            let resume = after.as_ref().map(|(k, r)| (k.as_slice(), *r));
+            let entries = coll
+                .index_scan(
+                    &plan.index_name,
+                    Bound::Included(lo),
+                    Bound::Excluded(hi),
+                    Direction::Forward,
+                    resume,
+                    COUNT_CHUNK_COUNT,
+                )
+                .map_err(serr)?;
+            stats.keys_examined += entries.len() as u64;
+            for (key, _) in &entries {
+                if key_matches(filter, &path, &leading_value(key, &plan.key_pattern)?) {
+                    n += 1;
+                }
+            }
+            match entries.last() {
+                Some((k, r)) if entries.len() == COUNT_CHUNK_COUNT => after = Some((k.clone(), *r)),
+                _ => break,
+            }
+        }
+    }
+    Ok(n)
+}
+
+/// The stored value of a key group whose key value does not decode exactly: the first document
+/// of the group that holds one (none when every document lacks the field).
+fn stored_value(
+    coll: &Collection,
+    plan: &IndexPlan,
+    group: (&[u8], &[u8]),
+    path: &[&str],
+    stats: &mut KeyStats,
+) -> CommandResult<Option<Bson>> {
+    let mut after: Option<(Vec<u8>, u64)> = None;
+    loop {
+        let resume = after.as_ref().map(|(k, r)| (k.as_slice(), *r));
+        let entries = coll
+            .index_scan(
+                &plan.index_name,
+                Bound::Included(group.0),
+                Bound::Excluded(group.1),
+                Direction::Forward,
+                resume,
+                COUNT_CHUNK_COUNT,
+            )
+            .map_err(serr)?;
+        stats.keys_examined += entries.len() as u64;
+        for (_, rid) in &entries {
+            let Some(doc) = coll.get(*rid).map_err(serr)? else {
+                continue;
+            };
+            stats.docs_examined += 1;
+            let d = Document::try_from(doc.as_ref())
+                .map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
+            let mut values = Vec::new();
+            crate::commands::crud_read::values_at(&Bson::Document(d), path, &mut values);
+            if let Some(v) = values.into_iter().next() {
+                return Ok(Some(v));
+            }
+        }
+        match entries.last() {
+            Some((k, r)) if entries.len() == COUNT_CHUNK_COUNT => after = Some((k.clone(), *r)),
+            _ => return Ok(None),
+        }
+    }
+}
+
+/// The distinct values of the leading field within the plan's bounds that pass the filter, in
+/// index order.
+pub fn distinct_keys(
+    coll: &Collection,
+    plan: &IndexPlan,
+    filter: &Filter,
+    field: &str,
+    stats: &mut KeyStats,
+) -> CommandResult<Vec<Bson>> {
+    let path: Vec<String> = field.split('.').map(str::to_owned).collect();
+    let path_refs: Vec<&str> = field.split('.').collect();
+    let mut out = Vec::new();
+    for (lo, hi) in &plan.intervals {
+        let mut lower = lo.clone();
+        loop {
+            let entries = coll
+                .index_scan(
+                    &plan.index_name,
+                    Bound::Included(&lower),
+                    Bound::Excluded(hi),
+                    Direction::Forward,
+                    None,
+                    1,
+                )
+                .map_err(serr)?;
+            let Some((key, _)) = entries.first() else {
+                break;
+            };
+            stats.keys_examined += 1;
+            let v = leading_value(key, &plan.key_pattern)?;
+            let prefix = storage::encode_index_key(&plan.key_pattern, std::slice::from_ref(&v));
+            let next = storage::keys::prefix_end(&prefix);
+            if next.as_slice() <= key.as_slice() {
+                // Re-encoding must reproduce the key's leading bytes; never loop on a key.
+                return Err(err(
+                    ErrorCode::InternalError,
+                    "index key does not re-encode",
+                ));
+            }
+            if key_matches(filter, &path, &v) {
+                if decodes_exactly(&v) {
+                    out.push(v);
+                } else if let Some(stored) =
+                    stored_value(coll, plan, (&prefix, &next), &path_refs, stats)?
+                {
+                    out.push(stored);
+                }
+            }
+            lower = next;
+        }
+    }
+    Ok(out)
+}
