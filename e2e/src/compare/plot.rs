@@ -245,7 +245,7 @@ pub fn cost_lines(series: &[Series], title: &str) -> Result<Vec<u8>, String> {
         let (r, g, b) = PALETTE[i % PALETTE.len()];
         let y = 60 + 14 * i as i64;
         canvas.fill_rect(i64::from(right + 16), y, 18, 8, [r, g, b]);
-        let name: String = s.name.chars().take(32).collect();
+        let name: String = s.name.chars().take(30).collect();
         canvas.text(i64::from(right + 40), y, &name, 1, BLACK_RGB);
     }
     canvas.to_png().map_err(err)
