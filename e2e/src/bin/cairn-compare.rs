@@ -85,6 +85,9 @@ struct RunArgs {
     /// Same for the reference server.
     #[arg(long)]
     reference_bin: Option<String>,
+    /// Run only the correctness cases whose name contains this (e.g. `filter/$in`).
+    #[arg(long)]
+    case: Option<String>,
     /// Run only the correctness cases.
     #[arg(long)]
     skip_workloads: bool,
@@ -202,7 +205,10 @@ fn run_compare(args: RunArgs) -> Result<ExitCode> {
         let r = connect(&reference.uri()).await?;
         if !args.skip_correctness {
             eprintln!("cairn-compare: correctness cases");
-            let c = correctness::run(&t, &r, args.quick, &run_id).await;
+            let c = correctness::run(&t, &r, args.case.as_deref(), &run_id).await;
+            if !c.transcripts.is_empty() {
+                std::fs::write(out.join("mismatches.txt"), c.transcripts.join("\n"))?;
+            }
             rep.correctness = report::summary(&c);
         }
         if !args.skip_workloads {

@@ -42,6 +42,8 @@ pub struct Correctness {
     pub steps: usize,
     pub mismatches: Vec<Mismatch>,
     pub families: Vec<FamilyStats>,
+    /// Every step of every differing case, both answers: later steps often explain the first.
+    pub transcripts: Vec<String>,
 }
 
 /// Error codes meaning "this server does not do that at all" rather than "you asked wrongly".
@@ -74,8 +76,17 @@ fn family_entry<'a>(families: &'a mut Vec<FamilyStats>, family: &str) -> &'a mut
 }
 
 /// Run every case on both servers; `run_id` keeps database names unique per invocation.
-pub async fn run(target: &Client, reference: &Client, quick: bool, run_id: &str) -> Correctness {
-    let list = if quick { cases::quick() } else { cases::all() };
+/// `only`: run just the cases whose name contains it.
+pub async fn run(
+    target: &Client,
+    reference: &Client,
+    only: Option<&str>,
+    run_id: &str,
+) -> Correctness {
+    let list: Vec<Case> = cases::all()
+        .into_iter()
+        .filter(|c| only.is_none_or(|o| c.name.contains(o)))
+        .collect();
     let mut out = Correctness {
         cases: list.len(),
         ..Correctness::default()
@@ -92,9 +103,26 @@ pub async fn run(target: &Client, reference: &Client, quick: bool, run_id: &str)
         if let Some(m) = first_difference(case, &t, &r) {
             stats.mismatching_cases += 1;
             out.mismatches.push(m);
+            out.transcripts.push(transcript(case, &t, &r));
         }
     }
     out
+}
+
+/// All steps of a case with both sides' answers, marking the ones that differ.
+pub fn transcript(case: &Case, target: &[Document], reference: &[Document]) -> String {
+    let mut s = format!("== {} ({})\n", case.name, case.family);
+    for (i, step) in case.steps.iter().enumerate() {
+        let t = target.get(i).map(render_doc).unwrap_or_default();
+        let r = reference.get(i).map(render_doc).unwrap_or_default();
+        let mark = if t == r { "  " } else { "!!" };
+        s.push_str(&format!("{mark} step {i}: {}\n", render_doc(&step.command)));
+        s.push_str(&format!("   target:    {t}\n"));
+        if t != r {
+            s.push_str(&format!("   reference: {r}\n"));
+        }
+    }
+    s
 }
 
 /// Compare two sides' answers step by step.
@@ -231,6 +259,11 @@ mod tests {
         assert!(first_difference(&case, &same, &same).is_none());
         let other = vec![doc! {"ok": 1.0}, error_doc(59, "CommandNotFound")];
         let m = first_difference(&case, &same, &other).expect("differs");
+        let text = transcript(&case, &same, &other);
+        assert!(
+            text.contains("!! step 1") && text.contains("   step 0"),
+            "{text}"
+        );
         assert_eq!(m.step, 1);
         assert!(m.reference.contains("CommandNotFound"));
         assert!(m.target.contains("1.0"));

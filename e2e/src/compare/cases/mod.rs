@@ -126,11 +126,6 @@ pub fn all() -> Vec<Case> {
     cases
 }
 
-/// The smaller set `--quick` runs: every family, fewer operands per case.
-pub fn quick() -> Vec<Case> {
-    all()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
