@@ -56,3 +56,22 @@ impl Side {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_must_name_exactly_one_server() {
+        assert!(matches!(
+            Side::open(Some("mongodb://h:1"), None, None),
+            Ok(Side::Uri(_))
+        ));
+        assert!(Side::open(None, None, None).is_err());
+        assert!(Side::open(None, Some("x"), None).is_err());
+        assert!(Side::open(Some("mongodb://h:1"), None, Some("cairn")).is_err());
+        assert!(Side::open(Some("mongodb+srv://h"), Some("x"), None).is_err());
+        let mut uri = Side::Uri("mongodb://h:1".into());
+        assert!(uri.restart_after_kill_ms().is_err());
+    }
+}
