@@ -40,6 +40,10 @@ fn new_york_spring_forward() {
         string("2021-03-14T07:30:00Z", "%H:%M %z %Z", NY),
         Bson::String("03:30 -0400 -240".into())
     );
+    assert_eq!(
+        string("2021-03-14T07:30:00Z", "%Z", "UTC"),
+        Bson::String("+0".into())
+    );
     // A day later keeps 12:00 local: only 23 hours elapse.
     let add = |d: &str, unit: &str| {
         ev(doc! {"$dateAdd": {"startDate": at(d), "unit": unit, "amount": 1, "timezone": NY}})
@@ -141,9 +145,14 @@ fn london_lord_howe_and_odd_offsets() {
         ev(doc! {"$hour": {"date": at("2021-03-28T01:30:00Z"), "timezone": london}}),
         Bson::Int32(2)
     );
+    // mongod refuses zone names inside the string (only offsets and UTC/GMT/Z).
     assert_eq!(
-        ev(doc! {"$dateFromString": {"dateString": "2021-06-01T12:00:00 Europe/London"}}),
-        at("2021-06-01T11:00:00Z")
+        code(doc! {"$dateFromString": {"dateString": "2021-06-01T12:00:00 Europe/London"}}),
+        241
+    );
+    assert_eq!(
+        ev(doc! {"$dateFromString": {"dateString": "2021-06-01T12:00:00 GMT"}}),
+        at("2021-06-01T12:00:00Z")
     );
     // Lord Howe moves by half an hour: 01:45 happens at +11:00 and again at +10:30.
     let lh = "Australia/Lord_Howe";
@@ -153,7 +162,7 @@ fn london_lord_howe_and_odd_offsets() {
     );
     assert_eq!(
         string("2021-04-03T15:15:00Z", "%H:%M%z %Z", lh),
-        Bson::String("01:45+1030 630".into())
+        Bson::String("01:45+1030 +630".into())
     );
     // 02:15 on 2021-10-03 is in its half-hour gap: it resolves to 02:45 (+11:00).
     assert_eq!(
@@ -472,5 +481,65 @@ fn strings_and_errors() {
     assert_eq!(
         ev(doc! {"$year": {"$add": [at("2021-01-01T00:00:00Z"), 0]}}),
         Bson::Int32(2021)
+    );
+}
+
+#[test]
+fn from_string_formats() {
+    assert_eq!(
+        ev(
+            doc! {"$dateFromString": {"dateString": "Mar 14 2021", "format": "%b %d %Y", "timezone": NY}}
+        ),
+        at("2021-03-14T05:00:00Z")
+    );
+    assert_eq!(
+        ev(doc! {"$dateFromString": {"dateString": "2021 073 +330", "format": "%Y %j %Z"}}),
+        at("2021-03-13T18:30:00Z")
+    );
+    // No year in the format: mongod calls the string incomplete.
+    assert_eq!(
+        code(doc! {"$dateFromString": {"dateString": "03-14", "format": "%m-%d"}}),
+        241
+    );
+    // The format is checked even when the string is null.
+    assert_eq!(
+        code(doc! {"$dateFromString": {"dateString": "$n", "format": "%Q"}}),
+        18536
+    );
+    assert_eq!(
+        code(doc! {"$dateFromString": {"dateString": "2021-01-01", "format": 5}}),
+        40684
+    );
+    // An offset in the string is fine when the timezone argument is UTC itself.
+    assert_eq!(
+        ev(
+            doc! {"$dateFromString": {"dateString": "2021-01-01T00:00:00+01:00", "timezone": "UTC"}}
+        ),
+        at("2020-12-31T23:00:00Z")
+    );
+    // Minutes and seconds of `$dateDiff` are elapsed time across a DST change.
+    assert_eq!(
+        ev(
+            doc! {"$dateDiff": {"startDate": at("2021-03-14T06:59:00Z"), "endDate": at("2021-03-14T07:01:00Z"), "unit": "minute", "timezone": NY}}
+        ),
+        Bson::Int64(2)
+    );
+    assert_eq!(
+        ev(
+            doc! {"$dateDiff": {"startDate": at("2021-03-14T06:59:59Z"), "endDate": at("2021-03-14T07:00:01Z"), "unit": "second", "timezone": NY}}
+        ),
+        Bson::Int64(2)
+    );
+    assert_eq!(
+        code(
+            doc! {"$dateDiff": {"startDate": at("2021-03-14T06:59:59Z"), "endDate": at("2021-03-14T07:00:01Z"), "unit": "fortnight"}}
+        ),
+        9
+    );
+    assert_eq!(
+        code(
+            doc! {"$dateTrunc": {"date": at("2021-03-14T06:59:59Z"), "unit": "week", "startOfWeek": "someday"}}
+        ),
+        9
     );
 }
