@@ -33,6 +33,13 @@ const WEEKDAYS: [&str; 7] = [
     "sunday",
 ];
 
+/// mongod's bound on `$dateAdd` amounts, in days: about the span of a 64-bit millisecond
+/// count. Amounts in other units are bounded by the same span (years of 365 days).
+const ADD_DAYS_MAX: i64 = (u64::MAX / 86_400_000 + 1) as i64;
+
+/// mongod's largest `binSize` for `$dateTrunc` in units of a day or more.
+const TRUNC_CALENDAR_BIN_MAX: i64 = 100_000_000_000;
+
 /// Index into [`WEEKDAYS`] of Sunday, the default first day of a week.
 const SUNDAY: i64 = 6;
 
@@ -226,6 +233,24 @@ fn week_start(unit: &str, given: Option<Value>) -> CommandResult<Option<i64>> {
 /// Adds `amount` units; day and longer units move the local date and keep the wall-clock time.
 pub(super) fn date_add(start: i64, unit: &str, amount: i64, zone: &Zone) -> CommandResult<i64> {
     let overflow = || overflow("$dateAdd");
+    let years_max = ADD_DAYS_MAX / 365 + 1;
+    let max = match unit {
+        "millisecond" => i64::MAX,
+        "second" => ADD_DAYS_MAX * 86_400,
+        "minute" => ADD_DAYS_MAX * 1440,
+        "hour" => ADD_DAYS_MAX * 24,
+        "day" => ADD_DAYS_MAX,
+        "week" => ADD_DAYS_MAX / 7,
+        "month" => years_max * 12,
+        "quarter" => years_max * 4,
+        _ => years_max,
+    };
+    if unit != "millisecond" && !(-max < amount && amount < max) {
+        return Err(err(
+            ErrorCode::Location5976500,
+            format!("invalid dateAdd 'amount' parameter value: {amount} {unit}"),
+        ));
+    }
     if let Some(ms) = unit_ms(unit).filter(|ms| *ms < MS_PER_DAY) {
         return amount
             .checked_mul(ms)
@@ -326,6 +351,12 @@ pub(super) fn truncate(
         // of that day), as mongod does: in a DST fold each occurrence keeps its own hour.
         let reference = TRUNC_REFERENCE_MS - zone.offset_ms(TRUNC_REFERENCE_MS);
         return floor_to(ms, reference, width);
+    }
+    if bin > TRUNC_CALENDAR_BIN_MAX {
+        return Err(err(
+            ErrorCode::Location5439006,
+            "dateTrunc unsupported binSize value",
+        ));
     }
     let today = zone.utc_to_local(ms).div_euclid(MS_PER_DAY);
     let reference_day = TRUNC_REFERENCE_MS / MS_PER_DAY;

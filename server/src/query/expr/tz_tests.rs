@@ -543,3 +543,67 @@ fn from_string_formats() {
         9
     );
 }
+
+#[test]
+fn extreme_instants_never_panic() {
+    // Client-chosen dates at the ends of the i64 range must give a value or an error.
+    let edges = [i64::MIN, i64::MIN + 1, -1, 0, i64::MAX - 1, i64::MAX];
+    for ms in edges {
+        let d = Bson::DateTime(bson::DateTime::from_millis(ms));
+        for tz in [NY, "+05:45", "UTC", "Australia/Lord_Howe"] {
+            for op in [
+                "$year",
+                "$isoWeekYear",
+                "$week",
+                "$dayOfYear",
+                "$millisecond",
+            ] {
+                let _ = eval(doc! {op: {"date": d.clone(), "timezone": tz}});
+            }
+            let _ = eval(doc! {"$dateToString": {"date": d.clone(), "timezone": tz}});
+            let _ =
+                eval(doc! {"$dateToParts": {"date": d.clone(), "timezone": tz, "iso8601": true}});
+            for unit in ["millisecond", "hour", "day", "week", "month", "year"] {
+                let _ = eval(
+                    doc! {"$dateAdd": {"startDate": d.clone(), "unit": unit, "amount": i64::MAX, "timezone": tz}},
+                );
+                let _ = eval(
+                    doc! {"$dateSubtract": {"startDate": d.clone(), "unit": unit, "amount": i64::MIN, "timezone": tz}},
+                );
+                let _ = eval(
+                    doc! {"$dateDiff": {"startDate": Bson::DateTime(bson::DateTime::from_millis(i64::MIN)), "endDate": d.clone(), "unit": unit, "timezone": tz}},
+                );
+                let _ = eval(
+                    doc! {"$dateTrunc": {"date": d.clone(), "unit": unit, "binSize": i64::MAX, "timezone": tz}},
+                );
+            }
+        }
+    }
+    let _ = eval(
+        doc! {"$dateFromParts": {"year": 9999, "second": i64::MAX, "millisecond": i64::MAX, "timezone": NY}},
+    );
+}
+
+#[test]
+fn parts_round_trip_in_zones() {
+    // Every 7 hours 13 minutes over 2020-2022: to parts and back gives the same instant,
+    // except for the second occurrence of a folded hour (which resolves to the first).
+    let start = 1_577_836_800_000_i64; // 2020-01-01T00:00Z
+    let step = (7 * 60 + 13) * 60_000;
+    for tz in [
+        NY,
+        "Europe/London",
+        "Australia/Lord_Howe",
+        "+05:45",
+        "-0330",
+    ] {
+        let zone = super::tz::Zone::parse(tz).expect("zone");
+        for i in 0..3_000 {
+            let ms = start + i * step;
+            let local = zone.utc_to_local(ms);
+            let back = zone.local_to_utc(local);
+            let folded = back != ms && zone.utc_to_local(back) == local && back < ms;
+            assert!(back == ms || folded, "{tz} at {ms}: {back}");
+        }
+    }
+}
