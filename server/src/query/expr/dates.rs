@@ -112,6 +112,28 @@ pub(super) fn date_part(op: Operator, values: &[Value]) -> CommandResult<Value> 
     )))
 }
 
+/// mongod refuses a constant bad `timezone`, `format` or `unit` of a date operator when the
+/// expression is parsed, before any document is seen (so also on an empty collection).
+pub(super) fn check_constant_args<'n>(
+    op: &str,
+    names: impl Iterator<Item = &'n str>,
+    args: &[Option<super::Expr>],
+) -> CommandResult<()> {
+    for (name, arg) in names.zip(args) {
+        let Some(super::Expr::Literal(Bson::String(s))) = arg else {
+            continue;
+        };
+        match name {
+            "timezone" => drop(Zone::parse(s)?),
+            "format" if op == "$dateToString" => validate_format(s, TO_STRING_SPECIFIERS)?,
+            "format" => validate_format(s, FROM_STRING_SPECIFIERS)?,
+            "unit" => drop(super::date_math::unit(&Some(Bson::String(s.clone())))?),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// Specifiers `$dateToString` accepts after `%` (besides `%%`).
 pub(super) const TO_STRING_SPECIFIERS: &str = "bBdGHjLmMSwuUVYzZ";
 /// Specifiers `$dateFromString` accepts after `%` (besides `%%`).

@@ -607,3 +607,39 @@ fn parts_round_trip_in_zones() {
         }
     }
 }
+
+#[test]
+fn constant_arguments_checked_at_parse_time() {
+    // No document is needed for these to fail, as in mongod (an empty collection errors too).
+    let parse_code = |e: Document| {
+        Expr::parse(&Bson::Document(e))
+            .expect_err("must fail to parse")
+            .code
+            .code()
+    };
+    assert_eq!(
+        parse_code(doc! {"$hour": {"date": "$d", "timezone": "Nowhere/City"}}),
+        40485
+    );
+    assert_eq!(
+        parse_code(doc! {"$dateToString": {"date": "$d", "format": "%Q"}}),
+        18536
+    );
+    assert_eq!(
+        parse_code(doc! {"$dateTrunc": {"date": "$d", "unit": "fortnight"}}),
+        9
+    );
+    assert_eq!(
+        parse_code(
+            doc! {"$dateAdd": {"startDate": "$d", "unit": "day", "amount": 1, "timezone": "+5"}}
+        ),
+        40485
+    );
+    // Expressions are only checked when evaluated.
+    assert!(
+        Expr::parse(&Bson::Document(
+            doc! {"$hour": {"date": "$d", "timezone": "$tz"}}
+        ))
+        .is_ok()
+    );
+}
