@@ -1,8 +1,10 @@
-//! `$dateFromString`: ISO 8601 style strings (`2021-03-14`, `2021-03-14T02:30:00.5`,
-//! `2021-03-14 02:30:00 -0500`, `...Z`, `... Europe/London`) or a `format` with mongod's `%`
-//! specifiers. A string without an offset or zone is local time in `timezone` (UTC by default);
-//! a string that carries one may not be combined with `timezone`. Parse failures are
-//! ConversionFailure, which `onError` catches.
+//! `$dateFromString`: ISO 8601 style strings (`2021-03-14`, `2021/03/14`,
+//! `2021-03-14T02:30:00.5`, `2021-03-14 02:30:00 -0500`, `...Z`, `... GMT`) or a `format` with
+//! mongod's `%` specifiers. A string without an offset is local time in `timezone` (UTC by
+//! default); one that carries an offset may only be combined with the UTC zone, and zone names
+//! inside the string are refused (mongod gives its parser no zone database). Parse failures are
+//! ConversionFailure, which `onError` catches; timelib's free-form inputs ("next monday",
+//! month names without a format) are not accepted.
 
 use super::dates::{FROM_STRING_SPECIFIERS, MONTH_NAMES, validate_format};
 use super::dates::{MS_PER_DAY, days_from_civil, days_in_month, iso_year_start_ms};

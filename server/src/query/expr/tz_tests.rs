@@ -643,3 +643,13 @@ fn constant_arguments_checked_at_parse_time() {
         .is_ok()
     );
 }
+
+#[test]
+#[ignore = "timing only: cargo test -p cairn --lib zone_lookup_cost -- --ignored --nocapture"]
+fn zone_lookup_cost() {
+    let t = std::time::Instant::now();
+    for _ in 0..10_000 {
+        let _ = super::tz::Zone::parse("America/New_York").expect("zone");
+    }
+    println!("10k zone lookups: {:?}", t.elapsed());
+}
