@@ -477,6 +477,10 @@ fn strings_and_errors() {
         };
         assert!(s.starts_with("2021-01-01T00:00:00.000"), "{utc}: {s}");
     }
+    // Links and legacy names of the tz database are zones too.
+    for name in ["US/Eastern", "EST5EDT", "Etc/GMT+5", "Asia/Calcutta"] {
+        assert!(super::tz::Zone::parse(name).is_ok(), "{name}");
+    }
     // The expression form of a date-part argument is still an expression, not options.
     assert_eq!(
         ev(doc! {"$year": {"$add": [at("2021-01-01T00:00:00Z"), 0]}}),
