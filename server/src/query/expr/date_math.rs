@@ -2,9 +2,10 @@
 //!
 //! mongod's rules, which this module keeps: units of an hour or less are elapsed time, while
 //! days and longer keep the local wall-clock time (a day added across a DST change is 23 or 25
-//! hours); `$dateDiff` counts unit boundaries between the two local times (hours corrected by the
-//! change of offset, so they stay elapsed hours); `$dateTrunc` bins local times from the
-//! reference 2000-01-01T00:00 local, and weeks from the first `startOfWeek` day on or after it.
+//! hours); `$dateDiff` counts unit boundaries between the two local times (hours, minutes and
+//! seconds corrected by the change of offset, so they stay elapsed time); `$dateTrunc` bins
+//! from the reference 2000-01-01T00:00 local: elapsed time for units under a day, local
+//! calendar units from there up, and weeks from the first `startOfWeek` day on or after it.
 
 use super::NamedOp;
 use super::dates::{MS_PER_DAY, civil, days_from_civil, days_in_month, millis, parts};
@@ -31,6 +32,13 @@ const WEEKDAYS: [&str; 7] = [
     "saturday",
     "sunday",
 ];
+
+/// mongod's bound on `$dateAdd` amounts, in days: about the span of a 64-bit millisecond
+/// count. Amounts in other units are bounded by the same span (years of 365 days).
+const ADD_DAYS_MAX: i64 = (u64::MAX / 86_400_000 + 1) as i64;
+
+/// mongod's largest `binSize` for `$dateTrunc` in units of a day or more.
+const TRUNC_CALENDAR_BIN_MAX: i64 = 100_000_000_000;
 
 /// Index into [`WEEKDAYS`] of Sunday, the default first day of a week.
 const SUNDAY: i64 = 6;
@@ -163,11 +171,11 @@ pub(super) fn unit(v: &Value) -> CommandResult<String> {
     match v {
         Some(Bson::String(s)) if UNITS.contains(&s.as_str()) => Ok(s.clone()),
         Some(Bson::String(s)) => Err(err(
-            ErrorCode::BadValue,
+            ErrorCode::FailedToParse,
             format!("unknown time unit value: {s}"),
         )),
         other => Err(err(
-            ErrorCode::BadValue,
+            ErrorCode::FailedToParse,
             format!(
                 "unit is expected to be a string, but found {}",
                 type_name(other)
@@ -198,10 +206,10 @@ fn week_start(unit: &str, given: Option<Value>) -> CommandResult<Option<i64>> {
     let name = match given {
         None => return Ok(Some(SUNDAY)),
         Some(v) if is_nullish(&v) => return Ok(None),
-        Some(Some(Bson::String(s))) => s.to_ascii_lowercase(),
+        Some(Some(Bson::String(s))) => s,
         Some(other) => {
             return Err(err(
-                ErrorCode::BadValue,
+                ErrorCode::FailedToParse,
                 format!(
                     "startOfWeek is expected to be a string, but found {}",
                     type_name(&other)
@@ -209,14 +217,15 @@ fn week_start(unit: &str, given: Option<Value>) -> CommandResult<Option<i64>> {
             ));
         }
     };
+    let lower = name.to_ascii_lowercase();
     WEEKDAYS
         .iter()
-        .position(|d| *d == name || d[..3] == name)
+        .position(|d| *d == lower || d[..3] == lower)
         .map(|i| Some(i64::try_from(i).unwrap_or(SUNDAY)))
         .ok_or_else(|| {
             err(
-                ErrorCode::BadValue,
-                format!("unknown startOfWeek value: {name}"),
+                ErrorCode::FailedToParse,
+                format!("unknown day of week value: {name}"),
             )
         })
 }
@@ -224,6 +233,24 @@ fn week_start(unit: &str, given: Option<Value>) -> CommandResult<Option<i64>> {
 /// Adds `amount` units; day and longer units move the local date and keep the wall-clock time.
 pub(super) fn date_add(start: i64, unit: &str, amount: i64, zone: &Zone) -> CommandResult<i64> {
     let overflow = || overflow("$dateAdd");
+    let years_max = ADD_DAYS_MAX / 365 + 1;
+    let max = match unit {
+        "millisecond" => i64::MAX,
+        "second" => ADD_DAYS_MAX * 86_400,
+        "minute" => ADD_DAYS_MAX * 1440,
+        "hour" => ADD_DAYS_MAX * 24,
+        "day" => ADD_DAYS_MAX,
+        "week" => ADD_DAYS_MAX / 7,
+        "month" => years_max * 12,
+        "quarter" => years_max * 4,
+        _ => years_max,
+    };
+    if unit != "millisecond" && !(-max < amount && amount < max) {
+        return Err(err(
+            ErrorCode::Location5976500,
+            format!("invalid dateAdd 'amount' parameter value: {amount} {unit}"),
+        ));
+    }
     if let Some(ms) = unit_ms(unit).filter(|ms| *ms < MS_PER_DAY) {
         return amount
             .checked_mul(ms)
@@ -283,17 +310,17 @@ pub(super) fn date_diff(a: i64, b: i64, unit: &str, zone: &Zone, first: i64) -> 
         let (y, m, _) = civil(day(l));
         y * 12 + i64::from(m) - 1
     };
-    // Hours between local times, less the change of offset in whole hours (mongod's rule), so
-    // that a DST change does not count as an hour elapsed.
-    let hours = || {
-        let offset_change = zone.offset_ms(b) - zone.offset_ms(a);
-        lb.div_euclid(MS_PER_HOUR) - la.div_euclid(MS_PER_HOUR) - offset_change / MS_PER_HOUR
-    };
+    // Local hours, minutes and seconds between the two times, each corrected by the change of
+    // offset counted in that unit (truncated, as mongod does), so that a DST change does not
+    // count as time elapsed.
     let (pa, pb) = (parts(la), parts(lb));
+    let offset_drop_ms = zone.offset_ms(a) - zone.offset_ms(b);
+    let hours = lb.div_euclid(MS_PER_HOUR) - la.div_euclid(MS_PER_HOUR);
+    let minutes = hours * 60 + pb[4] - pa[4];
     match unit {
-        "second" => (hours() * 60 + pb[4] - pa[4]) * 60 + pb[5] - pa[5],
-        "minute" => hours() * 60 + pb[4] - pa[4],
-        "hour" => hours(),
+        "second" => minutes * 60 + pb[5] - pa[5] + offset_drop_ms / 1000,
+        "minute" => minutes + offset_drop_ms / 60_000,
+        "hour" => hours + offset_drop_ms / MS_PER_HOUR,
         "day" => day(lb) - day(la),
         "week" => week_index(day(lb), first) - week_index(day(la), first),
         "month" => month_index(lb) - month_index(la),
@@ -311,23 +338,34 @@ pub(super) fn truncate(
     first: i64,
 ) -> CommandResult<i64> {
     let overflow = || overflow("$dateTrunc");
-    let local = zone.utc_to_local(ms);
-    let floor_to =
-        |value: i64, anchor: i64, width: i64| anchor + (value - anchor).div_euclid(width) * width;
+    // The lower bound of the bin of `value`, bins of `width` laid from `anchor`.
+    let floor_to = |value: i64, anchor: i64, width: i64| -> CommandResult<i64> {
+        let shifted = value.checked_sub(anchor).ok_or_else(overflow)?;
+        value
+            .checked_sub(shifted.rem_euclid(width))
+            .ok_or_else(overflow)
+    };
     if let Some(u) = unit_ms(unit).filter(|u| *u < MS_PER_DAY) {
         let width = bin.checked_mul(u).ok_or_else(overflow)?;
-        // Step back by the local distance, keeping the instant's own offset (so an hour in a
-        // DST fold truncates within its own occurrence).
-        return Ok(ms - (local - floor_to(local, TRUNC_REFERENCE_MS, width)));
+        // Bins of elapsed time from the reference's instant (2000-01-01 local, with the offset
+        // of that day), as mongod does: in a DST fold each occurrence keeps its own hour.
+        let reference = TRUNC_REFERENCE_MS - zone.offset_ms(TRUNC_REFERENCE_MS);
+        return floor_to(ms, reference, width);
     }
-    let today = local.div_euclid(MS_PER_DAY);
+    if bin > TRUNC_CALENDAR_BIN_MAX {
+        return Err(err(
+            ErrorCode::Location5439006,
+            "dateTrunc unsupported binSize value",
+        ));
+    }
+    let today = zone.utc_to_local(ms).div_euclid(MS_PER_DAY);
     let reference_day = TRUNC_REFERENCE_MS / MS_PER_DAY;
     let start_day = match unit {
-        "day" => floor_to(today, reference_day, bin),
+        "day" => floor_to(today, reference_day, bin)?,
         "week" => {
             // 2000-01-01 was a Saturday (index 5): weeks count from the next `first` day.
             let anchor = reference_day + (first - 5).rem_euclid(7);
-            floor_to(today, anchor, bin.checked_mul(7).ok_or_else(overflow)?)
+            floor_to(today, anchor, bin.checked_mul(7).ok_or_else(overflow)?)?
         }
         _ => {
             let months_per = match unit {

@@ -16,7 +16,8 @@ type Value = Option<Bson>;
 /// mongod's bounds for `year` and `isoWeekYear` in `$dateFromParts`.
 const YEAR_MIN: i64 = 1;
 const YEAR_MAX: i64 = 9999;
-/// mongod's bounds for the other parts of `$dateFromParts` (they carry, but only this far).
+/// mongod's bounds for month, day, hour, minute, isoWeek and isoDayOfWeek (they carry into the
+/// next unit, but only this far); seconds and milliseconds are unbounded.
 const PART_MIN: i64 = -32_768;
 const PART_MAX: i64 = 32_767;
 
@@ -85,7 +86,11 @@ fn part(v: &Value, name: &str, default: i64, range: (i64, i64)) -> CommandResult
     if !(range.0..=range.1).contains(&n) {
         let (code, message) = if range.0 == YEAR_MIN {
             (
-                ErrorCode::Location40523,
+                if name == "year" {
+                    ErrorCode::Location40523
+                } else {
+                    ErrorCode::Location31095
+                },
                 format!("'{name}' must evaluate to an integer in the range 1 to 9999, found {n}"),
             )
         } else {
@@ -120,6 +125,7 @@ fn date_from_parts(values: &[Option<Value>]) -> CommandResult<Value> {
         ));
     }
     let small = (PART_MIN, PART_MAX);
+    let any = (i64::MIN, i64::MAX);
     let base_day = if iso {
         let year = part(&arg(7), "isoWeekYear", 1970, (YEAR_MIN, YEAR_MAX))?;
         let week = part(&arg(8), "isoWeek", 1, small)?;
@@ -135,11 +141,16 @@ fn date_from_parts(values: &[Option<Value>]) -> CommandResult<Value> {
         );
         days_from_civil(y, m, 1) + day - 1
     };
-    let local = base_day * MS_PER_DAY
-        + part(&arg(3), "hour", 0, small)? * 3_600_000
-        + part(&arg(4), "minute", 0, small)? * 60_000
-        + part(&arg(5), "second", 0, small)? * 1000
-        + part(&arg(6), "millisecond", 0, small)?;
+    let time_ms = [
+        part(&arg(3), "hour", 0, small)?.checked_mul(3_600_000),
+        part(&arg(4), "minute", 0, small)?.checked_mul(60_000),
+        part(&arg(5), "second", 0, any)?.checked_mul(1000),
+        Some(part(&arg(6), "millisecond", 0, any)?),
+    ];
+    let local = time_ms
+        .into_iter()
+        .try_fold(base_day * MS_PER_DAY, |acc, ms| acc.checked_add(ms?))
+        .ok_or_else(|| err(ErrorCode::Overflow, "$dateFromParts overflowed"))?;
     Ok(Some(Bson::DateTime(DateTime::from_millis(
         zone.local_to_utc(local),
     ))))

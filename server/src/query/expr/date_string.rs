@@ -1,9 +1,12 @@
-//! `$dateFromString`: ISO 8601 style strings (`2021-03-14`, `2021-03-14T02:30:00.5`,
-//! `2021-03-14 02:30:00 -0500`, `...Z`, `... Europe/London`) or a `format` with mongod's `%`
-//! specifiers. A string without an offset or zone is local time in `timezone` (UTC by default);
-//! a string that carries one may not be combined with `timezone`. Parse failures are
-//! ConversionFailure, which `onError` catches.
+//! `$dateFromString`: ISO 8601 style strings (`2021-03-14`, `2021/03/14`,
+//! `2021-03-14T02:30:00.5`, `2021-03-14 02:30:00 -0500`, `...Z`, `... GMT`) or a `format` with
+//! mongod's `%` specifiers. A string without an offset is local time in `timezone` (UTC by
+//! default); one that carries an offset may only be combined with the UTC zone, and zone names
+//! inside the string are refused (mongod gives its parser no zone database). Parse failures are
+//! ConversionFailure, which `onError` catches; timelib's free-form inputs ("next monday",
+//! month names without a format) are not accepted.
 
+use super::dates::{FROM_STRING_SPECIFIERS, MONTH_NAMES, validate_format};
 use super::dates::{MS_PER_DAY, days_from_civil, days_in_month, iso_year_start_ms};
 use super::ops::{is_nullish, type_name};
 use super::tz::{Zone, parse_offset, zone_arg};
@@ -18,10 +21,15 @@ const OP: &str = "$dateFromString";
 pub(super) fn date_from_string(values: &[Option<Value>]) -> CommandResult<Value> {
     let arg = |i: usize| values.get(i).cloned().flatten().flatten();
     let given = |i: usize| values.get(i).cloned().flatten();
+    // mongod's order: the format and the zone are checked first, then a null string gives
+    // `onNull`, then a null zone or format gives null.
     let format = match given(1) {
         None => None,
-        Some(v) if is_nullish(&v) => return Ok(Some(Bson::Null)),
-        Some(Some(Bson::String(f))) => Some(f),
+        Some(v) if is_nullish(&v) => Some(None),
+        Some(Some(Bson::String(f))) => {
+            validate_format(&f, FROM_STRING_SPECIFIERS)?;
+            Some(Some(f))
+        }
         Some(other) => {
             return Err(err(
                 ErrorCode::Location40684,
@@ -32,17 +40,16 @@ pub(super) fn date_from_string(values: &[Option<Value>]) -> CommandResult<Value>
             ));
         }
     };
-    let tz_given = given(4);
-    let Some(zone) = zone_arg(tz_given.as_ref(), OP)? else {
-        return Ok(Some(Bson::Null));
-    };
+    let zone = zone_arg(given(4).as_ref(), OP)?;
     let input = arg(0);
     if is_nullish(&input) {
         return Ok(given(3).unwrap_or(Some(Bson::Null)));
     }
-    let parsed = match &input {
-        Some(Bson::String(s)) => parse(s, format.as_deref(), &zone, tz_given.is_some()),
-        other => Err(err(
+    let parsed = match (&input, zone, format) {
+        (Some(Bson::String(s)), Some(zone), Some(Some(f))) => parse(s, Some(&f), &zone).map(Some),
+        (Some(Bson::String(s)), Some(zone), None) => parse(s, None, &zone).map(Some),
+        (Some(Bson::String(_)), ..) => Ok(None),
+        (other, ..) => Err(err(
             ErrorCode::ConversionFailure,
             format!(
                 "{OP} requires that 'dateString' be a string, found: {}",
@@ -51,7 +58,8 @@ pub(super) fn date_from_string(values: &[Option<Value>]) -> CommandResult<Value>
         )),
     };
     match (parsed, given(2)) {
-        (Ok(ms), _) => Ok(Some(Bson::DateTime(DateTime::from_millis(ms)))),
+        (Ok(Some(ms)), _) => Ok(Some(Bson::DateTime(DateTime::from_millis(ms)))),
+        (Ok(None), _) => Ok(Some(Bson::Null)),
         (Err(e), Some(on_error)) if e.code == ErrorCode::ConversionFailure => Ok(on_error),
         (Err(e), _) => Err(e),
     }
@@ -74,35 +82,38 @@ struct Fields {
     iso_year: Option<i64>,
     iso_week: Option<i64>,
     iso_day: Option<i64>,
-    hour: i64,
-    minute: i64,
-    second: i64,
+    hour: Option<i64>,
+    minute: Option<i64>,
+    second: Option<i64>,
     millisecond: i64,
     zone: Option<Zone>,
 }
 
-fn parse(s: &str, format: Option<&str>, zone: &Zone, zone_given: bool) -> CommandResult<i64> {
+fn parse(s: &str, format: Option<&str>, zone: &Zone) -> CommandResult<i64> {
     let fields = match format {
         Some(f) => parse_format(s, f)?,
         None => parse_iso(s)?,
     };
-    let zone = match (&fields.zone, zone_given) {
-        (Some(_), true) => {
+    let zone = match (&fields.zone, zone) {
+        (None, zone) => zone,
+        (Some(own), Zone::Fixed(0)) => own,
+        (Some(_), _) => {
             return Err(err(
                 ErrorCode::ConversionFailure,
-                format!(
-                    "you cannot pass in a date/time string with GMT offset together with a timezone argument: '{s}'"
-                ),
+                "you cannot pass in a date/time string with GMT offset together with a timezone argument",
             ));
         }
-        (Some(own), false) => own,
-        (None, _) => zone,
     };
     Ok(zone.local_to_utc(local_ms(s, &fields)?))
 }
 
 /// Local wall-clock ms of the fields, after checking their ranges.
 fn local_ms(s: &str, f: &Fields) -> CommandResult<i64> {
+    let complete_date = f.iso_year.is_some()
+        || f.year.is_some() && (f.day_of_year.is_some() || f.month.is_some() && f.day.is_some());
+    if !complete_date {
+        return Err(incomplete(s));
+    }
     let day = if let Some(iso_year) = f.iso_year {
         let (week, wd) = (f.iso_week.unwrap_or(1), f.iso_day.unwrap_or(1));
         if !(1..=53).contains(&week) || !(1..=7).contains(&wd) {
@@ -128,10 +139,24 @@ fn local_ms(s: &str, f: &Fields) -> CommandResult<i64> {
             days_from_civil(year, month, u32::try_from(day).unwrap_or(1))
         }
     };
-    if f.hour > 23 || f.minute > 59 || f.second > 59 {
+    // Time fields left out are zero (timelib fills them once any is set); a missing date part
+    // is refused, as in mongod.
+    let (hour, minute, second) = (
+        f.hour.unwrap_or(0),
+        f.minute.unwrap_or(0),
+        f.second.unwrap_or(0),
+    );
+    if hour > 23 || minute > 59 || second > 59 {
         return Err(parse_error(s, "time out of range"));
     }
-    Ok(day * MS_PER_DAY + f.hour * 3_600_000 + f.minute * 60_000 + f.second * 1000 + f.millisecond)
+    Ok(day * MS_PER_DAY + hour * 3_600_000 + minute * 60_000 + second * 1000 + f.millisecond)
+}
+
+fn incomplete(s: &str) -> CommandError {
+    err(
+        ErrorCode::ConversionFailure,
+        format!("an incomplete date/time string has been found, with elements missing: \"{s}\""),
+    )
 }
 
 /// A cursor over the input string.
@@ -201,13 +226,14 @@ fn parse_iso(s: &str) -> CommandResult<Fields> {
     }
     f.day = Some(r.number(2)?);
     if (r.eat('T') || r.eat(' ')) && r.rest.as_bytes().first().is_some_and(u8::is_ascii_digit) {
-        f.hour = r.number(2)?;
+        f.hour = Some(r.number(2)?);
         if !r.eat(':') {
             return Err(parse_error(s, "expected minutes"));
         }
-        f.minute = r.number(2)?;
+        f.minute = Some(r.number(2)?);
+        f.second = Some(0);
         if r.eat(':') {
-            f.second = r.number(2)?;
+            f.second = Some(r.number(2)?);
             if r.eat('.') || r.eat(',') {
                 f.millisecond = r.fraction_ms()?;
             }
@@ -228,7 +254,14 @@ fn zone_suffix(s: &str, tail: &str) -> CommandResult<Zone> {
     if let Some(ms) = parse_offset(tail) {
         return Ok(Zone::Fixed(ms));
     }
-    Zone::parse(tail).map_err(|_| parse_error(s, "unrecognized trailing characters"))
+    if tail == "UTC" || tail == "GMT" {
+        return Ok(Zone::UTC);
+    }
+    // mongod gives timelib no zone database for strings, so names are refused.
+    Err(parse_error(
+        s,
+        "passing a time zone identifier as part of the string is not allowed",
+    ))
 }
 
 /// Parses `s` against a `format` made of literal characters and `%` specifiers.
@@ -248,9 +281,10 @@ fn parse_format(s: &str, format: &str) -> CommandResult<Fields> {
             Some('m') => f.month = Some(r.number(2)?),
             Some('d') => f.day = Some(r.number(2)?),
             Some('j') => f.day_of_year = Some(r.number(3)?),
-            Some('H') => f.hour = r.number(2)?,
-            Some('M') => f.minute = r.number(2)?,
-            Some('S') => f.second = r.number(2)?,
+            Some('H') => f.hour = Some(r.number(2)?),
+            Some('M') => f.minute = Some(r.number(2)?),
+            Some('S') => f.second = Some(r.number(2)?),
+            Some(c @ ('b' | 'B')) => f.month = Some(month_name(&mut r, c == 'B')?),
             Some('L') => f.millisecond = r.fraction_ms()?,
             Some('G') => f.iso_year = Some(r.number(4)?),
             Some('V') => f.iso_week = Some(r.number(2)?),
@@ -277,6 +311,22 @@ fn parse_format(s: &str, format: &str) -> CommandResult<Fields> {
         return Err(parse_error(s, "trailing data"));
     }
     Ok(f)
+}
+
+/// `%b` (three letters) or `%B` (the full name) of a month, any case; returns 1..=12.
+fn month_name(r: &mut Reader<'_>, full: bool) -> CommandResult<i64> {
+    for (i, name) in MONTH_NAMES.iter().enumerate() {
+        let want = if full { name } else { &name[..3] };
+        let matches = r
+            .rest
+            .get(..want.len())
+            .is_some_and(|head| head.eq_ignore_ascii_case(want));
+        if matches {
+            r.rest = &r.rest[want.len()..];
+            return Ok(i64::try_from(i).unwrap_or(0) + 1);
+        }
+    }
+    Err(parse_error(r.whole, "expected a month name"))
 }
 
 /// `%z`: `Z`, `±hh`, `±hhmm` or `±hh:mm`.

@@ -112,8 +112,62 @@ pub(super) fn date_part(op: Operator, values: &[Value]) -> CommandResult<Value> 
     )))
 }
 
-/// `$dateToString` once its arguments are evaluated. `Ok(None)` means the date was null or
-/// missing, so the caller evaluates `onNull`.
+/// mongod refuses a constant bad `timezone`, `format` or `unit` of a date operator when the
+/// expression is parsed, before any document is seen (so also on an empty collection).
+pub(super) fn check_constant_args<'n>(
+    op: &str,
+    names: impl Iterator<Item = &'n str>,
+    args: &[Option<super::Expr>],
+) -> CommandResult<()> {
+    for (name, arg) in names.zip(args) {
+        let Some(super::Expr::Literal(Bson::String(s))) = arg else {
+            continue;
+        };
+        match name {
+            "timezone" => drop(Zone::parse(s)?),
+            "format" if op == "$dateToString" => validate_format(s, TO_STRING_SPECIFIERS)?,
+            "format" => validate_format(s, FROM_STRING_SPECIFIERS)?,
+            "unit" => drop(super::date_math::unit(&Some(Bson::String(s.clone())))?),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Specifiers `$dateToString` accepts after `%` (besides `%%`).
+pub(super) const TO_STRING_SPECIFIERS: &str = "bBdGHjLmMSwuUVYzZ";
+/// Specifiers `$dateFromString` accepts after `%` (besides `%%`).
+pub(super) const FROM_STRING_SPECIFIERS: &str = "bBdGHjLmMSuVYzZ";
+
+/// Checks every `%` of a format before any date is looked at, with mongod's errors.
+pub(super) fn validate_format(format: &str, allowed: &str) -> CommandResult<()> {
+    let mut chars = format.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            continue;
+        }
+        match chars.next() {
+            None => {
+                return Err(err(
+                    ErrorCode::Location18535,
+                    "Unmatched '%' at end of format string",
+                ));
+            }
+            Some(s) if s == '%' || allowed.contains(s) => {}
+            Some(other) => {
+                return Err(err(
+                    ErrorCode::Location18536,
+                    format!("Invalid format character '%{other}' in format string"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `$dateToString` once its arguments are evaluated, in mongod's order: the format and zone
+/// are checked first, a null date then gives `Ok(None)` (the caller evaluates `onNull`), and
+/// only after that does a null zone or format give null.
 pub(super) fn date_to_string(
     date: &Value,
     format: Option<Value>,
@@ -122,8 +176,11 @@ pub(super) fn date_to_string(
     const OP: &str = "$dateToString";
     let format = match format {
         None => None,
-        Some(v) if is_nullish(&v) => return Ok(Some(Some(Bson::Null))),
-        Some(Some(Bson::String(s))) => Some(s),
+        Some(v) if is_nullish(&v) => Some(None),
+        Some(Some(Bson::String(s))) => {
+            validate_format(&s, TO_STRING_SPECIFIERS)?;
+            Some(Some(s))
+        }
         Some(other) => {
             return Err(err(
                 ErrorCode::Location18533,
@@ -134,21 +191,26 @@ pub(super) fn date_to_string(
             ));
         }
     };
-    let Some(zone) = zone_arg(timezone.as_ref(), OP)? else {
-        return Ok(Some(Some(Bson::Null)));
-    };
+    let zone = zone_arg(timezone.as_ref(), OP)?;
     let Some(ms) = millis(date, OP)? else {
         return Ok(None);
     };
-    // Without a format mongod prints UTC with a `Z`, or the offset when a zone is given.
-    let format = format.unwrap_or_else(|| match zone {
-        Zone::Fixed(0) => "%Y-%m-%dT%H:%M:%S.%LZ".to_string(),
-        _ => "%Y-%m-%dT%H:%M:%S.%L".to_string(),
-    });
+    let Some(zone) = zone else {
+        return Ok(Some(Some(Bson::Null)));
+    };
+    let format = match format {
+        Some(Some(f)) => f,
+        Some(None) => return Ok(Some(Some(Bson::Null))),
+        // Without a format mongod prints UTC with a `Z`, and any other zone without one.
+        None => match zone {
+            Zone::Fixed(0) => "%Y-%m-%dT%H:%M:%S.%LZ".to_string(),
+            _ => "%Y-%m-%dT%H:%M:%S.%L".to_string(),
+        },
+    };
     Ok(Some(Some(Bson::String(format_date(ms, &format, &zone)?))))
 }
 
-const MONTH_NAMES: [&str; 12] = [
+pub(super) const MONTH_NAMES: [&str; 12] = [
     "January",
     "February",
     "March",
@@ -205,7 +267,8 @@ pub(super) fn format_date(ms: i64, format: &str, zone: &Zone) -> CommandResult<S
             Some('G') => padded(&mut out, iso_week(&p).0, 4)?,
             Some('b') => out.push_str(&month[..3]),
             Some('B') => out.push_str(month),
-            Some('Z') => out.push_str(&offset_minutes.to_string()),
+            // Signed minutes, `+285` or `-300`, as mongod prints them.
+            Some('Z') => out.push_str(&format!("{offset_minutes:+}")),
             Some('z') => {
                 out.push(if offset_minutes < 0 { '-' } else { '+' });
                 let abs = offset_minutes.abs();

@@ -396,6 +396,8 @@ impl Parser {
         if let Some(tz) = d.get("timezone") {
             args.push(self.parse(tz, depth + 1)?);
         }
+        let timezone = [args.get(1).cloned()];
+        super::dates::check_constant_args(name, ["timezone"].into_iter(), &timezone)?;
         Ok(Some(Expr::Op(op, args)))
     }
 
@@ -638,12 +640,17 @@ impl Parser {
                 };
                 let d = Self::object_arg(op, arg)?;
                 let args = self.named(d, op, required, optional, depth)?;
+                if op.starts_with("$date") {
+                    let names = required.iter().chain(optional.iter()).copied();
+                    super::dates::check_constant_args(op, names, &args)?;
+                }
                 Special::Named { op: *named, args }
             }
             "$dateToString" => {
                 let d = Self::object_arg(op, arg)?;
-                let parts =
-                    self.named(d, op, &["date"], &["format", "onNull", "timezone"], depth)?;
+                let names = ["date", "format", "onNull", "timezone"];
+                let parts = self.named(d, op, &names[..1], &names[1..], depth)?;
+                super::dates::check_constant_args(op, names.into_iter(), &parts)?;
                 let mut it = parts.into_iter();
                 let date = it.next().flatten().unwrap_or(Expr::Literal(Bson::Null));
                 let format = it.next().flatten();

@@ -31,8 +31,9 @@ impl Zone {
 
     /// Parses a zone name as mongod does: an exact (case-sensitive) IANA name, else a UTC offset.
     pub(super) fn parse(name: &str) -> CommandResult<Zone> {
-        // mongod treats these as its UTC zone (so `$dateToString` keeps the `Z`).
-        if name == "UTC" || name == "GMT" {
+        // mongod's database maps only "UTC" to its UTC zone (so `$dateToString` keeps the `Z`);
+        // "GMT" and "Etc/UTC" are ordinary zones that happen to have offset zero.
+        if name == "UTC" {
             return Ok(Zone::UTC);
         }
         if let Some(offset_ms) = parse_offset(name) {

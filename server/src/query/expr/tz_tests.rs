@@ -40,6 +40,10 @@ fn new_york_spring_forward() {
         string("2021-03-14T07:30:00Z", "%H:%M %z %Z", NY),
         Bson::String("03:30 -0400 -240".into())
     );
+    assert_eq!(
+        string("2021-03-14T07:30:00Z", "%Z", "UTC"),
+        Bson::String("+0".into())
+    );
     // A day later keeps 12:00 local: only 23 hours elapse.
     let add = |d: &str, unit: &str| {
         ev(doc! {"$dateAdd": {"startDate": at(d), "unit": unit, "amount": 1, "timezone": NY}})
@@ -141,9 +145,14 @@ fn london_lord_howe_and_odd_offsets() {
         ev(doc! {"$hour": {"date": at("2021-03-28T01:30:00Z"), "timezone": london}}),
         Bson::Int32(2)
     );
+    // mongod refuses zone names inside the string (only offsets and UTC/GMT/Z).
     assert_eq!(
-        ev(doc! {"$dateFromString": {"dateString": "2021-06-01T12:00:00 Europe/London"}}),
-        at("2021-06-01T11:00:00Z")
+        code(doc! {"$dateFromString": {"dateString": "2021-06-01T12:00:00 Europe/London"}}),
+        241
+    );
+    assert_eq!(
+        ev(doc! {"$dateFromString": {"dateString": "2021-06-01T12:00:00 GMT"}}),
+        at("2021-06-01T12:00:00Z")
     );
     // Lord Howe moves by half an hour: 01:45 happens at +11:00 and again at +10:30.
     let lh = "Australia/Lord_Howe";
@@ -153,7 +162,7 @@ fn london_lord_howe_and_odd_offsets() {
     );
     assert_eq!(
         string("2021-04-03T15:15:00Z", "%H:%M%z %Z", lh),
-        Bson::String("01:45+1030 630".into())
+        Bson::String("01:45+1030 +630".into())
     );
     // 02:15 on 2021-10-03 is in its half-hour gap: it resolves to 02:45 (+11:00).
     assert_eq!(
@@ -468,9 +477,183 @@ fn strings_and_errors() {
         };
         assert!(s.starts_with("2021-01-01T00:00:00.000"), "{utc}: {s}");
     }
+    // Links and legacy names of the tz database are zones too.
+    for name in ["US/Eastern", "EST5EDT", "Etc/GMT+5", "Asia/Calcutta"] {
+        assert!(super::tz::Zone::parse(name).is_ok(), "{name}");
+    }
     // The expression form of a date-part argument is still an expression, not options.
     assert_eq!(
         ev(doc! {"$year": {"$add": [at("2021-01-01T00:00:00Z"), 0]}}),
         Bson::Int32(2021)
     );
+}
+
+#[test]
+fn from_string_formats() {
+    assert_eq!(
+        ev(
+            doc! {"$dateFromString": {"dateString": "Mar 14 2021", "format": "%b %d %Y", "timezone": NY}}
+        ),
+        at("2021-03-14T05:00:00Z")
+    );
+    assert_eq!(
+        ev(doc! {"$dateFromString": {"dateString": "2021 073 +330", "format": "%Y %j %Z"}}),
+        at("2021-03-13T18:30:00Z")
+    );
+    // No year in the format: mongod calls the string incomplete.
+    assert_eq!(
+        code(doc! {"$dateFromString": {"dateString": "03-14", "format": "%m-%d"}}),
+        241
+    );
+    // The format is checked even when the string is null.
+    assert_eq!(
+        code(doc! {"$dateFromString": {"dateString": "$n", "format": "%Q"}}),
+        18536
+    );
+    assert_eq!(
+        code(doc! {"$dateFromString": {"dateString": "2021-01-01", "format": 5}}),
+        40684
+    );
+    // An offset in the string is fine when the timezone argument is UTC itself.
+    assert_eq!(
+        ev(
+            doc! {"$dateFromString": {"dateString": "2021-01-01T00:00:00+01:00", "timezone": "UTC"}}
+        ),
+        at("2020-12-31T23:00:00Z")
+    );
+    // Minutes and seconds of `$dateDiff` are elapsed time across a DST change.
+    assert_eq!(
+        ev(
+            doc! {"$dateDiff": {"startDate": at("2021-03-14T06:59:00Z"), "endDate": at("2021-03-14T07:01:00Z"), "unit": "minute", "timezone": NY}}
+        ),
+        Bson::Int64(2)
+    );
+    assert_eq!(
+        ev(
+            doc! {"$dateDiff": {"startDate": at("2021-03-14T06:59:59Z"), "endDate": at("2021-03-14T07:00:01Z"), "unit": "second", "timezone": NY}}
+        ),
+        Bson::Int64(2)
+    );
+    assert_eq!(
+        code(
+            doc! {"$dateDiff": {"startDate": at("2021-03-14T06:59:59Z"), "endDate": at("2021-03-14T07:00:01Z"), "unit": "fortnight"}}
+        ),
+        9
+    );
+    assert_eq!(
+        code(
+            doc! {"$dateTrunc": {"date": at("2021-03-14T06:59:59Z"), "unit": "week", "startOfWeek": "someday"}}
+        ),
+        9
+    );
+}
+
+#[test]
+fn extreme_instants_never_panic() {
+    // Client-chosen dates at the ends of the i64 range must give a value or an error.
+    let edges = [i64::MIN, i64::MIN + 1, -1, 0, i64::MAX - 1, i64::MAX];
+    for ms in edges {
+        let d = Bson::DateTime(bson::DateTime::from_millis(ms));
+        for tz in [NY, "+05:45", "UTC", "Australia/Lord_Howe"] {
+            for op in [
+                "$year",
+                "$isoWeekYear",
+                "$week",
+                "$dayOfYear",
+                "$millisecond",
+            ] {
+                let _ = eval(doc! {op: {"date": d.clone(), "timezone": tz}});
+            }
+            let _ = eval(doc! {"$dateToString": {"date": d.clone(), "timezone": tz}});
+            let _ =
+                eval(doc! {"$dateToParts": {"date": d.clone(), "timezone": tz, "iso8601": true}});
+            for unit in ["millisecond", "hour", "day", "week", "month", "year"] {
+                let _ = eval(
+                    doc! {"$dateAdd": {"startDate": d.clone(), "unit": unit, "amount": i64::MAX, "timezone": tz}},
+                );
+                let _ = eval(
+                    doc! {"$dateSubtract": {"startDate": d.clone(), "unit": unit, "amount": i64::MIN, "timezone": tz}},
+                );
+                let _ = eval(
+                    doc! {"$dateDiff": {"startDate": Bson::DateTime(bson::DateTime::from_millis(i64::MIN)), "endDate": d.clone(), "unit": unit, "timezone": tz}},
+                );
+                let _ = eval(
+                    doc! {"$dateTrunc": {"date": d.clone(), "unit": unit, "binSize": i64::MAX, "timezone": tz}},
+                );
+            }
+        }
+    }
+    let _ = eval(
+        doc! {"$dateFromParts": {"year": 9999, "second": i64::MAX, "millisecond": i64::MAX, "timezone": NY}},
+    );
+}
+
+#[test]
+fn parts_round_trip_in_zones() {
+    // Every 7 hours 13 minutes over 2020-2022: to parts and back gives the same instant,
+    // except for the second occurrence of a folded hour (which resolves to the first).
+    let start = 1_577_836_800_000_i64; // 2020-01-01T00:00Z
+    let step = (7 * 60 + 13) * 60_000;
+    for tz in [
+        NY,
+        "Europe/London",
+        "Australia/Lord_Howe",
+        "+05:45",
+        "-0330",
+    ] {
+        let zone = super::tz::Zone::parse(tz).expect("zone");
+        for i in 0..3_000 {
+            let ms = start + i * step;
+            let local = zone.utc_to_local(ms);
+            let back = zone.local_to_utc(local);
+            let folded = back != ms && zone.utc_to_local(back) == local && back < ms;
+            assert!(back == ms || folded, "{tz} at {ms}: {back}");
+        }
+    }
+}
+
+#[test]
+fn constant_arguments_checked_at_parse_time() {
+    // No document is needed for these to fail, as in mongod (an empty collection errors too).
+    let parse_code = |e: Document| {
+        Expr::parse(&Bson::Document(e))
+            .expect_err("must fail to parse")
+            .code
+            .code()
+    };
+    assert_eq!(
+        parse_code(doc! {"$hour": {"date": "$d", "timezone": "Nowhere/City"}}),
+        40485
+    );
+    assert_eq!(
+        parse_code(doc! {"$dateToString": {"date": "$d", "format": "%Q"}}),
+        18536
+    );
+    assert_eq!(
+        parse_code(doc! {"$dateTrunc": {"date": "$d", "unit": "fortnight"}}),
+        9
+    );
+    assert_eq!(
+        parse_code(
+            doc! {"$dateAdd": {"startDate": "$d", "unit": "day", "amount": 1, "timezone": "+5"}}
+        ),
+        40485
+    );
+    // Expressions are only checked when evaluated.
+    assert!(
+        Expr::parse(&Bson::Document(
+            doc! {"$hour": {"date": "$d", "timezone": "$tz"}}
+        ))
+        .is_ok()
+    );
+}
+
+#[test]
+#[ignore = "timing only: cargo test -p cairn --lib zone_lookup_cost -- --ignored --nocapture"]
+fn zone_lookup_cost() {
+    let t = std::time::Instant::now();
+    for _ in 0..10_000 {
+        let _ = super::tz::Zone::parse("America/New_York").expect("zone");
+    }
+    println!("10k zone lookups: {:?}", t.elapsed());
 }
