@@ -198,6 +198,11 @@ pub async fn aggregate(state: &Arc<ServerState>, req: &Request) -> CommandResult
             coll.as_ref(),
         ));
     }
+    if let (Some(c), Some(n)) = (&coll, count_shape(&stages)) {
+        let docs = count_fast(c, &n, deadline)?;
+        let ns = format!("{}.{}", req.db, coll_name.clone().unwrap_or_default());
+        return Ok(cursor_reply(0, &ns, true, docs));
+    }
     let input = match (source, &coll, pipeline.is_collectionless()) {
         (Some(docs), _, _) => docs,
         (None, Some(c), false) => input_docs(c, &pipeline, deadline)?,
@@ -236,6 +241,98 @@ pub async fn aggregate(state: &Arc<ServerState>, req: &Request) -> CommandResult
     };
     let id = state.cursors.insert(cursor)?;
     Ok(cursor_reply(id, &ns, true, batch))
+}
+
+/// The drivers' `countDocuments` pipeline: `$match`, optional `$skip`/`$limit`, then a `$group`
+/// with a constant `_id` and one `{$sum: 1}` field.
+struct CountShape {
+    filter: Document,
+    skip: u64,
+    limit: Option<u64>,
+    id: Bson,
+    field: String,
+}
+
+fn count_shape(stages: &[Document]) -> Option<CountShape> {
+    let mut it = stages.iter().map(|s| s.iter().next()).peekable();
+    let (name, m) = it.next()??;
+    let filter = (name == "$match").then(|| m.as_document().cloned())??;
+    let mut shape = CountShape {
+        filter,
+        skip: 0,
+        limit: None,
+        id: Bson::Null,
+        field: String::new(),
+    };
+    while let Some(Some((name, v))) = it.peek() {
+        match name.as_str() {
+            "$skip" => shape.skip = super::as_i64(v).filter(|n| *n >= 0)? as u64,
+            "$limit" => shape.limit = Some(super::as_i64(v).filter(|n| *n > 0)? as u64),
+            _ => break,
+        }
+        it.next();
+    }
+    let (name, g) = it.next()??;
+    let g = (name == "$group").then(|| g.as_document())??;
+    if it.next().is_some() || g.len() != 2 {
+        return None;
+    }
+    let id = g.get("_id")?;
+    if matches!(id, Bson::String(s) if s.starts_with('$'))
+        || matches!(id, Bson::Document(_) | Bson::Array(_))
+    {
+        return None;
+    }
+    let (field, acc) = g.iter().find(|(k, _)| k.as_str() != "_id")?;
+    let one = acc
+        .as_document()
+        .filter(|a| a.len() == 1)?
+        .get("$sum")
+        .and_then(super::as_i64)
+        == Some(1);
+    one.then(|| {
+        shape.id = id.clone();
+        shape.field = field.clone();
+        shape
+    })
+}
+
+/// Count without decoding documents: O(1) for an empty filter, else through the planner.
+fn count_fast(
+    coll: &Arc<Collection>,
+    shape: &CountShape,
+    deadline: Option<Instant>,
+) -> CommandResult<Vec<RawDocumentBuf>> {
+    let filter = Filter::parse(&shape.filter)?;
+    let total = if filter.is_empty() {
+        coll.count()
+    } else {
+        let choice = planner::choose(coll, &filter, &shape.filter, None, None);
+        let mut scan = ScanState::new(
+            coll.clone(),
+            Arc::new(filter),
+            planner::scan_mode(&choice.winner),
+        );
+        let mut n = 0u64;
+        while scan.next_match(deadline)?.is_some() {
+            n += 1;
+        }
+        n
+    };
+    let mut n = total.saturating_sub(shape.skip);
+    if let Some(l) = shape.limit {
+        n = n.min(l);
+    }
+    if n == 0 {
+        return Ok(vec![]);
+    }
+    let n = i32::try_from(n)
+        .map(Bson::Int32)
+        .unwrap_or(Bson::Int64(n as i64));
+    let d = doc! { "_id": shape.id.clone(), shape.field.clone(): n };
+    Ok(vec![RawDocumentBuf::try_from(&d).map_err(|e| {
+        err(ErrorCode::InternalError, e.to_string())
+    })?])
 }
 
 /// Leading stages answered by the command layer (they read server state, not documents).
@@ -429,4 +526,35 @@ fn explain_reply(
     Reply::Doc(
         doc! { "explainVersion": "1", "stages": stages, "serverInfo": { "version": super::admin::COMPAT_VERSION }, "ok": 1.0 },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recognizes_the_count_documents_pipeline() {
+        let p = [
+            doc! { "$match": { "a": 1 } },
+            doc! { "$skip": 2 },
+            doc! { "$group": { "_id": 1, "n": { "$sum": 1 } } },
+        ];
+        let s = count_shape(&p).unwrap();
+        assert_eq!((s.skip, s.limit, s.field.as_str()), (2, None, "n"));
+        assert!(
+            count_shape(&[
+                doc! { "$match": {} },
+                doc! { "$group": { "_id": "$a", "n": { "$sum": 1 } } }
+            ])
+            .is_none()
+        );
+        assert!(
+            count_shape(&[
+                doc! { "$match": {} },
+                doc! { "$group": { "_id": 1, "n": { "$sum": "$x" } } }
+            ])
+            .is_none()
+        );
+        assert!(count_shape(&[doc! { "$group": { "_id": 1, "n": { "$sum": 1 } } }]).is_none());
+    }
 }
