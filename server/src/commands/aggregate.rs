@@ -12,7 +12,9 @@ use crate::error::{CommandResult, ErrorCode, err};
 use crate::planner;
 use crate::query::matcher::Filter;
 use crate::query::pipeline::output::merge_documents;
-use crate::query::pipeline::{OutputMode, OutputTarget, ParseContext, Pipeline, PipelineEnv};
+use crate::query::pipeline::{
+    DocStream, OutputMode, OutputTarget, ParseContext, Pipeline, PipelineEnv,
+};
 use crate::state::ServerState;
 use bson::{Bson, Document, RawDocumentBuf, doc};
 use std::collections::VecDeque;
@@ -100,21 +102,36 @@ fn input_docs(
     coll: &Arc<Collection>,
     pipeline: &Pipeline,
     deadline: Option<Instant>,
-) -> CommandResult<Vec<Document>> {
+) -> CommandResult<DocStream<'static>> {
     let filter_doc = pipeline.leading_match().cloned().unwrap_or_default();
     // An unparsable leading $match has already failed in Pipeline::parse.
     let filter = Filter::parse(&filter_doc)?;
     let choice = planner::choose(coll, &filter, &filter_doc, pipeline.leading_sort(), None);
-    let mut scan = ScanState::new(
+    let scan = ScanState::new(
         coll.clone(),
         Arc::new(filter),
         planner::scan_mode(&choice.winner),
     );
-    let mut out = Vec::new();
-    while let Some((_, raw, _)) = scan.next_match(deadline)? {
-        out.push(to_doc(&raw)?);
+    Ok(Box::new(ScanDocs { scan, deadline }))
+}
+
+/// The planner's scan as the pipeline's input stream: documents are decoded one at a time, so
+/// a `$group` or `$count` over a large collection never holds the collection in memory.
+struct ScanDocs {
+    scan: ScanState,
+    deadline: Option<Instant>,
+}
+
+impl Iterator for ScanDocs {
+    type Item = CommandResult<Document>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self.scan.next_match(self.deadline) {
+            Ok(Some((_, raw, _))) => Some(to_doc(&raw)),
+            Ok(None) => None,
+            Err(e) => Some(Err(e)),
+        }
     }
-    Ok(out)
 }
 
 pub async fn aggregate(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
@@ -203,13 +220,17 @@ pub async fn aggregate(state: &Arc<ServerState>, req: &Request) -> CommandResult
         let ns = format!("{}.{}", req.db, coll_name.clone().unwrap_or_default());
         return Ok(cursor_reply(0, &ns, true, docs));
     }
-    let input = match (source, &coll, pipeline.is_collectionless()) {
-        (Some(docs), _, _) => docs,
+    let input: DocStream<'static> = match (source, &coll, pipeline.is_collectionless()) {
+        (Some(docs), _, _) => Box::new(docs.into_iter().map(Ok)),
         (None, Some(c), false) => input_docs(c, &pipeline, deadline)?,
-        _ => vec![],
+        _ => Box::new(std::iter::empty()),
     };
     let env = Env { state, deadline };
-    let output = tokio::task::block_in_place(|| pipeline.run_vec(input, &env))?;
+    let output: Vec<Document> = tokio::task::block_in_place(|| {
+        pipeline
+            .run(input, &env)?
+            .collect::<CommandResult<Vec<_>>>()
+    })?;
     let ns = format!(
         "{}.{}",
         req.db,
