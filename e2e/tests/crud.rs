@@ -341,6 +341,24 @@ async fn cursors_batches_and_get_more() {
             .collect::<Vec<_>>(),
         [994, 993, 992]
     );
+    // `let` variables bind inside $expr (find, and the statements of update and delete).
+    let r = db
+        .run_command(doc! { "find": "big", "filter": { "$expr": { "$eq": ["$_id", "$$target"] } }, "let": { "target": 7 } })
+        .await
+        .unwrap();
+    assert_eq!(
+        r.get_document("cursor")
+            .unwrap()
+            .get_array("firstBatch")
+            .unwrap()
+            .len(),
+        1
+    );
+    let r = db
+        .run_command(doc! { "delete": "big", "deletes": [ { "q": { "$expr": { "$lt": ["$_id", "$$n"] } }, "limit": 0 } ], "let": { "n": 3 } })
+        .await
+        .unwrap();
+    assert_eq!(r.get_i32("n").unwrap(), 3);
     // A negative limit is one batch.
     let r = db
         .run_command(doc! { "find": "big", "limit": -5 })

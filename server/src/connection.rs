@@ -40,7 +40,13 @@ enum End {
     Shutdown,
 }
 
-pub async fn serve(state: Arc<ServerState>, mut stream: TcpStream, mut info: ConnectionInfo) {
+/// Serve one connection until it ends; returns the client's driver as "name version" (from the
+/// handshake metadata) for the connection-ended log line.
+pub async fn serve(
+    state: Arc<ServerState>,
+    mut stream: TcpStream,
+    mut info: ConnectionInfo,
+) -> String {
     let _ = stream.set_nodelay(true);
     let end = run(&state, &mut stream, &mut info).await;
     match end {
@@ -51,6 +57,18 @@ pub async fn serve(state: Arc<ServerState>, mut stream: TcpStream, mut info: Con
         End::Io(e) => {
             tracing::debug!(remote = %info.peer, connection_id = info.id, error = %e, "connection I/O error")
         }
+    }
+    let driver = info
+        .client_metadata
+        .as_ref()
+        .and_then(|m| m.get_document("driver").ok());
+    match driver {
+        Some(d) => format!(
+            "{} {}",
+            d.get_str("name").unwrap_or("unknown"),
+            d.get_str("version").unwrap_or("")
+        ),
+        None => "unknown".to_string(),
     }
 }
 

@@ -110,9 +110,9 @@ async fn accept_loop(state: Arc<ServerState>, listener: TcpListener, permits: Ar
         };
         let state = state.clone();
         tokio::spawn(async move {
-            crate::connection::serve(state.clone(), stream, info).await;
+            let driver = crate::connection::serve(state.clone(), stream, info).await;
             let left = state.connections.current.fetch_sub(1, Relaxed) - 1;
-            tracing::info!(remote = %peer, connection_id = id, connection_count = left, "Connection ended");
+            tracing::info!(remote = %peer, connection_id = id, connection_count = left, driver = %driver, "Connection ended");
             drop(permit);
         });
     }

@@ -201,3 +201,67 @@ pub fn check_hint(
         )),
     }
 }
+
+/// The command's `let` variables, evaluated once (they may be expressions of constants).
+pub fn let_variables(body: &Document, command: &str) -> CommandResult<Option<Document>> {
+    let Some(spec) = opt_doc(body, command, "let")? else {
+        return Ok(None);
+    };
+    let empty = bson::RawDocumentBuf::new();
+    let mut vars = Document::new();
+    for (name, v) in spec {
+        let value = crate::query::expr::Expr::parse(v)?.evaluate(&empty)?;
+        vars.insert(name.clone(), value);
+    }
+    Ok(Some(vars))
+}
+
+/// Bind `let` variables in a filter: `$$name` means something only inside `$expr`, so only
+/// `$expr` values (also under `$and`/`$or`/`$nor`) are rewritten, each use to a `$literal`.
+pub fn bind_let(filter: &Document, vars: Option<&Document>) -> Document {
+    let Some(vars) = vars else {
+        return filter.clone();
+    };
+    let mut out = Document::new();
+    for (k, v) in filter {
+        let bound = match (k.as_str(), v) {
+            ("$expr", v) => crate::query::pipeline::common::substitute(v, vars),
+            ("$and" | "$or" | "$nor", Bson::Array(items)) => Bson::Array(
+                items
+                    .iter()
+                    .map(|i| match i {
+                        Bson::Document(d) => Bson::Document(bind_let(d, Some(vars))),
+                        other => other.clone(),
+                    })
+                    .collect(),
+            ),
+            _ => v.clone(),
+        };
+        out.insert(k.clone(), bound);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::doc;
+
+    #[test]
+    fn let_binds_only_inside_expr() {
+        let body = doc! { "find": "c", "let": { "x": { "$add": [1, 2] } } };
+        let vars = let_variables(&body, "find").unwrap();
+        let f = doc! { "a": "$$x", "$expr": { "$eq": ["$a", "$$x"] }, "$or": [ { "$expr": { "$gt": ["$b", "$$x"] } } ] };
+        let bound = bind_let(&f, vars.as_ref());
+        assert_eq!(bound.get_str("a").unwrap(), "$$x");
+        assert_eq!(
+            bound.get_document("$expr").unwrap(),
+            &doc! { "$eq": ["$a", { "$literal": 3 }] }
+        );
+        let mut bound = bound;
+        bound.remove("a");
+        let filter = crate::query::matcher::Filter::parse(&bound).unwrap();
+        let d = bson::RawDocumentBuf::try_from(&doc! { "a": 3, "b": 4 }).unwrap();
+        assert!(filter.matches(&d));
+    }
+}

@@ -157,9 +157,13 @@ struct FindArgs {
 fn parse_find(body: &Document) -> CommandResult<FindArgs> {
     check_fields(body, "find", FIND_FIELDS)?;
     args::check_collation(body, "find")?;
-    let filter_doc = args::opt_doc(body, "find", "filter")?
-        .cloned()
-        .unwrap_or_default();
+    let vars = args::let_variables(body, "find")?;
+    let filter_doc = args::bind_let(
+        &args::opt_doc(body, "find", "filter")?
+            .cloned()
+            .unwrap_or_default(),
+        vars.as_ref(),
+    );
     let filter = Filter::parse(&filter_doc)?;
     let projection_doc = args::opt_doc(body, "find", "projection")?
         .filter(|p| !p.is_empty())

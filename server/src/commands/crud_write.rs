@@ -280,7 +280,12 @@ pub(super) struct UpdateStmt {
     multi: bool,
 }
 
-fn parse_update_stmt(raw: &RawDocumentBuf, db: &str, coll: &str) -> CommandResult<UpdateStmt> {
+fn parse_update_stmt(
+    raw: &RawDocumentBuf,
+    db: &str,
+    coll: &str,
+    vars: Option<&Document>,
+) -> CommandResult<UpdateStmt> {
     let s =
         Document::try_from(raw.as_ref()).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
     for k in s.keys() {
@@ -296,7 +301,7 @@ fn parse_update_stmt(raw: &RawDocumentBuf, db: &str, coll: &str) -> CommandResul
     }
     args::check_collation(&s, "update.updates")?;
     let filter_doc = match s.get("q") {
-        Some(Bson::Document(d)) => d.clone(),
+        Some(Bson::Document(d)) => args::bind_let(d, vars),
         _ => {
             return Err(err(
                 ErrorCode::FailedToParse,
@@ -349,12 +354,13 @@ pub async fn update(state: &Arc<ServerState>, req: &Request) -> CommandResult<Re
     let wc = WriteConcern::parse(req.write_concern.as_ref())?;
     let ordered = args::opt_bool(&req.body, "update", "ordered")?.unwrap_or(true);
     let stmts = statements(req, "updates")?;
+    let vars = args::let_variables(&req.body, "update")?;
     crate::catalog::check_user_writable(&req.db, &coll_name)?;
     let mut out = WriteOutcome::default();
     let _guard = state.catalog.lock(&req.db, &coll_name).await;
     for (i, raw) in stmts.iter().enumerate() {
         state.opcounters.update.fetch_add(1, Relaxed);
-        let result = match parse_update_stmt(raw, &req.db, &coll_name) {
+        let result = match parse_update_stmt(raw, &req.db, &coll_name, vars.as_ref()) {
             Ok(stmt) => run_update(state, &req.db, &coll_name, &stmt, i, &mut out),
             Err(e) => Err(e),
         };
@@ -479,12 +485,20 @@ pub async fn delete(state: &Arc<ServerState>, req: &Request) -> CommandResult<Re
     let wc = WriteConcern::parse(req.write_concern.as_ref())?;
     let ordered = args::opt_bool(&req.body, "delete", "ordered")?.unwrap_or(true);
     let stmts = statements(req, "deletes")?;
+    let vars = args::let_variables(&req.body, "delete")?;
     let mut out = WriteOutcome::default();
     let _guard = state.catalog.lock(&req.db, &coll_name).await;
     let coll = state.catalog.collection(&req.db, &coll_name);
     for (i, raw) in stmts.iter().enumerate() {
         state.opcounters.delete.fetch_add(1, Relaxed);
-        let result = run_delete(coll.as_ref(), &req.db, &coll_name, raw, &mut out);
+        let result = run_delete(
+            coll.as_ref(),
+            &req.db,
+            &coll_name,
+            raw,
+            vars.as_ref(),
+            &mut out,
+        );
         if let Err(e) = result {
             out.error(i, e);
             if ordered {
@@ -501,6 +515,7 @@ fn run_delete(
     db: &str,
     name: &str,
     raw: &RawDocumentBuf,
+    vars: Option<&Document>,
     out: &mut WriteOutcome,
 ) -> CommandResult<()> {
     let s =
@@ -515,7 +530,7 @@ fn run_delete(
     }
     args::check_collation(&s, "delete.deletes")?;
     let filter_doc = match s.get("q") {
-        Some(Bson::Document(d)) => d.clone(),
+        Some(Bson::Document(d)) => args::bind_let(d, vars),
         _ => {
             return Err(err(
                 ErrorCode::FailedToParse,
@@ -566,5 +581,5 @@ pub(super) fn stmt_from(
     }
     let raw =
         RawDocumentBuf::try_from(&s).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
-    parse_update_stmt(&raw, db, coll)
+    parse_update_stmt(&raw, db, coll, None)
 }

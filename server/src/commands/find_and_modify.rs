@@ -42,9 +42,13 @@ struct Args {
 fn parse(body: &Document, db: &str, coll: &str) -> CommandResult<Args> {
     check_fields(body, "findAndModify", FIELDS)?;
     args::check_collation(body, "findAndModify")?;
-    let filter_doc = args::opt_doc(body, "findAndModify", "query")?
-        .cloned()
-        .unwrap_or_default();
+    let vars = args::let_variables(body, "findAndModify")?;
+    let filter_doc = args::bind_let(
+        &args::opt_doc(body, "findAndModify", "query")?
+            .cloned()
+            .unwrap_or_default(),
+        vars.as_ref(),
+    );
     let remove = args::opt_bool(body, "findAndModify", "remove")?.unwrap_or(false);
     let return_new = args::opt_bool(body, "findAndModify", "new")?.unwrap_or(false);
     let upsert = args::opt_bool(body, "findAndModify", "upsert")?.unwrap_or(false);

@@ -17,7 +17,7 @@
 
 mod accum;
 mod codes;
-mod common;
+pub mod common;
 pub mod limits;
 mod numeric;
 pub mod output;
