@@ -131,6 +131,48 @@ pub async fn run_all(client: &Client, db_name: &str, sizes: &Sizes) -> Vec<Measu
         .await,
     );
     out.push(
+        timed(
+            "range count indexed (100 ids)",
+            "ms/op",
+            lower,
+            sizes,
+            |r| range_count_indexed(&db, sizes, r),
+        )
+        .await,
+    );
+    out.push(
+        timed("$sort+$limit 10 (top-k)", "ms/op", lower, sizes, |_| {
+            sort_pipeline(&users, sizes, true)
+        })
+        .await,
+    );
+    out.push(
+        timed("$sort full (unindexed)", "ms/op", lower, sizes, |_| {
+            sort_pipeline(&users, sizes, false)
+        })
+        .await,
+    );
+    out.push(
+        timed(
+            "$lookup 200 orders, foreign index",
+            "ms/op",
+            lower,
+            sizes,
+            |_| lookup(&db, sizes, true),
+        )
+        .await,
+    );
+    out.push(
+        timed(
+            "$lookup 200 orders, no foreign index",
+            "ms/op",
+            lower,
+            sizes,
+            |_| lookup(&db, sizes, false),
+        )
+        .await,
+    );
+    out.push(
         timed("updateOne repeated", "us/op", lower, sizes, |r| {
             update_one(&users, sizes, r)
         })
@@ -406,6 +448,75 @@ async fn group(users: &Collection<Document>, sizes: &Sizes) -> Outcome {
         let pipeline =
             [doc! {"$group": {"_id": "$age", "n": {"$sum": 1}, "balance": {"$avg": "$balance"}}}];
         drain(users.aggregate(pipeline).await?).await?;
+        done += 1;
+    }
+    Ok(per_op_ms(start, done))
+}
+
+/// A count over a fixed-width `_id` range: its cost should not grow with the collection.
+async fn range_count_indexed(db: &Database, sizes: &Sizes, run: usize) -> Outcome {
+    let start = Instant::now();
+    let mut done = 0usize;
+    for i in 0..sizes.point_ops {
+        if spent(start, sizes, done) {
+            break;
+        }
+        let lo = probe_id(sizes, run, i);
+        db.run_command(doc! {"count": USERS, "query": {"_id": {"$gte": lo, "$lt": lo + 100}}})
+            .await?;
+        done += 1;
+    }
+    Ok(per_op_ms(start, done))
+}
+
+/// `$sort` on an unindexed field, with a `$limit` (a top-k) or returning every document.
+async fn sort_pipeline(users: &Collection<Document>, sizes: &Sizes, top_k: bool) -> Outcome {
+    let start = Instant::now();
+    let mut done = 0usize;
+    for _ in 0..sizes.scan_ops {
+        if spent(start, sizes, done) {
+            break;
+        }
+        let mut pipeline = vec![doc! {"$sort": {"score": -1}}];
+        if top_k {
+            pipeline.push(doc! {"$limit": 10});
+        }
+        pipeline.push(doc! {"$project": {"score": 1}});
+        drain(users.aggregate(pipeline).allow_disk_use(true).await?).await?;
+        done += 1;
+    }
+    Ok(per_op_ms(start, done))
+}
+
+/// 200 orders joined to their users by `_id` (indexed) or by `username` (no index).
+async fn lookup(db: &Database, sizes: &Sizes, indexed: bool) -> Outcome {
+    let orders: Collection<Document> = db.collection("orders");
+    if orders.estimated_document_count().await? == 0 {
+        let n = sizes.docs.max(1) as i64;
+        let docs: Vec<Document> = (0..200i64)
+            .map(|i| {
+                let uid = (i * 7919) % n;
+                let u = dataset::user(dataset::SEED, uid);
+                doc! {"_id": i, "uid": uid, "uname": u.get_str("username").unwrap_or_default()}
+            })
+            .collect();
+        orders.insert_many(docs).await?;
+    }
+    let (local, foreign) = if indexed {
+        ("uid", "_id")
+    } else {
+        ("uname", "username")
+    };
+    let start = Instant::now();
+    let mut done = 0usize;
+    for _ in 0..sizes.scan_ops {
+        if spent(start, sizes, done) {
+            break;
+        }
+        let pipeline = [
+            doc! {"$lookup": {"from": USERS, "localField": local, "foreignField": foreign, "as": "u"}},
+        ];
+        drain(orders.aggregate(pipeline).await?).await?;
         done += 1;
     }
     Ok(per_op_ms(start, done))
