@@ -220,6 +220,32 @@ impl RawConn {
     }
 }
 
+/// The server error code inside a driver error (command error, write error, or the first
+/// write error of an insertMany); -1 when there is none.
+pub fn error_code(e: &mongodb::error::Error) -> i32 {
+    use mongodb::error::{ErrorKind, WriteFailure};
+    match e.kind.as_ref() {
+        ErrorKind::Command(c) => c.code,
+        ErrorKind::Write(WriteFailure::WriteError(w)) => w.code,
+        ErrorKind::InsertMany(m) => m
+            .write_errors
+            .as_ref()
+            .and_then(|w| w.first())
+            .map_or(-1, |w| w.code),
+        _ => -1,
+    }
+}
+
+/// The server's `errmsg` inside a driver error (falls back to the driver's text).
+pub fn error_message(e: &mongodb::error::Error) -> String {
+    use mongodb::error::{ErrorKind, WriteFailure};
+    match e.kind.as_ref() {
+        ErrorKind::Command(c) => c.message.clone(),
+        ErrorKind::Write(WriteFailure::WriteError(w)) => w.message.clone(),
+        _ => e.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

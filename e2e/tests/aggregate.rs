@@ -4,18 +4,10 @@
 //! error codes for bad stages. How: a real `cairn` process and the official Rust driver.
 
 use bson::{Document, doc};
-use cairn_e2e::Server;
+use cairn_e2e::{Server, error_code};
 use futures_util::TryStreamExt;
 
 const BIN: &str = env!("CARGO_BIN_EXE_cairn");
-
-fn code_of(e: &mongodb::error::Error) -> i32 {
-    match e.kind.as_ref() {
-        mongodb::error::ErrorKind::Command(c) => c.code,
-        mongodb::error::ErrorKind::Write(mongodb::error::WriteFailure::WriteError(w)) => w.code,
-        _ => -1,
-    }
-}
 
 #[tokio::test]
 async fn pipelines_lookup_out_merge_and_updates() {
@@ -129,17 +121,17 @@ async fn pipelines_lookup_out_merge_and_updates() {
         .aggregate(vec![doc! { "$bogus": {} }])
         .await
         .unwrap_err();
-    assert_eq!(code_of(&e), 40324);
+    assert_eq!(error_code(&e), 40324);
     let e = db
         .run_command(doc! { "aggregate": "orders", "pipeline": [] })
         .await
         .unwrap_err();
-    assert_eq!(code_of(&e), 9, "cursor option required");
+    assert_eq!(error_code(&e), 9, "cursor option required");
     let e = orders
         .update_one(doc! { "_id": 1 }, vec![doc! { "$match": {} }])
         .await
         .unwrap_err();
-    assert_eq!(code_of(&e), 72);
+    assert_eq!(error_code(&e), 72);
 
     // Stages that read server state.
     let stats: Vec<Document> = orders

@@ -4,7 +4,7 @@
 //! ephemeral port driven by the official Rust driver (raw `runCommand` where reply shapes matter).
 
 use bson::{Bson, Document, doc};
-use cairn_e2e::Server;
+use cairn_e2e::{Server, error_code, error_message};
 use futures_util::TryStreamExt;
 use mongodb::options::FindOptions;
 
@@ -15,29 +15,6 @@ async fn setup() -> (Server, mongodb::Database) {
     let client = server.client().await;
     let db = client.database("crud");
     (server, db)
-}
-
-fn code_of(e: &mongodb::error::Error) -> i32 {
-    match e.kind.as_ref() {
-        mongodb::error::ErrorKind::Command(c) => c.code,
-        mongodb::error::ErrorKind::Write(mongodb::error::WriteFailure::WriteError(w)) => w.code,
-        mongodb::error::ErrorKind::InsertMany(m) => m
-            .write_errors
-            .as_ref()
-            .and_then(|w| w.first())
-            .map_or(-1, |w| w.code),
-        _ => -1,
-    }
-}
-
-fn message_of(e: &mongodb::error::Error) -> String {
-    match e.kind.as_ref() {
-        mongodb::error::ErrorKind::Command(c) => c.message.clone(),
-        mongodb::error::ErrorKind::Write(mongodb::error::WriteFailure::WriteError(w)) => {
-            w.message.clone()
-        }
-        _ => e.to_string(),
-    }
 }
 
 #[tokio::test]
@@ -100,9 +77,9 @@ async fn duplicate_keys_and_write_errors() {
     let c = db.collection::<Document>("dups");
     c.insert_one(doc! { "_id": 1 }).await.unwrap();
     let e = c.insert_one(doc! { "_id": 1 }).await.unwrap_err();
-    assert_eq!(code_of(&e), 11000);
+    assert_eq!(error_code(&e), 11000);
     assert_eq!(
-        message_of(&e),
+        error_message(&e),
         "E11000 duplicate key error collection: crud.dups index: _id_ dup key: { _id: 1 }"
     );
 
@@ -180,7 +157,7 @@ async fn update_operators_upsert_and_counts() {
         .update_one(doc! { "_id": 2 }, doc! { "$set": { "_id": 5 } })
         .await
         .unwrap_err();
-    assert_eq!(code_of(&e), 66);
+    assert_eq!(error_code(&e), 66);
     // Conflicting paths (40).
     let e = c
         .update_one(
@@ -189,7 +166,7 @@ async fn update_operators_upsert_and_counts() {
         )
         .await
         .unwrap_err();
-    assert_eq!(code_of(&e), 40);
+    assert_eq!(error_code(&e), 40);
     // Raw reply shape: n, nModified, upserted.
     let r = db
         .run_command(doc! { "update": "u", "updates": [ { "q": { "_id": 100 }, "u": { "$set": { "y": 1 } }, "upsert": true } ] })
@@ -261,7 +238,7 @@ async fn delete_and_find_and_modify() {
     assert!(!leo.get_bool("updatedExisting").unwrap());
     assert_eq!(leo.get("upserted"), Some(&Bson::Int32(50)));
     let e = db.run_command(doc! { "findAndModify": "d", "query": {}, "remove": true, "update": { "$set": { "a": 1 } } }).await.unwrap_err();
-    assert_eq!(code_of(&e), 9);
+    assert_eq!(error_code(&e), 9);
 }
 
 #[tokio::test]
@@ -309,7 +286,7 @@ async fn cursors_batches_and_get_more() {
         .run_command(doc! { "getMore": id, "collection": "big" })
         .await
         .unwrap_err();
-    assert_eq!(code_of(&e), 43);
+    assert_eq!(error_code(&e), 43);
 
     // The driver iterates all batches.
     let all: Vec<Document> = c
@@ -386,12 +363,12 @@ async fn ddl_commands() {
     let (s, db) = setup().await;
     db.create_collection("made").await.unwrap();
     let e = db.create_collection("made").await.unwrap_err();
-    assert_eq!(code_of(&e), 48);
+    assert_eq!(error_code(&e), 48);
     let e = db
         .run_command(doc! { "create": "capped", "capped": true, "size": 1000 })
         .await
         .unwrap_err();
-    assert_eq!(code_of(&e), 115);
+    assert_eq!(error_code(&e), 115);
     let names = db.list_collection_names().await.unwrap();
     assert_eq!(names, ["made"]);
     let client = s.client().await;
@@ -448,9 +425,9 @@ async fn indexes_unique_and_listing() {
         .unwrap();
     assert_eq!(again.get_str("note").unwrap(), "all indexes already exist");
     let e = c.insert_one(doc! { "email": "a@x" }).await.unwrap_err();
-    assert_eq!(code_of(&e), 11000);
+    assert_eq!(error_code(&e), 11000);
     assert_eq!(
-        message_of(&e),
+        error_message(&e),
         "E11000 duplicate key error collection: crud.ix index: email_1 dup key: { email: \"a@x\" }"
     );
     let names: Vec<String> = c.list_index_names().await.unwrap();
@@ -459,7 +436,7 @@ async fn indexes_unique_and_listing() {
         .run_command(doc! { "createIndexes": "ix", "indexes": [ { "key": { "other": 1 }, "name": "email_1" } ] })
         .await
         .unwrap_err();
-    assert_eq!(code_of(&e), 86);
+    assert_eq!(error_code(&e), 86);
     // A unique build over duplicates fails with 11000 naming the key.
     c.insert_many(vec![
         doc! { "k": 1, "email": "k1" },
@@ -473,7 +450,7 @@ async fn indexes_unique_and_listing() {
         )
         .await
         .unwrap_err();
-    assert_eq!(code_of(&e), 11000);
+    assert_eq!(error_code(&e), 11000);
     db.run_command(doc! { "dropIndexes": "ix", "index": "email_1" })
         .await
         .unwrap();
@@ -482,7 +459,7 @@ async fn indexes_unique_and_listing() {
         .run_command(doc! { "dropIndexes": "ix", "index": "_id_" })
         .await
         .unwrap_err();
-    assert_eq!(code_of(&e), 72);
+    assert_eq!(error_code(&e), 72);
 }
 
 #[tokio::test]
@@ -506,7 +483,7 @@ async fn bad_input_gets_errors_not_crashes() {
     ] {
         let name = cmd.keys().next().unwrap().clone();
         match db.run_command(cmd).await {
-            Err(e) => assert_eq!(code_of(&e), code, "{name}: {e}"),
+            Err(e) => assert_eq!(error_code(&e), code, "{name}: {e}"),
             Ok(r) => {
                 let we = r.get_array("writeErrors").expect("an error");
                 assert_eq!(
@@ -582,5 +559,5 @@ async fn unacknowledged_writes_and_max_time_ms() {
         .run_command(doc! { "find": "slow", "filter": { "nope": 1 }, "maxTimeMS": 1 })
         .await
         .unwrap_err();
-    assert_eq!(code_of(&e), 50);
+    assert_eq!(error_code(&e), 50);
 }
