@@ -109,6 +109,14 @@ impl Collection {
             .unwrap_or_default()
     }
 
+    /// The options document given at creation.
+    pub fn options(&self) -> Document {
+        self.meta
+            .read()
+            .map(|m| m.options.clone())
+            .unwrap_or_default()
+    }
+
     /// Number of documents, exact, O(1).
     pub fn count(&self) -> u64 {
         self.read().map(|s| s.records.len() as u64).unwrap_or(0)
@@ -159,9 +167,17 @@ impl Collection {
                     .collect()
             }
         };
-        locs.into_iter()
-            .map(|(rid, loc)| Ok((rid, self.shared.log.read_document(loc)?)))
-            .collect()
+        // Read in file order so neighbouring records share one pread, whatever the direction.
+        let mut only_locs: Vec<Loc> = locs.iter().map(|(_, l)| *l).collect();
+        let backward = direction == Direction::Backward;
+        if backward {
+            only_locs.reverse();
+        }
+        let mut docs = self.shared.log.read_documents(&only_locs)?;
+        if backward {
+            docs.reverse();
+        }
+        Ok(locs.into_iter().map(|(rid, _)| rid).zip(docs).collect())
     }
 
     /// The RecordId of the document whose `_id` equals `id`.

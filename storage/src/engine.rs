@@ -14,7 +14,7 @@ use bson::Document;
 
 use crate::backend::{Backend, FileBackend};
 use crate::btree::BTree;
-use crate::catalog::{CatalogEntry, CatalogOp, Replay};
+use crate::catalog::{CatalogEntry, CatalogOp, Replay, ReplayColl};
 use crate::checkpoint;
 use crate::collection::{CollMeta, CollState, Collection, Shared, build_index, fix_up_index};
 use crate::commit::{Commit, Ticket};
@@ -25,7 +25,7 @@ use crate::limits::{
     INDEXES_PER_COLLECTION_MAX, NAMESPACE_SIZE_MAX, PREALLOCATE_INTERVAL_MS,
     SEGMENT_SIZE_BYTES_DEFAULT, SEGMENT_SIZE_BYTES_MIN,
 };
-use crate::log::{Log, OutRecord};
+use crate::log::{Loc, Log, OutRecord};
 use crate::record::{self, Kind};
 use crate::recovery::{self, Recovered};
 
@@ -98,6 +98,70 @@ pub(crate) struct Inner {
     pub maintenance: Mutex<()>,
     /// Log segment current at the last checkpoint.
     pub checkpoint_segment: AtomicU64,
+}
+
+/// Builds a recovered collection: indexes come from the checkpoint (fixed up for the replayed
+/// tail) when their spec is unchanged, otherwise they are rebuilt from the documents.
+fn load_collection(
+    shared: &Arc<Shared>,
+    id: u64,
+    rc: ReplayColl,
+    entry: &CatalogEntry,
+    trees: &mut Trees,
+    changed: Option<&HashMap<u64, Option<Loc>>>,
+) -> Result<Arc<Collection>> {
+    let mut st = CollState {
+        dropped: false,
+        records: rc.records,
+        next_record_id: entry.next_record_id,
+        indexes: Vec::new(),
+        data_bytes: rc.data_bytes,
+    };
+    for spec in &entry.indexes {
+        let compiler = shared.filter_compiler.as_ref();
+        let ix = match trees.remove(&(id, spec.name.clone())) {
+            Some((ck_spec, tree, multikey)) if ck_spec == *spec => {
+                let mut ix = Index::from_tree(spec.clone(), compiler, tree, multikey)?;
+                fix_up_index(&shared.log, &st, &mut ix, changed)?;
+                ix
+            }
+            _ => {
+                let mut ix = Index::new(spec.clone(), compiler)?;
+                build_index(&shared.log, &st, &mut ix, &|_, _| {})?;
+                ix
+            }
+        };
+        st.indexes.push(ix);
+    }
+    Ok(Arc::new(Collection {
+        id,
+        uuid: entry.uuid,
+        meta: RwLock::new(CollMeta {
+            db: entry.db.clone(),
+            name: entry.name.clone(),
+            options: entry.options.clone(),
+        }),
+        state: RwLock::new(st),
+        shared: shared.clone(),
+    }))
+}
+
+fn start_threads(inner: &Arc<Inner>, opts: &EngineOptions) -> Result<()> {
+    if opts.preallocate_segments {
+        let weak = Arc::downgrade(inner);
+        let t = std::thread::Builder::new()
+            .name("cairn-prealloc".into())
+            .spawn(move || preallocator(weak))?;
+        inner.threads.lock().map_err(|_| lock_err())?.push(t);
+    }
+    if opts.background_compaction {
+        let weak = Arc::downgrade(inner);
+        let t = std::thread::Builder::new()
+            .name("cairn-compact".into())
+            .spawn(move || compactor(weak))?;
+        inner.threads.lock().map_err(|_| lock_err())?.push(t);
+    }
+    Ok(())
 }
 
 /// Recovery from the newest checkpoint (when `use_checkpoint`) plus the log after it.
@@ -174,41 +238,10 @@ impl Engine {
             ..Catalog::default()
         };
         for (id, rc) in std::mem::take(&mut replay.colls) {
-            let Some(entry) = rc.entry else { continue };
-            let mut st = CollState {
-                dropped: false,
-                records: rc.records,
-                next_record_id: entry.next_record_id,
-                indexes: Vec::new(),
-                data_bytes: rc.data_bytes,
+            let Some(entry) = rc.entry.clone() else {
+                continue;
             };
-            for spec in &entry.indexes {
-                let compiler = shared.filter_compiler.as_ref();
-                let ix = match trees.remove(&(id, spec.name.clone())) {
-                    Some((ck_spec, tree, multikey)) if ck_spec == *spec => {
-                        let mut ix = Index::from_tree(spec.clone(), compiler, tree, multikey)?;
-                        fix_up_index(&shared.log, &st, &mut ix, changed.get(&id))?;
-                        ix
-                    }
-                    _ => {
-                        let mut ix = Index::new(spec.clone(), compiler)?;
-                        build_index(&shared.log, &st, &mut ix, &|_, _| {})?;
-                        ix
-                    }
-                };
-                st.indexes.push(ix);
-            }
-            let coll = Arc::new(Collection {
-                id,
-                uuid: entry.uuid,
-                meta: RwLock::new(CollMeta {
-                    db: entry.db.clone(),
-                    name: entry.name.clone(),
-                    options: entry.options,
-                }),
-                state: RwLock::new(st),
-                shared: shared.clone(),
-            });
+            let coll = load_collection(&shared, id, rc, &entry, &mut trees, changed.get(&id))?;
             catalog.by_name.insert((entry.db, entry.name), coll.clone());
             catalog.by_id.insert(id, coll);
         }
@@ -222,20 +255,7 @@ impl Engine {
             maintenance: Mutex::new(()),
             checkpoint_segment: AtomicU64::new(0),
         });
-        if opts.preallocate_segments {
-            let weak = Arc::downgrade(&inner);
-            let t = std::thread::Builder::new()
-                .name("cairn-prealloc".into())
-                .spawn(move || preallocator(weak))?;
-            inner.threads.lock().map_err(|_| lock_err())?.push(t);
-        }
-        if opts.background_compaction {
-            let weak = Arc::downgrade(&inner);
-            let t = std::thread::Builder::new()
-                .name("cairn-compact".into())
-                .spawn(move || compactor(weak))?;
-            inner.threads.lock().map_err(|_| lock_err())?.push(t);
-        }
+        start_threads(&inner, &opts)?;
         Ok(Engine { inner })
     }
 

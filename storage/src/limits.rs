@@ -38,6 +38,8 @@ pub const CHECKPOINT_INTERVAL_SEGMENTS: u64 = 4;
 pub const DATABASE_NAME_SIZE_MAX: usize = 64;
 /// Longest `db.collection` namespace (mongod: 255 bytes).
 pub const NAMESPACE_SIZE_MAX: usize = 255;
+/// Most bytes one pread fetches when a scan reads neighbouring records together.
+pub const READ_RUN_BYTES_MAX: u64 = 1 << 20;
 /// Chunk size used to read a whole segment during recovery.
 pub const RECOVERY_READ_CHUNK_BYTES: usize = 4 << 20;
 

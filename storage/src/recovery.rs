@@ -92,19 +92,7 @@ pub(crate) fn recover(
         if let Some(s) = start
             && id < s.segment
         {
-            // Read and checked before the checkpoint was taken; only the header is looked at.
-            let mut h = [0u8; SEGMENT_HEADER_SIZE];
-            file.read_at(0, &mut h)?;
-            record::check_segment_header(&h, id)
-                .map_err(|r| StorageError::corruption(&name, 0, r))?;
-            let used = s
-                .used_bytes
-                .get(&id)
-                .copied()
-                .unwrap_or(SEGMENT_HEADER_SIZE as u64);
-            let seg = new_segment(file);
-            seg.used_bytes.store(used, Ordering::Release);
-            segments.insert(id, Arc::new(seg));
+            segments.insert(id, Arc::new(skip_segment(file, id, s)?));
             continue;
         }
         let bytes = read_all(file.as_ref())?;
@@ -146,8 +134,39 @@ pub(crate) fn recover(
             next_sequence: 0,
         });
     }
-    for t in &torn {
-        let seg = &segments[&t.segment];
+    truncate_torn(&segments, &torn)?;
+    if let Some(t) = &mut tail {
+        t.next_sequence = last_seq + 1;
+    }
+    Ok(Recovered {
+        segments,
+        tail,
+        last_sequence: last_seq,
+    })
+}
+
+/// A segment read and checked before the checkpoint was taken: only its header is looked at.
+fn skip_segment(file: Arc<dyn BackendFile>, id: u64, start: &Start) -> Result<Segment> {
+    let mut h = [0u8; SEGMENT_HEADER_SIZE];
+    file.read_at(0, &mut h)?;
+    record::check_segment_header(&h, id)
+        .map_err(|r| StorageError::corruption(&record::segment_file_name(id), 0, r))?;
+    let used = start
+        .used_bytes
+        .get(&id)
+        .copied()
+        .unwrap_or(SEGMENT_HEADER_SIZE as u64);
+    let seg = new_segment(file);
+    seg.used_bytes.store(used, Ordering::Release);
+    Ok(seg)
+}
+
+/// Cuts each torn tail off (the space stays allocated, zeroed) and syncs.
+fn truncate_torn(segments: &BTreeMap<u64, Arc<Segment>>, torn: &[Damage]) -> Result<()> {
+    for t in torn {
+        let Some(seg) = segments.get(&t.segment) else {
+            continue;
+        };
         tracing::warn!(
             segment = %record::segment_file_name(t.segment),
             offset = t.offset,
@@ -159,14 +178,7 @@ pub(crate) fn recover(
         seg.file.set_len(cap)?;
         seg.file.sync()?;
     }
-    if let Some(t) = &mut tail {
-        t.next_sequence = last_seq + 1;
-    }
-    Ok(Recovered {
-        segments,
-        tail,
-        last_sequence: last_seq,
-    })
+    Ok(())
 }
 
 /// Scans one segment: (end offset of the last good record, damage if any, whether it keeps any
