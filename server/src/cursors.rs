@@ -12,6 +12,7 @@ use crate::planner::IndexPlan;
 use crate::planner::covered::Covered;
 use crate::query::matcher::Filter;
 use crate::query::projection::Projection;
+use crate::query::sort::SortSpec;
 use bson::RawDocumentBuf;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::ops::Bound;
@@ -48,6 +49,34 @@ pub enum ScanMode {
         after: Option<(Vec<u8>, RecordId)>,
         seen: HashSet<RecordId>,
     },
+    /// The branches of an index union merged in sort order; a RecordId is returned once.
+    Merge {
+        branches: Vec<MergeBranch>,
+        sort: SortSpec,
+        seen: HashSet<RecordId>,
+    },
+}
+
+/// One branch of a SORT_MERGE: an index plan read in the sort's order, its fetched documents
+/// waiting to be merged.
+pub struct MergeBranch {
+    plan: IndexPlan,
+    interval: usize,
+    after: Option<(Vec<u8>, RecordId)>,
+    buf: VecDeque<(RecordId, RawDocumentBuf)>,
+    done: bool,
+}
+
+impl MergeBranch {
+    pub fn new(plan: IndexPlan) -> MergeBranch {
+        MergeBranch {
+            plan,
+            interval: 0,
+            after: None,
+            buf: VecDeque::new(),
+            done: false,
+        }
+    }
 }
 
 /// A resumable, filtered scan (collection or index) that skips, limits and projects as it goes.
@@ -115,7 +144,60 @@ impl ScanState {
                 Ok(chunk)
             }
             ScanMode::Index { .. } => self.next_index_candidates(),
+            ScanMode::Merge { .. } => self.next_merge_candidates(),
         }
+    }
+
+    /// Up to a chunk of merged documents: each live branch keeps at least one fetched document
+    /// buffered, and the least of the branch heads (by the sort) goes out next.
+    fn next_merge_candidates(&mut self) -> CommandResult<Vec<(RecordId, RawDocumentBuf)>> {
+        let serr = |e| crate::catalog::storage_error(e, "", "");
+        let ScanMode::Merge {
+            branches,
+            sort,
+            seen,
+        } = &mut self.mode
+        else {
+            return Ok(vec![]);
+        };
+        for b in branches.iter_mut() {
+            while b.buf.is_empty() && !b.done {
+                let Some(entries) =
+                    read_index_chunk(&self.coll, &b.plan, &mut b.interval, &mut b.after)?
+                else {
+                    b.done = true;
+                    break;
+                };
+                self.keys_examined += entries.len() as u64;
+                for (_, rid) in entries {
+                    if seen.contains(&rid) {
+                        continue;
+                    }
+                    if let Some(doc) = self.coll.get(rid).map_err(serr)? {
+                        self.docs_examined += 1;
+                        b.buf.push_back((rid, doc));
+                    }
+                }
+            }
+        }
+        let mut out = Vec::new();
+        while out.len() < SCAN_CHUNK_COUNT && !branches.iter().any(|b| b.buf.is_empty() && !b.done)
+        {
+            let least = branches
+                .iter()
+                .enumerate()
+                .filter_map(|(i, b)| b.buf.front().map(|head| (i, head)))
+                .min_by(|x, y| sort.compare(&x.1.1, &y.1.1))
+                .map(|(i, _)| i);
+            let Some((rid, doc)) = least.and_then(|i| branches[i].buf.pop_front()) else {
+                self.exhausted = true;
+                break;
+            };
+            if seen.insert(rid) {
+                out.push((rid, doc));
+            }
+        }
+        Ok(out)
     }
 
     /// The next chunk of an index scan (or of the current branch of an index union): each entry
@@ -136,41 +218,16 @@ impl ScanState {
             self.exhausted = true;
             return Ok(vec![]);
         };
-        let n = plan.intervals.len();
-        if *interval >= n {
+        let Some(entries) = read_index_chunk(&self.coll, plan, interval, after)? else {
             *branch += 1;
             *interval = 0;
             *after = None;
             return Ok(vec![]);
-        }
-        let idx = if plan.direction == Direction::Forward {
-            *interval
-        } else {
-            n - 1 - *interval
         };
-        let (lo, hi) = &plan.intervals[idx];
-        let resume = after.as_ref().map(|(k, r)| (k.as_slice(), *r));
-        let entries = self
-            .coll
-            .index_scan(
-                &plan.index_name,
-                Bound::Included(lo),
-                Bound::Excluded(hi),
-                plan.direction,
-                resume,
-                SCAN_CHUNK_COUNT,
-            )
-            .map_err(serr)?;
         self.keys_examined += entries.len() as u64;
         // A multikey index holds a document once per distinct key; a union may reach a
         // document through several branches.
         let dedup = plan.multikey || plans.len() > 1;
-        if entries.len() < SCAN_CHUNK_COUNT {
-            *interval += 1;
-            *after = None;
-        } else if let Some((k, r)) = entries.last() {
-            *after = Some((k.clone(), *r));
-        }
         let mut out = Vec::with_capacity(entries.len());
         for (key, rid) in entries {
             if dedup && !seen.insert(rid) {
@@ -244,6 +301,47 @@ impl ScanState {
         });
         Ok(())
     }
+}
+
+/// Index entries as storage returns them: encoded key (without RecordId) and RecordId.
+type IndexEntries = Vec<(Vec<u8>, RecordId)>;
+
+/// The next chunk of a plan's index entries after `(interval, after)`, which it advances; None
+/// once every interval is read.
+fn read_index_chunk(
+    coll: &Collection,
+    plan: &IndexPlan,
+    interval: &mut usize,
+    after: &mut Option<(Vec<u8>, RecordId)>,
+) -> CommandResult<Option<IndexEntries>> {
+    let n = plan.intervals.len();
+    if *interval >= n {
+        return Ok(None);
+    }
+    let idx = if plan.direction == Direction::Forward {
+        *interval
+    } else {
+        n - 1 - *interval
+    };
+    let (lo, hi) = &plan.intervals[idx];
+    let resume = after.as_ref().map(|(k, r)| (k.as_slice(), *r));
+    let entries = coll
+        .index_scan(
+            &plan.index_name,
+            Bound::Included(lo),
+            Bound::Excluded(hi),
+            plan.direction,
+            resume,
+            SCAN_CHUNK_COUNT,
+        )
+        .map_err(|e| crate::catalog::storage_error(e, "", ""))?;
+    if entries.len() < SCAN_CHUNK_COUNT {
+        *interval += 1;
+        *after = None;
+    } else if let Some((k, r)) = entries.last() {
+        *after = Some((k.clone(), *r));
+    }
+    Ok(Some(entries))
 }
 
 fn with_record_id(mut doc: RawDocumentBuf, rid: RecordId) -> RawDocumentBuf {

@@ -117,12 +117,15 @@ pub fn plan_tree(plan: &Plan, shape: &Shape) -> Document {
             d
         }
         Plan::Index(p) => fetch(ixscan(p), filter.as_ref()),
-        Plan::Or(branches) => {
+        Plan::Or { branches, merge } => {
             let inputs: Vec<Bson> = branches.iter().map(|b| Bson::Document(ixscan(b))).collect();
-            fetch(
-                doc! { "stage": "OR", "inputStages": inputs },
-                filter.as_ref(),
-            )
+            let union = match merge {
+                Some((_, sort)) => {
+                    doc! { "stage": "SORT_MERGE", "sortPattern": sort.clone(), "inputStages": inputs }
+                }
+                None => doc! { "stage": "OR", "inputStages": inputs },
+            };
+            fetch(union, filter.as_ref())
         }
     };
     if let Some(sort) = shape.sort.as_ref().filter(|_| !plan.provides_sort()) {
