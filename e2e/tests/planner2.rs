@@ -181,6 +181,36 @@ async fn or_uses_an_index_union() {
     assert_eq!(stat(&e, "totalDocsExamined"), scan.len() as i64);
     assert!(stat(&e, "totalKeysExamined") >= scan.len() as i64);
 
+    // allPlansExecution: one trial per candidate (winner first), each with its own counters.
+    let e = db
+        .run_command(doc! { "explain": { "find": "or", "filter": { "a": 1, "s": "s3" } }, "verbosity": "allPlansExecution" })
+        .await
+        .unwrap();
+    let rejected = e
+        .get_document("queryPlanner")
+        .unwrap()
+        .get_array("rejectedPlans")
+        .unwrap()
+        .len();
+    assert!(rejected >= 2, "a_1, s_1_b_1 and a collection scan: {e}");
+    let all = e
+        .get_document("executionStats")
+        .unwrap()
+        .get_array("allPlansExecution")
+        .unwrap();
+    assert_eq!(all.len(), rejected + 1);
+    for p in all {
+        let p = p.as_document().unwrap();
+        assert!(p.get_i64("nReturned").unwrap() <= 101);
+        assert!(
+            p.get_i64("totalKeysExamined").unwrap() + p.get_i64("totalDocsExamined").unwrap() > 0
+        );
+        assert!(p.get_document("executionStages").is_ok());
+    }
+    // The collection scan's trial reads documents, no keys.
+    let scan_trial = all.last().unwrap().as_document().unwrap();
+    assert_eq!(scan_trial.get_i64("totalKeysExamined").unwrap(), 0);
+
     // A branch without an index: collection scan.
     let e = explain(
         &db,

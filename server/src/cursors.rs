@@ -32,7 +32,8 @@ const SCAN_CHUNK_COUNT: usize = 512;
 /// Where a cursor's documents come from.
 pub enum DocSource {
     Buffered(VecDeque<RawDocumentBuf>),
-    Scan(ScanState),
+    // Boxed: a scan carries its plan and buffers, a buffered source only a queue.
+    Scan(Box<ScanState>),
 }
 
 /// Where a scan reads: the collection in RecordId order, or an index plan's intervals.
@@ -588,7 +589,7 @@ mod scan_tests {
                 },
             );
             limited.remaining = Some(3);
-            let mut source = DocSource::Scan(limited);
+            let mut source = DocSource::Scan(Box::new(limited));
             assert_eq!(source.next_batch(101, None).unwrap().len(), 3);
             assert!(source.is_exhausted(), "a limit reached ends the cursor");
             while let Some((_, doc, _)) = scan.next_match(None).unwrap() {

@@ -312,7 +312,7 @@ fn plan_find(
         scan.skip = a.skip;
         scan.remaining = a.limit;
         scan.show_record_id = a.show_record_id;
-        return Ok(DocSource::Scan(scan));
+        return Ok(DocSource::Scan(Box::new(scan)));
     };
     let memory_max = if a.allow_disk_use {
         None

@@ -176,7 +176,7 @@ pub async fn explain(state: &Arc<ServerState>, req: &Request) -> CommandResult<R
         hint_doc.insert("hint", h.clone());
     }
     let hint = args::check_hint(&hint_doc, coll.as_deref())?;
-    let (winner, rejected, stats) = match &coll {
+    let (winner, rejected, stats, all_plans) = match &coll {
         None => (
             doc! { "stage": "EOF" },
             vec![],
@@ -186,16 +186,22 @@ pub async fn explain(state: &Arc<ServerState>, req: &Request) -> CommandResult<R
                 docs_examined: 0,
                 millis: 0,
             },
+            vec![],
         ),
         Some(c) => {
             let started = Instant::now();
             let key_only = key_only_plan(c, &name, &t, &filter, hint.as_deref());
-            let (winner, rejected, mut s) = match key_only {
-                Some(k) => (k.tree(&t), vec![], k.run(c, &filter, &t, &verbosity)?),
+            let (winner, rejected, mut s, all) = match key_only {
+                Some(k) => (
+                    k.tree(&t),
+                    vec![],
+                    k.run(c, &filter, &t, &verbosity)?,
+                    vec![],
+                ),
                 None => planned(c, &filter, &mut t, hint.as_deref(), &verbosity)?,
             };
             s.millis = started.elapsed().as_millis() as u64;
-            (winner, rejected, s)
+            (winner, rejected, s, all)
         }
     };
     let mut reply = doc! {
@@ -215,7 +221,7 @@ pub async fn explain(state: &Arc<ServerState>, req: &Request) -> CommandResult<R
     if verbosity != "queryPlanner" {
         let mut es = execution_stats(&stats, &winner);
         if verbosity == "allPlansExecution" {
-            es.insert("allPlansExecution", Bson::Array(vec![]));
+            es.insert("allPlansExecution", Bson::Array(all_plans));
         }
         reply.insert("executionStats", es);
     }
@@ -292,7 +298,57 @@ impl KeyOnly {
     }
 }
 
-type Planned = (Document, Vec<Bson>, Stats);
+/// Winning tree, rejected trees, the winner's run, and every candidate's trial
+/// (`allPlansExecution`).
+type Planned = (Document, Vec<Bson>, Stats, Vec<Bson>);
+
+/// Matches a candidate may return during its `allPlansExecution` trial (mongod's
+/// `internalQueryPlanEvaluationMaxResults`).
+const TRIAL_RESULTS_MAX: u64 = 101;
+
+/// The trial of every candidate when there were several: each plan runs until it returns
+/// `TRIAL_RESULTS_MAX` matches or ends, with its own counters.
+fn all_plans_trials(
+    c: &Arc<storage::Collection>,
+    filter: &Filter,
+    choice: &planner::Choice,
+    shape: &Shape,
+) -> CommandResult<Vec<Bson>> {
+    if choice.rejected.is_empty() {
+        return Ok(vec![]);
+    }
+    let mut out = Vec::new();
+    for (i, plan) in std::iter::once(&choice.winner)
+        .chain(&choice.rejected)
+        .enumerate()
+    {
+        let started = Instant::now();
+        let mut scan = ScanState::new(
+            c.clone(),
+            Arc::new(filter.clone()),
+            planner::scan_mode(plan),
+        );
+        scan.remaining = Some(TRIAL_RESULTS_MAX);
+        let mut n = 0i64;
+        while scan.next_match(None)?.is_some() {
+            n += 1;
+        }
+        let tree_shape = Shape {
+            covered: shape.covered && i == 0,
+            ..shape.clone()
+        };
+        let mut stages = plan_tree(plan, &tree_shape);
+        stages.insert("nReturned", n);
+        out.push(Bson::Document(doc! {
+            "nReturned": n,
+            "executionTimeMillisEstimate": started.elapsed().as_millis() as i64,
+            "totalKeysExamined": scan.keys_examined as i64,
+            "totalDocsExamined": scan.docs_examined as i64,
+            "executionStages": stages,
+        }));
+    }
+    Ok(out)
+}
 
 /// The planner's choice for a command, its explain trees and (unless `queryPlanner`) its run.
 fn planned(
@@ -350,7 +406,12 @@ fn planned(
             ))
         })
         .collect();
-    Ok((plan_tree(&choice.winner, &t.shape), rejected, stats))
+    let all = if verbosity == "allPlansExecution" {
+        all_plans_trials(c, filter, &choice, &t.shape)?
+    } else {
+        vec![]
+    };
+    Ok((plan_tree(&choice.winner, &t.shape), rejected, stats, all))
 }
 
 /// Run the winning plan without writing anything and count what it read and returned.
