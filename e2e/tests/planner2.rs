@@ -358,6 +358,24 @@ async fn count_scan_and_distinct_scan() {
     );
     assert_eq!(stat(&e, "totalDocsExamined"), 0);
 
+    // Counts that cannot read keys only still have COUNT on top; no filter is a fast count.
+    let e = explain(&db, doc! { "count": "cd", "query": { "c": 3 } }).await;
+    let w = winning(&e);
+    assert_eq!(w.get_str("stage").unwrap(), "COUNT");
+    assert_eq!(
+        w.get_document("inputStage")
+            .unwrap()
+            .get_str("stage")
+            .unwrap(),
+        "COLLSCAN"
+    );
+    let e = explain(&db, doc! { "count": "cd" }).await;
+    assert_eq!(
+        winning(&e).get_str("stage").unwrap(),
+        "RECORD_STORE_FAST_COUNT"
+    );
+    assert_eq!(stat(&e, "totalDocsExamined"), 0);
+
     let e = explain(&db, doc! { "distinct": "cd", "key": "b" }).await;
     let w = winning(&e);
     assert_eq!(w.get_str("stage").unwrap(), "PROJECTION_COVERED", "{w}");

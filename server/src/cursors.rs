@@ -4,8 +4,11 @@
 //! was dropped (or dropped and re-created: its UUID differs) fails its next `getMore`.
 //!
 //! A cursor is a `DocSource`: either documents already computed (sorted results) or a resumable
-//! collection scan that filters, skips, limits and projects as it goes, so a large result is never
-//! held in memory.
+//! scan that filters, skips, limits and projects as it goes, so a large result is never held in
+//! memory. A scan reads the collection, one index plan, the branches of an index union one after
+//! the other (OR), or those branches merged in sort order (SORT_MERGE); a union returns each
+//! RecordId once. With a covering (`planner::covered`) an index entry becomes a document rebuilt
+//! from its key instead of a fetch.
 
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::planner::IndexPlan;

@@ -192,12 +192,23 @@ pub async fn explain(state: &Arc<ServerState>, req: &Request) -> CommandResult<R
             let started = Instant::now();
             let key_only = key_only_plan(c, &name, &t, &filter, hint.as_deref());
             let (winner, rejected, mut s, all) = match key_only {
+                _ if name == "count" && t.filter.is_empty() => fast_count(c, &verbosity),
                 Some(k) => (
                     k.tree(&t),
                     vec![],
                     k.run(c, &filter, &t, &verbosity)?,
                     vec![],
                 ),
+                None if name == "count" => {
+                    let (tree, rejected, s, all) =
+                        planned(c, &filter, &mut t, hint.as_deref(), &verbosity)?;
+                    (
+                        doc! { "stage": "COUNT", "inputStage": tree },
+                        rejected,
+                        s,
+                        all,
+                    )
+                }
                 None => planned(c, &filter, &mut t, hint.as_deref(), &verbosity)?,
             };
             s.millis = started.elapsed().as_millis() as u64;
@@ -236,6 +247,27 @@ pub async fn explain(state: &Arc<ServerState>, req: &Request) -> CommandResult<R
 
 fn natural_hint(t: &Target) -> bool {
     matches!(&t.hint, Some(Bson::Document(h)) if h.contains_key("$natural"))
+}
+
+/// A `count` without a filter: the collection's document count, no scan.
+fn fast_count(c: &storage::Collection, verbosity: &str) -> Planned {
+    let n = if verbosity == "queryPlanner" {
+        0
+    } else {
+        c.count()
+    };
+    let stats = Stats {
+        n_returned: n,
+        keys_examined: 0,
+        docs_examined: 0,
+        millis: 0,
+    };
+    (
+        doc! { "stage": "RECORD_STORE_FAST_COUNT" },
+        vec![],
+        stats,
+        vec![],
+    )
 }
 
 /// A `count` or `distinct` answered from index keys alone.
