@@ -706,3 +706,83 @@ async fn or_with_a_sort_each_branch_provides_merges() {
         assert_eq!(stat(&e, "nReturned"), got.len() as i64);
     }
 }
+
+/// Timing, not a check: a range count through COUNT_SCAN against the same range through
+/// IXSCAN + FETCH, and a covered find against a fetching one. Run with `--ignored --nocapture`.
+#[tokio::test]
+#[ignore]
+async fn key_only_plans_timing() {
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let db = client.database("p2");
+    let c = db.collection::<Document>("t");
+    for chunk in 0..10 {
+        let docs: Vec<Document> = (0..10_000)
+            .map(|i| {
+                let n = chunk * 10_000 + i;
+                doc! { "_id": n, "n": n, "s": format!("s{n:06}"), "k": format!("k{}", n % 10), "pad": "x".repeat(200) }
+            })
+            .collect();
+        c.insert_many(docs).await.unwrap();
+    }
+    db.run_command(doc! { "createIndexes": "t", "indexes": [
+        { "key": { "n": 1 }, "name": "n_1" }, { "key": { "s": 1 }, "name": "s_1" },
+        { "key": { "k": 1 }, "name": "k_1" },
+    ] })
+    .await
+    .unwrap();
+    let time = |label: &'static str, cmd: Document| {
+        let db = db.clone();
+        async move {
+            let started = std::time::Instant::now();
+            let mut rounds = 0;
+            while rounds < 5 {
+                db.run_command(cmd.clone()).await.unwrap();
+                rounds += 1;
+            }
+            println!("{label}: {:?} per call", started.elapsed() / rounds);
+        }
+    };
+    let range = doc! { "n": { "$gte": 10_000, "$lt": 60_000 } };
+    time(
+        "count 50k via COUNT_SCAN",
+        doc! { "count": "t", "query": range.clone() },
+    )
+    .await;
+    time(
+        "count 50k via FETCH (aggregate $match+$count)",
+        doc! { "aggregate": "t", "pipeline": [ { "$match": range.clone() }, { "$count": "n" } ], "cursor": {} },
+    )
+    .await;
+    let srange = doc! { "s": { "$gte": "s010000", "$lt": "s060000" } };
+    time(
+        "find 50k covered (s only)",
+        doc! { "find": "t", "filter": srange.clone(), "projection": { "s": 1, "_id": 0 }, "batchSize": 100_000 },
+    )
+    .await;
+    time(
+        "find 50k fetched (s and _id)",
+        doc! { "find": "t", "filter": srange.clone(), "projection": { "s": 1 }, "batchSize": 100_000 },
+    )
+    .await;
+    time(
+        "distinct s (100k values) via DISTINCT_SCAN",
+        doc! { "distinct": "t", "key": "s" },
+    )
+    .await;
+    time(
+        "distinct s (100k values) via scan",
+        doc! { "distinct": "t", "key": "s", "hint": { "$natural": 1 } },
+    )
+    .await;
+    time(
+        "distinct k (10 values) via DISTINCT_SCAN",
+        doc! { "distinct": "t", "key": "k" },
+    )
+    .await;
+    time(
+        "distinct k (10 values) via scan",
+        doc! { "distinct": "t", "key": "k", "hint": { "$natural": 1 } },
+    )
+    .await;
+}
