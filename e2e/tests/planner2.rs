@@ -618,6 +618,12 @@ async fn dotted_and_descending_keys() {
         if query.get("u.v") != Some(&Bson::Null) {
             assert_eq!(winning(&e).get_str("stage").unwrap(), "COUNT", "{query}");
             assert_eq!(stat(&e, "totalDocsExamined"), 0);
+            let scan = winning(&e).get_document("inputStage").unwrap();
+            assert_eq!(
+                scan.get_bool("isUnique").unwrap(),
+                query.contains_key("_id")
+            );
+            assert!(!scan.get_bool("isSparse").unwrap());
         }
         let n = db
             .run_command(doc! { "count": "dd", "query": query.clone() })

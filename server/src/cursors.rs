@@ -572,6 +572,7 @@ mod scan_tests {
                 intervals: vec![(Vec::new(), vec![0xFF; 64])],
                 direction,
                 provides_sort: true,
+                flags: Default::default(),
             };
             let filter = Arc::new(Filter::parse(&bson::doc! {}).unwrap());
             let mode = ScanMode::Index {

@@ -24,10 +24,19 @@ fn ixscan(p: &IndexPlan) -> Document {
         };
         bounds.insert(field.clone(), shown);
     }
+    // Storage knows only that some path is multikey: name it when the index has one field.
+    let single = p.key_pattern.len() == 1;
     let multikey_paths: Document = p
         .key_pattern
         .keys()
-        .map(|k| (k.clone(), Bson::Array(vec![])))
+        .map(|k| {
+            let paths = if p.multikey && single {
+                vec![Bson::String(k.clone())]
+            } else {
+                vec![]
+            };
+            (k.clone(), Bson::Array(paths))
+        })
         .collect();
     doc! {
         "stage": "IXSCAN",
@@ -35,9 +44,9 @@ fn ixscan(p: &IndexPlan) -> Document {
         "indexName": p.index_name.clone(),
         "isMultiKey": p.multikey,
         "multiKeyPaths": multikey_paths,
-        "isUnique": p.index_name == storage::ID_INDEX_NAME,
-        "isSparse": false,
-        "isPartial": false,
+        "isUnique": p.flags.unique,
+        "isSparse": p.flags.sparse,
+        "isPartial": p.flags.partial,
         "indexVersion": 2,
         "direction": direction_name(p.direction),
         "indexBounds": bounds,

@@ -42,6 +42,26 @@ pub struct IndexPlan {
     pub direction: Direction,
     /// The scan's order satisfies the requested sort (no SORT stage needed).
     pub provides_sort: bool,
+    /// The index's `unique`, `sparse` and partial options, for explain.
+    pub flags: IndexFlags,
+}
+
+/// Index options explain reports (`isUnique`, `isSparse`, `isPartial`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IndexFlags {
+    pub unique: bool,
+    pub sparse: bool,
+    pub partial: bool,
+}
+
+impl IndexFlags {
+    pub fn of(ix: &IndexInfo) -> IndexFlags {
+        IndexFlags {
+            unique: ix.spec.unique || ix.spec.name == storage::ID_INDEX_NAME,
+            sparse: ix.spec.sparse,
+            partial: ix.spec.partial_filter.is_some(),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -185,6 +205,7 @@ pub fn index_candidate(
         intervals,
         direction: sort_dir.unwrap_or(Direction::Forward),
         provides_sort,
+        flags: IndexFlags::of(ix),
     })
 }
 
@@ -201,6 +222,10 @@ pub fn id_index_plan(id: &Bson) -> IndexPlan {
         intervals,
         direction: Direction::Forward,
         provides_sort: false,
+        flags: IndexFlags {
+            unique: true,
+            ..IndexFlags::default()
+        },
     }
 }
 
