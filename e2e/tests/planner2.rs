@@ -22,7 +22,9 @@ fn seed() -> u64 {
 
 /// Every document of a `find` command, following the cursor.
 async fn find_all(db: &mongodb::Database, coll: &str, mut cmd: Document) -> Vec<Document> {
-    cmd.insert("batchSize", 1000);
+    if !cmd.contains_key("batchSize") {
+        cmd.insert("batchSize", 1000);
+    }
     let reply = db.run_command(cmd).await.unwrap();
     let cursor = reply.get_document("cursor").unwrap();
     let mut out: Vec<Document> = cursor
@@ -248,7 +250,9 @@ async fn or_uses_an_index_union() {
         }
         let mut natural = cmd.clone();
         natural.insert("hint", doc! { "$natural": 1 });
-        let got = find_all(&db, "or", cmd).await;
+        let mut small = cmd.clone();
+        small.insert("batchSize", rng.random_range(1..40));
+        let got = find_all(&db, "or", small).await;
         let want = find_all(&db, "or", natural).await;
         if sorted {
             assert_eq!(got, want, "round {round} seed {seed} filter {filter}");
@@ -314,7 +318,9 @@ async fn covered_queries_read_no_documents() {
             "PROJECTION_COVERED",
             "{filter}"
         );
-        let got = find_all(&db, "cov", cmd.clone()).await;
+        let mut small = cmd.clone();
+        small.insert("batchSize", rng.random_range(1..40));
+        let got = find_all(&db, "cov", small).await;
         let mut natural = cmd.clone();
         natural.insert("hint", doc! { "$natural": 1 });
         let want = find_all(&db, "cov", natural).await;
@@ -704,7 +710,10 @@ async fn or_with_a_sort_each_branch_provides_merges() {
             stage = inner;
         }
         assert_eq!(stage.get_str("stage").unwrap(), "SORT_MERGE", "{cmd}");
-        let got = find_all(&db, "sm", cmd.clone()).await;
+        let mut small = cmd.clone();
+        // Small batches: the merge resumes across getMore.
+        small.insert("batchSize", rng.random_range(1..40));
+        let got = find_all(&db, "sm", small).await;
         let mut natural = cmd.clone();
         natural.insert("hint", doc! { "$natural": 1 });
         let want = find_all(&db, "sm", natural).await;
