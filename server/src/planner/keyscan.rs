@@ -15,7 +15,7 @@ use super::IndexPlan;
 use super::bounds::op_intervals;
 use super::covered::{decodes_exactly, insert_path};
 use crate::error::{CommandResult, ErrorCode, err};
-use crate::query::matcher::Filter;
+use crate::query::matcher::{Filter, Op};
 use bson::{Bson, Document, RawDocumentBuf};
 use std::ops::Bound;
 use storage::{Collection, Direction, IndexInfo};
@@ -91,6 +91,33 @@ fn serr(e: storage::StorageError) -> crate::error::CommandError {
     crate::catalog::storage_error(e, "", "")
 }
 
+/// Whether the filter is one equality (or `$in`) to values whose point bounds hold exactly the
+/// matching keys: then every key in the bounds counts without being decoded.
+fn points_only(filter: &Filter) -> bool {
+    let exact = |v: &Bson| {
+        !matches!(
+            v,
+            Bson::Null
+                | Bson::Undefined
+                | Bson::Document(_)
+                | Bson::Array(_)
+                | Bson::RegularExpression(_)
+                | Bson::MinKey
+                | Bson::MaxKey
+        )
+    };
+    match filter {
+        // Two conditions on the field keep only one's bounds (see `field_intervals`).
+        Filter::And(children) => children.len() == 1 && points_only(&children[0]),
+        Filter::Path { op: Op::Eq(v), .. } => exact(v),
+        Filter::Path {
+            op: Op::In { values, regexes },
+            ..
+        } => regexes.is_empty() && values.iter().all(exact),
+        _ => false,
+    }
+}
+
 /// Count the entries of a COUNT_SCAN plan whose key passes the filter.
 pub fn count_keys(
     coll: &Collection,
@@ -98,11 +125,11 @@ pub fn count_keys(
     filter: &Filter,
     stats: &mut KeyStats,
 ) -> CommandResult<u64> {
-    let path: Vec<String> = plan.field_bounds[0]
-        .0
-        .split('.')
-        .map(str::to_owned)
-        .collect();
+    let Some((field, _)) = plan.field_bounds.first() else {
+        return Ok(0);
+    };
+    let path: Vec<String> = field.split('.').map(str::to_owned).collect();
+    let exact = points_only(filter);
     let mut n = 0u64;
     for (lo, hi) in &plan.intervals {
         let mut after: Option<(Vec<u8>, u64)> = None;
@@ -119,9 +146,13 @@ pub fn count_keys(
                 )
                 .map_err(serr)?;
             stats.keys_examined += entries.len() as u64;
-            for (key, _) in &entries {
-                if key_matches(filter, &path, &leading_value(key, &plan.key_pattern)?) {
-                    n += 1;
+            if exact {
+                n += entries.len() as u64;
+            } else {
+                for (key, _) in &entries {
+                    if key_matches(filter, &path, &leading_value(key, &plan.key_pattern)?) {
+                        n += 1;
+                    }
                 }
             }
             match entries.last() {
@@ -228,4 +259,22 @@ pub fn distinct_keys(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::doc;
+
+    #[test]
+    fn only_single_point_conditions_skip_the_key_check() {
+        let exact = |d: Document| points_only(&Filter::parse(&d).unwrap());
+        assert!(exact(doc! { "a": 5 }));
+        assert!(exact(doc! { "a": { "$in": ["x", 2] } }));
+        assert!(!exact(doc! { "a": null }));
+        assert!(!exact(doc! { "a": { "$gt": 5 } }));
+        assert!(!exact(
+            doc! { "$and": [ { "a": { "$in": [1, 2] } }, { "a": { "$in": [2, 3] } } ] }
+        ));
+    }
 }
