@@ -138,17 +138,8 @@ fn target(inner: &Document) -> CommandResult<(String, Target)> {
     Ok((name, t))
 }
 
-pub async fn explain(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
-    let inner = match req.body.get("explain") {
-        Some(Bson::Document(d)) if !d.is_empty() => d.clone(),
-        _ => {
-            return Err(err(
-                ErrorCode::FailedToParse,
-                "explain command requires a nested object",
-            ));
-        }
-    };
-    let verbosity = match req.body.get("verbosity") {
+fn verbosity(body: &Document) -> CommandResult<String> {
+    Ok(match body.get("verbosity") {
         None => "allPlansExecution".to_string(),
         Some(Bson::String(v))
             if matches!(
@@ -166,7 +157,20 @@ pub async fn explain(state: &Arc<ServerState>, req: &Request) -> CommandResult<R
                 ),
             ));
         }
+    })
+}
+
+pub async fn explain(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+    let inner = match req.body.get("explain") {
+        Some(Bson::Document(d)) if !d.is_empty() => d.clone(),
+        _ => {
+            return Err(err(
+                ErrorCode::FailedToParse,
+                "explain command requires a nested object",
+            ));
+        }
     };
+    let verbosity = verbosity(&req.body)?;
     let (name, mut t) = target(&inner)?;
     let ns = format!("{}.{}", req.db, t.coll);
     let filter = Filter::parse(&t.filter)?;
