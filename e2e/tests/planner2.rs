@@ -357,11 +357,12 @@ async fn count_scan_and_distinct_scan() {
     let cs = w.get_document("inputStage").unwrap();
     assert_eq!(cs.get_str("stage").unwrap(), "COUNT_SCAN");
     assert_eq!(cs.get_str("indexName").unwrap(), "b_-1");
-    assert!(
-        cs.get_document("indexBounds")
-            .unwrap()
-            .contains_key("startKey")
-    );
+    // `b_-1` is descending: the scan starts at 3 (inclusive) and ends before 0.
+    let b = cs.get_document("indexBounds").unwrap();
+    assert_eq!(b.get_document("startKey").unwrap(), &doc! { "b": 3 });
+    assert!(b.get_bool("startKeyInclusive").unwrap());
+    assert_eq!(b.get_document("endKey").unwrap(), &doc! { "b": 0 });
+    assert!(!b.get_bool("endKeyInclusive").unwrap());
     assert_eq!(stat(&e, "totalDocsExamined"), 0);
 
     // Counts that cannot read keys only still have COUNT on top; no filter is a fast count.
@@ -631,6 +632,10 @@ async fn dotted_and_descending_keys() {
                 query.contains_key("_id")
             );
             assert!(!scan.get_bool("isSparse").unwrap());
+            if query.contains_key("_id") {
+                // `$lt: 150` is an exclusive end: key 150 is not even read.
+                assert_eq!(stat(&e, "totalKeysExamined"), 50);
+            }
         }
         let n = db
             .run_command(doc! { "count": "dd", "query": query.clone() })

@@ -75,9 +75,45 @@ pub fn count_scan_tree(p: &IndexPlan) -> Document {
         start.insert(field.clone(), lo.unwrap_or(Bson::MinKey));
         end.insert(field.clone(), hi.unwrap_or(Bson::MaxKey));
     }
+    // Start and end in index order; an end is exclusive where the byte interval skips its
+    // value (see `keyscan::tighten`).
+    let descending = super::keyscan::leading_descending(&p.key_pattern);
+    let first = |d: &Document| d.values().next().cloned().unwrap_or(Bson::MinKey);
+    let enc = |v: Bson| storage::encode_index_key(&p.key_pattern, &[v]);
+    let (start_inclusive, end_inclusive) = match p.intervals.first() {
+        Some((lo, hi)) if descending => (
+            *hi != enc(first(&start)),
+            *lo != storage::keys::prefix_end(&enc(first(&end))),
+        ),
+        Some((lo, hi)) => (
+            *lo != storage::keys::prefix_end(&enc(first(&start))),
+            *hi != enc(first(&end)),
+        ),
+        None => (true, true),
+    };
+    if descending {
+        std::mem::swap(&mut start, &mut end);
+        let (s, e) = (start_inclusive, end_inclusive);
+        return count_tree(scan, start, end, e, s);
+    }
+    count_tree(scan, start, end, start_inclusive, end_inclusive)
+}
+
+fn count_tree(
+    mut scan: Document,
+    start: Document,
+    end: Document,
+    start_inclusive: bool,
+    end_inclusive: bool,
+) -> Document {
     scan.insert(
         "indexBounds",
-        doc! { "startKey": start, "startKeyInclusive": true, "endKey": end, "endKeyInclusive": true },
+        doc! {
+            "startKey": start,
+            "startKeyInclusive": start_inclusive,
+            "endKey": end,
+            "endKeyInclusive": end_inclusive,
+        },
     );
     doc! { "stage": "COUNT", "inputStage": scan }
 }

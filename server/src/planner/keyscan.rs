@@ -18,6 +18,7 @@ use crate::error::{CommandResult, ErrorCode, err};
 use crate::query::matcher::{Filter, Op};
 use bson::{Bson, Document, RawDocumentBuf};
 use std::ops::Bound;
+use storage::order::compare_bson;
 use storage::{Collection, Direction, IndexInfo};
 
 /// Index entries read per step of a COUNT_SCAN.
@@ -62,8 +63,53 @@ pub fn key_plan(
 /// The COUNT_SCAN plan of a `count`: bounds from the filter in one interval.
 pub fn count_plan(indexes: &[IndexInfo], filter: &Filter, hint: Option<&str>) -> Option<IndexPlan> {
     let field = super::bounds::conjunction(filter).first()?.0.to_string();
-    key_plan(indexes, &field, filter, hint)
-        .filter(|p| !p.field_bounds.is_empty() && p.intervals.len() == 1)
+    let mut plan = key_plan(indexes, &field, filter, hint)
+        .filter(|p| !p.field_bounds.is_empty() && p.intervals.len() == 1)?;
+    tighten(&mut plan, filter);
+    Some(plan)
+}
+
+/// Make the ends of a COUNT_SCAN's interval exclusive where the filter's `$gt` / `$lt` is the
+/// bound (the planner's bounds are inclusive supersets), so equal keys are not even read. Each
+/// key is still checked against the filter, so this only saves reads.
+fn tighten(plan: &mut IndexPlan, filter: &Filter) {
+    let (Some((_, ivs)), Some(bytes)) = (plan.field_bounds.first(), plan.intervals.first_mut())
+    else {
+        return;
+    };
+    let Some(iv) = ivs.first() else { return };
+    let preds = super::bounds::conjunction(filter);
+    let strict = |pick: fn(&Op) -> Option<&Bson>, v: &Bson| {
+        preds
+            .iter()
+            .any(|(_, op)| pick(op).is_some_and(|w| compare_bson(w, v).is_eq()))
+    };
+    let gt = strict(|op| if let Op::Gt(w) = op { Some(w) } else { None }, &iv.lo);
+    let lt = strict(|op| if let Op::Lt(w) = op { Some(w) } else { None }, &iv.hi);
+    let descending = leading_descending(&plan.key_pattern);
+    let enc = |v: &Bson| storage::encode_index_key(&plan.key_pattern, std::slice::from_ref(v));
+    // In byte order a descending field's low value comes last.
+    let (low_exclusive, high_exclusive) = if descending { (lt, gt) } else { (gt, lt) };
+    let (low_value, high_value) = if descending {
+        (&iv.hi, &iv.lo)
+    } else {
+        (&iv.lo, &iv.hi)
+    };
+    if low_exclusive {
+        bytes.0 = storage::keys::prefix_end(&enc(low_value));
+    }
+    if high_exclusive {
+        bytes.1 = enc(high_value);
+    }
+}
+
+/// Whether the key pattern's first field is descending.
+pub fn leading_descending(pattern: &Document) -> bool {
+    pattern
+        .values()
+        .next()
+        .and_then(crate::query::types::as_f64)
+        .is_some_and(|f| f < 0.0)
 }
 
 /// Whether a key's leading value passes the filter, as the document's value would.
