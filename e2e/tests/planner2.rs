@@ -680,6 +680,8 @@ async fn or_with_a_sort_each_branch_provides_merges() {
     let merge = w.get_document("inputStage").unwrap();
     assert_eq!(merge.get_str("stage").unwrap(), "SORT_MERGE");
     assert_eq!(merge.get_array("inputStages").unwrap().len(), 2);
+    // A document both branches reach is fetched once.
+    assert_eq!(stat(&e, "totalDocsExamined"), stat(&e, "nReturned"));
     // An equality then the sort fields: the single index plan needs no SORT either.
     let e = explain(
         &db,

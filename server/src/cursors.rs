@@ -53,7 +53,8 @@ pub enum ScanMode {
         after: Option<(Vec<u8>, RecordId)>,
         seen: HashSet<RecordId>,
     },
-    /// The branches of an index union merged in sort order; a RecordId is returned once.
+    /// The branches of an index union merged in sort order; a RecordId is returned once
+    /// (`seen`: queued or returned).
     Merge {
         branches: Vec<MergeBranch>,
         sort: SortSpec,
@@ -174,7 +175,9 @@ impl ScanState {
                 };
                 self.keys_examined += entries.len() as u64;
                 for (_, rid) in entries {
-                    if seen.contains(&rid) {
+                    // A RecordId is fetched and queued once, by the first branch that meets it;
+                    // it leaves at the same sort position whichever branch holds it.
+                    if !seen.insert(rid) {
                         continue;
                     }
                     if let Some(doc) = self.coll.get(rid).map_err(serr)? {
@@ -197,9 +200,7 @@ impl ScanState {
                 self.exhausted = true;
                 break;
             };
-            if seen.insert(rid) {
-                out.push((rid, doc));
-            }
+            out.push((rid, doc));
         }
         Ok(out)
     }
