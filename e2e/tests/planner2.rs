@@ -22,7 +22,9 @@ fn seed() -> u64 {
 
 /// Every document of a `find` command, following the cursor.
 async fn find_all(db: &mongodb::Database, coll: &str, mut cmd: Document) -> Vec<Document> {
-    cmd.insert("batchSize", 1000);
+    if !cmd.contains_key("batchSize") {
+        cmd.insert("batchSize", 1000);
+    }
     let reply = db.run_command(cmd).await.unwrap();
     let cursor = reply.get_document("cursor").unwrap();
     let mut out: Vec<Document> = cursor
@@ -70,6 +72,19 @@ fn stat(e: &Document, name: &str) -> i64 {
         .unwrap()
         .get_i64(name)
         .unwrap()
+}
+
+/// A document with its fields sorted by name at every level.
+fn canon(d: &Document) -> Document {
+    let mut fields: Vec<(String, Bson)> = d
+        .iter()
+        .map(|(k, v)| match v {
+            Bson::Document(inner) => (k.clone(), Bson::Document(canon(inner))),
+            v => (k.clone(), v.clone()),
+        })
+        .collect();
+    fields.sort_by(|a, b| a.0.cmp(&b.0));
+    fields.into_iter().collect()
 }
 
 fn by_id(mut docs: Vec<Document>) -> Vec<Document> {
@@ -168,6 +183,36 @@ async fn or_uses_an_index_union() {
     assert_eq!(stat(&e, "totalDocsExamined"), scan.len() as i64);
     assert!(stat(&e, "totalKeysExamined") >= scan.len() as i64);
 
+    // allPlansExecution: one trial per candidate (winner first), each with its own counters.
+    let e = db
+        .run_command(doc! { "explain": { "find": "or", "filter": { "a": 1, "s": "s3" } }, "verbosity": "allPlansExecution" })
+        .await
+        .unwrap();
+    let rejected = e
+        .get_document("queryPlanner")
+        .unwrap()
+        .get_array("rejectedPlans")
+        .unwrap()
+        .len();
+    assert!(rejected >= 2, "a_1, s_1_b_1 and a collection scan: {e}");
+    let all = e
+        .get_document("executionStats")
+        .unwrap()
+        .get_array("allPlansExecution")
+        .unwrap();
+    assert_eq!(all.len(), rejected + 1);
+    for p in all {
+        let p = p.as_document().unwrap();
+        assert!(p.get_i64("nReturned").unwrap() <= 101);
+        assert!(
+            p.get_i64("totalKeysExamined").unwrap() + p.get_i64("totalDocsExamined").unwrap() > 0
+        );
+        assert!(p.get_document("executionStages").is_ok());
+    }
+    // The collection scan's trial reads documents, no keys.
+    let scan_trial = all.last().unwrap().as_document().unwrap();
+    assert_eq!(scan_trial.get_i64("totalKeysExamined").unwrap(), 0);
+
     // A branch without an index: collection scan.
     let e = explain(
         &db,
@@ -205,7 +250,9 @@ async fn or_uses_an_index_union() {
         }
         let mut natural = cmd.clone();
         natural.insert("hint", doc! { "$natural": 1 });
-        let got = find_all(&db, "or", cmd).await;
+        let mut small = cmd.clone();
+        small.insert("batchSize", rng.random_range(1..40));
+        let got = find_all(&db, "or", small).await;
         let want = find_all(&db, "or", natural).await;
         if sorted {
             assert_eq!(got, want, "round {round} seed {seed} filter {filter}");
@@ -271,12 +318,15 @@ async fn covered_queries_read_no_documents() {
             "PROJECTION_COVERED",
             "{filter}"
         );
-        let got = find_all(&db, "cov", cmd.clone()).await;
+        let mut small = cmd.clone();
+        small.insert("batchSize", rng.random_range(1..40));
+        let got = find_all(&db, "cov", small).await;
         let mut natural = cmd.clone();
         natural.insert("hint", doc! { "$natural": 1 });
         let want = find_all(&db, "cov", natural).await;
-        // Ties in the sort may come in a different order: compare as multisets.
-        let key = |d: &Document| format!("{d:?}");
+        // Ties in the sort may come in a different order, and a covered projection lists fields
+        // in key-pattern order: compare as multisets of field-sorted documents.
+        let key = |d: &Document| format!("{:?}", canon(d));
         let mut g: Vec<String> = got.iter().map(key).collect();
         let mut w: Vec<String> = want.iter().map(key).collect();
         g.sort();
@@ -307,10 +357,29 @@ async fn count_scan_and_distinct_scan() {
     let cs = w.get_document("inputStage").unwrap();
     assert_eq!(cs.get_str("stage").unwrap(), "COUNT_SCAN");
     assert_eq!(cs.get_str("indexName").unwrap(), "b_-1");
-    assert!(
-        cs.get_document("indexBounds")
+    // `b_-1` is descending: the scan starts at 3 (inclusive) and ends before 0.
+    let b = cs.get_document("indexBounds").unwrap();
+    assert_eq!(b.get_document("startKey").unwrap(), &doc! { "b": 3 });
+    assert!(b.get_bool("startKeyInclusive").unwrap());
+    assert_eq!(b.get_document("endKey").unwrap(), &doc! { "b": 0 });
+    assert!(!b.get_bool("endKeyInclusive").unwrap());
+    assert_eq!(stat(&e, "totalDocsExamined"), 0);
+
+    // Counts that cannot read keys only still have COUNT on top; no filter is a fast count.
+    let e = explain(&db, doc! { "count": "cd", "query": { "c": 3 } }).await;
+    let w = winning(&e);
+    assert_eq!(w.get_str("stage").unwrap(), "COUNT");
+    assert_eq!(
+        w.get_document("inputStage")
             .unwrap()
-            .contains_key("startKey")
+            .get_str("stage")
+            .unwrap(),
+        "COLLSCAN"
+    );
+    let e = explain(&db, doc! { "count": "cd" }).await;
+    assert_eq!(
+        winning(&e).get_str("stage").unwrap(),
+        "RECORD_STORE_FAST_COUNT"
     );
     assert_eq!(stat(&e, "totalDocsExamined"), 0);
 
@@ -330,7 +399,8 @@ async fn count_scan_and_distinct_scan() {
         let field = ["b", "s", "a"][rng.random_range(0..3)];
         let mut query = random_condition(&mut rng, field);
         if rng.random_bool(0.3) {
-            query.extend(random_condition(&mut rng, field));
+            // Two conditions on the same field (bounds keep only one of them).
+            query = doc! { "$and": [ query, random_condition(&mut rng, field) ] };
         }
         let natural: Vec<Document> = find_all(
             &db,
@@ -458,4 +528,284 @@ async fn min_max_bound_a_hinted_scan() {
             .collect();
         assert_eq!(got, by_id(want), "round {round} seed {seed} {cmd}");
     }
+}
+
+#[tokio::test]
+async fn dotted_and_descending_keys() {
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let db = client.database("p2");
+    let docs: Vec<Document> = (0..300)
+        .map(|i| {
+            let mut d = doc! { "_id": i, "n": format!("n{}", i % 7) };
+            match i % 5 {
+                0 => {}
+                1 => {
+                    d.insert("u", doc! { "v": Bson::Null });
+                }
+                2 => {
+                    d.insert("u", doc! { "v": (i % 4) as f64 });
+                }
+                _ => {
+                    d.insert("u", doc! { "v": format!("v{}", i % 11), "w": i });
+                }
+            }
+            d
+        })
+        .collect();
+    db.collection::<Document>("dd")
+        .insert_many(docs)
+        .await
+        .unwrap();
+    db.run_command(doc! { "createIndexes": "dd", "indexes": [
+        { "key": { "u.v": -1, "n": 1 }, "name": "uv_n" },
+    ] })
+    .await
+    .unwrap();
+
+    // Covered over a dotted, descending key: the rebuilt documents nest `u.v`.
+    let cmd = doc! { "find": "dd", "filter": { "u.v": { "$gte": "v3" } }, "projection": { "u.v": 1, "n": 1, "_id": 0 } };
+    let e = explain(&db, cmd.clone()).await;
+    assert_eq!(winning(&e).get_str("stage").unwrap(), "PROJECTION_COVERED");
+    assert_eq!(stat(&e, "totalDocsExamined"), 0);
+    let got = find_all(&db, "dd", cmd.clone()).await;
+    assert!(!got.is_empty());
+    let mut natural = cmd.clone();
+    natural.insert("hint", doc! { "$natural": 1 });
+    let want = find_all(&db, "dd", natural).await;
+    // A covered projection lists fields in key-pattern order (as mongod's does); compare
+    // field order-insensitively.
+    let show = |v: &[Document]| {
+        let mut s: Vec<String> = v.iter().map(|d| format!("{:?}", canon(d))).collect();
+        s.sort();
+        s
+    };
+    assert_eq!(show(&got), show(&want));
+
+    // DISTINCT_SCAN over the same key: doubles keep their type, null only where stored.
+    let got = db
+        .run_command(doc! { "distinct": "dd", "key": "u.v" })
+        .await
+        .unwrap();
+    let want = db
+        .run_command(doc! { "distinct": "dd", "key": "u.v", "hint": { "$natural": 1 } })
+        .await
+        .unwrap();
+    assert_eq!(
+        got.get_array("values").unwrap(),
+        want.get_array("values").unwrap()
+    );
+    assert!(
+        got.get_array("values")
+            .unwrap()
+            .contains(&Bson::Double(2.0))
+    );
+    let e = explain(&db, doc! { "distinct": "dd", "key": "u.v" }).await;
+    assert_eq!(
+        winning(&e)
+            .get_document("inputStage")
+            .unwrap()
+            .get_str("stage")
+            .unwrap(),
+        "DISTINCT_SCAN"
+    );
+
+    // COUNT_SCAN on `_id` and on the dotted key.
+    // (`null` is two intervals, undefined and null: IXSCAN + FETCH as in mongod.)
+    for (query, want) in [
+        (doc! { "_id": { "$gte": 100, "$lt": 150 } }, 50),
+        (
+            doc! { "u.v": { "$lt": "v5" } },
+            (0..300)
+                .filter(|i| i % 5 >= 3 && format!("v{}", i % 11).as_str() < "v5")
+                .count() as i32,
+        ),
+        (doc! { "u.v": null }, 120),
+    ] {
+        let e = explain(&db, doc! { "count": "dd", "query": query.clone() }).await;
+        if query.get("u.v") != Some(&Bson::Null) {
+            assert_eq!(winning(&e).get_str("stage").unwrap(), "COUNT", "{query}");
+            assert_eq!(stat(&e, "totalDocsExamined"), 0);
+            let scan = winning(&e).get_document("inputStage").unwrap();
+            assert_eq!(
+                scan.get_bool("isUnique").unwrap(),
+                query.contains_key("_id")
+            );
+            assert!(!scan.get_bool("isSparse").unwrap());
+            if query.contains_key("_id") {
+                // `$lt: 150` is an exclusive end: key 150 is not even read.
+                assert_eq!(stat(&e, "totalKeysExamined"), 50);
+            }
+        }
+        let n = db
+            .run_command(doc! { "count": "dd", "query": query.clone() })
+            .await
+            .unwrap();
+        assert_eq!(n.get_i32("n").unwrap(), want, "{query}");
+    }
+}
+
+#[tokio::test]
+async fn or_with_a_sort_each_branch_provides_merges() {
+    let seed = seed();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let db = client.database("p2");
+    let docs: Vec<Document> = (0..600)
+        .map(|i| {
+            doc! {
+                "_id": i,
+                "a": rng.random_range(0..10),
+                "b": format!("b{}", rng.random_range(0..10)),
+                "c": rng.random_range(0..20),
+            }
+        })
+        .collect();
+    db.collection::<Document>("sm")
+        .insert_many(docs)
+        .await
+        .unwrap();
+    db.run_command(doc! { "createIndexes": "sm", "indexes": [
+        { "key": { "a": 1, "c": 1, "_id": 1 }, "name": "a_c_id" },
+        { "key": { "b": 1, "c": 1, "_id": 1 }, "name": "b_c_id" },
+    ] })
+    .await
+    .unwrap();
+
+    let cmd = doc! { "find": "sm", "filter": { "$or": [ { "a": 3 }, { "b": "b4" } ] }, "sort": { "c": 1, "_id": 1 } };
+    let e = explain(&db, cmd.clone()).await;
+    let w = winning(&e);
+    assert_eq!(w.get_str("stage").unwrap(), "FETCH", "{w}");
+    let merge = w.get_document("inputStage").unwrap();
+    assert_eq!(merge.get_str("stage").unwrap(), "SORT_MERGE");
+    assert_eq!(merge.get_array("inputStages").unwrap().len(), 2);
+    // A document both branches reach is fetched once.
+    assert_eq!(stat(&e, "totalDocsExamined"), stat(&e, "nReturned"));
+    // An equality then the sort fields: the single index plan needs no SORT either.
+    let e = explain(
+        &db,
+        doc! { "find": "sm", "filter": { "a": 3 }, "sort": { "c": -1, "_id": -1 } },
+    )
+    .await;
+    assert_eq!(winning(&e).get_str("stage").unwrap(), "FETCH");
+
+    for round in 0..80 {
+        let branches: Vec<Bson> = (0..rng.random_range(1..4))
+            .map(|_| {
+                Bson::Document(if rng.random_bool(0.5) {
+                    doc! { "a": rng.random_range(0..10) }
+                } else {
+                    doc! { "b": format!("b{}", rng.random_range(0..10)) }
+                })
+            })
+            .collect();
+        let dir = if rng.random_bool(0.5) { 1 } else { -1 };
+        let mut cmd =
+            doc! { "find": "sm", "filter": { "$or": branches }, "sort": { "c": dir, "_id": dir } };
+        if rng.random_bool(0.3) {
+            cmd.insert("limit", rng.random_range(1..50));
+        }
+        if rng.random_bool(0.3) {
+            cmd.insert("skip", rng.random_range(0..20));
+        }
+        let e = explain(&db, cmd.clone()).await;
+        let mut stage = winning(&e);
+        while let Ok(inner) = stage.get_document("inputStage") {
+            if stage.get_str("stage").unwrap() == "SORT_MERGE" {
+                break;
+            }
+            stage = inner;
+        }
+        assert_eq!(stage.get_str("stage").unwrap(), "SORT_MERGE", "{cmd}");
+        let mut small = cmd.clone();
+        // Small batches: the merge resumes across getMore.
+        small.insert("batchSize", rng.random_range(1..40));
+        let got = find_all(&db, "sm", small).await;
+        let mut natural = cmd.clone();
+        natural.insert("hint", doc! { "$natural": 1 });
+        let want = find_all(&db, "sm", natural).await;
+        assert_eq!(got, want, "round {round} seed {seed} {cmd}");
+        assert_eq!(stat(&e, "nReturned"), got.len() as i64);
+    }
+}
+
+/// Timing, not a check: a range count through COUNT_SCAN against the same range through
+/// IXSCAN + FETCH, and a covered find against a fetching one. Run with `--ignored --nocapture`.
+#[tokio::test]
+#[ignore]
+async fn key_only_plans_timing() {
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let db = client.database("p2");
+    let c = db.collection::<Document>("t");
+    for chunk in 0..10 {
+        let docs: Vec<Document> = (0..10_000)
+            .map(|i| {
+                let n = chunk * 10_000 + i;
+                doc! { "_id": n, "n": n, "s": format!("s{n:06}"), "k": format!("k{}", n % 10), "pad": "x".repeat(200) }
+            })
+            .collect();
+        c.insert_many(docs).await.unwrap();
+    }
+    db.run_command(doc! { "createIndexes": "t", "indexes": [
+        { "key": { "n": 1 }, "name": "n_1" }, { "key": { "s": 1 }, "name": "s_1" },
+        { "key": { "k": 1 }, "name": "k_1" },
+    ] })
+    .await
+    .unwrap();
+    let time = |label: &'static str, cmd: Document| {
+        let db = db.clone();
+        async move {
+            let started = std::time::Instant::now();
+            let mut rounds = 0;
+            while rounds < 5 {
+                db.run_command(cmd.clone()).await.unwrap();
+                rounds += 1;
+            }
+            println!("{label}: {:?} per call", started.elapsed() / rounds);
+        }
+    };
+    let range = doc! { "n": { "$gte": 10_000, "$lt": 60_000 } };
+    time(
+        "count 50k via COUNT_SCAN",
+        doc! { "count": "t", "query": range.clone() },
+    )
+    .await;
+    time(
+        "count 50k via FETCH (aggregate $match+$count)",
+        doc! { "aggregate": "t", "pipeline": [ { "$match": range.clone() }, { "$count": "n" } ], "cursor": {} },
+    )
+    .await;
+    let srange = doc! { "s": { "$gte": "s010000", "$lt": "s060000" } };
+    time(
+        "find 50k covered (s only)",
+        doc! { "find": "t", "filter": srange.clone(), "projection": { "s": 1, "_id": 0 }, "batchSize": 100_000 },
+    )
+    .await;
+    time(
+        "find 50k fetched (s and _id)",
+        doc! { "find": "t", "filter": srange.clone(), "projection": { "s": 1 }, "batchSize": 100_000 },
+    )
+    .await;
+    time(
+        "distinct s (100k values) via DISTINCT_SCAN",
+        doc! { "distinct": "t", "key": "s" },
+    )
+    .await;
+    time(
+        "distinct s (100k values) via scan",
+        doc! { "distinct": "t", "key": "s", "hint": { "$natural": 1 } },
+    )
+    .await;
+    time(
+        "distinct k (10 values) via DISTINCT_SCAN",
+        doc! { "distinct": "t", "key": "k" },
+    )
+    .await;
+    time(
+        "distinct k (10 values) via scan",
+        doc! { "distinct": "t", "key": "k", "hint": { "$natural": 1 } },
+    )
+    .await;
 }

@@ -4,14 +4,18 @@
 //! was dropped (or dropped and re-created: its UUID differs) fails its next `getMore`.
 //!
 //! A cursor is a `DocSource`: either documents already computed (sorted results) or a resumable
-//! collection scan that filters, skips, limits and projects as it goes, so a large result is never
-//! held in memory.
+//! scan that filters, skips, limits and projects as it goes, so a large result is never held in
+//! memory. A scan reads the collection, one index plan, the branches of an index union one after
+//! the other (OR), or those branches merged in sort order (SORT_MERGE); a union returns each
+//! RecordId once. With a covering (`planner::covered`) an index entry becomes a document rebuilt
+//! from its key instead of a fetch.
 
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::planner::IndexPlan;
 use crate::planner::covered::Covered;
 use crate::query::matcher::Filter;
 use crate::query::projection::Projection;
+use crate::query::sort::SortSpec;
 use bson::RawDocumentBuf;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::ops::Bound;
@@ -31,7 +35,8 @@ const SCAN_CHUNK_COUNT: usize = 512;
 /// Where a cursor's documents come from.
 pub enum DocSource {
     Buffered(VecDeque<RawDocumentBuf>),
-    Scan(ScanState),
+    // Boxed: a scan carries its plan and buffers, a buffered source only a queue.
+    Scan(Box<ScanState>),
 }
 
 /// Where a scan reads: the collection in RecordId order, or an index plan's intervals.
@@ -48,6 +53,35 @@ pub enum ScanMode {
         after: Option<(Vec<u8>, RecordId)>,
         seen: HashSet<RecordId>,
     },
+    /// The branches of an index union merged in sort order; a RecordId is returned once
+    /// (`seen`: queued or returned).
+    Merge {
+        branches: Vec<MergeBranch>,
+        sort: SortSpec,
+        seen: HashSet<RecordId>,
+    },
+}
+
+/// One branch of a SORT_MERGE: an index plan read in the sort's order, its fetched documents
+/// waiting to be merged.
+pub struct MergeBranch {
+    plan: IndexPlan,
+    interval: usize,
+    after: Option<(Vec<u8>, RecordId)>,
+    buf: VecDeque<(RecordId, RawDocumentBuf)>,
+    done: bool,
+}
+
+impl MergeBranch {
+    pub fn new(plan: IndexPlan) -> MergeBranch {
+        MergeBranch {
+            plan,
+            interval: 0,
+            after: None,
+            buf: VecDeque::new(),
+            done: false,
+        }
+    }
 }
 
 /// A resumable, filtered scan (collection or index) that skips, limits and projects as it goes.
@@ -115,7 +149,60 @@ impl ScanState {
                 Ok(chunk)
             }
             ScanMode::Index { .. } => self.next_index_candidates(),
+            ScanMode::Merge { .. } => self.next_merge_candidates(),
         }
+    }
+
+    /// Up to a chunk of merged documents: each live branch keeps at least one fetched document
+    /// buffered, and the least of the branch heads (by the sort) goes out next.
+    fn next_merge_candidates(&mut self) -> CommandResult<Vec<(RecordId, RawDocumentBuf)>> {
+        let serr = |e| crate::catalog::storage_error(e, "", "");
+        let ScanMode::Merge {
+            branches,
+            sort,
+            seen,
+        } = &mut self.mode
+        else {
+            return Ok(vec![]);
+        };
+        for b in branches.iter_mut() {
+            while b.buf.is_empty() && !b.done {
+                let Some(entries) =
+                    read_index_chunk(&self.coll, &b.plan, &mut b.interval, &mut b.after)?
+                else {
+                    b.done = true;
+                    break;
+                };
+                self.keys_examined += entries.len() as u64;
+                for (_, rid) in entries {
+                    // A RecordId is fetched and queued once, by the first branch that meets it;
+                    // it leaves at the same sort position whichever branch holds it.
+                    if !seen.insert(rid) {
+                        continue;
+                    }
+                    if let Some(doc) = self.coll.get(rid).map_err(serr)? {
+                        self.docs_examined += 1;
+                        b.buf.push_back((rid, doc));
+                    }
+                }
+            }
+        }
+        let mut out = Vec::new();
+        while out.len() < SCAN_CHUNK_COUNT && !branches.iter().any(|b| b.buf.is_empty() && !b.done)
+        {
+            let least = branches
+                .iter()
+                .enumerate()
+                .filter_map(|(i, b)| b.buf.front().map(|head| (i, head)))
+                .min_by(|x, y| sort.compare(&x.1.1, &y.1.1))
+                .map(|(i, _)| i);
+            let Some((rid, doc)) = least.and_then(|i| branches[i].buf.pop_front()) else {
+                self.exhausted = true;
+                break;
+            };
+            out.push((rid, doc));
+        }
+        Ok(out)
     }
 
     /// The next chunk of an index scan (or of the current branch of an index union): each entry
@@ -136,41 +223,16 @@ impl ScanState {
             self.exhausted = true;
             return Ok(vec![]);
         };
-        let n = plan.intervals.len();
-        if *interval >= n {
+        let Some(entries) = read_index_chunk(&self.coll, plan, interval, after)? else {
             *branch += 1;
             *interval = 0;
             *after = None;
             return Ok(vec![]);
-        }
-        let idx = if plan.direction == Direction::Forward {
-            *interval
-        } else {
-            n - 1 - *interval
         };
-        let (lo, hi) = &plan.intervals[idx];
-        let resume = after.as_ref().map(|(k, r)| (k.as_slice(), *r));
-        let entries = self
-            .coll
-            .index_scan(
-                &plan.index_name,
-                Bound::Included(lo),
-                Bound::Excluded(hi),
-                plan.direction,
-                resume,
-                SCAN_CHUNK_COUNT,
-            )
-            .map_err(serr)?;
         self.keys_examined += entries.len() as u64;
         // A multikey index holds a document once per distinct key; a union may reach a
         // document through several branches.
         let dedup = plan.multikey || plans.len() > 1;
-        if entries.len() < SCAN_CHUNK_COUNT {
-            *interval += 1;
-            *after = None;
-        } else if let Some((k, r)) = entries.last() {
-            *after = Some((k.clone(), *r));
-        }
         let mut out = Vec::with_capacity(entries.len());
         for (key, rid) in entries {
             if dedup && !seen.insert(rid) {
@@ -244,6 +306,47 @@ impl ScanState {
         });
         Ok(())
     }
+}
+
+/// Index entries as storage returns them: encoded key (without RecordId) and RecordId.
+type IndexEntries = Vec<(Vec<u8>, RecordId)>;
+
+/// The next chunk of a plan's index entries after `(interval, after)`, which it advances; None
+/// once every interval is read.
+fn read_index_chunk(
+    coll: &Collection,
+    plan: &IndexPlan,
+    interval: &mut usize,
+    after: &mut Option<(Vec<u8>, RecordId)>,
+) -> CommandResult<Option<IndexEntries>> {
+    let n = plan.intervals.len();
+    if *interval >= n {
+        return Ok(None);
+    }
+    let idx = if plan.direction == Direction::Forward {
+        *interval
+    } else {
+        n - 1 - *interval
+    };
+    let (lo, hi) = &plan.intervals[idx];
+    let resume = after.as_ref().map(|(k, r)| (k.as_slice(), *r));
+    let entries = coll
+        .index_scan(
+            &plan.index_name,
+            Bound::Included(lo),
+            Bound::Excluded(hi),
+            plan.direction,
+            resume,
+            SCAN_CHUNK_COUNT,
+        )
+        .map_err(|e| crate::catalog::storage_error(e, "", ""))?;
+    if entries.len() < SCAN_CHUNK_COUNT {
+        *interval += 1;
+        *after = None;
+    } else if let Some((k, r)) = entries.last() {
+        *after = Some((k.clone(), *r));
+    }
+    Ok(Some(entries))
 }
 
 fn with_record_id(mut doc: RawDocumentBuf, rid: RecordId) -> RawDocumentBuf {
@@ -470,6 +573,7 @@ mod scan_tests {
                 intervals: vec![(Vec::new(), vec![0xFF; 64])],
                 direction,
                 provides_sort: true,
+                flags: Default::default(),
             };
             let filter = Arc::new(Filter::parse(&bson::doc! {}).unwrap());
             let mode = ScanMode::Index {
@@ -490,7 +594,7 @@ mod scan_tests {
                 },
             );
             limited.remaining = Some(3);
-            let mut source = DocSource::Scan(limited);
+            let mut source = DocSource::Scan(Box::new(limited));
             assert_eq!(source.next_batch(101, None).unwrap().len(), 3);
             assert!(source.is_exhausted(), "a limit reached ends the cursor");
             while let Some((_, doc, _)) = scan.next_match(None).unwrap() {

@@ -280,15 +280,14 @@ pub async fn find(state: &Arc<ServerState>, req: &Request) -> CommandResult<Repl
     Ok(cursor_reply(id, &ns, true, batch))
 }
 
-fn plan_find(
-    state: &ServerState,
+/// The plan of a `find`: bounded by `min`/`max`, a `$natural` scan, or the planner's choice.
+fn find_choice(
     coll: &Arc<Collection>,
     a: &FindArgs,
     hint: Option<&str>,
-    deadline: Option<Instant>,
-) -> CommandResult<DocSource> {
+) -> CommandResult<planner::Choice> {
     let sort_doc = a.sort.as_ref().map(|(_, d)| d);
-    let choice = match a.natural {
+    Ok(match a.natural {
         _ if a.min.is_some() || a.max.is_some() => {
             planner::minmax::choose_bounded(coll, hint, a.min.as_ref(), a.max.as_ref(), sort_doc)?
         }
@@ -297,7 +296,18 @@ fn plan_find(
             rejected: vec![],
         },
         None => planner::choose(coll, &a.filter, &a.filter_doc, sort_doc, hint),
-    };
+    })
+}
+
+fn plan_find(
+    state: &ServerState,
+    coll: &Arc<Collection>,
+    a: &FindArgs,
+    hint: Option<&str>,
+    deadline: Option<Instant>,
+) -> CommandResult<DocSource> {
+    let sort_doc = a.sort.as_ref().map(|(_, d)| d);
+    let choice = find_choice(coll, a, hint)?;
     let mut scan = ScanState::new(
         coll.clone(),
         Arc::new(a.filter.clone()),
@@ -316,7 +326,7 @@ fn plan_find(
         scan.skip = a.skip;
         scan.remaining = a.limit;
         scan.show_record_id = a.show_record_id;
-        return Ok(DocSource::Scan(scan));
+        return Ok(DocSource::Scan(Box::new(scan)));
     };
     let memory_max = if a.allow_disk_use {
         None

@@ -138,17 +138,8 @@ fn target(inner: &Document) -> CommandResult<(String, Target)> {
     Ok((name, t))
 }
 
-pub async fn explain(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
-    let inner = match req.body.get("explain") {
-        Some(Bson::Document(d)) if !d.is_empty() => d.clone(),
-        _ => {
-            return Err(err(
-                ErrorCode::FailedToParse,
-                "explain command requires a nested object",
-            ));
-        }
-    };
-    let verbosity = match req.body.get("verbosity") {
+fn verbosity(body: &Document) -> CommandResult<String> {
+    Ok(match body.get("verbosity") {
         None => "allPlansExecution".to_string(),
         Some(Bson::String(v))
             if matches!(
@@ -166,7 +157,20 @@ pub async fn explain(state: &Arc<ServerState>, req: &Request) -> CommandResult<R
                 ),
             ));
         }
+    })
+}
+
+pub async fn explain(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+    let inner = match req.body.get("explain") {
+        Some(Bson::Document(d)) if !d.is_empty() => d.clone(),
+        _ => {
+            return Err(err(
+                ErrorCode::FailedToParse,
+                "explain command requires a nested object",
+            ));
+        }
     };
+    let verbosity = verbosity(&req.body)?;
     let (name, mut t) = target(&inner)?;
     let ns = format!("{}.{}", req.db, t.coll);
     let filter = Filter::parse(&t.filter)?;
@@ -176,7 +180,7 @@ pub async fn explain(state: &Arc<ServerState>, req: &Request) -> CommandResult<R
         hint_doc.insert("hint", h.clone());
     }
     let hint = args::check_hint(&hint_doc, coll.as_deref())?;
-    let (winner, rejected, stats) = match &coll {
+    let (winner, rejected, stats, all_plans) = match &coll {
         None => (
             doc! { "stage": "EOF" },
             vec![],
@@ -186,16 +190,33 @@ pub async fn explain(state: &Arc<ServerState>, req: &Request) -> CommandResult<R
                 docs_examined: 0,
                 millis: 0,
             },
+            vec![],
         ),
         Some(c) => {
             let started = Instant::now();
             let key_only = key_only_plan(c, &name, &t, &filter, hint.as_deref());
-            let (winner, rejected, mut s) = match key_only {
-                Some(k) => (k.tree(&t), vec![], k.run(c, &filter, &t, &verbosity)?),
+            let (winner, rejected, mut s, all) = match key_only {
+                _ if name == "count" && t.filter.is_empty() => fast_count(c, &verbosity),
+                Some(k) => (
+                    k.tree(&t),
+                    vec![],
+                    k.run(c, &filter, &t, &verbosity)?,
+                    vec![],
+                ),
+                None if name == "count" => {
+                    let (tree, rejected, s, all) =
+                        planned(c, &filter, &mut t, hint.as_deref(), &verbosity)?;
+                    (
+                        doc! { "stage": "COUNT", "inputStage": tree },
+                        rejected,
+                        s,
+                        all,
+                    )
+                }
                 None => planned(c, &filter, &mut t, hint.as_deref(), &verbosity)?,
             };
             s.millis = started.elapsed().as_millis() as u64;
-            (winner, rejected, s)
+            (winner, rejected, s, all)
         }
     };
     let mut reply = doc! {
@@ -215,7 +236,7 @@ pub async fn explain(state: &Arc<ServerState>, req: &Request) -> CommandResult<R
     if verbosity != "queryPlanner" {
         let mut es = execution_stats(&stats, &winner);
         if verbosity == "allPlansExecution" {
-            es.insert("allPlansExecution", Bson::Array(vec![]));
+            es.insert("allPlansExecution", Bson::Array(all_plans));
         }
         reply.insert("executionStats", es);
     }
@@ -230,6 +251,27 @@ pub async fn explain(state: &Arc<ServerState>, req: &Request) -> CommandResult<R
 
 fn natural_hint(t: &Target) -> bool {
     matches!(&t.hint, Some(Bson::Document(h)) if h.contains_key("$natural"))
+}
+
+/// A `count` without a filter: the collection's document count, no scan.
+fn fast_count(c: &storage::Collection, verbosity: &str) -> Planned {
+    let n = if verbosity == "queryPlanner" {
+        0
+    } else {
+        c.count()
+    };
+    let stats = Stats {
+        n_returned: n,
+        keys_examined: 0,
+        docs_examined: 0,
+        millis: 0,
+    };
+    (
+        doc! { "stage": "RECORD_STORE_FAST_COUNT" },
+        vec![],
+        stats,
+        vec![],
+    )
 }
 
 /// A `count` or `distinct` answered from index keys alone.
@@ -292,7 +334,57 @@ impl KeyOnly {
     }
 }
 
-type Planned = (Document, Vec<Bson>, Stats);
+/// Winning tree, rejected trees, the winner's run, and every candidate's trial
+/// (`allPlansExecution`).
+type Planned = (Document, Vec<Bson>, Stats, Vec<Bson>);
+
+/// Matches a candidate may return during its `allPlansExecution` trial (mongod's
+/// `internalQueryPlanEvaluationMaxResults`).
+const TRIAL_RESULTS_MAX: u64 = 101;
+
+/// The trial of every candidate when there were several: each plan runs until it returns
+/// `TRIAL_RESULTS_MAX` matches or ends, with its own counters.
+fn all_plans_trials(
+    c: &Arc<storage::Collection>,
+    filter: &Filter,
+    choice: &planner::Choice,
+    shape: &Shape,
+) -> CommandResult<Vec<Bson>> {
+    if choice.rejected.is_empty() {
+        return Ok(vec![]);
+    }
+    let mut out = Vec::new();
+    for (i, plan) in std::iter::once(&choice.winner)
+        .chain(&choice.rejected)
+        .enumerate()
+    {
+        let started = Instant::now();
+        let mut scan = ScanState::new(
+            c.clone(),
+            Arc::new(filter.clone()),
+            planner::scan_mode(plan),
+        );
+        scan.remaining = Some(TRIAL_RESULTS_MAX);
+        let mut n = 0i64;
+        while scan.next_match(None)?.is_some() {
+            n += 1;
+        }
+        let tree_shape = Shape {
+            covered: shape.covered && i == 0,
+            ..shape.clone()
+        };
+        let mut stages = plan_tree(plan, &tree_shape);
+        stages.insert("nReturned", n);
+        out.push(Bson::Document(doc! {
+            "nReturned": n,
+            "executionTimeMillisEstimate": started.elapsed().as_millis() as i64,
+            "totalKeysExamined": scan.keys_examined as i64,
+            "totalDocsExamined": scan.docs_examined as i64,
+            "executionStages": stages,
+        }));
+    }
+    Ok(out)
+}
 
 /// The planner's choice for a command, its explain trees and (unless `queryPlanner`) its run.
 fn planned(
@@ -350,7 +442,12 @@ fn planned(
             ))
         })
         .collect();
-    Ok((plan_tree(&choice.winner, &t.shape), rejected, stats))
+    let all = if verbosity == "allPlansExecution" {
+        all_plans_trials(c, filter, &choice, &t.shape)?
+    } else {
+        vec![]
+    };
+    Ok((plan_tree(&choice.winner, &t.shape), rejected, stats, all))
 }
 
 /// Run the winning plan without writing anything and count what it read and returned.

@@ -144,13 +144,15 @@ pub fn covering(
         return None;
     }
     let positions: Vec<&String> = p.key_pattern.keys().collect();
-    let fields = needed
+    let mut fields: Vec<(usize, Vec<String>)> = needed
         .iter()
         .filter_map(|f| {
             let pos = positions.iter().position(|k| k.as_str() == *f)?;
             Some((pos, f.split('.').map(str::to_owned).collect()))
         })
         .collect();
+    // mongod's covered projection lists fields in key-pattern order.
+    fields.sort_by_key(|(pos, _)| *pos);
     let descending = p
         .key_pattern
         .values()

@@ -24,10 +24,19 @@ fn ixscan(p: &IndexPlan) -> Document {
         };
         bounds.insert(field.clone(), shown);
     }
+    // Storage knows only that some path is multikey: name it when the index has one field.
+    let single = p.key_pattern.len() == 1;
     let multikey_paths: Document = p
         .key_pattern
         .keys()
-        .map(|k| (k.clone(), Bson::Array(vec![])))
+        .map(|k| {
+            let paths = if p.multikey && single {
+                vec![Bson::String(k.clone())]
+            } else {
+                vec![]
+            };
+            (k.clone(), Bson::Array(paths))
+        })
         .collect();
     doc! {
         "stage": "IXSCAN",
@@ -35,9 +44,9 @@ fn ixscan(p: &IndexPlan) -> Document {
         "indexName": p.index_name.clone(),
         "isMultiKey": p.multikey,
         "multiKeyPaths": multikey_paths,
-        "isUnique": p.index_name == storage::ID_INDEX_NAME,
-        "isSparse": false,
-        "isPartial": false,
+        "isUnique": p.flags.unique,
+        "isSparse": p.flags.sparse,
+        "isPartial": p.flags.partial,
         "indexVersion": 2,
         "direction": direction_name(p.direction),
         "indexBounds": bounds,
@@ -66,9 +75,45 @@ pub fn count_scan_tree(p: &IndexPlan) -> Document {
         start.insert(field.clone(), lo.unwrap_or(Bson::MinKey));
         end.insert(field.clone(), hi.unwrap_or(Bson::MaxKey));
     }
+    // Start and end in index order; an end is exclusive where the byte interval skips its
+    // value (see `keyscan::tighten`).
+    let descending = super::keyscan::leading_descending(&p.key_pattern);
+    let first = |d: &Document| d.values().next().cloned().unwrap_or(Bson::MinKey);
+    let enc = |v: Bson| storage::encode_index_key(&p.key_pattern, &[v]);
+    let (start_inclusive, end_inclusive) = match p.intervals.first() {
+        Some((lo, hi)) if descending => (
+            *hi != enc(first(&start)),
+            *lo != storage::keys::prefix_end(&enc(first(&end))),
+        ),
+        Some((lo, hi)) => (
+            *lo != storage::keys::prefix_end(&enc(first(&start))),
+            *hi != enc(first(&end)),
+        ),
+        None => (true, true),
+    };
+    if descending {
+        std::mem::swap(&mut start, &mut end);
+        let (s, e) = (start_inclusive, end_inclusive);
+        return count_tree(scan, start, end, e, s);
+    }
+    count_tree(scan, start, end, start_inclusive, end_inclusive)
+}
+
+fn count_tree(
+    mut scan: Document,
+    start: Document,
+    end: Document,
+    start_inclusive: bool,
+    end_inclusive: bool,
+) -> Document {
     scan.insert(
         "indexBounds",
-        doc! { "startKey": start, "startKeyInclusive": true, "endKey": end, "endKeyInclusive": true },
+        doc! {
+            "startKey": start,
+            "startKeyInclusive": start_inclusive,
+            "endKey": end,
+            "endKeyInclusive": end_inclusive,
+        },
     );
     doc! { "stage": "COUNT", "inputStage": scan }
 }
@@ -117,12 +162,15 @@ pub fn plan_tree(plan: &Plan, shape: &Shape) -> Document {
             d
         }
         Plan::Index(p) => fetch(ixscan(p), filter.as_ref()),
-        Plan::Or(branches) => {
+        Plan::Or { branches, merge } => {
             let inputs: Vec<Bson> = branches.iter().map(|b| Bson::Document(ixscan(b))).collect();
-            fetch(
-                doc! { "stage": "OR", "inputStages": inputs },
-                filter.as_ref(),
-            )
+            let union = match merge {
+                Some((_, sort)) => {
+                    doc! { "stage": "SORT_MERGE", "sortPattern": sort.clone(), "inputStages": inputs }
+                }
+                None => doc! { "stage": "OR", "inputStages": inputs },
+            };
+            fetch(union, filter.as_ref())
         }
     };
     if let Some(sort) = shape.sort.as_ref().filter(|_| !plan.provides_sort()) {

@@ -15,9 +15,10 @@ use super::IndexPlan;
 use super::bounds::op_intervals;
 use super::covered::{decodes_exactly, insert_path};
 use crate::error::{CommandResult, ErrorCode, err};
-use crate::query::matcher::Filter;
+use crate::query::matcher::{Filter, Op};
 use bson::{Bson, Document, RawDocumentBuf};
 use std::ops::Bound;
+use storage::order::compare_bson;
 use storage::{Collection, Direction, IndexInfo};
 
 /// Index entries read per step of a COUNT_SCAN.
@@ -62,8 +63,53 @@ pub fn key_plan(
 /// The COUNT_SCAN plan of a `count`: bounds from the filter in one interval.
 pub fn count_plan(indexes: &[IndexInfo], filter: &Filter, hint: Option<&str>) -> Option<IndexPlan> {
     let field = super::bounds::conjunction(filter).first()?.0.to_string();
-    key_plan(indexes, &field, filter, hint)
-        .filter(|p| !p.field_bounds.is_empty() && p.intervals.len() == 1)
+    let mut plan = key_plan(indexes, &field, filter, hint)
+        .filter(|p| !p.field_bounds.is_empty() && p.intervals.len() == 1)?;
+    tighten(&mut plan, filter);
+    Some(plan)
+}
+
+/// Make the ends of a COUNT_SCAN's interval exclusive where the filter's `$gt` / `$lt` is the
+/// bound (the planner's bounds are inclusive supersets), so equal keys are not even read. Each
+/// key is still checked against the filter, so this only saves reads.
+fn tighten(plan: &mut IndexPlan, filter: &Filter) {
+    let (Some((_, ivs)), Some(bytes)) = (plan.field_bounds.first(), plan.intervals.first_mut())
+    else {
+        return;
+    };
+    let Some(iv) = ivs.first() else { return };
+    let preds = super::bounds::conjunction(filter);
+    let strict = |pick: fn(&Op) -> Option<&Bson>, v: &Bson| {
+        preds
+            .iter()
+            .any(|(_, op)| pick(op).is_some_and(|w| compare_bson(w, v).is_eq()))
+    };
+    let gt = strict(|op| if let Op::Gt(w) = op { Some(w) } else { None }, &iv.lo);
+    let lt = strict(|op| if let Op::Lt(w) = op { Some(w) } else { None }, &iv.hi);
+    let descending = leading_descending(&plan.key_pattern);
+    let enc = |v: &Bson| storage::encode_index_key(&plan.key_pattern, std::slice::from_ref(v));
+    // In byte order a descending field's low value comes last.
+    let (low_exclusive, high_exclusive) = if descending { (lt, gt) } else { (gt, lt) };
+    let (low_value, high_value) = if descending {
+        (&iv.hi, &iv.lo)
+    } else {
+        (&iv.lo, &iv.hi)
+    };
+    if low_exclusive {
+        bytes.0 = storage::keys::prefix_end(&enc(low_value));
+    }
+    if high_exclusive {
+        bytes.1 = enc(high_value);
+    }
+}
+
+/// Whether the key pattern's first field is descending.
+pub fn leading_descending(pattern: &Document) -> bool {
+    pattern
+        .values()
+        .next()
+        .and_then(crate::query::types::as_f64)
+        .is_some_and(|f| f < 0.0)
 }
 
 /// Whether a key's leading value passes the filter, as the document's value would.
@@ -91,6 +137,33 @@ fn serr(e: storage::StorageError) -> crate::error::CommandError {
     crate::catalog::storage_error(e, "", "")
 }
 
+/// Whether the filter is one equality (or `$in`) to values whose point bounds hold exactly the
+/// matching keys: then every key in the bounds counts without being decoded.
+fn points_only(filter: &Filter) -> bool {
+    let exact = |v: &Bson| {
+        !matches!(
+            v,
+            Bson::Null
+                | Bson::Undefined
+                | Bson::Document(_)
+                | Bson::Array(_)
+                | Bson::RegularExpression(_)
+                | Bson::MinKey
+                | Bson::MaxKey
+        )
+    };
+    match filter {
+        // Two conditions on the field keep only one's bounds (see `field_intervals`).
+        Filter::And(children) => children.len() == 1 && points_only(&children[0]),
+        Filter::Path { op: Op::Eq(v), .. } => exact(v),
+        Filter::Path {
+            op: Op::In { values, regexes },
+            ..
+        } => regexes.is_empty() && values.iter().all(exact),
+        _ => false,
+    }
+}
+
 /// Count the entries of a COUNT_SCAN plan whose key passes the filter.
 pub fn count_keys(
     coll: &Collection,
@@ -98,11 +171,11 @@ pub fn count_keys(
     filter: &Filter,
     stats: &mut KeyStats,
 ) -> CommandResult<u64> {
-    let path: Vec<String> = plan.field_bounds[0]
-        .0
-        .split('.')
-        .map(str::to_owned)
-        .collect();
+    let Some((field, _)) = plan.field_bounds.first() else {
+        return Ok(0);
+    };
+    let path: Vec<String> = field.split('.').map(str::to_owned).collect();
+    let exact = points_only(filter);
     let mut n = 0u64;
     for (lo, hi) in &plan.intervals {
         let mut after: Option<(Vec<u8>, u64)> = None;
@@ -119,9 +192,13 @@ pub fn count_keys(
                 )
                 .map_err(serr)?;
             stats.keys_examined += entries.len() as u64;
-            for (key, _) in &entries {
-                if key_matches(filter, &path, &leading_value(key, &plan.key_pattern)?) {
-                    n += 1;
+            if exact {
+                n += entries.len() as u64;
+            } else {
+                for (key, _) in &entries {
+                    if key_matches(filter, &path, &leading_value(key, &plan.key_pattern)?) {
+                        n += 1;
+                    }
                 }
             }
             match entries.last() {
@@ -228,4 +305,22 @@ pub fn distinct_keys(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::doc;
+
+    #[test]
+    fn only_single_point_conditions_skip_the_key_check() {
+        let exact = |d: Document| points_only(&Filter::parse(&d).unwrap());
+        assert!(exact(doc! { "a": 5 }));
+        assert!(exact(doc! { "a": { "$in": ["x", 2] } }));
+        assert!(!exact(doc! { "a": null }));
+        assert!(!exact(doc! { "a": { "$gt": 5 } }));
+        assert!(!exact(
+            doc! { "$and": [ { "a": { "$in": [1, 2] } }, { "a": { "$in": [2, 3] } } ] }
+        ));
+    }
 }

@@ -79,6 +79,7 @@ pub fn min_max_plan(
         intervals,
         direction: sort_dir.unwrap_or(Direction::Forward),
         provides_sort: sort_dir.is_some(),
+        flags: super::IndexFlags::of(ix),
     })
 }
 

@@ -19,6 +19,7 @@ pub mod minmax;
 pub mod or;
 
 use crate::query::matcher::Filter;
+use crate::query::sort::SortSpec;
 use bounds::{ValueInterval, byte_intervals, conjunction, field_intervals};
 use bson::{Bson, Document};
 use std::ops::Bound;
@@ -41,6 +42,26 @@ pub struct IndexPlan {
     pub direction: Direction,
     /// The scan's order satisfies the requested sort (no SORT stage needed).
     pub provides_sort: bool,
+    /// The index's `unique`, `sparse` and partial options, for explain.
+    pub flags: IndexFlags,
+}
+
+/// Index options explain reports (`isUnique`, `isSparse`, `isPartial`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IndexFlags {
+    pub unique: bool,
+    pub sparse: bool,
+    pub partial: bool,
+}
+
+impl IndexFlags {
+    pub fn of(ix: &IndexInfo) -> IndexFlags {
+        IndexFlags {
+            unique: ix.spec.unique || ix.spec.name == storage::ID_INDEX_NAME,
+            sparse: ix.spec.sparse,
+            partial: ix.spec.partial_filter.is_some(),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -51,13 +72,21 @@ pub enum Plan {
     IdPoint(Bson),
     Index(IndexPlan),
     /// An index union: each branch of a top-level `$or` scans its own index; RecordIds seen
-    /// before are skipped. Never provides a sort (an OR + SORT, not a SORT_MERGE).
-    Or(Vec<IndexPlan>),
+    /// before are skipped. With `merge`, every branch's index gives that sort and the branches
+    /// are merged in sort order (SORT_MERGE); without, they are read one after the other (OR).
+    Or {
+        branches: Vec<IndexPlan>,
+        merge: Option<(SortSpec, Document)>,
+    },
 }
 
 impl Plan {
     pub fn provides_sort(&self) -> bool {
-        matches!(self, Plan::Index(p) if p.provides_sort)
+        match self {
+            Plan::Index(p) => p.provides_sort,
+            Plan::Or { merge, .. } => merge.is_some(),
+            _ => false,
+        }
     }
 }
 
@@ -90,6 +119,31 @@ fn sort_direction(key: &Document, sort: &Document) -> Option<Direction> {
         } else {
             Direction::Backward
         }
+    })
+}
+
+/// Whether the key pattern gives `sort` once its leading fields fixed to one point by the bounds
+/// are skipped (index `{a: 1, c: 1}` with `a: 5` gives the sort `{c: 1}`).
+fn sort_direction_after_points(
+    key: &Document,
+    sort: &Document,
+    field_bounds: &[(String, Vec<ValueInterval>)],
+) -> Option<Direction> {
+    let points = key
+        .keys()
+        .take_while(|k| {
+            field_bounds
+                .iter()
+                .any(|(f, ivs)| f == *k && ivs.len() == 1 && ivs[0].is_point())
+        })
+        .count();
+    (0..=points).find_map(|skip| {
+        let rest: Document = key
+            .iter()
+            .skip(skip)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        sort_direction(&rest, sort)
     })
 }
 
@@ -128,7 +182,7 @@ pub fn index_candidate(
         }
     }
     let sort_dir = sort
-        .and_then(|s| sort_direction(&ix.spec.key, s))
+        .and_then(|s| sort_direction_after_points(&ix.spec.key, s, &field_bounds))
         .filter(|_| !ix.multikey);
     if field_bounds.is_empty() && sort_dir.is_none() && !forced {
         return None;
@@ -151,6 +205,7 @@ pub fn index_candidate(
         intervals,
         direction: sort_dir.unwrap_or(Direction::Forward),
         provides_sort,
+        flags: IndexFlags::of(ix),
     })
 }
 
@@ -167,6 +222,10 @@ pub fn id_index_plan(id: &Bson) -> IndexPlan {
         intervals,
         direction: Direction::Forward,
         provides_sort: false,
+        flags: IndexFlags {
+            unique: true,
+            ..IndexFlags::default()
+        },
     }
 }
 
@@ -187,7 +246,21 @@ pub fn scan_mode(plan: &Plan) -> crate::cursors::ScanMode {
         },
         Plan::IdPoint(id) => index(vec![id_index_plan(id)]),
         Plan::Index(p) => index(vec![p.clone()]),
-        Plan::Or(branches) => index(branches.clone()),
+        Plan::Or {
+            branches,
+            merge: None,
+        } => index(branches.clone()),
+        Plan::Or {
+            branches,
+            merge: Some((sort, _)),
+        } => ScanMode::Merge {
+            branches: branches
+                .iter()
+                .map(|p| crate::cursors::MergeBranch::new(p.clone()))
+                .collect(),
+            sort: sort.clone(),
+            seen: Default::default(),
+        },
     }
 }
 
@@ -251,7 +324,7 @@ pub fn choose(
         .filter_map(|ix| index_candidate(ix, filter, sort, false))
         .filter(|p| !p.field_bounds.is_empty() || p.provides_sort)
         .collect();
-    let union = or::or_candidate(coll, &indexes, filter_doc);
+    let union = or::or_candidate(coll, &indexes, filter_doc, sort);
     if candidates.is_empty() && union.is_none() {
         return Choice {
             winner: Plan::CollScan {
@@ -271,8 +344,8 @@ pub fn choose(
             (keys, !p.provides_sort, Plan::Index(p))
         })
         .collect();
-    if let Some((keys, branches)) = union {
-        scored.push((keys, true, Plan::Or(branches)));
+    if let Some((keys, plan)) = union {
+        scored.push((keys, !plan.provides_sort(), plan));
     }
     // Stable: among equals the single-index plans (pushed first) win over the union.
     scored.sort_by_key(|a| (a.0, a.1));
@@ -307,6 +380,17 @@ mod tests {
             None
         );
         assert_eq!(sort_direction(&doc! { "a": 1 }, &doc! { "b": 1 }), None);
+        let point = vec![("a".to_string(), vec![ValueInterval::point(Bson::Int32(5))])];
+        let key = doc! { "a": 1, "c": -1 };
+        assert_eq!(
+            sort_direction_after_points(&key, &doc! { "c": 1 }, &point),
+            Some(Direction::Backward)
+        );
+        assert_eq!(
+            sort_direction_after_points(&key, &doc! { "c": 1 }, &[]),
+            None,
+            "no point on a"
+        );
     }
 
     #[test]
