@@ -125,6 +125,8 @@ error_codes! {
     Location31253 = 31253,
     Location31254 = 31254,
     Location40324 = 40324,
+    Location51173 = 51173,
+    Location51174 = 51174,
     // Aggregation stage argument errors (mongod's location codes).
     Location7749501 = 7749501,
     Location40323 = 40323,

@@ -5,13 +5,15 @@
 use super::IndexPlan;
 use super::bounds::ValueInterval;
 use crate::error::{CommandError, CommandResult, ErrorCode, err};
-use bson::{Bson, Document, doc};
+use bson::{Bson, Document};
 use storage::{Direction, IndexInfo};
 
 /// A mongod error whose code has no row in our error table: the reply carries mongod's number.
 fn located(code: i32, message: &str) -> CommandError {
-    err(ErrorCode::BadValue, message)
-        .with_extra(doc! { "code": code, "codeName": format!("Location{code}") })
+    err(
+        ErrorCode::from_code(code).unwrap_or(ErrorCode::BadValue),
+        message,
+    )
 }
 
 /// mongod's error when `min`/`max` come without a hint.
