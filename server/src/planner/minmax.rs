@@ -109,6 +109,7 @@ pub fn choose_bounded(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bson::doc;
 
     #[test]
     fn bounds_must_name_the_pattern_fields_in_order() {
