@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 use bson::spec::BinarySubtype;
 use bson::{Binary, rawdoc};
 use common::{
-    BULK_BATCH_COUNT, ENGINES, Store, SyncKind, bump_field, disk_bytes, fdatasync_latencies, id_of,
-    make_doc, median, open_store,
+    BULK_BATCH_COUNT, ENGINES, Store, SyncFile, SyncKind, bump_field, disk_bytes, id_of, make_doc,
+    median, open_store, percentile,
 };
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use storage::{Engine, EngineOptions, IndexSpec, WriteOp};
@@ -200,45 +200,56 @@ fn print_row(r: &Row) {
     );
 }
 
-/// Durable single-put latency of every engine and the raw fdatasync floor.
+/// Durable single-put latency of every engine and the raw fdatasync floor, as
+/// `(what, median ns, p90 ns)`.
 #[derive(Debug)]
 struct SyncFigures {
-    fdatasync_prealloc_ns: f64,
-    fdatasync_append_ns: f64,
-    single_put_ns: Vec<(&'static str, f64)>,
+    rows: Vec<(&'static str, f64, f64)>,
 }
 
+impl SyncFigures {
+    fn median_ns(&self, what: &str) -> f64 {
+        self.rows.iter().find(|r| r.0 == what).map_or(0.0, |r| r.1)
+    }
+}
+
+/// Rounds interleave every measured thing (both fdatasync kinds, one put per engine), so each
+/// sees the same disk conditions on this shared machine.
 fn sync_figures() -> SyncFigures {
     let dir = tempfile::tempdir_in(bench_root()).expect("tempdir");
-    let pre = median(fdatasync_latencies(
-        dir.path(),
-        SyncKind::Preallocated,
-        SYNC_ROUNDS,
-    ));
-    let app = median(fdatasync_latencies(
-        dir.path(),
-        SyncKind::Appending,
-        SYNC_ROUNDS,
-    ));
-    let mut single_put_ns = Vec::new();
-    for engine in ENGINES {
-        let d = tempfile::tempdir_in(bench_root()).expect("tempdir");
-        let mut store = open_store(engine, d.path());
-        let lat: Vec<Duration> = (0..SYNC_ROUNDS as u64)
-            .map(|k| {
-                let item = [(k, make_doc(k, 0, VALUE_SIZE))];
-                let t = Instant::now();
-                store.put(&item);
-                t.elapsed()
-            })
-            .collect();
-        single_put_ns.push((engine, median(lat).as_nanos() as f64));
+    let mut pre = SyncFile::new(dir.path(), SyncKind::Preallocated, SYNC_ROUNDS);
+    let mut app = SyncFile::new(dir.path(), SyncKind::Appending, SYNC_ROUNDS);
+    let dirs: Vec<_> = ENGINES
+        .iter()
+        .map(|_| tempfile::tempdir_in(bench_root()).expect("tempdir"))
+        .collect();
+    let mut stores: Vec<_> = ENGINES
+        .iter()
+        .zip(&dirs)
+        .map(|(e, d)| open_store(e, d.path()))
+        .collect();
+    let mut lat: Vec<Vec<Duration>> = vec![Vec::new(); 2 + ENGINES.len()];
+    for k in 0..SYNC_ROUNDS as u64 {
+        lat[0].push(pre.round());
+        lat[1].push(app.round());
+        for (i, store) in stores.iter_mut().enumerate() {
+            let item = [(k, make_doc(k, 0, VALUE_SIZE))];
+            let t = Instant::now();
+            store.put(&item);
+            lat[2 + i].push(t.elapsed());
+        }
     }
-    SyncFigures {
-        fdatasync_prealloc_ns: pre.as_nanos() as f64,
-        fdatasync_append_ns: app.as_nanos() as f64,
-        single_put_ns,
-    }
+    let names = ["fdatasync_preallocated", "fdatasync_appending"];
+    let rows = names
+        .iter()
+        .chain(ENGINES.iter())
+        .zip(lat)
+        .map(|(name, l)| {
+            let p90 = percentile(l.clone(), 90).as_nanos() as f64;
+            (*name, median(l).as_nanos() as f64, p90)
+        })
+        .collect();
+    SyncFigures { rows }
 }
 
 /// What the fill and reopen children reported.
@@ -415,13 +426,12 @@ fn main() {
     let goal_bytes = env_u64("CAIRN_BENCH_GOAL_BYTES", GOAL_BYTES_DEFAULT);
     println!("storage sweep: stores under {}", bench_root().display());
     let sync = sync_figures();
-    println!(
-        "fdatasync 1 byte: preallocated {:.0} ns, appending {:.0} ns",
-        sync.fdatasync_prealloc_ns, sync.fdatasync_append_ns
-    );
-    for (e, ns) in &sync.single_put_ns {
-        let ratio = ns / sync.fdatasync_prealloc_ns;
-        println!("durable single put {e:>6}: {ns:.0} ns = {ratio:.2}x fdatasync (preallocated)");
+    let floor = sync.median_ns("fdatasync_preallocated");
+    for (what, med, p90) in &sync.rows {
+        let ratio = med / floor;
+        println!(
+            "durable 1-write {what:>22}: median {med:>9.0} ns  p90 {p90:>9.0} ns  = {ratio:.2}x preallocated fdatasync"
+        );
     }
     println!(
         "{:>9} {:>6} {:>12} {:>10} {:>10} {:>10} {:>10} {:>12} {:>10}",
@@ -465,9 +475,9 @@ fn main() {
 
 fn to_json(s: &SyncFigures, rows: &[Row], g: Option<&GoalFigures>, took: Duration) -> String {
     let puts: Vec<String> = s
-        .single_put_ns
+        .rows
         .iter()
-        .map(|(e, ns)| format!("\"{e}\": {ns:.0}"))
+        .map(|(e, med, p90)| format!("\"{e}\": {{\"median_ns\": {med:.0}, \"p90_ns\": {p90:.0}}}"))
         .collect();
     let rows: Vec<String> = rows
         .iter()
@@ -506,11 +516,8 @@ fn to_json(s: &SyncFigures, rows: &[Row], g: Option<&GoalFigures>, took: Duratio
         )
     });
     format!(
-        "{{\n  \"value_bytes\": {VALUE_SIZE},\n  \"fdatasync_preallocated_ns\": {:.0},\n  \
-         \"fdatasync_appending_ns\": {:.0},\n  \"durable_single_put_ns\": {{{}}},\n  \
+        "{{\n  \"value_bytes\": {VALUE_SIZE},\n  \"durable_single_write\": {{{}}},\n  \
          \"sweep\": [\n{}\n  ],\n  \"goal_store\": {},\n  \"elapsed_secs\": {:.0}\n}}\n",
-        s.fdatasync_prealloc_ns,
-        s.fdatasync_append_ns,
         puts.join(", "),
         rows.join(",\n"),
         goal,
@@ -518,9 +525,12 @@ fn to_json(s: &SyncFigures, rows: &[Row], g: Option<&GoalFigures>, took: Duratio
     )
 }
 
+/// A plotted metric: title, unit, and how to read it from a row.
+type Metric = (&'static str, plot::Unit, fn(&Row) -> f64);
+
 /// The plotted metrics: one panel each, one line per engine.
 fn panels(rows: &[Row]) -> Vec<plot::Panel> {
-    let metrics: [(&str, plot::Unit, fn(&Row) -> f64); 7] = [
+    let metrics: [Metric; 7] = [
         ("durable single write (per op)", plot::Unit::Nanos, |r| {
             r.write_single_ns
         }),
