@@ -43,6 +43,8 @@ const REPS: usize = 3;
 const BULK_REPS_UP_TO_COUNT: u64 = 10_000;
 /// Rounds of "1 byte + fdatasync" and of durable single puts for the latency goal.
 const SYNC_ROUNDS: usize = 300;
+/// Block lengths the sync rounds take turns in (see `sync_figures`).
+const SYNC_BLOCKS: [usize; 2] = [1, 30];
 /// Size of the store killed and reopened, and measured for memory (`$CAIRN_BENCH_GOAL_BYTES`).
 const GOAL_BYTES_DEFAULT: u64 = 1 << 30;
 /// Reopens after SIGKILL timed (median kept).
@@ -213,9 +215,12 @@ impl SyncFigures {
     }
 }
 
-/// Rounds interleave every measured thing (both fdatasync kinds, one put per engine), so each
-/// sees the same disk conditions on this shared machine.
-fn sync_figures() -> SyncFigures {
+/// Every measured thing (both fdatasync kinds, one put per engine) takes turns in blocks of
+/// `block` rounds, so all see the same disk conditions on this shared machine. With `block` 1
+/// each size-changing sync (appending file, stores that grow their files) lands right before the
+/// others and drags them into its filesystem-journal commit; with longer blocks each thing runs
+/// mostly alone, as a real single writer would.
+fn sync_figures(block: usize) -> SyncFigures {
     let dir = tempfile::tempdir_in(bench_root()).expect("tempdir");
     let mut pre = SyncFile::new(dir.path(), SyncKind::Preallocated, SYNC_ROUNDS);
     let mut app = SyncFile::new(dir.path(), SyncKind::Appending, SYNC_ROUNDS);
@@ -229,15 +234,20 @@ fn sync_figures() -> SyncFigures {
         .map(|(e, d)| open_store(e, d.path()))
         .collect();
     let mut lat: Vec<Vec<Duration>> = vec![Vec::new(); 2 + ENGINES.len()];
-    for k in 0..SYNC_ROUNDS as u64 {
-        lat[0].push(pre.round());
-        lat[1].push(app.round());
+    let mut next = 0u64;
+    while lat[0].len() < SYNC_ROUNDS {
+        let block = block.min(SYNC_ROUNDS - lat[0].len());
+        lat[0].extend((0..block).map(|_| pre.round()));
+        lat[1].extend((0..block).map(|_| app.round()));
         for (i, store) in stores.iter_mut().enumerate() {
-            let item = [(k, make_doc(k, 0, VALUE_SIZE))];
-            let t = Instant::now();
-            store.put(&item);
-            lat[2 + i].push(t.elapsed());
+            for k in next..next + block as u64 {
+                let item = [(k, make_doc(k, 0, VALUE_SIZE))];
+                let t = Instant::now();
+                store.put(&item);
+                lat[2 + i].push(t.elapsed());
+            }
         }
+        next += block as u64;
     }
     let names = ["fdatasync_preallocated", "fdatasync_appending"];
     let rows = names
@@ -425,13 +435,16 @@ fn main() {
     let max = env_u64("CAIRN_BENCH_MAX", SWEEP_MAX_DEFAULT);
     let goal_bytes = env_u64("CAIRN_BENCH_GOAL_BYTES", GOAL_BYTES_DEFAULT);
     println!("storage sweep: stores under {}", bench_root().display());
-    let sync = sync_figures();
-    let floor = sync.median_ns("fdatasync_preallocated");
-    for (what, med, p90) in &sync.rows {
-        let ratio = med / floor;
-        println!(
-            "durable 1-write {what:>22}: median {med:>9.0} ns  p90 {p90:>9.0} ns  = {ratio:.2}x preallocated fdatasync"
-        );
+    let syncs: Vec<(usize, SyncFigures)> =
+        SYNC_BLOCKS.iter().map(|b| (*b, sync_figures(*b))).collect();
+    for (block, sync) in &syncs {
+        let floor = sync.median_ns("fdatasync_preallocated");
+        for (what, med, p90) in &sync.rows {
+            let ratio = med / floor;
+            println!(
+                "durable 1-write, blocks of {block:>2}, {what:>22}: median {med:>9.0} ns  p90 {p90:>9.0} ns  = {ratio:.2}x preallocated fdatasync"
+            );
+        }
     }
     println!(
         "{:>9} {:>6} {:>12} {:>10} {:>10} {:>10} {:>10} {:>12} {:>10}",
@@ -463,7 +476,7 @@ fn main() {
     };
     let out = out_dir();
     std::fs::create_dir_all(&out).expect("output dir");
-    let json = to_json(&sync, &rows, goals.as_ref(), started.elapsed());
+    let json = to_json(&syncs, &rows, goals.as_ref(), started.elapsed());
     std::fs::write(out.join("storage-sweep.json"), json).expect("write json");
     std::fs::write(out.join("storage-sweep.svg"), plot::svg(&panels(&rows))).expect("write svg");
     println!(
@@ -473,11 +486,24 @@ fn main() {
     );
 }
 
-fn to_json(s: &SyncFigures, rows: &[Row], g: Option<&GoalFigures>, took: Duration) -> String {
-    let puts: Vec<String> = s
-        .rows
+fn to_json(
+    syncs: &[(usize, SyncFigures)],
+    rows: &[Row],
+    g: Option<&GoalFigures>,
+    took: Duration,
+) -> String {
+    let puts: Vec<String> = syncs
         .iter()
-        .map(|(e, med, p90)| format!("\"{e}\": {{\"median_ns\": {med:.0}, \"p90_ns\": {p90:.0}}}"))
+        .map(|(block, s)| {
+            let r: Vec<String> = s
+                .rows
+                .iter()
+                .map(|(e, med, p90)| {
+                    format!("\"{e}\": {{\"median_ns\": {med:.0}, \"p90_ns\": {p90:.0}}}")
+                })
+                .collect();
+            format!("\"blocks_of_{block}\": {{{}}}", r.join(", "))
+        })
         .collect();
     let rows: Vec<String> = rows
         .iter()
