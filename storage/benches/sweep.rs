@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 use bson::spec::BinarySubtype;
 use bson::{Binary, rawdoc};
 use common::{
-    BULK_BATCH_COUNT, ENGINES, Store, SyncKind, bump_field, disk_bytes, fdatasync_latencies, id_of,
-    make_doc, median, open_store,
+    BULK_BATCH_COUNT, ENGINES, Store, SyncFile, SyncKind, bump_field, disk_bytes, id_of, make_doc,
+    median, open_store, percentile,
 };
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use storage::{Engine, EngineOptions, IndexSpec, WriteOp};
@@ -43,6 +43,8 @@ const REPS: usize = 3;
 const BULK_REPS_UP_TO_COUNT: u64 = 10_000;
 /// Rounds of "1 byte + fdatasync" and of durable single puts for the latency goal.
 const SYNC_ROUNDS: usize = 300;
+/// Block lengths the sync rounds take turns in (see `sync_figures`).
+const SYNC_BLOCKS: [usize; 2] = [1, 30];
 /// Size of the store killed and reopened, and measured for memory (`$CAIRN_BENCH_GOAL_BYTES`).
 const GOAL_BYTES_DEFAULT: u64 = 1 << 30;
 /// Reopens after SIGKILL timed (median kept).
@@ -200,45 +202,64 @@ fn print_row(r: &Row) {
     );
 }
 
-/// Durable single-put latency of every engine and the raw fdatasync floor.
+/// Durable single-put latency of every engine and the raw fdatasync floor, as
+/// `(what, median ns, p90 ns)`.
 #[derive(Debug)]
 struct SyncFigures {
-    fdatasync_prealloc_ns: f64,
-    fdatasync_append_ns: f64,
-    single_put_ns: Vec<(&'static str, f64)>,
+    rows: Vec<(&'static str, f64, f64)>,
 }
 
-fn sync_figures() -> SyncFigures {
+impl SyncFigures {
+    fn median_ns(&self, what: &str) -> f64 {
+        self.rows.iter().find(|r| r.0 == what).map_or(0.0, |r| r.1)
+    }
+}
+
+/// Every measured thing (both fdatasync kinds, one put per engine) takes turns in blocks of
+/// `block` rounds, so all see the same disk conditions on this shared machine. With `block` 1
+/// each size-changing sync (appending file, stores that grow their files) lands right before the
+/// others and drags them into its filesystem-journal commit; with longer blocks each thing runs
+/// mostly alone, as a real single writer would.
+fn sync_figures(block: usize) -> SyncFigures {
     let dir = tempfile::tempdir_in(bench_root()).expect("tempdir");
-    let pre = median(fdatasync_latencies(
-        dir.path(),
-        SyncKind::Preallocated,
-        SYNC_ROUNDS,
-    ));
-    let app = median(fdatasync_latencies(
-        dir.path(),
-        SyncKind::Appending,
-        SYNC_ROUNDS,
-    ));
-    let mut single_put_ns = Vec::new();
-    for engine in ENGINES {
-        let d = tempfile::tempdir_in(bench_root()).expect("tempdir");
-        let mut store = open_store(engine, d.path());
-        let lat: Vec<Duration> = (0..SYNC_ROUNDS as u64)
-            .map(|k| {
+    let mut pre = SyncFile::new(dir.path(), SyncKind::Preallocated, SYNC_ROUNDS);
+    let mut app = SyncFile::new(dir.path(), SyncKind::Appending, SYNC_ROUNDS);
+    let dirs: Vec<_> = ENGINES
+        .iter()
+        .map(|_| tempfile::tempdir_in(bench_root()).expect("tempdir"))
+        .collect();
+    let mut stores: Vec<_> = ENGINES
+        .iter()
+        .zip(&dirs)
+        .map(|(e, d)| open_store(e, d.path()))
+        .collect();
+    let mut lat: Vec<Vec<Duration>> = vec![Vec::new(); 2 + ENGINES.len()];
+    let mut next = 0u64;
+    while lat[0].len() < SYNC_ROUNDS {
+        let block = block.min(SYNC_ROUNDS - lat[0].len());
+        lat[0].extend((0..block).map(|_| pre.round()));
+        lat[1].extend((0..block).map(|_| app.round()));
+        for (i, store) in stores.iter_mut().enumerate() {
+            for k in next..next + block as u64 {
                 let item = [(k, make_doc(k, 0, VALUE_SIZE))];
                 let t = Instant::now();
                 store.put(&item);
-                t.elapsed()
-            })
-            .collect();
-        single_put_ns.push((engine, median(lat).as_nanos() as f64));
+                lat[2 + i].push(t.elapsed());
+            }
+        }
+        next += block as u64;
     }
-    SyncFigures {
-        fdatasync_prealloc_ns: pre.as_nanos() as f64,
-        fdatasync_append_ns: app.as_nanos() as f64,
-        single_put_ns,
-    }
+    let names = ["fdatasync_preallocated", "fdatasync_appending"];
+    let rows = names
+        .iter()
+        .chain(ENGINES.iter())
+        .zip(lat)
+        .map(|(name, l)| {
+            let p90 = percentile(l.clone(), 90).as_nanos() as f64;
+            (*name, median(l).as_nanos() as f64, p90)
+        })
+        .collect();
+    SyncFigures { rows }
 }
 
 /// What the fill and reopen children reported.
@@ -414,14 +435,16 @@ fn main() {
     let max = env_u64("CAIRN_BENCH_MAX", SWEEP_MAX_DEFAULT);
     let goal_bytes = env_u64("CAIRN_BENCH_GOAL_BYTES", GOAL_BYTES_DEFAULT);
     println!("storage sweep: stores under {}", bench_root().display());
-    let sync = sync_figures();
-    println!(
-        "fdatasync 1 byte: preallocated {:.0} ns, appending {:.0} ns",
-        sync.fdatasync_prealloc_ns, sync.fdatasync_append_ns
-    );
-    for (e, ns) in &sync.single_put_ns {
-        let ratio = ns / sync.fdatasync_prealloc_ns;
-        println!("durable single put {e:>6}: {ns:.0} ns = {ratio:.2}x fdatasync (preallocated)");
+    let syncs: Vec<(usize, SyncFigures)> =
+        SYNC_BLOCKS.iter().map(|b| (*b, sync_figures(*b))).collect();
+    for (block, sync) in &syncs {
+        let floor = sync.median_ns("fdatasync_preallocated");
+        for (what, med, p90) in &sync.rows {
+            let ratio = med / floor;
+            println!(
+                "durable 1-write, blocks of {block:>2}, {what:>22}: median {med:>9.0} ns  p90 {p90:>9.0} ns  = {ratio:.2}x preallocated fdatasync"
+            );
+        }
     }
     println!(
         "{:>9} {:>6} {:>12} {:>10} {:>10} {:>10} {:>10} {:>12} {:>10}",
@@ -453,7 +476,7 @@ fn main() {
     };
     let out = out_dir();
     std::fs::create_dir_all(&out).expect("output dir");
-    let json = to_json(&sync, &rows, goals.as_ref(), started.elapsed());
+    let json = to_json(&syncs, &rows, goals.as_ref(), started.elapsed());
     std::fs::write(out.join("storage-sweep.json"), json).expect("write json");
     std::fs::write(out.join("storage-sweep.svg"), plot::svg(&panels(&rows))).expect("write svg");
     println!(
@@ -463,11 +486,24 @@ fn main() {
     );
 }
 
-fn to_json(s: &SyncFigures, rows: &[Row], g: Option<&GoalFigures>, took: Duration) -> String {
-    let puts: Vec<String> = s
-        .single_put_ns
+fn to_json(
+    syncs: &[(usize, SyncFigures)],
+    rows: &[Row],
+    g: Option<&GoalFigures>,
+    took: Duration,
+) -> String {
+    let puts: Vec<String> = syncs
         .iter()
-        .map(|(e, ns)| format!("\"{e}\": {ns:.0}"))
+        .map(|(block, s)| {
+            let r: Vec<String> = s
+                .rows
+                .iter()
+                .map(|(e, med, p90)| {
+                    format!("\"{e}\": {{\"median_ns\": {med:.0}, \"p90_ns\": {p90:.0}}}")
+                })
+                .collect();
+            format!("\"blocks_of_{block}\": {{{}}}", r.join(", "))
+        })
         .collect();
     let rows: Vec<String> = rows
         .iter()
@@ -506,11 +542,8 @@ fn to_json(s: &SyncFigures, rows: &[Row], g: Option<&GoalFigures>, took: Duratio
         )
     });
     format!(
-        "{{\n  \"value_bytes\": {VALUE_SIZE},\n  \"fdatasync_preallocated_ns\": {:.0},\n  \
-         \"fdatasync_appending_ns\": {:.0},\n  \"durable_single_put_ns\": {{{}}},\n  \
+        "{{\n  \"value_bytes\": {VALUE_SIZE},\n  \"durable_single_write\": {{{}}},\n  \
          \"sweep\": [\n{}\n  ],\n  \"goal_store\": {},\n  \"elapsed_secs\": {:.0}\n}}\n",
-        s.fdatasync_prealloc_ns,
-        s.fdatasync_append_ns,
         puts.join(", "),
         rows.join(",\n"),
         goal,
@@ -518,9 +551,12 @@ fn to_json(s: &SyncFigures, rows: &[Row], g: Option<&GoalFigures>, took: Duratio
     )
 }
 
+/// A plotted metric: title, unit, and how to read it from a row.
+type Metric = (&'static str, plot::Unit, fn(&Row) -> f64);
+
 /// The plotted metrics: one panel each, one line per engine.
 fn panels(rows: &[Row]) -> Vec<plot::Panel> {
-    let metrics: [(&str, plot::Unit, fn(&Row) -> f64); 7] = [
+    let metrics: [Metric; 7] = [
         ("durable single write (per op)", plot::Unit::Nanos, |r| {
             r.write_single_ns
         }),

@@ -351,31 +351,60 @@ pub enum SyncKind {
     Appending,
 }
 
+/// A file for timing "write 1 byte + fdatasync" rounds; removed on drop.
+pub struct SyncFile {
+    file: File,
+    path: std::path::PathBuf,
+}
+
+impl SyncFile {
+    /// A fresh file under `dir`; a preallocated one is written and synced in full first, with
+    /// room for `rounds` overwrites.
+    pub fn new(dir: &Path, kind: SyncKind, rounds: usize) -> SyncFile {
+        let path = dir.join(format!("fdatasync-{kind:?}"));
+        let mut file = OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .read(true)
+            .write(true)
+            .open(&path)
+            .expect("open sync file");
+        if let SyncKind::Preallocated = kind {
+            file.write_all(&vec![0u8; rounds + 4096]).expect("prefill");
+            file.sync_all().expect("sync prefill");
+            file.seek(SeekFrom::Start(0)).expect("seek");
+        }
+        SyncFile { file, path }
+    }
+
+    /// One round: write the next byte and fdatasync it.
+    pub fn round(&mut self) -> Duration {
+        let t = Instant::now();
+        self.file.write_all(&[1]).expect("write byte");
+        self.file.sync_data().expect("fdatasync");
+        t.elapsed()
+    }
+}
+
+impl Drop for SyncFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
 /// Latency of each of `count` "write 1 byte + fdatasync" rounds in a file under `dir`.
 pub fn fdatasync_latencies(dir: &Path, kind: SyncKind, count: usize) -> Vec<Duration> {
-    let path = dir.join(format!("fdatasync-{kind:?}"));
-    let mut f: File = OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .read(true)
-        .write(true)
-        .open(&path)
-        .expect("open sync file");
-    if let SyncKind::Preallocated = kind {
-        f.write_all(&vec![0u8; count + 4096]).expect("prefill");
-        f.sync_all().expect("sync prefill");
-        f.seek(SeekFrom::Start(0)).expect("seek");
+    let mut f = SyncFile::new(dir, kind, count);
+    (0..count).map(|_| f.round()).collect()
+}
+
+/// The `pct`th percentile (0..=100) of a set of durations (zero when empty).
+pub fn percentile(mut v: Vec<Duration>, pct: usize) -> Duration {
+    if v.is_empty() {
+        return Duration::ZERO;
     }
-    let mut out = Vec::with_capacity(count);
-    for _ in 0..count {
-        let t = Instant::now();
-        f.write_all(&[1]).expect("write byte");
-        f.sync_data().expect("fdatasync");
-        out.push(t.elapsed());
-    }
-    drop(f);
-    let _ = std::fs::remove_file(&path);
-    out
+    v.sort();
+    v[(v.len() - 1) * pct.min(100) / 100]
 }
 
 /// Median of a set of durations (zero when empty).
