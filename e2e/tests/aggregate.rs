@@ -170,6 +170,11 @@ async fn pipelines_lookup_out_merge_and_updates() {
         .await
         .unwrap();
     let stages = e.get_array("stages").unwrap();
+    let via_command = db
+        .run_command(doc! { "explain": { "aggregate": "orders", "pipeline": [ { "$match": { "amount": 5 } } ], "cursor": {} } })
+        .await
+        .unwrap();
+    assert_eq!(via_command.get_array("stages").unwrap().len(), stages.len());
     let cursor = stages[0]
         .as_document()
         .unwrap()

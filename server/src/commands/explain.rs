@@ -170,6 +170,21 @@ pub async fn explain(state: &Arc<ServerState>, req: &Request) -> CommandResult<R
             ));
         }
     };
+    if inner.keys().next().is_some_and(|k| k == "aggregate") {
+        // The aggregate command explains itself (the planner's part for its leading stages).
+        let mut body = inner.clone();
+        body.insert("explain", true);
+        body.remove("cursor");
+        let sub = Request {
+            name: "aggregate".into(),
+            db: req.db.clone(),
+            body,
+            sequences: vec![],
+            write_concern: None,
+            max_time_ms: req.max_time_ms,
+        };
+        return super::aggregate::aggregate(state, &sub).await;
+    }
     let verbosity = verbosity(&req.body)?;
     let (name, mut t) = target(&inner)?;
     let ns = format!("{}.{}", req.db, t.coll);
