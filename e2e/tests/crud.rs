@@ -430,6 +430,42 @@ async fn indexes_unique_and_listing() {
         error_message(&e),
         "E11000 duplicate key error collection: crud.ix index: email_1 dup key: { email: \"a@x\" }"
     );
+    // returnKey: the index key of each result (an empty document for a collection scan), in
+    // every batch.
+    let r = db
+        .run_command(doc! { "find": "ix", "filter": { "email": { "$gte": "" } }, "returnKey": true, "batchSize": 1 })
+        .await
+        .unwrap();
+    let cur = r.get_document("cursor").unwrap();
+    assert_eq!(
+        cur.get_array("firstBatch").unwrap()[0]
+            .as_document()
+            .unwrap(),
+        &doc! { "email": "a@x" }
+    );
+    let more = db
+        .run_command(doc! { "getMore": cur.get_i64("id").unwrap(), "collection": "ix" })
+        .await
+        .unwrap();
+    assert_eq!(
+        more.get_document("cursor")
+            .unwrap()
+            .get_array("nextBatch")
+            .unwrap()[0]
+            .as_document()
+            .unwrap(),
+        &doc! { "email": "b@x" }
+    );
+    let r = db.run_command(doc! { "find": "ix", "filter": { "_id": { "$gt": 0 } }, "returnKey": true, "hint": { "$natural": 1 } }).await.unwrap();
+    assert_eq!(
+        r.get_document("cursor")
+            .unwrap()
+            .get_array("firstBatch")
+            .unwrap()[0]
+            .as_document()
+            .unwrap(),
+        &doc! {}
+    );
     let names: Vec<String> = c.list_index_names().await.unwrap();
     assert_eq!(names, ["_id_", "email_1"]);
     let e = db

@@ -94,6 +94,9 @@ pub struct ScanState {
     /// Documents still to return; `None` = no limit.
     pub remaining: Option<u64>,
     pub show_record_id: bool,
+    /// `returnKey`: the plan's key pattern (empty for a collection scan); documents become their
+    /// index keys.
+    pub return_key: Option<bson::Document>,
     pub exhausted: bool,
     /// Matching documents read ahead of the batch that asked for them.
     pub pending: VecDeque<RawDocumentBuf>,
@@ -115,6 +118,7 @@ impl ScanState {
             skip: 0,
             remaining: None,
             show_record_id: false,
+            return_key: None,
             exhausted: false,
             pending: VecDeque::new(),
             keys_examined: 0,
@@ -291,13 +295,14 @@ impl ScanState {
             self.exhausted = true;
             return Ok(());
         };
-        let out = match &self.projection {
-            Some(p) => {
+        let out = match (&self.return_key, &self.projection) {
+            (Some(pattern), _) => index_key_of(&doc, pattern)?,
+            (None, Some(p)) => {
                 let d = p.apply(&doc, pos)?;
                 RawDocumentBuf::try_from(&d)
                     .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?
             }
-            None => doc,
+            (None, None) => doc,
         };
         self.pending.push_back(if self.show_record_id {
             with_record_id(out, rid)
@@ -306,6 +311,23 @@ impl ScanState {
         });
         Ok(())
     }
+}
+
+/// `returnKey`'s document: each key-pattern field (dotted name kept) with the document's value
+/// there, null when missing. For a multikey index mongod shows the one key that matched; this
+/// shows the whole value the path reaches.
+pub fn index_key_of(
+    doc: &RawDocumentBuf,
+    pattern: &bson::Document,
+) -> CommandResult<RawDocumentBuf> {
+    let mut out = bson::Document::new();
+    for field in pattern.keys() {
+        let path: Vec<String> = field.split('.').map(str::to_string).collect();
+        let v = crate::query::path::get_exact(doc, &path)
+            .map_or(bson::Bson::Null, crate::query::types::to_owned);
+        out.insert(field.clone(), v);
+    }
+    RawDocumentBuf::try_from(&out).map_err(|e| err(ErrorCode::InternalError, e.to_string()))
 }
 
 /// Index entries as storage returns them: encoded key (without RecordId) and RecordId.

@@ -260,11 +260,6 @@ pub async fn find(state: &Arc<ServerState>, req: &Request) -> CommandResult<Repl
         (None, _) => FIRST_BATCH_COUNT_DEFAULT,
     };
     let batch = source.next_batch(first_count, deadline)?;
-    let batch = if a.return_key {
-        batch.into_iter().map(|_| RawDocumentBuf::new()).collect()
-    } else {
-        batch
-    };
     if a.single_batch || source.is_exhausted() {
         return Ok(cursor_reply(0, &ns, true, batch));
     }
@@ -321,7 +316,14 @@ fn plan_find(
             sort_doc,
         );
     }
+    let key_pattern = match &choice.winner {
+        planner::Plan::Index(p) => p.key_pattern.clone(),
+        planner::Plan::IdPoint(_) => bson::doc! { "_id": 1 },
+        _ => Document::new(),
+    };
+    let return_key = a.return_key.then_some(key_pattern);
     let Some((sort, _)) = a.sort.as_ref().filter(|_| !choice.winner.provides_sort()) else {
+        scan.return_key = return_key;
         scan.projection = a.projection.clone();
         scan.skip = a.skip;
         scan.remaining = a.limit;
@@ -363,22 +365,24 @@ fn plan_find(
     let take = a.limit.map_or(usize::MAX, |l| l as usize);
     let mut docs = VecDeque::new();
     for (rid, doc, pos) in matches.into_iter().skip(a.skip as usize).take(take) {
-        docs.push_back(finish_doc(doc, rid, pos, a)?);
+        docs.push_back(finish_doc(doc, rid, pos, a, return_key.as_ref())?);
     }
     Ok(DocSource::Buffered(docs))
 }
 
-/// Projection and `showRecordId` for one result document.
+/// Projection (or `returnKey`) and `showRecordId` for one result document.
 fn finish_doc(
     doc: RawDocumentBuf,
     rid: u64,
     pos: Option<usize>,
     a: &FindArgs,
+    return_key: Option<&Document>,
 ) -> CommandResult<RawDocumentBuf> {
-    let mut out = match &a.projection {
-        Some(p) => RawDocumentBuf::try_from(&p.apply(&doc, pos)?)
+    let mut out = match (return_key, &a.projection) {
+        (Some(pattern), _) => crate::cursors::index_key_of(&doc, pattern)?,
+        (None, Some(p)) => RawDocumentBuf::try_from(&p.apply(&doc, pos)?)
             .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?,
-        None => doc,
+        (None, None) => doc,
     };
     if a.show_record_id {
         out.append(cstr!("$recordId"), rid as i64);
