@@ -2,6 +2,9 @@
 
 use clap::Parser;
 
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> std::process::ExitCode {
     let argv: Vec<String> = std::env::args().collect();
     let config = cairn_server::config::Config::parse();

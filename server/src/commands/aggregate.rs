@@ -226,27 +226,31 @@ pub async fn aggregate(state: &Arc<ServerState>, req: &Request) -> CommandResult
         _ => Box::new(std::iter::empty()),
     };
     let env = Env { state, deadline };
-    let output: Vec<Document> = tokio::task::block_in_place(|| {
-        pipeline
-            .run(input, &env)?
-            .collect::<CommandResult<Vec<_>>>()
-    })?;
     let ns = format!(
         "{}.{}",
         req.db,
         coll_name.clone().unwrap_or_else(|| "$cmd.aggregate".into())
     );
     if let Some(target) = pipeline.output_target() {
+        let output: Vec<Document> = tokio::task::block_in_place(|| {
+            pipeline
+                .run(input, &env)?
+                .collect::<CommandResult<Vec<_>>>()
+        })?;
         write_output(state, target, output).await?;
         return Ok(cursor_reply(0, &ns, true, vec![]));
     }
-    let mut docs = VecDeque::with_capacity(output.len());
-    for d in &output {
-        docs.push_back(
-            RawDocumentBuf::try_from(d)
-                .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?,
-        );
-    }
+    // Each result is encoded as it leaves the pipeline, so results are held once, as raw BSON.
+    let docs = tokio::task::block_in_place(|| -> CommandResult<VecDeque<RawDocumentBuf>> {
+        let mut docs = VecDeque::new();
+        for d in pipeline.run(input, &env)? {
+            docs.push_back(
+                RawDocumentBuf::try_from(&d?)
+                    .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?,
+            );
+        }
+        Ok(docs)
+    })?;
     let mut source = DocSource::Buffered(docs);
     let batch = source.next_batch(batch_size, deadline)?;
     if source.is_exhausted() {
