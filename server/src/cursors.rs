@@ -97,6 +97,9 @@ pub struct ScanState {
     /// `returnKey`: the plan's key pattern (empty for a collection scan); documents become their
     /// index keys.
     pub return_key: Option<bson::Document>,
+    /// Reads from storage so far: with a limit, chunks start near the limit and double, so a
+    /// `limit: 5` query reads a handful of entries rather than a full chunk.
+    reads: u32,
     pub exhausted: bool,
     /// Matching documents read ahead of the batch that asked for them.
     pub pending: VecDeque<RawDocumentBuf>,
@@ -119,6 +122,7 @@ impl ScanState {
             remaining: None,
             show_record_id: false,
             return_key: None,
+            reads: 0,
             exhausted: false,
             pending: VecDeque::new(),
             keys_examined: 0,
@@ -134,16 +138,26 @@ impl ScanState {
             && (self.remaining == Some(0) || (self.exhausted && self.matches.is_empty()))
     }
 
+    /// How many entries the next read from storage asks for.
+    fn chunk_count(&mut self) -> usize {
+        let reads = self.reads.min(10);
+        self.reads = self.reads.saturating_add(1);
+        match self.remaining {
+            Some(r) => ((r + self.skip + 1).clamp(8, SCAN_CHUNK_COUNT as u64) as usize)
+                .saturating_mul(1 << reads)
+                .min(SCAN_CHUNK_COUNT),
+            None => SCAN_CHUNK_COUNT,
+        }
+    }
+
     /// The next chunk of candidate documents from storage (before the filter).
     fn next_candidates(&mut self) -> CommandResult<Vec<(RecordId, RawDocumentBuf)>> {
         let serr = |e| crate::catalog::storage_error(e, "", "");
+        let want = self.chunk_count();
         match &mut self.mode {
             ScanMode::Collection { direction, after } => {
-                let chunk = self
-                    .coll
-                    .scan(*direction, *after, SCAN_CHUNK_COUNT)
-                    .map_err(serr)?;
-                if chunk.len() < SCAN_CHUNK_COUNT {
+                let chunk = self.coll.scan(*direction, *after, want).map_err(serr)?;
+                if chunk.len() < want {
                     self.exhausted = true;
                 }
                 if let Some((rid, _)) = chunk.last() {
@@ -152,7 +166,7 @@ impl ScanState {
                 self.docs_examined += chunk.len() as u64;
                 Ok(chunk)
             }
-            ScanMode::Index { .. } => self.next_index_candidates(),
+            ScanMode::Index { .. } => self.next_index_candidates(want),
             ScanMode::Merge { .. } => self.next_merge_candidates(),
         }
     }
@@ -171,8 +185,13 @@ impl ScanState {
         };
         for b in branches.iter_mut() {
             while b.buf.is_empty() && !b.done {
-                let Some(entries) =
-                    read_index_chunk(&self.coll, &b.plan, &mut b.interval, &mut b.after)?
+                let Some(entries) = read_index_chunk(
+                    &self.coll,
+                    &b.plan,
+                    &mut b.interval,
+                    &mut b.after,
+                    SCAN_CHUNK_COUNT,
+                )?
                 else {
                     b.done = true;
                     break;
@@ -211,7 +230,10 @@ impl ScanState {
 
     /// The next chunk of an index scan (or of the current branch of an index union): each entry
     /// becomes a document rebuilt from its key (covered) or the fetched document.
-    fn next_index_candidates(&mut self) -> CommandResult<Vec<(RecordId, RawDocumentBuf)>> {
+    fn next_index_candidates(
+        &mut self,
+        want: usize,
+    ) -> CommandResult<Vec<(RecordId, RawDocumentBuf)>> {
         let serr = |e| crate::catalog::storage_error(e, "", "");
         let ScanMode::Index {
             plans,
@@ -227,7 +249,7 @@ impl ScanState {
             self.exhausted = true;
             return Ok(vec![]);
         };
-        let Some(entries) = read_index_chunk(&self.coll, plan, interval, after)? else {
+        let Some(entries) = read_index_chunk(&self.coll, plan, interval, after, want)? else {
             *branch += 1;
             *interval = 0;
             *after = None;
@@ -340,6 +362,7 @@ fn read_index_chunk(
     plan: &IndexPlan,
     interval: &mut usize,
     after: &mut Option<(Vec<u8>, RecordId)>,
+    chunk: usize,
 ) -> CommandResult<Option<IndexEntries>> {
     let n = plan.intervals.len();
     if *interval >= n {
@@ -359,10 +382,10 @@ fn read_index_chunk(
             Bound::Excluded(hi),
             plan.direction,
             resume,
-            SCAN_CHUNK_COUNT,
+            chunk,
         )
         .map_err(|e| crate::catalog::storage_error(e, "", ""))?;
-    if entries.len() < SCAN_CHUNK_COUNT {
+    if entries.len() < chunk {
         *interval += 1;
         *after = None;
     } else if let Some((k, r)) = entries.last() {
