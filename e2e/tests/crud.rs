@@ -597,3 +597,27 @@ async fn unacknowledged_writes_and_max_time_ms() {
         .unwrap_err();
     assert_eq!(error_code(&e), 50);
 }
+
+/// Multi-document updates and deletes larger than one storage batch go through in chunks.
+#[tokio::test]
+async fn multi_writes_span_storage_batches() {
+    let (_s, db) = setup().await;
+    let c = db.collection::<Document>("many");
+    c.insert_many((0..25_000).map(|i| doc! { "_id": i, "n": 0 }))
+        .await
+        .unwrap();
+    let r = c
+        .update_many(doc! {}, doc! { "$inc": { "n": 1 } })
+        .await
+        .unwrap();
+    assert_eq!((r.matched_count, r.modified_count), (25_000, 25_000));
+    assert_eq!(c.count_documents(doc! { "n": 1 }).await.unwrap(), 25_000);
+    assert_eq!(
+        c.delete_many(doc! { "_id": { "$gte": 5_000 } })
+            .await
+            .unwrap()
+            .deleted_count,
+        20_000
+    );
+    assert_eq!(c.estimated_document_count().await.unwrap(), 5_000);
+}

@@ -464,8 +464,15 @@ async fn write_output(
                 .into_iter()
                 .map(|d| prepare_document(d).map(WriteOp::Insert))
                 .collect::<CommandResult<Vec<_>>>()?;
-            if !ops.is_empty() {
-                let t = coll.write(ops).map_err(|e| storage_error(e, db, name))?;
+            // The target is replaced only after every chunk is durable in the temporary collection.
+            let mut last = None;
+            for chunk in ops.chunks(10_000) {
+                last = Some(
+                    coll.write(chunk.to_vec())
+                        .map_err(|e| storage_error(e, db, name))?,
+                );
+            }
+            if let Some(t) = last {
                 state.catalog.finish_write(&t, &Default::default()).await?;
             }
             let engine = state.catalog.engine();

@@ -394,6 +394,10 @@ pub(super) fn updated_doc(
     Ok(Some(prepare_document(doc)?))
 }
 
+/// Documents one storage write of a multi-document update or delete carries. A multi-write is
+/// not atomic as a whole in mongod either; each chunk is.
+const WRITE_CHUNK_COUNT: usize = 10_000;
+
 fn run_update(
     state: &ServerState,
     db: &str,
@@ -403,14 +407,30 @@ fn run_update(
     out: &mut WriteOutcome,
 ) -> CommandResult<()> {
     let coll = state.catalog.collection(db, name);
-    let mut ops = Vec::new();
     let mut matched = 0i64;
+    let mut modified = 0i64;
     if let Some(coll) = &coll {
-        for (rid, raw, pos) in find_matches(coll, &stmt.filter, &stmt.filter_doc, !stmt.multi)? {
-            matched += 1;
-            if let Some(next) = updated_doc(stmt, &raw, pos)? {
-                ops.push(WriteOp::Replace(rid, next));
+        // RecordIds first (8 bytes a match, and an update never sees its own output), then the
+        // documents chunk by chunk.
+        let targets = match_ids(coll, &stmt.filter, &stmt.filter_doc, !stmt.multi)?;
+        matched = targets.len() as i64;
+        for chunk in targets.chunks(WRITE_CHUNK_COUNT) {
+            let mut ops = Vec::with_capacity(chunk.len());
+            for (rid, pos) in chunk {
+                let Some(raw) = coll.get(*rid).map_err(|e| storage_error(e, db, name))? else {
+                    continue;
+                };
+                if let Some(next) = updated_doc(stmt, &raw, *pos)? {
+                    ops.push(WriteOp::Replace(*rid, next));
+                }
             }
+            if ops.is_empty() {
+                continue;
+            }
+            let n = ops.len() as i64;
+            let t = coll.write(ops).map_err(|e| storage_error(e, db, name))?;
+            out.keep_ticket(t);
+            modified += n;
         }
     }
     if matched == 0 && stmt.upsert {
@@ -426,14 +446,32 @@ fn run_update(
         out.upserted.push(doc! { "index": index as i32, "_id": id });
         return Ok(());
     }
-    let modified = ops.len() as i64;
-    if let (Some(coll), false) = (&coll, ops.is_empty()) {
-        let t = coll.write(ops).map_err(|e| storage_error(e, db, name))?;
-        out.keep_ticket(t);
-    }
     out.n += matched;
     out.n_modified += modified;
     Ok(())
+}
+
+/// The RecordIds (with the matched array position) of the documents a write statement targets.
+fn match_ids(
+    coll: &Arc<Collection>,
+    filter: &Filter,
+    filter_doc: &Document,
+    first_only: bool,
+) -> CommandResult<Vec<(u64, Option<usize>)>> {
+    let choice = crate::planner::choose(coll, filter, filter_doc, None, None);
+    let mut scan = crate::cursors::ScanState::new(
+        coll.clone(),
+        Arc::new(filter.clone()),
+        crate::planner::scan_mode(&choice.winner),
+    );
+    if first_only {
+        scan.remaining = Some(1);
+    }
+    let mut out = Vec::new();
+    while let Some((rid, _, pos)) = scan.next_match(None)? {
+        out.push((rid, pos));
+    }
+    Ok(out)
 }
 
 /// The document an upsert inserts: the query's equality fields, then the update applied as an
@@ -460,23 +498,6 @@ pub(super) fn upsert_document(stmt: &UpdateStmt) -> CommandResult<Document> {
         doc.insert("_id", bson::oid::ObjectId::new());
     }
     Ok(doc)
-}
-
-/// Matching documents (`first_only`: at most one), found through the planner.
-fn find_matches(
-    coll: &Arc<Collection>,
-    filter: &Filter,
-    filter_doc: &Document,
-    first_only: bool,
-) -> CommandResult<Vec<(u64, RawDocumentBuf, Option<usize>)>> {
-    super::crud_read::collect_matches(
-        coll,
-        filter,
-        filter_doc,
-        None,
-        None,
-        first_only.then_some(1),
-    )
 }
 
 pub async fn delete(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
@@ -551,17 +572,13 @@ fn run_delete(
     let filter = Filter::parse(&filter_doc)?;
     let Some(coll) = coll else { return Ok(()) };
     args::check_hint(&s, Some(coll))?;
-    let matches = find_matches(coll, &filter, &filter_doc, limit)?;
-    if matches.is_empty() {
-        return Ok(());
+    let targets = match_ids(coll, &filter, &filter_doc, limit)?;
+    let n = targets.len() as i64;
+    for chunk in targets.chunks(WRITE_CHUNK_COUNT) {
+        let ops = chunk.iter().map(|(rid, _)| WriteOp::Delete(*rid)).collect();
+        let t = coll.write(ops).map_err(|e| storage_error(e, db, name))?;
+        out.keep_ticket(t);
     }
-    let n = matches.len() as i64;
-    let ops = matches
-        .into_iter()
-        .map(|(rid, _, _)| WriteOp::Delete(rid))
-        .collect();
-    let t = coll.write(ops).map_err(|e| storage_error(e, db, name))?;
-    out.keep_ticket(t);
     out.n += n;
     Ok(())
 }
