@@ -14,11 +14,14 @@ const NAMESPACE_BYTES_MAX: usize = 255;
 /// Longest database name.
 const DB_NAME_BYTES_MAX: usize = 63;
 
+/// The write lock of one namespace.
+type NamespaceLock = Arc<tokio::sync::Mutex<()>>;
+
 pub struct Catalog {
     engine: Engine,
     /// One async mutex per namespace: held across the read and the write of an update or delete
     /// (never across the wait for durability, so concurrent writers share group commits).
-    write_locks: Mutex<HashMap<(String, String), Arc<tokio::sync::Mutex<()>>>>,
+    write_locks: Mutex<HashMap<(String, String), NamespaceLock>>,
     /// Periodic durability mode: acknowledge before the sync unless `j: true`.
     periodic: bool,
 }

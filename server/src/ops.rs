@@ -55,7 +55,7 @@ impl OpRegistry {
         self.map()
             .iter()
             .map(|(id, op)| {
-                let pct = if op.total > 0 { op.done * 100 / op.total } else { 0 };
+                let pct = (op.done * 100).checked_div(op.total).unwrap_or(0);
                 let coll = op.ns.split_once('.').map_or("", |(_, c)| c);
                 let elapsed = op.started.elapsed();
                 doc! {

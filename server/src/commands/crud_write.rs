@@ -227,7 +227,7 @@ pub async fn insert(state: &Arc<ServerState>, req: &Request) -> CommandResult<Re
             }
         }
     }
-    if !(ordered && !out.errors.is_empty()) {
+    if !ordered || out.errors.is_empty() {
         insert_group(&coll, &req.db, &coll_name, pending, ordered, &mut out);
     }
     out.reply(state, &wc, false).await

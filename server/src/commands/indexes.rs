@@ -339,7 +339,7 @@ fn build_one(
     let started = std::time::Instant::now();
     let progress = |done: u64, total: u64| {
         state.ops.progress(op, done, total);
-        if total >= 10 && done % (total / 10).max(1) == 0 {
+        if total >= 10 && done.is_multiple_of((total / 10).max(1)) {
             tracing::info!(ns = %ns, index = %index_name, done = done, total = total, "Index build: progress");
         }
     };
