@@ -246,6 +246,20 @@ pub fn error_message(e: &mongodb::error::Error) -> String {
     }
 }
 
+/// `explain` of a command at `executionStats` verbosity.
+pub async fn explain(db: &mongodb::Database, inner: bson::Document) -> bson::Document {
+    db.run_command(bson::doc! { "explain": inner, "verbosity": "executionStats" })
+        .await
+        .expect("explain")
+}
+
+/// `queryPlanner.winningPlan` of an explain reply.
+pub fn winning(e: &bson::Document) -> &bson::Document {
+    e.get_document("queryPlanner")
+        .and_then(|q| q.get_document("winningPlan"))
+        .expect("winningPlan")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

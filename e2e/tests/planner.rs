@@ -4,25 +4,12 @@
 //! process, the Rust driver, `explain`, and `hint: {$natural: 1}` as the scan reference.
 
 use bson::{Bson, Document, doc};
-use cairn_e2e::Server;
+use cairn_e2e::{Server, explain, winning};
 use futures_util::TryStreamExt;
 use rand::{Rng, SeedableRng};
 use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_cairn");
-
-async fn explain(db: &mongodb::Database, find: Document) -> Document {
-    db.run_command(doc! { "explain": find, "verbosity": "executionStats" })
-        .await
-        .unwrap()
-}
-
-fn winning(e: &Document) -> &Document {
-    e.get_document("queryPlanner")
-        .unwrap()
-        .get_document("winningPlan")
-        .unwrap()
-}
 
 /// The access stage under FETCH/SORT/LIMIT wrappers.
 fn leaf(mut d: &Document) -> &Document {
@@ -315,6 +302,27 @@ async fn indexed_answers_equal_scan_answers() {
     }
 }
 
+/// `serverStatus.metrics.ttl`.
+async fn ttl_stats(admin: &mongodb::Database) -> Document {
+    let st = admin.run_command(doc! { "serverStatus": 1 }).await.unwrap();
+    st.get_document("metrics")
+        .unwrap()
+        .get_document("ttl")
+        .unwrap()
+        .clone()
+}
+
+/// Wait (bounded, polling) until the TTL monitor has made two more passes.
+async fn wait_for_two_passes(admin: &mongodb::Database) {
+    let start = ttl_stats(admin).await.get_i64("passes").unwrap();
+    for _ in 0..100 {
+        if ttl_stats(admin).await.get_i64("passes").unwrap() >= start + 2 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test]
 async fn ttl_monitor_expires_through_the_index() {
     let server = Server::start(BIN, &["--setParameter", "ttlMonitorSleepSecs=1"]);
@@ -335,22 +343,8 @@ async fn ttl_monitor_expires_through_the_index() {
         .await
         .unwrap();
     let admin = client.database("admin");
-    let ttl_stats = || async {
-        let st = admin.run_command(doc! { "serverStatus": 1 }).await.unwrap();
-        st.get_document("metrics")
-            .unwrap()
-            .get_document("ttl")
-            .unwrap()
-            .clone()
-    };
     // Wait (bounded) for two passes after the index exists.
-    let start = ttl_stats().await.get_i64("passes").unwrap();
-    for _ in 0..100 {
-        if ttl_stats().await.get_i64("passes").unwrap() >= start + 2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_for_two_passes(&admin).await;
     let left: Vec<i32> = c
         .find(doc! {})
         .await
@@ -366,7 +360,10 @@ async fn ttl_monitor_expires_through_the_index() {
         [2, 3, 5],
         "expired: the old date and the array whose earliest date is old"
     );
-    assert_eq!(ttl_stats().await.get_i64("deletedDocuments").unwrap(), 2);
+    assert_eq!(
+        ttl_stats(&admin).await.get_i64("deletedDocuments").unwrap(),
+        2
+    );
 
     // collMod shortens expireAfterSeconds; the next passes expire the rest of the dates.
     let r = db
@@ -379,13 +376,7 @@ async fn ttl_monitor_expires_through_the_index() {
     c.insert_one(doc! { "_id": 6, "at": bson::DateTime::from_millis(now - 1000) })
         .await
         .unwrap();
-    let start = ttl_stats().await.get_i64("passes").unwrap();
-    for _ in 0..100 {
-        if ttl_stats().await.get_i64("passes").unwrap() >= start + 2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_for_two_passes(&admin).await;
     let left: Vec<i32> = c
         .find(doc! {})
         .await

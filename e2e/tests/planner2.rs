@@ -3,7 +3,7 @@
 //! a real `cairn` process, `explain`, and `hint: {$natural: 1}` scans over seeded random data.
 
 use bson::{Bson, Document, doc};
-use cairn_e2e::Server;
+use cairn_e2e::{Server, explain, winning};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -52,19 +52,6 @@ async fn find_all(db: &mongodb::Database, coll: &str, mut cmd: Document) -> Vec<
         id = c.get_i64("id").unwrap();
     }
     out
-}
-
-async fn explain(db: &mongodb::Database, inner: Document) -> Document {
-    db.run_command(doc! { "explain": inner, "verbosity": "executionStats" })
-        .await
-        .unwrap()
-}
-
-fn winning(e: &Document) -> &Document {
-    e.get_document("queryPlanner")
-        .unwrap()
-        .get_document("winningPlan")
-        .unwrap()
 }
 
 fn stat(e: &Document, name: &str) -> i64 {
