@@ -501,6 +501,10 @@ async fn indexes_unique_and_listing() {
 #[tokio::test]
 async fn bad_input_gets_errors_not_crashes() {
     let (s, db) = setup().await;
+    db.collection::<Document>("x")
+        .insert_one(doc! { "_id": 0 })
+        .await
+        .unwrap();
     for (cmd, code) in [
         (doc! { "find": "x", "filter": { "a": { "$foo": 1 } } }, 2),
         (doc! { "find": "x", "bogusField": 1 }, 40415),
@@ -512,6 +516,10 @@ async fn bad_input_gets_errors_not_crashes() {
         ),
         (doc! { "getMore": 1_i64, "collection": "x" }, 43),
         (doc! { "find": "x", "collation": { "locale": "fr" } }, 2),
+        (
+            doc! { "update": "x", "updates": [ { "q": {}, "u": { "$set": { "a": 1 } }, "hint": "nope_1" } ] },
+            2,
+        ),
         (
             doc! { "insert": "x", "documents": [ {} ], "txnNumber": 1_i64, "autocommit": false, "startTransaction": true },
             20,

@@ -278,6 +278,8 @@ pub(super) struct UpdateStmt {
     update: Change,
     pub(super) upsert: bool,
     multi: bool,
+    /// `hint`, checked against the collection's indexes when the statement runs.
+    hint: Document,
 }
 
 fn parse_update_stmt(
@@ -341,6 +343,10 @@ fn parse_update_stmt(
         update,
         upsert: s.get("upsert").is_some_and(super::truthy),
         multi,
+        hint: s
+            .get("hint")
+            .map(|h| doc! { "hint": h.clone() })
+            .unwrap_or_default(),
     })
 }
 
@@ -410,6 +416,7 @@ fn run_update(
     let mut matched = 0i64;
     let mut modified = 0i64;
     if let Some(coll) = &coll {
+        args::check_hint(&stmt.hint, Some(coll))?;
         // RecordIds first (8 bytes a match, and an update never sees its own output), then the
         // documents chunk by chunk.
         let targets = match_ids(coll, &stmt.filter, &stmt.filter_doc, !stmt.multi)?;
