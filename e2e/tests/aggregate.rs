@@ -170,6 +170,40 @@ async fn pipelines_lookup_out_merge_and_updates() {
         .await
         .unwrap();
     let stages = e.get_array("stages").unwrap();
+    // A $match behind a stage that does not touch its fields reaches the planner too.
+    let e2 = db
+        .run_command(doc! { "aggregate": "orders", "pipeline": [ { "$addFields": { "x": 1 } }, { "$match": { "amount": 5 } } ], "explain": true })
+        .await
+        .unwrap();
+    let plan2 = e2.get_array("stages").unwrap()[0]
+        .as_document()
+        .unwrap()
+        .get_document("$cursor")
+        .unwrap()
+        .get_document("queryPlanner")
+        .unwrap()
+        .get_document("winningPlan")
+        .unwrap();
+    assert_eq!(
+        plan2
+            .get_document("inputStage")
+            .unwrap()
+            .get_str("indexName")
+            .unwrap(),
+        "amount_1"
+    );
+    let got: Vec<Document> = orders
+        .aggregate(vec![
+            doc! { "$addFields": { "x": 1 } },
+            doc! { "$match": { "amount": 5 } },
+        ])
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].get_i32("x").unwrap(), 1);
     let via_command = db
         .run_command(doc! { "explain": { "aggregate": "orders", "pipeline": [ { "$match": { "amount": 5 } } ], "cursor": {} } })
         .await

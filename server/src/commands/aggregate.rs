@@ -97,14 +97,97 @@ fn to_doc(raw: &RawDocumentBuf) -> CommandResult<Document> {
     Document::try_from(raw.as_ref()).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))
 }
 
+/// The filter the planner may apply to the stored documents: the leading `$match`, or the first
+/// `$match` behind leading `$addFields`/`$set`/`$unset`/`$project` stages that leave every field
+/// it reads as stored. The pipeline still runs its own `$match`, so this only narrows the input.
+fn scan_filter(pipeline: &Pipeline) -> Document {
+    if let Some(m) = pipeline.leading_match() {
+        return m.clone();
+    }
+    pushable_match(&pipeline.stage_documents()).unwrap_or_default()
+}
+
+/// Top-level fields a filter reads; `None` when it uses `$expr` or other whole-document operators.
+fn filter_fields(filter: &Document, out: &mut Vec<String>) -> Option<()> {
+    for (k, v) in filter {
+        match k.as_str() {
+            "$and" | "$or" | "$nor" => {
+                for sub in v.as_array()? {
+                    filter_fields(sub.as_document()?, out)?;
+                }
+            }
+            "$comment" => {}
+            k if k.starts_with('$') => return None,
+            k => out.push(k.split('.').next().unwrap_or(k).to_string()),
+        }
+    }
+    Some(())
+}
+
+fn pushable_match(stages: &[Document]) -> Option<Document> {
+    let mut changed: Vec<String> = Vec::new();
+    // After an inclusion $project only the included fields are still there.
+    let mut kept: Option<Vec<String>> = None;
+    let top = |path: &str| path.split('.').next().unwrap_or(path).to_string();
+    for stage in stages {
+        let (name, spec) = stage.iter().next()?;
+        match (name.as_str(), spec) {
+            ("$match", Bson::Document(m)) => {
+                let mut fields = Vec::new();
+                filter_fields(m, &mut fields)?;
+                let untouched = fields
+                    .iter()
+                    .all(|f| !changed.contains(f) && kept.as_ref().is_none_or(|k| k.contains(f)));
+                return untouched.then(|| m.clone());
+            }
+            ("$addFields" | "$set", Bson::Document(d)) => changed.extend(d.keys().map(|k| top(k))),
+            ("$unset", Bson::String(f)) => changed.push(top(f)),
+            ("$unset", Bson::Array(fs)) => {
+                changed.extend(fs.iter().filter_map(Bson::as_str).map(top))
+            }
+            ("$project", Bson::Document(d)) => {
+                let include = |v: &Bson| {
+                    matches!(v, Bson::Boolean(true))
+                        || matches!(v, Bson::Int32(1) | Bson::Int64(1))
+                        || matches!(v, Bson::Double(f) if *f == 1.0)
+                };
+                let exclude = |v: &Bson| {
+                    matches!(v, Bson::Boolean(false))
+                        || matches!(v, Bson::Int32(0) | Bson::Int64(0))
+                        || matches!(v, Bson::Double(f) if *f == 0.0)
+                };
+                let inclusion = d.iter().any(|(k, v)| k != "_id" && !exclude(v));
+                for (k, v) in d {
+                    if exclude(v) || !include(v) {
+                        changed.push(top(k));
+                    }
+                }
+                if inclusion {
+                    let mut names: Vec<String> = d
+                        .iter()
+                        .filter(|(_, v)| include(v))
+                        .map(|(k, _)| top(k))
+                        .collect();
+                    if !d.contains_key("_id") {
+                        names.push("_id".into());
+                    }
+                    kept = Some(names);
+                }
+            }
+            _ => return None,
+        }
+    }
+    None
+}
+
 /// The input documents: the collection through the planner (leading `$match` and `$sort`).
 fn input_docs(
     coll: &Arc<Collection>,
     pipeline: &Pipeline,
     deadline: Option<Instant>,
 ) -> CommandResult<DocStream<'static>> {
-    let filter_doc = pipeline.leading_match().cloned().unwrap_or_default();
-    // An unparsable leading $match has already failed in Pipeline::parse.
+    let filter_doc = scan_filter(pipeline);
+    // An unparsable $match has already failed in Pipeline::parse.
     let filter = Filter::parse(&filter_doc)?;
     let choice = planner::choose(coll, &filter, &filter_doc, pipeline.leading_sort(), None);
     let scan = ScanState::new(
@@ -536,7 +619,7 @@ fn explain_reply(
     c: Option<&Arc<Collection>>,
 ) -> Reply {
     let ns = format!("{db}.{}", coll.unwrap_or("$cmd.aggregate"));
-    let filter_doc = pipeline.leading_match().cloned().unwrap_or_default();
+    let filter_doc = scan_filter(pipeline);
     let winning = match (c, Filter::parse(&filter_doc)) {
         (Some(c), Ok(filter)) => {
             let choice = planner::choose(c, &filter, &filter_doc, pipeline.leading_sort(), None);
@@ -563,6 +646,73 @@ fn explain_reply(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn match_behind_untouching_stages_is_pushed() {
+        let st = |v: Vec<Document>| pushable_match(&v);
+        let m = doc! { "a": 5 };
+        assert_eq!(
+            st(vec![
+                doc! { "$addFields": { "b": 1 } },
+                doc! { "$match": m.clone() }
+            ]),
+            Some(m.clone())
+        );
+        assert_eq!(
+            st(vec![
+                doc! { "$addFields": { "a": 1 } },
+                doc! { "$match": m.clone() }
+            ]),
+            None
+        );
+        assert_eq!(
+            st(vec![
+                doc! { "$project": { "a": 1 } },
+                doc! { "$match": m.clone() }
+            ]),
+            Some(m.clone())
+        );
+        assert_eq!(
+            st(vec![
+                doc! { "$project": { "b": 1 } },
+                doc! { "$match": m.clone() }
+            ]),
+            None
+        );
+        assert_eq!(
+            st(vec![
+                doc! { "$project": { "a": { "$add": ["$a", 1] } } },
+                doc! { "$match": m.clone() }
+            ]),
+            None
+        );
+        assert_eq!(
+            st(vec![doc! { "$unset": "a" }, doc! { "$match": m.clone() }]),
+            None
+        );
+        assert_eq!(
+            st(vec![
+                doc! { "$set": { "b.c": 1 } },
+                doc! { "$match": { "$or": [ { "a": 1 }, { "d": 2 } ] } }
+            ])
+            .is_some(),
+            true
+        );
+        assert_eq!(
+            st(vec![
+                doc! { "$set": { "b": 1 } },
+                doc! { "$match": { "$expr": { "$eq": ["$a", 1] } } }
+            ]),
+            None
+        );
+        assert_eq!(
+            st(vec![
+                doc! { "$group": { "_id": "$a" } },
+                doc! { "$match": m.clone() }
+            ]),
+            None
+        );
+    }
 
     #[test]
     fn recognizes_the_count_documents_pipeline() {
