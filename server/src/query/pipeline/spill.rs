@@ -4,11 +4,16 @@
 //! when dropped) holding records in order. A record is the document's input sequence number
 //! (8 bytes, little-endian) followed by the document as BSON; BSON starts with its own length,
 //! so records need no other framing. Reading a run back is lazy: one buffered reader per run.
+//! [`Sorter`] is the external stable sort built on runs: a heap merges them by (key, input
+//! position), so equal keys keep their input order.
 
 use crate::error::{CommandError, CommandResult, ErrorCode, err};
-use bson::{Document, RawDocumentBuf};
+use bson::{Document, RawDocument, RawDocumentBuf};
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::rc::Rc;
 
 /// Runs open at once before they are merged into one (bounds open files per stage).
 pub const OPEN_RUNS_MAX: usize = 64;
@@ -150,6 +155,176 @@ impl Iterator for RunReader {
                 Some(Err(e))
             }
         }
+    }
+}
+
+/// A buffered document: its key, its input position (the tie-breaker that keeps the order
+/// stable across runs) and the document.
+pub type Row<K> = (K, u64, Document);
+/// Compares two keys.
+pub type KeyOrder<'k, K> = Rc<dyn Fn(&K, &K) -> Ordering + 'k>;
+/// Rebuilds a key from a document read back from a run.
+pub type KeyOf<'k, K> = Rc<dyn Fn(&RawDocument) -> CommandResult<K> + 'k>;
+/// Rows in order, read lazily.
+pub type RowStream<'k, K> = Box<dyn Iterator<Item = CommandResult<Row<K>>> + 'k>;
+
+/// An external stable sort: rows are buffered, [`Sorter::spill`] writes the buffer as a sorted
+/// run, and [`Sorter::finish`] merges the runs and the buffer by (key, input position).
+pub struct Sorter<'k, K> {
+    order: KeyOrder<'k, K>,
+    key_of: KeyOf<'k, K>,
+    rows: Vec<Row<K>>,
+    runs: Vec<Run>,
+}
+
+impl<'k, K: 'k> Sorter<'k, K> {
+    pub fn new(order: KeyOrder<'k, K>, key_of: KeyOf<'k, K>) -> Sorter<'k, K> {
+        Sorter {
+            order,
+            key_of,
+            rows: Vec::new(),
+            runs: Vec::new(),
+        }
+    }
+
+    pub fn push(&mut self, row: Row<K>) {
+        self.rows.push(row);
+    }
+
+    /// Writes the buffer as a run; past [`OPEN_RUNS_MAX`] runs they are merged into one.
+    pub fn spill(&mut self) -> CommandResult<()> {
+        let order = &self.order;
+        self.rows
+            .sort_by(|a, b| order(&a.0, &b.0).then(a.1.cmp(&b.1)));
+        self.runs
+            .push(Run::write(self.rows.iter().map(|(_, s, d)| (*s, d)))?);
+        self.rows.clear();
+        if self.runs.len() > OPEN_RUNS_MAX {
+            let runs = std::mem::take(&mut self.runs);
+            let merged = Merge::new(self.order.clone(), self.key_of.clone(), runs, Vec::new())?;
+            let mut w = RunWriter::create()?;
+            for row in merged {
+                let (_, seq, doc) = row?;
+                w.push(seq, &doc)?;
+            }
+            self.runs.push(w.finish()?);
+        }
+        Ok(())
+    }
+
+    /// Every row in (key, input position) order.
+    pub fn finish(mut self) -> CommandResult<RowStream<'k, K>> {
+        let order = &self.order;
+        self.rows
+            .sort_by(|a, b| order(&a.0, &b.0).then(a.1.cmp(&b.1)));
+        if self.runs.is_empty() {
+            return Ok(Box::new(self.rows.into_iter().map(Ok)));
+        }
+        let merge = Merge::new(self.order, self.key_of, self.runs, self.rows)?;
+        Ok(Box::new(merge))
+    }
+}
+
+/// The current first row of one source, ordered so the heap's top is the smallest row.
+struct Head<'k, K> {
+    order: KeyOrder<'k, K>,
+    row: Row<K>,
+    source: usize,
+}
+
+impl<K> Head<'_, K> {
+    fn order(&self, other: &Self) -> Ordering {
+        (self.order)(&self.row.0, &other.row.0).then(self.row.1.cmp(&other.row.1))
+    }
+}
+
+impl<K> PartialEq for Head<'_, K> {
+    fn eq(&self, other: &Self) -> bool {
+        self.order(other) == Ordering::Equal
+    }
+}
+impl<K> Eq for Head<'_, K> {}
+impl<K> PartialOrd for Head<'_, K> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl<K> Ord for Head<'_, K> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        // BinaryHeap is a max-heap; reversed, its top is the smallest (key, seq).
+        self.order(other).reverse()
+    }
+}
+
+/// A lazy k-way merge of sorted sources by (key, input position).
+struct Merge<'k, K> {
+    order: KeyOrder<'k, K>,
+    heap: BinaryHeap<Head<'k, K>>,
+    sources: Vec<RowStream<'k, K>>,
+    failed: bool,
+}
+
+impl<'k, K: 'k> Merge<'k, K> {
+    fn new(
+        order: KeyOrder<'k, K>,
+        key_of: KeyOf<'k, K>,
+        runs: Vec<Run>,
+        rest: Vec<Row<K>>,
+    ) -> CommandResult<Merge<'k, K>> {
+        let mut sources: Vec<RowStream<'k, K>> = Vec::with_capacity(runs.len() + 1);
+        for run in runs {
+            let key_of = key_of.clone();
+            sources.push(Box::new(run.into_reader().map(move |r| {
+                let (seq, raw) = r?;
+                let key = key_of(&raw)?;
+                let doc = Document::try_from(raw.as_ref()).map_err(|e| {
+                    err(
+                        ErrorCode::InternalError,
+                        format!("spilling to disk failed: a run holds a bad document: {e}"),
+                    )
+                })?;
+                Ok((key, seq, doc))
+            })));
+        }
+        sources.push(Box::new(rest.into_iter().map(Ok)));
+        let mut merge = Merge {
+            order,
+            heap: BinaryHeap::with_capacity(sources.len()),
+            sources,
+            failed: false,
+        };
+        for source in 0..merge.sources.len() {
+            merge.refill(source)?;
+        }
+        Ok(merge)
+    }
+
+    /// Moves the next row of `source`, if any, into the heap.
+    fn refill(&mut self, source: usize) -> CommandResult<()> {
+        if let Some(next) = self.sources.get_mut(source).and_then(Iterator::next) {
+            self.heap.push(Head {
+                order: self.order.clone(),
+                row: next?,
+                source,
+            });
+        }
+        Ok(())
+    }
+}
+
+impl<'k, K: 'k> Iterator for Merge<'k, K> {
+    type Item = CommandResult<Row<K>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        let head = self.heap.pop()?;
+        if let Err(e) = self.refill(head.source) {
+            self.failed = true;
+            return Some(Err(e));
+        }
+        Some(Ok(head.row))
     }
 }
 

@@ -12,12 +12,12 @@ use crate::query::path;
 use crate::query::pipeline::DocStream;
 use crate::query::pipeline::codes::{self, perr};
 use crate::query::pipeline::common::{RunCx, doc_size_bytes, integral, to_raw};
-use crate::query::pipeline::spill::{OPEN_RUNS_MAX, Run, RunWriter};
+use crate::query::pipeline::spill::{KeyOf, KeyOrder, Sorter};
 use crate::query::types;
 use bson::{Bson, Document, RawDocument};
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
 use std::ops::ControlFlow;
+use std::rc::Rc;
 use storage::order;
 
 /// A parsed sort specification.
@@ -193,10 +193,6 @@ impl Stage for Sort {
     }
 }
 
-/// A buffered document: its sort key, its input position (the tie-breaker that keeps the sort
-/// stable across runs) and the document.
-type Row = (Vec<Bson>, u64, Document);
-
 /// Sorts a whole stream (stable). With `allowDiskUse`, each time the buffer passes the memory
 /// bound it is sorted and written as a run; the runs and the last buffer are merged lazily.
 pub fn sort_documents<'a>(
@@ -204,38 +200,22 @@ pub fn sort_documents<'a>(
     input: DocStream<'a>,
     cx: RunCx<'a>,
 ) -> CommandResult<DocStream<'a>> {
-    let mut rows: Vec<Row> = Vec::new();
-    let mut runs: Vec<Run> = Vec::new();
+    let order: KeyOrder<'a, Vec<Bson>> = Rc::new(|a, b| keys.compare(a, b));
+    let key_of: KeyOf<'a, Vec<Bson>> = Rc::new(|raw| Ok(keys.key_of(raw)));
+    let mut sorter = Sorter::new(order, key_of);
     let mut used_bytes = 0usize;
     for (seq, item) in (0u64..).zip(input) {
         let doc = item?;
         let key = keys.key_of(&to_raw(&doc)?);
         used_bytes += doc_size_bytes(&doc);
-        rows.push((key, seq, doc));
+        sorter.push((key, seq, doc));
         cx.charge(used_bytes, "Sort")?;
         if cx.allow_disk_use && used_bytes > cx.memory_max_bytes {
-            // sort_by is stable and rows arrive in seq order, so ties stay in input order.
-            rows.sort_by(|a, b| keys.compare(&a.0, &b.0));
-            runs.push(Run::write(rows.iter().map(|(_, s, d)| (*s, d)))?);
-            rows.clear();
+            sorter.spill()?;
             used_bytes = 0;
-            if runs.len() > OPEN_RUNS_MAX {
-                let merged = Merge::new(keys, std::mem::take(&mut runs), Vec::new())?;
-                let mut w = RunWriter::create()?;
-                for row in merged {
-                    let (_, seq, doc) = row?;
-                    w.push(seq, &doc)?;
-                }
-                runs.push(w.finish()?);
-            }
         }
     }
-    rows.sort_by(|a, b| keys.compare(&a.0, &b.0));
-    if runs.is_empty() {
-        return Ok(Box::new(rows.into_iter().map(|(_, _, d)| Ok(d))));
-    }
-    let merged = Merge::new(keys, runs, rows)?;
-    Ok(Box::new(merged.map(|r| r.map(|(_, _, d)| d))))
+    Ok(Box::new(sorter.finish()?.map(|r| r.map(|(_, _, d)| d))))
 }
 
 /// Keeps the best `k` documents of a stream, in order (stable); holds O(k) documents.
@@ -264,108 +244,6 @@ fn top_k_documents(
     rows.sort_by(|a, b| keys.compare(&a.0, &b.0));
     rows.truncate(k);
     Ok(rows.into_iter().map(|(_, d)| d).collect())
-}
-
-/// Where merged rows come from: a run on disk or the last in-memory buffer.
-type Source<'a> = Box<dyn Iterator<Item = CommandResult<Row>> + 'a>;
-
-/// The current first row of one source, ordered so the heap's top is the smallest row.
-struct Head<'k> {
-    keys: &'k SortKeys,
-    row: Row,
-    source: usize,
-}
-
-impl Head<'_> {
-    fn order(&self, other: &Self) -> Ordering {
-        self.keys
-            .compare(&self.row.0, &other.row.0)
-            .then(self.row.1.cmp(&other.row.1))
-    }
-}
-
-impl PartialEq for Head<'_> {
-    fn eq(&self, other: &Self) -> bool {
-        self.order(other) == Ordering::Equal
-    }
-}
-impl Eq for Head<'_> {}
-impl PartialOrd for Head<'_> {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Head<'_> {
-    fn cmp(&self, other: &Self) -> Ordering {
-        // BinaryHeap is a max-heap; reversed, its top is the smallest (key, seq).
-        self.order(other).reverse()
-    }
-}
-
-/// A lazy k-way merge of sorted sources by (sort key, input position).
-struct Merge<'k> {
-    keys: &'k SortKeys,
-    heap: BinaryHeap<Head<'k>>,
-    sources: Vec<Source<'k>>,
-    failed: bool,
-}
-
-impl<'k> Merge<'k> {
-    fn new(keys: &'k SortKeys, runs: Vec<Run>, rest: Vec<Row>) -> CommandResult<Merge<'k>> {
-        let mut sources: Vec<Source<'k>> = Vec::with_capacity(runs.len() + 1);
-        for run in runs {
-            sources.push(Box::new(run.into_reader().map(move |r| {
-                let (seq, raw) = r?;
-                let key = keys.key_of(&raw);
-                let doc = Document::try_from(raw.as_ref()).map_err(|e| {
-                    err(
-                        ErrorCode::InternalError,
-                        format!("spilling to disk failed: a run holds a bad document: {e}"),
-                    )
-                })?;
-                Ok((key, seq, doc))
-            })));
-        }
-        sources.push(Box::new(rest.into_iter().map(Ok)));
-        let mut merge = Merge {
-            keys,
-            heap: BinaryHeap::with_capacity(sources.len()),
-            sources,
-            failed: false,
-        };
-        for source in 0..merge.sources.len() {
-            merge.refill(source)?;
-        }
-        Ok(merge)
-    }
-
-    /// Moves the next row of `source`, if any, into the heap.
-    fn refill(&mut self, source: usize) -> CommandResult<()> {
-        if let Some(next) = self.sources.get_mut(source).and_then(Iterator::next) {
-            self.heap.push(Head {
-                keys: self.keys,
-                row: next?,
-                source,
-            });
-        }
-        Ok(())
-    }
-}
-
-impl Iterator for Merge<'_> {
-    type Item = CommandResult<Row>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.failed {
-            return None;
-        }
-        let head = self.heap.pop()?;
-        if let Err(e) = self.refill(head.source) {
-            self.failed = true;
-            return Some(Err(e));
-        }
-        Some(Ok(head.row))
-    }
 }
 
 #[cfg(test)]
