@@ -8,8 +8,9 @@
 //! the caller where and how to write it ([`output::merge_documents`] computes each `$merge`
 //! result document). Streaming stages (`$match`, `$project`, `$addFields`, `$unset`, `$limit`,
 //! `$skip`, `$unwind`, `$replaceRoot`, `$redact`, `$unionWith`, `$lookup`) stay lazy; blocking
-//! stages hold at most `memory_max_bytes` unless `allowDiskUse` is set (there is no spilling:
-//! with `allowDiskUse` they simply keep going in memory).
+//! stages hold at most `memory_max_bytes` unless `allowDiskUse` is set; then a full `$sort`
+//! spills sorted runs to temporary files and merges them (`spill`), the others keep going in
+//! memory.
 //!
 //! Expressions are `crate::query::expr::Expr`; variables the expression module does not know
 //! (`$$NOW`, `$$CLUSTER_TIME`, `$$REMOVE`, `let` variables) are substituted into the expression
@@ -21,6 +22,7 @@ pub mod common;
 pub mod limits;
 mod numeric;
 pub mod output;
+mod spill;
 mod stages;
 #[cfg(test)]
 mod tests;

@@ -2,6 +2,9 @@
 //! ascending key and its largest to a descending one; missing reads as null), compared with
 //! `storage::order`. The sort is stable. When a `$limit` follows (possibly after `$skip`s),
 //! only the best `skip + limit` documents are kept: a top-k that holds O(k) memory.
+//! Otherwise, with `allowDiskUse`, a buffer that passes the memory bound is sorted and written
+//! to disk as a run (see `spill`); at the end the runs and the last buffer are merged lazily
+//! with a heap ordered by (sort key, input position), so ties keep their input order.
 
 use super::Stage;
 use crate::error::{CommandResult, ErrorCode, err};
@@ -9,10 +12,12 @@ use crate::query::path;
 use crate::query::pipeline::DocStream;
 use crate::query::pipeline::codes::{self, perr};
 use crate::query::pipeline::common::{RunCx, doc_size_bytes, integral, to_raw};
+use crate::query::pipeline::spill::{KeyOf, KeyOrder, Sorter};
 use crate::query::types;
 use bson::{Bson, Document, RawDocument};
 use std::cmp::Ordering;
 use std::ops::ControlFlow;
+use std::rc::Rc;
 use storage::order;
 
 /// A parsed sort specification.
@@ -178,19 +183,49 @@ impl Sort {
 
 impl Stage for Sort {
     fn run<'a>(&'a self, input: DocStream<'a>, cx: RunCx<'a>) -> CommandResult<DocStream<'a>> {
-        let sorted = sort_documents(&self.keys, input, self.top_k, cx)?;
-        Ok(Box::new(sorted.into_iter().map(Ok)))
+        match self.top_k {
+            Some(k) => {
+                let kept = top_k_documents(&self.keys, input, k, cx)?;
+                Ok(Box::new(kept.into_iter().map(Ok)))
+            }
+            None => sort_documents(&self.keys, input, cx),
+        }
     }
 }
 
-/// Sorts a stream (stable), keeping only the first `top_k` when given.
-pub fn sort_documents(
+/// Sorts a whole stream (stable). With `allowDiskUse`, each time the buffer passes the memory
+/// bound it is sorted and written as a run; the runs and the last buffer are merged lazily.
+pub fn sort_documents<'a>(
+    keys: &'a SortKeys,
+    input: DocStream<'a>,
+    cx: RunCx<'a>,
+) -> CommandResult<DocStream<'a>> {
+    let order: KeyOrder<'a, Vec<Bson>> = Rc::new(|a, b| keys.compare(a, b));
+    let key_of: KeyOf<'a, Vec<Bson>> = Rc::new(|raw| Ok(keys.key_of(raw)));
+    let mut sorter = Sorter::new(order, key_of);
+    let mut used_bytes = 0usize;
+    for (seq, item) in (0u64..).zip(input) {
+        let doc = item?;
+        let key = keys.key_of(&to_raw(&doc)?);
+        used_bytes += doc_size_bytes(&doc);
+        sorter.push((key, seq, doc));
+        cx.charge(used_bytes, "Sort")?;
+        if cx.allow_disk_use && used_bytes > cx.memory_max_bytes {
+            sorter.spill()?;
+            used_bytes = 0;
+        }
+    }
+    Ok(Box::new(sorter.finish()?.map(|r| r.map(|(_, _, d)| d))))
+}
+
+/// Keeps the best `k` documents of a stream, in order (stable); holds O(k) documents.
+fn top_k_documents(
     keys: &SortKeys,
     input: DocStream<'_>,
-    top_k: Option<u64>,
+    k: u64,
     cx: RunCx<'_>,
 ) -> CommandResult<Vec<Document>> {
-    let keep = top_k.map(|k| usize::try_from(k).unwrap_or(usize::MAX));
+    let k = usize::try_from(k).unwrap_or(usize::MAX);
     let mut rows: Vec<(Vec<Bson>, Document)> = Vec::new();
     let mut used_bytes = 0usize;
     for item in input {
@@ -198,9 +233,7 @@ pub fn sort_documents(
         let key = keys.key_of(&to_raw(&doc)?);
         used_bytes += doc_size_bytes(&doc);
         rows.push((key, doc));
-        if let Some(k) = keep
-            && rows.len() >= k.saturating_mul(2).max(2)
-        {
+        if rows.len() >= k.saturating_mul(2).max(2) {
             // Amortised top-k: sorting then truncating at 2k keeps O(n log k) work.
             rows.sort_by(|a, b| keys.compare(&a.0, &b.0));
             rows.truncate(k);
@@ -209,8 +242,81 @@ pub fn sort_documents(
         cx.charge(used_bytes, "Sort")?;
     }
     rows.sort_by(|a, b| keys.compare(&a.0, &b.0));
-    if let Some(k) = keep {
-        rows.truncate(k);
-    }
+    rows.truncate(k);
     Ok(rows.into_iter().map(|(_, d)| d).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    //! Proves a spilled `$sort` gives exactly the order of a stable in-memory sort, and that
+    //! without `allowDiskUse` the same input fails with 292.
+    //! How: thousands of seeded random documents with many ties, sorted under tiny bounds.
+    use crate::query::pipeline::Pipeline;
+    use crate::query::pipeline::tests::{MapEnv, code_of, ctx, stages_of};
+    use bson::{Bson, Document, bson, doc};
+    use rand::{Rng, SeedableRng, rngs::StdRng};
+
+    fn random_docs(n: usize) -> Vec<Document> {
+        let mut rng = StdRng::seed_from_u64(6);
+        (0..n)
+            .map(|i| {
+                let mut d = doc! {"i": i as i64, "k": rng.random_range(0..40)};
+                match rng.random_range(0..4) {
+                    0 => {}
+                    1 => {
+                        d.insert("b", rng.random_range(0..5));
+                    }
+                    2 => {
+                        d.insert("b", bson!([rng.random_range(0..5), "s"]));
+                    }
+                    _ => {
+                        d.insert("b", Bson::Null);
+                    }
+                }
+                d.insert("pad", "x".repeat(rng.random_range(0..60)));
+                d
+            })
+            .collect()
+    }
+
+    fn sorted_with(memory_max_bytes: usize, disk: bool, input: &[Document]) -> Vec<Document> {
+        let mut c = ctx();
+        c.memory_max_bytes = memory_max_bytes;
+        c.allow_disk_use = disk;
+        let p =
+            Pipeline::parse(&stages_of(bson!([{"$sort": {"k": 1, "b": -1}}])), &c).expect("parses");
+        p.run_vec(input.to_vec(), &MapEnv::default()).expect("runs")
+    }
+
+    #[test]
+    fn spilled_sort_matches_a_stable_in_memory_sort() {
+        let input = random_docs(5000);
+        let keys = super::SortKeys::parse(&doc! {"k": 1, "b": -1}).expect("keys");
+        let mut expected: Vec<(Vec<Bson>, Document)> = input
+            .iter()
+            .map(|d| {
+                let raw = bson::RawDocumentBuf::try_from(d).expect("raw");
+                (keys.key_of(&raw), d.clone())
+            })
+            .collect();
+        expected.sort_by(|a, b| keys.compare(&a.0, &b.0));
+        let expected: Vec<Document> = expected.into_iter().map(|(_, d)| d).collect();
+        assert_eq!(sorted_with(usize::MAX, false, &input), expected);
+        // ~20 documents a run: hundreds of runs, so runs are merged into runs along the way.
+        assert_eq!(sorted_with(2_000, true, &input), expected);
+        // A few dozen runs merged once at the end.
+        assert_eq!(sorted_with(20_000, true, &input), expected);
+    }
+
+    #[test]
+    fn without_disk_use_the_bound_fails() {
+        let input = random_docs(5000);
+        let mut c = ctx();
+        c.memory_max_bytes = 20_000;
+        let p = Pipeline::parse(&stages_of(bson!([{"$sort": {"k": 1}}])), &c).expect("parses");
+        let e = p
+            .run_vec(input, &MapEnv::default())
+            .expect_err("over the bound");
+        assert_eq!(code_of(&e), 292);
+    }
 }
