@@ -66,6 +66,22 @@ assert code_of(lambda: people.update_one({"_id": 100}, {"$set": {"_id": 5}})) ==
 assert code_of(lambda: people.update_one({"_id": 100}, {"$set": {"a": 1}, "$inc": {"a": 1}})) == 40
 assert code_of(lambda: list(people.find({"a": {"$bogus": 1}}))) == 2
 assert code_of(lambda: people.update_one({"_id": 100}, {"$inc": {"x": "str"}})) == 14
+# Aggregation pipelines.
+sales = db.sales
+sales.drop()
+sales.insert_many([{"_id": i, "region": ["n", "s", "e"][i % 3], "amount": i, "tags": ["a", "b"][: i % 3]} for i in range(30)])
+totals = list(sales.aggregate([{"$group": {"_id": "$region", "total": {"$sum": "$amount"}}}, {"$sort": {"_id": 1}}]))
+assert totals == [{"_id": "e", "total": sum(i for i in range(30) if i % 3 == 2)},
+                  {"_id": "n", "total": sum(i for i in range(30) if i % 3 == 0)},
+                  {"_id": "s", "total": sum(i for i in range(30) if i % 3 == 1)}], totals
+assert len(list(sales.aggregate([{"$unwind": "$tags"}]))) == sum(i % 3 for i in range(30))
+top = list(sales.aggregate([{"$sort": {"amount": -1}}, {"$limit": 2}, {"$project": {"_id": 0, "amount": 1}}]))
+assert top == [{"amount": 29}, {"amount": 28}], top
+sales.aggregate([{"$match": {"region": "n"}}, {"$out": "sales_n"}])
+assert db.sales_n.count_documents({}) == 10
+assert code_of(lambda: list(sales.aggregate([{"$bogus": 1}]))) == 40324
+sales.drop(); db.sales_n.drop()
+
 people.create_index("email", unique=True, sparse=True)
 assert "email_1" in people.index_information()
 db.people.drop()

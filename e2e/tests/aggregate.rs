@@ -227,3 +227,53 @@ async fn pipelines_lookup_out_merge_and_updates() {
         "amount_1"
     );
 }
+
+/// Blocking stages over their memory bound fail with 292 unless `allowDiskUse`, then spill.
+#[tokio::test]
+async fn sort_and_group_spill_with_allow_disk_use() {
+    let server = Server::start(
+        BIN,
+        &[
+            "--setParameter",
+            "internalQueryMaxBlockingSortMemoryUsageBytes=20000",
+        ],
+    );
+    let client = server.client().await;
+    let db = client.database("spill");
+    let c = db.collection::<Document>("c");
+    c.insert_many(
+        (0..3000).map(|i| doc! { "_id": i, "k": (i * 7919) % 1000, "pad": "p".repeat(50) }),
+    )
+    .await
+    .unwrap();
+    let pipeline = vec![
+        doc! { "$sort": { "k": 1, "_id": 1 } },
+        doc! { "$project": { "k": 1 } },
+    ];
+    let e = c.aggregate(pipeline.clone()).await.unwrap_err();
+    assert_eq!(error_code(&e), 292);
+    let sorted: Vec<Document> = c
+        .aggregate(pipeline)
+        .allow_disk_use(true)
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(sorted.len(), 3000);
+    assert!(
+        sorted
+            .windows(2)
+            .all(|w| w[0].get_i32("k").unwrap() <= w[1].get_i32("k").unwrap())
+    );
+    let groups: Vec<Document> = c
+        .aggregate(vec![doc! { "$group": { "_id": "$k", "n": { "$sum": 1 } } }])
+        .allow_disk_use(true)
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(groups.len(), 1000);
+    assert!(groups.iter().all(|g| g.get_i32("n").unwrap() == 3));
+}
