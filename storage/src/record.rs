@@ -175,6 +175,10 @@ pub fn check_segment_header(b: &[u8], id: u64) -> Result<(), &'static str> {
     if u32_at(b, SEGMENT_VERSION_OFFSET) != SEGMENT_FORMAT_VERSION {
         return Err("unsupported segment format version");
     }
+    // Reserved bytes are written as zero; anything else is damage, not a future format.
+    if u32_at(b, SEGMENT_RESERVED_OFFSET) != 0 {
+        return Err("nonzero reserved bytes in the segment header");
+    }
     if u64_at(b, SEGMENT_ID_OFFSET) != id {
         return Err("segment id does not match the file name");
     }
