@@ -189,12 +189,7 @@ fn input_docs(
     let filter_doc = scan_filter(pipeline);
     // An unparsable $match has already failed in Pipeline::parse.
     let filter = Filter::parse(&filter_doc)?;
-    let choice = planner::choose(coll, &filter, &filter_doc, pipeline.leading_sort(), None);
-    let scan = ScanState::new(
-        coll.clone(),
-        Arc::new(filter),
-        planner::scan_mode(&choice.winner),
-    );
+    let scan = planner::planned_scan(coll, filter, &filter_doc, pipeline.leading_sort());
     Ok(Box::new(ScanDocs { scan, deadline }))
 }
 
@@ -415,12 +410,7 @@ fn count_fast(
     let total = if filter.is_empty() {
         coll.count()
     } else {
-        let choice = planner::choose(coll, &filter, &shape.filter, None, None);
-        let mut scan = ScanState::new(
-            coll.clone(),
-            Arc::new(filter),
-            planner::scan_mode(&choice.winner),
-        );
+        let mut scan = planner::planned_scan(coll, filter, &shape.filter, None);
         let mut n = 0u64;
         while scan.next_match(deadline)?.is_some() {
             n += 1;

@@ -102,12 +102,7 @@ pub fn collect_matches(
     memory_bytes_max: Option<usize>,
     limit: Option<usize>,
 ) -> CommandResult<Vec<(u64, RawDocumentBuf, Option<usize>)>> {
-    let choice = planner::choose(coll, filter, filter_doc, None, None);
-    let mut scan = ScanState::new(
-        coll.clone(),
-        Arc::new(filter.clone()),
-        planner::scan_mode(&choice.winner),
-    );
+    let mut scan = planner::planned_scan(coll, filter.clone(), filter_doc, None);
     let mut out = Vec::new();
     let mut bytes = 0usize;
     while limit.is_none_or(|l| out.len() < l) {

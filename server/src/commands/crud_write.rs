@@ -465,12 +465,7 @@ fn match_ids(
     filter_doc: &Document,
     first_only: bool,
 ) -> CommandResult<Vec<(u64, Option<usize>)>> {
-    let choice = crate::planner::choose(coll, filter, filter_doc, None, None);
-    let mut scan = crate::cursors::ScanState::new(
-        coll.clone(),
-        Arc::new(filter.clone()),
-        crate::planner::scan_mode(&choice.winner),
-    );
+    let mut scan = crate::planner::planned_scan(coll, filter.clone(), filter_doc, None);
     if first_only {
         scan.remaining = Some(1);
     }

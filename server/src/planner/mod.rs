@@ -229,6 +229,22 @@ pub fn id_index_plan(id: &Bson) -> IndexPlan {
     }
 }
 
+/// A scan of `coll` through the plan the planner chooses for `filter` (and `sort`): the one way
+/// commands that only need matching documents read a collection.
+pub fn planned_scan(
+    coll: &std::sync::Arc<Collection>,
+    filter: Filter,
+    filter_doc: &Document,
+    sort: Option<&Document>,
+) -> crate::cursors::ScanState {
+    let choice = choose(coll, &filter, filter_doc, sort, None);
+    crate::cursors::ScanState::new(
+        coll.clone(),
+        std::sync::Arc::new(filter),
+        scan_mode(&choice.winner),
+    )
+}
+
 /// The scan mode that executes a plan.
 pub fn scan_mode(plan: &Plan) -> crate::cursors::ScanMode {
     use crate::cursors::ScanMode;
