@@ -302,6 +302,12 @@ async fn indexed_answers_equal_scan_answers() {
     }
 }
 
+/// The `_id`s left in a collection, in natural order.
+async fn ids(c: &mongodb::Collection<Document>) -> Vec<i32> {
+    let docs: Vec<Document> = c.find(doc! {}).await.unwrap().try_collect().await.unwrap();
+    docs.iter().map(|d| d.get_i32("_id").unwrap()).collect()
+}
+
 /// `serverStatus.metrics.ttl`.
 async fn ttl_stats(admin: &mongodb::Database) -> Document {
     let st = admin.run_command(doc! { "serverStatus": 1 }).await.unwrap();
@@ -345,16 +351,7 @@ async fn ttl_monitor_expires_through_the_index() {
     let admin = client.database("admin");
     // Wait (bounded) for two passes after the index exists.
     wait_for_two_passes(&admin).await;
-    let left: Vec<i32> = c
-        .find(doc! {})
-        .await
-        .unwrap()
-        .try_collect::<Vec<_>>()
-        .await
-        .unwrap()
-        .iter()
-        .map(|d| d.get_i32("_id").unwrap())
-        .collect();
+    let left: Vec<i32> = ids(&c).await;
     assert_eq!(
         left,
         [2, 3, 5],
@@ -377,16 +374,7 @@ async fn ttl_monitor_expires_through_the_index() {
         .await
         .unwrap();
     wait_for_two_passes(&admin).await;
-    let left: Vec<i32> = c
-        .find(doc! {})
-        .await
-        .unwrap()
-        .try_collect::<Vec<_>>()
-        .await
-        .unwrap()
-        .iter()
-        .map(|d| d.get_i32("_id").unwrap())
-        .collect();
+    let left: Vec<i32> = ids(&c).await;
     assert_eq!(left, [2, 3, 5]);
     let listed = db
         .run_command(doc! { "listIndexes": "sessions" })
