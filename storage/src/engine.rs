@@ -21,7 +21,8 @@ use crate::commit::{Commit, Ticket};
 use crate::error::{Result, StorageError};
 use crate::index::{FilterCompiler, ID_INDEX_NAME, Index, IndexSpec};
 use crate::limits::{
-    CHECKPOINT_INTERVAL_SEGMENTS, COMPACTION_INTERVAL_MS, DATABASE_NAME_SIZE_MAX,
+    CACHE_SIZE_BYTES_DEFAULT, CHECKPOINT_INTERVAL_MS_DEFAULT, CHECKPOINT_INTERVAL_SEGMENTS,
+    CHECKPOINT_LOG_BYTES_DEFAULT, COMPACTION_INTERVAL_MS, DATABASE_NAME_SIZE_MAX,
     INDEXES_PER_COLLECTION_MAX, NAMESPACE_SIZE_MAX, PREALLOCATE_INTERVAL_MS,
     SEGMENT_SIZE_BYTES_DEFAULT, SEGMENT_SIZE_BYTES_MIN,
 };
@@ -43,6 +44,14 @@ pub struct EngineOptions {
     pub background_compaction: bool,
     /// Prepare the next log segment (zero-filled) on a background thread.
     pub preallocate_segments: bool,
+    /// Bytes of B+tree pages the buffer pool may hold: the cache setting (mongod's
+    /// `--wiredTigerCacheSizeGB`). The server applies mongod's default rule.
+    pub cache_size_bytes: u64,
+    /// Period of scheduled checkpoints (mongod's `--syncdelay`, 60 s); 0 turns the timer off.
+    pub checkpoint_interval_ms: u64,
+    /// A checkpoint also starts once this many bytes of log were written since the last one,
+    /// which bounds the log a restart after a crash replays.
+    pub checkpoint_log_bytes: u64,
 }
 
 impl Default for EngineOptions {
@@ -53,6 +62,9 @@ impl Default for EngineOptions {
             partial_filter_compiler: None,
             background_compaction: true,
             preallocate_segments: true,
+            cache_size_bytes: CACHE_SIZE_BYTES_DEFAULT,
+            checkpoint_interval_ms: CHECKPOINT_INTERVAL_MS_DEFAULT,
+            checkpoint_log_bytes: CHECKPOINT_LOG_BYTES_DEFAULT,
         }
     }
 }
@@ -78,6 +90,29 @@ pub struct EngineStats {
     pub file_bytes: u64,
     pub last_sequence: u64,
     pub durable_sequence: u64,
+    /// Bytes of the page file.
+    pub page_file_bytes: u64,
+    pub cache: CacheStats,
+    /// Checkpoints completed since open.
+    pub checkpoints: u64,
+    /// Duration of the last checkpoint.
+    pub checkpoint_last_ms: u64,
+    /// Whether a checkpoint is being written now.
+    pub checkpoint_running: bool,
+}
+
+/// The buffer pool's numbers (reported by `serverStatus.wiredTiger.cache`).
+#[derive(Clone, Debug, Default)]
+pub struct CacheStats {
+    /// The configured maximum.
+    pub bytes_max: u64,
+    /// Bytes of pages held now.
+    pub bytes_current: u64,
+    /// Bytes of pages changed since they were last written.
+    pub bytes_dirty: u64,
+    pub pages_read: u64,
+    pub pages_written: u64,
+    pub pages_evicted: u64,
 }
 
 #[derive(Default)]
@@ -92,6 +127,7 @@ pub(crate) struct Inner {
     pub catalog: RwLock<Catalog>,
     pub backend: Arc<dyn Backend>,
     pub segment_size_bytes: u64,
+    pub cache_size_bytes: u64,
     threads: Mutex<Vec<JoinHandle<()>>>,
     pub stop: AtomicBool,
     /// Serializes compaction and checkpoints.
@@ -250,6 +286,7 @@ impl Engine {
             catalog: RwLock::new(catalog),
             backend,
             segment_size_bytes: seg_size,
+            cache_size_bytes: opts.cache_size_bytes,
             threads: Mutex::new(vec![commit_thread]),
             stop: AtomicBool::new(false),
             maintenance: Mutex::new(()),
@@ -559,6 +596,12 @@ impl Engine {
                 .sum(),
             last_sequence: log.last_sequence(),
             durable_sequence: self.inner.shared.commit.durable_sequence(),
+            // The in-memory engine has no page file or pool yet (storage v2 brings them).
+            cache: CacheStats {
+                bytes_max: self.inner.cache_size_bytes,
+                ..CacheStats::default()
+            },
+            ..EngineStats::default()
         }
     }
 

@@ -29,6 +29,6 @@ pub mod sim;
 pub use backend::{Backend, BackendFile, FileBackend};
 pub use collection::{Collection, Direction, IndexInfo, RecordId, WriteOp};
 pub use commit::Ticket;
-pub use engine::{CollectionInfo, Engine, EngineOptions, EngineStats};
+pub use engine::{CacheStats, CollectionInfo, Engine, EngineOptions, EngineStats};
 pub use error::{Result, StorageError};
 pub use index::{FilterCompiler, ID_INDEX_NAME, IndexSpec, Predicate, encode_index_key};

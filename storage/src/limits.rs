@@ -34,6 +34,12 @@ pub const COMPACTION_INTERVAL_MS: u64 = 200;
 pub const COMPACTION_CHUNK_BYTES: u64 = 1 << 20;
 /// A checkpoint is taken once the log has moved this many segments past the last one.
 pub const CHECKPOINT_INTERVAL_SEGMENTS: u64 = 4;
+/// Buffer pool size when the caller sets none (mongod's floor for its cache).
+pub const CACHE_SIZE_BYTES_DEFAULT: u64 = 256 << 20;
+/// Scheduled checkpoint period (mongod's `syncdelay` default).
+pub const CHECKPOINT_INTERVAL_MS_DEFAULT: u64 = 60_000;
+/// Log bytes written since the last checkpoint that start the next one.
+pub const CHECKPOINT_LOG_BYTES_DEFAULT: u64 = 64 << 20;
 /// Longest database name (mongod: 64 bytes).
 pub const DATABASE_NAME_SIZE_MAX: usize = 64;
 /// Longest `db.collection` namespace (mongod: 255 bytes).
