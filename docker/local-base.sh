@@ -4,8 +4,8 @@
 #   - a Debian bookworm root made by debootstrap (minbase) and trimmed like the slim images,
 #     standing in for debian:bookworm-slim;
 #   - that root plus gcc and libc6-dev (what the official rust slim images carry; no make, which
-#     the Dockerfile installs itself) and this machine's Rust toolchain, standing in for
-#     rust:<version>-slim-bookworm.
+#     the Dockerfile installs itself), this machine's Rust toolchain and its certificate bundle,
+#     standing in for rust:<version>-slim-bookworm.
 # Prints the two build arguments that select them. An image that already exists is kept.
 #
 #   docker/local-base.sh        ->  --build-arg RUNTIME_IMAGE=... --build-arg RUST_IMAGE=...
@@ -18,6 +18,7 @@ rust_release=$(rustc --version | awk '{print $2}')  # 1.95.0
 rust_minor=${rust_release%.*}                         # 1.95
 debian_image=${CAIRN_LOCAL_DEBIAN_IMAGE:-cairn-local/debian:bookworm-slim}
 rust_image=${CAIRN_LOCAL_RUST_IMAGE:-cairn-local/rust:${rust_minor}-slim-bookworm}
+host_ca=$(realpath "${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}")
 
 say() { echo "local-base: $*" >&2; }
 root=""  # the debootstrap directory while it exists
@@ -61,11 +62,15 @@ make_rust() {
     sysroot=$(rustc --print sysroot)
     name=cairn-local-rust-$$
     say "adding gcc, libc6-dev and the Rust $rust_release toolchain from $sysroot"
-    # The toolchain comes in read-only from the host; documentation (share/) stays out.
-    docker run --name "$name" -v "$sysroot:/toolchain:ro" "$debian_image" bash -euc '
+    # The toolchain comes in read-only from the host; documentation (share/) stays out. So does
+    # the host's certificate bundle: where a proxy re-signs TLS, cargo in the build must trust
+    # what the host trusts to reach crates.io.
+    docker run --name "$name" -v "$sysroot:/toolchain:ro" -v "$host_ca:/host-ca.crt:ro" \
+        "$debian_image" bash -euc '
         apt-get update -qq
         apt-get install -y -qq --no-install-recommends ca-certificates gcc libc6-dev >/dev/null
         rm -rf /var/lib/apt/lists/*
+        cp /host-ca.crt /etc/ssl/certs/ca-certificates.crt
         mkdir -p /usr/local/rust /usr/local/cargo
         cp -a /toolchain/bin /toolchain/lib /toolchain/libexec /usr/local/rust/
         chmod -R a+w /usr/local/cargo
