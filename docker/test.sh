@@ -22,6 +22,7 @@ started_s=$SECONDS
 say() { echo "== $*"; }
 
 dockerd_pid=""
+# shellcheck disable=SC2317  # called by the EXIT trap
 stop_dockerd() {
     [ -n "$dockerd_pid" ] || return 0
     kill -TERM "$dockerd_pid" 2>/dev/null || true
