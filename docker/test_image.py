@@ -272,7 +272,7 @@ def _():
                     "-v", f"{out}:/initdb-out", image=derived)
         with client(cid) as c:
             c.admin.command("ping")
-        docker("rm", "-f", cid)
+        docker("rm", "-f", "-v", cid)
         with open(os.path.join(out, "mongosh-calls")) as f:
             calls = f.read().strip()
         expect(calls == "--quiet --norc mongodb://127.0.0.1:27017/app "
@@ -292,7 +292,7 @@ def _():
         expect(parsed["setParameter"]["cursorTimeoutMillis"] == "4321", parsed)
         expect(parsed["net"].get("bindIpAll") is True and parsed["storage"]["dbPath"] == "/data/db",
                parsed)
-    docker("rm", "-f", cid)
+    docker("rm", "-f", "-v", cid)
     version = docker("run", "--rm", IMAGE, "--version").stdout
     expect("cairn" in version.lower(), f"--version printed {version!r}")
 
