@@ -95,6 +95,12 @@ run_initdb() {
     local program=$1 dbpath f
     shift
     dbpath=$(opt_value dbpath "$@")
+    [ -e "$initdb_dir" ] || return 0
+    if ! [ -r "$initdb_dir" ] || ! [ -x "$initdb_dir" ]; then
+        # Silence here would skip the scripts for good: the next start is no longer fresh.
+        log "$initdb_dir is not readable by $(id -un) (uid $(id -u)): make it readable"
+        exit 1
+    fi
     local scripts=()
     for f in "$initdb_dir"/*; do
         [ -f "$f" ] && scripts+=("$f")

@@ -243,6 +243,31 @@ def _():
     expect(runs == ["ran", "sourced with dbpath=/data/db"], f"runs file: {runs}")
 
 
+@check("initdb: a failing script stops the first start (exit non-zero), the server stopped cleanly")
+def _():
+    scripts = tmpdir(0o755)
+    with open(os.path.join(scripts, "10-fail.sh"), "w") as f:
+        f.write("#!/bin/sh\necho about to fail\nexit 3\n")
+    os.chmod(os.path.join(scripts, "10-fail.sh"), 0o755)
+    cid = start("-v", f"{scripts}:/docker-entrypoint-initdb.d:ro")
+    code = wait_exit(cid)
+    out, _ = logs(cid)
+    expect(code != 0 and "about to fail" in out, f"exit {code}, stdout {out!r}")
+    expect("cairn stopped cleanly" in out, "the temporary server was not stopped cleanly")
+    return f"exit {code}"
+
+
+@check("initdb: a scripts directory the cairn user cannot read is refused, not skipped")
+def _():
+    scripts = tmpdir(0o700)  # root's, as mktemp -d makes it
+    with open(os.path.join(scripts, "10-run.sh"), "w") as f:
+        f.write("#!/bin/sh\ntrue\n")
+    cid = start("-v", f"{scripts}:/docker-entrypoint-initdb.d:ro")
+    code = wait_exit(cid)
+    _, err = logs(cid)
+    expect(code == 1 and "is not readable" in err, f"exit {code}, stderr {err!r}")
+
+
 @check("initdb: *.js without mongosh in the image stops the first start with a clear message")
 def _():
     scripts = tmpdir(0o755)
