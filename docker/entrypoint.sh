@@ -1,0 +1,197 @@
+#!/bin/bash
+# The image's entrypoint. It keeps the official mongo image's conventions, so that its users'
+# habits and compose files carry over (docs/DOCKER.md):
+#   - a first argument starting with "-" is an option for cairn: `docker run IMAGE --quiet`;
+#   - any other program is run as given: `docker run -it IMAGE bash`;
+#   - for cairn itself (the default command): listen on every address and serve /data/db unless
+#     the arguments say otherwise; started as root, hand the data directory to the cairn user and
+#     go on as that user; on a fresh data directory, run /docker-entrypoint-initdb.d/* once
+#     against a temporary server bound to 127.0.0.1; then exec cairn, which becomes PID 1 and
+#     gets `docker stop`'s SIGTERM itself.
+# cairn logs to stderr; the server's output is sent to stdout, where mongod writes its log. This
+# script's own messages go to stderr, so `--log-format json` leaves stdout pure JSON.
+set -euo pipefail
+
+initdb_dir=/docker-entrypoint-initdb.d
+initdb_port=27017
+initdb_start_wait_s=30
+user=cairn
+
+log() { echo "docker-entrypoint: $*" >&2; }
+
+# has_opt NAME... -- ARGS: true when one of the options --NAME (or --NAME=value) is in ARGS.
+has_opt() {
+    local names=() a n
+    while [ "$1" != -- ]; do names+=("$1"); shift; done
+    shift
+    for a in "$@"; do
+        for n in "${names[@]}"; do
+            case $a in "--$n" | "--$n="*) return 0 ;; esac
+        done
+    done
+    return 1
+}
+
+# opt_value NAME ARGS: the value of the last --NAME VALUE or --NAME=VALUE in ARGS.
+opt_value() {
+    local name=$1 value=""
+    shift
+    while [ $# -gt 0 ]; do
+        case $1 in
+            "--$name") value=${2:-}; [ $# -lt 2 ] || shift ;;
+            "--$name="*) value=${1#*=} ;;
+        esac
+        shift
+    done
+    printf '%s' "$value"
+}
+
+# --- Authentication: the place for MONGO_INITDB_ROOT_* ------------------------------------------
+# The official image creates a root user from MONGO_INITDB_ROOT_USERNAME and _PASSWORD (or their
+# _FILE variants, which name a file such as a Docker secret) on first start, then serves with
+# --auth. cairn has no authentication yet, so these are refused rather than ignored: ignoring
+# them would serve an open database to someone who asked for a password.
+# When authentication lands: read the _FILE variants here, create the user in run_initdb()
+# against the temporary server (before the scripts, as the official image does), and append
+# --auth to the server's arguments (unless --noauth is given).
+refuse_auth_variables() {
+    local v
+    for v in MONGO_INITDB_ROOT_USERNAME MONGO_INITDB_ROOT_PASSWORD \
+        MONGO_INITDB_ROOT_USERNAME_FILE MONGO_INITDB_ROOT_PASSWORD_FILE; do
+        if [ -n "${!v:-}" ]; then
+            log "$v is set, but cairn has no authentication yet: it would serve without a" \
+                "password. Unset MONGO_INITDB_ROOT_* to run an open server."
+            exit 1
+        fi
+    done
+}
+
+# A data directory is fresh when it holds nothing (a new volume's lost+found aside).
+is_fresh() {
+    local entry
+    [ -d "$1" ] || return 0
+    for entry in "$1"/* "$1"/.[!.]* "$1"/..?*; do
+        [ -e "$entry" ] || continue
+        [ "$(basename "$entry")" = lost+found ] || return 1
+    done
+    return 0
+}
+
+initdb_pid=""
+stop_initdb_server() {
+    [ -n "$initdb_pid" ] || return 0
+    kill -TERM "$initdb_pid" 2>/dev/null || true
+    local status=0
+    wait "$initdb_pid" || status=$?
+    initdb_pid=""
+    return "$status"
+}
+
+# run_initdb PROGRAM ARGS: the scripts in $initdb_dir, in name order, against a temporary server
+# on 127.0.0.1:$initdb_port (loopback only: nothing outside the container sees a half-initialised
+# database). *.sh scripts run (executable) or are sourced (not executable); *.js scripts run in
+# mongosh, which this image does not carry (docs/DOCKER.md).
+run_initdb() {
+    local program=$1 dbpath f
+    shift
+    dbpath=$(opt_value dbpath "$@")
+    [ -e "$initdb_dir" ] || return 0
+    if ! [ -r "$initdb_dir" ] || ! [ -x "$initdb_dir" ]; then
+        # Silence here would skip the scripts for good: the next start is no longer fresh.
+        log "$initdb_dir is not readable by $(id -un) (uid $(id -u)): make it readable"
+        exit 1
+    fi
+    local scripts=()
+    for f in "$initdb_dir"/*; do
+        [ -f "$f" ] && scripts+=("$f")
+    done
+    [ ${#scripts[@]} -gt 0 ] || return 0
+    for f in "${scripts[@]}"; do
+        if [[ $f == *.js ]] && ! command -v mongosh >/dev/null; then
+            log "$f needs mongosh, which this image does not have: use a *.sh script, or an image" \
+                "built FROM this one with mongosh added (docs/DOCKER.md)"
+            exit 1
+        fi
+    done
+
+    local server=(--dbpath "$dbpath" --bind_ip 127.0.0.1 --port "$initdb_port")
+    if has_opt log-format -- "$@"; then server+=(--log-format "$(opt_value log-format "$@")"); fi
+    if has_opt quiet -- "$@"; then server+=(--quiet); fi
+    log "fresh $dbpath: running ${#scripts[@]} script(s) from $initdb_dir against a temporary" \
+        "server on 127.0.0.1:$initdb_port"
+    "$program" "${server[@]}" 2>&1 &
+    initdb_pid=$!
+    trap 'stop_initdb_server || true' EXIT
+    trap 'exit 143' TERM INT
+    local waited_s=0
+    until cairn-healthcheck "127.0.0.1:$initdb_port" 2>/dev/null; do
+        if ! kill -0 "$initdb_pid" 2>/dev/null || [ "$waited_s" -ge "$initdb_start_wait_s" ]; then
+            log "the temporary server did not answer within ${waited_s} s"
+            exit 1
+        fi
+        sleep 1
+        waited_s=$((waited_s + 1))
+    done
+
+    for f in "${scripts[@]}"; do
+        case $f in
+            *.sh)
+                if [ -x "$f" ]; then
+                    log "running $f"
+                    "$f"
+                else
+                    log "sourcing $f"
+                    # shellcheck disable=SC1090  # the user's script
+                    . "$f"
+                fi
+                ;;
+            *.js)
+                log "running $f in mongosh"
+                mongosh --quiet --norc \
+                    "mongodb://127.0.0.1:$initdb_port/${MONGO_INITDB_DATABASE:-test}" "$f"
+                ;;
+            *) log "ignoring $f (neither *.sh nor *.js)" ;;
+        esac
+    done
+    if ! stop_initdb_server; then
+        log "the temporary server did not stop cleanly"
+        exit 1
+    fi
+    trap - EXIT TERM INT
+    log "initdb done; starting cairn"
+}
+
+# --- main ------------------------------------------------------------------------------------------
+if [[ ${1:-} == -* ]]; then
+    set -- cairn "$@"
+fi
+if [ "${1:-}" != cairn ] && [ "${1:-}" != /usr/local/bin/cairn ]; then
+    exec "$@"
+fi
+program=$1
+shift
+if has_opt help version -- "$@" || [[ " $* " == *" -h "* || " $* " == *" -V "* ]]; then
+    exec "$program" "$@"
+fi
+
+refuse_auth_variables
+if ! has_opt bind_ip bind-ip bind_ip_all bind-ip-all -- "$@"; then
+    set -- "$@" --bind_ip_all
+fi
+if ! has_opt dbpath -- "$@"; then
+    set -- "$@" --dbpath /data/db
+fi
+dbpath=$(opt_value dbpath "$@")
+
+if [ "$(id -u)" = 0 ]; then
+    # A bind mount or a volume made elsewhere may belong to root: cairn must own its files.
+    mkdir -p "$dbpath"
+    find "$dbpath" \! -user "$user" -exec chown "$user:$user" '{}' + \
+        || log "could not give all of $dbpath to $user; cairn may fail to open it"
+    exec setpriv --reuid="$user" --regid="$user" --init-groups "${BASH_SOURCE[0]}" "$program" "$@"
+fi
+
+if is_fresh "$dbpath"; then
+    run_initdb "$program" "$@"
+fi
+exec "$program" "$@" 2>&1
