@@ -1,0 +1,86 @@
+//! What this machine can do at best for one durable write from a client: an fdatasync of 4 KiB
+//! on the work directory's filesystem, and a loopback TCP round trip. A durable single insert
+//! costs at least one of each, so their sum is the floor the report measures systems against.
+
+use crate::compare::limits::{
+    FLOOR_LOOPBACK_MESSAGE_BYTES, FLOOR_SYNC_BLOCK_BYTES, FLOOR_SYNC_FILE_BYTES,
+};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::time::Instant;
+
+/// Microseconds of each "write 4 KiB + fdatasync" round on a file in `dir` that was written and
+/// synced in full first, so the syncs are data-only (no size change for the journal to commit),
+/// like a preallocated log.
+pub fn fdatasync_us(dir: &Path, rounds: usize) -> std::io::Result<Vec<f64>> {
+    let path = dir.join("floor-fdatasync.bin");
+    let mut file = std::fs::File::options()
+        .create(true)
+        .truncate(true)
+        .read(true)
+        .write(true)
+        .open(&path)?;
+    file.write_all(&vec![0u8; FLOOR_SYNC_FILE_BYTES])?;
+    file.sync_all()?;
+    let block = vec![0xA5u8; FLOOR_SYNC_BLOCK_BYTES];
+    let blocks = (FLOOR_SYNC_FILE_BYTES / FLOOR_SYNC_BLOCK_BYTES) as u64;
+    let mut out = Vec::with_capacity(rounds);
+    for i in 0..rounds as u64 {
+        let offset = (i % blocks) * FLOOR_SYNC_BLOCK_BYTES as u64;
+        let start = Instant::now();
+        file.seek(SeekFrom::Start(offset))?;
+        file.write_all(&block)?;
+        file.sync_data()?;
+        out.push(start.elapsed().as_secs_f64() * 1e6);
+    }
+    drop(file);
+    std::fs::remove_file(&path)?;
+    Ok(out)
+}
+
+/// Microseconds of each round trip of a small message over loopback TCP (no Nagle delay) to an
+/// echo thread.
+pub fn loopback_us(rounds: usize) -> std::io::Result<Vec<f64>> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let addr = listener.local_addr()?;
+    let echo = std::thread::spawn(move || -> std::io::Result<()> {
+        let (mut s, _) = listener.accept()?;
+        s.set_nodelay(true)?;
+        let mut buf = [0u8; FLOOR_LOOPBACK_MESSAGE_BYTES];
+        for _ in 0..rounds {
+            s.read_exact(&mut buf)?;
+            s.write_all(&buf)?;
+        }
+        Ok(())
+    });
+    let mut s = TcpStream::connect(addr)?;
+    s.set_nodelay(true)?;
+    let msg = [7u8; FLOOR_LOOPBACK_MESSAGE_BYTES];
+    let mut buf = [0u8; FLOOR_LOOPBACK_MESSAGE_BYTES];
+    let mut out = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
+        let start = Instant::now();
+        s.write_all(&msg)?;
+        s.read_exact(&mut buf)?;
+        out.push(start.elapsed().as_secs_f64() * 1e6);
+    }
+    echo.join()
+        .map_err(|_| std::io::Error::other("echo thread panicked"))??;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floors_measure_every_round() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let sync = fdatasync_us(dir.path(), 3).expect("fdatasync");
+        assert_eq!(sync.len(), 3);
+        assert!(sync.iter().all(|us| *us > 0.0));
+        assert!(!dir.path().join("floor-fdatasync.bin").exists());
+        assert_eq!(loopback_us(20).expect("loopback").len(), 20);
+    }
+}
