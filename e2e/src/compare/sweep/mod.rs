@@ -24,7 +24,7 @@ use mongodb::options::ClientOptions;
 use mongodb::{Client, Collection};
 use report::names as m;
 use server::Swept;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::runtime::Runtime;
@@ -118,17 +118,35 @@ fn p99(v: &[f64]) -> Result<f64, String> {
     percentile(v, 0.99).ok_or_else(|| "no samples".into())
 }
 
+/// A statistic of samples that may have failed to be taken.
+fn stat(
+    samples: &Result<Vec<f64>, String>,
+    f: fn(&[f64]) -> Result<f64, String>,
+) -> Result<f64, String> {
+    samples.as_deref().map_err(Clone::clone).and_then(f)
+}
+
+/// One record count of one repeat: what every phase needs.
+struct Count<'a> {
+    cfg: &'a Config,
+    rt: &'a Runtime,
+    sizes: &'a Sizes,
+    n: u64,
+    dir: &'a Path,
+}
+
 /// Run the whole sweep `repeats` times; progress goes to stderr.
 pub fn run(cfg: &Config) -> Result<report::SweepReport, String> {
     let rt = Runtime::new().map_err(|e| e.to_string())?;
     std::fs::create_dir_all(&cfg.work_dir)
         .map_err(|e| format!("{}: {e}", cfg.work_dir.display()))?;
-    let mut raw = Vec::new();
     let mut pg_settings = Vec::new();
     if let Some(uri) = &cfg.pg {
         pg_settings =
             rt.block_on(async { postgres::settings(&postgres::connect(uri).await?).await })?;
     }
+    let sizes = Sizes::new(cfg.quick);
+    let mut raw = Vec::new();
     for repeat in 0..cfg.repeats.max(1) {
         let mut one = report::Repeat::default();
         for &n in &cfg.counts {
@@ -137,15 +155,25 @@ pub fn run(cfg: &Config) -> Result<report::SweepReport, String> {
                 repeat + 1,
                 cfg.repeats
             );
-            let sizes = Sizes::new(cfg.quick);
             let dir = cfg.work_dir.join(format!("r{repeat}-n{n}"));
             let _ = std::fs::remove_dir_all(&dir);
             std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-            one.floors.push(floors(&dir, &sizes, n));
-            one.cairn.push(cairn_count(cfg, &rt, &sizes, n, &dir));
+            let c = Count {
+                cfg,
+                rt: &rt,
+                sizes: &sizes,
+                n,
+                dir: &dir,
+            };
+            let mut floors = Row::default();
+            let rtt = floor::loopback_us(limits::FLOOR_LOOPBACK_ROUNDS).map_err(|e| e.to_string());
+            floors.lower(m::LOOPBACK_P50, "us", stat(&rtt, p50));
+            floors.lower(m::LOOPBACK_P99, "us", stat(&rtt, p99));
+            one.cairn.push(cairn_count(&c, &mut floors));
             if let Some(uri) = &cfg.pg {
-                one.postgres.push(pg_count(cfg, &rt, &sizes, uri, n));
+                one.postgres.push(pg_count(&c, uri, &mut floors));
             }
+            one.floors.push(floors.point(n));
             if !cfg.keep_data {
                 let _ = std::fs::remove_dir_all(&dir);
             }
@@ -155,48 +183,24 @@ pub fn run(cfg: &Config) -> Result<report::SweepReport, String> {
     Ok(report::SweepReport::new(cfg, pg_settings, raw))
 }
 
-fn floors(dir: &std::path::Path, sizes: &Sizes, n: u64) -> Point {
-    let mut row = Row::default();
-    let sync = floor::fdatasync_us(dir, sizes.sync_rounds).map_err(|e| e.to_string());
-    let rtt = floor::loopback_us(limits::FLOOR_LOOPBACK_ROUNDS).map_err(|e| e.to_string());
-    for (name, unit, v) in [
-        (
-            m::FDATASYNC_P50,
-            "us",
-            sync.as_deref().map_err(Clone::clone).and_then(p50),
-        ),
-        (
-            m::FDATASYNC_P99,
-            "us",
-            sync.as_deref().map_err(Clone::clone).and_then(p99),
-        ),
-        (
-            m::LOOPBACK_P50,
-            "us",
-            rtt.as_deref().map_err(Clone::clone).and_then(p50),
-        ),
-        (
-            m::LOOPBACK_P99,
-            "us",
-            rtt.as_deref().map_err(Clone::clone).and_then(p99),
-        ),
-    ] {
-        row.lower(name, unit, v);
-    }
-    row.point(n)
+/// The fdatasync floor, taken right before a system's durable single inserts (this disk's
+/// sync latency changes within seconds, so each system is held against its own moment).
+fn sync_floor(c: &Count, floors: &mut Row, (name_p50, name_p99): (&str, &str)) {
+    let sync = floor::fdatasync_us(c.dir, c.sizes.sync_rounds).map_err(|e| e.to_string());
+    floors.lower(name_p50, "us", stat(&sync, p50));
+    floors.lower(name_p99, "us", stat(&sync, p99));
 }
 
 /// Every cairn phase at one count; a phase that fails ends the count with a `sweep error` row.
-fn cairn_count(cfg: &Config, rt: &Runtime, sizes: &Sizes, n: u64, dir: &std::path::Path) -> Point {
+fn cairn_count(c: &Count, floors: &mut Row) -> Point {
     let start = Instant::now();
     let mut row = Row::default();
-    let result = cairn_phases(cfg, rt, sizes, n, dir, &mut row);
-    if let Err(e) = result {
+    if let Err(e) = cairn_phases(c, &mut row, floors) {
         eprintln!("  error: {e}");
         row.lower(m::SWEEP_ERROR, "", Err(e));
     }
     row.lower(m::WALL, "s", Ok(start.elapsed().as_secs_f64()));
-    row.point(n)
+    row.point(c.n)
 }
 
 async fn driver(uri: &str, pool: usize) -> Result<Client, String> {
@@ -211,21 +215,19 @@ fn collection(client: &Client) -> Collection<Document> {
     client.database(server::DB).collection(server::COLL)
 }
 
-fn cairn_phases(
-    cfg: &Config,
-    rt: &Runtime,
-    sizes: &Sizes,
-    n: u64,
-    dir: &std::path::Path,
-    row: &mut Row,
-) -> Result<(), String> {
-    let mut server = Swept::start(&cfg.cairn_bin, dir, &cfg.server_args)?;
-    let mut next_id = n;
-    rt.block_on(loaded_phases(cfg, sizes, &server, n, &mut next_id, row))?;
+fn cairn_phases(c: &Count, row: &mut Row, floors: &mut Row) -> Result<(), String> {
+    let mut server = Swept::start(&c.cfg.cairn_bin, c.dir, &c.cfg.server_args)?;
+    let mut next_id = c.n;
+    c.rt.block_on(loaded_phases(c, &server, row))?;
+    sync_floor(c, floors, (m::FDATASYNC_P50, m::FDATASYNC_P99));
+    c.rt.block_on(async {
+        let client = driver(&server.uri(), 1).await?;
+        insert_rows(c, &server, &collection(&client), &mut next_id, row).await
+    })?;
     row.lower(m::SHUTDOWN, "ms", server.shutdown().map(ms));
     let disk = server::dir_bytes(&server.dbpath).map_err(|e| e.to_string());
     row.lower(m::DISK_CLEAN, "MiB", disk.map(|d| mib(d.allocated)));
-    let probe = (n / 2) as i64;
+    let probe = (c.n / 2) as i64;
     let open = server.reopen(probe)?;
     row.lower(m::OPEN_CLEAN_PING, "ms", Ok(ms(open.ping)));
     row.lower(m::OPEN_CLEAN_FIND, "ms", Ok(ms(open.find)));
@@ -235,11 +237,11 @@ fn cairn_phases(
         ms(open.ping),
         ms(open.find)
     );
-    rt.block_on(async {
+    c.rt.block_on(async {
         let client = driver(&server.uri(), 1).await?;
-        measure::burst(&collection(&client), next_id, sizes.burst_docs, n).await
+        measure::burst(&collection(&client), next_id, c.sizes.burst_docs, c.n).await
     })?;
-    next_id += sizes.burst_docs;
+    next_id += c.sizes.burst_docs;
     server.kill();
     let open = server.reopen(probe)?;
     row.lower(m::OPEN_KILL_PING, "ms", Ok(ms(open.ping)));
@@ -249,7 +251,7 @@ fn cairn_phases(
         ms(open.ping),
         ms(open.find)
     );
-    let count = rt.block_on(async {
+    let count = c.rt.block_on(async {
         let client = driver(&server.uri(), 1).await?;
         measure::count(&collection(&client)).await
     })?;
@@ -258,19 +260,13 @@ fn cairn_phases(
     Ok(())
 }
 
-/// Indexes, load, gauges, reads and inserts on the first start of the server.
-async fn loaded_phases(
-    cfg: &Config,
-    sizes: &Sizes,
-    server: &Swept,
-    n: u64,
-    next_id: &mut u64,
-    row: &mut Row,
-) -> Result<(), String> {
-    let client = driver(&server.uri(), cfg.in_flight).await?;
+/// Indexes, load, gauges and reads on the first start of the server.
+async fn loaded_phases(c: &Count<'_>, server: &Swept, row: &mut Row) -> Result<(), String> {
+    let (n, runs) = (c.n, c.cfg.runs);
+    let client = driver(&server.uri(), c.cfg.in_flight).await?;
     let coll = collection(&client);
     measure::create_indexes(&coll).await?;
-    let load = measure::bulk_load(&coll, n, cfg.in_flight).await?;
+    let load = measure::bulk_load(&coll, n, c.cfg.in_flight).await?;
     let rate = n as f64 / load.as_secs_f64().max(1e-9);
     eprintln!("  bulk load: {:.1} s, {rate:.0} docs/s", load.as_secs_f64());
     row.push(m::BULK, "docs/s", Better::Higher, Ok(rate));
@@ -282,74 +278,78 @@ async fn loaded_phases(
         (Key::Id, m::READ_ID, m::READ_ID_P99),
         (Key::Int, m::READ_K, m::READ_K_P99),
     ] {
-        let runs = measure::point_reads(&coll, n, key, cfg.runs, sizes.point_reads).await?;
-        row.lower(mean, "us/op", p50(&runs.means()));
-        row.lower(tail, "us", p99(&runs.all()));
+        let reads = measure::point_reads(&coll, n, key, runs, c.sizes.point_reads).await?;
+        row.lower(mean, "us/op", p50(&reads.means()));
+        row.lower(tail, "us", p99(&reads.all()));
     }
-    let scans = measure::range_scans(&coll, n, cfg.runs, sizes.range_scans).await?;
+    let scans = measure::range_scans(&coll, n, runs, c.sizes.range_scans).await?;
     row.lower(m::RANGE, "ms/op", p50(&scans.means()));
     row.lower(m::RSS_READS, "MiB", server.rss_bytes().map(mib));
-    insert_rows(sizes, server, &coll, n, next_id, row).await
+    Ok(())
 }
 
 /// Durable single inserts alone, then beside back-to-back `{fsync: 1}` when the server has it.
 async fn insert_rows(
-    sizes: &Sizes,
+    c: &Count<'_>,
     server: &Swept,
     coll: &Collection<Document>,
-    n: u64,
     next_id: &mut u64,
     row: &mut Row,
 ) -> Result<(), String> {
-    let outside = measure::insert_phase(coll, n, next_id, sizes.insert_phase, None).await?;
+    let (n, budget) = (c.n, c.sizes.insert_phase);
+    let outside = measure::insert_phase(coll, n, next_id, budget, None).await?;
     let outside_us = outside.latencies_us(false);
     row.lower(m::INSERT_OUT_P50, "us", p50(&outside_us));
     row.lower(m::INSERT_OUT_P99, "us", p99(&outside_us));
     let checkpointer = driver(&server.uri(), 1).await?;
     let during = match measure::fsync_once(&checkpointer).await? {
         Some(missing) => Err(format!("not available: {missing}")),
-        None => Ok(
-            measure::insert_phase(coll, n, next_id, sizes.insert_phase, Some(checkpointer)).await?,
-        ),
+        None => Ok(measure::insert_phase(coll, n, next_id, budget, Some(checkpointer)).await?),
     };
-    let (during_us, fsync_ms) = match &during {
-        Ok(phase) => {
-            if let Some(e) = &phase.checkpoint_error {
-                return Err(format!("fsync failed during the insert stream: {e}"));
-            }
-            (Ok(phase.latencies_us(true)), Ok(phase.checkpoint_ms()))
-        }
-        Err(e) => (Err(e.clone()), Err(e.clone())),
-    };
-    let during_p99 = during_us.as_deref().map_err(Clone::clone).and_then(p99);
-    row.lower(
-        m::INSERT_IN_P50,
-        "us",
-        during_us.as_deref().map_err(Clone::clone).and_then(p50),
-    );
+    if let Ok(measure::InsertPhase {
+        checkpoint_error: Some(e),
+        ..
+    }) = &during
+    {
+        return Err(format!("fsync failed during the insert stream: {e}"));
+    }
+    let during_us = during
+        .as_ref()
+        .map(|p| p.latencies_us(true))
+        .map_err(Clone::clone);
+    let fsync_ms = during
+        .as_ref()
+        .map(|p| p.checkpoint_ms())
+        .map_err(Clone::clone);
+    let during_p99 = stat(&during_us, p99);
+    row.lower(m::INSERT_IN_P50, "us", stat(&during_us, p50));
     row.lower(m::INSERT_IN_P99, "us", during_p99.clone());
-    let out_p50 = p50(&outside_us);
-    let ratio = during_p99.and_then(|d| out_p50.map(|o| d / o));
+    let ratio = during_p99.and_then(|d| p50(&outside_us).map(|o| d / o));
     row.lower(m::INSERT_RATIO, "x", ratio);
     let count = during_us
         .as_ref()
         .map(|v| v.len() as f64)
         .map_err(Clone::clone);
     row.push(m::INSERT_IN_COUNT, "ops", Better::Higher, count);
-    row.lower(
-        m::FSYNC,
-        "ms",
-        fsync_ms.as_deref().map_err(Clone::clone).and_then(p50),
-    );
+    row.lower(m::FSYNC, "ms", stat(&fsync_ms, p50));
     Ok(())
 }
 
 /// PostgreSQL's two write rows at one count.
-fn pg_count(cfg: &Config, rt: &Runtime, sizes: &Sizes, uri: &str, n: u64) -> Point {
+fn pg_count(c: &Count, uri: &str, floors: &mut Row) -> Point {
     let mut row = Row::default();
-    let result = rt.block_on(async {
+    if let Err(e) = pg_phases(c, uri, &mut row, floors) {
+        eprintln!("  PostgreSQL error: {e}");
+        row.lower(m::SWEEP_ERROR, "", Err(e));
+    }
+    row.point(c.n)
+}
+
+fn pg_phases(c: &Count, uri: &str, row: &mut Row, floors: &mut Row) -> Result<(), String> {
+    let n = c.n;
+    let clients = c.rt.block_on(async {
         let mut clients = Vec::new();
-        for _ in 0..cfg.in_flight.max(1) {
+        for _ in 0..c.cfg.in_flight.max(1) {
             clients.push(Arc::new(postgres::connect(uri).await?));
         }
         postgres::recreate(&clients[0]).await?;
@@ -360,16 +360,15 @@ fn pg_count(cfg: &Config, rt: &Runtime, sizes: &Sizes, uri: &str, n: u64) -> Poi
             load.as_secs_f64()
         );
         row.push(m::PG_BULK, "docs/s", Better::Higher, Ok(rate));
+        Ok::<_, String>(clients)
+    })?;
+    sync_floor(c, floors, (m::PG_FDATASYNC_P50, m::PG_FDATASYNC_P99));
+    c.rt.block_on(async {
         let mut next_id = n;
-        let single =
-            postgres::single_inserts(&clients[0], n, &mut next_id, sizes.insert_phase).await?;
+        let one = &clients[0];
+        let single = postgres::single_inserts(one, n, &mut next_id, c.sizes.insert_phase).await?;
         row.lower(m::PG_INSERT_P50, "us", p50(&single));
         row.lower(m::PG_INSERT_P99, "us", p99(&single));
-        postgres::drop_table(&clients[0]).await
-    });
-    if let Err(e) = result {
-        eprintln!("  PostgreSQL error: {e}");
-        row.lower(m::SWEEP_ERROR, "", Err(e));
-    }
-    row.point(n)
+        postgres::drop_table(one).await
+    })
 }

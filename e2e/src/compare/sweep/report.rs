@@ -40,8 +40,10 @@ pub mod names {
     pub const LOST: &str = "acknowledged docs lost at SIGKILL";
     pub const WALL: &str = "wall time for this N";
     pub const SWEEP_ERROR: &str = "sweep error";
-    pub const FDATASYNC_P50: &str = "fdatasync 4 KiB p50";
-    pub const FDATASYNC_P99: &str = "fdatasync 4 KiB p99";
+    pub const FDATASYNC_P50: &str = "fdatasync 4 KiB p50, before cairn's inserts";
+    pub const FDATASYNC_P99: &str = "fdatasync 4 KiB p99, before cairn's inserts";
+    pub const PG_FDATASYNC_P50: &str = "fdatasync 4 KiB p50, before PostgreSQL's inserts";
+    pub const PG_FDATASYNC_P99: &str = "fdatasync 4 KiB p99, before PostgreSQL's inserts";
     pub const LOOPBACK_P50: &str = "loopback TCP round trip p50";
     pub const LOOPBACK_P99: &str = "loopback TCP round trip p99";
     pub const PG_BULK: &str = "PostgreSQL bulk insert";
@@ -186,49 +188,57 @@ pub fn markdown(r: &SweepReport) -> String {
     s
 }
 
-/// Per N: bulk docs/s and single-insert p50/p99 for cairn (and PostgreSQL), with the floor
-/// (fdatasync + loopback round trip, the same percentile) and each system's distance from it.
+/// Per N: bulk docs/s and single-insert p50/p99 for cairn (and PostgreSQL), each against the
+/// floor taken right before its inserts (fdatasync + loopback round trip, same percentile).
 fn floor_table(r: &SweepReport) -> String {
     let pg = !r.postgres.is_empty();
-    let mut s = String::from("| N | row | cairn |");
+    let mut s = String::from("| N | row | cairn | floor | cairn / floor |");
     if pg {
-        s.push_str(" PostgreSQL | cairn / PostgreSQL |");
+        s.push_str(" PostgreSQL | floor | PostgreSQL / floor | cairn / PostgreSQL |");
     }
-    s.push_str(" floor | cairn / floor |");
-    if pg {
-        s.push_str(" PostgreSQL / floor |");
-    }
-    let cols = if pg { 7 } else { 4 };
+    let cols = if pg { 9 } else { 5 };
     let _ = writeln!(s, "\n| ---: | --- |{}", " ---: |".repeat(cols - 2));
     for c in &r.cairn {
         let f = r.floors.iter().find(|p| p.docs == c.docs);
         let p = r.postgres.iter().find(|p| p.docs == c.docs);
-        let floor = |a: &str, b: &str| Some(f?.get(a)? + f?.get(b)?);
+        let floor = |sync: &str, rtt: &str| Some(f?.get(sync)? + f?.get(rtt)?);
         let rows = [
-            ("bulk insert, docs/s", m::BULK, m::PG_BULK, None),
+            ("bulk insert, docs/s", m::BULK, m::PG_BULK, None, None),
             (
                 "durable single insert p50, us",
                 m::INSERT_OUT_P50,
                 m::PG_INSERT_P50,
                 floor(m::FDATASYNC_P50, m::LOOPBACK_P50),
+                floor(m::PG_FDATASYNC_P50, m::LOOPBACK_P50),
             ),
             (
                 "durable single insert p99, us",
                 m::INSERT_OUT_P99,
                 m::PG_INSERT_P99,
                 floor(m::FDATASYNC_P99, m::LOOPBACK_P99),
+                floor(m::PG_FDATASYNC_P99, m::LOOPBACK_P99),
             ),
         ];
-        for (label, ours, theirs, fl) in rows {
+        for (label, ours, theirs, our_floor, their_floor) in rows {
             let (cv, pv) = (c.get(ours), p.and_then(|p| p.get(theirs)));
-            let _ = write!(s, "| {} | {label} | {} |", c.docs, cell(cv));
+            let floor_cell = |f: Option<f64>| f.map_or("-".into(), format_value);
+            let _ = write!(
+                s,
+                "| {} | {label} | {} | {} | {} |",
+                c.docs,
+                cell(cv),
+                floor_cell(our_floor),
+                ratio(cv, our_floor)
+            );
             if pg {
-                let _ = write!(s, " {} | {} |", cell(pv), ratio(cv, pv));
-            }
-            let fl_cell = if fl.is_some() { cell(fl) } else { "-".into() };
-            let _ = write!(s, " {fl_cell} | {} |", ratio(cv, fl));
-            if pg {
-                let _ = write!(s, " {} |", ratio(pv, fl));
+                let _ = write!(
+                    s,
+                    " {} | {} | {} | {} |",
+                    cell(pv),
+                    floor_cell(their_floor),
+                    ratio(pv, their_floor),
+                    ratio(cv, pv)
+                );
             }
             s.push('\n');
         }
@@ -319,7 +329,14 @@ mod tests {
             ),
         ];
         let floors = vec![
-            point(1000, &[(m::FDATASYNC_P50, 100.0), (m::LOOPBACK_P50, 50.0)]),
+            point(
+                1000,
+                &[
+                    (m::FDATASYNC_P50, 100.0),
+                    (m::LOOPBACK_P50, 50.0),
+                    (m::PG_FDATASYNC_P50, 250.0),
+                ],
+            ),
             point(
                 10_000,
                 &[(m::FDATASYNC_P50, 100.0), (m::LOOPBACK_P50, 50.0)],
@@ -344,6 +361,19 @@ mod tests {
         )
     }
 
+    /// Every row of each Markdown table has as many cells as its header.
+    fn assert_tables_are_rectangular(md: &str) {
+        let mut width = None;
+        for line in md.lines() {
+            if !line.starts_with('|') {
+                width = None;
+                continue;
+            }
+            let cells = line.matches('|').count();
+            assert_eq!(*width.get_or_insert(cells), cells, "{line}");
+        }
+    }
+
     #[test]
     fn cache_size_is_found_in_either_spelling() {
         let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
@@ -364,17 +394,17 @@ mod tests {
         let md = markdown(&report(true));
         assert!(
             md.contains(
-                "| 1000 | durable single insert p50, us | 300 | 600 | 0.50 | 150 | 2.00 | 4.00 |"
+                "| 1000 | durable single insert p50, us | 300 | 150 | 2.00 | 600 | 300 | 2.00 | 0.50 |"
             ),
             "{md}"
         );
         assert!(
-            md.contains("| 1000 | bulk insert, docs/s | 50000 | 25000 | 2.00 | - | n/a | n/a |"),
+            md.contains("| 1000 | bulk insert, docs/s | 50000 | - | n/a | 25000 | - | n/a | 2.00 |"),
             "{md}"
         );
         assert!(
             md.contains(
-                "| 10000 | durable single insert p50, us | 330 | n/a | n/a | 150 | 2.20 | n/a |"
+                "| 10000 | durable single insert p50, us | 330 | 150 | 2.20 | n/a | - | n/a | n/a |"
             ),
             "{md}"
         );
@@ -383,7 +413,9 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("`--wiredTigerCacheSizeGB=0.5`"));
+        assert_tables_are_rectangular(&md);
         let md = markdown(&report(false));
+        assert_tables_are_rectangular(&md);
         assert!(
             md.contains("| 1000 | durable single insert p50, us | 300 | 150 | 2.00 |"),
             "{md}"
