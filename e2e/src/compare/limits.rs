@@ -54,11 +54,11 @@ pub const SWEEP_POINT_READS_FULL: usize = 1_000;
 pub const SWEEP_POINT_READS_QUICK: usize = 200;
 pub const SWEEP_RANGE_SCANS_FULL: usize = 20;
 pub const SWEEP_RANGE_SCANS_QUICK: usize = 5;
-/// The floors: rounds of "write 4 KiB + fdatasync" over a preallocated file of this size, and
-/// loopback TCP round trips of a small message.
+/// The floors: "write 4 KiB + fdatasync" over a preallocated file of this size, in turns of
+/// this many rounds with as many of a system's durable inserts; loopback TCP round trips of a
+/// small message.
 pub const FLOOR_SYNC_BLOCK_BYTES: usize = 4_096;
 pub const FLOOR_SYNC_FILE_BYTES: usize = 1 << 20;
-pub const FLOOR_SYNC_ROUNDS_FULL: usize = 300;
-pub const FLOOR_SYNC_ROUNDS_QUICK: usize = 50;
+pub const FLOOR_TURN_ROUNDS: usize = 20;
 pub const FLOOR_LOOPBACK_ROUNDS: usize = 5_000;
 pub const FLOOR_LOOPBACK_MESSAGE_BYTES: usize = 64;

@@ -1,42 +1,67 @@
 //! What this machine can do at best for one durable write from a client: an fdatasync of 4 KiB
 //! on the work directory's filesystem, and a loopback TCP round trip. A durable single insert
 //! costs at least one of each, so their sum is the floor the report measures systems against.
+//! This virtual disk's sync latency jumps between ~0.1 ms and ~4 ms within seconds, so the sync
+//! probe is built to take turns with a system's inserts (see `SyncProbe::rounds`).
 
 use crate::compare::limits::{
     FLOOR_LOOPBACK_MESSAGE_BYTES, FLOOR_SYNC_BLOCK_BYTES, FLOOR_SYNC_FILE_BYTES,
 };
+use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-/// Microseconds of each "write 4 KiB + fdatasync" round on a file in `dir` that was written and
-/// synced in full first, so the syncs are data-only (no size change for the journal to commit),
-/// like a preallocated log.
-pub fn fdatasync_us(dir: &Path, rounds: usize) -> std::io::Result<Vec<f64>> {
-    let path = dir.join("floor-fdatasync.bin");
-    let mut file = std::fs::File::options()
-        .create(true)
-        .truncate(true)
-        .read(true)
-        .write(true)
-        .open(&path)?;
-    file.write_all(&vec![0u8; FLOOR_SYNC_FILE_BYTES])?;
-    file.sync_all()?;
-    let block = vec![0xA5u8; FLOOR_SYNC_BLOCK_BYTES];
-    let blocks = (FLOOR_SYNC_FILE_BYTES / FLOOR_SYNC_BLOCK_BYTES) as u64;
-    let mut out = Vec::with_capacity(rounds);
-    for i in 0..rounds as u64 {
-        let offset = (i % blocks) * FLOOR_SYNC_BLOCK_BYTES as u64;
-        let start = Instant::now();
-        file.seek(SeekFrom::Start(offset))?;
-        file.write_all(&block)?;
-        file.sync_data()?;
-        out.push(start.elapsed().as_secs_f64() * 1e6);
+/// "Write 4 KiB + fdatasync" rounds on a file in the work directory that was written and synced
+/// in full first, so the syncs are data-only (no size change for the journal to commit), like a
+/// preallocated log. The file is removed on drop.
+pub struct SyncProbe {
+    path: PathBuf,
+    file: File,
+    next_block: u64,
+}
+
+impl SyncProbe {
+    pub fn new(dir: &Path) -> std::io::Result<SyncProbe> {
+        let path = dir.join("floor-fdatasync.bin");
+        let mut file = File::options()
+            .create(true)
+            .truncate(true)
+            .read(true)
+            .write(true)
+            .open(&path)?;
+        file.write_all(&vec![0u8; FLOOR_SYNC_FILE_BYTES])?;
+        file.sync_all()?;
+        Ok(SyncProbe {
+            path,
+            file,
+            next_block: 0,
+        })
     }
-    drop(file);
-    std::fs::remove_file(&path)?;
-    Ok(out)
+
+    /// Microseconds of each of `rounds` rounds.
+    pub fn rounds(&mut self, rounds: usize) -> std::io::Result<Vec<f64>> {
+        let block = [0xA5u8; FLOOR_SYNC_BLOCK_BYTES];
+        let blocks = (FLOOR_SYNC_FILE_BYTES / FLOOR_SYNC_BLOCK_BYTES) as u64;
+        let mut out = Vec::with_capacity(rounds);
+        for _ in 0..rounds {
+            let offset = (self.next_block % blocks) * FLOOR_SYNC_BLOCK_BYTES as u64;
+            self.next_block += 1;
+            let start = Instant::now();
+            self.file.seek(SeekFrom::Start(offset))?;
+            self.file.write_all(&block)?;
+            self.file.sync_data()?;
+            out.push(start.elapsed().as_secs_f64() * 1e6);
+        }
+        Ok(out)
+    }
+}
+
+impl Drop for SyncProbe {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
 }
 
 /// Microseconds of each round trip of a small message over loopback TCP (no Nagle delay) to an
@@ -77,9 +102,11 @@ mod tests {
     #[test]
     fn floors_measure_every_round() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let sync = fdatasync_us(dir.path(), 3).expect("fdatasync");
+        let mut probe = SyncProbe::new(dir.path()).expect("probe");
+        let sync = probe.rounds(3).expect("fdatasync");
         assert_eq!(sync.len(), 3);
         assert!(sync.iter().all(|us| *us > 0.0));
+        drop(probe);
         assert!(!dir.path().join("floor-fdatasync.bin").exists());
         assert_eq!(loopback_us(20).expect("loopback").len(), 20);
     }

@@ -207,6 +207,24 @@ pub async fn fsync_once(client: &Client) -> Outcome<Option<String>> {
     }
 }
 
+/// Sequential `insertOne` (default write concern) of documents `first..first + count`;
+/// microseconds each.
+pub async fn insert_block(
+    coll: &Collection<Document>,
+    n: u64,
+    first: u64,
+    count: usize,
+) -> Outcome<Vec<f64>> {
+    let mut out = Vec::with_capacity(count);
+    for id in first..first + count as u64 {
+        let d = docs::document(id, n);
+        let start = Instant::now();
+        coll.insert_one(d).await.map_err(fail)?;
+        out.push(start.elapsed().as_secs_f64() * 1e6);
+    }
+    Ok(out)
+}
+
 /// Sequential `insertOne` (default write concern) of documents from `*next_id` on, for
 /// `budget`; with `checkpoints`, that client issues `{fsync: 1}` back to back meanwhile.
 pub async fn insert_phase(

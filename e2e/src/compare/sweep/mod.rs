@@ -14,7 +14,10 @@ pub mod postgres;
 pub mod report;
 pub mod server;
 
-use crate::compare::limits::{self, SERVER_SELECTION_TIMEOUT, SWEEP_OPERATION_TIMEOUT};
+use crate::compare::limits::{
+    self, FLOOR_TURN_ROUNDS, SERVER_SELECTION_TIMEOUT, SWEEP_INSERT_PHASE_COUNT_MAX,
+    SWEEP_OPERATION_TIMEOUT,
+};
 use crate::compare::stats::{median, percentile};
 use crate::compare::table::{Point, Value};
 use crate::compare::workloads::Better;
@@ -58,7 +61,6 @@ struct Sizes {
     range_scans: usize,
     insert_phase: Duration,
     burst_docs: u64,
-    sync_rounds: usize,
 }
 
 impl Sizes {
@@ -78,7 +80,6 @@ impl Sizes {
             } else {
                 SWEEP_BURST_DOCS_FULL
             },
-            sync_rounds: pick(FLOOR_SYNC_ROUNDS_QUICK, FLOOR_SYNC_ROUNDS_FULL),
         }
     }
 }
@@ -183,12 +184,35 @@ pub fn run(cfg: &Config) -> Result<report::SweepReport, String> {
     Ok(report::SweepReport::new(cfg, pg_settings, raw))
 }
 
-/// The fdatasync floor, taken right before a system's durable single inserts (this disk's
-/// sync latency changes within seconds, so each system is held against its own moment).
-fn sync_floor(c: &Count, floors: &mut Row, (name_p50, name_p99): (&str, &str)) {
-    let sync = floor::fdatasync_us(c.dir, c.sizes.sync_rounds).map_err(|e| e.to_string());
-    floors.lower(name_p50, "us", stat(&sync, p50));
-    floors.lower(name_p99, "us", stat(&sync, p99));
+/// A system's durable single inserts and fdatasync rounds taking turns (`FLOOR_TURN_ROUNDS` of
+/// each) for `budget`, from document `*next_id` on: this disk's sync latency changes within
+/// seconds, so both must sample the same moments. Records the floor rows under `names`;
+/// returns the inserts' microseconds.
+async fn in_turns<F, Fut>(
+    c: &Count<'_>,
+    floors: &mut Row,
+    (name_p50, name_p99): (&str, &str),
+    next_id: &mut u64,
+    mut block: F,
+) -> Result<Vec<f64>, String>
+where
+    F: FnMut(u64, usize) -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<f64>, String>>,
+{
+    let mut probe = floor::SyncProbe::new(c.dir).map_err(|e| e.to_string())?;
+    let (mut inserts, mut syncs) = (Vec::new(), Vec::new());
+    let start = Instant::now();
+    while start.elapsed() < c.sizes.insert_phase && inserts.len() < SWEEP_INSERT_PHASE_COUNT_MAX {
+        let turn = tokio::task::block_in_place(|| probe.rounds(FLOOR_TURN_ROUNDS));
+        syncs.extend(turn.map_err(|e| e.to_string())?);
+        let done = block(*next_id, FLOOR_TURN_ROUNDS).await?;
+        *next_id += done.len() as u64;
+        inserts.extend(done);
+    }
+    let syncs = Ok(syncs);
+    floors.lower(name_p50, "us", stat(&syncs, p50));
+    floors.lower(name_p99, "us", stat(&syncs, p99));
+    Ok(inserts)
 }
 
 /// Every cairn phase at one count; a phase that fails ends the count with a `sweep error` row.
@@ -219,10 +243,9 @@ fn cairn_phases(c: &Count, row: &mut Row, floors: &mut Row) -> Result<(), String
     let mut server = Swept::start(&c.cfg.cairn_bin, c.dir, &c.cfg.server_args)?;
     let mut next_id = c.n;
     c.rt.block_on(loaded_phases(c, &server, row))?;
-    sync_floor(c, floors, (m::FDATASYNC_P50, m::FDATASYNC_P99));
     c.rt.block_on(async {
         let client = driver(&server.uri(), 1).await?;
-        insert_rows(c, &server, &collection(&client), &mut next_id, row).await
+        insert_rows(c, &server, &collection(&client), &mut next_id, row, floors).await
     })?;
     row.lower(m::SHUTDOWN, "ms", server.shutdown().map(ms));
     let disk = server::dir_bytes(&server.dbpath).map_err(|e| e.to_string());
@@ -288,17 +311,22 @@ async fn loaded_phases(c: &Count<'_>, server: &Swept, row: &mut Row) -> Result<(
     Ok(())
 }
 
-/// Durable single inserts alone, then beside back-to-back `{fsync: 1}` when the server has it.
+/// Durable single inserts in turns with the fdatasync floor, then beside back-to-back
+/// `{fsync: 1}` when the server has it.
 async fn insert_rows(
     c: &Count<'_>,
     server: &Swept,
     coll: &Collection<Document>,
     next_id: &mut u64,
     row: &mut Row,
+    floors: &mut Row,
 ) -> Result<(), String> {
     let (n, budget) = (c.n, c.sizes.insert_phase);
-    let outside = measure::insert_phase(coll, n, next_id, budget, None).await?;
-    let outside_us = outside.latencies_us(false);
+    let names = (m::FDATASYNC_P50, m::FDATASYNC_P99);
+    let outside_us = in_turns(c, floors, names, next_id, |first, count| {
+        measure::insert_block(coll, n, first, count)
+    })
+    .await?;
     row.lower(m::INSERT_OUT_P50, "us", p50(&outside_us));
     row.lower(m::INSERT_OUT_P99, "us", p99(&outside_us));
     let checkpointer = driver(&server.uri(), 1).await?;
@@ -362,11 +390,15 @@ fn pg_phases(c: &Count, uri: &str, row: &mut Row, floors: &mut Row) -> Result<()
         row.push(m::PG_BULK, "docs/s", Better::Higher, Ok(rate));
         Ok::<_, String>(clients)
     })?;
-    sync_floor(c, floors, (m::PG_FDATASYNC_P50, m::PG_FDATASYNC_P99));
     c.rt.block_on(async {
         let mut next_id = n;
         let one = &clients[0];
-        let single = postgres::single_inserts(one, n, &mut next_id, c.sizes.insert_phase).await?;
+        let stmt = postgres::prepare_single(one).await?;
+        let names = (m::PG_FDATASYNC_P50, m::PG_FDATASYNC_P99);
+        let single = in_turns(c, floors, names, &mut next_id, |first, count| {
+            postgres::single_block(one, &stmt, n, first, count)
+        })
+        .await?;
         row.lower(m::PG_INSERT_P50, "us", p50(&single));
         row.lower(m::PG_INSERT_P99, "us", p99(&single));
         postgres::drop_table(one).await

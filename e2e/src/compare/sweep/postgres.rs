@@ -4,12 +4,12 @@
 //! insert: batches of 1,000 rows per statement (one commit each), as many in flight as cairn's
 //! load; durable single insert: one row per statement, sequential, one connection.
 
-use crate::compare::limits::{BULK_BATCH_COUNT, SWEEP_INSERT_PHASE_COUNT_MAX};
+use crate::compare::limits::BULK_BATCH_COUNT;
 use crate::compare::sweep::docs;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::{Client, NoTls, Statement};
 
 const TABLE: &str = "cairn_sweep";
 /// Settings reported beside the figures (they decide what a commit costs).
@@ -108,26 +108,29 @@ pub async fn bulk_load(clients: &[Arc<Client>], n: u64) -> Outcome<Duration> {
     Ok(start.elapsed())
 }
 
-/// Sequential single-row inserts (each its own durable commit) from `*next_id`, for `budget`;
-/// microseconds per insert.
-pub async fn single_inserts(
-    client: &Client,
-    n: u64,
-    next_id: &mut u64,
-    budget: Duration,
-) -> Outcome<Vec<f64>> {
-    let stmt = client
+/// The single-row insert statement.
+pub async fn prepare_single(client: &Client) -> Outcome<Statement> {
+    client
         .prepare(&format!("INSERT INTO {TABLE} (id, doc) VALUES ($1, $2)"))
         .await
-        .map_err(fail)?;
-    let origin = Instant::now();
-    let mut out = Vec::new();
-    while origin.elapsed() < budget && out.len() < SWEEP_INSERT_PHASE_COUNT_MAX {
-        let (id, doc) = (*next_id as i64, docs::json(*next_id, n));
+        .map_err(fail)
+}
+
+/// Sequential single-row inserts of rows `first..first + count`, each its own durable commit;
+/// microseconds each.
+pub async fn single_block(
+    client: &Client,
+    stmt: &Statement,
+    n: u64,
+    first: u64,
+    count: usize,
+) -> Outcome<Vec<f64>> {
+    let mut out = Vec::with_capacity(count);
+    for id in first..first + count as u64 {
+        let (key, doc) = (id as i64, docs::json(id, n));
         let start = Instant::now();
-        client.execute(&stmt, &[&id, &doc]).await.map_err(fail)?;
+        client.execute(stmt, &[&key, &doc]).await.map_err(fail)?;
         out.push(start.elapsed().as_secs_f64() * 1e6);
-        *next_id += 1;
     }
     Ok(out)
 }

@@ -40,10 +40,10 @@ pub mod names {
     pub const LOST: &str = "acknowledged docs lost at SIGKILL";
     pub const WALL: &str = "wall time for this N";
     pub const SWEEP_ERROR: &str = "sweep error";
-    pub const FDATASYNC_P50: &str = "fdatasync 4 KiB p50, before cairn's inserts";
-    pub const FDATASYNC_P99: &str = "fdatasync 4 KiB p99, before cairn's inserts";
-    pub const PG_FDATASYNC_P50: &str = "fdatasync 4 KiB p50, before PostgreSQL's inserts";
-    pub const PG_FDATASYNC_P99: &str = "fdatasync 4 KiB p99, before PostgreSQL's inserts";
+    pub const FDATASYNC_P50: &str = "fdatasync 4 KiB p50, in turns with cairn's inserts";
+    pub const FDATASYNC_P99: &str = "fdatasync 4 KiB p99, in turns with cairn's inserts";
+    pub const PG_FDATASYNC_P50: &str = "fdatasync 4 KiB p50, in turns with PostgreSQL's inserts";
+    pub const PG_FDATASYNC_P99: &str = "fdatasync 4 KiB p99, in turns with PostgreSQL's inserts";
     pub const LOOPBACK_P50: &str = "loopback TCP round trip p50";
     pub const LOOPBACK_P99: &str = "loopback TCP round trip p99";
     pub const PG_BULK: &str = "PostgreSQL bulk insert";
@@ -189,7 +189,7 @@ pub fn markdown(r: &SweepReport) -> String {
 }
 
 /// Per N: bulk docs/s and single-insert p50/p99 for cairn (and PostgreSQL), each against the
-/// floor taken right before its inserts (fdatasync + loopback round trip, same percentile).
+/// floor sampled in turns with its inserts (fdatasync + loopback round trip, same percentile).
 fn floor_table(r: &SweepReport) -> String {
     let pg = !r.postgres.is_empty();
     let mut s = String::from("| N | row | cairn | floor | cairn / floor |");
@@ -399,7 +399,9 @@ mod tests {
             "{md}"
         );
         assert!(
-            md.contains("| 1000 | bulk insert, docs/s | 50000 | - | n/a | 25000 | - | n/a | 2.00 |"),
+            md.contains(
+                "| 1000 | bulk insert, docs/s | 50000 | - | n/a | 25000 | - | n/a | 2.00 |"
+            ),
             "{md}"
         );
         assert!(
