@@ -54,10 +54,11 @@ pub const SWEEP_POINT_READS_FULL: usize = 1_000;
 pub const SWEEP_POINT_READS_QUICK: usize = 200;
 pub const SWEEP_RANGE_SCANS_FULL: usize = 20;
 pub const SWEEP_RANGE_SCANS_QUICK: usize = 5;
-/// The floors: "write 4 KiB + fdatasync" over a preallocated file of this size, in turns of
-/// this many rounds with as many of a system's durable inserts; loopback TCP round trips of a
-/// small message.
+/// The floors: "write a block + fdatasync" over a preallocated file of this size, with whole
+/// 4 KiB pages and with log-record-sized blocks, in turns of this many rounds with as many of a
+/// system's durable inserts; loopback TCP round trips of a small message.
 pub const FLOOR_SYNC_BLOCK_BYTES: usize = 4_096;
+pub const FLOOR_SYNC_SMALL_BLOCK_BYTES: usize = 512;
 pub const FLOOR_SYNC_FILE_BYTES: usize = 1 << 20;
 pub const FLOOR_TURN_ROUNDS: usize = 20;
 pub const FLOOR_LOOPBACK_ROUNDS: usize = 5_000;

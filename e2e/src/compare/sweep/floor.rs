@@ -4,27 +4,28 @@
 //! This virtual disk's sync latency jumps between ~0.1 ms and ~4 ms within seconds, so the sync
 //! probe is built to take turns with a system's inserts (see `SyncProbe::rounds`).
 
-use crate::compare::limits::{
-    FLOOR_LOOPBACK_MESSAGE_BYTES, FLOOR_SYNC_BLOCK_BYTES, FLOOR_SYNC_FILE_BYTES,
-};
+use crate::compare::limits::{FLOOR_LOOPBACK_MESSAGE_BYTES, FLOOR_SYNC_FILE_BYTES};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-/// "Write 4 KiB + fdatasync" rounds on a file in the work directory that was written and synced
-/// in full first, so the syncs are data-only (no size change for the journal to commit), like a
-/// preallocated log. The file is removed on drop.
+/// "Write a block + fdatasync" rounds, block after block (wrapping), on a file in the work
+/// directory that was written and synced in full first, so the syncs are data-only (no size
+/// change for the journal to commit), like a preallocated log. With 4 KiB blocks every sync
+/// writes a new page; with small blocks several syncs rewrite the same page, as a log of small
+/// records does. The file is removed on drop.
 pub struct SyncProbe {
     path: PathBuf,
     file: File,
+    block_bytes: usize,
     next_block: u64,
 }
 
 impl SyncProbe {
-    pub fn new(dir: &Path) -> std::io::Result<SyncProbe> {
-        let path = dir.join("floor-fdatasync.bin");
+    pub fn new(dir: &Path, block_bytes: usize) -> std::io::Result<SyncProbe> {
+        let path = dir.join(format!("floor-fdatasync-{block_bytes}.bin"));
         let mut file = File::options()
             .create(true)
             .truncate(true)
@@ -36,17 +37,18 @@ impl SyncProbe {
         Ok(SyncProbe {
             path,
             file,
+            block_bytes: block_bytes.clamp(1, FLOOR_SYNC_FILE_BYTES),
             next_block: 0,
         })
     }
 
     /// Microseconds of each of `rounds` rounds.
     pub fn rounds(&mut self, rounds: usize) -> std::io::Result<Vec<f64>> {
-        let block = [0xA5u8; FLOOR_SYNC_BLOCK_BYTES];
-        let blocks = (FLOOR_SYNC_FILE_BYTES / FLOOR_SYNC_BLOCK_BYTES) as u64;
+        let block = vec![0xA5u8; self.block_bytes];
+        let blocks = (FLOOR_SYNC_FILE_BYTES / self.block_bytes) as u64;
         let mut out = Vec::with_capacity(rounds);
         for _ in 0..rounds {
-            let offset = (self.next_block % blocks) * FLOOR_SYNC_BLOCK_BYTES as u64;
+            let offset = (self.next_block % blocks) * self.block_bytes as u64;
             self.next_block += 1;
             let start = Instant::now();
             self.file.seek(SeekFrom::Start(offset))?;
@@ -102,12 +104,13 @@ mod tests {
     #[test]
     fn floors_measure_every_round() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut probe = SyncProbe::new(dir.path()).expect("probe");
+        let mut probe = SyncProbe::new(dir.path(), 512).expect("probe");
         let sync = probe.rounds(3).expect("fdatasync");
         assert_eq!(sync.len(), 3);
         assert!(sync.iter().all(|us| *us > 0.0));
+        assert_eq!(probe.next_block, 3);
         drop(probe);
-        assert!(!dir.path().join("floor-fdatasync.bin").exists());
+        assert!(!dir.path().join("floor-fdatasync-512.bin").exists());
         assert_eq!(loopback_us(20).expect("loopback").len(), 20);
     }
 }

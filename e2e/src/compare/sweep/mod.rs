@@ -15,8 +15,8 @@ pub mod report;
 pub mod server;
 
 use crate::compare::limits::{
-    self, FLOOR_TURN_ROUNDS, SERVER_SELECTION_TIMEOUT, SWEEP_INSERT_PHASE_COUNT_MAX,
-    SWEEP_OPERATION_TIMEOUT,
+    self, FLOOR_SYNC_BLOCK_BYTES, FLOOR_SYNC_SMALL_BLOCK_BYTES, FLOOR_TURN_ROUNDS,
+    SERVER_SELECTION_TIMEOUT, SWEEP_INSERT_PHASE_COUNT_MAX, SWEEP_OPERATION_TIMEOUT,
 };
 use crate::compare::stats::{median, percentile};
 use crate::compare::table::{Point, Value};
@@ -184,14 +184,14 @@ pub fn run(cfg: &Config) -> Result<report::SweepReport, String> {
     Ok(report::SweepReport::new(cfg, pg_settings, raw))
 }
 
-/// A system's durable single inserts and fdatasync rounds taking turns (`FLOOR_TURN_ROUNDS` of
-/// each) for `budget`, from document `*next_id` on: this disk's sync latency changes within
-/// seconds, so both must sample the same moments. Records the floor rows under `names`;
-/// returns the inserts' microseconds.
+/// A system's durable single inserts taking turns with the two fdatasync probes (4 KiB pages,
+/// 512-byte records; `FLOOR_TURN_ROUNDS` of each) for the insert budget, from document
+/// `*next_id` on: this disk's sync latency changes within seconds, so all must sample the same
+/// moments. Records the floor rows under `names`; returns the inserts' microseconds.
 async fn in_turns<F, Fut>(
     c: &Count<'_>,
     floors: &mut Row,
-    (name_p50, name_p99): (&str, &str),
+    names: [&str; 4],
     next_id: &mut u64,
     mut block: F,
 ) -> Result<Vec<f64>, String>
@@ -199,19 +199,25 @@ where
     F: FnMut(u64, usize) -> Fut,
     Fut: std::future::Future<Output = Result<Vec<f64>, String>>,
 {
-    let mut probe = floor::SyncProbe::new(c.dir).map_err(|e| e.to_string())?;
-    let (mut inserts, mut syncs) = (Vec::new(), Vec::new());
+    let io = |e: std::io::Error| e.to_string();
+    let mut pages = floor::SyncProbe::new(c.dir, FLOOR_SYNC_BLOCK_BYTES).map_err(io)?;
+    let mut records = floor::SyncProbe::new(c.dir, FLOOR_SYNC_SMALL_BLOCK_BYTES).map_err(io)?;
+    let (mut inserts, mut page_us, mut record_us) = (Vec::new(), Vec::new(), Vec::new());
     let start = Instant::now();
     while start.elapsed() < c.sizes.insert_phase && inserts.len() < SWEEP_INSERT_PHASE_COUNT_MAX {
-        let turn = tokio::task::block_in_place(|| probe.rounds(FLOOR_TURN_ROUNDS));
-        syncs.extend(turn.map_err(|e| e.to_string())?);
+        page_us
+            .extend(tokio::task::block_in_place(|| pages.rounds(FLOOR_TURN_ROUNDS)).map_err(io)?);
         let done = block(*next_id, FLOOR_TURN_ROUNDS).await?;
         *next_id += done.len() as u64;
         inserts.extend(done);
+        record_us
+            .extend(tokio::task::block_in_place(|| records.rounds(FLOOR_TURN_ROUNDS)).map_err(io)?);
     }
-    let syncs = Ok(syncs);
-    floors.lower(name_p50, "us", stat(&syncs, p50));
-    floors.lower(name_p99, "us", stat(&syncs, p99));
+    let (page_us, record_us) = (Ok(page_us), Ok(record_us));
+    floors.lower(names[0], "us", stat(&page_us, p50));
+    floors.lower(names[1], "us", stat(&page_us, p99));
+    floors.lower(names[2], "us", stat(&record_us, p50));
+    floors.lower(names[3], "us", stat(&record_us, p99));
     Ok(inserts)
 }
 
@@ -322,7 +328,12 @@ async fn insert_rows(
     floors: &mut Row,
 ) -> Result<(), String> {
     let (n, budget) = (c.n, c.sizes.insert_phase);
-    let names = (m::FDATASYNC_P50, m::FDATASYNC_P99);
+    let names = [
+        m::FDATASYNC_P50,
+        m::FDATASYNC_P99,
+        m::SMALL_SYNC_P50,
+        m::SMALL_SYNC_P99,
+    ];
     let outside_us = in_turns(c, floors, names, next_id, |first, count| {
         measure::insert_block(coll, n, first, count)
     })
@@ -394,7 +405,12 @@ fn pg_phases(c: &Count, uri: &str, row: &mut Row, floors: &mut Row) -> Result<()
         let mut next_id = n;
         let one = &clients[0];
         let stmt = postgres::prepare_single(one).await?;
-        let names = (m::PG_FDATASYNC_P50, m::PG_FDATASYNC_P99);
+        let names = [
+            m::PG_FDATASYNC_P50,
+            m::PG_FDATASYNC_P99,
+            m::PG_SMALL_SYNC_P50,
+            m::PG_SMALL_SYNC_P99,
+        ];
         let single = in_turns(c, floors, names, &mut next_id, |first, count| {
             postgres::single_block(one, &stmt, n, first, count)
         })

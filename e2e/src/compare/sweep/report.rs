@@ -42,6 +42,12 @@ pub mod names {
     pub const SWEEP_ERROR: &str = "sweep error";
     pub const FDATASYNC_P50: &str = "fdatasync 4 KiB p50, in turns with cairn's inserts";
     pub const FDATASYNC_P99: &str = "fdatasync 4 KiB p99, in turns with cairn's inserts";
+    pub const SMALL_SYNC_P50: &str = "fdatasync 512 B append p50, in turns with cairn's inserts";
+    pub const SMALL_SYNC_P99: &str = "fdatasync 512 B append p99, in turns with cairn's inserts";
+    pub const PG_SMALL_SYNC_P50: &str =
+        "fdatasync 512 B append p50, in turns with PostgreSQL's inserts";
+    pub const PG_SMALL_SYNC_P99: &str =
+        "fdatasync 512 B append p99, in turns with PostgreSQL's inserts";
     pub const PG_FDATASYNC_P50: &str = "fdatasync 4 KiB p50, in turns with PostgreSQL's inserts";
     pub const PG_FDATASYNC_P99: &str = "fdatasync 4 KiB p99, in turns with PostgreSQL's inserts";
     pub const LOOPBACK_P50: &str = "loopback TCP round trip p50";
