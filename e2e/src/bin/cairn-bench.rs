@@ -1,34 +1,58 @@
 //! `cairn-bench`: the compare workloads against ONE server at growing record counts (default
 //! 1k, 10k, 100k, 1M; `--quick` stops at 100k), written as DIR/bench.json (per-operation cost
 //! versus N), DIR/bench.md and DIR/bench.png (cost relative to the smallest N, log-log).
+//!
+//! `cairn-bench sweep`: the storage benchmark through the server (fresh `cairn` per N, bulk
+//! load, memory, disk, reads, checkpoints, reopen; optional PostgreSQL rows), written as
+//! DIR/sweep.json, DIR/sweep.md and DIR/sweep.png. See docs/BENCHMARKS.md.
 
 use anyhow::{Context, Result, bail};
-use cairn_e2e::compare::limits::SERVER_SELECTION_TIMEOUT;
-use cairn_e2e::compare::plot::{self, Series};
-use cairn_e2e::compare::report::{format_value, redact_uri};
-use cairn_e2e::compare::workloads::{self, Better, Sizes};
-use clap::Parser;
+use cairn_e2e::compare::limits::{
+    SERVER_SELECTION_TIMEOUT, SWEEP_LOAD_IN_FLIGHT_DEFAULT, SWEEP_LOAD_IN_FLIGHT_MAX,
+};
+use cairn_e2e::compare::plot;
+use cairn_e2e::compare::report::redact_uri;
+use cairn_e2e::compare::sweep;
+use cairn_e2e::compare::table::{self, Point, Value};
+use cairn_e2e::compare::workloads::{self, Sizes};
+use clap::{Args, Parser, Subcommand};
 use mongodb::Client;
 use mongodb::options::ClientOptions;
 use serde::Serialize;
-use std::fmt::Write;
 use std::path::PathBuf;
 
 const COUNTS_FULL: &[u64] = &[1_000, 10_000, 100_000, 1_000_000];
 const COUNTS_QUICK: &[u64] = &[1_000, 10_000, 100_000];
+const SWEEP_COUNTS: &[u64] = &[10_000, 100_000, 1_000_000, 10_000_000];
 
 #[derive(Parser)]
 #[command(
     name = "cairn-bench",
-    about = "Workload cost versus record count on one server"
+    about = "Workload cost versus record count on one server",
+    subcommand_negates_reqs = true,
+    args_conflicts_with_subcommands = true
 )]
 struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    cost: CostArgs,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// The storage sweep: a fresh cairn per record count, measured from outside.
+    Sweep(SweepArgs),
+}
+
+#[derive(Args)]
+struct CostArgs {
     /// Connection string of the server to measure.
-    #[arg(long)]
-    server: String,
+    #[arg(long, required = true)]
+    server: Option<String>,
     /// Directory for bench.json, bench.md and bench.png.
-    #[arg(long)]
-    out: PathBuf,
+    #[arg(long, required = true)]
+    out: Option<PathBuf>,
     /// Record counts, comma separated (default 1000,10000,100000,1000000; --quick: up to 100000).
     #[arg(long, value_delimiter = ',')]
     counts: Vec<u64>,
@@ -40,20 +64,42 @@ struct Cli {
     runs: Option<usize>,
 }
 
-#[derive(Serialize)]
-struct Value {
-    name: String,
-    unit: String,
-    better: Better,
-    value: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<String>,
-}
-
-#[derive(Serialize)]
-struct Point {
-    docs: u64,
-    workloads: Vec<Value>,
+#[derive(Args)]
+struct SweepArgs {
+    /// The cairn binary to start (once per record count, plus its reopens).
+    #[arg(long)]
+    cairn_bin: PathBuf,
+    /// Directory for the data directories (one per count, deleted afterwards unless --keep-data).
+    #[arg(long)]
+    work_dir: PathBuf,
+    /// Directory for sweep.json, sweep.md and sweep.png.
+    #[arg(long)]
+    out: PathBuf,
+    /// Record counts, comma separated.
+    #[arg(long, value_delimiter = ',', default_values_t = SWEEP_COUNTS.to_vec())]
+    counts: Vec<u64>,
+    /// One argument passed to every cairn start (repeatable), e.g.
+    /// --server-arg=--wiredTigerCacheSizeGB=1 or --server-arg --syncdelay --server-arg 10.
+    #[arg(long = "server-arg", allow_hyphen_values = true)]
+    server_args: Vec<String>,
+    /// Whole sweeps; tables show per-cell medians.
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
+    /// Runs of each read workload within a sweep (median of run means).
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+    /// insertMany batches of 1,000 in flight during the bulk load.
+    #[arg(long, default_value_t = SWEEP_LOAD_IN_FLIGHT_DEFAULT)]
+    in_flight: usize,
+    /// Shorter phases, for development.
+    #[arg(long)]
+    quick: bool,
+    /// PostgreSQL connection string: also run the two write rows there (see e2e/bench/postgres.sh).
+    #[arg(long)]
+    pg: Option<String>,
+    /// Keep each count's data directory.
+    #[arg(long)]
+    keep_data: bool,
 }
 
 #[derive(Serialize)]
@@ -65,6 +111,49 @@ struct Bench {
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
+    match cli.command {
+        Some(Command::Sweep(args)) => run_sweep(args),
+        None => run_cost(cli.cost),
+    }
+}
+
+fn run_sweep(a: SweepArgs) -> Result<()> {
+    if a.counts.is_empty() || a.counts.contains(&0) {
+        bail!("record counts must be positive");
+    }
+    if !(1..=SWEEP_LOAD_IN_FLIGHT_MAX).contains(&a.in_flight) {
+        bail!("--in-flight must be 1..={SWEEP_LOAD_IN_FLIGHT_MAX}");
+    }
+    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    let cfg = sweep::Config {
+        cairn_bin: a.cairn_bin,
+        work_dir: a.work_dir,
+        server_args: a.server_args,
+        counts: a.counts,
+        repeats: a.repeat.max(1),
+        runs: a.runs.max(1),
+        in_flight: a.in_flight,
+        quick: a.quick,
+        pg: a.pg,
+        keep_data: a.keep_data,
+    };
+    let report = sweep::run(&cfg).map_err(anyhow::Error::msg)?;
+    std::fs::write(
+        a.out.join("sweep.json"),
+        serde_json::to_string_pretty(&report)?,
+    )?;
+    let md = sweep::report::markdown(&report);
+    std::fs::write(a.out.join("sweep.md"), &md)?;
+    print!("{md}");
+    let png = sweep::report::plot(&report).map_err(anyhow::Error::msg)?;
+    std::fs::write(a.out.join("sweep.png"), png)?;
+    Ok(())
+}
+
+fn run_cost(cli: CostArgs) -> Result<()> {
+    let (Some(server), Some(out)) = (cli.server, cli.out) else {
+        bail!("--server and --out are required");
+    };
     let counts: Vec<u64> = if cli.counts.is_empty() {
         (if cli.quick { COUNTS_QUICK } else { COUNTS_FULL }).to_vec()
     } else {
@@ -74,15 +163,15 @@ fn main() -> Result<()> {
         bail!("record counts must be positive");
     }
     let runs = cli.runs.unwrap_or(if cli.quick { 1 } else { 3 });
-    std::fs::create_dir_all(&cli.out).with_context(|| format!("creating {}", cli.out.display()))?;
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let runtime = tokio::runtime::Runtime::new()?;
     let mut bench = Bench {
-        server: redact_uri(&cli.server),
+        server: redact_uri(&server),
         runs,
         points: Vec::new(),
     };
     runtime.block_on(async {
-        let mut options = ClientOptions::parse(&cli.server).await?;
+        let mut options = ClientOptions::parse(&server).await?;
         options
             .server_selection_timeout
             .get_or_insert(SERVER_SELECTION_TIMEOUT);
@@ -96,79 +185,33 @@ fn main() -> Result<()> {
             let _ = client.database(&db).drop().await;
             let workloads = measured
                 .into_iter()
-                .map(|m| Value {
-                    name: m.name.to_string(),
-                    unit: m.unit.to_string(),
-                    better: m.better,
-                    value: m.value.as_ref().ok().copied(),
-                    error: m.value.err(),
-                })
+                .map(|m| Value::new(m.name, m.unit, m.better, m.value))
                 .collect();
             bench.points.push(Point { docs, workloads });
         }
         anyhow::Ok(())
     })?;
     std::fs::write(
-        cli.out.join("bench.json"),
+        out.join("bench.json"),
         serde_json::to_string_pretty(&bench)?,
     )?;
     let md = markdown(&bench);
-    std::fs::write(cli.out.join("bench.md"), &md)?;
+    std::fs::write(out.join("bench.md"), &md)?;
     print!("{md}");
-    let png = plot::cost_lines(&series(&bench), "cairn-bench: cost vs records")
-        .map_err(anyhow::Error::msg)?;
-    std::fs::write(cli.out.join("bench.png"), png)?;
+    let png = plot::cost_lines(
+        &table::series(&bench.points, |_| true),
+        "cairn-bench: cost vs records",
+    )
+    .map_err(anyhow::Error::msg)?;
+    std::fs::write(out.join("bench.png"), png)?;
     Ok(())
 }
 
-/// One line per workload that produced a value at two or more counts.
-fn series(bench: &Bench) -> Vec<Series> {
-    let Some(first) = bench.points.first() else {
-        return Vec::new();
-    };
-    first
-        .workloads
-        .iter()
-        .map(|w| Series {
-            name: format!("{} ({})", w.name, w.unit),
-            points: bench
-                .points
-                .iter()
-                .filter_map(|p| {
-                    let v = p.workloads.iter().find(|x| x.name == w.name)?.value?;
-                    Some((p.docs as f64, v))
-                })
-                .collect(),
-        })
-        .filter(|s| s.points.len() >= 2)
-        .collect()
-}
-
 fn markdown(bench: &Bench) -> String {
-    let mut s = format!(
-        "# cairn-bench\n\n- server: `{}`\n- median of {} runs\n\n| workload | unit |",
-        bench.server, bench.runs
-    );
-    for p in &bench.points {
-        let _ = write!(s, " {} |", p.docs);
-    }
-    s.push_str("\n| --- | --- |");
-    s.push_str(&" ---: |".repeat(bench.points.len()));
-    s.push('\n');
-    let Some(first) = bench.points.first() else {
-        return s;
-    };
-    for w in &first.workloads {
-        let _ = write!(s, "| {} | {} |", w.name, w.unit);
-        for p in &bench.points {
-            let cell = match p.workloads.iter().find(|x| x.name == w.name) {
-                Some(Value { value: Some(v), .. }) => format_value(*v),
-                Some(Value { error: Some(e), .. }) => format!("error: {e}"),
-                _ => "n/a".into(),
-            };
-            let _ = write!(s, " {cell} |");
-        }
-        s.push('\n');
-    }
-    s
+    format!(
+        "# cairn-bench\n\n- server: `{}`\n- median of {} runs\n\n{}",
+        bench.server,
+        bench.runs,
+        table::by_count(&bench.points)
+    )
 }

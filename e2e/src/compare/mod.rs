@@ -1,6 +1,7 @@
 //! The compare and benchmark tools' library: differential correctness cases over a frozen corpus
 //! of edge values, timed workloads on a generated user dataset, and the report (JSON, Markdown,
-//! PNG). The binaries `cairn-compare` and `cairn-bench` are thin command lines over this.
+//! PNG), and the storage sweep through the server (`sweep`). The binaries `cairn-compare` and
+//! `cairn-bench` are thin command lines over this.
 
 pub mod cases;
 pub mod corpus;
@@ -15,4 +16,6 @@ pub mod png;
 pub mod report;
 pub mod side;
 pub mod stats;
+pub mod sweep;
+pub mod table;
 pub mod workloads;

@@ -2,7 +2,7 @@
 //! decoded with the `wire` crate. Used by `cairn-healthcheck` (the Docker HEALTHCHECK) and by
 //! `cairn-compare` to time a restart, where a driver's own retry and back-off would blur the clock.
 
-use bson::{RawDocumentBuf, rawdoc};
+use bson::{Document, RawDocument, rawdoc};
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
@@ -12,6 +12,25 @@ const HEADER_SIZE: usize = 16;
 
 /// Ping `addr` ("host:port"); Ok when the server answers `{ok: 1}` within `timeout`.
 pub fn ping(addr: &str, timeout: Duration) -> Result<(), String> {
+    let reply = exchange(addr, &rawdoc! {"ping": 1, "$db": "admin"}, timeout)?;
+    check_reply(&reply)
+}
+
+/// Run one command (`body` names its `$db`) and return the reply body when it says `ok: 1`.
+/// `timeout` bounds the connect and each read and write, so a server busy opening its data
+/// directory is waited for as long as the caller allows.
+pub fn command(addr: &str, body: &RawDocument, timeout: Duration) -> Result<Document, String> {
+    let reply = exchange(addr, body, timeout)?;
+    check_reply(&reply)?;
+    let message = wire::decode(&reply).map_err(|e| format!("decode: {e}"))?;
+    let wire::Body::Msg(msg) = message.body else {
+        return Err("reply is not OP_MSG".into());
+    };
+    Document::try_from(msg.body.as_ref()).map_err(|e| format!("reply body: {e}"))
+}
+
+/// Send one OP_MSG on a fresh connection and read the reply frame.
+fn exchange(addr: &str, body: &RawDocument, timeout: Duration) -> Result<Vec<u8>, String> {
     let sock = addr
         .to_socket_addrs()
         .map_err(|e| format!("cannot resolve {addr}: {e}"))?
@@ -25,12 +44,10 @@ pub fn ping(addr: &str, timeout: Duration) -> Result<(), String> {
     stream
         .set_write_timeout(Some(timeout))
         .map_err(|e| e.to_string())?;
-    let body: RawDocumentBuf = rawdoc! {"ping": 1, "$db": "admin"};
-    let frame = wire::encode_msg(1, 0, &wire::OpMsg::new(body), None)
+    let frame = wire::encode_msg(1, 0, &wire::OpMsg::new(body.to_owned()), None)
         .map_err(|e| format!("encode: {e}"))?;
     stream.write_all(&frame).map_err(|e| format!("send: {e}"))?;
-    let reply = read_frame(&mut stream)?;
-    check_reply(&reply)
+    read_frame(&mut stream)
 }
 
 fn read_frame(stream: &mut TcpStream) -> Result<Vec<u8>, String> {
@@ -60,7 +77,14 @@ pub fn check_reply(frame: &[u8]) -> Result<(), String> {
     let ok = msg.body.get("ok").map_err(|e| e.to_string())?;
     match ok.and_then(|v| v.as_f64().or_else(|| v.as_i32().map(f64::from))) {
         Some(1.0) => Ok(()),
-        _ => Err("server answered ok != 1".into()),
+        _ => {
+            let code = msg.body.get_i32("code").ok();
+            let errmsg = msg.body.get_str("errmsg").unwrap_or_default();
+            match code {
+                Some(code) => Err(format!("server answered ok != 1 (code {code}: {errmsg})")),
+                None => Err("server answered ok != 1".into()),
+            }
+        }
     }
 }
 

@@ -161,35 +161,88 @@ const PALETTE: [(u8, u8, u8); 16] = [
     (60, 60, 200),
 ];
 
+/// A horizontal reference line of a log-log panel (e.g. the configured cache size).
+pub struct Level {
+    pub name: String,
+    pub value: f64,
+}
+
+/// One log-log panel: lines of positive (x, y) points, optional levels, decade tick labels.
+pub struct LogLog<'a> {
+    pub title: &'a str,
+    /// Text under the x axis.
+    pub caption: &'a str,
+    pub series: &'a [Series],
+    pub levels: &'a [Level],
+    /// Label of the y decade 10^d.
+    pub y_tick: &'a dyn Fn(i32) -> String,
+}
+
+const PANEL_W_PX: u32 = WIDTH_PX;
+const PANEL_H_PX: u32 = 560;
+const LEGEND_PX: u32 = 300;
+const LEVEL_RGB: (u8, u8, u8) = (200, 0, 0);
+
 /// PNG of cost relative to the smallest N (so workloads of any unit share one axis), log-log.
 pub fn cost_lines(series: &[Series], title: &str) -> Result<Vec<u8>, String> {
-    let legend_px = 300u32;
-    let (w, h) = (WIDTH_PX, 560u32);
-    let mut canvas = Canvas::new(w, h);
-    let rel: Vec<Vec<(f64, f64)>> = series
+    let rel: Vec<Series> = series
         .iter()
         .map(|s| {
             let base = s.points.first().map_or(1.0, |p| p.1).max(1e-12);
-            s.points
-                .iter()
-                .map(|(n, v)| (n.log10(), (v / base).max(1e-6).log10()))
-                .collect()
+            Series {
+                name: s.name.clone(),
+                points: s.points.iter().map(|(n, v)| (*n, v / base)).collect(),
+            }
         })
         .collect();
-    let xs = rel.iter().flatten().map(|p| p.0);
-    let ys = rel.iter().flatten().map(|p| p.1);
-    let (x_lo, x_hi) = (
-        xs.clone().fold(f64::MAX, f64::min).floor(),
-        xs.fold(f64::MIN, f64::max).ceil().max(1.0),
+    let tick = |d: i32| format!("{}x", decade_label(d));
+    panels(&[LogLog {
+        title,
+        caption: "records (log) vs cost relative to the smallest N (log)",
+        series: &rel,
+        levels: &[],
+        y_tick: &tick,
+    }])
+}
+
+/// PNG of log-log panels side by side.
+pub fn panels(charts: &[LogLog]) -> Result<Vec<u8>, String> {
+    let mut canvas = Canvas::new(PANEL_W_PX * charts.len().max(1) as u32, PANEL_H_PX);
+    for (i, chart) in charts.iter().enumerate() {
+        draw_loglog(&mut canvas, PANEL_W_PX * i as u32, chart)?;
+    }
+    canvas.to_png().map_err(err)
+}
+
+/// Whole decades around `values` (log10 already), at least one decade wide.
+fn log_range(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (lo, hi) = values.fold((f64::MAX, f64::MIN), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    if lo > hi {
+        return (0.0, 1.0);
+    }
+    let (lo, hi) = (lo.floor(), hi.ceil());
+    (lo, if hi > lo { hi } else { lo + 1.0 })
+}
+
+fn draw_loglog(canvas: &mut Canvas, x0: u32, chart: &LogLog) -> DrawResult {
+    let log = |v: f64| v.max(1e-9).log10();
+    let lines: Vec<Vec<(f64, f64)>> = chart
+        .series
+        .iter()
+        .map(|s| s.points.iter().map(|(x, y)| (log(*x), log(*y))).collect())
+        .collect();
+    let (x_lo, x_hi) = log_range(lines.iter().flatten().map(|p| p.0));
+    let ys = lines.iter().flatten().map(|p| p.1);
+    let (y_lo, y_hi) = log_range(ys.chain(chart.levels.iter().map(|l| log(l.value))));
+    let (w, h) = (canvas.width, canvas.height);
+    let (left, top) = (x0 as i32 + 60, 50i32);
+    let (right, bottom) = (
+        (x0 + PANEL_W_PX - LEGEND_PX) as i32,
+        (PANEL_H_PX - 40) as i32,
     );
-    let (y_lo, y_hi) = (
-        ys.clone().fold(0.0, f64::min).floor(),
-        ys.fold(1.0, f64::max).ceil(),
-    );
-    let (left, top, right, bottom) = (60i32, 50i32, (w - legend_px) as i32, (h - 40) as i32);
     let px = |x: f64, y: f64| {
-        let tx = (x - x_lo) / (x_hi - x_lo).max(1e-9);
-        let ty = (y - y_lo) / (y_hi - y_lo).max(1e-9);
+        let tx = (x - x_lo) / (x_hi - x_lo);
+        let ty = (y - y_lo) / (y_hi - y_lo);
         (
             left + (tx * f64::from(right - left)) as i32,
             bottom - (ty * f64::from(bottom - top)) as i32,
@@ -199,13 +252,16 @@ pub fn cost_lines(series: &[Series], title: &str) -> Result<Vec<u8>, String> {
         let root = BitMapBackend::with_buffer(&mut canvas.pixels, (w, h)).into_drawing_area();
         for d in (y_lo as i32)..=(y_hi as i32) {
             let (_, y) = px(x_lo, f64::from(d));
-            root.draw(&PathElement::new(
-                vec![(left, y), (right, y)],
-                RGBColor(220, 220, 220),
-            ))
-            .map_err(err)?;
+            let grid = PathElement::new(vec![(left, y), (right, y)], RGBColor(220, 220, 220));
+            root.draw(&grid).map_err(err)?;
         }
-        for (i, pts) in rel.iter().enumerate() {
+        for level in chart.levels {
+            let (_, y) = px(x_lo, log(level.value));
+            let (r, g, b) = LEVEL_RGB;
+            let line = PathElement::new(vec![(left, y), (right, y)], RGBColor(r, g, b));
+            root.draw(&line).map_err(err)?;
+        }
+        for (i, pts) in lines.iter().enumerate() {
             let (r, g, b) = PALETTE[i % PALETTE.len()];
             let line: Vec<(i32, i32)> = pts.iter().map(|p| px(p.0, p.1)).collect();
             root.draw(&PathElement::new(line, RGBColor(r, g, b).stroke_width(2)))
@@ -213,42 +269,65 @@ pub fn cost_lines(series: &[Series], title: &str) -> Result<Vec<u8>, String> {
         }
         root.present().map_err(err)?;
     }
-    canvas.text(10, 12, title, 2, BLACK_RGB);
+    draw_panel_text(
+        canvas,
+        chart,
+        (left, top, right, bottom),
+        &px,
+        (x_lo, x_hi, y_lo, y_hi),
+    );
+    Ok(())
+}
+
+fn draw_panel_text(
+    canvas: &mut Canvas,
+    chart: &LogLog,
+    (left, _top, right, bottom): (i32, i32, i32, i32),
+    px: &dyn Fn(f64, f64) -> (i32, i32),
+    (x_lo, x_hi, y_lo, y_hi): (f64, f64, f64, f64),
+) {
+    canvas.text(i64::from(left - 50), 12, chart.title, 2, BLACK_RGB);
     for d in (y_lo as i32)..=(y_hi as i32) {
         let (_, y) = px(x_lo, f64::from(d));
-        canvas.text(
-            4,
-            i64::from(y - 4),
-            &format!("{}x", decade_label(d)),
-            1,
-            GREY_RGB,
-        );
+        let label = (chart.y_tick)(d);
+        canvas.text(i64::from(left - 56), i64::from(y - 4), &label, 1, GREY_RGB);
     }
     for d in (x_lo as i32)..=(x_hi as i32) {
         let (x, _) = px(f64::from(d), y_lo);
+        let label = format!("{:.0}", 10f64.powi(d));
         canvas.text(
             i64::from(x - 12),
             i64::from(bottom + 8),
-            &format!("{:.0}", 10f64.powi(d)),
+            &label,
             1,
             GREY_RGB,
         );
     }
-    canvas.text(
-        i64::from(left),
-        i64::from(h - 16),
-        "records (log) vs cost relative to the smallest N (log)",
-        1,
-        GREY_RGB,
-    );
-    for (i, s) in series.iter().enumerate() {
+    let caption_y = i64::from(PANEL_H_PX - 16);
+    canvas.text(i64::from(left), caption_y, chart.caption, 1, GREY_RGB);
+    for level in chart.levels {
+        let (_, y) = px(x_lo, level.value.max(1e-9).log10());
+        let (r, g, b) = LEVEL_RGB;
+        let name: String = level.name.chars().take(30).collect();
+        canvas.text(i64::from(left + 6), i64::from(y - 12), &name, 1, [r, g, b]);
+    }
+    for (i, s) in chart.series.iter().enumerate() {
         let (r, g, b) = PALETTE[i % PALETTE.len()];
         let y = 60 + 14 * i as i64;
         canvas.fill_rect(i64::from(right + 16), y, 18, 8, [r, g, b]);
         let name: String = s.name.chars().take(30).collect();
         canvas.text(i64::from(right + 40), y, &name, 1, BLACK_RGB);
     }
-    canvas.to_png().map_err(err)
+}
+
+/// "1", "10", "100", "1k" ... for absolute y decades.
+pub fn decade_label_si(d: i32) -> String {
+    match d {
+        d if d >= 9 => format!("{:.0}G", 10f64.powi(d - 9)),
+        d if d >= 6 => format!("{:.0}M", 10f64.powi(d - 6)),
+        d if d >= 3 => format!("{:.0}k", 10f64.powi(d - 3)),
+        d => decade_label(d),
+    }
 }
 
 #[cfg(test)]
@@ -289,5 +368,29 @@ mod tests {
             points: vec![(1e3, 1.0), (1e4, 2.0), (1e5, 5.0)],
         }];
         assert_eq!(&cost_lines(&s, "t").expect("lines")[1..4], b"PNG");
+        let tick = |d: i32| decade_label_si(d);
+        let level = [Level {
+            name: "cache".into(),
+            value: 1024.0,
+        }];
+        let chart = |series| LogLog {
+            title: "t",
+            caption: "c",
+            series,
+            levels: &level,
+            y_tick: &tick,
+        };
+        let png = panels(&[chart(&s), chart(&[])]).expect("panels");
+        assert_eq!(&png[1..4], b"PNG");
+    }
+
+    #[test]
+    fn log_ranges_are_whole_decades() {
+        assert_eq!(log_range([0.5, 2.3].into_iter()), (0.0, 3.0));
+        assert_eq!(log_range([2.0].into_iter()), (2.0, 3.0));
+        assert_eq!(log_range(std::iter::empty()), (0.0, 1.0));
+        assert_eq!(decade_label_si(4), "10k");
+        assert_eq!(decade_label_si(6), "1M");
+        assert_eq!(decade_label_si(-1), "0.1");
     }
 }

@@ -18,6 +18,18 @@ pub fn median(values: &[f64]) -> Option<f64> {
     })
 }
 
+/// The `q`-quantile (0 <= q <= 1) of the finite values by the nearest-rank rule: the smallest
+/// value with at least `q` of the values at or below it (p99 of 100 values is the 99th smallest).
+pub fn percentile(values: &[f64], q: f64) -> Option<f64> {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() || !(0.0..=1.0).contains(&q) {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let rank = (q * v.len() as f64).ceil() as usize;
+    Some(v[rank.clamp(1, v.len()) - 1])
+}
+
 /// target / reference; absent when either side failed or the reference is zero.
 pub fn ratio(target: Option<f64>, reference: Option<f64>) -> Option<f64> {
     match (target, reference) {
@@ -51,6 +63,20 @@ mod tests {
         assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
         assert_eq!(median(&[f64::NAN, 5.0]), Some(5.0));
         assert_eq!(median(&[]), None);
+    }
+
+    #[test]
+    fn percentile_is_nearest_rank() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&v, 0.99), Some(99.0));
+        assert_eq!(percentile(&v, 0.5), Some(50.0));
+        assert_eq!(percentile(&v, 1.0), Some(100.0));
+        assert_eq!(percentile(&v, 0.0), Some(1.0));
+        // Fewer than 100 samples: p99 is the largest.
+        assert_eq!(percentile(&[5.0, 1.0, 3.0], 0.99), Some(5.0));
+        assert_eq!(percentile(&[2.0, f64::NAN], 0.5), Some(2.0));
+        assert_eq!(percentile(&[], 0.5), None);
+        assert_eq!(percentile(&[1.0], 1.5), None);
     }
 
     #[test]
