@@ -1,6 +1,7 @@
-//! cairn's storage engine: documents in an append-only log of checksummed segments, indexes in
-//! ordered maps over an order-preserving key encoding, all made durable through group commit.
-//! This crate knows nothing of the wire protocol or the query language.
+//! cairn's storage engine: documents in an append-only log of checksummed segments; the
+//! RecordId -> location map and every index in paged B+trees read through a bounded buffer pool;
+//! copy-on-write checkpoints; all made durable through group commit. This crate knows nothing of
+//! the wire protocol or the query language.
 //!
 //! Entry point: [`Engine::open`]. A [`Collection`] takes atomic batches of [`WriteOp`]s and
 //! returns a [`Ticket`] to wait on for durability.
@@ -16,14 +17,18 @@ mod commit;
 mod compact;
 mod engine;
 pub mod error;
+mod extsort;
 mod index;
+mod index_build;
 pub mod keycode;
 pub mod keys;
 pub mod limits;
 mod log;
 pub mod order;
+pub mod pager;
 pub mod record;
 mod recovery;
+mod replay;
 pub mod sim;
 
 pub use backend::{Backend, BackendFile, FileBackend};
