@@ -68,6 +68,7 @@ pub(crate) fn compact_once(inner: &Inner, any_size: bool) -> Result<bool> {
         .map_err(|_| lock())?
         .push((victim, cut));
     inner.ckpt.requested.store(true, Ordering::Release);
+    inner.ckpt.compacted.fetch_add(1, Ordering::Relaxed);
     tracing::debug!(segment = %record::segment_file_name(victim), "segment emptied by compaction");
     Ok(true)
 }

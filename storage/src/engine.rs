@@ -102,6 +102,8 @@ pub struct EngineStats {
     pub checkpoint_last_ms: u64,
     /// Whether a checkpoint is being written now.
     pub checkpoint_running: bool,
+    /// Segments compaction has emptied since open.
+    pub segments_compacted: u64,
 }
 
 /// The buffer pool's numbers (reported by `serverStatus.wiredTiger.cache`).
@@ -135,6 +137,8 @@ pub(crate) struct CheckpointState {
     pub last_at: Mutex<Instant>,
     /// Someone (an index build, compaction) wants a checkpoint soon.
     pub requested: AtomicBool,
+    /// Segments emptied by compaction.
+    pub compacted: AtomicU64,
 }
 
 pub(crate) struct Inner {
@@ -325,6 +329,7 @@ impl Engine {
                 log_bytes_at_cut: AtomicU64::new(0),
                 last_at: Mutex::new(Instant::now()),
                 requested: AtomicBool::new(false),
+                compacted: AtomicU64::new(0),
             },
             emptied: Mutex::new(Vec::new()),
         });
@@ -618,6 +623,7 @@ impl Engine {
             checkpoints: ck.count.load(Ordering::Relaxed),
             checkpoint_last_ms: ck.last_ms.load(Ordering::Relaxed),
             checkpoint_running: ck.running.load(Ordering::Relaxed),
+            segments_compacted: ck.compacted.load(Ordering::Relaxed),
         }
     }
 

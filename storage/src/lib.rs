@@ -30,6 +30,7 @@ pub mod record;
 mod recovery;
 mod replay;
 pub mod sim;
+mod validate;
 
 pub use backend::{Backend, BackendFile, FileBackend};
 pub use collection::{Collection, Direction, IndexInfo, RecordId, WriteOp};
@@ -37,3 +38,4 @@ pub use commit::Ticket;
 pub use engine::{CacheStats, CollectionInfo, Engine, EngineOptions, EngineStats};
 pub use error::{Result, StorageError};
 pub use index::{FilterCompiler, ID_INDEX_NAME, IndexSpec, Predicate, encode_index_key};
+pub use validate::ValidateReport;

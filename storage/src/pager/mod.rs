@@ -173,12 +173,12 @@ impl Pager {
         let mut fallback_reason = invalid.first().map(|w| format!("meta slot: {w}"));
         for (n, (slot, meta)) in order.iter().enumerate() {
             match self.read_blob(meta) {
-                Ok(blob) => {
+                Ok((blob, blob_pages)) => {
                     let other = order
                         .get(n + 1)
                         .filter(|_| n == 0)
                         .map(|(_, m)| m.checkpoint);
-                    let catalog = self.adopt(*slot, meta, other.unwrap_or(0), blob)?;
+                    let catalog = self.adopt(*slot, meta, other.unwrap_or(0), blob, blob_pages)?;
                     return Ok(Opened {
                         checkpoint: Some(((*meta).clone(), catalog)),
                         fallback_reason,
@@ -203,7 +203,14 @@ impl Pager {
     }
 
     /// Takes the allocator state of the chosen checkpoint.
-    fn adopt(&self, slot: usize, meta: &Meta, other: u64, mut blob: Document) -> Result<Document> {
+    fn adopt(
+        &self,
+        slot: usize,
+        meta: &Meta,
+        other: u64,
+        mut blob: Document,
+        blob_pages: Vec<PageId>,
+    ) -> Result<Document> {
         let ids = |blob: &mut Document, key: &str| -> Result<Vec<PageId>> {
             match blob.remove(key) {
                 Some(Bson::Binary(b)) if b.bytes.len() % 4 == 0 => Ok(b
@@ -228,10 +235,12 @@ impl Pager {
         a.free = free.into_iter().collect();
         // Freed before this checkpoint's cut: reusable once the next checkpoint is durable.
         a.freed.insert(meta.checkpoint - 1, pending);
+        // The blob itself: referenced by this checkpoint only.
+        a.freed.insert(meta.checkpoint, blob_pages);
         Ok(blob)
     }
 
-    fn read_blob(&self, meta: &Meta) -> Result<Document> {
+    fn read_blob(&self, meta: &Meta) -> Result<(Document, Vec<PageId>)> {
         let len = usize::try_from(meta.blob_len).map_err(|_| corrupt(meta.blob_page, "blob"))?;
         let pages = len.div_ceil(BLOB_PAGE_PAYLOAD_BYTES);
         if pages as u64 > u64::from(meta.page_count) {
@@ -239,7 +248,9 @@ impl Pager {
         }
         let mut out = Vec::with_capacity(len);
         let mut id = meta.blob_page;
+        let mut ids = Vec::with_capacity(pages);
         for _ in 0..pages {
+            ids.push(id);
             if id < META_SLOTS || id >= meta.page_count {
                 return Err(corrupt(id, "blob chain leaves the page file"));
             }
@@ -254,7 +265,9 @@ impl Pager {
         if crc32fast::hash(&out) != meta.blob_crc {
             return Err(corrupt(meta.blob_page, "blob checksum mismatch"));
         }
-        Document::from_reader(out.as_slice()).map_err(|e| corrupt(meta.blob_page, e.to_string()))
+        let doc = Document::from_reader(out.as_slice())
+            .map_err(|e| corrupt(meta.blob_page, e.to_string()))?;
+        Ok((doc, ids))
     }
 
     fn alloc(&self) -> Result<MutexGuard<'_, Alloc>> {
@@ -517,6 +530,19 @@ impl Pager {
             page_count,
             free_pages,
         }
+    }
+
+    /// (high-water mark, free or waiting pages with how often each is listed) for the page
+    /// accounting check.
+    pub fn accounting(&self) -> (PageId, std::collections::HashMap<PageId, u32>) {
+        let mut listed = std::collections::HashMap::new();
+        let Ok(a) = self.alloc() else {
+            return (0, listed);
+        };
+        for id in a.free.iter().chain(a.freed.values().flatten()) {
+            *listed.entry(*id).or_insert(0) += 1;
+        }
+        (a.high_water, listed)
     }
 
     /// Whether `id` is allocated: neither free nor waiting to be (checks and tests).
