@@ -104,6 +104,10 @@ pub struct EngineStats {
     pub checkpoint_running: bool,
     /// Segments compaction has emptied since open.
     pub segments_compacted: u64,
+    /// Log records the open replayed (0 after a clean shutdown).
+    pub open_replayed_records: u64,
+    /// Milliseconds the open took (checkpoint load, replay, index rebuilds).
+    pub open_ms: u64,
 }
 
 /// The buffer pool's numbers (reported by `serverStatus.wiredTiger.cache`).
@@ -156,6 +160,8 @@ pub(crate) struct Inner {
     /// Segments compaction emptied, with the pager's cut number at that moment: deleted once
     /// both meta slots hold later checkpoints.
     pub emptied: Mutex<Vec<(u64, u64)>>,
+    /// (log records replayed, milliseconds) of the open.
+    pub opened: (u64, u64),
 }
 
 fn lock_err() -> StorageError {
@@ -262,6 +268,8 @@ impl Engine {
         }
         let pager = Arc::new(pager);
         let compiler = opts.partial_filter_compiler.clone();
+        let opened_at = Instant::now();
+        let replayed_records;
         let (collections, next_collection_id, rec) = {
             let blob = opened.checkpoint.as_ref().map(|(_, b)| b);
             let (mut replay, start, orphans) = replay_from(&pager, compiler.as_ref(), blob)?;
@@ -274,9 +282,14 @@ impl Engine {
                 }
                 _ => None,
             };
+            let mut replayed = 0u64;
             let rec = recovery::recover(backend.as_ref(), start.as_ref(), &mut |item| {
+                if !matches!(item.kind, Kind::BatchBegin | Kind::BatchEnd) {
+                    replayed += 1;
+                }
                 replay.apply(item)
             })?;
+            replayed_records = replayed;
             for id in orphans {
                 pager.free(id)?;
             }
@@ -332,6 +345,7 @@ impl Engine {
                 compacted: AtomicU64::new(0),
             },
             emptied: Mutex::new(Vec::new()),
+            opened: (replayed_records, opened_at.elapsed().as_millis() as u64),
         });
         start_threads(&inner, &opts)?;
         Ok(Engine { inner })
@@ -624,6 +638,8 @@ impl Engine {
             checkpoint_last_ms: ck.last_ms.load(Ordering::Relaxed),
             checkpoint_running: ck.running.load(Ordering::Relaxed),
             segments_compacted: ck.compacted.load(Ordering::Relaxed),
+            open_replayed_records: self.inner.opened.0,
+            open_ms: self.inner.opened.1,
         }
     }
 
