@@ -39,6 +39,15 @@ use page::{KIND_LEAF, KIND_OVERFLOW, KeyRepr, NONE, OVERFLOW_PAYLOAD_BYTES, Page
 /// Deeper than any tree of 4 KiB pages can grow; a longer path means a cycle or corruption.
 pub const DEPTH_MAX: usize = 32;
 
+/// A root-to-leaf descent: the internal pages passed (with the child index taken and their
+/// frames), and the leaf.
+pub(crate) struct Descent {
+    pub steps: Vec<(PageId, usize)>,
+    pub frames: Vec<PageRef>,
+    pub leaf: PageId,
+    pub leaf_frame: PageRef,
+}
+
 /// The set of pages a tree owns, kept up to date while it is built so that a checkpoint taken
 /// meanwhile can list them for recovery to free (a build not yet committed is in no catalog).
 #[derive(Clone, Default)]
@@ -133,16 +142,16 @@ impl Tree {
         Ok(())
     }
 
-    /// `id` or its writable copy (see `Pager::write`).
-    fn writable(&mut self, pager: &Pager, id: PageId) -> Result<PageId> {
-        let (new, _) = pager.write(id)?;
+    /// `id` (whose frame is `frame`) or its writable copy (see `Pager::write_frame`).
+    fn writable(&mut self, pager: &Pager, id: PageId, frame: PageRef) -> Result<(PageId, PageRef)> {
+        let (new, f) = pager.write_frame(id, frame)?;
         if new != id
             && let Some(t) = &self.tracker
         {
             t.remove(id);
             t.add(new);
         }
-        Ok(new)
+        Ok((new, f))
     }
 
     /// Makes child `id` of `parent` (at `index`; `None` for the root) writable, repointing the
@@ -150,40 +159,57 @@ impl Tree {
     fn writable_child(
         &mut self,
         pager: &Pager,
-        parent: Option<(PageId, usize)>,
+        parent: Option<(&PageRef, usize)>,
         id: PageId,
-    ) -> Result<PageId> {
-        let new = self.writable(pager, id)?;
+        frame: PageRef,
+    ) -> Result<(PageId, PageRef)> {
+        let (new, f) = self.writable(pager, id, frame)?;
         if new != id {
             match parent {
                 None => self.root = new,
-                Some((p, index)) => pager.read(p)?.write().set_child(index, new),
+                Some((p, index)) => p.write().set_child(index, new),
             }
         }
-        Ok(new)
+        Ok((new, f))
     }
 
-    /// Makes every page of `path` and then `leaf` writable, from the root down.
-    fn make_writable(
-        &mut self,
-        pager: &Pager,
-        path: &mut [(PageId, usize)],
-        leaf: &mut PageId,
-    ) -> Result<()> {
-        let mut parent = None;
-        for entry in path.iter_mut() {
-            entry.0 = self.writable_child(pager, parent, entry.0)?;
-            parent = Some(*entry);
+    /// Makes every page of `path` (whose frames are `frames`) and then the leaf writable, from
+    /// the root down; ids and frames are updated to the writable pages.
+    fn make_writable(&mut self, pager: &Pager, path: &mut Descent) -> Result<()> {
+        for i in 0..path.steps.len() {
+            let (id, index) = path.steps[i];
+            let frame = path.frames[i].clone();
+            let parent = if i == 0 {
+                None
+            } else {
+                Some((&path.frames[i - 1], path.steps[i - 1].1))
+            };
+            let parent = parent.map(|(f, ix)| (f.clone(), ix));
+            let (new, f) =
+                self.writable_child(pager, parent.as_ref().map(|(f, ix)| (f, *ix)), id, frame)?;
+            path.steps[i] = (new, index);
+            path.frames[i] = f;
         }
-        *leaf = self.writable_child(pager, parent, *leaf)?;
+        let parent = path
+            .frames
+            .last()
+            .cloned()
+            .zip(path.steps.last().map(|s| s.1));
+        let (leaf, leaf_frame) = self.writable_child(
+            pager,
+            parent.as_ref().map(|(f, ix)| (f, *ix)),
+            path.leaf,
+            path.leaf_frame.clone(),
+        )?;
+        path.leaf = leaf;
+        path.leaf_frame = leaf_frame;
         Ok(())
     }
 
     /// The value stored under `key`.
     pub fn get(&self, pager: &Pager, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let leaf = self.find_leaf(pager, key, &mut Vec::new())?;
-        let frame = pager.read(leaf)?;
-        let page = frame.read();
+        let d = self.find_leaf(pager, key, false)?;
+        let page = d.leaf_frame.read();
         match search(pager, &page, key)? {
             Ok(slot) => Ok(page.cell(slot).map(|c| c.value.to_vec())),
             Err(_) => Ok(None),
@@ -208,23 +234,33 @@ impl Tree {
         }
     }
 
-    /// Descends to the leaf covering `key`, recording each (internal page, child index) passed.
-    fn find_leaf(
-        &self,
-        pager: &Pager,
-        key: &[u8],
-        path: &mut Vec<(PageId, usize)>,
-    ) -> Result<PageId> {
+    /// Descends to the leaf covering `key`; with `record`, keeps each (internal page, child
+    /// index) passed and its frame.
+    fn find_leaf(&self, pager: &Pager, key: &[u8], record: bool) -> Result<Descent> {
         let mut id = self.root;
+        let mut steps = Vec::new();
+        let mut frames = Vec::new();
         for _ in 0..DEPTH_MAX {
             let frame = pager.read(id)?;
-            let page = frame.read();
-            if page.is_leaf() {
-                return Ok(id);
+            let (index, child) = {
+                let page = frame.read();
+                if page.is_leaf() {
+                    drop(page);
+                    return Ok(Descent {
+                        steps,
+                        frames,
+                        leaf: id,
+                        leaf_frame: frame,
+                    });
+                }
+                let index = child_index(pager, &page, key)?;
+                (index, page.child(index))
+            };
+            if record {
+                steps.push((id, index));
+                frames.push(frame);
             }
-            let index = child_index(pager, &page, key)?;
-            path.push((id, index));
-            id = page.child(index);
+            id = child;
         }
         Err(corrupt(id, "tree deeper than the limit"))
     }
@@ -324,10 +360,10 @@ pub(crate) fn search(
     let (mut low, mut high) = (0, page.count());
     while low < high {
         let mid = (low + high) / 2;
-        let cell = page
-            .cell(mid)
+        let key_at = page
+            .key_at(mid)
             .ok_or_else(|| corrupt(NONE, "malformed cell"))?;
-        let ordering = match cell.key {
+        let ordering = match key_at {
             KeyRepr::Inline(bytes) => bytes.cmp(key),
             repr => resolve(pager, repr)?.as_ref().cmp(key),
         };

@@ -471,9 +471,11 @@ impl Collection {
                 WriteOp::Replace(rid, d) => (*rid, Some(d)),
                 WriteOp::Delete(rid) => (*rid, None),
             };
-            let old = match in_batch.get(&rid) {
-                Some(d) => d.clone(),
-                None => match st.loc(self.pager(), rid)? {
+            let old = match (in_batch.get(&rid), op) {
+                (Some(d), _) => d.clone(),
+                // A new RecordId has no earlier version: no tree lookup.
+                (None, WriteOp::Insert(_)) => None,
+                (None, _) => match st.loc(self.pager(), rid)? {
                     Some(loc) => Some(self.shared.log.read_document(loc)?),
                     None => None,
                 },

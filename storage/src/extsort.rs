@@ -102,16 +102,22 @@ pub(crate) struct Sorter {
     prefix: String,
     buffer: Vec<Vec<u8>>,
     bytes: usize,
+    budget_bytes: usize,
     runs: Vec<(String, Arc<dyn BackendFile>, u64)>,
 }
 
 impl Sorter {
     pub fn new(backend: Arc<dyn Backend>, prefix: &str) -> Sorter {
+        Sorter::with_budget(backend, prefix, INDEX_BUILD_MEMORY_BYTES)
+    }
+
+    pub fn with_budget(backend: Arc<dyn Backend>, prefix: &str, budget_bytes: usize) -> Sorter {
         Sorter {
             backend,
             prefix: prefix.to_string(),
             buffer: Vec::new(),
             bytes: 0,
+            budget_bytes,
             runs: Vec::new(),
         }
     }
@@ -119,7 +125,7 @@ impl Sorter {
     pub fn push(&mut self, entry: Vec<u8>) -> Result<()> {
         self.bytes += entry.len() + ENTRY_OVERHEAD_BYTES;
         self.buffer.push(entry);
-        if self.bytes >= INDEX_BUILD_MEMORY_BYTES {
+        if self.bytes >= self.budget_bytes {
             self.spill()?;
         }
         Ok(())
@@ -237,17 +243,23 @@ pub(crate) struct SpillLog {
     name: String,
     memory: VecDeque<SideOp>,
     bytes: usize,
+    budget_bytes: usize,
     /// The file, its length and the read position.
     file: Option<(Arc<dyn BackendFile>, u64, u64)>,
 }
 
 impl SpillLog {
     pub fn new(backend: Arc<dyn Backend>, name: String) -> SpillLog {
+        SpillLog::with_budget(backend, name, INDEX_BUILD_SIDE_MEMORY_BYTES)
+    }
+
+    pub fn with_budget(backend: Arc<dyn Backend>, name: String, budget_bytes: usize) -> SpillLog {
         SpillLog {
             backend,
             name,
             memory: VecDeque::new(),
             bytes: 0,
+            budget_bytes,
             file: None,
         }
     }
@@ -259,7 +271,7 @@ impl SpillLog {
             };
             self.memory.push_back(op);
         }
-        if self.bytes >= INDEX_BUILD_SIDE_MEMORY_BYTES {
+        if self.bytes >= self.budget_bytes {
             self.spill()?;
         }
         Ok(())
@@ -338,10 +350,11 @@ mod tests {
     fn sorter_spills_and_merges_in_order() {
         let backend: Arc<dyn Backend> = Arc::new(SimBackend::new());
         let mut rng = rand::rngs::StdRng::seed_from_u64(7);
-        let mut s = Sorter::new(backend.clone(), "tmp-t");
+        let budget = 256 << 10;
+        let mut s = Sorter::with_budget(backend.clone(), "tmp-t", budget);
         let mut want = Vec::new();
         // Enough bytes for several runs.
-        for i in 0..(3 * INDEX_BUILD_MEMORY_BYTES / 64) {
+        for i in 0..(5 * budget / 64) {
             let mut e = vec![0u8; rng.random_range(1..40)];
             rng.fill(&mut e[..]);
             e.extend_from_slice(&(i as u64).to_be_bytes());
@@ -368,11 +381,12 @@ mod tests {
     #[test]
     fn spill_log_keeps_order_across_the_file() {
         let backend: Arc<dyn Backend> = Arc::new(SimBackend::new());
-        let mut log = SpillLog::new(backend.clone(), "tmp-side".into());
+        let budget = 256 << 10;
+        let mut log = SpillLog::with_budget(backend.clone(), "tmp-side".into(), budget);
         let mut want = VecDeque::new();
         let mut got = Vec::new();
         let big = vec![7u8; 1000];
-        for i in 0..(INDEX_BUILD_SIDE_MEMORY_BYTES / 500) as u32 {
+        for i in 0..(budget / 100) as u32 {
             let mut e = big.clone();
             e.extend_from_slice(&i.to_be_bytes());
             let op = if i % 3 == 0 {
@@ -382,7 +396,7 @@ mod tests {
             };
             want.push_back(op.clone());
             log.push(vec![op]).expect("push");
-            if i % 5000 == 0 {
+            if i % 500 == 0 {
                 got.extend(log.take(1234).expect("take"));
             }
         }

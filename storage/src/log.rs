@@ -99,6 +99,17 @@ pub(crate) struct Log {
     spare: Mutex<Option<(u64, Arc<dyn BackendFile>)>>,
     /// Bytes appended since open (checkpoints are also triggered by log volume).
     appended_bytes: AtomicU64,
+    /// What the commit thread must sync besides the current segment.
+    unsynced: Mutex<Unsynced>,
+}
+
+/// Work `roll` leaves for the commit thread.
+#[derive(Default)]
+struct Unsynced {
+    /// Segments rolled away from, possibly holding unsynced records.
+    files: Vec<Arc<dyn BackendFile>>,
+    /// A spare was renamed into place.
+    dir: bool,
 }
 
 /// Name of the prepared, not yet used, segment `id`.
@@ -150,6 +161,7 @@ impl Log {
             segments: RwLock::new(segments),
             spare: Mutex::new(None),
             appended_bytes: AtomicU64::new(0),
+            unsynced: Mutex::new(Unsynced::default()),
         })
     }
 
@@ -225,12 +237,11 @@ impl Log {
         Ok((seq - 1, locs))
     }
 
-    /// Syncs the full segment, then starts a new one big enough for `need` bytes.
+    /// Starts a new segment big enough for `need` bytes. The full one is not synced here (that
+    /// would stall every writer behind the lock): the commit thread syncs it, and the directory
+    /// entry of the new one, before it calls anything in them durable.
     fn roll(&self, w: &mut Writer, need: u64) -> Result<()> {
-        if let Err(e) = w.file.sync() {
-            w.poisoned = Some(format!("log sync failed: {e}"));
-            return Err(e.into());
-        }
+        self.unsynced()?.files.push(w.file.clone());
         let id = w.segment_id + 1;
         let size = self
             .segment_size_bytes
@@ -282,8 +293,38 @@ impl Log {
     fn install_spare(&self, id: u64, file: Arc<dyn BackendFile>) -> Result<Arc<dyn BackendFile>> {
         let name = record::segment_file_name(id);
         self.backend.rename(&spare_file_name(id), &name)?;
-        self.backend.sync_dir()?;
+        // Until the directory is synced a crash may bring back the spare name; nothing in the
+        // segment is acknowledged before the commit thread syncs it (`sync_all`).
+        self.unsynced()?.dir = true;
         Ok(file)
+    }
+
+    fn unsynced(&self) -> Result<MutexGuard<'_, Unsynced>> {
+        self.unsynced.lock().map_err(|_| poisoned_lock())
+    }
+
+    /// Makes everything appended so far durable: the segments rolled away from, the directory
+    /// entry of a renamed spare, then the current segment. Returns the last sequence covered.
+    /// Called by the commit thread only.
+    pub fn sync_all(&self) -> Result<u64> {
+        let (files, dir, current, seq) = {
+            let w = self.writer()?;
+            if let Some(why) = &w.poisoned {
+                return Err(StorageError::Poisoned(why.clone()));
+            }
+            let mut u = self.unsynced()?;
+            let files = std::mem::take(&mut u.files);
+            let dir = std::mem::take(&mut u.dir);
+            (files, dir, w.file.clone(), w.next_sequence - 1)
+        };
+        for f in &files {
+            f.sync()?;
+        }
+        if dir {
+            self.backend.sync_dir()?;
+        }
+        current.sync()?;
+        Ok(seq)
     }
 
     /// Prepares the next segment ahead of time, zero-filled (a sync into written-out zeros is
@@ -316,16 +357,6 @@ impl Log {
             self.backend.remove(&name)?;
             Ok(false)
         }
-    }
-
-    /// The file to sync and the last sequence written to it (everything before is in files
-    /// already synced by `roll`).
-    pub fn sync_target(&self) -> Result<(Arc<dyn BackendFile>, u64)> {
-        let w = self.writer()?;
-        if let Some(why) = &w.poisoned {
-            return Err(StorageError::Poisoned(why.clone()));
-        }
-        Ok((w.file.clone(), w.next_sequence - 1))
     }
 
     /// (segment id, offset, next sequence) where the next record will go.

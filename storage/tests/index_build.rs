@@ -108,10 +108,11 @@ fn build_under_concurrent_writes_equals_a_build_from_scratch() {
     writer.join().expect("writer");
     assert!(during > 0, "writes went on while the index was built");
     assert!(progress_calls.load(Ordering::Relaxed) > 1);
-    engine
-        .create_index("db", "c", spec("k_scratch", "k", false), &|_, _| {})
-        .err()
-        .map(|e| assert!(matches!(e, StorageError::IndexKeyExists(_)), "{e}"));
+    let again = engine.create_index("db", "c", spec("k_scratch", "k", false), &|_, _| {});
+    assert!(
+        matches!(again, Err(StorageError::IndexKeyExists(_))),
+        "{again:?}"
+    );
     // Same key pattern can't have two names; compare with a compound index that sorts alike.
     let scratch = IndexSpec {
         name: "k_1__id_1".into(),

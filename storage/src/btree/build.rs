@@ -10,6 +10,9 @@ use super::{PageTracker, Tree};
 use crate::error::{Result, StorageError};
 use crate::pager::{PageId, Pager};
 
+/// (separator key part, page) entries of one level of internal nodes being packed.
+type Level = Vec<(Vec<u8>, PageId)>;
+
 /// Bulk-built pages are filled to 15/16, leaving room for some later inserts before splits.
 const BULK_FILL_SIZE_BYTES: usize = CELL_AREA_SIZE_BYTES / 16 * 15;
 
@@ -88,7 +91,7 @@ impl Tree {
         pager: &Pager,
         leftmost: PageId,
         children: Vec<(Vec<u8>, PageId)>,
-    ) -> Result<(PageId, Vec<(Vec<u8>, PageId)>)> {
+    ) -> Result<(PageId, Level)> {
         // Nodes are filled in memory first so that the last one can borrow from its neighbour.
         let mut nodes: Vec<(Option<Vec<u8>>, Page)> = Vec::new();
         let mut node = Page::new(KIND_INTERNAL);

@@ -21,16 +21,14 @@ impl Tree {
         if value.len() > VALUE_SIZE_MAX {
             return Err(StorageError::LimitExceeded("B+tree value too long".into()));
         }
-        let mut path = Vec::new();
-        let mut leaf = self.find_leaf(pager, key, &mut path)?;
+        let mut d = self.find_leaf(pager, key, true)?;
         let found = {
-            let frame = pager.read(leaf)?;
-            let page = frame.read();
+            let page = d.leaf_frame.read();
             match search(pager, &page, key)? {
                 Ok(slot) => {
                     let cell = page
                         .cell(slot)
-                        .ok_or_else(|| super::corrupt(leaf, "cell"))?;
+                        .ok_or_else(|| super::corrupt(d.leaf, "cell"))?;
                     if cell.value == value {
                         return Ok(Some(cell.value.to_vec()));
                     }
@@ -44,16 +42,17 @@ impl Tree {
                 Err(slot) => Err(slot),
             }
         };
-        self.make_writable(pager, &mut path, &mut leaf)?;
+        self.make_writable(pager, &mut d)?;
+        let (leaf, path) = (d.leaf, &d.steps);
         let previous = match found {
             Ok((slot, old, key_part)) => {
-                pager.read(leaf)?.write().remove_cell(slot);
-                self.insert_into(pager, leaf, slot, page::leaf_cell(&key_part, value), &path)?;
+                d.leaf_frame.write().remove_cell(slot);
+                self.insert_into(pager, leaf, slot, page::leaf_cell(&key_part, value), path)?;
                 Some(old)
             }
             Err(slot) => {
                 let key_part = self.store_key(pager, key)?;
-                self.insert_into(pager, leaf, slot, page::leaf_cell(&key_part, value), &path)?;
+                self.insert_into(pager, leaf, slot, page::leaf_cell(&key_part, value), path)?;
                 self.len += 1;
                 None
             }
@@ -64,20 +63,18 @@ impl Tree {
 
     /// Removes a key; returns its value if it was present.
     pub fn remove(&mut self, pager: &Pager, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let mut path = Vec::new();
-        let mut leaf = self.find_leaf(pager, key, &mut path)?;
+        let mut d = self.find_leaf(pager, key, true)?;
         let slot = {
-            let frame = pager.read(leaf)?;
-            let page = frame.read();
+            let page = d.leaf_frame.read();
             match search(pager, &page, key)? {
                 Ok(slot) => slot,
                 Err(_) => return Ok(None),
             }
         };
-        self.make_writable(pager, &mut path, &mut leaf)?;
+        self.make_writable(pager, &mut d)?;
+        let (leaf, path) = (d.leaf, d.steps.clone());
         let (bytes, value) = {
-            let frame = pager.read(leaf)?;
-            let mut page = frame.write();
+            let mut page = d.leaf_frame.write();
             let bytes = page
                 .cell_bytes(slot)
                 .ok_or_else(|| super::corrupt(leaf, "cell"))?
@@ -218,7 +215,12 @@ impl Tree {
             if index == on_path {
                 return Ok(on_path_id);
             }
-            t.writable_child(pager, Some((parent, index)), id)
+            let parent_frame = pager.read(parent)?;
+            let frame = pager.read(id)?;
+            Ok(
+                t.writable_child(pager, Some((&parent_frame, index)), id, frame)?
+                    .0,
+            )
         };
         if page::cells_size(&cells) <= CELL_AREA_SIZE_BYTES {
             let left = writable(self, separator_slot, left_id)?;

@@ -185,6 +185,30 @@ impl Page {
         parse_cell(self.bytes.get(start..)?, self.is_leaf())
     }
 
+    /// Only the key of cell `i` (what a binary search needs); `None` only on a corrupt page.
+    #[inline]
+    pub fn key_at(&self, i: usize) -> Option<KeyRepr<'_>> {
+        if i >= self.count() {
+            return None;
+        }
+        let start = self.slot(i);
+        if start < self.cell_start() {
+            return None;
+        }
+        let bytes = self.bytes.get(start..)?;
+        let (header, at) = read_varint(bytes)?;
+        let key_len = usize::try_from(header >> 1).ok()?;
+        if header & 1 == 1 {
+            let raw = bytes.get(at..at + OVERFLOW_REF_SIZE_BYTES)?;
+            let first = u32::from_le_bytes(raw.try_into().ok()?);
+            return Some(KeyRepr::Overflow {
+                first,
+                len: key_len,
+            });
+        }
+        Some(KeyRepr::Inline(bytes.get(at..at.checked_add(key_len)?)?))
+    }
+
     /// The raw bytes of cell `i`.
     pub fn cell_bytes(&self, i: usize) -> Option<&[u8]> {
         let cell = self.cell(i)?;
@@ -387,7 +411,16 @@ pub fn write_varint(out: &mut Vec<u8>, mut value: u64) {
     out.push(value as u8);
 }
 
+#[inline]
 pub fn read_varint(bytes: &[u8]) -> Option<(u64, usize)> {
+    // One byte is by far the common case (key lengths, value lengths).
+    match bytes.first() {
+        Some(&b) if b < 0x80 => Some((u64::from(b), 1)),
+        _ => read_varint_long(bytes),
+    }
+}
+
+fn read_varint_long(bytes: &[u8]) -> Option<(u64, usize)> {
     let mut value = 0u64;
     for (i, &b) in bytes.iter().take(VARINT_SIZE_MAX).enumerate() {
         value |= u64::from(b & 0x7F).checked_shl(7 * i as u32)?;

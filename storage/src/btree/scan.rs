@@ -4,6 +4,9 @@
 
 use std::ops::Bound;
 
+/// What a scan hands each entry to: key and value; false stops the scan.
+pub type Visitor<'v> = dyn FnMut(&[u8], &[u8]) -> Result<bool> + 'v;
+
 use super::{DEPTH_MAX, Tree, child_index, corrupt, resolve, search};
 use crate::error::Result;
 use crate::pager::{PageRef, Pager};
@@ -18,7 +21,7 @@ impl Tree {
         lower: Bound<&[u8]>,
         upper: Bound<&[u8]>,
         reverse: bool,
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> Result<bool>,
+        visit: &mut Visitor<'_>,
     ) -> Result<()> {
         let (start, end) = if reverse {
             (upper, lower)
@@ -110,7 +113,7 @@ fn visit_leaf(
     slot: &mut usize,
     reverse: bool,
     end: &Bound<&[u8]>,
-    visit: &mut dyn FnMut(&[u8], &[u8]) -> Result<bool>,
+    visit: &mut Visitor<'_>,
 ) -> Result<bool> {
     let page = frame.read();
     loop {

@@ -35,6 +35,28 @@ pub use pool::{FRAME_OVERHEAD_BYTES, PageRef, Pool};
 /// A page's number: its byte offset in the file is `id * PAGE_SIZE_BYTES`.
 pub type PageId = u32;
 
+/// Hashes page ids for the pool's map and the fresh set: one multiplication (ids are dense small
+/// integers, and the pool is looked up several times per tree operation; SipHash showed up at
+/// the top of profiles). Not for keys a client chooses.
+#[derive(Default, Clone, Copy)]
+pub struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.0 = (u64::from(n) ^ self.0).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+pub type IdBuild = std::hash::BuildHasherDefault<IdHasher>;
+
 /// Name of the page file in the data directory.
 pub const PAGE_FILE_NAME: &str = "pages.db";
 /// The pool never holds fewer frames than this, whatever the cache setting (a tree operation
@@ -53,7 +75,7 @@ struct Alloc {
     free: BTreeSet<PageId>,
     /// Pages freed after cut `tag`, by tag.
     freed: BTreeMap<u64, Vec<PageId>>,
-    fresh: HashSet<PageId>,
+    fresh: HashSet<PageId, IdBuild>,
 }
 
 impl Alloc {
@@ -101,6 +123,9 @@ pub struct Pager {
     file: Arc<dyn BackendFile>,
     pool: Pool,
     alloc: Mutex<Alloc>,
+    /// `Alloc::cuts`, readable without the lock: a frame allocated at the current cut number
+    /// is fresh without a look at the fresh set.
+    cuts_now: std::sync::atomic::AtomicU64,
 }
 
 fn lock_err() -> StorageError {
@@ -145,8 +170,9 @@ impl Pager {
                 high_water: META_SLOTS,
                 free: BTreeSet::new(),
                 freed: BTreeMap::new(),
-                fresh: HashSet::new(),
+                fresh: HashSet::default(),
             }),
+            cuts_now: std::sync::atomic::AtomicU64::new(0),
         };
         let opened = pager.choose(&slots)?;
         Ok((pager, opened))
@@ -228,6 +254,7 @@ impl Pager {
         let pending = ids(&mut blob, "pending")?;
         let mut a = self.alloc.lock().map_err(|_| lock_err())?;
         a.cuts = meta.checkpoint;
+        self.cuts_now.store(a.cuts, Ordering::Release);
         a.slots = [0; META_SLOTS as usize];
         a.slots[slot] = meta.checkpoint;
         a.slots[1 - slot] = other;
@@ -309,7 +336,7 @@ impl Pager {
 
     /// A fresh page holding `page`.
     pub fn allocate_page(&self, page: Page) -> Result<(PageId, PageRef)> {
-        let id = {
+        let (id, cut) = {
             let mut a = self.alloc()?;
             let id = match a.free.pop_first() {
                 Some(id) => id,
@@ -322,9 +349,10 @@ impl Pager {
                 }
             };
             a.fresh.insert(id);
-            id
+            (id, a.cuts)
         };
         let frame = Arc::new(pool::Frame::new(page, true));
+        frame.set_fresh_cut(cut);
         let mut victims = Vec::new();
         self.pool.insert_new(id, frame.clone(), &mut victims);
         self.write_victims(victims)?;
@@ -334,9 +362,20 @@ impl Pager {
     /// The page to change in place of `id`: `id` itself when fresh, otherwise a fresh copy (the
     /// caller must then point the parent at the returned id; `id` is freed).
     pub fn write(&self, id: PageId) -> Result<(PageId, PageRef)> {
-        let fresh = self.alloc()?.fresh.contains(&id);
         let frame = self.read(id)?;
-        if fresh {
+        self.write_frame(id, frame)
+    }
+
+    /// `write` for a page whose frame the caller holds already (no pool look-up when it is
+    /// fresh).
+    pub fn write_frame(&self, id: PageId, frame: PageRef) -> Result<(PageId, PageRef)> {
+        let now = self.cuts_now.load(Ordering::Acquire);
+        if frame.fresh_cut() == now {
+            return Ok((id, frame));
+        }
+        // The frame may have been evicted and read back: the set knows.
+        if self.alloc()?.fresh.contains(&id) {
+            frame.set_fresh_cut(now);
             return Ok((id, frame));
         }
         let copy = frame.read().clone();
@@ -440,6 +479,7 @@ impl Pager {
         // The blob is referenced by this checkpoint only.
         a.freed.entry(number).or_default().extend(&blob_pages);
         a.cuts = number;
+        self.cuts_now.store(number, Ordering::Release);
         let sealed: Vec<PageId> = a.fresh.drain().collect();
         let meta = Meta {
             checkpoint: number,

@@ -23,6 +23,9 @@ pub const FRAME_OVERHEAD_BYTES: u64 = 160;
 pub struct Frame {
     page: RwLock<Page>,
     dirty: AtomicBool,
+    /// The pager's cut number when this page was allocated (`u64::MAX`: not known, e.g. read
+    /// back from disk); equal to the current number means the page may change in place.
+    fresh_cut: AtomicU64,
 }
 
 impl Frame {
@@ -30,7 +33,16 @@ impl Frame {
         Frame {
             page: RwLock::new(page),
             dirty: AtomicBool::new(dirty),
+            fresh_cut: AtomicU64::new(u64::MAX),
         }
+    }
+
+    pub fn fresh_cut(&self) -> u64 {
+        self.fresh_cut.load(Ordering::Acquire)
+    }
+
+    pub fn set_fresh_cut(&self, cut: u64) {
+        self.fresh_cut.store(cut, Ordering::Release);
     }
 
     /// Shared access to the page bytes.
@@ -75,11 +87,11 @@ struct Slot {
 #[derive(Default)]
 struct State {
     /// Resident pages: id -> index into `slots`.
-    map: HashMap<PageId, usize>,
+    map: HashMap<PageId, usize, super::IdBuild>,
     slots: Vec<Slot>,
     hand: usize,
     /// Dirty victims being written outside the lock.
-    writing: HashMap<PageId, PageRef>,
+    writing: HashMap<PageId, PageRef, super::IdBuild>,
     inflight: usize,
 }
 
