@@ -197,6 +197,7 @@ fn replay_from<'a>(
         compiler,
         colls: BTreeMap::new(),
         next_collection_id: 1,
+        pending_bytes: 0,
     };
     let Some(blob) = blob else {
         return Ok((replay, None, Vec::new()));
@@ -225,14 +226,9 @@ fn replay_from<'a>(
             builds: Vec::new(),
             segment_bytes: lc.segment_bytes,
         };
-        replay.colls.insert(
-            lc.entry.id,
-            ReplayColl {
-                entry: lc.entry,
-                state,
-                rebuild: Default::default(),
-            },
-        );
+        replay
+            .colls
+            .insert(lc.entry.id, ReplayColl::new(lc.entry, state));
     }
     let start = Start {
         segment: 0,

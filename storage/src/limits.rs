@@ -40,6 +40,8 @@ pub const CACHE_SIZE_BYTES_DEFAULT: u64 = 256 << 20;
 pub const CHECKPOINT_INTERVAL_MS_DEFAULT: u64 = 60_000;
 /// Log bytes written since the last checkpoint that start the next one.
 pub const CHECKPOINT_LOG_BYTES_DEFAULT: u64 = 64 << 20;
+/// Index changes replay buffers (to apply them in key order) before it applies them.
+pub const REPLAY_INDEX_BUFFER_BYTES: usize = 64 << 20;
 /// How often the checkpoint thread looks whether a checkpoint is due.
 pub const CHECKPOINT_POLL_MS: u64 = 100;
 /// Documents an index build reads per hold of the collection's read lock.

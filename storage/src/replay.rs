@@ -4,8 +4,14 @@
 //! the only document bytes it reads are the ones in the record itself. Indexes created in the
 //! replayed tail have no checkpointed tree: they are marked and rebuilt from the documents once
 //! replay ends. Segments' live bytes are the sum of the collections' per-segment counts.
+//!
+//! Index changes are not applied record by record: they are buffered per index (up to a memory
+//! bound), sorted by entry key (stably, so the changes to one entry keep their log order) and
+//! applied in key order, so each leaf is visited once per flush instead of once per change: a
+//! tail of random keys over indexes larger than the cache would otherwise read a page for most
+//! changes.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 
 use bson::RawDocument;
@@ -14,7 +20,8 @@ use crate::btree::Tree;
 use crate::catalog::{CatalogEntry, CatalogOp};
 use crate::collection::{CollMeta, CollState, Collection, Shared};
 use crate::error::{Result, StorageError};
-use crate::index::{FilterCompiler, Index};
+use crate::index::{FilterCompiler, Index, entry_key};
+use crate::limits::REPLAY_INDEX_BUFFER_BYTES;
 use crate::log::Loc;
 use crate::pager::Pager;
 use crate::record::{self, Kind};
@@ -26,6 +33,37 @@ pub(crate) struct ReplayColl {
     pub state: CollState,
     /// Idents of indexes created in the tail, to rebuild after replay.
     pub rebuild: HashSet<u32>,
+    /// Index changes not applied yet: ident -> (entry key, insert?) in log order.
+    pub pending: HashMap<u32, Vec<(Vec<u8>, bool)>>,
+}
+
+impl ReplayColl {
+    pub fn new(entry: CatalogEntry, state: CollState) -> ReplayColl {
+        ReplayColl {
+            entry,
+            state,
+            rebuild: HashSet::new(),
+            pending: HashMap::new(),
+        }
+    }
+
+    /// Applies the buffered index changes, each index's in entry-key order.
+    fn flush(&mut self, pager: &Pager) -> Result<()> {
+        for (ident, mut ops) in std::mem::take(&mut self.pending) {
+            let Some(ix) = self.state.indexes.iter_mut().find(|i| i.ident == ident) else {
+                continue;
+            };
+            ops.sort_by(|a, b| a.0.cmp(&b.0));
+            for (entry, insert) in ops {
+                if insert {
+                    ix.tree.insert(pager, &entry, &[])?;
+                } else {
+                    ix.tree.remove(pager, &entry)?;
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 pub(crate) struct Replay<'a> {
@@ -33,6 +71,8 @@ pub(crate) struct Replay<'a> {
     pub compiler: Option<&'a FilterCompiler>,
     pub colls: BTreeMap<u64, ReplayColl>,
     pub next_collection_id: u64,
+    /// Bytes of buffered index changes over all collections.
+    pub pending_bytes: usize,
 }
 
 fn lost(what: &str) -> StorageError {
@@ -55,9 +95,14 @@ impl Replay<'_> {
                 };
                 let mut loc = item.loc;
                 loc.doc_size = data.document.map_or(0, |d| d.len() as u32);
-                apply_data(pager, compiler, c, item.kind, &data, loc)?;
+                self.pending_bytes += apply_data(pager, compiler, c, item.kind, &data, loc)?;
+                if self.pending_bytes >= REPLAY_INDEX_BUFFER_BYTES {
+                    self.flush()?;
+                }
             }
             Kind::Catalog => {
+                // Catalog changes may drop or add indexes: buffered changes go in first.
+                self.flush()?;
                 let d =
                     bson::Document::from_reader(item.payload).map_err(|e| bad(&e.to_string()))?;
                 self.apply_op(CatalogOp::from_document(&d)?)?;
@@ -67,20 +112,22 @@ impl Replay<'_> {
         Ok(())
     }
 
+    /// Applies every buffered index change.
+    pub fn flush(&mut self) -> Result<()> {
+        for c in self.colls.values_mut() {
+            c.flush(self.pager)?;
+        }
+        self.pending_bytes = 0;
+        Ok(())
+    }
+
     fn apply_op(&mut self, op: CatalogOp) -> Result<()> {
         let pager = self.pager;
         match op {
             CatalogOp::Create(e) => {
                 self.next_collection_id = self.next_collection_id.max(e.id + 1);
                 let state = CollState::new(pager, self.compiler)?;
-                self.colls.insert(
-                    e.id,
-                    ReplayColl {
-                        entry: e,
-                        state,
-                        rebuild: HashSet::new(),
-                    },
-                );
+                self.colls.insert(e.id, ReplayColl::new(e, state));
             }
             CatalogOp::Drop { id } => {
                 if let Some(c) = self.colls.remove(&id) {
@@ -125,16 +172,19 @@ impl Replay<'_> {
 
     /// Turns replayed collections into live ones; indexes created in the tail are rebuilt.
     pub fn finish(
-        self,
+        mut self,
         shared: &Arc<Shared>,
         backend: &Arc<dyn crate::backend::Backend>,
     ) -> Result<Vec<Arc<Collection>>> {
+        self.flush()?;
+        let compiler = self.compiler;
         let mut out = Vec::with_capacity(self.colls.len());
         for (id, rc) in self.colls {
             let ReplayColl {
                 entry,
                 mut state,
                 rebuild,
+                ..
             } = rc;
             state.next_record_id = state.next_record_id.max(entry.next_record_id);
             let c = Arc::new(Collection {
@@ -149,7 +199,7 @@ impl Replay<'_> {
                 shared: shared.clone(),
             });
             if !rebuild.is_empty() {
-                crate::index_build::rebuild(&c, &rebuild, backend, self.compiler)?;
+                crate::index_build::rebuild(&c, &rebuild, backend, compiler)?;
             }
             out.push(c);
         }
@@ -157,7 +207,8 @@ impl Replay<'_> {
     }
 }
 
-/// Applies one data record; returns the location it superseded.
+/// Applies one data record to the record tree and buffers its index changes; returns the bytes
+/// buffered.
 fn apply_data(
     pager: &Pager,
     _compiler: Option<&FilterCompiler>,
@@ -165,27 +216,27 @@ fn apply_data(
     kind: Kind,
     data: &record::DataPayload<'_>,
     loc: Loc,
-) -> Result<Option<Loc>> {
+) -> Result<usize> {
     let rid = data.record_id;
     let st = &mut c.state;
     if kind == Kind::Move {
         // Only the place changes; a move of a document deleted later in the tail is fine.
-        return if st.loc(pager, rid)?.is_some() {
-            st.put_loc(pager, rid, loc)
-        } else {
-            Ok(None)
-        };
-    }
-    for (ident, key) in &data.removed {
-        if c.rebuild.contains(ident) {
-            continue;
+        if st.loc(pager, rid)?.is_some() {
+            st.put_loc(pager, rid, loc)?;
         }
-        if let Some(ix) = st.indexes.iter_mut().find(|i| i.ident == *ident) {
-            ix.remove(pager, key, rid)?;
+        return Ok(0);
+    }
+    let mut bytes = 0;
+    for (ident, key) in &data.removed {
+        if !c.rebuild.contains(ident) && st.indexes.iter().any(|i| i.ident == *ident) {
+            let entry = entry_key(key, rid);
+            bytes += entry.len() + BUFFERED_OP_OVERHEAD_BYTES;
+            c.pending.entry(*ident).or_default().push((entry, false));
         }
     }
     let Some(doc) = data.document else {
-        return st.remove_loc(pager, rid);
+        st.remove_loc(pager, rid)?;
+        return Ok(bytes);
     };
     let doc = RawDocument::from_bytes(doc).map_err(|e| {
         StorageError::corruption(
@@ -199,13 +250,20 @@ fn apply_data(
             continue;
         }
         let (keys, multikey) = ix.keys_of(doc)?;
+        let ops = c.pending.entry(ix.ident).or_default();
         for k in keys {
-            ix.insert(pager, &k, rid)?;
+            let entry = entry_key(&k, rid);
+            bytes += entry.len() + BUFFERED_OP_OVERHEAD_BYTES;
+            ops.push((entry, true));
         }
         ix.multikey |= multikey;
     }
-    st.put_loc(pager, rid, loc)
+    st.put_loc(pager, rid, loc)?;
+    Ok(bytes)
 }
+
+/// Memory a buffered index change costs besides its key (vector slot, flag, allocation).
+const BUFFERED_OP_OVERHEAD_BYTES: usize = 48;
 
 /// Frees every page of a collection's trees.
 pub(crate) fn free_state(pager: &Pager, st: &CollState) -> Result<()> {
