@@ -116,10 +116,7 @@ impl Commit {
             if !self.wait_for_work() {
                 return;
             }
-            let outcome = self
-                .log
-                .sync_target()
-                .and_then(|(file, seq)| file.sync().map(|()| seq).map_err(StorageError::from));
+            let outcome = self.log.sync_all();
             let mut st = self.state();
             match outcome {
                 Ok(seq) => {
