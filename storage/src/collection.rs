@@ -282,6 +282,10 @@ impl Collection {
     /// The document with this RecordId.
     pub fn get(&self, rid: RecordId) -> Result<Option<RawDocumentBuf>> {
         let st = self.read()?;
+        if st.dropped {
+            // Its trees' pages were given back with the drop.
+            return Ok(None);
+        }
         match st.loc(self.pager(), rid)? {
             Some(loc) => Ok(Some(self.shared.log.read_document(loc)?)),
             None => Ok(None),

@@ -204,6 +204,24 @@ fn move_found(
     let pager = &*inner.shared.pager;
     for (cid, records) in found {
         let Some(c) = colls.get(&cid) else { continue };
+        // Sort out the stale records under the read lock (tree look-ups may read pages), so
+        // the write lock, which readers wait for, covers only a re-check of hot pages.
+        let records: Vec<Found> = {
+            let st = c.read()?;
+            if st.dropped {
+                continue;
+            }
+            let mut keep = Vec::new();
+            for f in records {
+                if st.loc(pager, f.rid)? == Some(f.loc) {
+                    keep.push(f);
+                }
+            }
+            keep
+        };
+        if records.is_empty() {
+            continue;
+        }
         let mut st = c.write_state()?;
         if st.dropped {
             continue;

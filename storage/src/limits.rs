@@ -31,7 +31,7 @@ pub const COMPACTION_LOG_BYTES_MIN: u64 = 1 << 20;
 /// How often the background compactor looks at the log.
 pub const COMPACTION_INTERVAL_MS: u64 = 200;
 /// Bytes of live records re-logged per collection-lock hold during compaction.
-pub const COMPACTION_CHUNK_BYTES: u64 = 1 << 20;
+pub const COMPACTION_CHUNK_BYTES: u64 = 256 << 10;
 /// A checkpoint is taken once the log has moved this many segments past the last one.
 pub const CHECKPOINT_INTERVAL_SEGMENTS: u64 = 4;
 /// Buffer pool size when the caller sets none (mongod's floor for its cache).
@@ -42,6 +42,8 @@ pub const CHECKPOINT_INTERVAL_MS_DEFAULT: u64 = 60_000;
 pub const CHECKPOINT_LOG_BYTES_DEFAULT: u64 = 64 << 20;
 /// Index changes replay buffers (to apply them in key order) before it applies them.
 pub const REPLAY_INDEX_BUFFER_BYTES: usize = 64 << 20;
+/// A checkpoint syncs the page file after each slice of this many bytes of pages it writes.
+pub const CHECKPOINT_SYNC_SLICE_BYTES: usize = 8 << 20;
 /// How often the checkpoint thread looks whether a checkpoint is due.
 pub const CHECKPOINT_POLL_MS: u64 = 100;
 /// Documents an index build reads per hold of the collection's read lock.

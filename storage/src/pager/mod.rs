@@ -28,6 +28,7 @@ use bson::{Binary, Bson, Document, spec::BinarySubtype};
 use crate::backend::{Backend, BackendFile};
 use crate::btree::page::{self, PAGE_SIZE_BYTES, Page};
 use crate::error::{Result, StorageError};
+use crate::limits::CHECKPOINT_SYNC_SLICE_BYTES;
 pub use meta::{META_SLOTS, Meta, Slot};
 use pool::Victim;
 pub use pool::{FRAME_OVERHEAD_BYTES, PageRef, Pool};
@@ -504,7 +505,12 @@ impl Pager {
     /// readers or writers need. On error the checkpoint is not durable (the caller stops
     /// writes: a failed sync leaves the page cache's state unknown).
     pub fn write_cut(&self, cut: &Cut) -> Result<()> {
-        for &id in &cut.sealed {
+        // In file order, and synced a slice at a time: one huge flush would make the log's own
+        // syncs (and so every acknowledgement) wait behind it in the device queue.
+        let mut sealed = cut.sealed.clone();
+        sealed.sort_unstable();
+        let mut unsynced = 0usize;
+        for id in sealed {
             if let Some(f) = self.pool.peek(id)
                 && f.is_dirty()
             {
@@ -512,6 +518,11 @@ impl Pager {
                 if let Err(e) = self.write_page(id, page) {
                     f.mark_dirty();
                     return Err(e);
+                }
+                unsynced += PAGE_SIZE_BYTES;
+                if unsynced >= CHECKPOINT_SYNC_SLICE_BYTES {
+                    self.file.sync()?;
+                    unsynced = 0;
                 }
             }
         }
