@@ -5,7 +5,7 @@
 use super::args::{self, check_fields};
 use super::crud_read::{cursor_reply, deadline};
 use super::crud_write::prepare_document;
-use super::{Reply, Request};
+use super::{Reply, Request, off_thread};
 use crate::catalog::storage_error;
 use crate::cursors::{Cursor, DocSource, FIRST_BATCH_COUNT_DEFAULT, ScanState, check_deadline};
 use crate::error::{CommandResult, ErrorCode, err};
@@ -20,7 +20,7 @@ use bson::{Bson, Document, RawDocumentBuf, doc};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
-use storage::{Collection, WriteOp};
+use storage::{Collection, Ticket, WriteOp};
 
 const FIELDS: &[&str] = &[
     "pipeline",
@@ -212,7 +212,30 @@ impl Iterator for ScanDocs {
     }
 }
 
-pub async fn aggregate(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+/// What the storage part of `aggregate` produced.
+pub enum Ran {
+    Reply(Reply),
+    /// `$out`/`$merge`: the documents to write, then an empty cursor on `ns`.
+    Output {
+        target: OutputTarget,
+        docs: Vec<Document>,
+        ns: String,
+    },
+}
+
+pub async fn aggregate(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<Reply> {
+    match super::off_thread(state, req, run_pipeline).await? {
+        Ran::Reply(reply) => Ok(reply),
+        Ran::Output { target, docs, ns } => {
+            write_output(state, req, target, docs).await?;
+            Ok(cursor_reply(0, &ns, true, vec![]))
+        }
+    }
+}
+
+/// Parse and run the pipeline over its input (on the blocking pool); with `explain: true`, the
+/// explain reply.
+pub fn run_pipeline(state: &ServerState, req: &Request) -> CommandResult<Ran> {
     check_fields(&req.body, "aggregate", FIELDS)?;
     args::check_collation(&req.body, "aggregate")?;
     let coll_name = match req.body.get("aggregate") {
@@ -286,17 +309,17 @@ pub async fn aggregate(state: &Arc<ServerState>, req: &Request) -> CommandResult
         .as_ref()
         .and_then(|c| state.catalog.collection(&req.db, c));
     if explain {
-        return Ok(explain_reply(
+        return Ok(Ran::Reply(explain_reply(
             &req.db,
             coll_name.as_deref(),
             &pipeline,
             coll.as_ref(),
-        ));
+        )));
     }
     if let (Some(c), Some(n)) = (&coll, count_shape(&stages)) {
         let docs = count_fast(c, &n, deadline)?;
         let ns = format!("{}.{}", req.db, coll_name.clone().unwrap_or_default());
-        return Ok(cursor_reply(0, &ns, true, docs));
+        return Ok(Ran::Reply(cursor_reply(0, &ns, true, docs)));
     }
     let input: DocStream<'static> = match (source, &coll, pipeline.is_collectionless()) {
         (Some(docs), _, _) => Box::new(docs.into_iter().map(Ok)),
@@ -310,29 +333,24 @@ pub async fn aggregate(state: &Arc<ServerState>, req: &Request) -> CommandResult
         coll_name.clone().unwrap_or_else(|| "$cmd.aggregate".into())
     );
     if let Some(target) = pipeline.output_target() {
-        let output: Vec<Document> = tokio::task::block_in_place(|| {
-            pipeline
-                .run(input, &env)?
-                .collect::<CommandResult<Vec<_>>>()
-        })?;
-        write_output(state, target, output).await?;
-        return Ok(cursor_reply(0, &ns, true, vec![]));
+        let docs = pipeline
+            .run(input, &env)?
+            .collect::<CommandResult<Vec<_>>>()?;
+        let target = target.clone();
+        return Ok(Ran::Output { target, docs, ns });
     }
     // Each result is encoded as it leaves the pipeline, so results are held once, as raw BSON.
-    let docs = tokio::task::block_in_place(|| -> CommandResult<VecDeque<RawDocumentBuf>> {
-        let mut docs = VecDeque::new();
-        for d in pipeline.run(input, &env)? {
-            docs.push_back(
-                RawDocumentBuf::try_from(&d?)
-                    .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?,
-            );
-        }
-        Ok(docs)
-    })?;
+    let mut docs = VecDeque::new();
+    for d in pipeline.run(input, &env)? {
+        docs.push_back(
+            RawDocumentBuf::try_from(&d?)
+                .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?,
+        );
+    }
     let mut source = DocSource::Buffered(docs);
     let batch = source.next_batch(batch_size, deadline)?;
     if source.is_exhausted() {
-        return Ok(cursor_reply(0, &ns, true, batch));
+        return Ok(Ran::Reply(cursor_reply(0, &ns, true, batch)));
     }
     let cursor = Cursor {
         db: req.db.clone(),
@@ -343,7 +361,7 @@ pub async fn aggregate(state: &Arc<ServerState>, req: &Request) -> CommandResult
         no_timeout: false,
     };
     let id = state.cursors.insert(cursor)?;
-    Ok(cursor_reply(id, &ns, true, batch))
+    Ok(Ran::Reply(cursor_reply(id, &ns, true, batch)))
 }
 
 /// The drivers' `countDocuments` pipeline: `$match`, optional `$skip`/`$limit`, then a `$group`
@@ -520,86 +538,128 @@ fn source_stage(
 }
 
 /// `$out` replaces the target atomically (built in a temporary collection, then renamed over
-/// it); `$merge` inserts or updates document by document under the target's write lock.
+/// it); `$merge` inserts or updates document by document under the target's write lock. The
+/// writes run on the blocking pool; the wait for durability does not.
 async fn write_output(
-    state: &ServerState,
-    target: &OutputTarget,
+    state: &Arc<ServerState>,
+    req: &Arc<Request>,
+    target: OutputTarget,
     output: Vec<Document>,
 ) -> CommandResult<()> {
-    let (db, name) = (target.db.as_str(), target.coll.as_str());
-    crate::catalog::validate_collection_name(db, name)?;
-    crate::catalog::check_user_writable(db, name)?;
-    match &target.mode {
+    crate::catalog::validate_collection_name(&target.db, &target.coll)?;
+    crate::catalog::check_user_writable(&target.db, &target.coll)?;
+    match target.mode {
         OutputMode::Out => {
             let temp = format!("tmp.agg_out.{}", bson::oid::ObjectId::new());
-            let coll = state.catalog.get_or_create(db, &temp)?;
-            let ops = output
-                .into_iter()
-                .map(|d| prepare_document(d).map(WriteOp::Insert))
-                .collect::<CommandResult<Vec<_>>>()?;
+            let (db, name, tmp) = (target.db.clone(), target.coll.clone(), temp.clone());
+            let last = off_thread(state, req, move |state, _| {
+                write_temp(state, &db, &name, &tmp, output)
+            })
+            .await?;
             // The target is replaced only after every chunk is durable in the temporary collection.
-            let mut last = None;
-            for chunk in ops.chunks(10_000) {
-                last = Some(
-                    coll.write(chunk.to_vec())
-                        .map_err(|e| storage_error(e, db, name))?,
-                );
-            }
             if let Some(t) = last {
                 state.catalog.finish_write(&t, &Default::default()).await?;
             }
-            let engine = state.catalog.engine();
-            tokio::task::block_in_place(|| engine.rename_collection(db, &temp, db, name, true))
-                .map_err(|e| storage_error(e, db, name))?;
-            state.cursors.invalidate(db, Some(name));
-            Ok(())
+            off_thread(state, req, move |state, _| {
+                let (db, name) = (target.db.as_str(), target.coll.as_str());
+                state
+                    .catalog
+                    .engine()
+                    .rename_collection(db, &temp, db, name, true)
+                    .map_err(|e| storage_error(e, db, name))?;
+                state.cursors.invalidate(db, Some(name));
+                Ok(())
+            })
+            .await
         }
-        OutputMode::Merge {
-            on,
-            when_matched,
-            when_not_matched,
-        } => {
-            let _guard = state.catalog.lock(db, name).await;
-            let coll = state.catalog.get_or_create(db, name)?;
-            let mut last = None;
-            for new in output {
-                let key: Document = on
-                    .iter()
-                    .filter_map(|f| new.get(f).map(|v| (f.clone(), v.clone())))
-                    .collect();
-                let existing = super::crud_read::collect_matches(
-                    &coll,
-                    &Filter::parse(&key)?,
-                    &key,
-                    None,
-                    None,
-                    Some(1),
-                )?;
-                let existing_doc = existing
-                    .first()
-                    .map(|(_, raw, _)| to_doc(raw))
-                    .transpose()?;
-                let Some(result) =
-                    merge_documents(existing_doc.as_ref(), &new, when_matched, *when_not_matched)?
-                else {
-                    continue;
-                };
-                let raw = prepare_document(result)?;
-                let op = match existing.first() {
-                    Some((rid, _, _)) => WriteOp::Replace(*rid, raw),
-                    None => WriteOp::Insert(raw),
-                };
-                last = Some(
-                    coll.write(vec![op])
-                        .map_err(|e| storage_error(e, db, name))?,
-                );
-            }
+        OutputMode::Merge { .. } => {
+            let guard = state.catalog.lock(&target.db, &target.coll).await;
+            let last = off_thread(state, req, move |state, _| {
+                let _guard = guard;
+                merge_into(state, &target, output)
+            })
+            .await?;
             if let Some(t) = last {
                 state.catalog.finish_write(&t, &Default::default()).await?;
             }
             Ok(())
         }
     }
+}
+
+/// `$out`'s documents into the temporary collection, in storage-sized chunks.
+fn write_temp(
+    state: &ServerState,
+    db: &str,
+    name: &str,
+    temp: &str,
+    output: Vec<Document>,
+) -> CommandResult<Option<Ticket>> {
+    let coll = state.catalog.get_or_create(db, temp)?;
+    let ops = output
+        .into_iter()
+        .map(|d| prepare_document(d).map(WriteOp::Insert))
+        .collect::<CommandResult<Vec<_>>>()?;
+    let mut last = None;
+    for chunk in ops.chunks(10_000) {
+        last = Some(
+            coll.write(chunk.to_vec())
+                .map_err(|e| storage_error(e, db, name))?,
+        );
+    }
+    Ok(last)
+}
+
+/// `$merge`: each document matched on `on` and inserted, replaced or merged.
+fn merge_into(
+    state: &ServerState,
+    target: &OutputTarget,
+    output: Vec<Document>,
+) -> CommandResult<Option<Ticket>> {
+    let OutputMode::Merge {
+        on,
+        when_matched,
+        when_not_matched,
+    } = &target.mode
+    else {
+        return Ok(None);
+    };
+    let (db, name) = (target.db.as_str(), target.coll.as_str());
+    let coll = state.catalog.get_or_create(db, name)?;
+    let mut last = None;
+    for new in output {
+        let key: Document = on
+            .iter()
+            .filter_map(|f| new.get(f).map(|v| (f.clone(), v.clone())))
+            .collect();
+        let existing = super::crud_read::collect_matches(
+            &coll,
+            &Filter::parse(&key)?,
+            &key,
+            None,
+            None,
+            Some(1),
+        )?;
+        let existing_doc = existing
+            .first()
+            .map(|(_, raw, _)| to_doc(raw))
+            .transpose()?;
+        let Some(result) =
+            merge_documents(existing_doc.as_ref(), &new, when_matched, *when_not_matched)?
+        else {
+            continue;
+        };
+        let raw = prepare_document(result)?;
+        let op = match existing.first() {
+            Some((rid, _, _)) => WriteOp::Replace(*rid, raw),
+            None => WriteOp::Insert(raw),
+        };
+        last = Some(
+            coll.write(vec![op])
+                .map_err(|e| storage_error(e, db, name))?,
+        );
+    }
+    Ok(last)
 }
 
 fn explain_reply(
