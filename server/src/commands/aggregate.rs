@@ -553,7 +553,11 @@ async fn write_output(
             let temp = format!("tmp.agg_out.{}", bson::oid::ObjectId::new());
             let (db, name, tmp) = (target.db.clone(), target.coll.clone(), temp.clone());
             let last = off_thread(state, req, move |state, _| {
-                write_temp(state, &db, &name, &tmp, output)
+                let last = write_temp(state, &db, &name, &tmp, output)?;
+                if let Some(t) = &last {
+                    state.catalog.sync_if_idle(t, &Default::default());
+                }
+                Ok(last)
             })
             .await?;
             // The target is replaced only after every chunk is durable in the temporary collection.
@@ -575,8 +579,13 @@ async fn write_output(
         OutputMode::Merge { .. } => {
             let guard = state.catalog.lock(&target.db, &target.coll).await;
             let last = off_thread(state, req, move |state, _| {
-                let _guard = guard;
-                merge_into(state, &target, output)
+                let last = merge_into(state, &target, output);
+                drop(guard);
+                let last = last?;
+                if let Some(t) = &last {
+                    state.catalog.sync_if_idle(t, &Default::default());
+                }
+                Ok(last)
             })
             .await?;
             if let Some(t) = last {

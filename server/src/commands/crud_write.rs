@@ -37,6 +37,14 @@ impl WriteOutcome {
         self.errors.push(d);
     }
 
+    /// At the end of the job: sync now when the reply will wait and no sync is in flight.
+    fn sync_if_idle(self, state: &ServerState, wc: &WriteConcern) -> Self {
+        if let Some(t) = &self.ticket {
+            state.catalog.sync_if_idle(t, wc);
+        }
+        self
+    }
+
     fn keep_ticket(&mut self, t: Ticket) {
         if self
             .ticket
@@ -192,7 +200,11 @@ fn check_size(raw: &RawDocumentBuf) -> CommandResult<()> {
 
 pub async fn insert(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<Reply> {
     let wc = WriteConcern::parse(req.write_concern.as_ref())?;
-    let out = super::off_thread(state, req, insert_documents).await?;
+    let job_wc = wc.clone();
+    let out = super::off_thread(state, req, move |state, req| {
+        Ok(insert_documents(state, req)?.sync_if_idle(state, &job_wc))
+    })
+    .await?;
     out.reply(state, &wc, false).await
 }
 
@@ -366,10 +378,12 @@ pub async fn update(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResu
     let wc = WriteConcern::parse(req.write_concern.as_ref())?;
     crate::catalog::check_user_writable(&req.db, &coll_name)?;
     let guard = state.catalog.lock(&req.db, &coll_name).await;
+    let job_wc = wc.clone();
     // The lock travels with the job and is released when it ends, before the durability wait.
     let out = super::off_thread(state, req, move |state, req| {
-        let _guard = guard;
-        update_statements(state, req, &coll_name)
+        let out = update_statements(state, req, &coll_name);
+        drop(guard);
+        Ok(out?.sync_if_idle(state, &job_wc))
     })
     .await?;
     out.reply(state, &wc, true).await
@@ -526,9 +540,11 @@ pub async fn delete(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResu
     let coll_name = args::collection_name(&req.body, "delete")?;
     let wc = WriteConcern::parse(req.write_concern.as_ref())?;
     let guard = state.catalog.lock(&req.db, &coll_name).await;
+    let job_wc = wc.clone();
     let out = super::off_thread(state, req, move |state, req| {
-        let _guard = guard;
-        delete_statements(state, req, &coll_name)
+        let out = delete_statements(state, req, &coll_name);
+        drop(guard);
+        Ok(out?.sync_if_idle(state, &job_wc))
     })
     .await?;
     out.reply(state, &wc, false).await

@@ -125,9 +125,16 @@ pub async fn run(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<
     let a = parse(&req.body, &req.db, &name)?;
     crate::catalog::check_user_writable(&req.db, &name)?;
     let guard = state.catalog.lock(&req.db, &name).await;
+    let job_wc = wc.clone();
     let (value, last_error, ticket) = super::off_thread(state, req, move |state, req| {
-        let _guard = guard;
-        find_and_change(state, req, &name, &a)
+        let outcome = find_and_change(state, req, &name, &a);
+        // The lock is released before the sync: other writers need not wait for it.
+        drop(guard);
+        let outcome = outcome?;
+        if let Some(t) = &outcome.2 {
+            state.catalog.sync_if_idle(t, &job_wc);
+        }
+        Ok(outcome)
     })
     .await?;
     if let Some(t) = &ticket {
