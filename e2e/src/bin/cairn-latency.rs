@@ -1,8 +1,9 @@
-//! `cairn-latency`: where the time of one durable insert goes. In one run, one operation at a
-//! time, it measures the floor (a TCP echo round trip on loopback and fdatasync of a small write
-//! to a preallocated file in `--dir`, the disk the log lives on), then against a running server:
-//! `ping` and a one-document `insert` over raw OP_MSG (no driver in the way), and `insertOne`
-//! through the Rust driver. Prints median, p90 and p99 in microseconds. See docs/BENCHMARKS.md.
+//! `cairn-latency`: where the time of one durable insert goes. One operation at a time, it
+//! measures the floor (a TCP echo round trip on loopback, and fdatasync of a small write to a
+//! preallocated file in `--dir`, the disk the log lives on) and, against a running server,
+//! `ping` and a one-document `insert` over raw OP_MSG (no driver in the way) and `insertOne`
+//! through the Rust driver. The kinds take turns in slices, so that the machine's load weighs on
+//! all of them alike. Prints median, p90 and p99 in microseconds. See docs/BENCHMARKS.md.
 
 use anyhow::{Context, Result, bail};
 use bson::{Document, RawDocumentBuf, doc};
@@ -21,6 +22,8 @@ const SYNC_WRITE_BYTES: usize = 256;
 const ECHO_BYTES: usize = 64;
 /// Operations of each kind run before measuring.
 const WARMUP_OPS: usize = 200;
+/// Operations of one kind in a row before the next kind's turn.
+const SLICE_OPS: usize = 50;
 
 #[derive(Parser)]
 #[command(
@@ -37,6 +40,9 @@ struct Cli {
     /// Measured operations of each kind.
     #[arg(long, default_value_t = 5000)]
     ops: usize,
+    /// Run only the kinds whose name contains this (e.g. "raw OP_MSG").
+    #[arg(long)]
+    only: Option<String>,
 }
 
 struct Summary {
@@ -51,25 +57,42 @@ impl Summary {
     }
 }
 
-fn measure(
-    name: &'static str,
-    ops: usize,
-    mut op: impl FnMut(usize) -> Result<()>,
-) -> Result<Summary> {
-    for i in 0..WARMUP_OPS {
-        op(i)?;
+/// One kind of operation: its name and a closure doing the n-th one.
+type Op<'a> = (&'static str, Box<dyn FnMut(usize) -> Result<()> + 'a>);
+
+/// Runs every kind in turn, `SLICE_OPS` at a time, until each did `ops`: the machine's load
+/// (other processes' disk and CPU use) then weighs on every kind alike.
+fn measure(ops: usize, kinds: &mut [Op<'_>]) -> Result<Vec<Summary>> {
+    for (_, op) in kinds.iter_mut() {
+        for i in 0..WARMUP_OPS {
+            op(i)?;
+        }
     }
-    let mut samples = Vec::with_capacity(ops);
-    for i in 0..ops {
-        let t = Instant::now();
-        op(WARMUP_OPS + i)?;
-        samples.push(t.elapsed());
+    let mut samples: Vec<Vec<Duration>> = kinds.iter().map(|_| Vec::with_capacity(ops)).collect();
+    let mut done = 0;
+    while done < ops {
+        let n = SLICE_OPS.min(ops - done);
+        for ((_, op), out) in kinds.iter_mut().zip(samples.iter_mut()) {
+            for i in 0..n {
+                let t = Instant::now();
+                op(WARMUP_OPS + done + i)?;
+                out.push(t.elapsed());
+            }
+        }
+        done += n;
     }
-    samples.sort_unstable();
-    Ok(Summary { name, samples })
+    Ok(kinds
+        .iter()
+        .zip(samples)
+        .map(|((name, _), mut samples)| {
+            samples.sort_unstable();
+            Summary { name, samples }
+        })
+        .collect())
 }
 
-fn echo_round_trip(ops: usize) -> Result<Summary> {
+/// A loopback TCP echo server; returns a connected client.
+fn echo_peer() -> Result<TcpStream> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let addr = listener.local_addr()?;
     std::thread::spawn(move || -> std::io::Result<()> {
@@ -81,40 +104,48 @@ fn echo_round_trip(ops: usize) -> Result<Summary> {
             s.write_all(&b)?;
         }
     });
-    let mut c = TcpStream::connect(addr)?;
+    let c = TcpStream::connect(addr)?;
     c.set_nodelay(true)?;
-    let mut b = [7u8; ECHO_BYTES];
-    measure("loopback TCP echo", ops, |_| {
-        c.write_all(&b)?;
-        c.read_exact(&mut b)?;
-        Ok(())
-    })
+    Ok(c)
 }
 
-fn fdatasync_alone(dir: &std::path::Path, ops: usize) -> Result<Summary> {
-    let path = dir.join(format!("cairn-latency-{}.sync", std::process::id()));
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .read(true)
-        .write(true)
-        .open(&path)
-        .with_context(|| format!("cannot create {}", path.display()))?;
-    let zeros = vec![0u8; 1 << 20];
-    for i in 0..SYNC_FILE_BYTES / zeros.len() as u64 {
-        file.write_all_at(&zeros, i * zeros.len() as u64)?;
+/// A preallocated file (like a log segment) in `dir`, removed on drop.
+struct SyncFile {
+    file: std::fs::File,
+    path: PathBuf,
+}
+
+impl SyncFile {
+    fn create(dir: &std::path::Path) -> Result<SyncFile> {
+        let path = dir.join(format!("cairn-latency-{}.sync", std::process::id()));
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .read(true)
+            .write(true)
+            .open(&path)
+            .with_context(|| format!("cannot create {}", path.display()))?;
+        let zeros = vec![0u8; 1 << 20];
+        for i in 0..SYNC_FILE_BYTES / zeros.len() as u64 {
+            file.write_all_at(&zeros, i * zeros.len() as u64)?;
+        }
+        file.sync_all()?;
+        Ok(SyncFile { file, path })
     }
-    file.sync_all()?;
-    let record = [1u8; SYNC_WRITE_BYTES];
-    let slots = SYNC_FILE_BYTES / SYNC_WRITE_BYTES as u64;
-    let result = measure("write + fdatasync", ops, |i| {
+
+    fn write_and_sync(&self, i: usize) -> Result<()> {
+        let slots = SYNC_FILE_BYTES / SYNC_WRITE_BYTES as u64;
         let offset = (i as u64 % slots) * SYNC_WRITE_BYTES as u64;
-        file.write_all_at(&record, offset)?;
-        file.sync_data()?;
+        self.file.write_all_at(&[1u8; SYNC_WRITE_BYTES], offset)?;
+        self.file.sync_data()?;
         Ok(())
-    });
-    let _ = std::fs::remove_file(&path);
-    result
+    }
+}
+
+impl Drop for SyncFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
 }
 
 /// One raw OP_MSG round trip; fails unless the reply says `ok: 1`.
@@ -145,61 +176,73 @@ fn command(conn: &mut TcpStream, id: i32, body: &Document) -> Result<()> {
     Ok(())
 }
 
-fn raw_ops(addr: &str, ops: usize) -> Result<(Summary, Summary)> {
-    let mut conn = TcpStream::connect(addr).with_context(|| format!("cannot connect to {addr}"))?;
+fn connect(addr: &str) -> Result<TcpStream> {
+    let conn = TcpStream::connect(addr).with_context(|| format!("cannot connect to {addr}"))?;
     conn.set_nodelay(true)?;
-    let db = "cairn_latency";
-    command(&mut conn, 1, &doc! { "dropDatabase": 1, "$db": db })?;
-    let ping = measure("ping (raw OP_MSG)", ops, |i| {
-        command(&mut conn, i as i32, &doc! { "ping": 1, "$db": "admin" })
-    })?;
-    let insert = measure("insert 1 doc, durable (raw OP_MSG)", ops, |i| {
-        let body = doc! {
-            "insert": "raw",
-            "documents": [{ "_id": i as i64, "v": "x".repeat(100) }],
-            "$db": db,
-        };
-        command(&mut conn, i as i32, &body)
-    })?;
-    Ok((ping, insert))
-}
-
-fn driver_inserts(addr: &str, ops: usize) -> Result<Summary> {
-    let rt = tokio::runtime::Runtime::new()?;
-    rt.block_on(async {
-        let uri = format!("mongodb://{addr}/?directConnection=true&retryWrites=false");
-        let client = mongodb::Client::with_uri_str(&uri).await?;
-        let coll = client
-            .database("cairn_latency")
-            .collection::<Document>("driver");
-        let mut samples = Vec::with_capacity(ops);
-        for i in 0..WARMUP_OPS + ops {
-            let t = Instant::now();
-            coll.insert_one(doc! { "_id": i as i64, "v": "x".repeat(100) })
-                .await?;
-            if i >= WARMUP_OPS {
-                samples.push(t.elapsed());
-            }
-        }
-        samples.sort_unstable();
-        Ok(Summary {
-            name: "insertOne, durable (Rust driver)",
-            samples,
-        })
-    })
+    Ok(conn)
 }
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
-    let echo = echo_round_trip(cli.ops)?;
-    let sync = fdatasync_alone(&cli.dir, cli.ops)?;
-    let (ping, insert) = raw_ops(&cli.addr, cli.ops)?;
-    let driver = driver_inserts(&cli.addr, cli.ops)?;
+    let db = "cairn_latency";
+    let mut echo = echo_peer()?;
+    let sync = SyncFile::create(&cli.dir)?;
+    let mut pinger = connect(&cli.addr)?;
+    let mut inserter = connect(&cli.addr)?;
+    command(&mut inserter, 1, &doc! { "dropDatabase": 1, "$db": db })?;
+    let rt = tokio::runtime::Runtime::new()?;
+    let uri = format!(
+        "mongodb://{}/?directConnection=true&retryWrites=false",
+        cli.addr
+    );
+    let driver = rt
+        .block_on(mongodb::Client::with_uri_str(&uri))?
+        .database(db)
+        .collection::<Document>("driver");
+    let mut echo_buf = [7u8; ECHO_BYTES];
+    let mut kinds: Vec<Op<'_>> = vec![
+        (
+            "loopback TCP echo",
+            Box::new(|_| {
+                echo.write_all(&echo_buf)?;
+                echo.read_exact(&mut echo_buf)?;
+                Ok(())
+            }),
+        ),
+        ("write + fdatasync", Box::new(|i| sync.write_and_sync(i))),
+        (
+            "ping (raw OP_MSG)",
+            Box::new(|i| command(&mut pinger, i as i32, &doc! { "ping": 1, "$db": "admin" })),
+        ),
+        (
+            "insert 1 doc, durable (raw OP_MSG)",
+            Box::new(|i| {
+                let body = doc! {
+                    "insert": "raw",
+                    "documents": [{ "_id": i as i64, "v": "x".repeat(100) }],
+                    "$db": db,
+                };
+                command(&mut inserter, i as i32, &body)
+            }),
+        ),
+        (
+            "insertOne, durable (Rust driver)",
+            Box::new(|i| {
+                let d = doc! { "_id": i as i64, "v": "x".repeat(100) };
+                rt.block_on(async { driver.insert_one(d).await })?;
+                Ok(())
+            }),
+        ),
+    ];
+    if let Some(only) = &cli.only {
+        kinds.retain(|(name, _)| name.contains(only.as_str()));
+    }
+    let summaries = measure(cli.ops, &mut kinds)?;
     println!(
         "{:<38} {:>9} {:>9} {:>9}   ({} ops each)",
         "operation", "p50 us", "p90 us", "p99 us", cli.ops
     );
-    for s in [&echo, &sync, &ping, &insert, &driver] {
+    for s in &summaries {
         println!(
             "{:<38} {:>9.1} {:>9.1} {:>9.1}",
             s.name,
