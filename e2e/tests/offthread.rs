@@ -83,6 +83,14 @@ async fn ping_and_hello_answer_while_storage_calls_block() {
     // More slow calls than the server has async workers (one per core by default).
     let slow = std::thread::available_parallelism().map_or(2, |n| n.get()) + 2;
     assert!(slow as i64 <= status_number(&client, "metrics.storageJobs.threadsMax").await);
+    // One client each (every find on its own connection), connected before the finds start so
+    // that they enter the fail point together.
+    let mut clients = Vec::new();
+    for _ in 0..slow {
+        let c = server.client().await;
+        admin_command(&c, doc! { "ping": 1 }).await;
+        clients.push(c);
+    }
     let before = fail_point(
         &client,
         "blockStorageCall",
@@ -92,9 +100,7 @@ async fn ping_and_hello_answer_while_storage_calls_block() {
     .await;
     let order = Arc::new(AtomicUsize::new(0));
     let mut finds = Vec::new();
-    for _ in 0..slow {
-        // One client each: every find on its own connection.
-        let c = server.client().await;
+    for c in clients {
         let order = order.clone();
         finds.push(tokio::spawn(async move {
             let coll = c.database("t").collection::<Document>("c");
