@@ -1,26 +1,21 @@
 //! `aggregate`: parse the pipeline, feed it the collection (a leading `$match`/`$sort` goes
-//! through the planner, so indexes serve it), run it, write `$out`/`$merge` output through the
-//! storage engine, and return the results through a cursor.
+//! through the planner, so indexes serve it), run it on the storage pool, hand `$out`/`$merge`
+//! output to `commands/output.rs`, and return the results through a cursor.
 
 use super::args::{self, check_fields};
 use super::crud_read::{cursor_reply, deadline};
-use super::crud_write::prepare_document;
-use super::{Reply, Request, off_thread};
-use crate::catalog::storage_error;
+use super::{Reply, Request};
 use crate::cursors::{Cursor, DocSource, FIRST_BATCH_COUNT_DEFAULT, ScanState, check_deadline};
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::planner;
 use crate::query::matcher::Filter;
-use crate::query::pipeline::output::merge_documents;
-use crate::query::pipeline::{
-    DocStream, OutputMode, OutputTarget, ParseContext, Pipeline, PipelineEnv,
-};
+use crate::query::pipeline::{DocStream, OutputTarget, ParseContext, Pipeline, PipelineEnv};
 use crate::state::ServerState;
 use bson::{Bson, Document, RawDocumentBuf, doc};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
-use storage::{Collection, Ticket, WriteOp};
+use storage::Collection;
 
 const FIELDS: &[&str] = &[
     "pipeline",
@@ -93,7 +88,7 @@ impl PipelineEnv for Env<'_> {
     }
 }
 
-fn to_doc(raw: &RawDocumentBuf) -> CommandResult<Document> {
+pub(super) fn to_doc(raw: &RawDocumentBuf) -> CommandResult<Document> {
     Document::try_from(raw.as_ref()).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))
 }
 
@@ -227,7 +222,7 @@ pub async fn aggregate(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandR
     match super::off_thread(state, req, run_pipeline).await? {
         Ran::Reply(reply) => Ok(reply),
         Ran::Output { target, docs, ns } => {
-            write_output(state, req, target, docs).await?;
+            super::output::write_output(state, req, target, docs).await?;
             Ok(cursor_reply(0, &ns, true, vec![]))
         }
     }
@@ -535,140 +530,6 @@ fn source_stage(
         "$listLocalSessions" => Ok(Some(vec![])),
         _ => Ok(None),
     }
-}
-
-/// `$out` replaces the target atomically (built in a temporary collection, then renamed over
-/// it); `$merge` inserts or updates document by document under the target's write lock. The
-/// writes run on the blocking pool; the wait for durability does not.
-async fn write_output(
-    state: &Arc<ServerState>,
-    req: &Arc<Request>,
-    target: OutputTarget,
-    output: Vec<Document>,
-) -> CommandResult<()> {
-    crate::catalog::validate_collection_name(&target.db, &target.coll)?;
-    crate::catalog::check_user_writable(&target.db, &target.coll)?;
-    match target.mode {
-        OutputMode::Out => {
-            let temp = format!("tmp.agg_out.{}", bson::oid::ObjectId::new());
-            let (db, name, tmp) = (target.db.clone(), target.coll.clone(), temp.clone());
-            let last = off_thread(state, req, move |state, _| {
-                let last = write_temp(state, &db, &name, &tmp, output)?;
-                if let Some(t) = &last {
-                    state.catalog.sync_if_idle(t, &Default::default());
-                }
-                Ok(last)
-            })
-            .await?;
-            // The target is replaced only after every chunk is durable in the temporary collection.
-            if let Some(t) = last {
-                state.catalog.finish_write(&t, &Default::default()).await?;
-            }
-            off_thread(state, req, move |state, _| {
-                let (db, name) = (target.db.as_str(), target.coll.as_str());
-                state
-                    .catalog
-                    .engine()
-                    .rename_collection(db, &temp, db, name, true)
-                    .map_err(|e| storage_error(e, db, name))?;
-                state.cursors.invalidate(db, Some(name));
-                Ok(())
-            })
-            .await
-        }
-        OutputMode::Merge { .. } => {
-            let guard = state.catalog.lock(&target.db, &target.coll).await;
-            let last = off_thread(state, req, move |state, _| {
-                let last = merge_into(state, &target, output);
-                drop(guard);
-                let last = last?;
-                if let Some(t) = &last {
-                    state.catalog.sync_if_idle(t, &Default::default());
-                }
-                Ok(last)
-            })
-            .await?;
-            if let Some(t) = last {
-                state.catalog.finish_write(&t, &Default::default()).await?;
-            }
-            Ok(())
-        }
-    }
-}
-
-/// `$out`'s documents into the temporary collection, in storage-sized chunks.
-fn write_temp(
-    state: &ServerState,
-    db: &str,
-    name: &str,
-    temp: &str,
-    output: Vec<Document>,
-) -> CommandResult<Option<Ticket>> {
-    let coll = state.catalog.get_or_create(db, temp)?;
-    let ops = output
-        .into_iter()
-        .map(|d| prepare_document(d).map(WriteOp::Insert))
-        .collect::<CommandResult<Vec<_>>>()?;
-    let mut last = None;
-    for chunk in ops.chunks(10_000) {
-        last = Some(
-            coll.write(chunk.to_vec())
-                .map_err(|e| storage_error(e, db, name))?,
-        );
-    }
-    Ok(last)
-}
-
-/// `$merge`: each document matched on `on` and inserted, replaced or merged.
-fn merge_into(
-    state: &ServerState,
-    target: &OutputTarget,
-    output: Vec<Document>,
-) -> CommandResult<Option<Ticket>> {
-    let OutputMode::Merge {
-        on,
-        when_matched,
-        when_not_matched,
-    } = &target.mode
-    else {
-        return Ok(None);
-    };
-    let (db, name) = (target.db.as_str(), target.coll.as_str());
-    let coll = state.catalog.get_or_create(db, name)?;
-    let mut last = None;
-    for new in output {
-        let key: Document = on
-            .iter()
-            .filter_map(|f| new.get(f).map(|v| (f.clone(), v.clone())))
-            .collect();
-        let existing = super::crud_read::collect_matches(
-            &coll,
-            &Filter::parse(&key)?,
-            &key,
-            None,
-            None,
-            Some(1),
-        )?;
-        let existing_doc = existing
-            .first()
-            .map(|(_, raw, _)| to_doc(raw))
-            .transpose()?;
-        let Some(result) =
-            merge_documents(existing_doc.as_ref(), &new, when_matched, *when_not_matched)?
-        else {
-            continue;
-        };
-        let raw = prepare_document(result)?;
-        let op = match existing.first() {
-            Some((rid, _, _)) => WriteOp::Replace(*rid, raw),
-            None => WriteOp::Insert(raw),
-        };
-        last = Some(
-            coll.write(vec![op])
-                .map_err(|e| storage_error(e, db, name))?,
-        );
-    }
-    Ok(last)
 }
 
 fn explain_reply(

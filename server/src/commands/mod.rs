@@ -14,6 +14,7 @@ pub mod explain;
 pub mod find_and_modify;
 pub mod handshake;
 pub mod indexes;
+pub mod output;
 
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::offload::Liveness;
