@@ -71,6 +71,10 @@ pub struct ServerState {
     pub cursors: CursorRegistry,
     pub ttl: TtlCounters,
     pub ops: crate::ops::OpRegistry,
+    /// The blocking pool's gauges (`crate::offload`).
+    pub pool: crate::offload::PoolStats,
+    /// Test-only fail points (`configureFailPoint`).
+    pub failpoints: crate::failpoints::FailPoints,
     shutdown_tx: watch::Sender<bool>,
 }
 
@@ -81,6 +85,9 @@ impl ServerState {
         let opts = storage::EngineOptions {
             journal_commit_interval_ms: config.journal_commit_interval_ms,
             partial_filter_compiler: Some(partial_filter_compiler()),
+            cache_size_bytes: config.cache_size_bytes(crate::sysinfo::memory_bytes()),
+            checkpoint_interval_ms: config.checkpoint_interval_ms(),
+            checkpoint_log_bytes: config.checkpoint_log_bytes(),
             ..storage::EngineOptions::default()
         };
         let engine = storage::Engine::open(&config.dbpath, opts).map_err(|e| e.to_string())?;
@@ -102,6 +109,8 @@ impl ServerState {
             cursors: CursorRegistry::default(),
             ttl: TtlCounters::default(),
             ops: crate::ops::OpRegistry::default(),
+            pool: crate::offload::PoolStats::default(),
+            failpoints: crate::failpoints::FailPoints::default(),
             shutdown_tx: watch::channel(false).0,
         })
     }
