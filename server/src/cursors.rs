@@ -152,7 +152,7 @@ impl ScanState {
 
     /// The next chunk of candidate documents from storage (before the filter).
     fn next_candidates(&mut self) -> CommandResult<Vec<(RecordId, RawDocumentBuf)>> {
-        let serr = |e| crate::catalog::storage_error(e, "", "");
+        let serr = |e| crate::error::storage_error(e, "", "");
         let want = self.chunk_count();
         match &mut self.mode {
             ScanMode::Collection { direction, after } => {
@@ -174,7 +174,7 @@ impl ScanState {
     /// Up to a chunk of merged documents: each live branch keeps at least one fetched document
     /// buffered, and the least of the branch heads (by the sort) goes out next.
     fn next_merge_candidates(&mut self) -> CommandResult<Vec<(RecordId, RawDocumentBuf)>> {
-        let serr = |e| crate::catalog::storage_error(e, "", "");
+        let serr = |e| crate::error::storage_error(e, "", "");
         let ScanMode::Merge {
             branches,
             sort,
@@ -234,7 +234,7 @@ impl ScanState {
         &mut self,
         want: usize,
     ) -> CommandResult<Vec<(RecordId, RawDocumentBuf)>> {
-        let serr = |e| crate::catalog::storage_error(e, "", "");
+        let serr = |e| crate::error::storage_error(e, "", "");
         let ScanMode::Index {
             plans,
             branch,
@@ -384,7 +384,7 @@ fn read_index_chunk(
             resume,
             chunk,
         )
-        .map_err(|e| crate::catalog::storage_error(e, "", ""))?;
+        .map_err(|e| crate::error::storage_error(e, "", ""))?;
     if entries.len() < chunk {
         *interval += 1;
         *after = None;

@@ -116,7 +116,7 @@ pub fn opt_bool(body: &Document, command: &str, field: &str) -> CommandResult<Op
         None | Some(Bson::Null) => Ok(None),
         Some(Bson::Boolean(b)) => Ok(Some(*b)),
         Some(v @ (Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_))) => {
-            Ok(Some(crate::commands::truthy(v)))
+            Ok(Some(crate::query::types::truthy(v)))
         }
         Some(v) => Err(wrong_type(command, field, v, "bool")),
     }

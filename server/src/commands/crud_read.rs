@@ -71,27 +71,6 @@ pub fn deadline(req: &Request) -> Option<Instant> {
         .map(|ms| req.received + Duration::from_millis(ms as u64))
 }
 
-/// The `_id` value of a filter that is exactly `{_id: <scalar>}` or `{_id: {$eq: <scalar>}}`.
-pub fn id_point(filter: &Document) -> Option<&Bson> {
-    if filter.len() != 1 {
-        return None;
-    }
-    let v = filter.get("_id")?;
-    let v = match v {
-        Bson::Document(d) if d.len() == 1 && d.contains_key("$eq") => d.get("$eq")?,
-        v => v,
-    };
-    match v {
-        Bson::Document(_)
-        | Bson::Array(_)
-        | Bson::RegularExpression(_)
-        | Bson::Null
-        | Bson::Undefined => None,
-        Bson::MinKey | Bson::MaxKey => None,
-        v => Some(v),
-    }
-}
-
 /// Every matching document of `coll` (in the chosen plan's order) with the array position of
 /// its match; `memory_bytes_max` bounds the bytes held, `limit` the count.
 pub fn collect_matches(
@@ -542,37 +521,6 @@ pub fn count(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     Ok(Reply::Doc(doc! { "n": n, "ok": 1.0 }))
 }
 
-/// Values at a dotted path, arrays unwound at every level (as `distinct` reads them).
-pub(crate) fn values_at(v: &Bson, path: &[&str], out: &mut Vec<Bson>) {
-    let Some((first, rest)) = path.split_first() else {
-        match v {
-            Bson::Array(items) => out.extend(items.iter().cloned()),
-            other => out.push(other.clone()),
-        }
-        return;
-    };
-    match v {
-        Bson::Document(d) => {
-            if let Some(next) = d.get(*first) {
-                values_at(next, rest, out);
-            }
-        }
-        Bson::Array(items) => {
-            if let Ok(i) = first.parse::<usize>()
-                && let Some(item) = items.get(i)
-            {
-                values_at(item, rest, out);
-            }
-            for item in items {
-                if let Bson::Document(_) = item {
-                    values_at(item, path, out);
-                }
-            }
-        }
-        _ => {}
-    }
-}
-
 pub fn distinct(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     check_fields(
         &req.body,
@@ -620,32 +568,10 @@ pub fn distinct(state: &ServerState, req: &Request) -> CommandResult<Reply> {
         for (_, doc, _) in collect_matches(&coll, &filter, &query, deadline(req), None, None)? {
             let d = Document::try_from(doc.as_ref())
                 .map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
-            values_at(&Bson::Document(d), &path, &mut values);
+            crate::query::path::values_at(&Bson::Document(d), &path, &mut values);
         }
     }
     values.sort_by(storage::order::compare_bson);
     values.dedup_by(|a, b| storage::order::compare_bson(a, b).is_eq());
     Ok(Reply::Doc(doc! { "values": values, "ok": 1.0 }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn id_point_lookup_shapes() {
-        assert!(id_point(&doc! { "_id": 1 }).is_some());
-        assert!(id_point(&doc! { "_id": { "$eq": "x" } }).is_some());
-        assert!(id_point(&doc! { "_id": { "$gt": 1 } }).is_none());
-        assert!(id_point(&doc! { "_id": 1, "a": 2 }).is_none());
-        assert!(id_point(&doc! { "_id": [1] }).is_none());
-    }
-
-    #[test]
-    fn distinct_paths_unwind_arrays() {
-        let d = Bson::Document(doc! { "a": [ { "b": 1 }, { "b": [2, 3] }, { "c": 4 } ] });
-        let mut out = Vec::new();
-        values_at(&d, &["a", "b"], &mut out);
-        assert_eq!(out, vec![Bson::Int32(1), Bson::Int32(2), Bson::Int32(3)]);
-    }
 }

@@ -7,8 +7,8 @@
 use super::args::{self, check_fields};
 use super::change::Change;
 use super::{Reply, Request};
-use crate::catalog::{WriteConcern, storage_error};
-use crate::error::{CommandError, CommandResult, ErrorCode, err};
+use crate::catalog::WriteConcern;
+use crate::error::{CommandError, CommandResult, ErrorCode, err, storage_error};
 use crate::limits;
 use crate::query::matcher::Filter;
 use crate::query::update::{ApplyContext, upsert_seed};

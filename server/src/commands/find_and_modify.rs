@@ -4,8 +4,8 @@
 use super::args::{self, check_fields};
 use super::crud_write::{UpdateStmt, prepare_document, stmt_from, updated_doc, upsert_document};
 use super::{Reply, Request};
-use crate::catalog::{WriteConcern, storage_error};
-use crate::error::{CommandResult, ErrorCode, err};
+use crate::catalog::WriteConcern;
+use crate::error::{CommandResult, ErrorCode, err, storage_error};
 use crate::query::matcher::Filter;
 use crate::query::projection::Projection;
 use crate::query::sort::SortSpec;

@@ -6,8 +6,7 @@
 use super::aggregate::to_doc;
 use super::crud_write::prepare_document;
 use super::{Request, off_thread};
-use crate::catalog::storage_error;
-use crate::error::CommandResult;
+use crate::error::{CommandResult, storage_error};
 use crate::query::matcher::Filter;
 use crate::query::pipeline::output::merge_documents;
 use crate::query::pipeline::{OutputMode, OutputTarget};

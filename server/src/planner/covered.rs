@@ -39,23 +39,6 @@ pub fn decodes_exactly(v: &Bson) -> bool {
     )
 }
 
-/// Put `v` at a dotted path, creating the embedded documents on the way.
-pub fn insert_path(doc: &mut Document, path: &[String], v: Bson) {
-    let Some((first, rest)) = path.split_first() else {
-        return;
-    };
-    if rest.is_empty() {
-        doc.insert(first.clone(), v);
-        return;
-    }
-    if !matches!(doc.get(first), Some(Bson::Document(_))) {
-        doc.insert(first.clone(), Document::new());
-    }
-    if let Some(Bson::Document(inner)) = doc.get_mut(first) {
-        insert_path(inner, rest, v);
-    }
-}
-
 impl Covered {
     /// The document of the needed key fields, or None when a value does not decode exactly.
     pub fn rebuild(&self, key: &[u8]) -> Option<RawDocumentBuf> {
@@ -66,7 +49,7 @@ impl Covered {
             if !decodes_exactly(v) {
                 return None;
             }
-            insert_path(&mut doc, path, v.clone());
+            crate::query::path::set_path(&mut doc, path, v.clone());
         }
         RawDocumentBuf::try_from(&doc).ok()
     }

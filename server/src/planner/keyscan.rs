@@ -13,7 +13,7 @@
 
 use super::IndexPlan;
 use super::bounds::op_intervals;
-use super::covered::{decodes_exactly, insert_path};
+use super::covered::decodes_exactly;
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::query::matcher::{Filter, Op};
 use bson::{Bson, Document, RawDocumentBuf};
@@ -118,7 +118,7 @@ fn key_matches(filter: &Filter, path: &[String], v: &Bson) -> bool {
         return true;
     }
     let mut doc = Document::new();
-    insert_path(&mut doc, path, v.clone());
+    crate::query::path::set_path(&mut doc, path, v.clone());
     RawDocumentBuf::try_from(&doc).is_ok_and(|raw| filter.matches(&raw))
 }
 
@@ -134,7 +134,7 @@ fn leading_value(key: &[u8], pattern: &Document) -> CommandResult<Bson> {
 }
 
 fn serr(e: storage::StorageError) -> crate::error::CommandError {
-    crate::catalog::storage_error(e, "", "")
+    crate::error::storage_error(e, "", "")
 }
 
 /// Whether the filter is one equality (or `$in`) to values whose point bounds hold exactly the
@@ -241,7 +241,7 @@ fn stored_value(
             let d = Document::try_from(doc.as_ref())
                 .map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
             let mut values = Vec::new();
-            crate::commands::crud_read::values_at(&Bson::Document(d), path, &mut values);
+            crate::query::path::values_at(&Bson::Document(d), path, &mut values);
             if let Some(v) = values.into_iter().next() {
                 return Ok(Some(v));
             }

@@ -302,6 +302,27 @@ pub(crate) fn trial_count(coll: &Collection, plan: &IndexPlan, cap: usize) -> us
     n
 }
 
+/// The `_id` value of a filter that is exactly `{_id: <scalar>}` or `{_id: {$eq: <scalar>}}`.
+pub fn id_point(filter: &Document) -> Option<&Bson> {
+    if filter.len() != 1 {
+        return None;
+    }
+    let v = filter.get("_id")?;
+    let v = match v {
+        Bson::Document(d) if d.len() == 1 && d.contains_key("$eq") => d.get("$eq")?,
+        v => v,
+    };
+    match v {
+        Bson::Document(_)
+        | Bson::Array(_)
+        | Bson::RegularExpression(_)
+        | Bson::Null
+        | Bson::Undefined => None,
+        Bson::MinKey | Bson::MaxKey => None,
+        v => Some(v),
+    }
+}
+
 /// Choose a plan. `hint` is an index name already validated by the caller.
 pub fn choose(
     coll: &Collection,
@@ -311,7 +332,7 @@ pub fn choose(
     hint: Option<&str>,
 ) -> Choice {
     if hint.is_none()
-        && let Some(id) = crate::commands::crud_read::id_point(filter_doc)
+        && let Some(id) = id_point(filter_doc)
     {
         return Choice {
             winner: Plan::IdPoint(id.clone()),
@@ -416,5 +437,14 @@ mod tests {
             &doc! { "status": "A" }
         ));
         assert!(!implies(&doc! { "a": 1 }, &doc! { "status": "A" }));
+    }
+
+    #[test]
+    fn id_point_lookup_shapes() {
+        assert!(id_point(&doc! { "_id": 1 }).is_some());
+        assert!(id_point(&doc! { "_id": { "$eq": "x" } }).is_some());
+        assert!(id_point(&doc! { "_id": { "$gt": 1 } }).is_none());
+        assert!(id_point(&doc! { "_id": 1, "a": 2 }).is_none());
+        assert!(id_point(&doc! { "_id": [1] }).is_none());
     }
 }

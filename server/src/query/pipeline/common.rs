@@ -1,5 +1,5 @@
 //! Pieces every stage shares: the expression wrapper that resolves pipeline variables, the
-//! run context, document path helpers over owned documents, and memory accounting.
+//! run context, and memory accounting. (Paths over owned documents: `crate::query::path`.)
 //!
 //! Variables: `crate::query::expr` binds only its own names (`$let`, `$map`, ...), so before
 //! an expression is parsed every `$$name` whose value the pipeline knows (`$$NOW`,
@@ -84,7 +84,9 @@ pub fn substitute(spec: &Bson, vars: &Document) -> Bson {
             };
             let value = match path {
                 None => Some(value.clone()),
-                Some(p) => value_at_path(value, &p.split('.').collect::<Vec<_>>()),
+                Some(p) => {
+                    crate::query::path::value_at_path(value, &p.split('.').collect::<Vec<_>>())
+                }
             };
             match value {
                 Some(v) => Bson::Document(bson::doc! {"$literal": v}),
@@ -150,24 +152,6 @@ fn substitute_binder(d: &Document, vars: &Document) -> Option<Bson> {
     Some(Bson::Document(wrapper))
 }
 
-/// Aggregation path semantics over an owned value: arrays map over their document elements.
-pub fn value_at_path(value: &Bson, path: &[&str]) -> Option<Bson> {
-    let Some(first) = path.first() else {
-        return Some(value.clone());
-    };
-    match value {
-        Bson::Document(d) => d.get(*first).and_then(|v| value_at_path(v, &path[1..])),
-        Bson::Array(items) => Some(Bson::Array(
-            items
-                .iter()
-                .filter(|e| matches!(e, Bson::Document(_) | Bson::Array(_)))
-                .filter_map(|e| value_at_path(e, path))
-                .collect(),
-        )),
-        _ => None,
-    }
-}
-
 /// User variable names start with a lowercase letter and hold letters, digits and `_`.
 pub fn check_variable_name(name: &str) -> CommandResult<()> {
     let mut chars = name.chars();
@@ -223,58 +207,6 @@ pub fn split_field_path(path: &str) -> CommandResult<Vec<String>> {
         ));
     }
     Ok(parts)
-}
-
-/// The value at `path`, descending through documents only (as `$unwind` reads it).
-pub fn get_path<'d>(doc: &'d Document, path: &[String]) -> Option<&'d Bson> {
-    let (first, rest) = path.split_first()?;
-    let value = doc.get(first)?;
-    if rest.is_empty() {
-        return Some(value);
-    }
-    match value {
-        Bson::Document(d) => get_path(d, rest),
-        _ => None,
-    }
-}
-
-/// Sets `path`, creating documents on the way and replacing non-documents in the way.
-pub fn set_path(doc: &mut Document, path: &[String], value: Bson) {
-    let Some((first, rest)) = path.split_first() else {
-        return;
-    };
-    if rest.is_empty() {
-        doc.insert(first.clone(), value);
-        return;
-    }
-    if !matches!(doc.get(first), Some(Bson::Document(_))) {
-        doc.insert(first.clone(), Bson::Document(Document::new()));
-    }
-    if let Some(Bson::Document(inner)) = doc.get_mut(first) {
-        set_path(inner, rest, value);
-    }
-}
-
-/// Removes `path`, descending through documents and through arrays of documents.
-pub fn remove_path(doc: &mut Document, path: &[String]) {
-    let Some((first, rest)) = path.split_first() else {
-        return;
-    };
-    if rest.is_empty() {
-        doc.remove(first);
-        return;
-    }
-    match doc.get_mut(first) {
-        Some(Bson::Document(inner)) => remove_path(inner, rest),
-        Some(Bson::Array(items)) => {
-            for item in items {
-                if let Bson::Document(inner) = item {
-                    remove_path(inner, rest);
-                }
-            }
-        }
-        _ => {}
-    }
 }
 
 /// An estimate of the memory a value holds, for the blocking-stage bound.

@@ -11,10 +11,10 @@ use super::{Stage, spec_doc};
 use crate::error::CommandResult;
 use crate::query::matcher::Filter;
 use crate::query::path;
+use crate::query::path::set_path;
 use crate::query::pipeline::codes::{self, perr};
 use crate::query::pipeline::common::{
-    AggExpr, RunCx, check_variable_name, doc_size_bytes, set_path, split_field_path, to_raw,
-    value_key,
+    AggExpr, RunCx, check_variable_name, doc_size_bytes, split_field_path, to_raw, value_key,
 };
 use crate::query::pipeline::limits::GRAPH_LOOKUP_DEPTH_MAX;
 use crate::query::pipeline::{DocStream, ParseContext, Pipeline, PipelineEnv};

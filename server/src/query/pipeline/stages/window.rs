@@ -13,11 +13,10 @@
 use super::sort::SortKeys;
 use super::{Stage, spec_doc};
 use crate::error::{CommandResult, ErrorCode, err};
+use crate::query::path::set_path;
 use crate::query::pipeline::accum::Acc;
 use crate::query::pipeline::codes::{self, perr};
-use crate::query::pipeline::common::{
-    AggExpr, RunCx, doc_size_bytes, set_path, split_field_path, to_raw,
-};
+use crate::query::pipeline::common::{AggExpr, RunCx, doc_size_bytes, split_field_path, to_raw};
 use crate::query::pipeline::{DocStream, ParseContext};
 use crate::query::types;
 use bson::{Bson, Document, RawDocumentBuf};
