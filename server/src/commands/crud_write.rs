@@ -498,7 +498,7 @@ fn match_ids(
     filter_doc: &Document,
     first_only: bool,
 ) -> CommandResult<Vec<(u64, Option<usize>)>> {
-    let mut scan = crate::planner::planned_scan(coll, filter.clone(), filter_doc, None);
+    let mut scan = crate::exec::planned_scan(coll, filter.clone(), filter_doc, None);
     if first_only {
         scan.remaining = Some(1);
     }

@@ -164,14 +164,8 @@ fn find_and_change(
         Some(c) => {
             let limit = if a.sort.is_some() { None } else { Some(1) };
             let deadline = super::crud_read::deadline(req);
-            let mut matches = super::crud_read::collect_matches(
-                c,
-                &a.filter,
-                &a.filter_doc,
-                deadline,
-                None,
-                limit,
-            )?;
+            let mut matches =
+                crate::exec::collect_matches(c, &a.filter, &a.filter_doc, deadline, None, limit)?;
             if let Some(sort) = &a.sort {
                 matches.sort_by(|x, y| sort.compare(&x.1, &y.1));
             }

@@ -229,57 +229,6 @@ pub fn id_index_plan(id: &Bson) -> IndexPlan {
     }
 }
 
-/// A scan of `coll` through the plan the planner chooses for `filter` (and `sort`): the one way
-/// commands that only need matching documents read a collection.
-pub fn planned_scan(
-    coll: &std::sync::Arc<Collection>,
-    filter: Filter,
-    filter_doc: &Document,
-    sort: Option<&Document>,
-) -> crate::cursors::ScanState {
-    let choice = choose(coll, &filter, filter_doc, sort, None);
-    crate::cursors::ScanState::new(
-        coll.clone(),
-        std::sync::Arc::new(filter),
-        scan_mode(&choice.winner),
-    )
-}
-
-/// The scan mode that executes a plan.
-pub fn scan_mode(plan: &Plan) -> crate::cursors::ScanMode {
-    use crate::cursors::ScanMode;
-    let index = |plans: Vec<IndexPlan>| ScanMode::Index {
-        plans,
-        branch: 0,
-        interval: 0,
-        after: None,
-        seen: Default::default(),
-    };
-    match plan {
-        Plan::CollScan { direction } => ScanMode::Collection {
-            direction: *direction,
-            after: None,
-        },
-        Plan::IdPoint(id) => index(vec![id_index_plan(id)]),
-        Plan::Index(p) => index(vec![p.clone()]),
-        Plan::Or {
-            branches,
-            merge: None,
-        } => index(branches.clone()),
-        Plan::Or {
-            branches,
-            merge: Some((sort, _)),
-        } => ScanMode::Merge {
-            branches: branches
-                .iter()
-                .map(|p| crate::cursors::MergeBranch::new(p.clone()))
-                .collect(),
-            sort: sort.clone(),
-            seen: Default::default(),
-        },
-    }
-}
-
 /// Index entries in a plan's intervals, counted up to `cap`.
 pub(crate) fn trial_count(coll: &Collection, plan: &IndexPlan, cap: usize) -> usize {
     let mut n = 0;
