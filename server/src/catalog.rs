@@ -9,10 +9,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use storage::{Collection, Engine, StorageError, Ticket};
 
-/// Longest `db.collection` namespace mongod accepts.
-const NAMESPACE_BYTES_MAX: usize = 255;
-/// Longest database name.
-const DB_NAME_BYTES_MAX: usize = 63;
+// One limit per bound: the namespace lengths are the storage engine's.
+use storage::limits::{DATABASE_NAME_SIZE_MAX, NAMESPACE_SIZE_MAX};
 
 /// The write lock of one namespace.
 type NamespaceLock = Arc<tokio::sync::Mutex<()>>;
@@ -28,7 +26,7 @@ pub struct Catalog {
 
 pub fn validate_db_name(db: &str) -> CommandResult<()> {
     let bad = db.is_empty()
-        || db.len() > DB_NAME_BYTES_MAX
+        || db.len() > DATABASE_NAME_SIZE_MAX
         || db
             .chars()
             .any(|c| matches!(c, '/' | '\\' | '.' | ' ' | '"' | '$' | '\0'));
@@ -55,11 +53,11 @@ pub fn validate_collection_name(db: &str, coll: &str) -> CommandResult<()> {
             format!("Invalid collection name: {coll}"),
         ));
     }
-    if db.len() + 1 + coll.len() > NAMESPACE_BYTES_MAX {
+    if db.len() + 1 + coll.len() > NAMESPACE_SIZE_MAX {
         return Err(err(
             ErrorCode::InvalidNamespace,
             format!(
-                "Fully qualified namespace is too long. Namespace: {db}.{coll} Max: {NAMESPACE_BYTES_MAX}"
+                "Fully qualified namespace is too long. Namespace: {db}.{coll} Max: {NAMESPACE_SIZE_MAX}"
             ),
         ));
     }

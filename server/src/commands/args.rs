@@ -225,7 +225,7 @@ pub fn bind_let(filter: &Document, vars: Option<&Document>) -> Document {
     let mut out = Document::new();
     for (k, v) in filter {
         let bound = match (k.as_str(), v) {
-            ("$expr", v) => crate::query::pipeline::common::substitute(v, vars),
+            ("$expr", v) => crate::query::pipeline::variables::substitute(v, vars),
             ("$and" | "$or" | "$nor", Bson::Array(items)) => Bson::Array(
                 items
                     .iter()

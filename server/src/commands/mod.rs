@@ -6,7 +6,6 @@
 pub mod admin;
 pub mod aggregate;
 pub mod args;
-pub mod change;
 pub mod crud_read;
 pub mod crud_write;
 pub mod ddl;

@@ -14,18 +14,20 @@
 //!
 //! Expressions are `crate::query::expr::Expr`; variables the expression module does not know
 //! (`$$NOW`, `$$CLUSTER_TIME`, `$$REMOVE`, `let` variables) are substituted into the expression
-//! text before it is parsed (see [`common::AggExpr`]).
+//! text before it is parsed (see [`variables::AggExpr`]).
 
 mod accum;
 mod codes;
-pub mod common;
 pub mod limits;
 mod numeric;
 pub mod output;
+pub mod run_context;
 mod spill;
 mod stages;
 #[cfg(test)]
 mod tests;
+pub mod values;
+pub mod variables;
 
 /// Every mongod error code the pipeline can return (see `codes`).
 pub use codes::ALL as ERROR_CODES_USED;
@@ -34,7 +36,7 @@ pub use output::{OutputMode, OutputTarget, WhenMatched, WhenNotMatched};
 use crate::error::CommandResult;
 use bson::{Bson, Document};
 use codes::perr;
-use common::RunCx;
+use run_context::RunCx;
 use stages::Stage;
 
 /// A stream of documents flowing between stages.
@@ -117,8 +119,8 @@ impl ParseContext {
     /// and may use the variables defined before it.
     pub fn with_let(mut self, let_spec: &Document) -> CommandResult<ParseContext> {
         for (name, spec) in let_spec {
-            common::check_variable_name(name)?;
-            let expr = common::AggExpr::parse(spec, &self)?;
+            variables::check_variable_name(name)?;
+            let expr = variables::AggExpr::parse(spec, &self)?;
             let value = expr.eval_on(&Document::new())?.unwrap_or(Bson::Null);
             self.variables.insert(name.clone(), value);
         }

@@ -1,7 +1,7 @@
-//! Pieces every stage shares: the expression wrapper that resolves pipeline variables, the
-//! run context, and memory accounting. (Paths over owned documents: `crate::query::path`.)
+//! Pipeline variables in expressions: `AggExpr`, the expression wrapper that resolves the
+//! variables the pipeline knows, and the check of user variable names.
 //!
-//! Variables: `crate::query::expr` binds only its own names (`$let`, `$map`, ...), so before
+//! `crate::query::expr` binds only its own names (`$let`, `$map`, ...), so before
 //! an expression is parsed every `$$name` whose value the pipeline knows (`$$NOW`,
 //! `$$CLUSTER_TIME`, `let` constants) is
 //! replaced by `{$literal: value}`; a path into a variable that reaches nothing becomes a field
@@ -10,40 +10,13 @@
 //! variables inside their bodies. `$$REMOVE` and `$$ROOT` are left to the expression module.
 
 use super::ParseContext;
-use super::PipelineEnv;
-use super::codes::{self, perr};
+use super::values::to_raw;
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::query::expr::Expr;
-use bson::{Bson, Document, RawDocument, RawDocumentBuf};
+use bson::{Bson, Document, RawDocument};
 
 /// A field path that is missing in every document (see the module note).
 const REMOVE_PATH: &str = "$\u{0}REMOVE";
-
-/// What a stage may use while running.
-#[derive(Clone, Copy)]
-pub struct RunCx<'a> {
-    pub env: &'a dyn PipelineEnv,
-    pub allow_disk_use: bool,
-    pub memory_max_bytes: usize,
-}
-
-impl RunCx<'_> {
-    /// Fails with mongod's 292 once `used_bytes` passes the bound and disk use is not allowed,
-    /// and gives the environment its chance to interrupt (blocking stages call this per document).
-    pub fn charge(&self, used_bytes: usize, stage: &str) -> CommandResult<()> {
-        self.env.check_interrupt()?;
-        if used_bytes > self.memory_max_bytes && !self.allow_disk_use {
-            return Err(perr(
-                codes::MEMORY_NO_DISK_USE,
-                format!(
-                    "{stage} exceeded memory limit of {} bytes, but did not opt in to external sorting.",
-                    self.memory_max_bytes
-                ),
-            ));
-        }
-        Ok(())
-    }
-}
 
 /// An aggregation expression with pipeline variables already resolved.
 #[derive(Debug, Clone)]
@@ -167,82 +140,4 @@ pub fn check_variable_name(name: &str) -> CommandResult<()> {
             format!("'{name}' starts with an invalid character for a user variable name"),
         ))
     }
-}
-
-/// Encodes an owned document so that expressions and filters can read it.
-pub fn to_raw(doc: &Document) -> CommandResult<RawDocumentBuf> {
-    RawDocumentBuf::try_from(doc).map_err(|e| {
-        err(
-            ErrorCode::BadValue,
-            format!("document cannot be encoded: {e}"),
-        )
-    })
-}
-
-/// Splits and checks a field path written without `$` (`a.b.c`).
-pub fn split_field_path(path: &str) -> CommandResult<Vec<String>> {
-    if path.is_empty() {
-        return Err(perr(
-            codes::FIELD_PATH_NULL_STRING,
-            "FieldPath cannot be constructed with empty string",
-        ));
-    }
-    if path.ends_with('.') {
-        return Err(perr(
-            codes::FIELD_PATH_TRAILING_DOT,
-            "FieldPath must not end with a '.'.",
-        ));
-    }
-    let parts: Vec<String> = path.split('.').map(str::to_string).collect();
-    if parts.iter().any(String::is_empty) {
-        return Err(perr(
-            codes::FIELD_PATH_EMPTY,
-            "FieldPath field names may not be empty strings.",
-        ));
-    }
-    if parts[0].starts_with('$') {
-        return Err(perr(
-            codes::FIELD_PATH_DOLLAR,
-            format!("FieldPath field names may not start with '$'. Given FieldPath: {path}"),
-        ));
-    }
-    Ok(parts)
-}
-
-/// An estimate of the memory a value holds, for the blocking-stage bound.
-pub fn value_size_bytes(v: &Bson) -> usize {
-    match v {
-        Bson::String(s) => s.len() + 16,
-        Bson::Document(d) => doc_size_bytes(d),
-        Bson::Array(items) => items.iter().map(value_size_bytes).sum::<usize>() + 16,
-        Bson::Binary(b) => b.bytes.len() + 16,
-        _ => 16,
-    }
-}
-
-pub fn doc_size_bytes(d: &Document) -> usize {
-    d.iter()
-        .map(|(k, v)| k.len() + value_size_bytes(v))
-        .sum::<usize>()
-        + 16
-}
-
-/// mongod's type name of a value, for error messages.
-pub fn type_name(v: &Bson) -> &'static str {
-    crate::query::types::type_name(crate::query::types::type_code(v))
-}
-
-/// A numeric argument as an i64 when it is integral (`5`, `5.0`, `NumberLong(5)`).
-pub fn integral(v: &Bson) -> Option<i64> {
-    crate::query::types::as_i64_exact(v)
-}
-
-/// A byte key equal for values that `storage::order` calls equal (1, 1.0 and 1L share one),
-/// used to hash group keys and set members.
-pub fn value_key(v: &Bson) -> Vec<u8> {
-    let mut out = Vec::new();
-    if let Ok(raw) = bson::RawBson::try_from(v.clone()) {
-        storage::keycode::encode_value(&mut out, raw.as_raw_bson_ref());
-    }
-    out
 }
