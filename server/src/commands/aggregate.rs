@@ -152,8 +152,9 @@ pub fn run_pipeline(state: &ServerState, req: &Request) -> CommandResult<Ran> {
         coll_name.clone().unwrap_or_else(|| "$cmd.aggregate".into())
     );
     if let Some(target) = pipeline.output_target() {
+        let (input, done) = input;
         let docs = pipeline
-            .run(input, &env)?
+            .run_skipping(done, input, &env)?
             .collect::<CommandResult<Vec<_>>>()?;
         let target = target.clone();
         return Ok(Ran::Output { target, docs, ns });
@@ -270,22 +271,28 @@ fn explain_reply(
 ) -> Reply {
     let ns = format!("{db}.{}", coll.unwrap_or("$cmd.aggregate"));
     let filter_doc = driver::scan_filter(pipeline);
-    let winning = match (c, Filter::parse(&filter_doc)) {
+    // The scan performs a leading $match, and a leading $sort its plan's order gives: those
+    // stages are part of `$cursor` and not listed after it (as in mongod).
+    let (winning, done) = match (c, Filter::parse(&filter_doc)) {
         (Some(c), Ok(filter)) => {
             let choice = planner::choose(c, &filter, &filter_doc, pipeline.leading_sort(), None);
+            let done = driver::stages_done(pipeline, &choice);
             let shape = planner::explain::Shape {
                 filter: Some(filter_doc.clone()),
-                sort: pipeline.leading_sort().cloned(),
+                sort: pipeline
+                    .leading_sort()
+                    .filter(|_| choice.winner.provides_sort())
+                    .cloned(),
                 ..Default::default()
             };
-            planner::explain::plan_tree(&choice.winner, &shape)
+            (planner::explain::plan_tree(&choice.winner, &shape), done)
         }
-        _ => doc! { "stage": "EOF" },
+        _ => (doc! { "stage": "EOF" }, 0),
     };
     let mut stages = vec![Bson::Document(doc! {
         "$cursor": { "queryPlanner": { "namespace": ns.clone(), "parsedQuery": filter_doc, "winningPlan": winning, "rejectedPlans": [] } }
     })];
-    for name in pipeline.stage_names() {
+    for name in pipeline.stage_names().into_iter().skip(done) {
         stages.push(Bson::Document(doc! { name: {} }));
     }
     Reply::Doc(

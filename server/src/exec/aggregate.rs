@@ -4,7 +4,8 @@
 //! `$graphLookup`), the drivers' `countDocuments` pipeline answered by a count, and the results
 //! collected as raw BSON for a cursor.
 
-use super::scan::{ScanState, check_deadline, collect_matches, planned_scan};
+use super::scan::{ScanState, check_deadline, collect_matches, planned_scan, scan_mode};
+use crate::planner;
 use crate::catalog::Catalog;
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::query::matcher::Filter;
@@ -159,17 +160,29 @@ fn pushable_match(stages: &[Document]) -> Option<Document> {
     None
 }
 
-/// The input documents: the collection through the planner (leading `$match` and `$sort`).
+/// How many leading stages the scan of `choice` performs: a leading `$match` (its filter is the
+/// scan's), then a leading `$sort` when the winning plan's order gives it. The pipeline runs
+/// without them (`Pipeline::run_skipping`), and explain leaves them out of its stage list.
+pub fn stages_done(pipeline: &Pipeline, choice: &planner::Choice) -> usize {
+    let matched = usize::from(pipeline.leading_match().is_some());
+    let sorted = usize::from(pipeline.leading_sort().is_some() && choice.winner.provides_sort());
+    matched + sorted
+}
+
+/// The input documents: the collection through the planner (leading `$match` and `$sort`),
+/// and how many leading stages that scan already performed.
 pub fn input_docs(
     coll: &Arc<Collection>,
     pipeline: &Pipeline,
     deadline: Option<Instant>,
-) -> CommandResult<DocStream<'static>> {
+) -> CommandResult<(DocStream<'static>, usize)> {
     let filter_doc = scan_filter(pipeline);
     // An unparsable $match has already failed in Pipeline::parse.
     let filter = Filter::parse(&filter_doc)?;
-    let scan = planned_scan(coll, filter, &filter_doc, pipeline.leading_sort());
-    Ok(Box::new(ScanDocs { scan, deadline }))
+    let choice = planner::choose(coll, &filter, &filter_doc, pipeline.leading_sort(), None);
+    let done = stages_done(pipeline, &choice);
+    let scan = ScanState::new(coll.clone(), Arc::new(filter), scan_mode(&choice.winner));
+    Ok((Box::new(ScanDocs { scan, deadline }), done))
 }
 
 /// The planner's scan as the pipeline's input stream: documents are decoded one at a time, so
@@ -279,29 +292,30 @@ pub fn count_fast(
 }
 
 /// The pipeline's input: documents a source stage produced, the collection through the planner,
-/// or nothing (a collectionless pipeline, a missing collection).
+/// or nothing (a collectionless pipeline, a missing collection); with the number of leading
+/// stages the input already performed.
 pub fn input(
     source: Option<Vec<Document>>,
     coll: Option<&Arc<Collection>>,
     pipeline: &Pipeline,
     deadline: Option<Instant>,
-) -> CommandResult<DocStream<'static>> {
+) -> CommandResult<(DocStream<'static>, usize)> {
     Ok(match (source, coll, pipeline.is_collectionless()) {
-        (Some(docs), _, _) => Box::new(docs.into_iter().map(Ok)),
+        (Some(docs), _, _) => (Box::new(docs.into_iter().map(Ok)), 0),
         (None, Some(c), false) => input_docs(c, pipeline, deadline)?,
-        _ => Box::new(std::iter::empty()),
+        _ => (Box::new(std::iter::empty()), 0),
     })
 }
 
-/// Run the pipeline to the end; each result is encoded as it leaves the pipeline, so results
-/// are held once, as raw BSON.
+/// Run the pipeline, but its first `done` stages, to the end; each result is encoded as it
+/// leaves the pipeline, so results are held once, as raw BSON.
 pub fn run_to_raw(
     pipeline: &Pipeline,
-    input: DocStream<'static>,
+    (input, done): (DocStream<'static>, usize),
     env: &Env<'_>,
 ) -> CommandResult<VecDeque<RawDocumentBuf>> {
     let mut docs = VecDeque::new();
-    for d in pipeline.run(input, env)? {
+    for d in pipeline.run_skipping(done, input, env)? {
         docs.push_back(
             RawDocumentBuf::try_from(&d?)
                 .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?,

@@ -31,6 +31,7 @@ mod tz_tests;
 mod variables;
 
 use crate::error::{CommandResult, ErrorCode, err};
+use crate::query::path::value_at_path;
 use crate::query::types;
 use args::Value;
 use bson::{Bson, Document, RawDocument};
@@ -269,9 +270,9 @@ impl Expr {
                     )));
                 }
                 let top = root.get(&path[0]).ok().flatten().map(types::to_owned);
-                Ok(top.and_then(|v| field_path(&v, &path[1..])))
+                Ok(top.and_then(|v| value_at_path(&v, &path[1..])))
             }
-            Expr::Var(name, path) => Ok(lookup_var(scope, name).and_then(|v| field_path(&v, path))),
+            Expr::Var(name, path) => Ok(lookup_var(scope, name).and_then(|v| value_at_path(&v, path))),
             Expr::Object(fields) => {
                 let mut out = Document::new();
                 for (k, e) in fields {
@@ -301,24 +302,6 @@ fn lookup_var(scope: &Scope, name: &str) -> Option<Bson> {
     }
     match name {
         "NOW" => Some(Bson::DateTime(bson::DateTime::now())),
-        _ => None,
-    }
-}
-
-/// Aggregation path semantics: through arrays, collecting each element's value.
-pub(crate) fn field_path(v: &Bson, rest: &[String]) -> Option<Bson> {
-    let Some(first) = rest.first() else {
-        return Some(v.clone());
-    };
-    match v {
-        Bson::Document(d) => d.get(first).and_then(|x| field_path(x, &rest[1..])),
-        Bson::Array(items) => Some(Bson::Array(
-            items
-                .iter()
-                .filter(|e| matches!(e, Bson::Document(_) | Bson::Array(_)))
-                .filter_map(|e| field_path(e, rest))
-                .collect(),
-        )),
         _ => None,
     }
 }

@@ -37,12 +37,14 @@ pub fn values_at(v: &Bson, path: &[&str], out: &mut Vec<Bson>) {
 }
 
 /// Aggregation path semantics over an owned value: arrays map over their document elements.
-pub fn value_at_path(value: &Bson, path: &[&str]) -> Option<Bson> {
+pub fn value_at_path<S: AsRef<str>>(value: &Bson, path: &[S]) -> Option<Bson> {
     let Some(first) = path.first() else {
         return Some(value.clone());
     };
     match value {
-        Bson::Document(d) => d.get(*first).and_then(|v| value_at_path(v, &path[1..])),
+        Bson::Document(d) => d
+            .get(first.as_ref())
+            .and_then(|v| value_at_path(v, &path[1..])),
         Bson::Array(items) => Some(Bson::Array(
             items
                 .iter()

@@ -162,6 +162,9 @@ struct ParsedStage {
 #[derive(Debug)]
 pub struct Pipeline {
     stages: Vec<ParsedStage>,
+    /// A leading `$match`'s filter with the pipeline's variables substituted (what its stage
+    /// evaluates), for a scan that applies it instead.
+    leading_filter: Option<Document>,
     output: Option<OutputTarget>,
     allow_disk_use: bool,
     memory_max_bytes: usize,
@@ -205,8 +208,20 @@ impl Pipeline {
                 stage,
             });
         }
+        let leading_filter = match parsed.first() {
+            Some(ParsedStage {
+                name,
+                spec: spec @ Bson::Document(_),
+                ..
+            }) if name == "$match" => match variables::substitute(spec, &ctx.variables) {
+                Bson::Document(d) => Some(d),
+                _ => None,
+            },
+            _ => None,
+        };
         Ok(Pipeline {
             stages: parsed,
+            leading_filter,
             output,
             allow_disk_use: ctx.allow_disk_use,
             memory_max_bytes: ctx.memory_max_bytes,
@@ -301,22 +316,15 @@ impl Pipeline {
             .collect()
     }
 
-    /// The `$match` document when the pipeline starts with one (for the planner). The pipeline
-    /// still applies it, so pushing it down is purely an optimisation.
+    /// The filter of a leading `$match`, variables substituted, as its stage evaluates it: a
+    /// scan that applies it may run the pipeline without that stage (`run_skipping(1, ..)`).
     pub fn leading_match(&self) -> Option<&Document> {
-        match self.stages.first() {
-            Some(ParsedStage {
-                name,
-                spec: Bson::Document(d),
-                ..
-            }) if name == "$match" => Some(d),
-            _ => None,
-        }
+        self.leading_filter.as_ref()
     }
 
     /// The `$sort` document when the pipeline starts with one, or with `$match` then `$sort`.
     pub fn leading_sort(&self) -> Option<&Document> {
-        let skip = usize::from(self.leading_match().is_some());
+        let skip = usize::from(self.stages.first().is_some_and(|s| s.name == "$match"));
         match self.stages.get(skip) {
             Some(ParsedStage {
                 name,
