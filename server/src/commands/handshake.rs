@@ -92,8 +92,7 @@ pub fn hello(
                 "'saslSupportedMechs' field must be a string",
             ));
         }
-        // No users exist until authentication is built, so no mechanism applies to any user.
-        reply.insert("saslSupportedMechs", Bson::Array(vec![]));
+        // The mechanisms themselves are added by `auth::hello_extras` (a storage look-up).
     }
     conn.hello_seen = true;
     reply.insert("ok", 1.0);
