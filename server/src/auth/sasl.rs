@@ -26,6 +26,8 @@ pub struct Sasl {
     steps: usize,
     started: Instant,
     skip_empty_exchange: bool,
+    /// Started by `hello`'s `speculativeAuthenticate`.
+    speculative: bool,
     /// The proof checked out; waiting for the client's empty last message.
     proven: bool,
 }
@@ -86,6 +88,7 @@ pub async fn start(
     mechanism: Mechanism,
     payload: &[u8],
     skip_empty_exchange: bool,
+    speculative: bool,
 ) -> CommandResult<Step> {
     session.sasl = None;
     let mech = mechanism.name();
@@ -130,6 +133,7 @@ pub async fn start(
         steps: 1,
         started: Instant::now(),
         skip_empty_exchange,
+        speculative,
         proven: false,
     });
     Ok(Step {
@@ -168,7 +172,7 @@ pub async fn next(
         if !payload.is_empty() {
             return Err(fail(state, Some(&user), mech, "unexpected last message").await);
         }
-        finish(state, session, user, sasl.conversation.mechanism).await?;
+        finish(state, session, user, &sasl).await?;
         return Ok(Step {
             done: true,
             payload: Vec::new(),
@@ -182,7 +186,7 @@ pub async fn next(
         Err(ScramError::Malformed(why)) => return Err(fail(state, Some(&user), mech, why).await),
     };
     if sasl.skip_empty_exchange {
-        finish(state, session, user, sasl.conversation.mechanism).await?;
+        finish(state, session, user, &sasl).await?;
         return Ok(Step {
             done: true,
             payload: server_final.into_bytes(),
@@ -201,8 +205,9 @@ async fn finish(
     state: &Arc<ServerState>,
     session: &mut Session,
     user: Name,
-    mechanism: Mechanism,
+    sasl: &Sasl,
 ) -> CommandResult<()> {
+    let mechanism = sasl.conversation.mechanism;
     let generation = state.auth.generation();
     let lookup = user.clone();
     let resolved = blocking(state, move |s| {
@@ -220,6 +225,7 @@ async fn finish(
         user = %user.name,
         db = %user.db,
         mechanism = mechanism.name(),
+        speculative = sasl.speculative,
         "Successfully authenticated"
     );
     session.authenticated(user, mechanism, resolved, generation);

@@ -90,7 +90,17 @@ async fn start(
         .ok()
         .and_then(|o| o.get("skipEmptyExchange"))
         .is_some_and(truthy);
-    let step = sasl::start(state, &mut conn.auth, db, mechanism, &p.bytes, skip_empty).await?;
+    let speculative = command == "speculativeAuthenticate";
+    let step = sasl::start(
+        state,
+        &mut conn.auth,
+        db,
+        mechanism,
+        &p.bytes,
+        skip_empty,
+        speculative,
+    )
+    .await?;
     Ok(step_reply(step, p.as_string))
 }
 
@@ -202,7 +212,7 @@ pub async fn hello_extras(
         && spec.contains_key("saslStart")
     {
         let db = spec.get_str("db").unwrap_or(&req.db).to_string();
-        if let Ok(answer) = start(state, conn, &db, spec, "saslStart").await {
+        if let Ok(answer) = start(state, conn, &db, spec, "speculativeAuthenticate").await {
             insert_before_ok(reply, "speculativeAuthenticate", Bson::Document(answer));
         }
     }
