@@ -68,7 +68,12 @@ async fn start(
     command: &str,
 ) -> CommandResult<Document> {
     let mechanism = match body.get("mechanism") {
-        Some(Bson::String(m)) => sasl::enabled_mechanism(state, m)?,
+        Some(Bson::String(m)) => sasl::enabled_mechanism(state, m).map_err(|_| {
+            err(
+                ErrorCode::MechanismUnavailable,
+                format!("Unsupported mechanism '{m}' on authentication database '{db}'"),
+            )
+        })?,
         Some(_) => {
             return Err(err(
                 ErrorCode::TypeMismatch,
