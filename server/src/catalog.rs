@@ -123,12 +123,24 @@ impl Catalog {
         m.lock_owned().await
     }
 
+    /// Whether the reply to a write waits for it to be durable.
+    fn waits(&self, wc: &WriteConcern) -> bool {
+        !(wc.unacknowledged() || self.periodic) || wc.j
+    }
+
+    /// The end of a write job (on the storage pool): when the reply will wait for durability
+    /// and no sync is in flight, sync here, one fdatasync on this thread, so that the async
+    /// wait finds the write durable instead of waking the commit thread and being woken by it.
+    pub fn sync_if_idle(&self, ticket: &Ticket, wc: &WriteConcern) {
+        if self.waits(wc) {
+            // A failed sync poisons the engine and reaches every waiter: `finish_write` reports it.
+            let _ = ticket.sync_if_idle();
+        }
+    }
+
     /// Wait for durability as the write concern and the durability mode require.
     pub async fn finish_write(&self, ticket: &Ticket, wc: &WriteConcern) -> CommandResult<()> {
-        if wc.unacknowledged() && !wc.j {
-            return Ok(());
-        }
-        if self.periodic && !wc.j {
+        if !self.waits(wc) {
             return Ok(());
         }
         ticket

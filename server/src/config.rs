@@ -131,9 +131,84 @@ pub struct Config {
     /// Accepted for mongod's command lines; a server does not check client host names.
     #[arg(long = "tlsAllowInvalidHostnames")]
     pub tls_allow_invalid_hostnames: bool,
+
+    /// Cache (buffer pool) size in GB, fractions allowed (0.0625 = 64 MiB). Default: half of
+    /// (memory less 1 GB), at least 256 MB, where memory is the smaller of physical memory and
+    /// the cgroup's limit.
+    #[arg(
+        long = "wiredTigerCacheSizeGB",
+        alias = "cacheSizeGB",
+        value_name = "GB",
+        value_parser = parse_cache_size_gb
+    )]
+    pub cache_size_gb: Option<f64>,
+
+    /// Seconds between scheduled checkpoints; 0 turns them off.
+    #[arg(
+        long = "syncdelay",
+        value_name = "SECS",
+        default_value_t = crate::limits::SYNC_DELAY_SECS_DEFAULT,
+        value_parser = parse_sync_delay
+    )]
+    pub sync_delay_secs: f64,
+
+    /// A checkpoint also starts once this many MB of log were written since the last one (this
+    /// bounds what a restart after a crash replays).
+    #[arg(
+        long = "checkpointLogSizeMB",
+        value_name = "MB",
+        default_value_t = crate::limits::CHECKPOINT_LOG_MB_DEFAULT,
+        value_parser = clap::value_parser!(u64).range(1..=1024 * 1024)
+    )]
+    pub checkpoint_log_mb: u64,
+}
+
+fn parse_cache_size_gb(s: &str) -> Result<f64, String> {
+    let gb: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number"))?;
+    if !(gb > 0.0 && gb <= crate::limits::CACHE_SIZE_GB_MAX) {
+        return Err(format!(
+            "must be more than 0 and at most {}",
+            crate::limits::CACHE_SIZE_GB_MAX
+        ));
+    }
+    Ok(gb)
+}
+
+fn parse_sync_delay(s: &str) -> Result<f64, String> {
+    let secs: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number"))?;
+    if !(0.0..=crate::limits::SYNC_DELAY_SECS_MAX).contains(&secs) {
+        return Err(format!(
+            "must be between 0 and {}",
+            crate::limits::SYNC_DELAY_SECS_MAX
+        ));
+    }
+    Ok(secs)
 }
 
 impl Config {
+    /// The cache size in bytes: `--wiredTigerCacheSizeGB`, or mongod's default for `memory_bytes`.
+    pub fn cache_size_bytes(&self, memory_bytes: u64) -> u64 {
+        match self.cache_size_gb {
+            Some(gb) => (gb * (1u64 << 30) as f64).round() as u64,
+            None => crate::sysinfo::default_cache_bytes(memory_bytes),
+        }
+    }
+
+    /// `--syncdelay` in milliseconds (0: no scheduled checkpoints).
+    pub fn checkpoint_interval_ms(&self) -> u64 {
+        (self.sync_delay_secs * 1000.0).round() as u64
+    }
+
+    pub fn checkpoint_log_bytes(&self) -> u64 {
+        self.checkpoint_log_mb * 1024 * 1024
+    }
+
     /// The parsed options in the shape of mongod's `getCmdLineOpts.parsed`.
     pub fn parsed_document(&self) -> bson::Document {
         let mut net = bson::doc! { "port": self.port as i32 };
@@ -168,6 +243,22 @@ impl Config {
             }
             net.insert("tls", tls);
         }
+        // mongod lists only the options given; so do we (the defaults show in serverStatus).
+        if let Some(gb) = self.cache_size_gb {
+            storage.insert(
+                "wiredTiger",
+                bson::doc! { "engineConfig": { "cacheSizeGB": gb } },
+            );
+        }
+        if self.sync_delay_secs != crate::limits::SYNC_DELAY_SECS_DEFAULT {
+            storage.insert("syncPeriodSecs", self.sync_delay_secs);
+        }
+        if self.checkpoint_log_mb != crate::limits::CHECKPOINT_LOG_MB_DEFAULT {
+            storage.insert(
+                "cairn",
+                bson::doc! { "checkpointLogSizeMB": self.checkpoint_log_mb as i64 },
+            );
+        }
         let mut parsed = bson::doc! { "net": net, "storage": storage, "systemLog": system_log };
         if self.auth {
             parsed.insert("security", bson::doc! { "authorization": "enabled" });
@@ -196,8 +287,59 @@ mod tests {
         assert_eq!(c.bind_ip, vec!["127.0.0.1".parse::<IpAddr>().unwrap()]);
         assert_eq!(c.dbpath, PathBuf::from("./data"));
         assert_eq!(c.log_format, LogFormat::Text);
+        assert_eq!(c.cache_size_gb, None);
+        assert_eq!(c.checkpoint_interval_ms(), 60_000);
+        assert_eq!(c.checkpoint_log_bytes(), 64 << 20);
+        assert_eq!(c.cache_size_bytes(16 << 30), 15 << 29);
+        let storage = c.parsed_document().get_document("storage").unwrap().clone();
+        assert!(!storage.contains_key("wiredTiger") && !storage.contains_key("syncPeriodSecs"));
         assert!(!c.auth);
         assert_eq!(c.tls_mode, TlsMode::Disabled);
+    }
+
+    #[test]
+    fn cache_and_checkpoint_options() {
+        let c = Config::parse_from([
+            "cairn",
+            "--wiredTigerCacheSizeGB",
+            "0.0625",
+            "--syncdelay",
+            "0",
+            "--checkpointLogSizeMB",
+            "8",
+        ]);
+        assert_eq!(c.cache_size_bytes(0), 64 << 20);
+        assert_eq!(c.checkpoint_interval_ms(), 0);
+        assert_eq!(c.checkpoint_log_bytes(), 8 << 20);
+        let storage = c.parsed_document().get_document("storage").unwrap().clone();
+        let gb = storage
+            .get_document("wiredTiger")
+            .and_then(|w| w.get_document("engineConfig"))
+            .and_then(|e| e.get_f64("cacheSizeGB"))
+            .unwrap();
+        assert_eq!(gb, 0.0625);
+        assert_eq!(storage.get_f64("syncPeriodSecs").unwrap(), 0.0);
+        assert_eq!(
+            storage
+                .get_document("cairn")
+                .unwrap()
+                .get_i64("checkpointLogSizeMB")
+                .unwrap(),
+            8
+        );
+        let alias = Config::parse_from(["cairn", "--cacheSizeGB", "2", "--syncdelay", "1.5"]);
+        assert_eq!(alias.cache_size_bytes(0), 2 << 30);
+        assert_eq!(alias.checkpoint_interval_ms(), 1500);
+        for bad in [
+            &["cairn", "--wiredTigerCacheSizeGB", "0"][..],
+            &["cairn", "--wiredTigerCacheSizeGB", "-1"],
+            &["cairn", "--wiredTigerCacheSizeGB", "20000"],
+            &["cairn", "--wiredTigerCacheSizeGB", "lots"],
+            &["cairn", "--syncdelay", "-1"],
+            &["cairn", "--checkpointLogSizeMB", "0"],
+        ] {
+            assert!(Config::try_parse_from(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -1,11 +1,15 @@
 //! One client connection: read whole frames from the socket, decode them with `wire`, hand each
 //! command to `commands::dispatch`, and write the reply compressed the way the request was. A
 //! malformed frame closes this connection only; a command error is a reply, never a close.
-//! Requests on one connection are handled one at a time, in order, as mongod does.
+//! Requests on one connection are handled one at a time, in order, as mongod does. While a
+//! request runs, the connection keeps reading (up to `READ_AHEAD_BYTES_MAX` of later requests)
+//! so that a client hanging up is noticed: its request is marked (a storage job still queued is
+//! then never started) and the connection ends without waiting for it.
 
 use crate::commands::{self, ConnectionInfo, Reply, Request, Sequence};
 use crate::error::{CommandError, ErrorCode, err};
 use crate::limits;
+use crate::offload::Liveness;
 use crate::state::ServerState;
 use bson::{Document, RawDocumentBuf};
 use bytes::BytesMut;
@@ -121,7 +125,7 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
                     Err(e) => return End::Malformed(e.to_string()),
                 };
                 state.connections.active.fetch_add(1, Relaxed);
-                let outcome = handle(state, info, message).await;
+                let outcome = handle_watching(state, stream, &mut buf, info, message).await;
                 state.connections.active.fetch_sub(1, Relaxed);
                 match outcome {
                     Ok(Some((bytes, exhaust))) => {
@@ -176,11 +180,47 @@ async fn write_frame<S: AsyncWrite + Unpin>(stream: &mut S, bytes: &[u8]) -> std
 /// A reply and, for a streaming `hello`, what to keep sending.
 type Outcome = Option<(Vec<u8>, Option<Exhaust>)>;
 
+/// Handle one message while watching the socket: bytes of later requests are buffered (up to
+/// `READ_AHEAD_BYTES_MAX`); end of stream or a reset marks the request's client gone and ends
+/// the connection at once. A fire-and-forget request (`moreToCome`) is let finish: nobody waits
+/// for its reply, but its client expects it done.
+async fn handle_watching<S: AsyncRead + AsyncWrite + Unpin>(
+    state: &Arc<ServerState>,
+    stream: &mut S,
+    buf: &mut BytesMut,
+    info: &mut ConnectionInfo,
+    message: Message,
+) -> Result<Outcome, End> {
+    let client = Liveness::default();
+    let fire_and_forget = matches!(&message.body, Body::Msg(m) if m.more_to_come());
+    let work = handle(state, info, message, client.clone());
+    tokio::pin!(work);
+    let mut hung_up = false;
+    loop {
+        let watching = !hung_up && buf.len() < limits::READ_AHEAD_BYTES_MAX;
+        tokio::select! {
+            outcome = &mut work => {
+                return if hung_up { Err(End::ClientClosed) } else { outcome };
+            }
+            read = stream.read_buf(buf), if watching => match read {
+                Ok(0) | Err(_) => {
+                    client.mark_gone();
+                    if !fire_and_forget {
+                        return Err(End::ClientClosed);
+                    }
+                    hung_up = true;
+                }
+                Ok(_) => {}
+            },
+        }
+    }
+}
+
 /// Streaming monitoring (`hello` with `exhaustAllowed`, `topologyVersion` and `maxAwaitTimeMS`):
 /// the server answers with `moreToCome` set and then sends a fresh `hello` reply every
 /// `maxAwaitTimeMS` without further requests, until the client closes or sends something.
 struct Exhaust {
-    request: Request,
+    request: Arc<Request>,
     interval: Duration,
     last_response_id: i32,
 }
@@ -190,11 +230,12 @@ async fn handle(
     state: &Arc<ServerState>,
     info: &mut ConnectionInfo,
     message: Message,
+    client: Liveness,
 ) -> Result<Outcome, End> {
     let request_id = message.header.request_id;
     let compressor = message.compressor;
     match message.body {
-        Body::Msg(msg) => handle_msg(state, info, request_id, compressor, msg).await,
+        Body::Msg(msg) => handle_msg(state, info, request_id, compressor, msg, client).await,
         Body::Query(q) => handle_query(state, info, request_id, q)
             .await
             .map(|bytes| Some((bytes, None)))
@@ -209,6 +250,7 @@ async fn handle_msg(
     request_id: i32,
     compressor: Option<Compressor>,
     msg: OpMsg,
+    client: Liveness,
 ) -> Result<Outcome, End> {
     let more_to_come = msg.more_to_come();
     let exhaust_allowed = msg.exhaust_allowed();
@@ -223,7 +265,10 @@ async fn handle_msg(
         })
         .collect();
     let req = match commands::parse_request(body, sequences, true) {
-        Ok(req) => req,
+        Ok(mut req) => {
+            req.client = client;
+            Arc::new(req)
+        }
         Err(e) => {
             let bytes = encode_reply(Reply::Doc(e.to_reply()), request_id, None, 0)?;
             return Ok((!more_to_come).then_some((bytes, None)));
@@ -352,7 +397,7 @@ fn encode_reply_with_id(
 async fn run_command(
     state: &Arc<ServerState>,
     info: &mut ConnectionInfo,
-    req: &Request,
+    req: &Arc<Request>,
 ) -> Result<Reply, CommandError> {
     state.opcounters.command.fetch_add(1, Relaxed);
     let started = Instant::now();
@@ -390,9 +435,11 @@ async fn handle_query(
     let outcome = match legacy_command(q) {
         Ok(body) => match commands::parse_request(body, vec![], false) {
             Ok(req) if matches!(req.name.as_str(), "hello" | "isMaster" | "ismaster") => {
-                run_command(state, info, &req).await.and_then(|r| {
-                    reply_bytes(r).map_err(|e| err(ErrorCode::InternalError, e.to_string()))
-                })
+                run_command(state, info, &Arc::new(req))
+                    .await
+                    .and_then(|r| {
+                        reply_bytes(r).map_err(|e| err(ErrorCode::InternalError, e.to_string()))
+                    })
             }
             Ok(req) => Err(unsupported_query(&req.name)),
             Err(e) => Err(e),

@@ -112,6 +112,7 @@ error_codes! {
     ClientMetadataAppNameTooLarge = 187,
     CollectionUUIDMismatch = 361,
     IndexBuildAborted = 276,
+    ClientDisconnect = 279,
     CannotIndexParallelArrays = 171,
     Location16410 = 16410,
     Location16411 = 16411,

@@ -11,15 +11,18 @@ pub mod config;
 pub mod connection;
 pub mod cursors;
 pub mod error;
+pub mod failpoints;
 pub mod limits;
 pub mod listener;
 pub mod logging;
+pub mod offload;
 pub mod ops;
 pub mod parameters;
 pub mod planner;
 pub mod query;
 pub mod server;
 pub mod state;
+pub mod sysinfo;
 pub mod tls;
 pub mod ttl;
 

@@ -22,6 +22,23 @@ pub const WIRE_VERSION_MIN: i32 = 0;
 pub const WIRE_VERSION_MAX: i32 = 21;
 /// Size of the read buffer a connection starts with; it grows to the frame being read.
 pub const READ_BUFFER_INITIAL_BYTES: usize = 16 * 1024;
+/// While a request runs, the connection keeps reading (to notice a client that hangs up) until
+/// this many bytes of later requests wait in its buffer.
+pub const READ_AHEAD_BYTES_MAX: usize = 1024 * 1024;
+/// Threads of the blocking pool that runs every storage call (the runtime's
+/// `max_blocking_threads`): as many storage operations as mongod 7.0 admits at once by default
+/// (128 read and 128 write tickets, here one pool). Further jobs queue, one per connection at most.
+pub const STORAGE_THREADS_MAX: usize = 128;
+/// Smallest default cache (mongod: the larger of 256 MB and half of RAM less 1 GB).
+pub const CACHE_SIZE_BYTES_DEFAULT_MIN: u64 = 256 * 1024 * 1024;
+/// Largest `--wiredTigerCacheSizeGB` (mongod's bound).
+pub const CACHE_SIZE_GB_MAX: f64 = 10_000.0;
+/// `--syncdelay` default: seconds between scheduled checkpoints (mongod's).
+pub const SYNC_DELAY_SECS_DEFAULT: f64 = 60.0;
+/// Largest `--syncdelay` (mongod's bound).
+pub const SYNC_DELAY_SECS_MAX: f64 = 9_999_999.0;
+/// `--checkpointLogSizeMB` default: log written since the last checkpoint that starts the next.
+pub const CHECKPOINT_LOG_MB_DEFAULT: u64 = 64;
 
 /// Under `--auth`: most connections open at once that have not authenticated (the default of
 /// `--setParameter maxUnauthenticatedConnections`; driver monitoring connections never
@@ -49,3 +66,5 @@ const _: () = assert!(BSON_OBJECT_SIZE_MAX < MESSAGE_SIZE_MAX);
 const _: () = assert!(UNAUTHENTICATED_CONNECTIONS_MAX <= CONNECTIONS_MAX);
 const _: () = assert!(SASL_PAYLOAD_BYTES_MAX < BSON_OBJECT_SIZE_MAX);
 const _: () = assert!(WIRE_VERSION_MIN <= WIRE_VERSION_MAX);
+const _: () = assert!(READ_AHEAD_BYTES_MAX <= MESSAGE_SIZE_MAX);
+const _: () = assert!(STORAGE_THREADS_MAX > 0 && STORAGE_THREADS_MAX <= CONNECTIONS_MAX);

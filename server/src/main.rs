@@ -15,7 +15,9 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
+    // Storage calls run on the blocking pool (`cairn_server::offload`); its bound is named once.
     let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .max_blocking_threads(cairn_server::limits::STORAGE_THREADS_MAX)
         .enable_all()
         .build()
     {

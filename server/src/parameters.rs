@@ -74,6 +74,14 @@ const DEFS: &[Def] = &[
         startup: true,
     },
     Def {
+        // Test-only commands (configureFailPoint, waitForFailPoint), as in mongod.
+        name: "enableTestCommands",
+        kind: Kind::Bool,
+        default: || Bson::Boolean(false),
+        runtime: false,
+        startup: true,
+    },
+    Def {
         name: "authenticationMechanisms",
         kind: Kind::Str,
         default: || Bson::String("SCRAM-SHA-1,SCRAM-SHA-256".into()),

@@ -32,11 +32,14 @@ pub async fn run(config: Config, argv: Vec<String>, log_ring: Arc<LogRing>) -> a
     tracing::info!(port = port as u64, addresses = %addrs.join(","), "Waiting for connections");
     crate::listener::serve(state.clone(), listeners).await;
     tracing::info!("shutting down: connections closed, flushing storage");
-    let closing = state.clone();
-    tokio::task::spawn_blocking(move || closing.catalog.engine().close())
-        .await
-        .map_err(|e| anyhow::anyhow!("storage close task failed: {e}"))?
-        .map_err(|e| anyhow::anyhow!("cannot flush storage: {e}"))?;
+    crate::offload::run(&state, "shutdown", None, |st| {
+        st.catalog
+            .engine()
+            .close()
+            .map_err(|e| crate::catalog::storage_error(e, "", ""))
+    })
+    .await
+    .map_err(|e| anyhow::anyhow!("cannot flush storage: {}", e.message))?;
     tracing::info!("cairn stopped cleanly");
     Ok(())
 }

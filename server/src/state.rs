@@ -75,6 +75,10 @@ pub struct ServerState {
     pub auth: crate::auth::AuthState,
     /// `--tlsMode` and the TLS acceptor.
     pub tls: crate::tls::Tls,
+    /// The blocking pool's gauges (`crate::offload`).
+    pub pool: crate::offload::PoolStats,
+    /// Test-only fail points (`configureFailPoint`).
+    pub failpoints: crate::failpoints::FailPoints,
     shutdown_tx: watch::Sender<bool>,
 }
 
@@ -85,6 +89,9 @@ impl ServerState {
         let opts = storage::EngineOptions {
             journal_commit_interval_ms: config.journal_commit_interval_ms,
             partial_filter_compiler: Some(partial_filter_compiler()),
+            cache_size_bytes: config.cache_size_bytes(crate::sysinfo::memory_bytes()),
+            checkpoint_interval_ms: config.checkpoint_interval_ms(),
+            checkpoint_log_bytes: config.checkpoint_log_bytes(),
             ..storage::EngineOptions::default()
         };
         let engine = storage::Engine::open(&config.dbpath, opts).map_err(|e| e.to_string())?;
@@ -110,6 +117,8 @@ impl ServerState {
             ops: crate::ops::OpRegistry::default(),
             auth,
             tls,
+            pool: crate::offload::PoolStats::default(),
+            failpoints: crate::failpoints::FailPoints::default(),
             shutdown_tx: watch::channel(false).0,
         })
     }

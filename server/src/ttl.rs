@@ -3,8 +3,9 @@
 //! up to the cutoff (never a collection scan): the walk stays inside the Date bracket of the key
 //! order, so non-date values are never expired, and for an array the earliest date decides (its
 //! entry is the first one the walk meets). Deletes go in bounded batches under the namespace's
-//! write lock, so requests are never blocked for long.
+//! write lock, so requests are never blocked for long; scans and deletes run on the storage pool.
 
+use crate::offload;
 use crate::state::ServerState;
 use bson::{Bson, DateTime};
 use std::ops::Bound;
@@ -46,72 +47,113 @@ fn date_bounds(spec: &IndexSpec, cutoff: DateTime) -> (Vec<u8>, Vec<u8>) {
     if lo <= hi { (lo, hi) } else { (hi, lo) }
 }
 
-/// One pass over every TTL index; returns how many documents it deleted.
-pub async fn pass(state: &ServerState, now: DateTime) -> u64 {
-    let mut deleted = 0;
+/// Every one-field TTL index: (database, collection, spec).
+fn ttl_indexes(state: &ServerState) -> Vec<(String, String, IndexSpec)> {
     let engine = state.catalog.engine();
+    let mut out = Vec::new();
     for db in engine.databases() {
         for info in engine.collections(&db) {
-            for spec in info
-                .indexes
-                .iter()
-                .filter(|s| s.expire_after_seconds.is_some() && s.key.len() == 1)
-            {
-                let expire_ms = spec.expire_after_seconds.unwrap_or(0).saturating_mul(1000);
-                let cutoff =
-                    DateTime::from_millis(now.timestamp_millis().saturating_sub(expire_ms));
-                deleted += expire_index(state, &db, &info.name, spec, cutoff).await;
+            for spec in info.indexes {
+                if spec.expire_after_seconds.is_some() && spec.key.len() == 1 {
+                    out.push((db.clone(), info.name.clone(), spec));
+                }
             }
         }
+    }
+    out
+}
+
+/// One pass over every TTL index; returns how many documents it deleted. The catalog walk and
+/// every batch run on the storage pool; only the namespace lock is awaited here.
+pub async fn pass(state: &Arc<ServerState>, now: DateTime) -> u64 {
+    let indexes = match offload::run(state, JOB, None, |st| Ok(ttl_indexes(st))).await {
+        Ok(list) => list,
+        Err(e) => {
+            tracing::warn!(error = %e.message, "TTL pass failed");
+            return 0;
+        }
+    };
+    let mut deleted = 0;
+    for (db, name, spec) in indexes {
+        let expire_ms = spec.expire_after_seconds.unwrap_or(0).saturating_mul(1000);
+        let cutoff = DateTime::from_millis(now.timestamp_millis().saturating_sub(expire_ms));
+        deleted += expire_index(state, Arc::new((db, name, spec)), cutoff).await;
     }
     state.ttl.deleted_documents.fetch_add(deleted, Relaxed);
     deleted
 }
 
+/// The TTL monitor's job name (the `blockStorageCall` fail point can match it).
+const JOB: &str = "ttlMonitor";
+
+/// Deletes the documents of one TTL index up to `cutoff`, a bounded batch per lock hold.
 async fn expire_index(
+    state: &Arc<ServerState>,
+    target: Arc<(String, String, IndexSpec)>,
+    cutoff: DateTime,
+) -> u64 {
+    let bounds = Arc::new(date_bounds(&target.2, cutoff));
+    let mut deleted = 0;
+    loop {
+        let guard = state.catalog.lock(&target.0, &target.1).await;
+        let (t, b) = (target.clone(), bounds.clone());
+        let batch = offload::run(state, JOB, None, move |st| {
+            let _guard = guard;
+            Ok(delete_batch(st, &t.0, &t.1, &t.2, &b))
+        })
+        .await;
+        match batch {
+            Ok(Some((n, more))) => {
+                deleted += n;
+                if !more {
+                    return deleted;
+                }
+            }
+            Ok(None) => return deleted,
+            Err(e) => {
+                tracing::warn!(error = %e.message, "TTL batch failed");
+                return deleted;
+            }
+        }
+    }
+}
+
+/// One batch of at most `TTL_DELETE_BATCH_COUNT` expired documents: (deleted, maybe more), or
+/// `None` when there is nothing (more) to do.
+fn delete_batch(
     state: &ServerState,
     db: &str,
     name: &str,
     spec: &IndexSpec,
-    cutoff: DateTime,
-) -> u64 {
-    let (lo, hi) = date_bounds(spec, cutoff);
-    let mut deleted = 0;
-    loop {
-        let _guard = state.catalog.lock(db, name).await;
-        let Some(coll) = state.catalog.collection(db, name) else {
-            return deleted;
-        };
-        let entries = match coll.index_scan(
-            &spec.name,
-            Bound::Included(&lo),
-            Bound::Included(&hi),
-            Direction::Forward,
-            None,
-            TTL_DELETE_BATCH_COUNT,
-        ) {
-            Ok(e) => e,
-            Err(e) => {
-                tracing::warn!(ns = %format!("{db}.{name}"), index = %spec.name, error = %e, "TTL scan failed");
-                return deleted;
-            }
-        };
-        let mut rids: Vec<u64> = entries.iter().map(|(_, rid)| *rid).collect();
-        rids.sort_unstable();
-        rids.dedup();
-        if rids.is_empty() {
-            return deleted;
+    (lo, hi): &(Vec<u8>, Vec<u8>),
+) -> Option<(u64, bool)> {
+    let coll = state.catalog.collection(db, name)?;
+    let entries = match coll.index_scan(
+        &spec.name,
+        Bound::Included(lo),
+        Bound::Included(hi),
+        Direction::Forward,
+        None,
+        TTL_DELETE_BATCH_COUNT,
+    ) {
+        Ok(e) => e,
+        Err(e) => {
+            tracing::warn!(ns = %format!("{db}.{name}"), index = %spec.name, error = %e, "TTL scan failed");
+            return None;
         }
-        let n = rids.len() as u64;
-        match coll.write(rids.into_iter().map(WriteOp::Delete).collect()) {
-            Ok(_ticket) => deleted += n,
-            Err(e) => {
-                tracing::warn!(ns = %format!("{db}.{name}"), error = %e, "TTL delete failed");
-                return deleted;
-            }
-        }
-        if (entries.len()) < TTL_DELETE_BATCH_COUNT {
-            return deleted;
+    };
+    let mut rids: Vec<u64> = entries.iter().map(|(_, rid)| *rid).collect();
+    rids.sort_unstable();
+    rids.dedup();
+    if rids.is_empty() {
+        return None;
+    }
+    let n = rids.len() as u64;
+    match coll.write(rids.into_iter().map(WriteOp::Delete).collect()) {
+        Ok(_ticket) => Some((n, entries.len() >= TTL_DELETE_BATCH_COUNT)),
+        Err(e) => {
+            tracing::warn!(ns = %format!("{db}.{name}"), error = %e, "TTL delete failed");
+            None
         }
     }
 }

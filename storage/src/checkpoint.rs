@@ -1,102 +1,231 @@
-//! Checkpoints: a consistent image of the in-memory state (catalog, every collection's record
-//! map, every index's B+tree, per-segment byte counts) as of one log sequence, so a restart
-//! replays only the log after it. Written to `checkpoint-<sequence>.ckpt` through a temporary
-//! name, synced, renamed, directory synced; older checkpoints are then removed. A checkpoint is
-//! written only after its sequence is durable in the log, so every location it names exists.
-//! Layout in docs/FORMAT.md; the whole file is covered by one trailing crc32.
+//! Checkpoints: the cut, the blob, and the write. The cut runs under the catalog lock and every
+//! collection's read lock (so no write batch is half applied) plus every running index build's
+//! guard; it records what the blob needs (catalog, tree roots and counters, per-segment byte
+//! counts, the pages of unfinished index builds) and the log position, and seals the pager's
+//! fresh pages. Then, with no lock held, the log is made durable up to the cut, the sealed pages
+//! and the blob are written, synced, and the meta slot flips (`Pager::write_cut`). A checkpoint
+//! costs what changed since the previous one.
+//!
+//! Blob layout (a BSON document; the pager adds `free` and `pending`): `format`,
+//! `nextCollectionId`, `segments` (`[id, used bytes]` each), `collections` (each: `entry` as
+//! logged by `catalog`, `count`, `dataBytes`, `nextIndexIdent`, `segmentBytes` (`[segment,
+//! bytes]` of its current records), `records` and per index `trees` with `{root, len, pages,
+//! overflowKeys}`, `ident` and `multikey`), `orphans` (pages of index builds not yet committed,
+//! freed by the next open).
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
 
-use bson::Document;
+use bson::{Binary, Bson, Document, doc, spec::BinarySubtype};
 
-use crate::backend::Backend;
-use crate::btree::BTree;
-use crate::catalog::{CatalogEntry, Replay, ReplayColl, snapshot_document};
+use crate::btree::Tree;
+use crate::catalog::CatalogEntry;
 use crate::collection::{CollState, Collection};
 use crate::commit::Ticket;
 use crate::engine::Inner;
 use crate::error::{Result, StorageError};
-use crate::index::IndexSpec;
-use crate::log::Loc;
-use crate::record::u64_at;
+use crate::pager::PageId;
 
-pub const CHECKPOINT_MAGIC: &[u8; 8] = b"CAIRNCKP";
-pub const CHECKPOINT_FORMAT_VERSION: u32 = 1;
-pub const CKPT_MAGIC_OFFSET: usize = 0;
-pub const CKPT_VERSION_OFFSET: usize = CKPT_MAGIC_OFFSET + 8;
-pub const CKPT_RESERVED_OFFSET: usize = CKPT_VERSION_OFFSET + 4;
-pub const CKPT_SEQUENCE_OFFSET: usize = CKPT_RESERVED_OFFSET + 4;
-pub const CKPT_TAIL_SEGMENT_OFFSET: usize = CKPT_SEQUENCE_OFFSET + 8;
-pub const CKPT_TAIL_OFFSET_OFFSET: usize = CKPT_TAIL_SEGMENT_OFFSET + 8;
-pub const CKPT_HEADER_SIZE: usize = CKPT_TAIL_OFFSET_OFFSET + 8;
-pub const CKPT_CRC_SIZE: usize = 4;
+pub const BLOB_FORMAT: i64 = 1;
 
 /// Where log replay resumes after a checkpoint.
 pub(crate) struct Start {
     pub segment: u64,
     pub offset: u64,
     pub next_sequence: u64,
-    /// Used bytes of the segments before `segment`.
-    pub used_bytes: HashMap<u64, u64>,
+    /// Used bytes of every segment as of the cut.
+    pub segments: HashMap<u64, u64>,
 }
 
-/// A loaded checkpoint.
+fn tree_doc(t: &Tree) -> Document {
+    doc! {
+        "root": i64::from(t.root),
+        "len": t.len as i64,
+        "pages": t.pages as i64,
+        "overflowKeys": t.overflow_keys as i64,
+    }
+}
+
+fn bad(what: &str) -> StorageError {
+    StorageError::corruption(
+        crate::pager::PAGE_FILE_NAME,
+        0,
+        format!("checkpoint blob: {what}"),
+    )
+}
+
+fn get_u64(d: &Document, key: &str) -> Result<u64> {
+    d.get_i64(key)
+        .ok()
+        .and_then(|v| u64::try_from(v).ok())
+        .ok_or_else(|| bad(key))
+}
+
+pub(crate) fn tree_from(d: &Document) -> Result<Tree> {
+    Ok(Tree {
+        root: PageId::try_from(get_u64(d, "root")?).map_err(|_| bad("root"))?,
+        len: get_u64(d, "len")?,
+        pages: get_u64(d, "pages")?,
+        overflow_keys: get_u64(d, "overflowKeys")?,
+        tracker: None,
+    })
+}
+
+/// One collection's blob entry.
+fn collection_doc(c: &Collection, st: &CollState) -> Result<Document> {
+    let meta = c
+        .meta
+        .read()
+        .map_err(|_| StorageError::Poisoned("meta lock poisoned".into()))?
+        .clone();
+    let entry = CatalogEntry {
+        id: c.id,
+        db: meta.db,
+        name: meta.name,
+        uuid: c.uuid,
+        options: meta.options,
+        indexes: st
+            .indexes
+            .iter()
+            .map(|i| (i.ident, i.spec.clone()))
+            .collect(),
+        next_record_id: st.next_record_id,
+    };
+    let trees: Vec<Bson> = st
+        .indexes
+        .iter()
+        .map(|i| {
+            let mut d = tree_doc(&i.tree);
+            d.insert("ident", i64::from(i.ident));
+            d.insert("multikey", i.multikey);
+            Bson::Document(d)
+        })
+        .collect();
+    let segment_bytes: Vec<Bson> = st
+        .segment_bytes
+        .iter()
+        .map(|(s, b)| Bson::Array(vec![Bson::Int64(*s as i64), Bson::Int64(*b as i64)]))
+        .collect();
+    Ok(doc! {
+        "entry": entry.to_document(),
+        "segmentBytes": segment_bytes,
+        "count": st.count as i64,
+        "dataBytes": st.data_bytes as i64,
+        "nextIndexIdent": i64::from(st.next_index_ident),
+        "records": tree_doc(&st.records),
+        "trees": trees,
+    })
+}
+
+/// A collection as the blob holds it.
+pub(crate) struct LoadedCollection {
+    pub entry: CatalogEntry,
+    pub count: u64,
+    pub data_bytes: u64,
+    pub next_index_ident: u32,
+    pub segment_bytes: std::collections::BTreeMap<u64, u64>,
+    pub records: Tree,
+    /// ident -> (tree, multikey)
+    pub trees: HashMap<u32, (Tree, bool)>,
+}
+
+/// What a checkpoint blob says.
 pub(crate) struct Loaded {
-    pub start: Start,
-    pub replay: Replay,
-    /// (collection id, index name) -> (spec, tree, multikey).
-    pub trees: HashMap<(u64, String), (IndexSpec, BTree, bool)>,
+    pub next_collection_id: u64,
+    pub collections: Vec<LoadedCollection>,
+    pub orphans: Vec<PageId>,
+    pub segments: HashMap<u64, u64>,
 }
 
-fn file_name(sequence: u64) -> String {
-    format!("checkpoint-{sequence:016x}.ckpt")
+/// `[[a, b], ...]` of non-negative int64 pairs.
+fn pairs(d: &Document, key: &str) -> Result<Vec<(u64, u64)>> {
+    let mut out = Vec::new();
+    for s in d.get_array(key).map_err(|_| bad(key))? {
+        let Bson::Array(a) = s else {
+            return Err(bad(key));
+        };
+        let n = |i: usize| match a.get(i) {
+            Some(Bson::Int64(v)) => u64::try_from(*v).map_err(|_| bad(key)),
+            _ => Err(bad(key)),
+        };
+        out.push((n(0)?, n(1)?));
+    }
+    Ok(out)
 }
 
-fn parse_file_name(name: &str) -> Option<u64> {
-    let hex = name.strip_prefix("checkpoint-")?.strip_suffix(".ckpt")?;
-    u64::from_str_radix(hex, 16).ok()
+pub(crate) fn parse_blob(d: &Document) -> Result<Loaded> {
+    if d.get_i64("format").ok() != Some(BLOB_FORMAT) {
+        return Err(bad("unknown format"));
+    }
+    let segments = pairs(d, "segments")?.into_iter().collect();
+    let mut collections = Vec::new();
+    for c in d.get_array("collections").map_err(|_| bad("collections"))? {
+        let Bson::Document(c) = c else {
+            return Err(bad("collection"));
+        };
+        let entry =
+            CatalogEntry::from_document(c.get_document("entry").map_err(|_| bad("entry"))?)?;
+        let mut trees = HashMap::new();
+        for t in c.get_array("trees").map_err(|_| bad("trees"))? {
+            let Bson::Document(t) = t else {
+                return Err(bad("tree"));
+            };
+            let ident = u32::try_from(get_u64(t, "ident")?).map_err(|_| bad("ident"))?;
+            trees.insert(
+                ident,
+                (tree_from(t)?, t.get_bool("multikey").unwrap_or(false)),
+            );
+        }
+        collections.push(LoadedCollection {
+            entry,
+            count: get_u64(c, "count")?,
+            data_bytes: get_u64(c, "dataBytes")?,
+            next_index_ident: u32::try_from(get_u64(c, "nextIndexIdent")?)
+                .map_err(|_| bad("nextIndexIdent"))?,
+            segment_bytes: pairs(c, "segmentBytes")?.into_iter().collect(),
+            records: tree_from(c.get_document("records").map_err(|_| bad("records"))?)?,
+            trees,
+        });
+    }
+    let orphans = match d.get("orphans") {
+        Some(Bson::Binary(b)) if b.bytes.len() % 4 == 0 => b
+            .bytes
+            .chunks_exact(4)
+            .map(|c| PageId::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+        _ => return Err(bad("orphans")),
+    };
+    Ok(Loaded {
+        next_collection_id: get_u64(d, "nextCollectionId")?,
+        collections,
+        orphans,
+        segments,
+    })
 }
 
-struct Writer(Vec<u8>);
-
-impl Writer {
-    fn u8(&mut self, v: u8) {
-        self.0.push(v);
-    }
-    fn u32(&mut self, v: u32) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    fn u64(&mut self, v: u64) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    fn bytes(&mut self, b: &[u8]) {
-        self.u64(b.len() as u64);
-        self.0.extend_from_slice(b);
-    }
-}
-
-/// Serializes one collection's state.
-fn write_collection(w: &mut Writer, id: u64, st: &CollState) {
-    w.u64(id);
-    w.u64(st.data_bytes);
-    w.u64(st.records.len() as u64);
-    for (rid, loc) in &st.records {
-        w.u64(*rid);
-        w.u64(loc.segment);
-        w.u64(loc.offset);
-        w.u32(loc.size);
-    }
-    w.u32(st.indexes.len() as u32);
-    for ix in &st.indexes {
-        w.bytes(ix.spec.name.as_bytes());
-        w.u8(u8::from(ix.multikey));
-        w.bytes(&ix.tree_checkpoint());
-    }
-}
-
-/// Takes a checkpoint now; returns its sequence.
+/// Takes a checkpoint now; returns its number. The caller holds `maintenance`.
 pub(crate) fn take(inner: &Inner) -> Result<u64> {
+    let started = Instant::now();
+    inner.ckpt.running.store(true, Ordering::Release);
+    let result = cut_and_write(inner);
+    inner.ckpt.running.store(false, Ordering::Release);
+    if let Err(e) = &result {
+        // The page file's state after a failed write or sync is unknown: stop writes; a
+        // restart opens from the last durable checkpoint and the log.
+        tracing::error!("checkpoint failed: {e}");
+        inner.shared.log.poison(format!("a checkpoint failed: {e}"));
+    }
+    let number = result?;
+    let ms = started.elapsed().as_millis() as u64;
+    inner.ckpt.count.fetch_add(1, Ordering::Relaxed);
+    inner.ckpt.last_ms.store(ms, Ordering::Relaxed);
+    tracing::debug!(checkpoint = number, ms, "checkpoint written");
+    Ok(number)
+}
+
+fn cut_and_write(inner: &Inner) -> Result<u64> {
     let lock = || StorageError::Poisoned("lock poisoned".into());
     let cat = inner.catalog.read().map_err(|_| lock())?;
     let colls: Vec<Arc<Collection>> = cat.by_id.values().cloned().collect();
@@ -104,195 +233,58 @@ pub(crate) fn take(inner: &Inner) -> Result<u64> {
     for c in &colls {
         guards.push(c.read()?);
     }
+    let mut build_guards = Vec::new();
+    let mut orphans = Vec::new();
+    for st in &guards {
+        for b in &st.builds {
+            build_guards.push(b.guard.lock().map_err(|_| lock())?);
+            orphans.extend(b.tracker.pages());
+        }
+    }
     // Every appended data record is applied while we hold all collection read locks.
     let (segment, offset, next_sequence) = inner.shared.log.position()?;
-    let mut entries = Vec::with_capacity(colls.len());
+    let mut collections = Vec::with_capacity(colls.len());
     for (c, st) in colls.iter().zip(&guards) {
-        let meta = c.meta.read().map_err(|_| lock())?.clone();
-        entries.push(CatalogEntry {
-            id: c.id,
-            db: meta.db,
-            name: meta.name,
-            uuid: c.uuid,
-            options: meta.options,
-            indexes: st.indexes.iter().map(|i| i.spec.clone()).collect(),
-            next_record_id: st.next_record_id,
-        });
+        collections.push(Bson::Document(collection_doc(c, st)?));
     }
-    let mut w = Writer(Vec::new());
-    w.0.extend_from_slice(CHECKPOINT_MAGIC);
-    w.u32(CHECKPOINT_FORMAT_VERSION);
-    w.u32(0);
-    w.u64(next_sequence - 1);
-    w.u64(segment);
-    w.u64(offset);
-    let catalog = snapshot_document(&entries, cat.next_collection_id)
-        .to_vec()
-        .map_err(|e| StorageError::InvalidDocument(e.to_string()))?;
-    w.bytes(&catalog);
-    let usage = inner.shared.log.segment_usage();
-    w.u32(usage.len() as u32);
-    for (id, used, live) in usage {
-        w.u64(id);
-        w.u64(used);
-        w.u64(live);
+    let segments: Vec<Bson> = inner
+        .shared
+        .log
+        .segment_usage()
+        .into_iter()
+        .map(|(id, used, _)| Bson::Array(vec![Bson::Int64(id as i64), Bson::Int64(used as i64)]))
+        .collect();
+    let mut orphan_bytes = Vec::with_capacity(orphans.len() * 4);
+    for id in &orphans {
+        orphan_bytes.extend_from_slice(&id.to_le_bytes());
     }
-    w.u32(colls.len() as u32);
-    for (c, st) in colls.iter().zip(&guards) {
-        write_collection(&mut w, c.id, st);
-    }
+    let blob = doc! {
+        "format": BLOB_FORMAT,
+        "nextCollectionId": cat.next_collection_id as i64,
+        "segments": segments,
+        "collections": collections,
+        "orphans": Binary { subtype: BinarySubtype::Generic, bytes: orphan_bytes },
+    };
+    let cut = inner
+        .shared
+        .pager
+        .cut(blob, (segment, offset, next_sequence))?;
+    inner
+        .ckpt
+        .log_bytes_at_cut
+        .store(inner.shared.log.appended_bytes(), Ordering::Release);
+    drop(build_guards);
     drop(guards);
     drop(cat);
-    let crc = crc32fast::hash(&w.0);
-    w.u32(crc);
-    let sequence = next_sequence - 1;
+    // The checkpoint may not run ahead of the durable log.
     Ticket {
-        sequence,
+        sequence: next_sequence - 1,
         record_ids: Vec::new(),
         commit: inner.shared.commit.clone(),
     }
     .wait_durable_blocking()?;
-    write_file(inner.backend.as_ref(), sequence, &w.0)?;
-    Ok(sequence)
-}
-
-fn write_file(backend: &dyn Backend, sequence: u64, bytes: &[u8]) -> Result<()> {
-    let name = file_name(sequence);
-    let tmp = format!("{name}.tmp");
-    let f = backend.create(&tmp)?;
-    f.write_at(0, bytes)?;
-    f.sync()?;
-    backend.rename(&tmp, &name)?;
-    backend.sync_dir()?;
-    for other in backend.list()? {
-        if other != name && (parse_file_name(&other).is_some() || other.starts_with("checkpoint-"))
-        {
-            backend.remove(&other)?;
-        }
-    }
-    backend.sync_dir()?;
-    Ok(())
-}
-
-struct Reader<'a> {
-    b: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        let end = self.pos.checked_add(n).filter(|&e| e <= self.b.len());
-        let end =
-            end.ok_or_else(|| StorageError::InvalidDocument("checkpoint truncated".into()))?;
-        let s = &self.b[self.pos..end];
-        self.pos = end;
-        Ok(s)
-    }
-    fn u8(&mut self) -> Result<u8> {
-        Ok(self.take(1)?[0])
-    }
-    fn u32(&mut self) -> Result<u32> {
-        let s = self.take(4)?;
-        Ok(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
-    }
-    fn u64(&mut self) -> Result<u64> {
-        Ok(u64_at(self.take(8)?, 0))
-    }
-    fn bytes(&mut self) -> Result<&'a [u8]> {
-        let n = usize::try_from(self.u64()?)
-            .map_err(|e| StorageError::InvalidDocument(e.to_string()))?;
-        self.take(n)
-    }
-}
-
-/// Loads the newest checkpoint, if any. Errors mean "do not trust it": replay everything.
-pub(crate) fn load_latest(backend: &dyn Backend) -> Result<Option<Loaded>> {
-    let mut newest = None;
-    for name in backend.list()? {
-        if name.starts_with("checkpoint-") && name.ends_with(".tmp") {
-            backend.remove(&name)?;
-        } else if let Some(seq) = parse_file_name(&name) {
-            newest = newest.max(Some(seq));
-        }
-    }
-    let Some(seq) = newest else { return Ok(None) };
-    let name = file_name(seq);
-    let f = backend.open(&name)?;
-    let len =
-        usize::try_from(f.len()?).map_err(|e| StorageError::InvalidDocument(e.to_string()))?;
-    let mut b = vec![0u8; len];
-    f.read_at(0, &mut b)?;
-    let bad = |why: &str| StorageError::corruption(&name, 0, why);
-    if len < CKPT_HEADER_SIZE + CKPT_CRC_SIZE || &b[..CKPT_VERSION_OFFSET] != CHECKPOINT_MAGIC {
-        return Err(bad("not a checkpoint"));
-    }
-    let body = &b[..len - CKPT_CRC_SIZE];
-    if crc32fast::hash(body).to_le_bytes() != b[len - CKPT_CRC_SIZE..] {
-        return Err(bad("checksum mismatch"));
-    }
-    parse(body).map(Some).map_err(|e| bad(&e.to_string()))
-}
-
-fn parse(body: &[u8]) -> Result<Loaded> {
-    let mut r = Reader {
-        b: body,
-        pos: CKPT_SEQUENCE_OFFSET,
-    };
-    let sequence = r.u64()?;
-    let segment = r.u64()?;
-    let offset = r.u64()?;
-    let catalog = Document::from_reader(r.bytes()?)
-        .map_err(|e| StorageError::InvalidDocument(e.to_string()))?;
-    let mut replay = Replay::default();
-    replay.load_snapshot(&catalog)?;
-    let mut used_bytes = HashMap::new();
-    for _ in 0..r.u32()? {
-        let (id, used, live) = (r.u64()?, r.u64()?, r.u64()?);
-        used_bytes.insert(id, used);
-        replay.live_bytes.insert(id, live as i64);
-    }
-    let mut trees = HashMap::new();
-    for _ in 0..r.u32()? {
-        let id = r.u64()?;
-        let data_bytes = r.u64()?;
-        let mut records = std::collections::BTreeMap::new();
-        for _ in 0..r.u64()? {
-            let rid = r.u64()?;
-            let loc = Loc {
-                segment: r.u64()?,
-                offset: r.u64()?,
-                size: r.u32()?,
-            };
-            records.insert(rid, loc);
-        }
-        let specs: Vec<IndexSpec> = replay
-            .colls
-            .get(&id)
-            .and_then(|c| c.entry.as_ref())
-            .map(|e| e.indexes.clone())
-            .unwrap_or_default();
-        for _ in 0..r.u32()? {
-            let name = String::from_utf8_lossy(r.bytes()?).into_owned();
-            let multikey = r.u8()? != 0;
-            let tree = BTree::from_checkpoint(r.bytes()?)
-                .map_err(|e| StorageError::InvalidDocument(e.to_string()))?;
-            if let Some(spec) = specs.iter().find(|s| s.name == name) {
-                trees.insert((id, name), (spec.clone(), tree, multikey));
-            }
-        }
-        let c: &mut ReplayColl = replay.coll(id);
-        c.records = records;
-        c.data_bytes = data_bytes;
-    }
-    replay.changed = Some(HashMap::new());
-    Ok(Loaded {
-        start: Start {
-            segment,
-            offset,
-            next_sequence: sequence + 1,
-            used_bytes,
-        },
-        replay,
-        trees,
-    })
+    inner.shared.pager.write_cut(&cut)?;
+    let number = cut.meta.checkpoint;
+    inner.shared.pager.finish_cut(cut)?;
+    Ok(number)
 }

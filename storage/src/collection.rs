@@ -1,21 +1,29 @@
-//! A collection: RecordId -> location of the document's PUT record, its indexes, and the write
-//! path. A write takes the collection's write lock, checks and applies every index change (undoing
-//! all of them if one fails), appends the whole batch to the log, updates the record map, and
-//! returns a `Ticket`; it never waits for a sync while holding the lock, so readers (who take the
-//! read lock) never wait for an fsync and always see a whole batch or none of it.
+//! A collection: its record tree (RecordId -> where the document's record lies in the log), its
+//! indexes, and the write path. A write takes the collection's write lock, checks and applies
+//! every index change (undoing all of them if one fails), appends the whole batch to the log,
+//! updates the record tree, and returns a `Ticket`; it never waits for a sync while holding the
+//! lock, so readers (who take the read lock) never wait for an fsync and always see a whole
+//! batch or none of it. Each PUT or DELETE record carries the index keys the write removed, so
+//! replay after a crash needs no read of a document's earlier version.
+//!
+//! Every structure that grows with the data is a paged tree: the count, the data size and the
+//! index specs are all the collection keeps in memory.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use bson::{Document, RawBsonRef, RawDocumentBuf};
+use bson::{Document, RawBsonRef, RawDocument, RawDocumentBuf};
 
+use crate::btree::Tree;
 use crate::commit::{Commit, Ticket};
 use crate::error::{Result, StorageError};
 use crate::index::{FilterCompiler, ID_INDEX_NAME, Index, IndexSpec};
+use crate::index_build::{Build, SideOp};
 use crate::limits::{DOCUMENT_SIZE_MAX, SCAN_BATCH_COUNT_MAX, WRITE_BATCH_OPS_MAX};
 use crate::log::{Loc, Log, OutRecord};
-use crate::record::{self, Kind, RECORD_DOCUMENT_OFFSET};
+use crate::pager::Pager;
+use crate::record::{self, Kind, RemovedKey};
 
 /// A document's id inside its collection: increasing, never reused.
 pub type RecordId = u64;
@@ -48,15 +56,24 @@ pub struct IndexInfo {
 pub(crate) struct Shared {
     pub log: Arc<Log>,
     pub commit: Arc<Commit>,
+    pub pager: Arc<Pager>,
     pub filter_compiler: Option<FilterCompiler>,
 }
 
 pub(crate) struct CollState {
     pub dropped: bool,
-    pub records: BTreeMap<RecordId, Loc>,
+    /// RecordId (8 bytes, big-endian) -> `Loc::encode`.
+    pub records: Tree,
+    pub count: u64,
     pub next_record_id: RecordId,
+    pub next_index_ident: u32,
     pub indexes: Vec<Index>,
     pub data_bytes: u64,
+    /// Index builds running now; writers feed their side tables.
+    pub builds: Vec<Arc<Build>>,
+    /// Bytes of this collection's current document records per log segment (what a drop
+    /// takes off the segments' live counts without reading the record tree).
+    pub segment_bytes: BTreeMap<u64, u64>,
 }
 
 /// Catalog facts that DDL can change.
@@ -80,12 +97,143 @@ enum Undo {
     Removed(usize, Vec<u8>, RecordId),
 }
 
+/// One op of a write, ready to log and apply.
+struct Planned {
+    rid: RecordId,
+    /// Bytes of the new document (None: delete).
+    doc_size: Option<u32>,
+    record: OutRecord,
+}
+
 fn lock_err() -> StorageError {
     StorageError::Poisoned("collection lock poisoned".into())
 }
 
-pub(crate) fn doc_bytes(loc: &Loc) -> u64 {
-    u64::from(loc.size).saturating_sub(RECORD_DOCUMENT_OFFSET as u64)
+/// The record tree's key for a RecordId.
+pub(crate) fn rid_key(rid: RecordId) -> [u8; 8] {
+    rid.to_be_bytes()
+}
+
+fn rid_of(key: &[u8]) -> Result<RecordId> {
+    let bytes: [u8; 8] = key
+        .try_into()
+        .map_err(|_| crate::btree::corrupt(0, "record tree key is not a RecordId"))?;
+    Ok(RecordId::from_be_bytes(bytes))
+}
+
+fn loc_of(value: &[u8]) -> Result<Loc> {
+    Loc::decode(value)
+        .ok_or_else(|| crate::btree::corrupt(0, "record tree value is not a location"))
+}
+
+impl CollState {
+    /// A new, empty collection state with its `_id` index.
+    pub fn new(pager: &Pager, compiler: Option<&FilterCompiler>) -> Result<CollState> {
+        let id_index = Index::new(
+            IndexSpec::id_index(),
+            crate::catalog::ID_INDEX_IDENT,
+            compiler,
+            Tree::create(pager)?,
+        )?;
+        Ok(CollState {
+            dropped: false,
+            records: Tree::create(pager)?,
+            count: 0,
+            next_record_id: 1,
+            next_index_ident: crate::catalog::ID_INDEX_IDENT + 1,
+            indexes: vec![id_index],
+            data_bytes: 0,
+            builds: Vec::new(),
+            segment_bytes: BTreeMap::new(),
+        })
+    }
+
+    pub fn loc(&self, pager: &Pager, rid: RecordId) -> Result<Option<Loc>> {
+        self.records
+            .get(pager, &rid_key(rid))?
+            .map(|v| loc_of(&v))
+            .transpose()
+    }
+
+    /// Points `rid` at `loc`, keeping count and size; returns the location it replaces.
+    pub fn put_loc(&mut self, pager: &Pager, rid: RecordId, loc: Loc) -> Result<Option<Loc>> {
+        let old = self
+            .records
+            .insert(pager, &rid_key(rid), &loc.encode())?
+            .map(|v| loc_of(&v))
+            .transpose()?;
+        match old {
+            Some(o) => self.forget_loc(&o),
+            None => self.count += 1,
+        }
+        self.data_bytes += u64::from(loc.doc_size);
+        *self.segment_bytes.entry(loc.segment).or_default() += u64::from(loc.size);
+        self.next_record_id = self.next_record_id.max(rid + 1);
+        Ok(old)
+    }
+
+    /// Forgets `rid`; returns where it was.
+    pub fn remove_loc(&mut self, pager: &Pager, rid: RecordId) -> Result<Option<Loc>> {
+        let old = self
+            .records
+            .remove(pager, &rid_key(rid))?
+            .map(|v| loc_of(&v))
+            .transpose()?;
+        if let Some(o) = old {
+            self.count = self.count.saturating_sub(1);
+            self.forget_loc(&o);
+        }
+        Ok(old)
+    }
+
+    fn forget_loc(&mut self, old: &Loc) {
+        self.data_bytes = self.data_bytes.saturating_sub(u64::from(old.doc_size));
+        if let Some(b) = self.segment_bytes.get_mut(&old.segment) {
+            *b = b.saturating_sub(u64::from(old.size));
+            if *b == 0 {
+                self.segment_bytes.remove(&old.segment);
+            }
+        }
+    }
+
+    /// Up to `limit` (RecordId, location) pairs in RecordId order after `after`.
+    pub fn locs(
+        &self,
+        pager: &Pager,
+        direction: Direction,
+        after: Option<RecordId>,
+        limit: usize,
+    ) -> Result<Vec<(RecordId, Loc)>> {
+        let mut out = Vec::new();
+        if limit == 0 {
+            return Ok(out);
+        }
+        let key = after.map(rid_key);
+        let bound = key
+            .as_ref()
+            .map_or(Bound::Unbounded, |k| Bound::Excluded(&k[..]));
+        let (lo, hi, reverse) = match direction {
+            Direction::Forward => (bound, Bound::Unbounded, false),
+            Direction::Backward => (Bound::Unbounded, bound, true),
+        };
+        self.records.scan(pager, lo, hi, reverse, &mut |k, v| {
+            out.push((rid_of(k)?, loc_of(v)?));
+            Ok(out.len() < limit)
+        })?;
+        Ok(out)
+    }
+
+    pub fn index(&self, name: &str) -> Option<&Index> {
+        self.indexes.iter().find(|i| i.spec.name == name)
+    }
+}
+
+/// Keys in `a` and not in `b`, both sorted.
+fn minus(a: &[Vec<u8>], b: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    a.iter()
+        .filter(|k| b.binary_search(k).is_err())
+        .cloned()
+        .collect()
 }
 
 impl Collection {
@@ -94,6 +242,10 @@ impl Collection {
     }
     pub(crate) fn write_state(&self) -> Result<RwLockWriteGuard<'_, CollState>> {
         self.state.write().map_err(|_| lock_err())
+    }
+
+    fn pager(&self) -> &Pager {
+        &self.shared.pager
     }
 
     /// The collection's UUID (stable across renames).
@@ -119,7 +271,7 @@ impl Collection {
 
     /// Number of documents, exact, O(1).
     pub fn count(&self) -> u64 {
-        self.read().map(|s| s.records.len() as u64).unwrap_or(0)
+        self.read().map(|s| s.count).unwrap_or(0)
     }
 
     /// Total BSON bytes of the documents.
@@ -130,8 +282,12 @@ impl Collection {
     /// The document with this RecordId.
     pub fn get(&self, rid: RecordId) -> Result<Option<RawDocumentBuf>> {
         let st = self.read()?;
-        match st.records.get(&rid) {
-            Some(loc) => Ok(Some(self.shared.log.read_document(*loc)?)),
+        if st.dropped {
+            // Its trees' pages were given back with the drop.
+            return Ok(None);
+        }
+        match st.loc(self.pager(), rid)? {
+            Some(loc) => Ok(Some(self.shared.log.read_document(loc)?)),
             None => Ok(None),
         }
     }
@@ -147,47 +303,43 @@ impl Collection {
         if st.dropped {
             return Ok(Vec::new());
         }
-        let limit = limit.min(SCAN_BATCH_COUNT_MAX);
-        let locs: Vec<(RecordId, Loc)> = match (direction, after) {
-            (Direction::Forward, a) => {
-                let lo = a.map_or(Bound::Unbounded, Bound::Excluded);
-                st.records
-                    .range((lo, Bound::Unbounded))
-                    .take(limit)
-                    .map(|(r, l)| (*r, *l))
-                    .collect()
-            }
-            (Direction::Backward, a) => {
-                let hi = a.map_or(Bound::Unbounded, Bound::Excluded);
-                st.records
-                    .range((Bound::Unbounded, hi))
-                    .rev()
-                    .take(limit)
-                    .map(|(r, l)| (*r, *l))
-                    .collect()
-            }
-        };
+        let locs = st.locs(
+            self.pager(),
+            direction,
+            after,
+            limit.min(SCAN_BATCH_COUNT_MAX),
+        )?;
         // Read in file order so neighbouring records share one pread, whatever the direction.
-        let mut only_locs: Vec<Loc> = locs.iter().map(|(_, l)| *l).collect();
-        let backward = direction == Direction::Backward;
-        if backward {
-            only_locs.reverse();
+        let mut order: Vec<usize> = (0..locs.len()).collect();
+        order.sort_by_key(|&i| (locs[i].1.segment, locs[i].1.offset));
+        let sorted: Vec<Loc> = order.iter().map(|&i| locs[i].1).collect();
+        let docs = self.shared.log.read_documents(&sorted)?;
+        let mut out: Vec<Option<RawDocumentBuf>> = vec![None; locs.len()];
+        for (i, d) in order.into_iter().zip(docs) {
+            out[i] = Some(d);
         }
-        let mut docs = self.shared.log.read_documents(&only_locs)?;
-        if backward {
-            docs.reverse();
-        }
-        Ok(locs.into_iter().map(|(rid, _)| rid).zip(docs).collect())
+        Ok(locs
+            .into_iter()
+            .zip(out)
+            .filter_map(|((rid, _), d)| d.map(|d| (rid, d)))
+            .collect())
     }
 
     /// The RecordId of the document whose `_id` equals `id`.
     pub fn find_by_id(&self, id: RawBsonRef<'_>) -> Result<Option<RecordId>> {
         let st = self.read()?;
-        let Some(ix) = st.indexes.iter().find(|i| i.spec.name == ID_INDEX_NAME) else {
+        let Some(ix) = st.index(ID_INDEX_NAME) else {
             return Ok(None);
         };
         let key = crate::keycode::encode_key(&[id], &[false]);
-        let hit = ix.scan(Bound::Included(&key), Bound::Included(&key), true, None, 1);
+        let hit = ix.scan(
+            self.pager(),
+            Bound::Included(&key),
+            Bound::Included(&key),
+            true,
+            None,
+            1,
+        )?;
         Ok(hit.first().map(|(_, rid)| *rid))
     }
 
@@ -204,12 +356,17 @@ impl Collection {
     ) -> Result<Vec<(Vec<u8>, RecordId)>> {
         let st = self.read()?;
         let ix = st
-            .indexes
-            .iter()
-            .find(|i| i.spec.name == index_name)
+            .index(index_name)
             .ok_or_else(|| StorageError::IndexNotFound(index_name.to_string()))?;
         let limit = limit.min(SCAN_BATCH_COUNT_MAX);
-        Ok(ix.scan(lower, upper, direction == Direction::Forward, after, limit))
+        ix.scan(
+            self.pager(),
+            lower,
+            upper,
+            direction == Direction::Forward,
+            after,
+            limit,
+        )
     }
 
     /// Specs and state of every index.
@@ -226,6 +383,11 @@ impl Collection {
                 size_bytes: i.size_bytes(),
             })
             .collect()
+    }
+
+    /// Bytes of the record tree's pages.
+    pub fn record_tree_bytes(&self) -> u64 {
+        self.read().map(|s| s.records.size_bytes()).unwrap_or(0)
     }
 
     /// Applies `ops` as one atomic batch: every index check passes and everything is applied
@@ -249,51 +411,57 @@ impl Collection {
             return Err(StorageError::NamespaceNotFound(self.namespace().0));
         }
         let mut undo = Vec::new();
-        let planned = self.plan(&mut st, &ops, &mut undo);
-        let planned = match planned {
+        let mut side: Vec<Vec<SideOp>> = vec![Vec::new(); st.builds.len()];
+        let planned = match self.plan(&mut st, &ops, &mut undo, &mut side) {
             Ok(p) => p,
             Err(e) => {
-                rollback(&mut st, undo);
+                self.rollback(&mut st, undo)?;
                 return Err(e);
             }
         };
-        let (records, rids): (Vec<OutRecord>, Vec<RecordId>) = planned.into_iter().unzip();
+        let records: Vec<OutRecord> = planned
+            .iter()
+            .map(|p| OutRecord {
+                kind: p.record.kind,
+                payload: p.record.payload.clone(),
+            })
+            .collect();
         let (seq, locs) = match self.shared.log.append(&records, true) {
             Ok(x) => x,
             Err(e) => {
-                rollback(&mut st, undo);
+                self.rollback(&mut st, undo)?;
                 return Err(e);
             }
         };
-        for ((rec, rid), loc) in records.iter().zip(&rids).zip(locs) {
-            let old = if rec.kind == Kind::Put {
-                st.data_bytes += doc_bytes(&loc);
-                st.records.insert(*rid, loc)
-            } else {
-                st.records.remove(rid)
-            };
-            if let Some(old) = old {
-                st.data_bytes = st.data_bytes.saturating_sub(doc_bytes(&old));
-                self.shared.log.release(old);
-            }
-            st.next_record_id = st.next_record_id.max(rid + 1);
+        drop(records);
+        if let Err(e) = self.apply(&mut st, &planned, locs) {
+            // The log has the batch; memory does not. A restart replays it.
+            self.shared
+                .log
+                .poison(format!("applying a logged write failed: {e}"));
+            return Err(e);
+        }
+        for (b, ops) in st.builds.iter().zip(side) {
+            b.record(ops)?;
         }
         drop(st);
         self.shared.commit.note_written(seq);
         Ok(Ticket {
             sequence: seq,
-            record_ids: rids,
+            record_ids: planned.iter().map(|p| p.rid).collect(),
             commit: self.shared.commit.clone(),
         })
     }
 
-    /// Index changes and log records for `ops`; index changes are recorded in `undo`.
+    /// Index changes and log records for `ops`; index changes are recorded in `undo`, side
+    /// table entries for running builds in `side`.
     fn plan(
         &self,
         st: &mut CollState,
         ops: &[WriteOp],
         undo: &mut Vec<Undo>,
-    ) -> Result<Vec<(OutRecord, RecordId)>> {
+        side: &mut [Vec<SideOp>],
+    ) -> Result<Vec<Planned>> {
         let mut next_rid = st.next_record_id;
         // Documents changed earlier in this batch (None = deleted), so later ops see them.
         let mut in_batch: HashMap<RecordId, Option<RawDocumentBuf>> = HashMap::new();
@@ -307,141 +475,116 @@ impl Collection {
                 WriteOp::Replace(rid, d) => (*rid, Some(d)),
                 WriteOp::Delete(rid) => (*rid, None),
             };
-            let old = match in_batch.get(&rid) {
-                Some(d) => d.clone(),
-                None => match st.records.get(&rid) {
-                    Some(loc) => Some(self.shared.log.read_document(*loc)?),
+            let old = match (in_batch.get(&rid), op) {
+                (Some(d), _) => d.clone(),
+                // A new RecordId has no earlier version: no tree lookup.
+                (None, WriteOp::Insert(_)) => None,
+                (None, _) => match st.loc(self.pager(), rid)? {
+                    Some(loc) => Some(self.shared.log.read_document(loc)?),
                     None => None,
                 },
             };
             if old.is_none() && !matches!(op, WriteOp::Insert(_)) {
                 return Err(StorageError::RecordNotFound(rid));
             }
-            update_indexes(st, rid, old.as_deref(), new.map(|d| &**d), undo)?;
-            let rec = match new {
-                Some(d) => OutRecord {
-                    kind: Kind::Put,
-                    payload: record::data_payload(self.id, rid, d.as_bytes()),
-                },
-                None => OutRecord {
-                    kind: Kind::Delete,
-                    payload: record::data_payload(self.id, rid, &[]),
-                },
+            let old_ref = old.as_deref();
+            let new_ref = new.map(|d| &**d);
+            let removed = self.update_indexes(st, rid, old_ref, new_ref, undo)?;
+            for (b, ops) in st.builds.iter().zip(side.iter_mut()) {
+                b.side_ops(rid, old_ref, new_ref, ops)?;
+            }
+            let payload = record::data_payload(self.id, rid, new.map(|d| d.as_bytes()), &removed);
+            let kind = if new.is_some() {
+                Kind::Put
+            } else {
+                Kind::Delete
             };
             in_batch.insert(rid, new.cloned());
-            out.push((rec, rid));
+            out.push(Planned {
+                rid,
+                doc_size: new.map(|d| d.as_bytes().len() as u32),
+                record: OutRecord { kind, payload },
+            });
         }
         Ok(out)
     }
-}
 
-/// Moves `rid`'s index entries from `old`'s keys to `new`'s keys, checking unique indexes.
-fn update_indexes(
-    st: &mut CollState,
-    rid: RecordId,
-    old: Option<&bson::RawDocument>,
-    new: Option<&bson::RawDocument>,
-    undo: &mut Vec<Undo>,
-) -> Result<()> {
-    for (i, ix) in st.indexes.iter_mut().enumerate() {
-        if let Some(old) = old {
-            for k in ix.keys_of(old)?.0 {
-                if ix.remove(&k, rid) {
-                    undo.push(Undo::Removed(i, k, rid));
+    /// Moves `rid`'s index entries from `old`'s keys to `new`'s keys, checking unique indexes;
+    /// returns the keys removed, by index ident.
+    fn update_indexes(
+        &self,
+        st: &mut CollState,
+        rid: RecordId,
+        old: Option<&RawDocument>,
+        new: Option<&RawDocument>,
+        undo: &mut Vec<Undo>,
+    ) -> Result<Vec<RemovedKey>> {
+        let pager = &*self.shared.pager;
+        let mut removed = Vec::new();
+        for (i, ix) in st.indexes.iter_mut().enumerate() {
+            let old_keys = match old {
+                Some(d) => ix.keys_of(d)?.0,
+                None => Vec::new(),
+            };
+            let (new_keys, multikey) = match new {
+                Some(d) => ix.keys_of(d)?,
+                None => (Vec::new(), false),
+            };
+            for k in minus(&old_keys, &new_keys) {
+                if ix.remove(pager, &k, rid)? {
+                    undo.push(Undo::Removed(i, k.clone(), rid));
                 }
+                removed.push((ix.ident, k));
             }
-        }
-        if let Some(new) = new {
-            let (keys, multikey) = ix.keys_of(new)?;
-            for k in keys {
-                if ix.spec.unique && ix.conflict(&k, rid).is_some() {
+            for k in minus(&new_keys, &old_keys) {
+                if ix.spec.unique && ix.conflict(pager, &k, rid)?.is_some() {
                     return Err(ix.duplicate(&k));
                 }
-                if ix.insert(&k, rid) {
+                if ix.insert(pager, &k, rid)? {
                     undo.push(Undo::Inserted(i, k, rid));
                 }
             }
             ix.multikey |= multikey;
         }
+        Ok(removed)
     }
-    Ok(())
-}
 
-fn rollback(st: &mut CollState, undo: Vec<Undo>) {
-    for u in undo.into_iter().rev() {
-        match u {
-            Undo::Inserted(i, k, rid) => {
-                st.indexes[i].remove(&k, rid);
-            }
-            Undo::Removed(i, k, rid) => {
-                st.indexes[i].insert(&k, rid);
+    fn rollback(&self, st: &mut CollState, undo: Vec<Undo>) -> Result<()> {
+        let pager = &*self.shared.pager;
+        let mut result = Ok(());
+        for u in undo.into_iter().rev() {
+            let r = match u {
+                Undo::Inserted(i, k, rid) => st.indexes[i].remove(pager, &k, rid),
+                Undo::Removed(i, k, rid) => st.indexes[i].insert(pager, &k, rid),
+            };
+            if let Err(e) = r {
+                result = Err(e);
             }
         }
+        if let Err(e) = &result {
+            // Memory no longer matches the log; a restart rebuilds it from checkpoint and log.
+            self.shared
+                .log
+                .poison(format!("undoing a failed write failed: {e}"));
+        }
+        result
     }
-}
 
-/// Builds a full index over the collection's documents (sorted bulk load), checking uniqueness.
-pub(crate) fn build_index(
-    log: &Log,
-    st: &CollState,
-    ix: &mut Index,
-    progress: &dyn Fn(u64, u64),
-) -> Result<()> {
-    let total = st.records.len() as u64;
-    let mut entries = Vec::new();
-    let mut multikey = false;
-    for (n, (rid, loc)) in st.records.iter().enumerate() {
-        let doc = log.read_document(*loc)?;
-        let (keys, mk) = ix.keys_of(&doc)?;
-        multikey |= mk;
-        entries.extend(keys.into_iter().map(|k| (k, *rid)));
-        if n % 1024 == 0 {
-            progress(n as u64, total);
-        }
-    }
-    entries.sort_unstable();
-    entries.dedup();
-    if ix.spec.unique {
-        for w in entries.windows(2) {
-            if w[0].0 == w[1].0 {
-                return Err(ix.duplicate(&w[1].0));
+    /// The record-tree side of a logged batch.
+    fn apply(&self, st: &mut CollState, planned: &[Planned], locs: Vec<Loc>) -> Result<()> {
+        let pager = &*self.shared.pager;
+        for (p, mut loc) in planned.iter().zip(locs) {
+            let old = match p.doc_size {
+                Some(size) => {
+                    loc.doc_size = size;
+                    st.put_loc(pager, p.rid, loc)?
+                }
+                None => st.remove_loc(pager, p.rid)?,
+            };
+            if let Some(old) = old {
+                self.shared.log.release(old);
             }
         }
+        Ok(())
     }
-    ix.multikey = multikey;
-    ix.load(entries)?;
-    progress(total, total);
-    Ok(())
-}
-
-/// Brings a checkpointed index up to date with the records replayed after the checkpoint:
-/// `changed` maps each touched RecordId to its location as of the checkpoint.
-pub(crate) fn fix_up_index(
-    log: &Log,
-    st: &CollState,
-    ix: &mut Index,
-    changed: Option<&HashMap<RecordId, Option<Loc>>>,
-) -> Result<()> {
-    let Some(changed) = changed else {
-        return Ok(());
-    };
-    for (rid, old) in changed {
-        if let Some(old) = old {
-            let doc = log.read_document(*old)?;
-            for k in ix.keys_of(&doc)?.0 {
-                ix.remove(&k, *rid);
-            }
-        }
-    }
-    for rid in changed.keys() {
-        if let Some(loc) = st.records.get(rid) {
-            let doc = log.read_document(*loc)?;
-            let (keys, multikey) = ix.keys_of(&doc)?;
-            for k in keys {
-                ix.insert(&k, *rid);
-            }
-            ix.multikey |= multikey;
-        }
-    }
-    Ok(())
 }

@@ -1,7 +1,6 @@
 //! Changing an index's options in place (`collMod`): `expireAfterSeconds` and `hidden` change
-//! nothing about the index's entries, so the index is kept and only its spec changes. The change
-//! is logged as the pair (drop index, create index with the new spec) in one catalog batch, so
-//! recovery sees the same spec (and rebuilds the entries, which are the same).
+//! nothing about the index's entries, so the index is kept and only its spec changes, logged as
+//! one `ModifyIndex` catalog record.
 
 use crate::catalog::CatalogOp;
 use crate::engine::Engine;
@@ -36,16 +35,10 @@ impl Engine {
         if new == old {
             return Ok(old);
         }
-        let ticket = self.log_catalog(&[
-            CatalogOp::DropIndex {
-                id: c.id,
-                name: name.into(),
-            },
-            CatalogOp::CreateIndex {
-                id: c.id,
-                spec: new.clone(),
-            },
-        ])?;
+        let ticket = self.log_catalog(&[CatalogOp::ModifyIndex {
+            id: c.id,
+            spec: new.clone(),
+        }])?;
         ix.spec = new;
         drop(st);
         ticket.wait_durable_blocking()?;

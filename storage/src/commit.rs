@@ -1,9 +1,18 @@
 //! Group commit. Writers append their records (no sync) and get a `Ticket` holding the last
-//! sequence they wrote; one commit thread fdatasyncs the log's current segment and publishes the
-//! highest sequence now durable, waking every writer at or below it, so many writers share one
-//! sync. In periodic mode (`journal_commit_interval_ms`) the thread syncs on a timer, or at once
-//! when some ticket asks to wait. A failed sync poisons the engine: after fsync fails the page
-//! cache may have dropped the data, so nothing written since may be acknowledged.
+//! sequence they wrote; a sync (fdatasync of the log's current segment) publishes the highest
+//! sequence now durable and wakes every waiter at or below it, so many writers share one sync.
+//! At most one sync is in flight at a time (`State::syncing`), run by one of two parties:
+//! - the writer itself, when it calls `Ticket::sync_if_idle` on its own (blocking) thread and no
+//!   sync is running: the common case of a lone writer, which then saves two thread hand-offs
+//!   (waking the commit thread and being woken by it);
+//! - the commit thread, for everyone who waits (`wait_durable*`) while a sync is in flight or
+//!   without leading one: when that sync ends it syncs all of them at once.
+//!
+//! Writes nobody waits for (w: 0, background deletes) are synced by the commit thread within
+//! `UNAWAITED_SYNC_MS`. In periodic mode (`journal_commit_interval_ms`) the thread syncs on that
+//! timer instead, or at once when some ticket asks to wait. A write is acknowledged only after a
+//! sync covering it completed. A failed sync poisons the engine: after fsync fails the page cache
+//! may have dropped the data, so nothing written since may be acknowledged.
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -13,6 +22,10 @@ use tokio::sync::watch;
 
 use crate::error::{Result, StorageError};
 use crate::log::Log;
+
+/// Immediate mode: how long a write nobody waits for may stay unsynced (mongod's default
+/// `journalCommitInterval`). Waited-for writes are synced at once.
+const UNAWAITED_SYNC_MS: u64 = 100;
 
 /// What the commit thread has published.
 #[derive(Clone, Copy, Debug, Default)]
@@ -26,7 +39,12 @@ struct Durable {
 struct State {
     written: u64,
     durable: u64,
+    /// Highest sequence someone waits for.
     requested: u64,
+    /// A sync is in flight (by the commit thread or a writer leading it).
+    syncing: bool,
+    /// Threads blocked in `wait_blocking`.
+    blocked: usize,
     failed: Option<String>,
     shutdown: bool,
     /// The commit thread has exited; nothing more becomes durable.
@@ -77,21 +95,22 @@ impl Commit {
         }
     }
 
-    /// Records that sequences up to `sequence` are written and want syncing.
+    /// Records that sequences up to `sequence` are written. Nobody is woken: a waiter asks
+    /// (`request`), a writer may sync itself (`sync_if_idle`), and the thread's timer catches
+    /// the rest.
     pub fn note_written(&self, sequence: u64) {
         let mut st = self.state();
         st.written = st.written.max(sequence);
-        if self.interval.is_none() {
-            self.cond.notify_all();
-        }
     }
 
-    /// Asks for a sync up to `sequence` now (periodic mode's `j: true`).
+    /// Asks for a sync up to `sequence` now. A sync in flight will be followed by one for it.
     fn request(&self, sequence: u64) {
         let mut st = self.state();
         if st.requested < sequence {
             st.requested = sequence;
-            self.cond.notify_all();
+            if !st.syncing {
+                self.cond.notify_all();
+            }
         }
     }
 
@@ -111,40 +130,50 @@ impl Commit {
         self.cond.notify_all();
     }
 
+    /// fdatasync of the log up to its last written sequence, rolled segments first (the
+    /// caller holds `syncing`).
+    fn sync_log(&self) -> Result<u64> {
+        self.log.sync_all()
+    }
+
+    /// Publishes a sync's outcome (to async waiters through the watch) and releases `syncing`;
+    /// the caller wakes blocked waiters and the thread as needed.
+    fn publish(&self, st: &mut State, outcome: Result<u64>) {
+        st.syncing = false;
+        match outcome {
+            Ok(seq) => {
+                st.durable = st.durable.max(seq);
+                self.watch.send_replace(Durable {
+                    sequence: st.durable,
+                    failed: false,
+                });
+            }
+            Err(e) => {
+                let why = format!("log sync failed: {e}");
+                tracing::error!("{why}");
+                self.log.poison(why.clone());
+                st.failed = Some(why);
+                self.watch.send_replace(Durable {
+                    sequence: st.durable,
+                    failed: true,
+                });
+            }
+        }
+    }
+
     fn sync_loop(&self) {
         loop {
             if !self.wait_for_work() {
                 return;
             }
-            let outcome = self
-                .log
-                .sync_target()
-                .and_then(|(file, seq)| file.sync().map(|()| seq).map_err(StorageError::from));
+            let outcome = self.sync_log();
             let mut st = self.state();
-            match outcome {
-                Ok(seq) => {
-                    st.durable = st.durable.max(seq);
-                    self.watch.send_replace(Durable {
-                        sequence: st.durable,
-                        failed: false,
-                    });
-                }
-                Err(e) => {
-                    let why = format!("log sync failed: {e}");
-                    tracing::error!("{why}");
-                    self.log.poison(why.clone());
-                    st.failed = Some(why);
-                    self.watch.send_replace(Durable {
-                        sequence: st.durable,
-                        failed: true,
-                    });
-                }
-            }
+            self.publish(&mut st, outcome);
             self.cond.notify_all();
         }
     }
 
-    /// Blocks until a sync is due; false when the thread should stop.
+    /// Blocks until a sync is due and claims it (`syncing`); false when the thread should stop.
     fn wait_for_work(&self) -> bool {
         let mut st = self.state();
         loop {
@@ -152,27 +181,59 @@ impl Commit {
                 return false;
             }
             let pending = st.written > st.durable;
-            let urgent = self.interval.is_none() || st.requested > st.durable || st.shutdown;
-            if pending && urgent {
+            let urgent = st.requested > st.durable || st.shutdown;
+            if pending && urgent && !st.syncing {
+                st.syncing = true;
                 return true;
             }
-            if st.shutdown {
+            if st.shutdown && !pending && !st.syncing {
                 return false;
             }
-            match self.interval {
-                None => st = self.cond.wait(st).unwrap_or_else(|p| p.into_inner()),
-                Some(d) => {
-                    let (g, timeout) = self
-                        .cond
-                        .wait_timeout(st, d)
-                        .unwrap_or_else(|p| p.into_inner());
-                    st = g;
-                    if timeout.timed_out() && st.written > st.durable {
-                        return true;
-                    }
-                }
+            let period = self
+                .interval
+                .unwrap_or(Duration::from_millis(UNAWAITED_SYNC_MS));
+            let (g, timeout) = self
+                .cond
+                .wait_timeout(st, period)
+                .unwrap_or_else(|p| p.into_inner());
+            st = g;
+            if timeout.timed_out() && st.written > st.durable && !st.syncing {
+                st.syncing = true;
+                return true;
             }
         }
+    }
+
+    /// The writer's own sync: when nothing is durable up to `sequence` yet and no sync is in
+    /// flight, fdatasync now on this thread; otherwise ask for one and return at once.
+    fn sync_if_idle(&self, sequence: u64) -> Result<()> {
+        let mut st = self.state();
+        if st.durable >= sequence {
+            return Ok(());
+        }
+        if let Some(why) = &st.failed {
+            return Err(StorageError::Poisoned(why.clone()));
+        }
+        if st.syncing || st.stopped {
+            st.requested = st.requested.max(sequence);
+            return Ok(());
+        }
+        st.syncing = true;
+        drop(st);
+        let outcome = self.sync_log();
+        let mut st = self.state();
+        let result = match &outcome {
+            Ok(_) => Ok(()),
+            Err(e) => Err(StorageError::Poisoned(format!("log sync failed: {e}"))),
+        };
+        self.publish(&mut st, outcome);
+        // Wake the commit thread only when someone is left for it (or it must stop), and
+        // blocked waiters only when there are some.
+        let left = st.requested > st.durable && st.written > st.durable;
+        if left || st.blocked > 0 || st.shutdown || st.failed.is_some() {
+            self.cond.notify_all();
+        }
+        result
     }
 
     /// Stops the thread after a last sync of everything written.
@@ -194,11 +255,16 @@ impl Commit {
             if st.stopped {
                 return Err(StorageError::Closed);
             }
+            st.blocked += 1;
             st = self.cond.wait(st).unwrap_or_else(|p| p.into_inner());
+            st.blocked -= 1;
         }
     }
 
     async fn wait_async(&self, sequence: u64) -> Result<()> {
+        if self.durable_sequence() >= sequence {
+            return Ok(());
+        }
         self.request(sequence);
         let mut rx = self.watch.subscribe();
         let seen = rx
@@ -236,6 +302,15 @@ impl Ticket {
         self.commit.wait_blocking(self.sequence)
     }
 
+    /// Makes the write durable on the calling thread if no sync is in flight (one fdatasync: a
+    /// blocking call), saving the commit thread's round trip; otherwise returns at once and the
+    /// sync in flight is followed by one covering this write. `wait_durable` afterwards says
+    /// when it is durable (at once in the first case). Periodic mode's timer is bypassed, so
+    /// call it only for writes that will be waited for.
+    pub fn sync_if_idle(&self) -> Result<()> {
+        self.commit.sync_if_idle(self.sequence)
+    }
+
     /// Whether the write is durable already.
     pub fn is_durable(&self) -> bool {
         self.commit.durable_sequence() >= self.sequence
@@ -248,5 +323,105 @@ impl std::fmt::Debug for Ticket {
             .field("sequence", &self.sequence)
             .field("record_ids", &self.record_ids)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Engine, EngineOptions, WriteOp};
+    use bson::{RawDocumentBuf, doc};
+    use std::time::{Duration, Instant};
+
+    fn engine(dir: &std::path::Path, periodic_ms: Option<u64>) -> Engine {
+        let opts = EngineOptions {
+            segment_size_bytes: 64 << 10,
+            background_compaction: false,
+            journal_commit_interval_ms: periodic_ms,
+            ..EngineOptions::default()
+        };
+        Engine::open(dir, opts).expect("open")
+    }
+
+    fn insert(i: i32) -> Vec<WriteOp> {
+        let d = RawDocumentBuf::try_from(&doc! { "_id": i }).expect("doc");
+        vec![WriteOp::Insert(d)]
+    }
+
+    #[test]
+    fn a_lone_writer_syncs_itself() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let e = engine(dir.path(), None);
+        let c = e.create_collection("db", "c", doc! {}).expect("create");
+        let t = c.write(insert(1)).expect("write");
+        t.sync_if_idle().expect("sync");
+        assert!(
+            t.is_durable(),
+            "no sync was in flight: the writer's own sync covers it"
+        );
+    }
+
+    #[test]
+    fn concurrent_writers_share_syncs_and_all_become_durable() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let e = engine(dir.path(), None);
+        let c = e.create_collection("db", "c", doc! {}).expect("create");
+        std::thread::scope(|s| {
+            for w in 0..8 {
+                let c = c.clone();
+                s.spawn(move || {
+                    for i in 0..200 {
+                        let t = c.write(insert(w * 1000 + i)).expect("write");
+                        // Half lead when idle, half only wait: both must end durable.
+                        if i % 2 == 0 {
+                            t.sync_if_idle().expect("sync");
+                        }
+                        t.wait_durable_blocking().expect("durable");
+                    }
+                });
+            }
+        });
+        assert_eq!(c.count(), 1600);
+    }
+
+    #[test]
+    fn writes_nobody_waits_for_are_synced_by_the_timer() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let e = engine(dir.path(), None);
+        let c = e.create_collection("db", "c", doc! {}).expect("create");
+        let t = c.write(insert(1)).expect("write");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !t.is_durable() {
+            assert!(
+                Instant::now() < deadline,
+                "an unawaited write stayed unsynced"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_async_waiter_behind_a_leader_is_woken() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let e = engine(dir.path(), None);
+        let c = e.create_collection("db", "c", doc! {}).expect("create");
+        for i in 0..200 {
+            let first = c.write(insert(2 * i)).expect("write");
+            let second = c.write(insert(2 * i + 1)).expect("write");
+            let leader = tokio::task::spawn_blocking(move || first.sync_if_idle().map(|()| first));
+            second.wait_durable().await.expect("durable");
+            let first = leader.await.expect("join").expect("sync");
+            first.wait_durable().await.expect("durable");
+        }
+    }
+
+    #[test]
+    fn periodic_mode_still_waits_for_its_timer_or_a_waiter() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let e = engine(dir.path(), Some(60_000));
+        let c = e.create_collection("db", "c", doc! {}).expect("create");
+        let t = c.write(insert(1)).expect("write");
+        assert!(!t.is_durable());
+        t.wait_durable_blocking().expect("j: true waits");
+        assert!(t.is_durable());
     }
 }

@@ -1,158 +1,255 @@
-//! Compaction: when the log holds much more than its live data, the oldest segment's current
-//! documents are re-appended at the head of the log, a catalog snapshot is appended (the oldest
-//! segment may hold the records that created collections), and once both are durable the old
-//! segment file is deleted, after a fresh checkpoint (the previous one may point into it). Only the oldest segment is ever removed: a DELETE record can then
-//! never vanish while an older PUT it cancels survives. Readers hold the collection read lock
-//! while they follow a location, so they never see a half-moved document.
+//! Compaction by dead bytes. When the log holds much more than its live data, the segment with
+//! the most dead bytes (not the oldest) is read front to back; every PUT or MOVE that is still
+//! a document's current version (its record tree points at it) is re-appended at the head of the
+//! log as a MOVE, a chunk per hold of the collection's write lock, and the record tree is
+//! repointed. Readers wait only for one chunk's append and tree updates, never for reads of the
+//! old segment. An emptied segment is deleted once both meta slots hold checkpoints cut after
+//! it was emptied (an earlier checkpoint's record trees still point into it); compaction asks
+//! for checkpoints instead of taking one per segment, and the scheduled ones serve as well.
+//! Records other than documents (deletes, catalog changes) are covered by every checkpoint cut
+//! after them, so a segment before the older slot's log position needs nothing else kept.
 
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
-use crate::catalog::{CatalogEntry, snapshot_document};
 use crate::collection::Collection;
-use crate::commit::Ticket;
 use crate::engine::Inner;
 use crate::error::{Result, StorageError};
 use crate::limits::{
     COMPACTION_CHUNK_BYTES, COMPACTION_LOG_BYTES_MIN, COMPACTION_SPACE_RATIO_PERCENT,
+    RECOVERY_READ_CHUNK_BYTES,
 };
 use crate::log::{Loc, OutRecord};
-use crate::record::{self, Kind};
+use crate::record::{self, Decoded, Kind, RECORD_HEADER_SIZE, SEGMENT_HEADER_SIZE};
 
-/// One pass; true if a segment was removed. `any_size` skips the minimum log size (the space
+/// One pass; true if a segment was emptied. `any_size` skips the minimum log size (the space
 /// ratio still decides, so repeated calls stop once the log is tight).
 pub(crate) fn compact_once(inner: &Inner, any_size: bool) -> Result<bool> {
-    let _m = inner
-        .maintenance
+    let lock = || StorageError::Poisoned("maintenance lock poisoned".into());
+    let _m = inner.maintenance.lock().map_err(|_| lock())?;
+    let waiting: HashSet<u64> = inner
+        .emptied
         .lock()
-        .map_err(|_| StorageError::Poisoned("maintenance lock poisoned".into()))?;
-    let log = &inner.shared.log;
-    let usage = log.segment_usage();
-    let current = log.current_segment();
-    let Some(&(oldest, _, _)) = usage.first() else {
-        return Ok(false);
-    };
-    if oldest == current {
-        return Ok(false);
+        .map_err(|_| lock())?
+        .iter()
+        .map(|(s, _)| *s)
+        .collect();
+    if !waiting.is_empty() {
+        // Their deletion waits for checkpoints.
+        inner.ckpt.requested.store(true, Ordering::Release);
     }
+    let log = &inner.shared.log;
+    let usage: Vec<(u64, u64, u64)> = log
+        .segment_usage()
+        .into_iter()
+        .filter(|(id, _, _)| !waiting.contains(id))
+        .collect();
+    let current = log.current_segment();
     let total: u64 = usage.iter().map(|u| u.1).sum();
     let live: u64 = usage.iter().map(|u| u.2).sum();
     let big_enough = any_size || total >= COMPACTION_LOG_BYTES_MIN;
     if !big_enough || total * 100 <= live * COMPACTION_SPACE_RATIO_PERCENT {
         return Ok(false);
     }
-    let colls: Vec<Arc<Collection>> = inner
+    let victim = usage
+        .iter()
+        .filter(|(id, used, live)| *id != current && used > live)
+        .max_by_key(|(_, used, live)| used - live)
+        .map(|u| u.0);
+    let Some(victim) = victim else {
+        return Ok(false);
+    };
+    relocate(inner, victim)?;
+    let cut = inner.shared.pager.cuts();
+    inner
+        .emptied
+        .lock()
+        .map_err(|_| lock())?
+        .push((victim, cut));
+    inner.ckpt.requested.store(true, Ordering::Release);
+    inner.ckpt.compacted.fetch_add(1, Ordering::Relaxed);
+    tracing::debug!(segment = %record::segment_file_name(victim), "segment emptied by compaction");
+    Ok(true)
+}
+
+/// A document record found in the victim segment.
+struct Found {
+    rid: u64,
+    loc: Loc,
+    doc: Vec<u8>,
+}
+
+/// Moves every current document out of `segment`.
+fn relocate(inner: &Inner, segment: u64) -> Result<()> {
+    let (file, used) = inner.shared.log.segment_file(segment)?;
+    let colls: BTreeMap<u64, Arc<Collection>> = inner
         .catalog
         .read()
         .map_err(|_| StorageError::Poisoned("catalog lock poisoned".into()))?
         .by_id
-        .values()
-        .cloned()
-        .collect();
-    for c in &colls {
-        relocate(inner, c, oldest)?;
-    }
-    let ticket = write_snapshot(inner)?;
-    ticket.wait_durable_blocking()?;
-    // The last checkpoint may name locations in `oldest`; a new one must replace it first.
-    crate::checkpoint::take(inner)?;
-    inner
-        .checkpoint_segment
-        .store(log.current_segment(), std::sync::atomic::Ordering::Release);
-    log.remove_segment(oldest)?;
-    tracing::debug!(segment = %record::segment_file_name(oldest), "compacted");
-    Ok(true)
-}
-
-/// Re-appends every current document of `c` stored in `segment`, a chunk per lock hold.
-fn relocate(inner: &Inner, c: &Collection, segment: u64) -> Result<()> {
-    let log = &inner.shared.log;
-    let todo: Vec<(u64, Loc)> = {
-        let st = c.read()?;
-        st.records
-            .iter()
-            .filter(|(_, l)| l.segment == segment)
-            .map(|(r, l)| (*r, *l))
-            .collect()
+        .clone();
+    let name = record::segment_file_name(segment);
+    let mut pending: BTreeMap<u64, Vec<Found>> = BTreeMap::new();
+    let mut pending_bytes = 0u64;
+    let mut reader = Chunked {
+        file,
+        used,
+        buf: Vec::new(),
+        start: SEGMENT_HEADER_SIZE as u64,
     };
-    let mut rest = todo.as_slice();
-    while !rest.is_empty() {
-        let mut st = c.write_state()?;
-        if st.dropped {
-            return Ok(());
-        }
-        let mut recs = Vec::new();
-        let mut moved = Vec::new();
-        let mut bytes = 0u64;
-        while let Some(((rid, loc), tail)) = rest.split_first() {
-            if bytes >= COMPACTION_CHUNK_BYTES {
-                break;
-            }
-            rest = tail;
-            if st.records.get(rid) != Some(loc) {
-                continue; // replaced or deleted meanwhile
-            }
-            let doc = log.read_document(*loc)?;
-            bytes += u64::from(loc.size);
-            recs.push(OutRecord {
-                kind: Kind::Put,
-                payload: record::data_payload(c.id, *rid, doc.as_bytes()),
-            });
-            moved.push((*rid, *loc));
-        }
-        if recs.is_empty() {
+    let mut pos = SEGMENT_HEADER_SIZE as u64;
+    while pos < used {
+        let bytes = reader.record_at(pos, &name)?;
+        let Decoded::Record(r) = record::decode(bytes) else {
+            return Err(StorageError::corruption(
+                &name,
+                pos,
+                "damaged record in a compacted segment",
+            ));
+        };
+        let loc = Loc {
+            segment,
+            offset: pos,
+            size: r.size as u32,
+            doc_size: 0,
+        };
+        pos += r.size as u64;
+        if !matches!(r.kind, Kind::Put | Kind::Move) {
             continue;
         }
-        let (seq, locs) = log.append(&recs, false)?;
-        for ((rid, old), new) in moved.into_iter().zip(locs) {
-            st.records.insert(rid, new);
-            log.release(old);
+        let data = record::parse_data(r.kind, r.payload)
+            .map_err(|why| StorageError::corruption(&name, loc.offset, why))?;
+        let Some(doc) = data.document else { continue };
+        if !colls.contains_key(&data.collection_id) {
+            continue;
+        }
+        let loc = Loc {
+            doc_size: doc.len() as u32,
+            ..loc
+        };
+        pending_bytes += u64::from(loc.size);
+        pending.entry(data.collection_id).or_default().push(Found {
+            rid: data.record_id,
+            loc,
+            doc: doc.to_vec(),
+        });
+        if pending_bytes >= COMPACTION_CHUNK_BYTES {
+            move_found(inner, &colls, std::mem::take(&mut pending))?;
+            pending_bytes = 0;
+        }
+    }
+    move_found(inner, &colls, pending)
+}
+
+/// A segment read front to back in chunks; `buf` holds bytes from `start`.
+struct Chunked {
+    file: Arc<dyn crate::backend::BackendFile>,
+    used: u64,
+    buf: Vec<u8>,
+    start: u64,
+}
+
+impl Chunked {
+    /// The bytes of the whole record at `pos` (which is at or after `start`).
+    fn record_at(&mut self, pos: u64, name: &str) -> Result<&[u8]> {
+        self.ensure(pos, RECORD_HEADER_SIZE as u64, name)?;
+        let at = (pos - self.start) as usize;
+        let len = u32::from_le_bytes([
+            self.buf[at],
+            self.buf[at + 1],
+            self.buf[at + 2],
+            self.buf[at + 3],
+        ]);
+        let size = RECORD_HEADER_SIZE as u64 + u64::from(len);
+        self.ensure(pos, size, name)?;
+        let at = (pos - self.start) as usize;
+        Ok(&self.buf[at..at + size as usize])
+    }
+
+    /// Makes `[pos, pos + n)` present in the buffer, dropping what lies before `pos`.
+    fn ensure(&mut self, pos: u64, n: u64, name: &str) -> Result<()> {
+        if pos + n > self.used {
+            return Err(StorageError::corruption(
+                name,
+                pos,
+                "record runs past the segment's end",
+            ));
+        }
+        let have_end = self.start + self.buf.len() as u64;
+        if pos + n <= have_end {
+            return Ok(());
+        }
+        let skip = ((pos - self.start) as usize).min(self.buf.len());
+        self.buf.drain(..skip);
+        self.start = pos;
+        let from = self.start + self.buf.len() as u64;
+        let want = (pos + n - from)
+            .max(RECOVERY_READ_CHUNK_BYTES as u64)
+            .min(self.used - from);
+        let old = self.buf.len();
+        self.buf.resize(old + want as usize, 0);
+        self.file.read_at(from, &mut self.buf[old..])?;
+        Ok(())
+    }
+}
+
+/// Re-appends the records still current, one collection write-lock hold per collection.
+fn move_found(
+    inner: &Inner,
+    colls: &BTreeMap<u64, Arc<Collection>>,
+    found: BTreeMap<u64, Vec<Found>>,
+) -> Result<()> {
+    let log = &inner.shared.log;
+    let pager = &*inner.shared.pager;
+    for (cid, records) in found {
+        let Some(c) = colls.get(&cid) else { continue };
+        // Sort out the stale records under the read lock (tree look-ups may read pages), so
+        // the write lock, which readers wait for, covers only a re-check of hot pages.
+        let records: Vec<Found> = {
+            let st = c.read()?;
+            if st.dropped {
+                continue;
+            }
+            let mut keep = Vec::new();
+            for f in records {
+                if st.loc(pager, f.rid)? == Some(f.loc) {
+                    keep.push(f);
+                }
+            }
+            keep
+        };
+        if records.is_empty() {
+            continue;
+        }
+        let mut st = c.write_state()?;
+        if st.dropped {
+            continue;
+        }
+        let mut moved = Vec::new();
+        let mut out = Vec::new();
+        for f in records {
+            if st.loc(pager, f.rid)? != Some(f.loc) {
+                continue; // replaced or deleted since
+            }
+            out.push(OutRecord {
+                kind: Kind::Move,
+                payload: record::move_payload(cid, f.rid, &f.doc),
+            });
+            moved.push(f);
+        }
+        if out.is_empty() {
+            continue;
+        }
+        let (seq, locs) = log.append(&out, false)?;
+        for (f, mut new) in moved.into_iter().zip(locs) {
+            new.doc_size = f.loc.doc_size;
+            if let Some(old) = st.put_loc(pager, f.rid, new)? {
+                log.release(old);
+            }
         }
         drop(st);
         inner.shared.commit.note_written(seq);
     }
     Ok(())
-}
-
-/// Appends the whole catalog as one record.
-fn write_snapshot(inner: &Inner) -> Result<Ticket> {
-    let cat = inner
-        .catalog
-        .read()
-        .map_err(|_| StorageError::Poisoned("catalog lock poisoned".into()))?;
-    let mut entries = Vec::with_capacity(cat.by_id.len());
-    for c in cat.by_id.values() {
-        let meta = c
-            .meta
-            .read()
-            .map_err(|_| StorageError::Poisoned("meta lock poisoned".into()))?
-            .clone();
-        let st = c.read()?;
-        entries.push(CatalogEntry {
-            id: c.id,
-            db: meta.db,
-            name: meta.name,
-            uuid: c.uuid,
-            options: meta.options,
-            indexes: st.indexes.iter().map(|i| i.spec.clone()).collect(),
-            next_record_id: st.next_record_id,
-        });
-    }
-    let doc = snapshot_document(&entries, cat.next_collection_id);
-    let payload = doc
-        .to_vec()
-        .map_err(|e| StorageError::InvalidDocument(e.to_string()))?;
-    let (seq, _) = inner.shared.log.append(
-        &[OutRecord {
-            kind: Kind::CatalogSnapshot,
-            payload,
-        }],
-        false,
-    )?;
-    drop(cat);
-    inner.shared.commit.note_written(seq);
-    Ok(Ticket {
-        sequence: seq,
-        record_ids: Vec::new(),
-        commit: inner.shared.commit.clone(),
-    })
 }

@@ -1,34 +1,35 @@
-//! `Engine`: opens a data directory (lock, recovery, index rebuild), owns the catalog, runs DDL
-//! through the log, and starts the commit and compaction threads. Lock order everywhere:
-//! catalog, then a collection, then the log. DDL appends its catalog records under the catalog
-//! lock and waits for durability after releasing it.
+//! `Engine`: opens a data directory (lock, page file, checkpoint, log replay), owns the catalog,
+//! runs DDL through the log, and starts the commit, preallocation, compaction and checkpoint
+//! threads. Lock order everywhere: catalog, then a collection, then an index build's guard, then
+//! the pager and the log. DDL appends its catalog records under the catalog lock and waits for
+//! durability after releasing it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bson::Document;
 
 use crate::backend::{Backend, FileBackend};
-use crate::btree::BTree;
-use crate::catalog::{CatalogEntry, CatalogOp, Replay, ReplayColl};
-use crate::checkpoint;
-use crate::collection::{CollMeta, CollState, Collection, Shared, build_index, fix_up_index};
+use crate::catalog::{CatalogEntry, CatalogOp};
+use crate::checkpoint::{self, Start};
+use crate::collection::{CollState, Collection, Shared};
 use crate::commit::{Commit, Ticket};
 use crate::error::{Result, StorageError};
 use crate::index::{FilterCompiler, ID_INDEX_NAME, Index, IndexSpec};
 use crate::limits::{
-    CACHE_SIZE_BYTES_DEFAULT, CHECKPOINT_INTERVAL_MS_DEFAULT, CHECKPOINT_INTERVAL_SEGMENTS,
-    CHECKPOINT_LOG_BYTES_DEFAULT, COMPACTION_INTERVAL_MS, DATABASE_NAME_SIZE_MAX,
-    INDEXES_PER_COLLECTION_MAX, NAMESPACE_SIZE_MAX, PREALLOCATE_INTERVAL_MS,
-    SEGMENT_SIZE_BYTES_DEFAULT, SEGMENT_SIZE_BYTES_MIN,
+    CACHE_SIZE_BYTES_DEFAULT, CHECKPOINT_INTERVAL_MS_DEFAULT, CHECKPOINT_LOG_BYTES_DEFAULT,
+    CHECKPOINT_POLL_MS, COMPACTION_INTERVAL_MS, DATABASE_NAME_SIZE_MAX, NAMESPACE_SIZE_MAX,
+    PREALLOCATE_INTERVAL_MS, SEGMENT_SIZE_BYTES_DEFAULT, SEGMENT_SIZE_BYTES_MIN,
 };
-use crate::log::{Loc, Log, OutRecord};
-use crate::record::{self, Kind};
-use crate::recovery::{self, Recovered};
+use crate::log::{Log, OutRecord};
+use crate::pager::{FRAME_OVERHEAD_BYTES, Pager};
+use crate::record::Kind;
+use crate::recovery;
+use crate::replay::{Replay, ReplayColl};
 
 /// How to open an engine.
 #[derive(Clone)]
@@ -50,7 +51,7 @@ pub struct EngineOptions {
     /// Period of scheduled checkpoints (mongod's `--syncdelay`, 60 s); 0 turns the timer off.
     pub checkpoint_interval_ms: u64,
     /// A checkpoint also starts once this many bytes of log were written since the last one,
-    /// which bounds the log a restart after a crash replays.
+    /// which bounds the log a restart after a crash replays. 0 turns this trigger off.
     pub checkpoint_log_bytes: u64,
 }
 
@@ -92,6 +93,8 @@ pub struct EngineStats {
     pub durable_sequence: u64,
     /// Bytes of the page file.
     pub page_file_bytes: u64,
+    /// Pages of the page file that are free for reuse.
+    pub free_pages: u64,
     pub cache: CacheStats,
     /// Checkpoints completed since open.
     pub checkpoints: u64,
@@ -99,6 +102,12 @@ pub struct EngineStats {
     pub checkpoint_last_ms: u64,
     /// Whether a checkpoint is being written now.
     pub checkpoint_running: bool,
+    /// Segments compaction has emptied since open.
+    pub segments_compacted: u64,
+    /// Log records the open replayed (0 after a clean shutdown).
+    pub open_replayed_records: u64,
+    /// Milliseconds the open took (checkpoint load, replay, index rebuilds).
+    pub open_ms: u64,
 }
 
 /// The buffer pool's numbers (reported by `serverStatus.wiredTiger.cache`).
@@ -122,115 +131,117 @@ pub(crate) struct Catalog {
     pub next_collection_id: u64,
 }
 
+/// Checkpoint bookkeeping shared by the scheduler, compaction and stats.
+pub(crate) struct CheckpointState {
+    pub count: AtomicU64,
+    pub last_ms: AtomicU64,
+    pub running: AtomicBool,
+    /// `Log::appended_bytes` at the last cut.
+    pub log_bytes_at_cut: AtomicU64,
+    pub last_at: Mutex<Instant>,
+    /// Someone (an index build, compaction) wants a checkpoint soon.
+    pub requested: AtomicBool,
+    /// Segments emptied by compaction.
+    pub compacted: AtomicU64,
+}
+
 pub(crate) struct Inner {
     pub shared: Arc<Shared>,
     pub catalog: RwLock<Catalog>,
     pub backend: Arc<dyn Backend>,
     pub segment_size_bytes: u64,
-    pub cache_size_bytes: u64,
+    pub checkpoint_interval_ms: u64,
+    pub checkpoint_log_bytes: u64,
     threads: Mutex<Vec<JoinHandle<()>>>,
     pub stop: AtomicBool,
-    /// Serializes compaction and checkpoints.
+    /// Serializes compaction passes and checkpoints.
     pub maintenance: Mutex<()>,
-    /// Log segment current at the last checkpoint.
-    pub checkpoint_segment: AtomicU64,
+    pub ckpt: CheckpointState,
+    /// Segments compaction emptied, with the pager's cut number at that moment: deleted once
+    /// both meta slots hold later checkpoints.
+    pub emptied: Mutex<Vec<(u64, u64)>>,
+    /// (log records replayed, milliseconds) of the open.
+    pub opened: (u64, u64),
 }
 
-/// Builds a recovered collection: indexes come from the checkpoint (fixed up for the replayed
-/// tail) when their spec is unchanged, otherwise they are rebuilt from the documents.
-fn load_collection(
-    shared: &Arc<Shared>,
-    id: u64,
-    rc: ReplayColl,
-    entry: &CatalogEntry,
-    trees: &mut Trees,
-    changed: Option<&HashMap<u64, Option<Loc>>>,
-) -> Result<Arc<Collection>> {
-    let mut st = CollState {
-        dropped: false,
-        records: rc.records,
-        next_record_id: entry.next_record_id,
-        indexes: Vec::new(),
-        data_bytes: rc.data_bytes,
-    };
-    for spec in &entry.indexes {
-        let compiler = shared.filter_compiler.as_ref();
-        let ix = match trees.remove(&(id, spec.name.clone())) {
-            Some((ck_spec, tree, multikey)) if ck_spec == *spec => {
-                let mut ix = Index::from_tree(spec.clone(), compiler, tree, multikey)?;
-                fix_up_index(&shared.log, &st, &mut ix, changed)?;
-                ix
-            }
-            _ => {
-                let mut ix = Index::new(spec.clone(), compiler)?;
-                build_index(&shared.log, &st, &mut ix, &|_, _| {})?;
-                ix
-            }
-        };
-        st.indexes.push(ix);
-    }
-    Ok(Arc::new(Collection {
-        id,
-        uuid: entry.uuid,
-        meta: RwLock::new(CollMeta {
-            db: entry.db.clone(),
-            name: entry.name.clone(),
-            options: entry.options.clone(),
-        }),
-        state: RwLock::new(st),
-        shared: shared.clone(),
-    }))
+fn lock_err() -> StorageError {
+    StorageError::Poisoned("catalog lock poisoned".into())
 }
 
-fn start_threads(inner: &Arc<Inner>, opts: &EngineOptions) -> Result<()> {
-    if opts.preallocate_segments {
-        let weak = Arc::downgrade(inner);
-        let t = std::thread::Builder::new()
-            .name("cairn-prealloc".into())
-            .spawn(move || preallocator(weak))?;
-        inner.threads.lock().map_err(|_| lock_err())?.push(t);
-    }
-    if opts.background_compaction {
-        let weak = Arc::downgrade(inner);
-        let t = std::thread::Builder::new()
-            .name("cairn-compact".into())
-            .spawn(move || compactor(weak))?;
-        inner.threads.lock().map_err(|_| lock_err())?.push(t);
+/// Removes leftovers of a process that died: temporary files of index builds.
+fn remove_temporaries(backend: &dyn Backend) -> Result<()> {
+    for name in backend.list()? {
+        if name.starts_with("tmp-") {
+            backend.remove(&name)?;
+        }
+        if name.starts_with("checkpoint-") && name.ends_with(".ckpt") {
+            return Err(StorageError::corruption(
+                &name,
+                0,
+                "this data directory was written by an older cairn (in-memory engine, log \
+                 format 1); open it with that version and export the data",
+            ));
+        }
     }
     Ok(())
 }
 
-/// Recovery from the newest checkpoint (when `use_checkpoint`) plus the log after it.
-type Trees = HashMap<(u64, String), (IndexSpec, BTree, bool)>;
-
-fn recover_state(
-    backend: &dyn Backend,
-    use_checkpoint: bool,
-) -> Result<(Replay, Recovered, Trees)> {
-    let loaded = if use_checkpoint {
-        checkpoint::load_latest(backend)?
-    } else {
-        None
+/// Builds the replay state from a checkpoint blob (or nothing).
+fn replay_from<'a>(
+    pager: &'a Pager,
+    compiler: Option<&'a FilterCompiler>,
+    blob: Option<&Document>,
+) -> Result<(Replay<'a>, Option<Start>, Vec<crate::pager::PageId>)> {
+    let mut replay = Replay {
+        pager,
+        compiler,
+        colls: BTreeMap::new(),
+        next_collection_id: 1,
+        pending_bytes: 0,
     };
-    let (mut replay, start, trees) = match loaded {
-        Some(l) => (l.replay, Some(l.start), l.trees),
-        None => (Replay::default(), None, HashMap::new()),
+    let Some(blob) = blob else {
+        return Ok((replay, None, Vec::new()));
     };
-    let name = |id| record::segment_file_name(id);
-    let rec = recovery::recover(backend, start.as_ref(), &mut |item| {
-        replay.apply(item, &name)
-    })?;
-    replay.finish();
-    Ok((replay, rec, trees))
+    let loaded = checkpoint::parse_blob(blob)?;
+    replay.next_collection_id = loaded.next_collection_id.max(1);
+    for lc in loaded.collections {
+        let mut indexes = Vec::new();
+        for (ident, spec) in &lc.entry.indexes {
+            let (tree, multikey) =
+                lc.trees.get(ident).cloned().ok_or_else(|| {
+                    StorageError::InvalidIndex(format!("no tree for {}", spec.name))
+                })?;
+            let mut ix = Index::new(spec.clone(), *ident, compiler, tree)?;
+            ix.multikey = multikey;
+            indexes.push(ix);
+        }
+        let state = CollState {
+            dropped: false,
+            records: lc.records,
+            count: lc.count,
+            next_record_id: lc.entry.next_record_id,
+            next_index_ident: lc.next_index_ident,
+            indexes,
+            data_bytes: lc.data_bytes,
+            builds: Vec::new(),
+            segment_bytes: lc.segment_bytes,
+        };
+        replay
+            .colls
+            .insert(lc.entry.id, ReplayColl::new(lc.entry, state));
+    }
+    let start = Start {
+        segment: 0,
+        offset: 0,
+        next_sequence: 0,
+        segments: loaded.segments,
+    };
+    Ok((replay, Some(start), loaded.orphans))
 }
 
 /// The storage engine of one data directory. Send + Sync; share it with an `Arc`.
 pub struct Engine {
     pub(crate) inner: Arc<Inner>,
-}
-
-fn lock_err() -> StorageError {
-    StorageError::Poisoned("catalog lock poisoned".into())
 }
 
 impl Engine {
@@ -242,20 +253,45 @@ impl Engine {
     /// Opens an engine over any backend (tests use `SimBackend`).
     pub fn open_with_backend(backend: Arc<dyn Backend>, opts: EngineOptions) -> Result<Engine> {
         backend.lock()?;
+        remove_temporaries(backend.as_ref())?;
         let seg_size = opts.segment_size_bytes.max(SEGMENT_SIZE_BYTES_MIN);
-        let (mut replay, rec, mut trees) = match recover_state(backend.as_ref(), true) {
-            Ok(x) => x,
-            Err(e) => {
-                tracing::warn!("checkpoint unusable ({e}); replaying the whole log");
-                recover_state(backend.as_ref(), false)?
-            }
-        };
-        for (seg, live) in &replay.live_bytes {
-            if let Some(s) = rec.segments.get(seg) {
-                s.live_bytes.store(*live, Ordering::Release);
-            }
+        let frames = (opts.cache_size_bytes
+            / (crate::btree::PAGE_SIZE_BYTES as u64 + FRAME_OVERHEAD_BYTES))
+            as usize;
+        let (pager, opened) = Pager::open(backend.as_ref(), frames)?;
+        if let Some(why) = &opened.fallback_reason {
+            tracing::warn!("page file: {why}; opened from the other meta slot");
         }
-        let changed = replay.changed.take().unwrap_or_default();
+        let pager = Arc::new(pager);
+        let compiler = opts.partial_filter_compiler.clone();
+        let opened_at = Instant::now();
+        let replayed_records;
+        let (collections, next_collection_id, rec) = {
+            let blob = opened.checkpoint.as_ref().map(|(_, b)| b);
+            let (mut replay, start, orphans) = replay_from(&pager, compiler.as_ref(), blob)?;
+            let start = match (start, &opened.checkpoint) {
+                (Some(mut s), Some((meta, _))) => {
+                    s.segment = meta.log_segment;
+                    s.offset = meta.log_offset;
+                    s.next_sequence = meta.next_sequence;
+                    Some(s)
+                }
+                _ => None,
+            };
+            let mut replayed = 0u64;
+            let rec = recovery::recover(backend.as_ref(), start.as_ref(), &mut |item| {
+                if !matches!(item.kind, Kind::BatchBegin | Kind::BatchEnd) {
+                    replayed += 1;
+                }
+                replay.apply(item)
+            })?;
+            replayed_records = replayed;
+            for id in orphans {
+                pager.free(id)?;
+            }
+            let next = replay.next_collection_id;
+            (replay, next, rec)
+        };
         let log = Arc::new(Log::open(
             backend.clone(),
             seg_size,
@@ -267,30 +303,45 @@ impl Engine {
         let shared = Arc::new(Shared {
             log,
             commit,
-            filter_compiler: opts.partial_filter_compiler.clone(),
+            pager: pager.clone(),
+            filter_compiler: compiler.clone(),
         });
+        let colls = collections.finish(&shared, &backend)?;
         let mut catalog = Catalog {
-            next_collection_id: replay.next_collection_id.max(1),
+            next_collection_id,
             ..Catalog::default()
         };
-        for (id, rc) in std::mem::take(&mut replay.colls) {
-            let Some(entry) = rc.entry.clone() else {
-                continue;
-            };
-            let coll = load_collection(&shared, id, rc, &entry, &mut trees, changed.get(&id))?;
-            catalog.by_name.insert((entry.db, entry.name), coll.clone());
-            catalog.by_id.insert(id, coll);
+        let mut live: BTreeMap<u64, u64> = BTreeMap::new();
+        for c in colls {
+            for (seg, bytes) in &c.read()?.segment_bytes {
+                *live.entry(*seg).or_default() += bytes;
+            }
+            let (db, name) = c.namespace();
+            catalog.by_name.insert((db, name), c.clone());
+            catalog.by_id.insert(c.id, c);
         }
+        shared.log.set_live_bytes(&live);
         let inner = Arc::new(Inner {
             shared,
             catalog: RwLock::new(catalog),
             backend,
             segment_size_bytes: seg_size,
-            cache_size_bytes: opts.cache_size_bytes,
+            checkpoint_interval_ms: opts.checkpoint_interval_ms,
+            checkpoint_log_bytes: opts.checkpoint_log_bytes,
             threads: Mutex::new(vec![commit_thread]),
             stop: AtomicBool::new(false),
             maintenance: Mutex::new(()),
-            checkpoint_segment: AtomicU64::new(0),
+            ckpt: CheckpointState {
+                count: AtomicU64::new(0),
+                last_ms: AtomicU64::new(0),
+                running: AtomicBool::new(false),
+                log_bytes_at_cut: AtomicU64::new(0),
+                last_at: Mutex::new(Instant::now()),
+                requested: AtomicBool::new(false),
+                compacted: AtomicU64::new(0),
+            },
+            emptied: Mutex::new(Vec::new()),
+            opened: (replayed_records, opened_at.elapsed().as_millis() as u64),
         });
         start_threads(&inner, &opts)?;
         Ok(Engine { inner })
@@ -377,27 +428,22 @@ impl Engine {
             name: name.into(),
             uuid: bson::Uuid::new(),
             options: options.clone(),
-            indexes: vec![IndexSpec::id_index()],
+            indexes: vec![(crate::catalog::ID_INDEX_IDENT, IndexSpec::id_index())],
             next_record_id: 1,
         };
+        let shared = &self.inner.shared;
+        let state = CollState::new(&shared.pager, shared.filter_compiler.as_ref())?;
         let ticket = self.log_catalog(&[CatalogOp::Create(entry.clone())])?;
         cat.next_collection_id = id + 1;
-        let shared = &self.inner.shared;
         let coll = Arc::new(Collection {
             id,
             uuid: entry.uuid,
-            meta: RwLock::new(CollMeta {
+            meta: RwLock::new(crate::collection::CollMeta {
                 db: db.into(),
                 name: name.into(),
                 options,
             }),
-            state: RwLock::new(CollState {
-                dropped: false,
-                records: BTreeMap::new(),
-                next_record_id: 1,
-                indexes: vec![Index::new(IndexSpec::id_index(), None)?],
-                data_bytes: 0,
-            }),
+            state: RwLock::new(state),
             shared: shared.clone(),
         });
         cat.by_name.insert(key, coll.clone());
@@ -407,15 +453,21 @@ impl Engine {
         Ok(coll)
     }
 
-    /// Marks `coll` dropped and forgets its records (caller holds the catalog lock).
+    /// Marks `coll` dropped and frees its pages (caller holds the catalog lock, so no
+    /// checkpoint cut sees it half freed).
     fn forget(&self, cat: &mut Catalog, coll: &Arc<Collection>) -> Result<()> {
         let mut st = coll.write_state()?;
         st.dropped = true;
-        for loc in st.records.values() {
-            self.inner.shared.log.release(*loc);
+        for b in &st.builds {
+            b.cancel();
         }
-        st.records.clear();
+        let log = &self.inner.shared.log;
+        for (seg, bytes) in std::mem::take(&mut st.segment_bytes) {
+            log.release_bytes(seg, bytes);
+        }
+        crate::replay::free_state(&self.inner.shared.pager, &st)?;
         st.indexes.clear();
+        st.count = 0;
         st.data_bytes = 0;
         drop(st);
         cat.by_id.remove(&coll.id);
@@ -514,64 +566,33 @@ impl Engine {
             .ok_or_else(|| StorageError::NamespaceNotFound(format!("{db}.{coll}")))
     }
 
-    /// Builds an index over the existing documents (blocking the collection's writers), then
-    /// logs it. An identical existing index is a no-op.
-    pub fn create_index(
-        &self,
-        db: &str,
-        coll: &str,
-        spec: IndexSpec,
-        progress: &dyn Fn(u64, u64),
-    ) -> Result<()> {
-        if spec.name.is_empty() || spec.key.is_empty() {
-            return Err(StorageError::InvalidIndex(
-                "index needs a name and a key pattern".into(),
-            ));
-        }
-        let c = self.existing(db, coll)?;
-        let mut st = c.write_state()?;
-        if st.dropped {
-            return Err(StorageError::NamespaceNotFound(format!("{db}.{coll}")));
-        }
-        if let Some(ix) = st.indexes.iter().find(|i| i.spec.name == spec.name) {
-            return if ix.spec == spec {
-                Ok(())
-            } else {
-                Err(StorageError::IndexExists(spec.name))
-            };
-        }
-        if let Some(ix) = st.indexes.iter().find(|i| i.spec.key == spec.key) {
-            return Err(StorageError::IndexKeyExists(ix.spec.name.clone()));
-        }
-        if st.indexes.len() >= INDEXES_PER_COLLECTION_MAX {
-            return Err(StorageError::LimitExceeded(format!(
-                "at most {INDEXES_PER_COLLECTION_MAX} indexes"
-            )));
-        }
-        let mut ix = Index::new(spec.clone(), self.inner.shared.filter_compiler.as_ref())?;
-        build_index(&self.inner.shared.log, &st, &mut ix, progress)?;
-        let ticket = self.log_catalog(&[CatalogOp::CreateIndex { id: c.id, spec }])?;
-        st.indexes.push(ix);
-        drop(st);
-        ticket.wait_durable_blocking()
-    }
-
-    /// Drops the index `name` (never `_id_`).
+    /// Drops the index `name` (never `_id_`); a build of that name in progress is stopped.
     pub fn drop_index(&self, db: &str, coll: &str, name: &str) -> Result<()> {
         if name == ID_INDEX_NAME {
             return Err(StorageError::InvalidIndex("cannot drop _id index".into()));
         }
-        let c = self.existing(db, coll)?;
+        let cat = self.catalog()?;
+        let c = cat
+            .by_name
+            .get(&(db.to_string(), coll.to_string()))
+            .cloned()
+            .ok_or_else(|| StorageError::NamespaceNotFound(format!("{db}.{coll}")))?;
         let mut st = c.write_state()?;
-        if !st.indexes.iter().any(|i| i.spec.name == name) {
+        let Some(pos) = st.indexes.iter().position(|i| i.spec.name == name) else {
+            if let Some(b) = st.builds.iter().find(|b| b.maker.spec.name == name) {
+                b.cancel();
+                return Ok(());
+            }
             return Err(StorageError::IndexNotFound(name.to_string()));
-        }
+        };
         let ticket = self.log_catalog(&[CatalogOp::DropIndex {
             id: c.id,
             name: name.into(),
         }])?;
-        st.indexes.retain(|i| i.spec.name != name);
+        let ix = st.indexes.remove(pos);
+        crate::replay::free_tree(&self.inner.shared.pager, &ix.tree)?;
         drop(st);
+        drop(cat);
         ticket.wait_durable_blocking()
     }
 
@@ -580,6 +601,9 @@ impl Engine {
         let log = &self.inner.shared.log;
         let usage = log.segment_usage();
         let cur = log.current_segment();
+        let p = self.inner.shared.pager.stats();
+        let page = crate::btree::PAGE_SIZE_BYTES as u64;
+        let ck = &self.inner.ckpt;
         EngineStats {
             segments: usage.len() as u64,
             log_bytes: usage.iter().map(|u| u.1).sum(),
@@ -596,12 +620,22 @@ impl Engine {
                 .sum(),
             last_sequence: log.last_sequence(),
             durable_sequence: self.inner.shared.commit.durable_sequence(),
-            // The in-memory engine has no page file or pool yet (storage v2 brings them).
+            page_file_bytes: p.page_count * page,
+            free_pages: p.free_pages,
             cache: CacheStats {
-                bytes_max: self.inner.cache_size_bytes,
-                ..CacheStats::default()
+                bytes_max: p.frames_max as u64 * page,
+                bytes_current: p.frames as u64 * page,
+                bytes_dirty: p.frames_dirty as u64 * page,
+                pages_read: p.pages_read,
+                pages_written: p.pages_written,
+                pages_evicted: p.pages_evicted,
             },
-            ..EngineStats::default()
+            checkpoints: ck.count.load(Ordering::Relaxed),
+            checkpoint_last_ms: ck.last_ms.load(Ordering::Relaxed),
+            checkpoint_running: ck.running.load(Ordering::Relaxed),
+            segments_compacted: ck.compacted.load(Ordering::Relaxed),
+            open_replayed_records: self.inner.opened.0,
+            open_ms: self.inner.opened.1,
         }
     }
 
@@ -616,40 +650,47 @@ impl Engine {
         .wait_durable_blocking()
     }
 
-    /// Clean shutdown: syncs everything, stops the threads, releases the directory lock.
-    /// Later writes fail.
+    /// Clean shutdown: a last checkpoint (the next open replays nothing), stops the threads,
+    /// releases the directory lock. Later writes fail.
     pub fn close(&self) -> Result<()> {
         if self.inner.stop.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
+        let mut threads = std::mem::take(&mut *self.inner.threads.lock().map_err(|_| lock_err())?);
+        // Background threads stop first so that no compaction pass runs after the checkpoint;
+        // the commit thread (first in the list) keeps running until `shutdown`.
+        let commit = if threads.is_empty() {
+            None
+        } else {
+            Some(threads.remove(0))
+        };
+        for t in threads {
+            t.thread().unpark();
+            let _ = t.join();
+        }
         let mut flushed = self.flush();
         if flushed.is_ok() {
-            // A checkpoint at shutdown makes the next open replay nothing.
             flushed = self.checkpoint().map(|_| ());
         }
         self.inner.shared.log.poison("the engine is closed".into());
         self.inner.shared.commit.shutdown();
-        let threads = std::mem::take(&mut *self.inner.threads.lock().map_err(|_| lock_err())?);
-        for t in threads {
-            t.thread().unpark();
+        if let Some(t) = commit {
             let _ = t.join();
         }
         self.inner.backend.unlock();
         flushed
     }
 
-    /// Writes a checkpoint now; returns the log sequence it covers.
+    /// Writes a checkpoint now; returns its number.
     pub fn checkpoint(&self) -> Result<u64> {
         let _m = self.inner.maintenance.lock().map_err(|_| lock_err())?;
-        let seq = crate::checkpoint::take(&self.inner)?;
-        self.inner
-            .checkpoint_segment
-            .store(self.inner.shared.log.current_segment(), Ordering::Release);
-        Ok(seq)
+        let n = checkpoint::take(&self.inner)?;
+        after_checkpoint(&self.inner)?;
+        Ok(n)
     }
 
     /// Runs one compaction pass now if the log holds enough dead space (normally the
-    /// background thread does this); true if a segment was removed.
+    /// background thread does this); true if a segment was emptied.
     pub fn compact(&self) -> Result<bool> {
         crate::compact::compact_once(&self.inner, true)
     }
@@ -659,6 +700,44 @@ impl Drop for Engine {
     fn drop(&mut self) {
         let _ = self.close();
     }
+}
+
+/// What follows a durable checkpoint: segments compaction emptied before both meta slots'
+/// cuts are deleted.
+pub(crate) fn after_checkpoint(inner: &Inner) -> Result<()> {
+    if let Ok(mut at) = inner.ckpt.last_at.lock() {
+        *at = Instant::now();
+    }
+    let oldest = inner.shared.pager.oldest_checkpoint();
+    let ready: Vec<u64> = {
+        let mut emptied = inner.emptied.lock().map_err(|_| lock_err())?;
+        let (ready, wait): (Vec<_>, Vec<_>) = emptied.drain(..).partition(|(_, cut)| *cut < oldest);
+        *emptied = wait;
+        ready.into_iter().map(|(s, _)| s).collect()
+    };
+    for seg in ready {
+        inner.shared.log.remove_segment(seg)?;
+        tracing::debug!(segment = %crate::record::segment_file_name(seg), "compacted segment removed");
+    }
+    Ok(())
+}
+
+fn start_threads(inner: &Arc<Inner>, opts: &EngineOptions) -> Result<()> {
+    let spawn = |name: &str, f: fn(Weak<Inner>)| -> Result<()> {
+        let weak = Arc::downgrade(inner);
+        let t = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || f(weak))?;
+        inner.threads.lock().map_err(|_| lock_err())?.push(t);
+        Ok(())
+    };
+    if opts.preallocate_segments {
+        spawn("cairn-prealloc", preallocator)?;
+    }
+    if opts.background_compaction {
+        spawn("cairn-compact", compactor)?;
+    }
+    spawn("cairn-checkpoint", checkpointer)
 }
 
 fn preallocator(inner: Weak<Inner>) {
@@ -685,19 +764,48 @@ fn compactor(inner: Weak<Inner>) {
         if let Err(e) = crate::compact::compact_once(&inner, false) {
             tracing::warn!("compaction failed: {e}");
         }
-        let due = inner.checkpoint_segment.load(Ordering::Acquire) + CHECKPOINT_INTERVAL_SEGMENTS;
-        if inner.shared.log.current_segment() >= due {
-            let taken = inner
-                .maintenance
-                .lock()
-                .map_err(|_| lock_err())
-                .and_then(|_m| crate::checkpoint::take(&inner));
-            match taken {
-                Ok(_) => inner
-                    .checkpoint_segment
-                    .store(inner.shared.log.current_segment(), Ordering::Release),
-                Err(e) => tracing::warn!("checkpoint failed: {e}"),
-            }
+    }
+}
+
+/// Whether a checkpoint is due: the timer, the log volume, or a request.
+fn checkpoint_due(inner: &Inner) -> bool {
+    let ck = &inner.ckpt;
+    if ck.requested.load(Ordering::Acquire) {
+        return true;
+    }
+    let since = ck.last_at.lock().map(|t| t.elapsed()).unwrap_or_default();
+    if inner.checkpoint_interval_ms > 0
+        && since >= Duration::from_millis(inner.checkpoint_interval_ms)
+    {
+        return true;
+    }
+    let logged = inner
+        .shared
+        .log
+        .appended_bytes()
+        .saturating_sub(ck.log_bytes_at_cut.load(Ordering::Acquire));
+    inner.checkpoint_log_bytes > 0 && logged >= inner.checkpoint_log_bytes
+}
+
+fn checkpointer(inner: Weak<Inner>) {
+    loop {
+        std::thread::park_timeout(Duration::from_millis(CHECKPOINT_POLL_MS));
+        let Some(inner) = inner.upgrade() else { return };
+        if inner.stop.load(Ordering::Acquire) {
+            return;
+        }
+        if !checkpoint_due(&inner) {
+            continue;
+        }
+        inner.ckpt.requested.store(false, Ordering::Release);
+        let taken = inner
+            .maintenance
+            .lock()
+            .map_err(|_| lock_err())
+            .and_then(|_m| checkpoint::take(&inner).and_then(|_| after_checkpoint(&inner)));
+        if let Err(e) = taken {
+            tracing::warn!("scheduled checkpoint failed: {e}");
+            std::thread::park_timeout(Duration::from_millis(COMPACTION_INTERVAL_MS));
         }
     }
 }

@@ -12,7 +12,7 @@ pub enum StorageError {
         "data directory {dir} is locked by another process (remove nothing: stop the other cairn first)"
     )]
     Locked { dir: String },
-    #[error("corrupt log: segment {segment} offset {offset}: {reason}")]
+    #[error("corrupt data: {segment} offset {offset}: {reason}")]
     Corruption {
         segment: String,
         offset: u64,
@@ -42,6 +42,10 @@ pub enum StorageError {
         key_pattern: Box<bson::Document>,
         key_value: Box<bson::Document>,
     },
+    #[error("index build already in progress: {0}")]
+    IndexBuildInProgress(String),
+    #[error("index build aborted: {0}")]
+    IndexBuildAborted(String),
     #[error("record {0} not found")]
     RecordNotFound(u64),
     #[error("invalid document: {0}")]

@@ -1,20 +1,20 @@
 //! Secondary (and `_id`) indexes of one collection: the spec, the multikey flag, the optional
-//! partial-filter predicate, and a `btree::BTree` of entries `keycode key ++ RecordId (8 bytes,
-//! big-endian) -> RecordId`; keys come from `keys::KeyPattern`. Encoded keys are self-delimiting, so entry order is (key, RecordId)
-//! order and the entries of one key are contiguous. Unique checks look for an entry of the same
-//! key with another RecordId. The catalog stores specs; entries are rebuilt from documents at
-//! recovery.
+//! partial-filter predicate, and a paged `btree::Tree` of entries `keycode key ++ RecordId (8
+//! bytes, big-endian)` with empty values; keys come from `keys::KeyPattern`. Encoded keys are
+//! self-delimiting, so entry order is (key, RecordId) order and the entries of one key are
+//! contiguous. Unique checks look for an entry of the same key with another RecordId.
 
 use std::ops::Bound;
 use std::sync::Arc;
 
 use bson::{Bson, Document, RawDocument, doc};
 
-use crate::btree::BTree;
+use crate::btree::Tree;
 use crate::error::{Result, StorageError};
 use crate::keycode;
 use crate::keys::KeyPattern;
 use crate::limits::INDEX_KEY_SIZE_MAX;
+use crate::pager::Pager;
 
 /// A compiled partial-filter predicate.
 pub type Predicate = Box<dyn Fn(&RawDocument) -> bool + Send + Sync>;
@@ -101,130 +101,172 @@ pub fn encode_index_key(pattern: &Document, values: &[Bson]) -> Vec<u8> {
 
 pub(crate) struct Index {
     pub spec: IndexSpec,
+    /// The index's number within its collection (named by the log's removed-key lists).
+    pub ident: u32,
     pub multikey: bool,
     pattern: KeyPattern,
     filter: Option<Predicate>,
-    entries: BTree,
+    pub tree: Tree,
 }
 
-fn entry_key(key: &[u8], rid: u64) -> Vec<u8> {
+pub(crate) fn entry_key(key: &[u8], rid: u64) -> Vec<u8> {
     let mut k = Vec::with_capacity(key.len() + keycode::RECORD_ID_SIZE);
     k.extend_from_slice(key);
     keycode::append_record_id(&mut k, rid);
     k
 }
 
-impl Index {
-    pub fn new(spec: IndexSpec, compiler: Option<&FilterCompiler>) -> Result<Index> {
+/// What an index computes from a document, without a tree: used by live indexes and builds.
+pub(crate) struct KeyMaker {
+    pub spec: IndexSpec,
+    pattern: KeyPattern,
+    filter: Option<Predicate>,
+}
+
+impl KeyMaker {
+    pub fn new(spec: IndexSpec, compiler: Option<&FilterCompiler>) -> Result<KeyMaker> {
         let pattern = KeyPattern::parse(&spec.key)?;
         let filter = match (&spec.partial_filter, compiler) {
             (Some(f), Some(c)) => Some(c(f)),
             _ => None,
         };
-        Ok(Index {
+        Ok(KeyMaker {
             spec,
-            multikey: false,
             pattern,
             filter,
-            entries: BTree::new(),
         })
     }
 
-    /// An index over a checkpointed tree.
-    pub fn from_tree(
-        spec: IndexSpec,
-        compiler: Option<&FilterCompiler>,
-        tree: BTree,
-        multikey: bool,
-    ) -> Result<Index> {
-        let mut ix = Index::new(spec, compiler)?;
-        ix.entries = tree;
-        ix.multikey = multikey;
-        Ok(ix)
-    }
-
-    /// The entries as a checkpoint image.
-    pub fn tree_checkpoint(&self) -> Vec<u8> {
-        self.entries.to_checkpoint()
-    }
-
-    pub fn len(&self) -> u64 {
-        self.entries.len()
-    }
-
-    /// Memory held by the entries.
-    pub fn size_bytes(&self) -> u64 {
-        self.entries.memory_bytes() as u64
-    }
-
-    /// The encoded keys `doc` contributes (none when the partial filter rejects it) and whether
-    /// an indexed path went through an array.
+    /// The encoded keys `doc` contributes (none when the partial filter rejects it), sorted
+    /// without repeats, and whether an indexed path went through an array.
     pub fn keys_of(&self, doc: &RawDocument) -> Result<(Vec<Vec<u8>>, bool)> {
-        if let Some(f) = &self.filter
-            && !f(doc)
-        {
-            return Ok((Vec::new(), false));
-        }
-        let ex = self.pattern.extract(doc, self.spec.sparse)?;
-        if ex.keys.iter().any(|k| k.len() > INDEX_KEY_SIZE_MAX) {
-            return Err(StorageError::LimitExceeded("index key too large".into()));
-        }
-        Ok((ex.keys, ex.multikey))
-    }
-
-    /// A RecordId other than `rid` holding `key`, if any.
-    pub fn conflict(&self, key: &[u8], rid: u64) -> Option<u64> {
-        let lo = entry_key(key, 0);
-        let hi = entry_key(key, u64::MAX);
-        self.entries
-            .range(Bound::Included(&lo), Bound::Included(&hi), false)
-            .map(|(_, r)| r)
-            .find(|r| *r != rid)
+        keys_of(&self.pattern, self.filter.as_ref(), self.spec.sparse, doc)
     }
 
     /// The duplicate-key error for encoded `key`, with the key decoded back to values.
     pub fn duplicate(&self, key: &[u8]) -> StorageError {
-        let values = keycode::decode_key(key, &self.pattern.descending()).unwrap_or_default();
-        let mut key_value = Document::new();
-        for ((field, _), v) in self.spec.key.iter().zip(values) {
-            key_value.insert(field.clone(), v);
-        }
-        StorageError::DuplicateKey {
-            index: self.spec.name.clone(),
-            key_pattern: Box::new(self.spec.key.clone()),
-            key_value: Box::new(key_value),
-        }
+        duplicate(&self.spec, &self.pattern, key)
+    }
+}
+
+fn keys_of(
+    pattern: &KeyPattern,
+    filter: Option<&Predicate>,
+    sparse: bool,
+    doc: &RawDocument,
+) -> Result<(Vec<Vec<u8>>, bool)> {
+    if let Some(f) = filter
+        && !f(doc)
+    {
+        return Ok((Vec::new(), false));
+    }
+    let ex = pattern.extract(doc, sparse)?;
+    if ex.keys.iter().any(|k| k.len() > INDEX_KEY_SIZE_MAX) {
+        return Err(StorageError::LimitExceeded("index key too large".into()));
+    }
+    let mut keys = ex.keys;
+    keys.sort_unstable();
+    keys.dedup();
+    Ok((keys, ex.multikey))
+}
+
+fn duplicate(spec: &IndexSpec, pattern: &KeyPattern, key: &[u8]) -> StorageError {
+    let values = keycode::decode_key(key, &pattern.descending()).unwrap_or_default();
+    let mut key_value = Document::new();
+    for ((field, _), v) in spec.key.iter().zip(values) {
+        key_value.insert(field.clone(), v);
+    }
+    StorageError::DuplicateKey {
+        index: spec.name.clone(),
+        key_pattern: Box::new(spec.key.clone()),
+        key_value: Box::new(key_value),
+    }
+}
+
+impl Index {
+    pub fn new(
+        spec: IndexSpec,
+        ident: u32,
+        compiler: Option<&FilterCompiler>,
+        tree: Tree,
+    ) -> Result<Index> {
+        let KeyMaker {
+            spec,
+            pattern,
+            filter,
+        } = KeyMaker::new(spec, compiler)?;
+        Ok(Index {
+            spec,
+            ident,
+            multikey: false,
+            pattern,
+            filter,
+            tree,
+        })
     }
 
-    pub fn insert(&mut self, key: &[u8], rid: u64) -> bool {
-        self.entries.insert(&entry_key(key, rid), rid).is_none()
+    pub fn len(&self) -> u64 {
+        self.tree.len
     }
 
-    pub fn remove(&mut self, key: &[u8], rid: u64) -> bool {
-        self.entries.remove(&entry_key(key, rid)).is_some()
+    /// Bytes of the pages holding the entries.
+    pub fn size_bytes(&self) -> u64 {
+        self.tree.size_bytes()
     }
 
-    /// Replaces all entries by `entries`, sorted by (key, rid) without repeats (index build).
-    pub fn load(&mut self, entries: Vec<(Vec<u8>, u64)>) -> Result<()> {
-        let tree = BTree::bulk_build(
-            entries
-                .into_iter()
-                .map(|(k, rid)| (entry_key(&k, rid), rid)),
-        )
-        .map_err(|e| StorageError::InvalidIndex(format!("index build: {e}")))?;
-        self.entries = tree;
-        Ok(())
+    /// See `KeyMaker::keys_of`.
+    pub fn keys_of(&self, doc: &RawDocument) -> Result<(Vec<Vec<u8>>, bool)> {
+        keys_of(&self.pattern, self.filter.as_ref(), self.spec.sparse, doc)
+    }
+
+    /// A RecordId other than `rid` holding `key`, if any.
+    pub fn conflict(&self, pager: &Pager, key: &[u8], rid: u64) -> Result<Option<u64>> {
+        let lo = entry_key(key, 0);
+        let hi = entry_key(key, u64::MAX);
+        let mut found = None;
+        self.tree.scan(
+            pager,
+            Bound::Included(&lo),
+            Bound::Included(&hi),
+            false,
+            &mut |k, _| {
+                let other = keycode::split_record_id(k).1;
+                if other != rid {
+                    found = Some(other);
+                    return Ok(false);
+                }
+                Ok(true)
+            },
+        )?;
+        Ok(found)
+    }
+
+    /// See `KeyMaker::duplicate`.
+    pub fn duplicate(&self, key: &[u8]) -> StorageError {
+        duplicate(&self.spec, &self.pattern, key)
+    }
+
+    pub fn insert(&mut self, pager: &Pager, key: &[u8], rid: u64) -> Result<bool> {
+        Ok(self
+            .tree
+            .insert(pager, &entry_key(key, rid), &[])?
+            .is_none())
+    }
+
+    pub fn remove(&mut self, pager: &Pager, key: &[u8], rid: u64) -> Result<bool> {
+        Ok(self.tree.remove(pager, &entry_key(key, rid))?.is_some())
     }
 
     /// Entries between key bounds, resuming strictly after `after`, at most `limit`.
     pub fn scan(
         &self,
+        pager: &Pager,
         lower: Bound<&[u8]>,
         upper: Bound<&[u8]>,
         forward: bool,
         after: Option<(&[u8], u64)>,
         limit: usize,
-    ) -> Vec<(Vec<u8>, u64)> {
+    ) -> Result<Vec<(Vec<u8>, u64)>> {
         let lo = match lower {
             Bound::Included(k) => Bound::Included(entry_key(k, 0)),
             Bound::Excluded(k) => Bound::Excluded(entry_key(k, u64::MAX)),
@@ -240,18 +282,22 @@ impl Index {
             (Some((k, rid)), false) => (lo, Bound::Excluded(entry_key(k, rid))),
             (None, _) => (lo, hi),
         };
-        if range_is_empty(&lo, &hi) {
-            return Vec::new();
+        let mut out = Vec::new();
+        if range_is_empty(&lo, &hi) || limit == 0 {
+            return Ok(out);
         }
-        self.entries
-            .range(
-                lo.as_ref().map(Vec::as_slice),
-                hi.as_ref().map(Vec::as_slice),
-                !forward,
-            )
-            .take(limit)
-            .map(|(k, rid)| (keycode::split_record_id(k).0.to_vec(), rid))
-            .collect()
+        self.tree.scan(
+            pager,
+            lo.as_ref().map(Vec::as_slice),
+            hi.as_ref().map(Vec::as_slice),
+            !forward,
+            &mut |k, _| {
+                let (key, rid) = keycode::split_record_id(k);
+                out.push((key.to_vec(), rid));
+                Ok(out.len() < limit)
+            },
+        )?;
+        Ok(out)
     }
 }
 

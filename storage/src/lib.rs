@@ -1,6 +1,7 @@
-//! cairn's storage engine: documents in an append-only log of checksummed segments, indexes in
-//! ordered maps over an order-preserving key encoding, all made durable through group commit.
-//! This crate knows nothing of the wire protocol or the query language.
+//! cairn's storage engine: documents in an append-only log of checksummed segments; the
+//! RecordId -> location map and every index in paged B+trees read through a bounded buffer pool;
+//! copy-on-write checkpoints; all made durable through group commit. This crate knows nothing of
+//! the wire protocol or the query language.
 //!
 //! Entry point: [`Engine::open`]. A [`Collection`] takes atomic batches of [`WriteOp`]s and
 //! returns a [`Ticket`] to wait on for durability.
@@ -16,15 +17,20 @@ mod commit;
 mod compact;
 mod engine;
 pub mod error;
+mod extsort;
 mod index;
+mod index_build;
 pub mod keycode;
 pub mod keys;
 pub mod limits;
 mod log;
 pub mod order;
+pub mod pager;
 pub mod record;
 mod recovery;
+mod replay;
 pub mod sim;
+mod validate;
 
 pub use backend::{Backend, BackendFile, FileBackend};
 pub use collection::{Collection, Direction, IndexInfo, RecordId, WriteOp};
@@ -32,3 +38,4 @@ pub use commit::Ticket;
 pub use engine::{CacheStats, CollectionInfo, Engine, EngineOptions, EngineStats};
 pub use error::{Result, StorageError};
 pub use index::{FilterCompiler, ID_INDEX_NAME, IndexSpec, Predicate, encode_index_key};
+pub use validate::ValidateReport;

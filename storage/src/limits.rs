@@ -31,7 +31,7 @@ pub const COMPACTION_LOG_BYTES_MIN: u64 = 1 << 20;
 /// How often the background compactor looks at the log.
 pub const COMPACTION_INTERVAL_MS: u64 = 200;
 /// Bytes of live records re-logged per collection-lock hold during compaction.
-pub const COMPACTION_CHUNK_BYTES: u64 = 1 << 20;
+pub const COMPACTION_CHUNK_BYTES: u64 = 256 << 10;
 /// A checkpoint is taken once the log has moved this many segments past the last one.
 pub const CHECKPOINT_INTERVAL_SEGMENTS: u64 = 4;
 /// Buffer pool size when the caller sets none (mongod's floor for its cache).
@@ -40,6 +40,25 @@ pub const CACHE_SIZE_BYTES_DEFAULT: u64 = 256 << 20;
 pub const CHECKPOINT_INTERVAL_MS_DEFAULT: u64 = 60_000;
 /// Log bytes written since the last checkpoint that start the next one.
 pub const CHECKPOINT_LOG_BYTES_DEFAULT: u64 = 64 << 20;
+/// Index changes replay buffers (to apply them in key order) before it applies them.
+pub const REPLAY_INDEX_BUFFER_BYTES: usize = 64 << 20;
+/// A checkpoint syncs the page file after each slice of this many bytes of pages it writes.
+pub const CHECKPOINT_SYNC_SLICE_BYTES: usize = 8 << 20;
+/// How often the checkpoint thread looks whether a checkpoint is due.
+pub const CHECKPOINT_POLL_MS: u64 = 100;
+/// Documents an index build reads per hold of the collection's read lock.
+pub const INDEX_BUILD_SCAN_DOCS: usize = 512;
+/// Memory an index build's external sort fills before it spills a sorted run (mongod's
+/// `maxIndexBuildMemoryUsageMegabytes` is 200; cairn keeps within its cache setting's slack).
+pub const INDEX_BUILD_MEMORY_BYTES: usize = 32 << 20;
+/// Memory of a build's side table before it moves to a file.
+pub const INDEX_BUILD_SIDE_MEMORY_BYTES: usize = 16 << 20;
+/// Side-table entries applied per hold of a build's guard; fewer left means "caught up".
+pub const INDEX_BUILD_DRAIN_OPS: usize = 1024;
+/// Distinct duplicate keys a unique build re-checks at commit before it gives up.
+pub const INDEX_BUILD_DUPLICATES_MAX: usize = 10_000;
+/// Bytes read per call from a temporary file.
+pub const EXTSORT_READ_CHUNK_BYTES: usize = 256 << 10;
 /// Longest database name (mongod: 64 bytes).
 pub const DATABASE_NAME_SIZE_MAX: usize = 64;
 /// Longest `db.collection` namespace (mongod: 255 bytes).

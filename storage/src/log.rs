@@ -17,12 +17,46 @@ use crate::limits::{PREALLOCATE_CHUNK_BYTES, READ_RUN_BYTES_MAX, WRITE_BATCH_BYT
 use crate::record::{self, Kind, RECORD_DOCUMENT_OFFSET, RECORD_HEADER_SIZE, SEGMENT_HEADER_SIZE};
 
 /// Where a stored document's record lives.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub(crate) struct Loc {
     pub segment: u64,
     pub offset: u64,
     /// Whole record size (header + payload).
     pub size: u32,
+    /// Bytes of the document inside it.
+    pub doc_size: u32,
+}
+
+impl Loc {
+    /// The record-tree value: four varints.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(16);
+        for n in [
+            self.segment,
+            self.offset,
+            u64::from(self.size),
+            u64::from(self.doc_size),
+        ] {
+            crate::btree::page::write_varint(&mut v, n);
+        }
+        v
+    }
+
+    pub fn decode(b: &[u8]) -> Option<Loc> {
+        let mut at = 0;
+        let mut next = || {
+            let (n, used) = crate::btree::page::read_varint(b.get(at..)?)?;
+            at += used;
+            Some(n)
+        };
+        let loc = Loc {
+            segment: next()?,
+            offset: next()?,
+            size: u32::try_from(next()?).ok()?,
+            doc_size: u32::try_from(next()?).ok()?,
+        };
+        (at == b.len()).then_some(loc)
+    }
 }
 
 /// One segment file with its accounting.
@@ -63,6 +97,19 @@ pub(crate) struct Log {
     segments: RwLock<BTreeMap<u64, Arc<Segment>>>,
     /// A zero-filled next segment under its spare name, ready for `roll`.
     spare: Mutex<Option<(u64, Arc<dyn BackendFile>)>>,
+    /// Bytes appended since open (checkpoints are also triggered by log volume).
+    appended_bytes: AtomicU64,
+    /// What the commit thread must sync besides the current segment.
+    unsynced: Mutex<Unsynced>,
+}
+
+/// Work `roll` leaves for the commit thread.
+#[derive(Default)]
+struct Unsynced {
+    /// Segments rolled away from, possibly holding unsynced records.
+    files: Vec<Arc<dyn BackendFile>>,
+    /// A spare was renamed into place.
+    dir: bool,
 }
 
 /// Name of the prepared, not yet used, segment `id`.
@@ -113,6 +160,8 @@ impl Log {
             }),
             segments: RwLock::new(segments),
             spare: Mutex::new(None),
+            appended_bytes: AtomicU64::new(0),
+            unsynced: Mutex::new(Unsynced::default()),
         })
     }
 
@@ -159,6 +208,7 @@ impl Log {
                 segment: w.segment_id,
                 offset: w.offset + at as u64,
                 size: (buf.len() - at) as u32,
+                doc_size: 0,
             });
         }
         if wrap {
@@ -171,13 +221,15 @@ impl Log {
         }
         w.offset += buf.len() as u64;
         w.next_sequence = seq;
+        self.appended_bytes
+            .fetch_add(buf.len() as u64, Ordering::Relaxed);
         let segs = self.segments.read().map_err(|_| poisoned_lock())?;
         if let Some(s) = segs.get(&w.segment_id) {
             s.used_bytes.store(w.offset, Ordering::Release);
             let put_bytes: u64 = recs
                 .iter()
                 .zip(&locs)
-                .filter(|(r, _)| r.kind == Kind::Put)
+                .filter(|(r, _)| matches!(r.kind, Kind::Put | Kind::Move))
                 .map(|(_, l)| u64::from(l.size))
                 .sum();
             s.live_bytes.fetch_add(put_bytes as i64, Ordering::AcqRel);
@@ -185,12 +237,11 @@ impl Log {
         Ok((seq - 1, locs))
     }
 
-    /// Syncs the full segment, then starts a new one big enough for `need` bytes.
+    /// Starts a new segment big enough for `need` bytes. The full one is not synced here (that
+    /// would stall every writer behind the lock): the commit thread syncs it, and the directory
+    /// entry of the new one, before it calls anything in them durable.
     fn roll(&self, w: &mut Writer, need: u64) -> Result<()> {
-        if let Err(e) = w.file.sync() {
-            w.poisoned = Some(format!("log sync failed: {e}"));
-            return Err(e.into());
-        }
+        self.unsynced()?.files.push(w.file.clone());
         let id = w.segment_id + 1;
         let size = self
             .segment_size_bytes
@@ -242,8 +293,38 @@ impl Log {
     fn install_spare(&self, id: u64, file: Arc<dyn BackendFile>) -> Result<Arc<dyn BackendFile>> {
         let name = record::segment_file_name(id);
         self.backend.rename(&spare_file_name(id), &name)?;
-        self.backend.sync_dir()?;
+        // Until the directory is synced a crash may bring back the spare name; nothing in the
+        // segment is acknowledged before the commit thread syncs it (`sync_all`).
+        self.unsynced()?.dir = true;
         Ok(file)
+    }
+
+    fn unsynced(&self) -> Result<MutexGuard<'_, Unsynced>> {
+        self.unsynced.lock().map_err(|_| poisoned_lock())
+    }
+
+    /// Makes everything appended so far durable: the segments rolled away from, the directory
+    /// entry of a renamed spare, then the current segment. Returns the last sequence covered.
+    /// Called by the commit thread only.
+    pub fn sync_all(&self) -> Result<u64> {
+        let (files, dir, current, seq) = {
+            let w = self.writer()?;
+            if let Some(why) = &w.poisoned {
+                return Err(StorageError::Poisoned(why.clone()));
+            }
+            let mut u = self.unsynced()?;
+            let files = std::mem::take(&mut u.files);
+            let dir = std::mem::take(&mut u.dir);
+            (files, dir, w.file.clone(), w.next_sequence - 1)
+        };
+        for f in &files {
+            f.sync()?;
+        }
+        if dir {
+            self.backend.sync_dir()?;
+        }
+        current.sync()?;
+        Ok(seq)
     }
 
     /// Prepares the next segment ahead of time, zero-filled (a sync into written-out zeros is
@@ -278,16 +359,6 @@ impl Log {
         }
     }
 
-    /// The file to sync and the last sequence written to it (everything before is in files
-    /// already synced by `roll`).
-    pub fn sync_target(&self) -> Result<(Arc<dyn BackendFile>, u64)> {
-        let w = self.writer()?;
-        if let Some(why) = &w.poisoned {
-            return Err(StorageError::Poisoned(why.clone()));
-        }
-        Ok((w.file.clone(), w.next_sequence - 1))
-    }
-
     /// (segment id, offset, next sequence) where the next record will go.
     pub fn position(&self) -> Result<(u64, u64, u64)> {
         let w = self.writer()?;
@@ -306,12 +377,17 @@ impl Log {
         self.writer.lock().map(|w| w.next_sequence - 1).unwrap_or(0)
     }
 
+    /// Bytes appended since open.
+    pub fn appended_bytes(&self) -> u64 {
+        self.appended_bytes.load(Ordering::Relaxed)
+    }
+
     /// The id of the segment appends go to.
     pub fn current_segment(&self) -> u64 {
         self.writer.lock().map(|w| w.segment_id).unwrap_or(0)
     }
 
-    /// Reads the document stored by the PUT record at `loc`, checking its crc.
+    /// Reads the document stored by the PUT or MOVE record at `loc`, checking its crc.
     pub fn read_document(&self, loc: Loc) -> Result<RawDocumentBuf> {
         let file = self.segment(loc.segment)?.file.clone();
         let mut buf = vec![0u8; loc.size as usize];
@@ -364,6 +440,29 @@ impl Log {
                     format!("segment {id} is gone"),
                 ))
             })
+    }
+
+    /// Sets every segment's live bytes (after replay).
+    pub fn set_live_bytes(&self, live: &BTreeMap<u64, u64>) {
+        if let Ok(segs) = self.segments.read() {
+            for (id, s) in segs.iter() {
+                let bytes = live.get(id).copied().unwrap_or(0);
+                s.live_bytes.store(bytes as i64, Ordering::Release);
+            }
+        }
+    }
+
+    /// Takes `bytes` off a segment's live count (a dropped collection's records).
+    pub fn release_bytes(&self, segment: u64, bytes: u64) {
+        if let Ok(s) = self.segment(segment) {
+            s.live_bytes.fetch_sub(bytes as i64, Ordering::AcqRel);
+        }
+    }
+
+    /// The file of segment `id` and its used bytes (compaction reads it through).
+    pub fn segment_file(&self, id: u64) -> Result<(Arc<dyn BackendFile>, u64)> {
+        let s = self.segment(id)?;
+        Ok((s.file.clone(), s.used_bytes.load(Ordering::Acquire)))
     }
 
     /// Accounts that the document at `loc` is no longer current.
@@ -423,19 +522,16 @@ fn create_segment(backend: &dyn Backend, id: u64, size_bytes: u64) -> Result<Arc
     Ok(file)
 }
 
-/// The document inside one PUT record's bytes, after checking the record.
+/// The document inside one PUT or MOVE record's bytes, after checking the record.
 fn document_of(rec: &[u8], loc: Loc) -> Result<RawDocumentBuf> {
     let name = || record::segment_file_name(loc.segment);
+    let bad = |why: &str| StorageError::corruption(&name(), loc.offset, why);
     match record::decode(rec) {
-        record::Decoded::Record(r) if r.kind == Kind::Put && r.size == rec.len() => {}
-        _ => {
-            return Err(StorageError::corruption(
-                &name(),
-                loc.offset,
-                "stored document record fails its checks",
-            ));
-        }
+        record::Decoded::Record(r)
+            if matches!(r.kind, Kind::Put | Kind::Move) && r.size == rec.len() => {}
+        _ => return Err(bad("stored document record fails its checks")),
     }
-    RawDocumentBuf::from_bytes(rec[RECORD_DOCUMENT_OFFSET..].to_vec())
-        .map_err(|e| StorageError::corruption(&name(), loc.offset, e.to_string()))
+    let doc = record::document_prefix(&rec[RECORD_DOCUMENT_OFFSET..])
+        .ok_or_else(|| bad("stored document length out of range"))?;
+    RawDocumentBuf::from_bytes(doc.to_vec()).map_err(|e| bad(&e.to_string()))
 }

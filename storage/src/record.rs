@@ -20,19 +20,22 @@ pub const RECORD_SEQUENCE_OFFSET: usize = RECORD_KIND_OFFSET + 1;
 pub const RECORD_HEADER_SIZE: usize = RECORD_SEQUENCE_OFFSET + 8;
 
 pub const SEGMENT_MAGIC: &[u8; 8] = b"CAIRNLOG";
-pub const SEGMENT_FORMAT_VERSION: u32 = 1;
+/// 2: PUT and DELETE carry the index keys they remove; MOVE; no catalog snapshots.
+pub const SEGMENT_FORMAT_VERSION: u32 = 2;
 pub const SEGMENT_MAGIC_OFFSET: usize = 0;
 pub const SEGMENT_VERSION_OFFSET: usize = SEGMENT_MAGIC_OFFSET + 8;
 pub const SEGMENT_RESERVED_OFFSET: usize = SEGMENT_VERSION_OFFSET + 4;
 pub const SEGMENT_ID_OFFSET: usize = SEGMENT_RESERVED_OFFSET + 4;
 pub const SEGMENT_HEADER_SIZE: usize = SEGMENT_ID_OFFSET + 8;
 
-/// PUT and DELETE payloads start with these two fields.
+/// PUT, DELETE and MOVE payloads start with these two fields.
 pub const PAYLOAD_COLLECTION_ID_OFFSET: usize = 0;
 pub const PAYLOAD_RECORD_ID_OFFSET: usize = PAYLOAD_COLLECTION_ID_OFFSET + 8;
 pub const PAYLOAD_DOCUMENT_OFFSET: usize = PAYLOAD_RECORD_ID_OFFSET + 8;
-/// Byte offset of a PUT's document inside its record.
+/// Byte offset of a PUT's or MOVE's document inside its record.
 pub const RECORD_DOCUMENT_OFFSET: usize = RECORD_HEADER_SIZE + PAYLOAD_DOCUMENT_OFFSET;
+/// Bytes of a BSON document's length prefix.
+const BSON_LENGTH_SIZE: usize = 4;
 
 /// What a record means.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,14 +45,16 @@ pub enum Kind {
     BatchBegin = 1,
     /// Payload: op count u32. Closes the batch; only now does recovery apply it.
     BatchEnd = 2,
-    /// Payload: collection id u64, record id u64, BSON document. Insert or replace.
+    /// Payload: collection id u64, record id u64, BSON document, removed keys. Insert or
+    /// replace.
     Put = 3,
-    /// Payload: collection id u64, record id u64.
+    /// Payload: collection id u64, record id u64, removed keys.
     Delete = 4,
     /// Payload: one BSON document describing a DDL change (see `catalog`).
     Catalog = 5,
-    /// Payload: one BSON document holding the whole catalog (written by compaction).
-    CatalogSnapshot = 6,
+    /// Payload: collection id u64, record id u64, BSON document. The same document at a new
+    /// place (compaction); indexes are untouched.
+    Move = 7,
 }
 
 impl Kind {
@@ -60,7 +65,7 @@ impl Kind {
             3 => Kind::Put,
             4 => Kind::Delete,
             5 => Kind::Catalog,
-            6 => Kind::CatalogSnapshot,
+            7 => Kind::Move,
             _ => return None,
         })
     }
@@ -185,13 +190,123 @@ pub fn check_segment_header(b: &[u8], id: u64) -> Result<(), &'static str> {
     Ok(())
 }
 
-/// PUT/DELETE payload head.
-pub fn data_payload(collection_id: u64, record_id: u64, document: &[u8]) -> Vec<u8> {
+/// One index key a write removes: the index's ident in its collection and the encoded key
+/// (without the RecordId suffix).
+pub type RemovedKey = (u32, Vec<u8>);
+
+/// A PUT (`document` given) or DELETE payload; `removed` lists the index keys the write takes
+/// away, so replay never has to read the document's previous version.
+pub fn data_payload(
+    collection_id: u64,
+    record_id: u64,
+    document: Option<&[u8]>,
+    removed: &[RemovedKey],
+) -> Vec<u8> {
+    let doc_len = document.map_or(0, <[u8]>::len);
+    let keys_len: usize = removed.iter().map(|(_, k)| k.len() + 8).sum();
+    let mut p = Vec::with_capacity(PAYLOAD_DOCUMENT_OFFSET + doc_len + keys_len + 4);
+    p.extend_from_slice(&collection_id.to_le_bytes());
+    p.extend_from_slice(&record_id.to_le_bytes());
+    if let Some(d) = document {
+        p.extend_from_slice(d);
+    }
+    write_varint(&mut p, removed.len() as u64);
+    for (ident, key) in removed {
+        write_varint(&mut p, u64::from(*ident));
+        write_varint(&mut p, key.len() as u64);
+        p.extend_from_slice(key);
+    }
+    p
+}
+
+/// A MOVE payload.
+pub fn move_payload(collection_id: u64, record_id: u64, document: &[u8]) -> Vec<u8> {
     let mut p = Vec::with_capacity(PAYLOAD_DOCUMENT_OFFSET + document.len());
     p.extend_from_slice(&collection_id.to_le_bytes());
     p.extend_from_slice(&record_id.to_le_bytes());
     p.extend_from_slice(document);
     p
+}
+
+/// A data record's payload taken apart.
+#[derive(Debug)]
+pub struct DataPayload<'a> {
+    pub collection_id: u64,
+    pub record_id: u64,
+    /// The BSON document (PUT, MOVE).
+    pub document: Option<&'a [u8]>,
+    pub removed: Vec<(u32, &'a [u8])>,
+}
+
+/// Parses a PUT, DELETE or MOVE payload; the error is the reason it is malformed.
+pub fn parse_data(kind: Kind, payload: &[u8]) -> Result<DataPayload<'_>, &'static str> {
+    if payload.len() < PAYLOAD_DOCUMENT_OFFSET {
+        return Err("data record payload too short");
+    }
+    let collection_id = u64_at(payload, PAYLOAD_COLLECTION_ID_OFFSET);
+    let record_id = u64_at(payload, PAYLOAD_RECORD_ID_OFFSET);
+    let mut rest = &payload[PAYLOAD_DOCUMENT_OFFSET..];
+    let document = if kind == Kind::Delete {
+        None
+    } else {
+        let doc = document_prefix(rest).ok_or("document length out of range")?;
+        rest = &rest[doc.len()..];
+        Some(doc)
+    };
+    let mut removed = Vec::new();
+    if kind == Kind::Move {
+        return if rest.is_empty() {
+            Ok(DataPayload {
+                collection_id,
+                record_id,
+                document,
+                removed,
+            })
+        } else {
+            Err("bytes after a moved document")
+        };
+    }
+    let (count, used) = read_varint(rest).ok_or("bad removed-key count")?;
+    rest = &rest[used..];
+    for _ in 0..count {
+        let (ident, used) = read_varint(rest).ok_or("bad removed-key index")?;
+        rest = &rest[used..];
+        let (len, used) = read_varint(rest).ok_or("bad removed-key length")?;
+        rest = &rest[used..];
+        let len = usize::try_from(len)
+            .ok()
+            .filter(|&n| n <= rest.len())
+            .ok_or("removed key overruns")?;
+        let ident = u32::try_from(ident).map_err(|_| "removed-key index out of range")?;
+        removed.push((ident, &rest[..len]));
+        rest = &rest[len..];
+    }
+    if !rest.is_empty() {
+        return Err("bytes after the removed keys");
+    }
+    Ok(DataPayload {
+        collection_id,
+        record_id,
+        document,
+        removed,
+    })
+}
+
+/// The BSON document at the start of `b`, by its length prefix.
+pub fn document_prefix(b: &[u8]) -> Option<&[u8]> {
+    let len = u32::from_le_bytes(b.get(..BSON_LENGTH_SIZE)?.try_into().ok()?) as usize;
+    if len < BSON_LENGTH_SIZE + 1 {
+        return None;
+    }
+    b.get(..len)
+}
+
+fn write_varint(out: &mut Vec<u8>, value: u64) {
+    crate::btree::page::write_varint(out, value);
+}
+
+fn read_varint(b: &[u8]) -> Option<(u64, usize)> {
+    crate::btree::page::read_varint(b)
 }
 
 /// Segment file name for segment `id`, and back.

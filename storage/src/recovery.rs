@@ -152,7 +152,7 @@ fn skip_segment(file: Arc<dyn BackendFile>, id: u64, start: &Start) -> Result<Se
     record::check_segment_header(&h, id)
         .map_err(|r| StorageError::corruption(&record::segment_file_name(id), 0, r))?;
     let used = start
-        .used_bytes
+        .segments
         .get(&id)
         .copied()
         .unwrap_or(SEGMENT_HEADER_SIZE as u64);
@@ -217,6 +217,7 @@ fn scan_segment(
                 segment: id,
                 offset: pos as u64,
                 size: r.size as u32,
+                doc_size: 0,
             },
         };
         match (r.kind, &mut batch) {

@@ -1,7 +1,8 @@
 //! Proves the recovery rule: a torn tail is truncated and the log opens; a flipped bit anywhere
 //! before the last record is refused with the segment file and offset (at open when the log is
 //! scanned, at read time for segments a checkpoint spares from scanning). How: a seeded workload on
-//! the simulated backend, then truncation or one bit flip at a random offset, then reopen.
+//! the simulated backend that crashes (no final checkpoint), then truncation or one bit flip at a
+//! random offset of what was durable, then reopen.
 
 mod common;
 
@@ -16,9 +17,11 @@ use storage::{Backend, Direction, Engine, StorageError, WriteOp};
 
 const ROUNDS: usize = 60;
 
-/// Writes a few hundred documents in batches; returns the segment names, oldest first.
-fn populate(sim: &SimBackend) -> Vec<String> {
-    let engine = Engine::open_with_backend(Arc::new(sim.clone()), small_opts()).expect("open");
+/// Writes a few hundred documents in batches, with a checkpoint halfway when asked, then
+/// crashes; returns the restarted directory and its segment names, oldest first.
+fn populate(checkpoint: bool) -> (SimBackend, Vec<String>) {
+    let live = SimBackend::new();
+    let engine = Engine::open_with_backend(Arc::new(live.clone()), small_opts()).expect("open");
     let c = engine
         .create_collection("db", "c", doc! {})
         .expect("create");
@@ -27,8 +30,14 @@ fn populate(sim: &SimBackend) -> Vec<String> {
             .map(|i| WriteOp::Insert(raw(&doc! {"_id": b * 10 + i, "pad": "z".repeat(150)})))
             .collect();
         c.write(ops).expect("write");
+        if checkpoint && b == 40 {
+            engine.checkpoint().expect("checkpoint");
+        }
     }
-    engine.close().expect("close");
+    engine.flush().expect("flush");
+    live.crash();
+    drop(engine);
+    let sim = live.crash_image(0.0);
     let mut names: Vec<String> = sim
         .list()
         .expect("list")
@@ -36,7 +45,7 @@ fn populate(sim: &SimBackend) -> Vec<String> {
         .filter(|n| n.ends_with(".seg"))
         .collect();
     names.sort();
-    names
+    (sim, names)
 }
 
 /// Offsets of the records of a segment image.
@@ -55,12 +64,12 @@ fn record_offsets(bytes: &[u8]) -> Vec<usize> {
 fn torn_tail_is_truncated() {
     let mut rng = rng(seed("torn_tail_is_truncated"));
     for _ in 0..ROUNDS / 3 {
-        let sim = SimBackend::new();
-        let names = populate(&sim);
+        let (sim, names) = populate(rng.random_bool(0.5));
         let last = names.last().expect("a segment");
         let bytes = sim.file_bytes(last).expect("bytes");
         let offs = record_offsets(&bytes);
         let end = *offs.last().expect("end");
+        // The last few records: written after any checkpoint, as a torn tail always is.
         let start = offs[offs.len().saturating_sub(6)];
         let cut = rng.random_range(start..end);
         sim.truncate(last, cut);
@@ -130,8 +139,8 @@ fn check_read_path(sim: &SimBackend, seg: &str, at: usize) {
 fn bit_flip_is_reported_with_segment_and_offset() {
     let mut rng = rng(seed("bit_flip_is_reported"));
     for _ in 0..ROUNDS {
-        let sim = SimBackend::new();
-        let names = populate(&sim);
+        let keep_checkpoint = rng.random_bool(0.5);
+        let (sim, names) = populate(keep_checkpoint);
         let seg = &names[rng.random_range(0..names.len())];
         let bytes = sim.file_bytes(seg).expect("bytes");
         let offs = record_offsets(&bytes);
@@ -146,14 +155,6 @@ fn bit_flip_is_reported_with_segment_and_offset() {
             continue;
         }
         let at = rng.random_range(0..limit);
-        let keep_checkpoint = rng.random_bool(0.5);
-        if !keep_checkpoint {
-            for name in sim.list().expect("list") {
-                if name.starts_with("checkpoint-") {
-                    sim.remove(&name).expect("remove checkpoint");
-                }
-            }
-        }
         assert!(sim.flip_bit(seg, at as u64, rng.random_range(0..8)));
         if keep_checkpoint {
             check_read_path(&sim, seg, at);

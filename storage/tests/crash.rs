@@ -1,7 +1,8 @@
-//! Proves that a crash at any sync point loses nothing acknowledged and applies batches whole.
-//! How: a seeded workload runs on the simulated backend once to count syncs, then once per sync
-//! point with a crash armed there; the recovered state must equal the model after the last
-//! acknowledged write, or after the write in flight when the crash hit.
+//! Proves that a crash at any sync point (log, page file, meta flip) loses nothing acknowledged
+//! and applies batches whole. How: a seeded workload with checkpoints and compaction over a
+//! 16-page cache runs on the simulated backend once to count syncs, then once per sync point with
+//! a crash armed there; the recovered state must equal the model after the last acknowledged
+//! write, or after the write in flight when the crash hit, and the index must match it.
 
 mod common;
 
@@ -63,6 +64,13 @@ fn workload(sim: &SimBackend, seed: u64) -> (Model, Model) {
             7..9 if !live.is_empty() => {
                 vec![WriteOp::Delete(live[rng.random_range(0..live.len())])]
             }
+            9 => {
+                // A checkpoint: page writes, a page-file sync, the meta flip, another sync.
+                if engine.checkpoint().is_err() {
+                    break;
+                }
+                continue;
+            }
             _ => {
                 if engine.compact().is_err() {
                     break;
@@ -97,6 +105,14 @@ fn recovered(sim: &SimBackend) -> Model {
         return Model::new();
     };
     let docs = all_docs(&c);
+    let problems = engine.check_page_accounting().expect("accounting");
+    assert!(problems.is_empty(), "pages after recovery: {problems:?}");
+    let report = c.validate().expect("validate");
+    assert!(
+        report.problems.is_empty(),
+        "validate after recovery: {:?}",
+        report.problems
+    );
     // The unique index holds exactly one entry per document, pointing at it.
     let scan = c.index_scan(
         "u_1",
@@ -128,6 +144,7 @@ fn crash_at_every_sync_point() {
     let syncs = clean.sync_count();
     assert!(syncs > 20, "workload syncs {syncs} times");
     let step = syncs.div_ceil(RUNS_MAX).max(1);
+    eprintln!("{syncs} sync points, every {step}th crashed");
     let mut torn_rng = rng(seed ^ 0x5eed);
     for k in (1..=syncs).step_by(step as usize) {
         let sim = SimBackend::new();
@@ -140,6 +157,7 @@ fn crash_at_every_sync_point() {
         }
         let torn = [0.0, 0.3, 1.0][torn_rng.random_range(0..3)];
         let image = sim.crash_image(torn);
+        eprintln!("crash point {k} torn {torn}");
         let got = recovered(&image);
         assert!(
             got == acked || got == pending,

@@ -1,6 +1,8 @@
 //! Proves the engine behaves like a plain ordered map across inserts, replaces, deletes, gets,
-//! scans, index scans and reboots. How: a seeded random sequence (CAIRN_SEED replays one) runs
-//! against the engine on the simulated backend and against a BTreeMap, compared at every step.
+//! scans, index scans, checkpoints, compaction, crashes and reboots. How: a seeded random
+//! sequence (CAIRN_SEED replays one) runs against the engine on the simulated backend with a
+//! 16-page cache (eviction and reads back every few operations) and against a BTreeMap,
+//! compared at every step.
 
 mod common;
 
@@ -150,7 +152,10 @@ fn model_with_reboots() {
                 assert_eq!(got, want, "step {step} scan");
                 check_index(&c, &model, rng.random_range(0..20));
             }
-            93..97 => {
+            93..95 => {
+                engine.checkpoint().expect("checkpoint");
+            }
+            95..97 => {
                 compactions += usize::from(engine.compact().expect("compact"));
             }
             97 => {
@@ -179,8 +184,15 @@ fn model_with_reboots() {
         assert_eq!(c.count(), model.len() as u64, "step {step} count");
         if step % 25 == 0 {
             assert_eq!(all_docs(&c), model, "step {step} full compare");
+            let leaks = engine.check_page_accounting().expect("accounting");
+            assert!(leaks.is_empty(), "step {step}: {leaks:?}");
         }
     }
     assert_eq!(all_docs(&c), model);
     assert!(compactions > 0, "the workload compacted at least once");
+    let s = engine.stats();
+    assert!(
+        s.cache.pages_evicted > 0 && s.cache.pages_read > 0,
+        "the cache was small enough to evict and read back: {s:?}"
+    );
 }

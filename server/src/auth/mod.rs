@@ -24,14 +24,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use store::{Name, Resolved};
 
-/// Runs storage work for authentication. Kept in one place so that it follows the server's
-/// rule for storage calls wherever that rule lives.
+/// Runs storage work for authentication (user and role look-ups and writes, PBKDF2) on the
+/// server's blocking pool (`crate::offload`), as every storage call is run.
 pub async fn blocking<T, F>(state: &Arc<ServerState>, f: F) -> CommandResult<T>
 where
     T: Send + 'static,
     F: FnOnce(&ServerState) -> CommandResult<T> + Send + 'static,
 {
-    f(state)
+    crate::offload::run(state, "auth", None, f).await
 }
 
 /// What every connection shares about authentication.

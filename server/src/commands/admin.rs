@@ -1,13 +1,18 @@
 //! Administrative commands: build and host information, parameters, `serverStatus`, logs,
-//! sessions, `shutdown`. These read `ServerState` and the process; none touches user data
-//! except `listDatabases`.
+//! sessions, `shutdown`, `fsync`, and the test-only fail point commands. These read `ServerState`
+//! and the process; `fsync` is the one that calls into storage (a checkpoint, off-thread).
+//! `serverStatus` reads `Engine::stats()`, which the engine keeps cheap (counters, no page
+//! reads, no wait on the log), so monitoring is answered even when the storage pool is busy.
 
 use super::{COMMANDS, ConnectionInfo, Reply, Request, truthy};
+use crate::catalog::storage_error;
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::limits;
 use crate::state::ServerState;
 use bson::{Bson, Document, doc};
+use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
 
 /// The mongod release whose behaviour cairn follows; drivers read it to pick features.
 pub const COMPAT_VERSION: &str = "7.0.0";
@@ -91,15 +96,7 @@ pub fn get_cmd_line_opts(state: &ServerState) -> Reply {
     )
 }
 
-/// Total memory in MiB, from /proc/meminfo (0 where it cannot be read).
-fn mem_size_mb() -> i64 {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    meminfo
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<i64>().ok())
-        .map_or(0, |kb| kb / 1024)
-}
+const MIB: u64 = 1024 * 1024;
 
 fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -116,8 +113,8 @@ pub fn host_info() -> Reply {
             "currentTime": bson::DateTime::now(),
             "hostname": hostname(),
             "cpuAddrSize": (std::mem::size_of::<usize>() * 8) as i32,
-            "memSizeMB": mem_size_mb(),
-            "memLimitMB": mem_size_mb(),
+            "memSizeMB": (crate::sysinfo::physical_memory_bytes() / MIB) as i64,
+            "memLimitMB": (crate::sysinfo::memory_bytes() / MIB) as i64,
             "numCores": cores,
             "numPhysicalCores": cores,
             "cpuArch": std::env::consts::ARCH,
@@ -142,7 +139,42 @@ pub fn process_memory_mb() -> (i64, i64) {
     (field("VmRSS:"), field("VmSize:"))
 }
 
+/// `serverStatus.wiredTiger`: the engine's cache and checkpoint numbers under WiredTiger's
+/// statistic names, which monitoring tools read. Only clean pages are evicted (dirty ones are
+/// written at checkpoints), so every eviction counts as an unmodified page.
+pub fn wired_tiger_section(s: &storage::EngineStats) -> Document {
+    let c = &s.cache;
+    doc! {
+        "cache": {
+            "bytes currently in the cache": c.bytes_current as i64,
+            "maximum bytes configured": c.bytes_max as i64,
+            "tracked dirty bytes in the cache": c.bytes_dirty as i64,
+            "pages read into cache": c.pages_read as i64,
+            "pages written from cache": c.pages_written as i64,
+            "unmodified pages evicted": c.pages_evicted as i64,
+            "modified pages evicted": 0_i64,
+        },
+        "transaction": {
+            "transaction checkpoints": s.checkpoints as i64,
+            "transaction checkpoint most recent time (msecs)": s.checkpoint_last_ms as i64,
+            "transaction checkpoint currently running": i64::from(s.checkpoint_running),
+        },
+    }
+}
+
+/// `serverStatus.metrics.storageJobs`: the blocking pool that runs storage calls.
+fn storage_jobs_section(state: &ServerState) -> Document {
+    let p = &state.pool;
+    doc! {
+        "threadsMax": limits::STORAGE_THREADS_MAX as i64,
+        "running": p.running.load(Relaxed) as i64,
+        "queued": p.queued.load(Relaxed) as i64,
+        "skippedClientDisconnected": p.skipped_client_gone.load(Relaxed) as i64,
+    }
+}
+
 pub fn server_status(state: &ServerState) -> Reply {
+    let engine_stats = state.catalog.engine().stats();
     let uptime = state.started.elapsed();
     let (resident, virt) = process_memory_mb();
     let c = &state.connections;
@@ -179,7 +211,9 @@ pub fn server_status(state: &ServerState) -> Reply {
             "numRequests": n.num_requests.load(Relaxed) as i64,
         },
         "storageEngine": { "name": "cairn", "supportsCommittedReads": false, "persistent": true },
+        "wiredTiger": wired_tiger_section(&engine_stats),
         "metrics": {
+            "storageJobs": storage_jobs_section(state),
             "ttl": {
                 "deletedDocuments": state.ttl.deleted_documents.load(Relaxed) as i64,
                 "passes": state.ttl.passes.load(Relaxed) as i64,
@@ -190,9 +224,10 @@ pub fn server_status(state: &ServerState) -> Reply {
     })
 }
 
-pub fn list_commands() -> Reply {
+pub fn list_commands(state: &ServerState) -> Reply {
     let mut commands = Document::new();
-    let mut specs: Vec<_> = COMMANDS.iter().collect();
+    let tests = state.params.get_bool("enableTestCommands");
+    let mut specs: Vec<_> = COMMANDS.iter().filter(|c| tests || !c.test_only).collect();
     specs.sort_by_key(|c| c.name);
     for c in specs {
         commands.insert(
@@ -277,4 +312,113 @@ pub fn profile(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     Ok(Reply::Doc(
         doc! { "was": 0, "slowms": was as i32, "sampleRate": 1.0, "ok": 1.0 },
     ))
+}
+
+/// `fsync`: a checkpoint now (on the blocking pool), answered as mongod does. `lock: true`
+/// (fsyncLock) is refused: cairn cannot hold every write back while files are copied.
+pub async fn fsync(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<Reply> {
+    // mongod's fsync reads the fields it knows and ignores others.
+    if req.body.get("lock").is_some_and(truthy) {
+        return Err(err(
+            ErrorCode::CommandNotSupported,
+            "fsync with lock: true (fsyncLock) is not supported by cairn; for a file-level backup \
+             stop the server, or use mongodump",
+        ));
+    }
+    super::off_thread(state, req, |state, _| {
+        state
+            .catalog
+            .engine()
+            .checkpoint()
+            .map_err(|e| storage_error(e, "", ""))
+    })
+    .await?;
+    Ok(Reply::Doc(doc! { "numFiles": 1, "ok": 1.0 }))
+}
+
+/// `configureFailPoint` (test commands only): the reply's `count` is how often the point was
+/// entered before.
+pub fn configure_fail_point(state: &ServerState, req: &Request) -> CommandResult<Reply> {
+    let count = state.failpoints.configure(&req.body)?;
+    Ok(Reply::Doc(doc! { "count": count as i64, "ok": 1.0 }))
+}
+
+/// `waitForFailPoint` (test commands only): `{waitForFailPoint: name, timesEntered: n,
+/// maxTimeMS: ms}` answers once the point was entered n times in all; async, holds no thread.
+pub async fn wait_for_fail_point(state: &ServerState, req: &Request) -> CommandResult<Reply> {
+    super::args::check_fields(&req.body, "waitForFailPoint", &["timesEntered"])?;
+    let name = req.body.get_str("waitForFailPoint").map_err(|_| {
+        err(
+            ErrorCode::TypeMismatch,
+            "waitForFailPoint takes the fail point's name",
+        )
+    })?;
+    let times = req
+        .body
+        .get("timesEntered")
+        .and_then(super::as_i64)
+        .filter(|n| *n >= 0)
+        .ok_or_else(|| {
+            err(
+                ErrorCode::FailedToParse,
+                "BSON field 'waitForFailPoint.timesEntered' is missing but a required field",
+            )
+        })?;
+    let ms = req.max_time_ms.ok_or_else(|| {
+        err(
+            ErrorCode::FailedToParse,
+            "waitForFailPoint requires maxTimeMS",
+        )
+    })?;
+    state
+        .failpoints
+        .wait_entered(name, times as u64, Duration::from_millis(ms as u64))
+        .await?;
+    Ok(Reply::ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wired_tiger_names() {
+        let stats = storage::EngineStats {
+            cache: storage::CacheStats {
+                bytes_max: 64 << 20,
+                bytes_current: 1000,
+                bytes_dirty: 10,
+                pages_read: 3,
+                pages_written: 2,
+                pages_evicted: 1,
+            },
+            checkpoints: 7,
+            checkpoint_last_ms: 12,
+            checkpoint_running: true,
+            ..Default::default()
+        };
+        let wt = wired_tiger_section(&stats);
+        let cache = wt.get_document("cache").unwrap();
+        assert_eq!(cache.get_i64("maximum bytes configured").unwrap(), 64 << 20);
+        assert_eq!(cache.get_i64("bytes currently in the cache").unwrap(), 1000);
+        assert_eq!(
+            cache.get_i64("tracked dirty bytes in the cache").unwrap(),
+            10
+        );
+        assert_eq!(cache.get_i64("pages read into cache").unwrap(), 3);
+        assert_eq!(cache.get_i64("pages written from cache").unwrap(), 2);
+        assert_eq!(cache.get_i64("unmodified pages evicted").unwrap(), 1);
+        let txn = wt.get_document("transaction").unwrap();
+        assert_eq!(txn.get_i64("transaction checkpoints").unwrap(), 7);
+        assert_eq!(
+            txn.get_i64("transaction checkpoint most recent time (msecs)")
+                .unwrap(),
+            12
+        );
+        assert_eq!(
+            txn.get_i64("transaction checkpoint currently running")
+                .unwrap(),
+            1
+        );
+    }
 }

@@ -1,26 +1,21 @@
 //! `aggregate`: parse the pipeline, feed it the collection (a leading `$match`/`$sort` goes
-//! through the planner, so indexes serve it), run it, write `$out`/`$merge` output through the
-//! storage engine, and return the results through a cursor.
+//! through the planner, so indexes serve it), run it on the storage pool, hand `$out`/`$merge`
+//! output to `commands/output.rs`, and return the results through a cursor.
 
 use super::args::{self, check_fields};
 use super::crud_read::{cursor_reply, deadline};
-use super::crud_write::prepare_document;
 use super::{Reply, Request};
-use crate::catalog::storage_error;
 use crate::cursors::{Cursor, DocSource, FIRST_BATCH_COUNT_DEFAULT, ScanState, check_deadline};
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::planner;
 use crate::query::matcher::Filter;
-use crate::query::pipeline::output::merge_documents;
-use crate::query::pipeline::{
-    DocStream, OutputMode, OutputTarget, ParseContext, Pipeline, PipelineEnv,
-};
+use crate::query::pipeline::{DocStream, OutputTarget, ParseContext, Pipeline, PipelineEnv};
 use crate::state::ServerState;
 use bson::{Bson, Document, RawDocumentBuf, doc};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
-use storage::{Collection, WriteOp};
+use storage::Collection;
 
 const FIELDS: &[&str] = &[
     "pipeline",
@@ -93,7 +88,7 @@ impl PipelineEnv for Env<'_> {
     }
 }
 
-fn to_doc(raw: &RawDocumentBuf) -> CommandResult<Document> {
+pub(super) fn to_doc(raw: &RawDocumentBuf) -> CommandResult<Document> {
     Document::try_from(raw.as_ref()).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))
 }
 
@@ -212,7 +207,30 @@ impl Iterator for ScanDocs {
     }
 }
 
-pub async fn aggregate(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+/// What the storage part of `aggregate` produced.
+pub enum Ran {
+    Reply(Reply),
+    /// `$out`/`$merge`: the documents to write, then an empty cursor on `ns`.
+    Output {
+        target: OutputTarget,
+        docs: Vec<Document>,
+        ns: String,
+    },
+}
+
+pub async fn aggregate(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<Reply> {
+    match super::off_thread(state, req, run_pipeline).await? {
+        Ran::Reply(reply) => Ok(reply),
+        Ran::Output { target, docs, ns } => {
+            super::output::write_output(state, req, target, docs).await?;
+            Ok(cursor_reply(0, &ns, true, vec![]))
+        }
+    }
+}
+
+/// Parse and run the pipeline over its input (on the blocking pool); with `explain: true`, the
+/// explain reply.
+pub fn run_pipeline(state: &ServerState, req: &Request) -> CommandResult<Ran> {
     check_fields(&req.body, "aggregate", FIELDS)?;
     args::check_collation(&req.body, "aggregate")?;
     let coll_name = match req.body.get("aggregate") {
@@ -286,17 +304,17 @@ pub async fn aggregate(state: &Arc<ServerState>, req: &Request) -> CommandResult
         .as_ref()
         .and_then(|c| state.catalog.collection(&req.db, c));
     if explain {
-        return Ok(explain_reply(
+        return Ok(Ran::Reply(explain_reply(
             &req.db,
             coll_name.as_deref(),
             &pipeline,
             coll.as_ref(),
-        ));
+        )));
     }
     if let (Some(c), Some(n)) = (&coll, count_shape(&stages)) {
         let docs = count_fast(c, &n, deadline)?;
         let ns = format!("{}.{}", req.db, coll_name.clone().unwrap_or_default());
-        return Ok(cursor_reply(0, &ns, true, docs));
+        return Ok(Ran::Reply(cursor_reply(0, &ns, true, docs)));
     }
     let input: DocStream<'static> = match (source, &coll, pipeline.is_collectionless()) {
         (Some(docs), _, _) => Box::new(docs.into_iter().map(Ok)),
@@ -310,29 +328,24 @@ pub async fn aggregate(state: &Arc<ServerState>, req: &Request) -> CommandResult
         coll_name.clone().unwrap_or_else(|| "$cmd.aggregate".into())
     );
     if let Some(target) = pipeline.output_target() {
-        let output: Vec<Document> = tokio::task::block_in_place(|| {
-            pipeline
-                .run(input, &env)?
-                .collect::<CommandResult<Vec<_>>>()
-        })?;
-        write_output(state, target, output).await?;
-        return Ok(cursor_reply(0, &ns, true, vec![]));
+        let docs = pipeline
+            .run(input, &env)?
+            .collect::<CommandResult<Vec<_>>>()?;
+        let target = target.clone();
+        return Ok(Ran::Output { target, docs, ns });
     }
     // Each result is encoded as it leaves the pipeline, so results are held once, as raw BSON.
-    let docs = tokio::task::block_in_place(|| -> CommandResult<VecDeque<RawDocumentBuf>> {
-        let mut docs = VecDeque::new();
-        for d in pipeline.run(input, &env)? {
-            docs.push_back(
-                RawDocumentBuf::try_from(&d?)
-                    .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?,
-            );
-        }
-        Ok(docs)
-    })?;
+    let mut docs = VecDeque::new();
+    for d in pipeline.run(input, &env)? {
+        docs.push_back(
+            RawDocumentBuf::try_from(&d?)
+                .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?,
+        );
+    }
     let mut source = DocSource::Buffered(docs);
     let batch = source.next_batch(batch_size, deadline)?;
     if source.is_exhausted() {
-        return Ok(cursor_reply(0, &ns, true, batch));
+        return Ok(Ran::Reply(cursor_reply(0, &ns, true, batch)));
     }
     let cursor = Cursor {
         db: req.db.clone(),
@@ -343,7 +356,7 @@ pub async fn aggregate(state: &Arc<ServerState>, req: &Request) -> CommandResult
         no_timeout: false,
     };
     let id = state.cursors.insert(cursor)?;
-    Ok(cursor_reply(id, &ns, true, batch))
+    Ok(Ran::Reply(cursor_reply(id, &ns, true, batch)))
 }
 
 /// The drivers' `countDocuments` pipeline: `$match`, optional `$skip`/`$limit`, then a `$group`
@@ -516,89 +529,6 @@ fn source_stage(
         // Sessions are accepted but not tracked yet, so there is none to list.
         "$listLocalSessions" => Ok(Some(vec![])),
         _ => Ok(None),
-    }
-}
-
-/// `$out` replaces the target atomically (built in a temporary collection, then renamed over
-/// it); `$merge` inserts or updates document by document under the target's write lock.
-async fn write_output(
-    state: &ServerState,
-    target: &OutputTarget,
-    output: Vec<Document>,
-) -> CommandResult<()> {
-    let (db, name) = (target.db.as_str(), target.coll.as_str());
-    crate::catalog::validate_collection_name(db, name)?;
-    crate::catalog::check_user_writable(db, name)?;
-    match &target.mode {
-        OutputMode::Out => {
-            let temp = format!("tmp.agg_out.{}", bson::oid::ObjectId::new());
-            let coll = state.catalog.get_or_create(db, &temp)?;
-            let ops = output
-                .into_iter()
-                .map(|d| prepare_document(d).map(WriteOp::Insert))
-                .collect::<CommandResult<Vec<_>>>()?;
-            // The target is replaced only after every chunk is durable in the temporary collection.
-            let mut last = None;
-            for chunk in ops.chunks(10_000) {
-                last = Some(
-                    coll.write(chunk.to_vec())
-                        .map_err(|e| storage_error(e, db, name))?,
-                );
-            }
-            if let Some(t) = last {
-                state.catalog.finish_write(&t, &Default::default()).await?;
-            }
-            let engine = state.catalog.engine();
-            tokio::task::block_in_place(|| engine.rename_collection(db, &temp, db, name, true))
-                .map_err(|e| storage_error(e, db, name))?;
-            state.cursors.invalidate(db, Some(name));
-            Ok(())
-        }
-        OutputMode::Merge {
-            on,
-            when_matched,
-            when_not_matched,
-        } => {
-            let _guard = state.catalog.lock(db, name).await;
-            let coll = state.catalog.get_or_create(db, name)?;
-            let mut last = None;
-            for new in output {
-                let key: Document = on
-                    .iter()
-                    .filter_map(|f| new.get(f).map(|v| (f.clone(), v.clone())))
-                    .collect();
-                let existing = super::crud_read::collect_matches(
-                    &coll,
-                    &Filter::parse(&key)?,
-                    &key,
-                    None,
-                    None,
-                    Some(1),
-                )?;
-                let existing_doc = existing
-                    .first()
-                    .map(|(_, raw, _)| to_doc(raw))
-                    .transpose()?;
-                let Some(result) =
-                    merge_documents(existing_doc.as_ref(), &new, when_matched, *when_not_matched)?
-                else {
-                    continue;
-                };
-                let raw = prepare_document(result)?;
-                let op = match existing.first() {
-                    Some((rid, _, _)) => WriteOp::Replace(*rid, raw),
-                    None => WriteOp::Insert(raw),
-                };
-                last = Some(
-                    coll.write(vec![op])
-                        .map_err(|e| storage_error(e, db, name))?,
-                );
-            }
-            if let Some(t) = last {
-                state.catalog.finish_write(&t, &Default::default()).await?;
-            }
-            Ok(())
-        }
     }
 }
 

@@ -115,6 +115,10 @@ pub const RULES: &[(&str, Rule)] = &[
         "getFreeMonitoringStatus",
         Cluster(&["checkFreeMonitoringStatus"]),
     ),
+    ("fsync", Cluster(&["fsync"])),
+    // mongod gates fail points on internal privileges; cairn lets those who may set parameters.
+    ("configureFailPoint", Cluster(&["setParameter"])),
+    ("waitForFailPoint", Cluster(&["setParameter"])),
     ("logout", Open),
     ("saslStart", Open),
     ("saslContinue", Open),

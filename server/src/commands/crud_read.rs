@@ -68,7 +68,7 @@ pub fn cursor_reply(id: i64, ns: &str, first: bool, docs: Vec<RawDocumentBuf>) -
 pub fn deadline(req: &Request) -> Option<Instant> {
     req.max_time_ms
         .filter(|ms| *ms > 0)
-        .map(|ms| Instant::now() + Duration::from_millis(ms as u64))
+        .map(|ms| req.received + Duration::from_millis(ms as u64))
 }
 
 /// The `_id` value of a filter that is exactly `{_id: <scalar>}` or `{_id: {$eq: <scalar>}}`.
@@ -236,7 +236,7 @@ fn parse_find(body: &Document) -> CommandResult<FindArgs> {
     })
 }
 
-pub async fn find(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+pub fn find(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     state.opcounters.query.fetch_add(1, Relaxed);
     let coll_name = args::collection_name(&req.body, "find")?;
     crate::catalog::validate_collection_name(&req.db, &coll_name)?;
@@ -385,7 +385,7 @@ fn finish_doc(
     Ok(out)
 }
 
-pub async fn get_more(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+pub fn get_more(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     state.opcounters.getmore.fetch_add(1, Relaxed);
     check_fields(
         &req.body,
@@ -451,13 +451,9 @@ pub async fn get_more(state: &Arc<ServerState>, req: &Request) -> CommandResult<
             ));
         }
     }
-    let batch = match cursor
+    let batch = cursor
         .source
-        .next_batch(batch_size.unwrap_or(usize::MAX), deadline(req))
-    {
-        Ok(b) => b,
-        Err(e) => return Err(e),
-    };
+        .next_batch(batch_size.unwrap_or(usize::MAX), deadline(req))?;
     if cursor.source.is_exhausted() {
         return Ok(cursor_reply(0, &ns, false, batch));
     }
@@ -497,7 +493,7 @@ pub fn kill_cursors(state: &ServerState, req: &Request) -> CommandResult<Reply> 
     }))
 }
 
-pub async fn count(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+pub fn count(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     check_fields(
         &req.body,
         "count",
@@ -577,7 +573,7 @@ pub(crate) fn values_at(v: &Bson, path: &[&str], out: &mut Vec<Bson>) {
     }
 }
 
-pub async fn distinct(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+pub fn distinct(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     check_fields(
         &req.body,
         "distinct",

@@ -37,6 +37,14 @@ impl WriteOutcome {
         self.errors.push(d);
     }
 
+    /// At the end of the job: sync now when the reply will wait and no sync is in flight.
+    fn sync_if_idle(self, state: &ServerState, wc: &WriteConcern) -> Self {
+        if let Some(t) = &self.ticket {
+            state.catalog.sync_if_idle(t, wc);
+        }
+        self
+    }
+
     fn keep_ticket(&mut self, t: Ticket) {
         if self
             .ticket
@@ -190,14 +198,24 @@ fn check_size(raw: &RawDocumentBuf) -> CommandResult<()> {
     Ok(())
 }
 
-pub async fn insert(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+pub async fn insert(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<Reply> {
+    let wc = WriteConcern::parse(req.write_concern.as_ref())?;
+    let job_wc = wc.clone();
+    let out = super::off_thread(state, req, move |state, req| {
+        Ok(insert_documents(state, req)?.sync_if_idle(state, &job_wc))
+    })
+    .await?;
+    out.reply(state, &wc, false).await
+}
+
+/// The storage part of `insert`: every valid run of documents written, the ticket kept.
+fn insert_documents(state: &ServerState, req: &Request) -> CommandResult<WriteOutcome> {
     check_fields(
         &req.body,
         "insert",
         &["documents", "ordered", "bypassDocumentValidation"],
     )?;
     let coll_name = args::collection_name(&req.body, "insert")?;
-    let wc = WriteConcern::parse(req.write_concern.as_ref())?;
     let ordered = args::opt_bool(&req.body, "insert", "ordered")?.unwrap_or(true);
     let docs = statements(req, "documents")?;
     crate::catalog::check_user_writable(&req.db, &coll_name)?;
@@ -230,7 +248,7 @@ pub async fn insert(state: &Arc<ServerState>, req: &Request) -> CommandResult<Re
     if !ordered || out.errors.is_empty() {
         insert_group(&coll, &req.db, &coll_name, pending, ordered, &mut out);
     }
-    out.reply(state, &wc, false).await
+    Ok(out)
 }
 
 /// Insert a run of valid documents: one atomic storage write when it succeeds; otherwise one
@@ -350,7 +368,7 @@ fn parse_update_stmt(
     })
 }
 
-pub async fn update(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+pub async fn update(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<Reply> {
     check_fields(
         &req.body,
         "update",
@@ -358,16 +376,32 @@ pub async fn update(state: &Arc<ServerState>, req: &Request) -> CommandResult<Re
     )?;
     let coll_name = args::collection_name(&req.body, "update")?;
     let wc = WriteConcern::parse(req.write_concern.as_ref())?;
+    crate::catalog::check_user_writable(&req.db, &coll_name)?;
+    let guard = state.catalog.lock(&req.db, &coll_name).await;
+    let job_wc = wc.clone();
+    // The lock travels with the job and is released when it ends, before the durability wait.
+    let out = super::off_thread(state, req, move |state, req| {
+        let out = update_statements(state, req, &coll_name);
+        drop(guard);
+        Ok(out?.sync_if_idle(state, &job_wc))
+    })
+    .await?;
+    out.reply(state, &wc, true).await
+}
+
+fn update_statements(
+    state: &ServerState,
+    req: &Request,
+    coll: &str,
+) -> CommandResult<WriteOutcome> {
     let ordered = args::opt_bool(&req.body, "update", "ordered")?.unwrap_or(true);
     let stmts = statements(req, "updates")?;
     let vars = args::let_variables(&req.body, "update")?;
-    crate::catalog::check_user_writable(&req.db, &coll_name)?;
     let mut out = WriteOutcome::default();
-    let _guard = state.catalog.lock(&req.db, &coll_name).await;
     for (i, raw) in stmts.iter().enumerate() {
         state.opcounters.update.fetch_add(1, Relaxed);
-        let result = match parse_update_stmt(raw, &req.db, &coll_name, vars.as_ref()) {
-            Ok(stmt) => run_update(state, &req.db, &coll_name, &stmt, i, &mut out),
+        let result = match parse_update_stmt(raw, &req.db, coll, vars.as_ref()) {
+            Ok(stmt) => run_update(state, &req.db, coll, &stmt, i, &mut out),
             Err(e) => Err(e),
         };
         if let Err(e) = result {
@@ -377,8 +411,7 @@ pub async fn update(state: &Arc<ServerState>, req: &Request) -> CommandResult<Re
             }
         }
     }
-    drop(_guard);
-    out.reply(state, &wc, true).await
+    Ok(out)
 }
 
 /// Apply `update` to a stored document; `None` when it changed nothing.
@@ -502,26 +535,34 @@ pub(super) fn upsert_document(stmt: &UpdateStmt) -> CommandResult<Document> {
     Ok(doc)
 }
 
-pub async fn delete(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+pub async fn delete(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<Reply> {
     check_fields(&req.body, "delete", &["deletes", "ordered", "let"])?;
     let coll_name = args::collection_name(&req.body, "delete")?;
     let wc = WriteConcern::parse(req.write_concern.as_ref())?;
+    let guard = state.catalog.lock(&req.db, &coll_name).await;
+    let job_wc = wc.clone();
+    let out = super::off_thread(state, req, move |state, req| {
+        let out = delete_statements(state, req, &coll_name);
+        drop(guard);
+        Ok(out?.sync_if_idle(state, &job_wc))
+    })
+    .await?;
+    out.reply(state, &wc, false).await
+}
+
+fn delete_statements(
+    state: &ServerState,
+    req: &Request,
+    name: &str,
+) -> CommandResult<WriteOutcome> {
     let ordered = args::opt_bool(&req.body, "delete", "ordered")?.unwrap_or(true);
     let stmts = statements(req, "deletes")?;
     let vars = args::let_variables(&req.body, "delete")?;
     let mut out = WriteOutcome::default();
-    let _guard = state.catalog.lock(&req.db, &coll_name).await;
-    let coll = state.catalog.collection(&req.db, &coll_name);
+    let coll = state.catalog.collection(&req.db, name);
     for (i, raw) in stmts.iter().enumerate() {
         state.opcounters.delete.fetch_add(1, Relaxed);
-        let result = run_delete(
-            coll.as_ref(),
-            &req.db,
-            &coll_name,
-            raw,
-            vars.as_ref(),
-            &mut out,
-        );
+        let result = run_delete(coll.as_ref(), &req.db, name, raw, vars.as_ref(), &mut out);
         if let Err(e) = result {
             out.error(i, e);
             if ordered {
@@ -529,8 +570,7 @@ pub async fn delete(state: &Arc<ServerState>, req: &Request) -> CommandResult<Re
             }
         }
     }
-    drop(_guard);
-    out.reply(state, &wc, false).await
+    Ok(out)
 }
 
 fn run_delete(

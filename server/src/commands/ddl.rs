@@ -4,7 +4,7 @@
 
 use super::args::{self, check_fields};
 use super::crud_read::cursor_reply;
-use super::{Reply, Request, truthy};
+use super::{Reply, Request, off_thread, truthy};
 use crate::catalog::{storage_error, validate_collection_name, validate_db_name};
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::query::matcher::Filter;
@@ -38,12 +38,7 @@ const CREATE_UNSUPPORTED: &[&str] = &[
     "encryptedFields",
 ];
 
-/// Run a blocking storage call (DDL waits for its log record to be durable) off the async workers.
-fn blocking<T>(f: impl FnOnce() -> T) -> T {
-    tokio::task::block_in_place(f)
-}
-
-pub async fn create(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+pub fn create(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     let name = args::collection_name(&req.body, "create")?;
     validate_collection_name(&req.db, &name)?;
     let mut options = Document::new();
@@ -72,12 +67,11 @@ pub async fn create(state: &Arc<ServerState>, req: &Request) -> CommandResult<Re
             format!("Invalid system namespace: {}.{name}", req.db),
         ));
     }
-    match blocking(|| {
-        state
-            .catalog
-            .engine()
-            .create_collection(&req.db, &name, options)
-    }) {
+    match state
+        .catalog
+        .engine()
+        .create_collection(&req.db, &name, options)
+    {
         Ok(_) => Ok(Reply::ok()),
         Err(storage::StorageError::NamespaceExists(_)) => Err(err(
             ErrorCode::NamespaceExists,
@@ -87,17 +81,28 @@ pub async fn create(state: &Arc<ServerState>, req: &Request) -> CommandResult<Re
     }
 }
 
-pub async fn drop(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+pub async fn drop(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<Reply> {
     check_fields(&req.body, "drop", &[])?;
     let name = args::collection_name(&req.body, "drop")?;
-    let _guard = state.catalog.lock(&req.db, &name).await;
+    let guard = state.catalog.lock(&req.db, &name).await;
+    off_thread(state, req, move |state, req| {
+        let _guard = guard;
+        drop_collection(state, req, &name)
+    })
+    .await
+}
+
+fn drop_collection(state: &ServerState, req: &Request, name: &str) -> CommandResult<Reply> {
     let n_indexes = state
         .catalog
-        .collection(&req.db, &name)
+        .collection(&req.db, name)
         .map(|c| c.indexes().len() as i32);
-    blocking(|| state.catalog.engine().drop_collection(&req.db, &name))
-        .map_err(|e| storage_error(e, &req.db, &name))?;
-    state.cursors.invalidate(&req.db, Some(&name));
+    state
+        .catalog
+        .engine()
+        .drop_collection(&req.db, name)
+        .map_err(|e| storage_error(e, &req.db, name))?;
+    state.cursors.invalidate(&req.db, Some(name));
     // mongod 7.0 answers ok for a collection that does not exist.
     let mut reply = doc! {};
     if let Some(n) = n_indexes {
@@ -108,10 +113,13 @@ pub async fn drop(state: &Arc<ServerState>, req: &Request) -> CommandResult<Repl
     Ok(Reply::Doc(reply))
 }
 
-pub async fn drop_database(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+pub fn drop_database(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     check_fields(&req.body, "dropDatabase", &[])?;
     validate_db_name(&req.db)?;
-    blocking(|| state.catalog.engine().drop_database(&req.db))
+    state
+        .catalog
+        .engine()
+        .drop_database(&req.db)
         .map_err(|e| storage_error(e, &req.db, ""))?;
     state.cursors.invalidate(&req.db, None);
     Ok(Reply::Doc(doc! { "dropped": req.db.clone(), "ok": 1.0 }))
@@ -134,7 +142,7 @@ fn collection_entry(info: &storage::CollectionInfo, name_only: bool) -> Document
     }
 }
 
-pub async fn list_collections(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+pub fn list_collections(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     check_fields(
         &req.body,
         "listCollections",
@@ -175,7 +183,7 @@ pub async fn list_collections(state: &Arc<ServerState>, req: &Request) -> Comman
     ))
 }
 
-pub async fn list_databases(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+pub fn list_databases(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     check_fields(
         &req.body,
         "listDatabases",
@@ -241,7 +249,10 @@ fn split_ns(ns: &str) -> CommandResult<(String, String)> {
         })
 }
 
-pub async fn rename_collection(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+pub async fn rename_collection(
+    state: &Arc<ServerState>,
+    req: &Arc<Request>,
+) -> CommandResult<Reply> {
     check_fields(
         &req.body,
         "renameCollection",
@@ -264,38 +275,37 @@ pub async fn rename_collection(state: &Arc<ServerState>, req: &Request) -> Comma
     let (to_db, to_coll) = split_ns(&to)?;
     validate_collection_name(&to_db, &to_coll)?;
     let drop_target = args::opt_bool(&req.body, "renameCollection", "dropTarget")?.unwrap_or(false);
-    if state.catalog.collection(&from_db, &from_coll).is_none() {
-        return Err(err(
-            ErrorCode::NamespaceNotFound,
-            format!("Source collection {from} does not exist"),
-        ));
-    }
-    if from == to {
-        return Err(err(
-            ErrorCode::IllegalOperation,
-            "Can't rename a collection to itself",
-        ));
-    }
-    if state.catalog.collection(&to_db, &to_coll).is_some() && !drop_target {
-        return Err(err(ErrorCode::NamespaceExists, "target namespace exists"));
-    }
-    let _g1 = state.catalog.lock(&from_db, &from_coll).await;
-    blocking(|| {
-        state.catalog.engine().rename_collection(
-            &from_db,
-            &from_coll,
-            &to_db,
-            &to_coll,
-            drop_target,
-        )
+    let guard = state.catalog.lock(&from_db, &from_coll).await;
+    off_thread(state, req, move |state, _| {
+        let _guard = guard;
+        if state.catalog.collection(&from_db, &from_coll).is_none() {
+            return Err(err(
+                ErrorCode::NamespaceNotFound,
+                format!("Source collection {from} does not exist"),
+            ));
+        }
+        if from == to {
+            return Err(err(
+                ErrorCode::IllegalOperation,
+                "Can't rename a collection to itself",
+            ));
+        }
+        if state.catalog.collection(&to_db, &to_coll).is_some() && !drop_target {
+            return Err(err(ErrorCode::NamespaceExists, "target namespace exists"));
+        }
+        state
+            .catalog
+            .engine()
+            .rename_collection(&from_db, &from_coll, &to_db, &to_coll, drop_target)
+            .map_err(|e| storage_error(e, &from_db, &from_coll))?;
+        state.cursors.invalidate(&from_db, Some(&from_coll));
+        state.cursors.invalidate(&to_db, Some(&to_coll));
+        Ok(Reply::ok())
     })
-    .map_err(|e| storage_error(e, &from_db, &from_coll))?;
-    state.cursors.invalidate(&from_db, Some(&from_coll));
-    state.cursors.invalidate(&to_db, Some(&to_coll));
-    Ok(Reply::ok())
+    .await
 }
 
-pub async fn db_stats(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+pub fn db_stats(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     check_fields(&req.body, "dbStats", &["scale", "freeStorage"])?;
     validate_db_name(&req.db)?;
     let scale = args::opt_i64(&req.body, "dbStats", "scale")?
@@ -336,7 +346,7 @@ pub async fn db_stats(state: &Arc<ServerState>, req: &Request) -> CommandResult<
     }))
 }
 
-pub async fn coll_stats(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+pub fn coll_stats(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     check_fields(&req.body, "collStats", &["scale", "verbose"])?;
     let name = args::collection_name(&req.body, "collStats")?;
     let scale = args::opt_i64(&req.body, "collStats", "scale")?
@@ -379,7 +389,17 @@ pub async fn coll_stats(state: &Arc<ServerState>, req: &Request) -> CommandResul
 
 /// `validate`: read every document and check that each index holds exactly the entries the
 /// documents imply (by count per index and `_id` look-up per document).
-pub async fn validate(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+pub async fn validate(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<Reply> {
+    let name = args::collection_name(&req.body, "validate")?;
+    let guard = state.catalog.lock(&req.db, &name).await;
+    off_thread(state, req, move |state, req| {
+        let _guard = guard;
+        validate_collection(state, req, &name)
+    })
+    .await
+}
+
+fn validate_collection(state: &ServerState, req: &Request, name: &str) -> CommandResult<Reply> {
     check_fields(
         &req.body,
         "validate",
@@ -392,15 +412,13 @@ pub async fn validate(state: &Arc<ServerState>, req: &Request) -> CommandResult<
             "scandata",
         ],
     )?;
-    let name = args::collection_name(&req.body, "validate")?;
     let ns = format!("{}.{name}", req.db);
-    let Some(c) = state.catalog.collection(&req.db, &name) else {
+    let Some(c) = state.catalog.collection(&req.db, name) else {
         return Err(err(
             ErrorCode::NamespaceNotFound,
             format!("Collection '{ns}' does not exist to validate."),
         ));
     };
-    let _guard = state.catalog.lock(&req.db, &name).await;
     let mut errors: Vec<String> = Vec::new();
     let mut n_records = 0i64;
     let mut invalid = 0i64;
@@ -408,7 +426,7 @@ pub async fn validate(state: &Arc<ServerState>, req: &Request) -> CommandResult<
     loop {
         let chunk = c
             .scan(storage::Direction::Forward, after, 1024)
-            .map_err(|e| storage_error(e, &req.db, &name))?;
+            .map_err(|e| storage_error(e, &req.db, name))?;
         let done = chunk.len() < 1024;
         for (rid, doc) in chunk {
             after = Some(rid);
@@ -467,8 +485,17 @@ pub async fn validate(state: &Arc<ServerState>, req: &Request) -> CommandResult<
 
 /// `collMod`: change an index's `expireAfterSeconds` or `hidden` (the options cairn honours);
 /// other options are refused by name, never ignored.
-pub async fn coll_mod(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+pub async fn coll_mod(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<Reply> {
     let name = args::collection_name(&req.body, "collMod")?;
+    let guard = state.catalog.lock(&req.db, &name).await;
+    off_thread(state, req, move |state, req| {
+        let _guard = guard;
+        modify_collection(state, req, &name)
+    })
+    .await
+}
+
+fn modify_collection(state: &ServerState, req: &Request, name: &str) -> CommandResult<Reply> {
     for (k, _) in req.body.iter().skip(1) {
         if CREATE_UNSUPPORTED.contains(&k.as_str()) || k == "validator" {
             return Err(err(
@@ -479,8 +506,7 @@ pub async fn coll_mod(state: &Arc<ServerState>, req: &Request) -> CommandResult<
     }
     check_fields(&req.body, "collMod", &["index", "dryRun"])?;
     let ns = format!("{}.{name}", req.db);
-    let _guard = state.catalog.lock(&req.db, &name).await;
-    let Some(coll) = state.catalog.collection(&req.db, &name) else {
+    let Some(coll) = state.catalog.collection(&req.db, name) else {
         return Err(err(
             ErrorCode::NamespaceNotFound,
             format!("ns does not exist: {ns}"),
@@ -546,13 +572,11 @@ pub async fn coll_mod(state: &Arc<ServerState>, req: &Request) -> CommandResult<
             spec.hidden = h;
         }
     };
-    let old = blocking(|| {
-        state
-            .catalog
-            .engine()
-            .modify_index(&req.db, &name, &target.spec.name, &change)
-    })
-    .map_err(|e| storage_error(e, &req.db, &name))?;
+    let old = state
+        .catalog
+        .engine()
+        .modify_index(&req.db, name, &target.spec.name, &change)
+        .map_err(|e| storage_error(e, &req.db, name))?;
     let mut reply = doc! {};
     if let Some(e) = expire {
         reply.insert(

@@ -160,7 +160,7 @@ fn verbosity(body: &Document) -> CommandResult<String> {
     })
 }
 
-pub async fn explain(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+pub fn explain(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     let inner = match req.body.get("explain") {
         Some(Bson::Document(d)) if !d.is_empty() => d.clone(),
         _ => {
@@ -177,13 +177,23 @@ pub async fn explain(state: &Arc<ServerState>, req: &Request) -> CommandResult<R
         body.remove("cursor");
         let sub = Request {
             name: "aggregate".into(),
+            command: "aggregate",
             db: req.db.clone(),
             body,
             sequences: vec![],
             write_concern: None,
             max_time_ms: req.max_time_ms,
+            received: req.received,
+            client: req.client.clone(),
         };
-        return super::aggregate::aggregate(state, &sub).await;
+        return match super::aggregate::run_pipeline(state, &sub)? {
+            super::aggregate::Ran::Reply(reply) => Ok(reply),
+            // `explain: true` never writes.
+            super::aggregate::Ran::Output { .. } => Err(err(
+                ErrorCode::InternalError,
+                "explain of an aggregation produced output",
+            )),
+        };
     }
     let verbosity = verbosity(&req.body)?;
     let (name, mut t) = target(&inner)?;

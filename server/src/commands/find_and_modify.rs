@@ -119,13 +119,46 @@ fn project(fields: &Option<Projection>, doc: &RawDocumentBuf) -> CommandResult<B
     })
 }
 
-pub async fn run(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+pub async fn run(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<Reply> {
     let name = args::collection_name(&req.body, &req.name)?;
     let wc = WriteConcern::parse(req.write_concern.as_ref())?;
     let a = parse(&req.body, &req.db, &name)?;
     crate::catalog::check_user_writable(&req.db, &name)?;
     let guard = state.catalog.lock(&req.db, &name).await;
-    let coll = state.catalog.collection(&req.db, &name);
+    let job_wc = wc.clone();
+    let (value, last_error, ticket) = super::off_thread(state, req, move |state, req| {
+        let outcome = find_and_change(state, req, &name, &a);
+        // The lock is released before the sync: other writers need not wait for it.
+        drop(guard);
+        let outcome = outcome?;
+        if let Some(t) = &outcome.2 {
+            state.catalog.sync_if_idle(t, &job_wc);
+        }
+        Ok(outcome)
+    })
+    .await?;
+    if let Some(t) = &ticket {
+        state.catalog.finish_write(t, &wc).await?;
+    }
+    let mut reply = doc! { "lastErrorObject": last_error, "value": value };
+    if let Some(wce) = wc.error() {
+        reply.insert("writeConcernError", wce);
+    }
+    reply.insert("ok", 1.0);
+    Ok(Reply::Doc(reply))
+}
+
+/// The value to return, `lastErrorObject`, and the write's ticket.
+type Outcome = (Bson, Document, Option<storage::Ticket>);
+
+/// The storage part, under the namespace lock: find the target, then remove, update or upsert.
+fn find_and_change(
+    state: &ServerState,
+    req: &Request,
+    name: &str,
+    a: &Args,
+) -> CommandResult<Outcome> {
+    let coll = state.catalog.collection(&req.db, name);
     args::check_hint(&req.body, coll.as_deref())?;
     let target = match &coll {
         Some(c) => {
@@ -146,7 +179,7 @@ pub async fn run(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply
         }
         None => None,
     };
-    let (value, last_error, ticket) = match (target, &a.stmt) {
+    let outcome = match (target, &a.stmt) {
         (Some((rid, doc, _)), None) => {
             state.opcounters.delete.fetch_add(1, Relaxed);
             let coll = coll
@@ -154,7 +187,7 @@ pub async fn run(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply
                 .ok_or_else(|| err(ErrorCode::InternalError, "collection vanished"))?;
             let t = coll
                 .write(vec![WriteOp::Delete(rid)])
-                .map_err(|e| storage_error(e, &req.db, &name))?;
+                .map_err(|e| storage_error(e, &req.db, name))?;
             (project(&a.fields, &doc)?, doc! { "n": 1 }, Some(t))
         }
         (Some((rid, doc, pos)), Some(stmt)) => {
@@ -166,7 +199,7 @@ pub async fn run(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply
                 Some(next) => {
                     let t = coll
                         .write(vec![WriteOp::Replace(rid, next.clone())])
-                        .map_err(|e| storage_error(e, &req.db, &name))?;
+                        .map_err(|e| storage_error(e, &req.db, name))?;
                     (next, Some(t))
                 }
                 None => (doc.clone(), None),
@@ -183,10 +216,10 @@ pub async fn run(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply
             let new_doc = upsert_document(stmt)?;
             let id = new_doc.get("_id").cloned().unwrap_or(Bson::Null);
             let raw = prepare_document(new_doc)?;
-            let coll = state.catalog.get_or_create(&req.db, &name)?;
+            let coll = state.catalog.get_or_create(&req.db, name)?;
             let t = coll
                 .write(vec![WriteOp::Insert(raw.clone())])
-                .map_err(|e| storage_error(e, &req.db, &name))?;
+                .map_err(|e| storage_error(e, &req.db, name))?;
             let value = if a.return_new {
                 project(&a.fields, &raw)?
             } else {
@@ -201,14 +234,5 @@ pub async fn run(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply
         (None, Some(_)) => (Bson::Null, doc! { "n": 0, "updatedExisting": false }, None),
         (None, None) => (Bson::Null, doc! { "n": 0 }, None),
     };
-    drop(guard);
-    if let Some(t) = &ticket {
-        state.catalog.finish_write(t, &wc).await?;
-    }
-    let mut reply = doc! { "lastErrorObject": last_error, "value": value };
-    if let Some(wce) = wc.error() {
-        reply.insert("writeConcernError", wce);
-    }
-    reply.insert("ok", 1.0);
-    Ok(Reply::Doc(reply))
+    Ok(outcome)
 }

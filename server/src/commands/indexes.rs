@@ -1,13 +1,15 @@
 //! Index commands: `createIndexes`, `listIndexes`, `dropIndexes`. Specs are checked as mongod
 //! checks them (key values, option names, TTL rules, default names) and compared with existing
 //! indexes so that an equivalent spec is a no-op and a conflicting one gets code 85 or 86.
-//! Builds over existing data use the engine's bulk build and log their progress.
+//! Builds over existing data use the engine's bulk build and log their progress; the namespace
+//! lock covers the checks only, never the build (see `create_indexes`).
 
 use super::args::{self, check_fields};
 use super::crud_read::cursor_reply;
 use super::{Reply, Request, truthy};
 use crate::catalog::{storage_error, validate_collection_name};
 use crate::error::{CommandError, CommandResult, ErrorCode, err};
+use crate::failpoints;
 use crate::state::ServerState;
 use bson::{Bson, Document, RawDocumentBuf, doc};
 use std::sync::Arc;
@@ -258,7 +260,7 @@ fn compare_existing(requested: &IndexSpec, existing: &[IndexSpec]) -> CommandRes
     Ok(false)
 }
 
-pub async fn create_indexes(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+pub async fn create_indexes(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<Reply> {
     check_fields(
         &req.body,
         "createIndexes",
@@ -295,10 +297,59 @@ pub async fn create_indexes(state: &Arc<ServerState>, req: &Request) -> CommandR
             ));
         }
     };
-    let _guard = state.catalog.lock(&req.db, &name).await;
-    let created_collection = state.catalog.collection(&req.db, &name).is_none();
-    let coll = state.catalog.get_or_create(&req.db, &name)?;
-    let before = coll.indexes().len() as i32;
+    // The namespace lock covers the checks (and the implicit create), not the build: writers
+    // and readers of the collection go on while the engine builds.
+    let guard = state.catalog.lock(&req.db, &name).await;
+    let coll_name = name.clone();
+    let plan = super::off_thread(state, req, move |state, req| {
+        let _guard = guard;
+        plan_builds(state, &req.db, &coll_name, specs)
+    })
+    .await?;
+    let ns = format!("{}.{name}", req.db);
+    for spec in &plan.to_build {
+        let (spec, ns, coll) = (spec.clone(), ns.clone(), name.clone());
+        super::off_thread(state, req, move |state, req| {
+            build_one(state, &req.db, &coll, &ns, spec)
+        })
+        .await?;
+    }
+    let after = super::off_thread(state, req, move |state, req| {
+        Ok(state
+            .catalog
+            .collection(&req.db, &name)
+            .map_or(0, |c| c.indexes().len() as i32))
+    })
+    .await?;
+    let mut reply = doc! {
+        "numIndexesBefore": plan.before,
+        "numIndexesAfter": after,
+        "createdCollectionAutomatically": plan.created_collection,
+    };
+    if plan.to_build.is_empty() {
+        reply.insert("note", "all indexes already exist");
+    }
+    reply.insert("ok", 1.0);
+    Ok(Reply::Doc(reply))
+}
+
+/// What `createIndexes` found under the namespace lock.
+struct BuildPlan {
+    before: i32,
+    created_collection: bool,
+    to_build: Vec<IndexSpec>,
+}
+
+/// The checks that need the namespace lock: create the collection if missing, compare the
+/// requested specs with the existing indexes (equal: nothing to do, conflicting: 85/86).
+fn plan_builds(
+    state: &ServerState,
+    db: &str,
+    name: &str,
+    specs: Vec<IndexSpec>,
+) -> CommandResult<BuildPlan> {
+    let created_collection = state.catalog.collection(db, name).is_none();
+    let coll = state.catalog.get_or_create(db, name)?;
     let existing: Vec<IndexSpec> = coll.indexes().into_iter().map(|i| i.spec).collect();
     let mut to_build = Vec::new();
     for spec in specs {
@@ -308,24 +359,15 @@ pub async fn create_indexes(state: &Arc<ServerState>, req: &Request) -> CommandR
             to_build.push(spec);
         }
     }
-    let ns = format!("{}.{name}", req.db);
-    for spec in &to_build {
-        build_one(state, &req.db, &name, &ns, spec.clone())?;
-    }
-    let after = coll.indexes().len() as i32;
-    let mut reply = doc! {
-        "numIndexesBefore": before,
-        "numIndexesAfter": after,
-        "createdCollectionAutomatically": created_collection,
-    };
-    if to_build.is_empty() {
-        reply.insert("note", "all indexes already exist");
-    }
-    reply.insert("ok", 1.0);
-    Ok(Reply::Doc(reply))
+    Ok(BuildPlan {
+        before: existing.len() as i32,
+        created_collection,
+        to_build,
+    })
 }
 
-/// Build one index, logging progress and showing it in `currentOp`.
+/// Build one index (on the blocking pool, without the namespace lock), logging its progress and
+/// showing it in `currentOp`.
 fn build_one(
     state: &ServerState,
     db: &str,
@@ -337,18 +379,25 @@ fn build_one(
     let op = state.ops.begin_index_build(ns, &index_name);
     tracing::info!(ns = %ns, index = %index_name, "Index build: starting");
     let started = std::time::Instant::now();
+    state
+        .failpoints
+        .hang_while_on_entered(failpoints::HANG_AFTER_STARTING_INDEX_BUILD);
+    let scan_hang = std::sync::atomic::AtomicBool::new(false);
     let progress = |done: u64, total: u64| {
         state.ops.progress(op, done, total);
+        if done > 0 && !scan_hang.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            state
+                .failpoints
+                .hang_while_on_entered(failpoints::HANG_INDEX_BUILD_DURING_SCAN);
+        }
         if total >= 10 && done.is_multiple_of((total / 10).max(1)) {
             tracing::info!(ns = %ns, index = %index_name, done = done, total = total, "Index build: progress");
         }
     };
-    let result = tokio::task::block_in_place(|| {
-        state
-            .catalog
-            .engine()
-            .create_index(db, coll, spec, &progress)
-    });
+    let result = state
+        .catalog
+        .engine()
+        .create_index(db, coll, spec, &progress);
     state.ops.end(op);
     match result {
         Ok(()) => {
@@ -384,7 +433,7 @@ pub fn spec_document(spec: &IndexSpec) -> Document {
     d
 }
 
-pub async fn list_indexes(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+pub fn list_indexes(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     check_fields(
         &req.body,
         "listIndexes",
@@ -409,12 +458,20 @@ pub async fn list_indexes(state: &Arc<ServerState>, req: &Request) -> CommandRes
     Ok(cursor_reply(0, &ns, true, docs))
 }
 
-pub async fn drop_indexes(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
+pub async fn drop_indexes(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<Reply> {
     check_fields(&req.body, "dropIndexes", &["index"])?;
     let name = args::collection_name(&req.body, &req.name)?;
+    let guard = state.catalog.lock(&req.db, &name).await;
+    super::off_thread(state, req, move |state, req| {
+        let _guard = guard;
+        drop_named(state, req, &name)
+    })
+    .await
+}
+
+fn drop_named(state: &ServerState, req: &Request, name: &str) -> CommandResult<Reply> {
     let ns = format!("{}.{name}", req.db);
-    let _guard = state.catalog.lock(&req.db, &name).await;
-    let Some(coll) = state.catalog.collection(&req.db, &name) else {
+    let Some(coll) = state.catalog.collection(&req.db, name) else {
         return Err(err(
             ErrorCode::NamespaceNotFound,
             format!("ns not found {ns}"),
@@ -465,8 +522,11 @@ pub async fn drop_indexes(state: &Arc<ServerState>, req: &Request) -> CommandRes
         }
     }
     for n in &names {
-        tokio::task::block_in_place(|| state.catalog.engine().drop_index(&req.db, &name, n))
-            .map_err(|e| storage_error(e, &req.db, &name))?;
+        state
+            .catalog
+            .engine()
+            .drop_index(&req.db, name, n)
+            .map_err(|e| storage_error(e, &req.db, name))?;
     }
     Ok(Reply::Doc(doc! { "nIndexesWas": was, "ok": 1.0 }))
 }

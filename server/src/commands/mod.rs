@@ -16,14 +16,17 @@ pub mod explain;
 pub mod find_and_modify;
 pub mod handshake;
 pub mod indexes;
+pub mod output;
 pub mod roles;
 pub mod users;
 
 use crate::error::{CommandResult, ErrorCode, err};
+use crate::offload::Liveness;
 use crate::state::ServerState;
 use bson::{Bson, Document, RawDocumentBuf};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// What a connection knows about itself.
 #[derive(Debug, Clone)]
@@ -49,11 +52,17 @@ pub struct Sequence {
 pub struct Request {
     /// The command name as the client sent it (first key of the body).
     pub name: String,
+    /// Its canonical name from the command table ("" for an unknown command).
+    pub command: &'static str,
     pub db: String,
     pub body: Document,
     pub sequences: Vec<Sequence>,
     pub write_concern: Option<Document>,
     pub max_time_ms: Option<i64>,
+    /// When the request arrived: `maxTimeMS` counts from here, time spent queued included.
+    pub received: Instant,
+    /// Set by the connection when the client hangs up while the request is in flight.
+    pub client: Liveness,
 }
 
 /// What a handler produces.
@@ -76,16 +85,20 @@ pub struct CommandSpec {
     pub aliases: &'static [&'static str],
     pub help: &'static str,
     pub admin_only: bool,
+    /// Answered only with `--setParameter enableTestCommands=1` (otherwise "no such command").
+    pub test_only: bool,
 }
 
 macro_rules! commands {
-    ($($name:literal $([$($alias:literal),*])? => $help:literal $(, admin $admin:literal)?;)*) => {
+    ($($name:literal $([$($alias:literal),*])? => $help:literal
+        $(, admin $admin:literal)? $(, test $test:literal)?;)*) => {
         pub const COMMANDS: &[CommandSpec] = &[
             $(CommandSpec {
                 name: $name,
                 aliases: &[$($($alias),*)?],
                 help: $help,
                 admin_only: false $(|| $admin)?,
+                test_only: false $(|| $test)?,
             }),*
         ];
     };
@@ -158,6 +171,9 @@ commands! {
     "revokePrivilegesFromRole" => "Remove privileges from a user-defined role";
     "grantRolesToRole" => "Make a user-defined role inherit more roles";
     "revokeRolesFromRole" => "Make a user-defined role inherit fewer roles";
+    "fsync" => "Write a checkpoint now (lock: true is not supported)", admin true;
+    "configureFailPoint" => "Switch a test fail point on or off", admin true, test true;
+    "waitForFailPoint" => "Wait until a test fail point was entered n times", admin true, test true;
 }
 
 /// Find a command by the name a client used (mongod matches names exactly, with aliases for the
@@ -205,12 +221,15 @@ pub fn parse_request(
         Some(v) => Some(parse_max_time_ms(v)?),
     };
     Ok(Request {
+        command: lookup(&name).map_or("", |c| c.name),
         name,
         db,
         body,
         sequences,
         write_concern,
         max_time_ms,
+        received: Instant::now(),
+        client: Liveness::default(),
     })
 }
 
@@ -230,13 +249,32 @@ fn parse_max_time_ms(v: &Bson) -> CommandResult<i64> {
     Ok(n)
 }
 
-/// Run one command. Never panics on client input; every failure is a `CommandError`.
+/// Runs the storage part of a command on the blocking pool (`crate::offload`): the closure gets
+/// the state and the request back, the async caller holds no worker while it runs.
+pub async fn off_thread<T, F>(
+    state: &Arc<ServerState>,
+    req: &Arc<Request>,
+    f: F,
+) -> CommandResult<T>
+where
+    T: Send + 'static,
+    F: FnOnce(&ServerState, &Request) -> CommandResult<T> + Send + 'static,
+{
+    let r = req.clone();
+    crate::offload::run(state, req.command, Some(&req.client), move |s| f(s, &r)).await
+}
+
+/// Run one command. Never panics on client input; every failure is a `CommandError`. Commands
+/// that touch storage run (or run their storage part) through [`off_thread`]; the others only
+/// read server state and answer on the async worker.
 pub async fn dispatch(
     state: &Arc<ServerState>,
     conn: &mut ConnectionInfo,
-    req: &Request,
+    req: &Arc<Request>,
 ) -> CommandResult<Reply> {
-    let Some(spec) = lookup(&req.name) else {
+    let spec =
+        lookup(&req.name).filter(|s| !s.test_only || state.params.get_bool("enableTestCommands"));
+    let Some(spec) = spec else {
         return Err(err(
             ErrorCode::CommandNotFound,
             format!("no such command: '{}'", req.name),
@@ -296,34 +334,37 @@ pub async fn dispatch(
             bson::doc! { "you": conn.peer.to_string(), "ok": 1.0 },
         )),
         "connectionStatus" => Ok(auth::connection_status(conn, req)),
-        "listCommands" => Ok(admin::list_commands()),
+        "listCommands" => Ok(admin::list_commands(state)),
         "startSession" => Ok(admin::start_session()),
         "getLog" => admin::get_log(state, req),
         "shutdown" => admin::shutdown(state, conn),
         "profile" => admin::profile(state, req),
-        "listDatabases" => ddl::list_databases(state, req).await,
+        "fsync" => admin::fsync(state, req).await,
+        "configureFailPoint" => admin::configure_fail_point(state, req),
+        "waitForFailPoint" => admin::wait_for_fail_point(state, req).await,
+        "listDatabases" => off_thread(state, req, ddl::list_databases).await,
         "insert" => crud_write::insert(state, req).await,
         "update" => crud_write::update(state, req).await,
         "delete" => crud_write::delete(state, req).await,
         "findAndModify" => find_and_modify::run(state, req).await,
-        "find" => crud_read::find(state, req).await,
-        "getMore" => crud_read::get_more(state, req).await,
+        "find" => off_thread(state, req, crud_read::find).await,
+        "getMore" => off_thread(state, req, crud_read::get_more).await,
         "killCursors" => crud_read::kill_cursors(state, req),
-        "count" => crud_read::count(state, req).await,
-        "distinct" => crud_read::distinct(state, req).await,
-        "create" => ddl::create(state, req).await,
+        "count" => off_thread(state, req, crud_read::count).await,
+        "distinct" => off_thread(state, req, crud_read::distinct).await,
+        "create" => off_thread(state, req, ddl::create).await,
         "drop" => ddl::drop(state, req).await,
-        "dropDatabase" => ddl::drop_database(state, req).await,
-        "listCollections" => ddl::list_collections(state, req).await,
+        "dropDatabase" => off_thread(state, req, ddl::drop_database).await,
+        "listCollections" => off_thread(state, req, ddl::list_collections).await,
         "renameCollection" => ddl::rename_collection(state, req).await,
         "collMod" => ddl::coll_mod(state, req).await,
-        "dbStats" => ddl::db_stats(state, req).await,
-        "collStats" => ddl::coll_stats(state, req).await,
+        "dbStats" => off_thread(state, req, ddl::db_stats).await,
+        "collStats" => off_thread(state, req, ddl::coll_stats).await,
         "validate" => ddl::validate(state, req).await,
         "createIndexes" => indexes::create_indexes(state, req).await,
-        "listIndexes" => indexes::list_indexes(state, req).await,
+        "listIndexes" => off_thread(state, req, indexes::list_indexes).await,
         "dropIndexes" => indexes::drop_indexes(state, req).await,
-        "explain" => explain::explain(state, req).await,
+        "explain" => off_thread(state, req, explain::explain).await,
         "aggregate" => aggregate::aggregate(state, req).await,
         "currentOp" => Ok(Reply::Doc(
             bson::doc! { "inprog": state.ops.in_progress(), "ok": 1.0 },

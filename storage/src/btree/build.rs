@@ -1,109 +1,143 @@
 //! Bulk build for index creation: sorted entries are packed into leaves left to right, then each
-//! level of internal nodes is packed over the one below, with no per-key descent or split.
+//! level of internal nodes is packed over the one below, with no per-key descent or split. Each
+//! page is filled in memory and handed to the pager complete, and never changed afterwards, so a
+//! checkpoint cut can come at any moment of a build.
 
-use super::BTree;
 use super::check::BTreeError;
 use super::mutate::{shortest_separator, split_internal_cell};
-use super::page::{self, CELL_AREA_SIZE_BYTES, KIND_INTERNAL, KIND_LEAF};
+use super::page::{self, CELL_AREA_SIZE_BYTES, KIND_INTERNAL, KIND_LEAF, Page};
+use super::{PageTracker, Tree};
+use crate::error::{Result, StorageError};
+use crate::pager::{PageId, Pager};
+
+/// (separator key part, page) entries of one level of internal nodes being packed.
+type Level = Vec<(Vec<u8>, PageId)>;
 
 /// Bulk-built pages are filled to 15/16, leaving room for some later inserts before splits.
 const BULK_FILL_SIZE_BYTES: usize = CELL_AREA_SIZE_BYTES / 16 * 15;
 
-impl BTree {
-    /// Builds a tree from strictly ascending keys. Out-of-order or repeated keys are an error.
+fn fits(page: &Page, cell: &[u8]) -> bool {
+    page.count() == 0
+        || page.used_bytes() + cell.len() + page::SLOT_SIZE_BYTES <= BULK_FILL_SIZE_BYTES
+}
+
+impl Tree {
+    /// Builds a tree from strictly ascending keys; out-of-order or repeated keys are an error.
+    /// With `tracker`, every page is recorded as it is made.
     pub fn bulk_build(
-        sorted: impl IntoIterator<Item = (Vec<u8>, u64)>,
-    ) -> Result<BTree, BTreeError> {
-        let mut tree = BTree::new();
+        pager: &Pager,
+        sorted: impl IntoIterator<Item = Result<(Vec<u8>, Vec<u8>)>>,
+        tracker: Option<PageTracker>,
+    ) -> Result<Tree> {
+        let mut tree = Tree {
+            tracker,
+            ..Tree::default()
+        };
         // (separator key part, page) for every leaf after the first.
-        let mut level: Vec<(Vec<u8>, u32)> = Vec::new();
-        let mut current = tree.root;
+        let mut level: Vec<(Vec<u8>, PageId)> = Vec::new();
+        let mut leftmost = None;
+        // The separator in front of the leaf being filled (none for the first leaf).
+        let mut separator: Option<Vec<u8>> = None;
+        let mut current = Page::new(KIND_LEAF);
         let mut previous: Option<Vec<u8>> = None;
-        for (key, value) in sorted {
-            if previous
-                .as_ref()
-                .is_some_and(|p| p.as_slice() >= key.as_slice())
-            {
-                return Err(BTreeError::Unsorted(tree.len));
+        for entry in sorted {
+            let (key, value) = entry?;
+            if previous.as_ref().is_some_and(|p| *p >= key) {
+                return Err(StorageError::InvalidIndex(
+                    BTreeError::Unsorted(tree.len).to_string(),
+                ));
             }
-            let key_part = tree.store_key(&key);
-            let cell = page::leaf_cell(&key_part, value);
-            if !tree.fits_bulk(current, &cell) {
-                let next = tree.allocate_page(KIND_LEAF);
-                tree.link_leaf_after(current, next);
-                let separator = shortest_separator(previous.as_deref().unwrap_or(&[]), &key);
-                level.push((tree.store_key(&separator), next));
-                current = next;
+            if value.len() > page::VALUE_SIZE_MAX {
+                return Err(StorageError::LimitExceeded("B+tree value too long".into()));
             }
-            let count = tree.page(current).count();
-            tree.page_mut(current).insert_cell(count, &cell);
+            let key_part = tree.store_key(pager, &key)?;
+            let cell = page::leaf_cell(&key_part, &value);
+            if !fits(&current, &cell) {
+                let full = std::mem::replace(&mut current, Page::new(KIND_LEAF));
+                let id = tree.alloc_with(pager, full)?.0;
+                match separator.take() {
+                    Some(s) => level.push((s, id)),
+                    None => leftmost = Some(id),
+                }
+                let between = shortest_separator(previous.as_deref().unwrap_or(&[]), &key);
+                separator = Some(tree.store_key(pager, &between)?);
+            }
+            let count = current.count();
+            current.insert_cell(count, &cell);
             tree.len += 1;
             previous = Some(key);
         }
-        let mut leftmost = tree.root;
+        let last = tree.alloc_with(pager, current)?.0;
+        let mut leftmost = match separator {
+            Some(s) => {
+                level.push((s, last));
+                leftmost.unwrap_or(last)
+            }
+            None => last,
+        };
         while !level.is_empty() {
-            let (first, next_level) = tree.pack_level(leftmost, level);
+            let (first, up) = tree.pack_level(pager, leftmost, std::mem::take(&mut level))?;
             leftmost = first;
-            level = next_level;
+            level = up;
         }
         tree.root = leftmost;
-        tree.debug_check();
         Ok(tree)
-    }
-
-    fn fits_bulk(&self, id: u32, cell: &[u8]) -> bool {
-        let page = self.page(id);
-        page.count() == 0
-            || page.used_bytes() + cell.len() + page::SLOT_SIZE_BYTES <= BULK_FILL_SIZE_BYTES
     }
 
     /// Packs one level of internal nodes over `leftmost` and `children`; returns the new level's
     /// first node and the (separator, node) entries for the level above.
     fn pack_level(
         &mut self,
-        leftmost: u32,
-        children: Vec<(Vec<u8>, u32)>,
-    ) -> (u32, Vec<(Vec<u8>, u32)>) {
-        let first = self.allocate_page(KIND_INTERNAL);
-        self.page_mut(first).set_link_a(leftmost);
-        let mut node = first;
-        let mut previous_node = None;
-        let mut up: Vec<(Vec<u8>, u32)> = Vec::new();
+        pager: &Pager,
+        leftmost: PageId,
+        children: Vec<(Vec<u8>, PageId)>,
+    ) -> Result<(PageId, Level)> {
+        // Nodes are filled in memory first so that the last one can borrow from its neighbour.
+        let mut nodes: Vec<(Option<Vec<u8>>, Page)> = Vec::new();
+        let mut node = Page::new(KIND_INTERNAL);
+        node.set_link(leftmost);
+        let mut pushed_up: Option<Vec<u8>> = None;
         for (key_part, child) in children {
             let cell = page::internal_cell(&key_part, child);
-            if self.fits_bulk(node, &cell) {
-                let count = self.page(node).count();
-                self.page_mut(node).insert_cell(count, &cell);
+            if fits(&node, &cell) {
+                let count = node.count();
+                node.insert_cell(count, &cell);
                 continue;
             }
-            let next = self.allocate_page(KIND_INTERNAL);
-            self.page_mut(next).set_link_a(child);
-            up.push((key_part, next));
-            previous_node = Some(node);
-            node = next;
+            let mut next = Page::new(KIND_INTERNAL);
+            next.set_link(child);
+            nodes.push((
+                pushed_up.replace(key_part),
+                std::mem::replace(&mut node, next),
+            ));
         }
-        if let (Some(previous), 0) = (previous_node, self.page(node).count()) {
-            self.borrow_last_cell(previous, node, &mut up);
+        if node.count() == 0
+            && let Some((_, previous)) = nodes.last_mut()
+        {
+            // Give the last node one cell from its left neighbour: only the root may be an
+            // internal node without separators, and it never stays one.
+            let last = previous.count() - 1;
+            if let Some(cell) = previous.cell_bytes(last).map(<[u8]>::to_vec) {
+                previous.remove_cell(last);
+                previous.compact();
+                let (key_part, child) = split_internal_cell(&cell);
+                let old_leftmost = node.link();
+                node.set_link(child);
+                if let Some(up) = pushed_up.replace(key_part) {
+                    node.insert_cell(0, &page::internal_cell(&up, old_leftmost));
+                }
+            }
         }
-        (first, up)
-    }
-
-    /// Gives the empty last node of a level one cell from its left neighbour, so that only the
-    /// root is ever an internal node without separators.
-    fn borrow_last_cell(&mut self, previous: u32, node: u32, up: &mut [(Vec<u8>, u32)]) {
-        let last = self.page(previous).count() - 1;
-        let Some(cell) = self.page(previous).cell_bytes(last).map(<[u8]>::to_vec) else {
-            return;
-        };
-        self.page_mut(previous).remove_cell(last);
-        self.page_mut(previous).compact();
-        let (key_part, child) = split_internal_cell(&cell);
-        let old_leftmost = self.page(node).link_a();
-        self.page_mut(node).set_link_a(child);
-        if let Some(entry) = up.last_mut() {
-            let pushed_up = std::mem::replace(&mut entry.0, key_part);
-            self.page_mut(node)
-                .insert_cell(0, &page::internal_cell(&pushed_up, old_leftmost));
+        nodes.push((pushed_up, node));
+        let mut first = None;
+        let mut up = Vec::new();
+        for (separator, page) in nodes {
+            let id = self.alloc_with(pager, page)?.0;
+            match separator {
+                Some(s) => up.push((s, id)),
+                None => first = Some(id),
+            }
         }
+        Ok((first.unwrap_or(leftmost), up))
     }
 }

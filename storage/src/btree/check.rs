@@ -1,14 +1,19 @@
-//! Full structural validation of a tree, used by `invariants` (our own bugs) and by
-//! `from_checkpoint` (bytes from disk). It never panics: every read is bounds-checked first.
+//! Full structural validation of a tree, used by `invariants` (our own bugs), by `validate`, and
+//! to list a tree's pages when it is dropped. It never panics: every read is bounds-checked.
 
-use super::BTree;
+use std::collections::HashSet;
+
 use super::page::{
-    HEADER_SIZE_BYTES, KEY_INLINE_SIZE_MAX, KIND_INTERNAL, KIND_LEAF, KeyRepr, NONE,
-    PAGE_SIZE_BYTES, SLOT_SIZE_BYTES,
+    HEADER_SIZE_BYTES, KEY_INLINE_SIZE_MAX, KIND_INTERNAL, KIND_LEAF, KeyRepr, PAGE_SIZE_BYTES,
+    Page, SLOT_SIZE_BYTES,
 };
+use super::{DEPTH_MAX, Tree, overflow_chain, resolve};
 
-/// Deeper than any tree of 4 KiB pages can grow; a longer path means a cycle or corruption.
-pub const DEPTH_MAX: usize = 32;
+use crate::error::{Result, StorageError};
+use crate::pager::{PageId, Pager};
+
+/// Trees up to this many entries are fully checked after every mutation in debug builds.
+pub const DEBUG_CHECK_LEN_MAX: u64 = 400;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BTreeError {
@@ -24,20 +29,28 @@ fn corrupt(message: String) -> BTreeError {
 
 /// A node to visit with the key range its parent allows.
 struct Visit {
-    id: u32,
+    id: PageId,
     depth: usize,
     lower: Option<Vec<u8>>,
     upper: Option<Vec<u8>>,
 }
 
-impl BTree {
-    /// Checks every invariant listed in the module documentation.
-    pub fn check(&self) -> Result<(), BTreeError> {
-        let mut seen = vec![false; self.pages.len()];
-        let mut owned = vec![false; self.overflow.len()];
-        let mut leaves = Vec::new();
+/// What a full check found.
+#[derive(Debug, Default)]
+pub struct CheckReport {
+    /// Every page the tree owns: nodes and overflow chains.
+    pub pages: Vec<PageId>,
+    pub depth: usize,
+}
+
+impl Tree {
+    /// Checks every invariant listed in the module documentation; lists the pages.
+    pub fn check(&self, pager: &Pager) -> std::result::Result<CheckReport, BTreeError> {
+        let wrap = |e: StorageError| corrupt(e.to_string());
+        let mut seen = HashSet::new();
+        let mut report = CheckReport::default();
         let mut leaf_depth = None;
-        let mut count = 0u64;
+        let (mut count, mut overflow_keys) = (0u64, 0u64);
         let mut stack = vec![Visit {
             id: self.root,
             depth: 1,
@@ -45,35 +58,47 @@ impl BTree {
             upper: None,
         }];
         while let Some(visit) = stack.pop() {
-            let id = visit.id as usize;
-            if id >= self.pages.len() || seen[id] {
+            if !seen.insert(visit.id) {
+                return Err(corrupt(format!("page {} is reached twice", visit.id)));
+            }
+            report.pages.push(visit.id);
+            if visit.depth > DEPTH_MAX {
                 return Err(corrupt(format!(
-                    "page {id} is out of range or reached twice"
+                    "page {} is deeper than {DEPTH_MAX}",
+                    visit.id
                 )));
             }
-            seen[id] = true;
-            if visit.depth > DEPTH_MAX {
-                return Err(corrupt(format!("page {id} is deeper than {DEPTH_MAX}")));
-            }
-            let keys = self.check_page(visit.id, &mut owned)?;
-            check_order(id, &keys, &visit)?;
-            let page = self.page(visit.id);
+            let frame = pager.read(visit.id).map_err(wrap)?;
+            let page = frame.read().clone();
+            drop(frame);
+            let keys = check_page(pager, visit.id, &page, &mut seen, &mut report.pages)?;
+            overflow_keys += (0..page.count())
+                .filter(|&i| matches!(page.cell(i).map(|c| c.key), Some(KeyRepr::Overflow { .. })))
+                .count() as u64;
+            check_order(visit.id, &keys, &visit)?;
             if page.kind() == KIND_LEAF {
                 if *leaf_depth.get_or_insert(visit.depth) != visit.depth {
-                    return Err(corrupt(format!("leaf {id} at depth {}", visit.depth)));
+                    return Err(corrupt(format!(
+                        "leaf {} at depth {}",
+                        visit.id, visit.depth
+                    )));
                 }
                 if keys.is_empty() && visit.id != self.root {
-                    return Err(corrupt(format!("leaf {id} is empty")));
+                    return Err(corrupt(format!("leaf {} is empty", visit.id)));
                 }
                 count += keys.len() as u64;
-                leaves.push(visit.id);
                 continue;
+            }
+            if keys.is_empty() {
+                return Err(corrupt(format!(
+                    "internal page {} has no separator",
+                    visit.id
+                )));
             }
             // Push children right to left so that leaves are met in key order.
             for index in (0..=keys.len()).rev() {
-                let child = self.child_at(visit.id, index);
                 stack.push(Visit {
-                    id: child,
+                    id: page.child(index),
                     depth: visit.depth + 1,
                     lower: if index == 0 {
                         visit.lower.clone()
@@ -94,122 +119,116 @@ impl BTree {
                 self.len
             )));
         }
-        self.check_links(&leaves)?;
-        self.check_free(&seen, &owned)
-    }
-
-    /// Checks one page's header, slots and cells; returns its keys in slot order.
-    fn check_page(&self, id: u32, owned: &mut [bool]) -> Result<Vec<Vec<u8>>, BTreeError> {
-        let page = self.page(id);
-        let kind = page.kind();
-        if kind != KIND_LEAF && kind != KIND_INTERNAL {
-            return Err(corrupt(format!("page {id} has kind {kind}")));
-        }
-        let (count, start) = (page.count(), page.cell_start());
-        if start > PAGE_SIZE_BYTES || HEADER_SIZE_BYTES + count * SLOT_SIZE_BYTES > start {
+        if report.pages.len() as u64 != self.pages || overflow_keys != self.overflow_keys {
             return Err(corrupt(format!(
-                "page {id} header: {count} cells from {start}"
+                "{} pages and {overflow_keys} overflow keys found, counters say {} and {}",
+                report.pages.len(),
+                self.pages,
+                self.overflow_keys
             )));
         }
-        let mut keys = Vec::with_capacity(count);
-        let mut cell_bytes = 0;
-        for slot in 0..count {
-            let offset = page.slot(slot);
-            let cell = page
-                .cell(slot)
-                .filter(|c| offset + c.len <= PAGE_SIZE_BYTES);
-            let Some(cell) = cell else {
-                return Err(corrupt(format!(
-                    "page {id} cell {slot} at {offset} is malformed"
-                )));
-            };
-            cell_bytes += cell.len;
-            keys.push(self.check_key(id, cell.key, owned)?);
-            if kind == KIND_INTERNAL && cell.payload >= self.pages.len() as u64 {
-                return Err(corrupt(format!(
-                    "page {id} cell {slot} points past the pages"
-                )));
-            }
-        }
-        if cell_bytes + page.dead() != PAGE_SIZE_BYTES - start {
-            return Err(corrupt(format!("page {id} space accounting is off")));
-        }
-        if kind == KIND_INTERNAL && page.link_a() as usize >= self.pages.len() {
-            return Err(corrupt(format!("page {id} leftmost child is out of range")));
-        }
-        Ok(keys)
+        report.depth = leaf_depth.unwrap_or(1);
+        Ok(report)
     }
 
-    fn check_key(
-        &self,
-        id: u32,
-        key: KeyRepr<'_>,
-        owned: &mut [bool],
-    ) -> Result<Vec<u8>, BTreeError> {
-        match key {
-            KeyRepr::Inline(bytes) if bytes.len() <= KEY_INLINE_SIZE_MAX => Ok(bytes.to_vec()),
-            KeyRepr::Inline(_) => Err(corrupt(format!("page {id} holds an oversized inline key"))),
-            KeyRepr::Overflow { id: entry, len } => {
-                let index = entry as usize;
-                let valid = self.overflow.get(index).is_some_and(|k| k.len() == len)
-                    && len > KEY_INLINE_SIZE_MAX
-                    && !owned[index];
-                if !valid {
-                    return Err(corrupt(format!(
-                        "page {id} overflow key {entry} is invalid"
-                    )));
+    /// Every page the tree owns, for freeing it. Reads only internal nodes unless some cell has
+    /// an overflow key (then leaves too).
+    pub fn all_pages(&self, pager: &Pager) -> Result<Vec<PageId>> {
+        let leaf_depth = self.depth(pager)?;
+        let read_leaves = self.overflow_keys > 0;
+        let mut out = Vec::new();
+        let mut stack = vec![(self.root, 1usize)];
+        while let Some((id, depth)) = stack.pop() {
+            out.push(id);
+            if depth == leaf_depth && !read_leaves {
+                continue;
+            }
+            let frame = pager.read(id)?;
+            let page = frame.read();
+            for i in 0..page.count() {
+                if let Some(KeyRepr::Overflow { first, len }) = page.cell(i).map(|c| c.key) {
+                    out.extend(overflow_chain(pager, first, len)?);
                 }
-                owned[index] = true;
-                Ok(self.overflow[index].clone())
+            }
+            if depth < leaf_depth {
+                stack.extend((0..=page.count()).map(|i| (page.child(i), depth + 1)));
             }
         }
+        Ok(out)
     }
 
-    fn check_links(&self, leaves: &[u32]) -> Result<(), BTreeError> {
-        for (i, &leaf) in leaves.iter().enumerate() {
-            let prev = if i == 0 { NONE } else { leaves[i - 1] };
-            let next = leaves.get(i + 1).copied().unwrap_or(NONE);
-            let page = self.page(leaf);
-            if page.link_a() != prev || page.link_b() != next {
-                return Err(corrupt(format!("leaf {leaf} links do not match key order")));
-            }
+    /// Panics if an invariant is broken: our own bug, never bad input.
+    pub fn invariants(&self, pager: &Pager) {
+        if let Err(error) = self.check(pager) {
+            panic!("B+tree invariant broken: {error}");
         }
-        Ok(())
-    }
-
-    /// Every page is reachable or free (once); every overflow entry is owned or free (once).
-    fn check_free(&self, seen: &[bool], owned: &[bool]) -> Result<(), BTreeError> {
-        let mut free = vec![false; self.pages.len()];
-        for &id in &self.free_pages {
-            let index = id as usize;
-            if index >= free.len() || free[index] || seen[index] {
-                return Err(corrupt(format!("free page {id} is invalid")));
-            }
-            free[index] = true;
-        }
-        if let Some(leaked) = (0..free.len()).find(|&i| !free[i] && !seen[i]) {
-            return Err(corrupt(format!(
-                "page {leaked} is neither reachable nor free"
-            )));
-        }
-        let mut released = vec![false; self.overflow.len()];
-        for &id in &self.overflow_free {
-            let index = id as usize;
-            if index >= released.len() || released[index] || owned[index] {
-                return Err(corrupt(format!("free overflow entry {id} is invalid")));
-            }
-            released[index] = true;
-        }
-        if let Some(leaked) = (0..owned.len()).find(|&i| !owned[i] && !released[i]) {
-            return Err(corrupt(format!(
-                "overflow entry {leaked} is neither owned nor free"
-            )));
-        }
-        Ok(())
     }
 }
 
-fn check_order(id: usize, keys: &[Vec<u8>], visit: &Visit) -> Result<(), BTreeError> {
+/// Checks one page's header, slots and cells; returns its keys in slot order. Overflow chains
+/// are walked and their pages recorded.
+fn check_page(
+    pager: &Pager,
+    id: PageId,
+    page: &Page,
+    seen: &mut HashSet<PageId>,
+    pages: &mut Vec<PageId>,
+) -> std::result::Result<Vec<Vec<u8>>, BTreeError> {
+    let kind = page.kind();
+    if (kind != KIND_LEAF && kind != KIND_INTERNAL) || page.reserved() != 0 {
+        return Err(corrupt(format!("page {id} has kind {kind}")));
+    }
+    let (count, start) = (page.count(), page.cell_start());
+    if start > PAGE_SIZE_BYTES || HEADER_SIZE_BYTES + count * SLOT_SIZE_BYTES > start {
+        return Err(corrupt(format!(
+            "page {id} header: {count} cells from {start}"
+        )));
+    }
+    let mut keys = Vec::with_capacity(count);
+    let mut cell_bytes = 0;
+    for slot in 0..count {
+        let offset = page.slot(slot);
+        let cell = page
+            .cell(slot)
+            .filter(|c| offset + c.len <= PAGE_SIZE_BYTES);
+        let Some(cell) = cell else {
+            return Err(corrupt(format!(
+                "page {id} cell {slot} at {offset} is malformed"
+            )));
+        };
+        cell_bytes += cell.len;
+        match cell.key {
+            KeyRepr::Inline(bytes) if bytes.len() > KEY_INLINE_SIZE_MAX => {
+                return Err(corrupt(format!("page {id} holds an oversized inline key")));
+            }
+            KeyRepr::Overflow { first, len } => {
+                if len <= KEY_INLINE_SIZE_MAX {
+                    return Err(corrupt(format!("page {id} overflows a short key")));
+                }
+                let chain =
+                    overflow_chain(pager, first, len).map_err(|e| corrupt(e.to_string()))?;
+                for p in chain {
+                    if !seen.insert(p) {
+                        return Err(corrupt(format!("overflow page {p} is reached twice")));
+                    }
+                    pages.push(p);
+                }
+            }
+            KeyRepr::Inline(_) => {}
+        }
+        keys.push(
+            resolve(pager, cell.key)
+                .map_err(|e| corrupt(e.to_string()))?
+                .into_owned(),
+        );
+    }
+    if cell_bytes + page.dead() != PAGE_SIZE_BYTES - start {
+        return Err(corrupt(format!("page {id} space accounting is off")));
+    }
+    Ok(keys)
+}
+
+fn check_order(id: PageId, keys: &[Vec<u8>], visit: &Visit) -> std::result::Result<(), BTreeError> {
     if keys.windows(2).any(|pair| pair[0] >= pair[1]) {
         return Err(corrupt(format!(
             "page {id} keys are not strictly ascending"

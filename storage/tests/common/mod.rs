@@ -26,10 +26,18 @@ pub fn raw(d: &Document) -> RawDocumentBuf {
     RawDocumentBuf::try_from(d).expect("document encodes")
 }
 
+/// Frames of the pool in `small_opts`: a tiny cache, so that eviction, page writes and reads
+/// back happen every few operations.
+pub const SMALL_CACHE_PAGES: u64 = 16;
+
 pub fn small_opts() -> EngineOptions {
     EngineOptions {
         segment_size_bytes: 16 << 10,
         background_compaction: false,
+        cache_size_bytes: SMALL_CACHE_PAGES * (4096 + storage::pager::FRAME_OVERHEAD_BYTES),
+        // Checkpoints come from the tests (and from log volume), not from the clock.
+        checkpoint_interval_ms: 0,
+        checkpoint_log_bytes: 64 << 10,
         ..EngineOptions::default()
     }
 }
