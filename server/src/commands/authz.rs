@@ -614,8 +614,8 @@ pub async fn finish(
         ("listDatabases", Reply::Doc(d)) if state.auth.enabled() => {
             filter_databases(conn, d);
         }
-        ("drop" | "dropDatabase" | "renameCollection", _) => {
-            // Users and roles may have gone with the collection or database.
+        ("drop" | "dropDatabase" | "renameCollection", _) if req.db == store::AUTH_DB => {
+            // Users and roles may have gone with the collection or the database.
             state.auth.invalidate();
         }
         _ => {}
