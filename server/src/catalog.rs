@@ -275,6 +275,14 @@ pub fn storage_error(e: StorageError, db: &str, coll: &str) -> CommandError {
             format!("Index already exists with a different name: {name}"),
         ),
         StorageError::InvalidIndex(m) => err(ErrorCode::CannotCreateIndex, m),
+        StorageError::IndexBuildInProgress(name) => err(
+            ErrorCode::IndexBuildAlreadyInProgress,
+            format!("Index build already in progress: {name}"),
+        ),
+        StorageError::IndexBuildAborted(name) => err(
+            ErrorCode::IndexBuildAborted,
+            format!("Index build aborted: {name}"),
+        ),
         StorageError::Key(k) => {
             let code = ErrorCode::from_code(k.code()).unwrap_or(ErrorCode::CannotCreateIndex);
             err(code, k.to_string())

@@ -113,6 +113,7 @@ error_codes! {
     CollectionUUIDMismatch = 361,
     IndexBuildAborted = 276,
     ClientDisconnect = 279,
+    IndexBuildAlreadyInProgress = 285,
     CannotIndexParallelArrays = 171,
     Location16410 = 16410,
     Location16411 = 16411,

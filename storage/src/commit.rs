@@ -23,9 +23,7 @@ use tokio::sync::watch;
 use crate::error::{Result, StorageError};
 use crate::log::Log;
 
-/// Immediate mode: how long a write nobody waits for may stay unsynced (mongod's default
-/// `journalCommitInterval`). Waited-for writes are synced at once.
-const UNAWAITED_SYNC_MS: u64 = 100;
+use crate::limits::UNAWAITED_SYNC_MS;
 
 /// What the commit thread has published.
 #[derive(Clone, Copy, Debug, Default)]

@@ -113,15 +113,18 @@ pub struct EngineStats {
 /// The buffer pool's numbers (reported by `serverStatus.wiredTiger.cache`).
 #[derive(Clone, Debug, Default)]
 pub struct CacheStats {
-    /// The configured maximum.
+    /// The configured maximum (the cache setting).
     pub bytes_max: u64,
-    /// Bytes of pages held now.
+    /// Bytes of the frames held now (pages and their bookkeeping).
     pub bytes_current: u64,
     /// Bytes of pages changed since they were last written.
     pub bytes_dirty: u64,
     pub pages_read: u64,
     pub pages_written: u64,
+    /// Pages dropped from the pool (clean, or written first).
     pub pages_evicted: u64,
+    /// Of those, the ones that had to be written first.
+    pub pages_evicted_dirty: u64,
 }
 
 #[derive(Default)]
@@ -150,6 +153,8 @@ pub(crate) struct Inner {
     pub catalog: RwLock<Catalog>,
     pub backend: Arc<dyn Backend>,
     pub segment_size_bytes: u64,
+    /// The cache setting as given.
+    pub cache_size_bytes: u64,
     pub checkpoint_interval_ms: u64,
     pub checkpoint_log_bytes: u64,
     threads: Mutex<Vec<JoinHandle<()>>>,
@@ -326,6 +331,7 @@ impl Engine {
             catalog: RwLock::new(catalog),
             backend,
             segment_size_bytes: seg_size,
+            cache_size_bytes: opts.cache_size_bytes,
             checkpoint_interval_ms: opts.checkpoint_interval_ms,
             checkpoint_log_bytes: opts.checkpoint_log_bytes,
             threads: Mutex::new(vec![commit_thread]),
@@ -623,12 +629,14 @@ impl Engine {
             page_file_bytes: p.page_count * page,
             free_pages: p.free_pages,
             cache: CacheStats {
-                bytes_max: p.frames_max as u64 * page,
-                bytes_current: p.frames as u64 * page,
+                bytes_max: self.inner.cache_size_bytes,
+                // A frame costs its page and its bookkeeping, as the setting is divided.
+                bytes_current: p.frames as u64 * (page + FRAME_OVERHEAD_BYTES),
                 bytes_dirty: p.frames_dirty as u64 * page,
                 pages_read: p.pages_read,
                 pages_written: p.pages_written,
                 pages_evicted: p.pages_evicted,
+                pages_evicted_dirty: p.pages_evicted_dirty,
             },
             checkpoints: ck.count.load(Ordering::Relaxed),
             checkpoint_last_ms: ck.last_ms.load(Ordering::Relaxed),

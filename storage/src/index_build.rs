@@ -54,6 +54,8 @@ pub(crate) struct Build {
     cancelled: AtomicBool,
     /// A write met a document this index can't hold (e.g. parallel arrays): the build fails.
     failed: Mutex<Option<String>>,
+    /// Set (and signalled) when the build has committed or given up.
+    finished: (Mutex<bool>, std::sync::Condvar),
 }
 
 fn lock_err() -> StorageError {
@@ -127,6 +129,36 @@ impl Build {
     pub fn cancel(&self) {
         self.cancelled.store(true, Ordering::Release);
     }
+
+    fn finish(&self) {
+        let (done, cond) = &self.finished;
+        if let Ok(mut d) = done.lock() {
+            *d = true;
+        }
+        cond.notify_all();
+    }
+
+    /// Blocks until the build has committed or given up.
+    fn wait_finished(&self) {
+        let (done, cond) = &self.finished;
+        let Ok(mut d) = done.lock() else { return };
+        while !*d {
+            d = match cond.wait(d) {
+                Ok(g) => g,
+                Err(_) => return,
+            };
+        }
+    }
+}
+
+/// What `register_build` found.
+enum Registered {
+    /// The identical index exists: nothing to do.
+    Exists,
+    /// The identical index is being built by someone else.
+    Wait(Arc<Build>),
+    /// A new build, registered with the collection.
+    Build(Arc<Build>),
 }
 
 /// Keys equal to another key seen, for the unique re-check at commit.
@@ -189,6 +221,8 @@ fn build_tree(
         done += chunk.len() as u64;
         progress(done, total.max(done));
     }
+    // The scan is over: report it whole, whatever was deleted meanwhile.
+    progress(done, done);
     let mut previous: Option<Vec<u8>> = None;
     let entries = sorter.finish()?.map(|e| {
         let e = e?;
@@ -262,11 +296,16 @@ impl Engine {
             ));
         }
         let c = self.existing(db, coll)?;
-        let Some(build) = self.register_build(&c, spec)? else {
-            return Ok(());
+        let build = loop {
+            match self.register_build(&c, &spec)? {
+                Registered::Exists => return Ok(()),
+                // The same index is being built: its outcome is ours (mongod waits too).
+                Registered::Wait(other) => other.wait_finished(),
+                Registered::Build(b) => break b,
+            }
         };
         let committed = self.run_build(&c, &build, progress);
-        match committed {
+        let outcome = match committed {
             Ok(ticket) => {
                 self.inner.ckpt.requested.store(true, Ordering::Release);
                 ticket.wait_durable_blocking()
@@ -275,20 +314,26 @@ impl Engine {
                 self.abandon_build(&c, &build);
                 Err(e)
             }
-        }
+        };
+        build.finish();
+        outcome
     }
 
-    fn register_build(&self, c: &Collection, spec: IndexSpec) -> Result<Option<Arc<Build>>> {
+    fn register_build(&self, c: &Collection, spec: &IndexSpec) -> Result<Registered> {
+        let spec = spec.clone();
         let mut st = c.write_state()?;
         if st.dropped {
             return Err(StorageError::NamespaceNotFound(c.namespace().0));
         }
         if let Some(ix) = st.index(&spec.name) {
             return if ix.spec == spec {
-                Ok(None)
+                Ok(Registered::Exists)
             } else {
                 Err(StorageError::IndexExists(spec.name))
             };
+        }
+        if let Some(b) = st.builds.iter().find(|b| b.maker.spec == spec) {
+            return Ok(Registered::Wait(b.clone()));
         }
         if let Some(ix) = st.indexes.iter().find(|i| i.spec.key == spec.key) {
             return Err(StorageError::IndexKeyExists(ix.spec.name.clone()));
@@ -317,9 +362,10 @@ impl Engine {
             multikey: AtomicBool::new(false),
             cancelled: AtomicBool::new(false),
             failed: Mutex::new(None),
+            finished: (Mutex::new(false), std::sync::Condvar::new()),
         });
         st.builds.push(build.clone());
-        Ok(Some(build))
+        Ok(Registered::Build(build))
     }
 
     /// Scan, bulk build, drain, commit. Returns the ticket of the catalog record.

@@ -44,6 +44,9 @@ pub const CHECKPOINT_LOG_BYTES_DEFAULT: u64 = 64 << 20;
 pub const REPLAY_INDEX_BUFFER_BYTES: usize = 64 << 20;
 /// A checkpoint syncs the page file after each slice of this many bytes of pages it writes.
 pub const CHECKPOINT_SYNC_SLICE_BYTES: usize = 8 << 20;
+/// Immediate mode: how long a write nobody waits for may stay unsynced (mongod's default
+/// `journalCommitInterval`). Waited-for writes are synced at once.
+pub const UNAWAITED_SYNC_MS: u64 = 100;
 /// How often the checkpoint thread looks whether a checkpoint is due.
 pub const CHECKPOINT_POLL_MS: u64 = 100;
 /// Documents an index build reads per hold of the collection's read lock.

@@ -19,6 +19,8 @@ use crate::pager::{META_SLOTS, PageId};
 pub struct ValidateReport {
     /// Documents in the record tree.
     pub records: u64,
+    /// Documents without an `_id` field.
+    pub missing_id: u64,
     /// (index name, entries) for every index.
     pub index_entries: Vec<(String, u64)>,
     /// Each problem found, in words; empty when the collection is sound.
@@ -59,6 +61,10 @@ impl Collection {
             };
             for ((rid, _), doc) in locs.iter().zip(&docs) {
                 report.records += 1;
+                if !matches!(doc.get("_id"), Ok(Some(_))) {
+                    report.missing_id += 1;
+                    report.problems.push(format!("record {rid} has no _id"));
+                }
                 for (i, ix) in st.indexes.iter().enumerate() {
                     let (ks, _) = ix.keys_of(doc)?;
                     keys[i] += ks.len() as u64;

@@ -140,8 +140,8 @@ pub fn process_memory_mb() -> (i64, i64) {
 }
 
 /// `serverStatus.wiredTiger`: the engine's cache and checkpoint numbers under WiredTiger's
-/// statistic names, which monitoring tools read. Only clean pages are evicted (dirty ones are
-/// written at checkpoints), so every eviction counts as an unmodified page.
+/// statistic names, which monitoring tools read. A dirty page is written before it is evicted
+/// ("modified"); a clean one is just dropped ("unmodified").
 pub fn wired_tiger_section(s: &storage::EngineStats) -> Document {
     let c = &s.cache;
     doc! {
@@ -151,8 +151,8 @@ pub fn wired_tiger_section(s: &storage::EngineStats) -> Document {
             "tracked dirty bytes in the cache": c.bytes_dirty as i64,
             "pages read into cache": c.pages_read as i64,
             "pages written from cache": c.pages_written as i64,
-            "unmodified pages evicted": c.pages_evicted as i64,
-            "modified pages evicted": 0_i64,
+            "unmodified pages evicted": c.pages_evicted.saturating_sub(c.pages_evicted_dirty) as i64,
+            "modified pages evicted": c.pages_evicted_dirty as i64,
         },
         "transaction": {
             "transaction checkpoints": s.checkpoints as i64,
@@ -390,7 +390,8 @@ mod tests {
                 bytes_dirty: 10,
                 pages_read: 3,
                 pages_written: 2,
-                pages_evicted: 1,
+                pages_evicted: 3,
+                pages_evicted_dirty: 2,
             },
             checkpoints: 7,
             checkpoint_last_ms: 12,
@@ -408,6 +409,7 @@ mod tests {
         assert_eq!(cache.get_i64("pages read into cache").unwrap(), 3);
         assert_eq!(cache.get_i64("pages written from cache").unwrap(), 2);
         assert_eq!(cache.get_i64("unmodified pages evicted").unwrap(), 1);
+        assert_eq!(cache.get_i64("modified pages evicted").unwrap(), 2);
         let txn = wt.get_document("transaction").unwrap();
         assert_eq!(txn.get_i64("transaction checkpoints").unwrap(), 7);
         assert_eq!(

@@ -419,53 +419,15 @@ fn validate_collection(state: &ServerState, req: &Request, name: &str) -> Comman
             format!("Collection '{ns}' does not exist to validate."),
         ));
     };
-    let mut errors: Vec<String> = Vec::new();
-    let mut n_records = 0i64;
-    let mut invalid = 0i64;
-    let mut after = None;
-    loop {
-        let chunk = c
-            .scan(storage::Direction::Forward, after, 1024)
-            .map_err(|e| storage_error(e, &req.db, name))?;
-        let done = chunk.len() < 1024;
-        for (rid, doc) in chunk {
-            after = Some(rid);
-            n_records += 1;
-            match doc.get("_id") {
-                Ok(Some(id)) => match c.find_by_id(id) {
-                    Ok(Some(found)) if found == rid => {}
-                    _ => errors.push(format!("record {rid} is missing from the _id index")),
-                },
-                _ => {
-                    invalid += 1;
-                    errors.push(format!("record {rid} has no _id"));
-                }
-            }
-        }
-        if done {
-            break;
-        }
-    }
+    // The engine checks every page of every tree and that each index holds exactly the keys
+    // of the documents.
+    let report = c.validate().map_err(|e| storage_error(e, &req.db, name))?;
+    let errors = report.problems;
+    let invalid = report.missing_id as i64;
+    let n_records = report.records as i64;
     let mut keys_per_index = Document::new();
-    for ix in c.indexes() {
-        keys_per_index.insert(ix.spec.name.clone(), ix.entries as i64);
-        if !ix.multikey
-            && ix.spec.partial_filter.is_none()
-            && !ix.spec.sparse
-            && ix.entries as i64 != n_records
-        {
-            errors.push(format!(
-                "index {} has {} entries for {} records",
-                ix.spec.name, ix.entries, n_records
-            ));
-        }
-    }
-    if n_records != c.count() as i64 {
-        errors.push(format!(
-            "count {} differs from the {} records scanned",
-            c.count(),
-            n_records
-        ));
+    for (index, entries) in report.index_entries {
+        keys_per_index.insert(index, entries as i64);
     }
     Ok(Reply::Doc(doc! {
         "ns": ns,

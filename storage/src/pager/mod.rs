@@ -116,6 +116,7 @@ pub struct PagerStats {
     pub pages_read: u64,
     pub pages_written: u64,
     pub pages_evicted: u64,
+    pub pages_evicted_dirty: u64,
     pub page_count: u64,
     pub free_pages: u64,
 }
@@ -311,7 +312,7 @@ impl Pager {
         let mut victims = Vec::new();
         let frame =
             self.pool
-                .insert_clean(id, Arc::new(pool::Frame::new(page, false)), &mut victims);
+                .insert_clean(id, Arc::new(self.pool.frame(page, false)), &mut victims);
         self.write_victims(victims)?;
         Ok(frame)
     }
@@ -352,7 +353,7 @@ impl Pager {
             a.fresh.insert(id);
             (id, a.cuts)
         };
-        let frame = Arc::new(pool::Frame::new(page, true));
+        let frame = Arc::new(self.pool.frame(page, true));
         frame.set_fresh_cut(cut);
         let mut victims = Vec::new();
         self.pool.insert_new(id, frame.clone(), &mut victims);
@@ -578,6 +579,7 @@ impl Pager {
             pages_read: c.pages_read.load(Ordering::Relaxed),
             pages_written: c.pages_written.load(Ordering::Relaxed),
             pages_evicted: c.pages_evicted.load(Ordering::Relaxed),
+            pages_evicted_dirty: c.pages_evicted_dirty.load(Ordering::Relaxed),
             page_count,
             free_pages,
         }

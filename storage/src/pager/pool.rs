@@ -9,7 +9,7 @@
 //! copy-on-write rule. It only keeps bytes and writes dirty ones to their own location.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use super::PageId;
@@ -23,17 +23,30 @@ pub const FRAME_OVERHEAD_BYTES: u64 = 160;
 pub struct Frame {
     page: RwLock<Page>,
     dirty: AtomicBool,
+    /// The pool's count of dirty frames, kept as this frame's flag changes (so stats never
+    /// walk the pool).
+    dirty_frames: Arc<AtomicI64>,
     /// The pager's cut number when this page was allocated (`u64::MAX`: not known, e.g. read
     /// back from disk); equal to the current number means the page may change in place.
     fresh_cut: AtomicU64,
 }
 
 impl Frame {
-    pub fn new(page: Page, dirty: bool) -> Frame {
+    fn new(page: Page, dirty: bool, dirty_frames: &Arc<AtomicI64>) -> Frame {
+        if dirty {
+            dirty_frames.fetch_add(1, Ordering::Relaxed);
+        }
         Frame {
             page: RwLock::new(page),
             dirty: AtomicBool::new(dirty),
+            dirty_frames: dirty_frames.clone(),
             fresh_cut: AtomicU64::new(u64::MAX),
+        }
+    }
+
+    fn set_dirty(&self) {
+        if !self.dirty.swap(true, Ordering::AcqRel) {
+            self.dirty_frames.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -54,13 +67,13 @@ impl Frame {
     /// written (fresh pages of the current epoch).
     pub fn write(&self) -> RwLockWriteGuard<'_, Page> {
         let g = self.page.write().unwrap_or_else(|p| p.into_inner());
-        self.dirty.store(true, Ordering::Release);
+        self.set_dirty();
         g
     }
 
     /// Marks the frame dirty again (its write failed).
     pub fn mark_dirty(&self) {
-        self.dirty.store(true, Ordering::Release);
+        self.set_dirty();
     }
 
     pub fn is_dirty(&self) -> bool {
@@ -71,8 +84,18 @@ impl Frame {
     /// changes the page afterwards sets the flag again.
     pub fn take_for_write(&self) -> Page {
         let g = self.read();
-        self.dirty.store(false, Ordering::Release);
+        if self.dirty.swap(false, Ordering::AcqRel) {
+            self.dirty_frames.fetch_sub(1, Ordering::Relaxed);
+        }
         g.clone()
+    }
+}
+
+impl Drop for Frame {
+    fn drop(&mut self) {
+        if *self.dirty.get_mut() {
+            self.dirty_frames.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -101,6 +124,10 @@ pub struct PoolCounters {
     pub pages_read: AtomicU64,
     pub pages_written: AtomicU64,
     pub pages_evicted: AtomicU64,
+    /// Evictions that had to write the page first.
+    pub pages_evicted_dirty: AtomicU64,
+    /// Frames whose page changed since it was last written.
+    pub dirty_frames: Arc<AtomicI64>,
 }
 
 pub struct Pool {
@@ -197,6 +224,9 @@ impl Pool {
                     let slot = remove_slot(st, i);
                     self.counters.pages_evicted.fetch_add(1, Ordering::Relaxed);
                     if slot.frame.is_dirty() {
+                        self.counters
+                            .pages_evicted_dirty
+                            .fetch_add(1, Ordering::Relaxed);
                         st.writing.insert(slot.id, slot.frame.clone());
                         st.inflight += 1;
                         victims.push(Victim {
@@ -276,11 +306,16 @@ impl Pool {
     }
 
     /// (frames held, dirty frames).
+    /// (frames held, dirty frames); constant time.
     pub fn usage(&self) -> (usize, usize) {
         let st = self.state();
-        let dirty = st.slots.iter().filter(|s| s.frame.is_dirty()).count()
-            + st.writing.values().filter(|f| f.is_dirty()).count();
+        let dirty = self.counters.dirty_frames.load(Ordering::Relaxed).max(0) as usize;
         (st.slots.len() + st.writing.len(), dirty)
+    }
+
+    /// A frame for `page`, counted in this pool's dirty gauge.
+    pub fn frame(&self, page: Page, dirty: bool) -> Frame {
+        Frame::new(page, dirty, &self.counters.dirty_frames)
     }
 
     /// Ids of resident dirty pages (tests and checks).
