@@ -1,7 +1,8 @@
 //! Proves authentication and authorization against a real `cairn --auth` process: the localhost
 //! exception, SCRAM-SHA-256 (speculative, as drivers do by default) and SCRAM-SHA-1 logins,
 //! mongod's error codes and messages (18, 13), built-in and user-defined roles, privileges that
-//! follow grants and drops on live connections, users surviving SIGKILL, and the limits on
+//! follow grants and drops on live connections, users and roles surviving a restart and SIGKILL,
+//! passwords kept out of the log, slow-query lines and currentOp, and the limits on
 //! unauthenticated connections. How: the official Rust driver, plus a raw SCRAM client
 //! (`cairn_e2e::auth`) where the exact server reply matters.
 
@@ -378,7 +379,7 @@ async fn roles_decide_what_users_may_do() {
 }
 
 #[tokio::test]
-async fn users_and_roles_survive_sigkill() {
+async fn users_and_roles_survive_restart_and_sigkill() {
     let (mut s, root) = auth_server(&[]).await;
     root.database("a")
         .run_command(doc! {
@@ -390,10 +391,30 @@ async fn users_and_roles_survive_sigkill() {
         .unwrap();
     create_user(&root, "a", "kept", bson::bson!(["onlyC"])).await;
     drop(root);
+
+    // A clean shutdown (SIGTERM) and start.
+    s.signal("TERM");
+    let status = s
+        .wait_exit(Duration::from_secs(30))
+        .expect("cairn exits on SIGTERM");
+    assert!(status.success(), "{status:?}");
     s.restart_after_kill();
     let kept = as_user(&s, "a", "kept").await;
     assert!(insert_err(&kept, "a", "c").await.is_none());
     assert_eq!(insert_err(&kept, "a", "other").await.unwrap().0, 13);
+    // A change made after the restart, then SIGKILL.
+    let root = client(&s, "root", ROOT_PW, "").await;
+    root.database("a")
+        .run_command(doc! { "grantPrivilegesToRole": "onlyC", "privileges": [{ "resource": { "db": "a", "collection": "other" }, "actions": ["insert"] }] })
+        .await
+        .unwrap();
+    drop((root, kept));
+
+    s.restart_after_kill();
+    let kept = as_user(&s, "a", "kept").await;
+    assert!(insert_err(&kept, "a", "c").await.is_none());
+    assert!(insert_err(&kept, "a", "other").await.is_none());
+    assert_eq!(insert_err(&kept, "a", "third").await.unwrap().0, 13);
     let root = client(&s, "root", ROOT_PW, "").await;
     let users: Vec<Document> = root
         .database("admin")
@@ -512,4 +533,74 @@ async fn without_auth_logins_still_work() {
             .get_bool("requiresAuth")
             .unwrap()
     );
+}
+
+/// Passwords never reach the log: every command is a slow query here (`--slowms -1`), users
+/// are created and changed with distinctive passwords, one of them logs in, and a denied
+/// `createUser` echoes its command with the password replaced by "xxx".
+#[tokio::test]
+async fn passwords_are_redacted() {
+    const SECRETS: [&str; 3] = [
+        "Crocus-1st-Secret",
+        "Crocus-2nd-Secret",
+        "Crocus-3rd-Secret",
+    ];
+    let (s, root) = auth_server(&["--slowms=-1"]).await;
+    let a = root.database("a");
+    a.run_command(doc! { "createUser": "u", "pwd": SECRETS[0], "roles": ["read"] })
+        .await
+        .unwrap();
+    a.run_command(doc! { "updateUser": "u", "pwd": SECRETS[1] })
+        .await
+        .unwrap();
+    let u = mongodb::Client::with_uri_str(format!(
+        "mongodb://u:{}@127.0.0.1:{}/?directConnection=true&authSource=a&serverSelectionTimeoutMS=5000",
+        SECRETS[1], s.port
+    ))
+    .await
+    .unwrap();
+    let e = u
+        .database("a")
+        .run_command(doc! { "createUser": "v", "pwd": SECRETS[2], "roles": [] })
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&e), 13);
+    let msg = error_message(&e);
+    assert!(msg.contains(r#"pwd: "xxx""#), "{msg}");
+    assert!(!msg.contains(SECRETS[2]), "{msg}");
+
+    // currentOp (what it shows now, and while the users commands ran) carries no secret.
+    let ops = root
+        .database("admin")
+        .run_command(doc! { "currentOp": 1 })
+        .await
+        .unwrap();
+    let ops = format!("{ops:?}");
+    // The slow-query lines were written, for createUser and updateUser among others.
+    let log = s.log_text();
+    for command in ["createUser", "updateUser"] {
+        assert!(
+            log.lines()
+                .any(|l| l.contains("Slow query")
+                    && l.contains(&format!(r#""command":"{command}""#))),
+            "no slow-query line for {command}:\n{log}"
+        );
+    }
+    for secret in SECRETS {
+        assert!(!log.contains(secret), "{secret} in the log:\n{log}");
+        assert!(!ops.contains(secret), "{secret} in currentOp: {ops}");
+    }
+    let stored = format!(
+        "{:?}",
+        root.database("admin")
+            .collection::<Document>("system.users")
+            .find_one(doc! { "_id": "a.u" })
+            .await
+            .unwrap()
+            .unwrap()
+    );
+    assert!(stored.contains("SCRAM-SHA-256"), "{stored}");
+    for secret in SECRETS {
+        assert!(!stored.contains(secret), "{secret} stored: {stored}");
+    }
 }

@@ -10,7 +10,9 @@
 use anyhow::{Context, Result, bail};
 use bson::{Document, doc};
 use cairn_e2e::Server;
-use cairn_e2e::auth::{Login, Mech, command, login, make_tls_files, reply_code, tls_client_config, tls_connect};
+use cairn_e2e::auth::{
+    Login, Mech, command, login, make_tls_files, reply_code, tls_client_config, tls_connect,
+};
 use clap::Parser;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
@@ -23,7 +25,10 @@ const SLICE: usize = 10;
 const DOCS: i32 = 10_000;
 
 #[derive(Parser)]
-#[command(name = "cairn-auth-bench", about = "Handshake, SCRAM and TLS costs of cairn")]
+#[command(
+    name = "cairn-auth-bench",
+    about = "Handshake, SCRAM and TLS costs of cairn"
+)]
 struct Cli {
     /// The cairn binary to start (use a release build).
     #[arg(long, default_value = "target/release/cairn")]
@@ -60,8 +65,20 @@ fn hello<S: std::io::Read + std::io::Write>(s: &mut S) -> Result<()> {
     Ok(())
 }
 
-fn do_login<S: std::io::Read + std::io::Write>(s: &mut S, mech: Mech, salted: Option<&[u8]>) -> Result<Vec<u8>> {
-    let l = Login { user: USER, password: PASSWORD, db: "admin", mech, speculative: true, wrong_proof: false, salted };
+fn do_login<S: std::io::Read + std::io::Write>(
+    s: &mut S,
+    mech: Mech,
+    salted: Option<&[u8]>,
+) -> Result<Vec<u8>> {
+    let l = Login {
+        user: USER,
+        password: PASSWORD,
+        db: "admin",
+        mech,
+        speculative: true,
+        wrong_proof: false,
+        salted,
+    };
     login(s, &l)?.map_err(|r| anyhow::anyhow!("login failed: {r}"))
 }
 
@@ -77,20 +94,79 @@ struct Kind<'a> {
     samples: Vec<Duration>,
 }
 
-fn connection_kinds(addr: &str, ca_der: &[u8], connections: usize) -> Result<Vec<(String, f64, f64)>> {
+fn connection_kinds(
+    addr: &str,
+    ca_der: &[u8],
+    connections: usize,
+) -> Result<Vec<(String, f64, f64)>> {
     let cfg = tls_client_config(ca_der);
     // The SaltedPassword a driver caches after its first login (same salt and iterations).
     let mut first = tcp(addr)?;
     let salted256 = do_login(&mut first, Mech::Sha256, None)?;
     let salted1 = do_login(&mut tcp(addr)?, Mech::Sha1, None)?;
     let mut kinds: Vec<Kind> = vec![
-        Kind { name: "plain: hello + ping, no login", run: Box::new(|| { let mut s = tcp(addr)?; hello(&mut s)?; ping(&mut s) }), samples: vec![] },
-        Kind { name: "plain: SCRAM-SHA-256 login + ping (client key cached)", run: Box::new(|| { let mut s = tcp(addr)?; do_login(&mut s, Mech::Sha256, Some(&salted256))?; ping(&mut s) }), samples: vec![] },
-        Kind { name: "plain: SCRAM-SHA-1 login + ping (client key cached)", run: Box::new(|| { let mut s = tcp(addr)?; do_login(&mut s, Mech::Sha1, Some(&salted1))?; ping(&mut s) }), samples: vec![] },
-        Kind { name: "plain: SCRAM-SHA-256 login + ping (client derives its key: 15,000 PBKDF2 iterations)", run: Box::new(|| { let mut s = tcp(addr)?; do_login(&mut s, Mech::Sha256, None)?; ping(&mut s) }), samples: vec![] },
-        Kind { name: "TLS: handshake only (TLS 1.3, ECDSA P-256)", run: Box::new(|| { tls_connect(addr, &cfg)?; Ok(()) }), samples: vec![] },
-        Kind { name: "TLS: handshake + hello + ping, no login", run: Box::new(|| { let mut s = tls_connect(addr, &cfg)?; hello(&mut s)?; ping(&mut s) }), samples: vec![] },
-        Kind { name: "TLS: handshake + SCRAM-SHA-256 login + ping (client key cached)", run: Box::new(|| { let mut s = tls_connect(addr, &cfg)?; do_login(&mut s, Mech::Sha256, Some(&salted256))?; ping(&mut s) }), samples: vec![] },
+        Kind {
+            name: "plain: hello + ping, no login",
+            run: Box::new(|| {
+                let mut s = tcp(addr)?;
+                hello(&mut s)?;
+                ping(&mut s)
+            }),
+            samples: vec![],
+        },
+        Kind {
+            name: "plain: SCRAM-SHA-256 login + ping (client key cached)",
+            run: Box::new(|| {
+                let mut s = tcp(addr)?;
+                do_login(&mut s, Mech::Sha256, Some(&salted256))?;
+                ping(&mut s)
+            }),
+            samples: vec![],
+        },
+        Kind {
+            name: "plain: SCRAM-SHA-1 login + ping (client key cached)",
+            run: Box::new(|| {
+                let mut s = tcp(addr)?;
+                do_login(&mut s, Mech::Sha1, Some(&salted1))?;
+                ping(&mut s)
+            }),
+            samples: vec![],
+        },
+        Kind {
+            name: "plain: SCRAM-SHA-256 login + ping (client derives its key: 15,000 PBKDF2 iterations)",
+            run: Box::new(|| {
+                let mut s = tcp(addr)?;
+                do_login(&mut s, Mech::Sha256, None)?;
+                ping(&mut s)
+            }),
+            samples: vec![],
+        },
+        Kind {
+            name: "TLS: handshake only (TLS 1.3, ECDSA P-256)",
+            run: Box::new(|| {
+                tls_connect(addr, &cfg)?;
+                Ok(())
+            }),
+            samples: vec![],
+        },
+        Kind {
+            name: "TLS: handshake + hello + ping, no login",
+            run: Box::new(|| {
+                let mut s = tls_connect(addr, &cfg)?;
+                hello(&mut s)?;
+                ping(&mut s)
+            }),
+            samples: vec![],
+        },
+        Kind {
+            name: "TLS: handshake + SCRAM-SHA-256 login + ping (client key cached)",
+            run: Box::new(|| {
+                let mut s = tls_connect(addr, &cfg)?;
+                do_login(&mut s, Mech::Sha256, Some(&salted256))?;
+                ping(&mut s)
+            }),
+            samples: vec![],
+        },
     ];
     for k in &mut kinds {
         for _ in 0..WARMUP_CONNECTIONS {
@@ -113,7 +189,11 @@ fn connection_kinds(addr: &str, ca_der: &[u8], connections: usize) -> Result<Vec
         .into_iter()
         .map(|mut k| {
             k.samples.sort();
-            (k.name.to_string(), quantile_us(&k.samples, 0.5), quantile_us(&k.samples, 0.9))
+            (
+                k.name.to_string(),
+                quantile_us(&k.samples, 0.5),
+                quantile_us(&k.samples, 0.9),
+            )
         })
         .collect())
 }
@@ -151,7 +231,10 @@ async fn find_one_rate(uri: &str, seconds: f64, tasks: usize) -> Result<(f64, f6
         lat.extend(l);
     }
     lat.sort();
-    Ok((total as f64 / started.elapsed().as_secs_f64().max(seconds), quantile_us(&lat, 0.5)))
+    Ok((
+        total as f64 / started.elapsed().as_secs_f64().max(seconds),
+        quantile_us(&lat, 0.5),
+    ))
 }
 
 fn main() -> Result<()> {
@@ -160,7 +243,13 @@ fn main() -> Result<()> {
     let files = make_tls_files(dir.path());
     let server = Server::start(
         &cli.bin,
-        &["--auth", "--tlsMode", "preferTLS", "--tlsCertificateKeyFile", files.server.to_str().unwrap_or_default()],
+        &[
+            "--auth",
+            "--tlsMode",
+            "preferTLS",
+            "--tlsCertificateKeyFile",
+            files.server.to_str().unwrap_or_default(),
+        ],
     );
     let addr = server.addr();
     let r = command(
@@ -170,26 +259,42 @@ fn main() -> Result<()> {
     if reply_code(&r) != 0 {
         bail!("createUser: {r}");
     }
-    let plain = format!("mongodb://{USER}:{PASSWORD}@127.0.0.1:{}/?directConnection=true", server.port);
+    let plain = format!(
+        "mongodb://{USER}:{PASSWORD}@127.0.0.1:{}/?directConnection=true",
+        server.port
+    );
     let tls = format!(
         "mongodb://{USER}:{PASSWORD}@localhost:{}/?directConnection=true&tls=true&tlsCAFile={}",
         server.port,
         files.ca.display()
     );
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     rt.block_on(async {
         let c = mongodb::Client::with_uri_str(&plain).await?;
-        let docs: Vec<Document> = (0..DOCS).map(|i| doc! { "_id": i, "name": format!("user{i}"), "n": i }).collect();
-        c.database("bench").collection::<Document>("docs").insert_many(docs).await?;
+        let docs: Vec<Document> = (0..DOCS)
+            .map(|i| doc! { "_id": i, "name": format!("user{i}"), "n": i })
+            .collect();
+        c.database("bench")
+            .collection::<Document>("docs")
+            .insert_many(docs)
+            .await?;
         Ok::<_, anyhow::Error>(())
     })?;
 
-    println!("### New connection to first reply (µs, {} connections of each kind)\n", cli.connections);
+    println!(
+        "### New connection to first reply (µs, {} connections of each kind)\n",
+        cli.connections
+    );
     println!("| connection | median | p90 |\n| --- | ---: | ---: |");
     for (name, p50, p90) in connection_kinds(&addr, &files.ca_der, cli.connections)? {
         println!("| {name} | {p50:.0} | {p90:.0} |");
     }
-    println!("\n### findOne by _id through the Rust driver ({} s per run)\n", cli.seconds);
+    println!(
+        "\n### findOne by _id through the Rust driver ({} s per run)\n",
+        cli.seconds
+    );
     println!("| transport | client tasks | ops/s | median µs/op |\n| --- | ---: | ---: | ---: |");
     for tasks in [1, cli.tasks] {
         for (name, uri) in [("plain", &plain), ("TLS", &tls)] {
