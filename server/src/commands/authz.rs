@@ -289,10 +289,9 @@ fn aggregate(db: &str, body: &Document, _: &[Sequence]) -> Vec<Need> {
         Some("$planCacheStats") => "planCacheRead",
         _ => "find",
     };
-    match body.get("aggregate") {
-        Some(Bson::String(c)) => out.push(Need::coll(db, c, &[read])),
-        // `aggregate: 1`: a database-level pipeline ($documents, $currentOp, ...).
-        _ => {}
+    // Otherwise `aggregate: 1`: a database-level pipeline ($documents, $currentOp, ...).
+    if let Some(Bson::String(c)) = body.get("aggregate") {
+        out.push(Need::coll(db, c, &[read]));
     }
     let bypass = body.get("bypassDocumentValidation").is_some_and(truthy);
     pipeline_needs(db, stages, bypass, 0, &mut out);
@@ -365,10 +364,10 @@ fn pipeline_needs(db: &str, stages: &[Bson], bypass: bool, depth: usize, out: &m
                 }
             }
             "$currentOp" => out.push(Need::on(Target::Cluster, &["inprog"])),
-            "$listSessions" | "$listLocalSessions" => {
-                if spec_doc.and_then(|d| d.get("allUsers")).is_some_and(truthy) {
-                    out.push(Need::on(Target::Cluster, &["listSessions"]));
-                }
+            "$listSessions" | "$listLocalSessions"
+                if spec_doc.and_then(|d| d.get("allUsers")).is_some_and(truthy) =>
+            {
+                out.push(Need::on(Target::Cluster, &["listSessions"]));
             }
             "$changeStream" => out.push(Need::db(db, &["changeStream"])),
             _ => {}

@@ -85,14 +85,14 @@ pub fn hello(
             .collect();
         reply.insert("compression", agreed);
     }
-    if let Some(user) = req.body.get("saslSupportedMechs") {
-        if !matches!(user, Bson::String(_)) {
-            return Err(err(
-                ErrorCode::TypeMismatch,
-                "'saslSupportedMechs' field must be a string",
-            ));
-        }
-        // The mechanisms themselves are added by `auth::hello_extras` (a storage look-up).
+    // The mechanisms themselves are added by `auth::hello_extras` (a storage look-up).
+    if let Some(user) = req.body.get("saslSupportedMechs")
+        && !matches!(user, Bson::String(_))
+    {
+        return Err(err(
+            ErrorCode::TypeMismatch,
+            "'saslSupportedMechs' field must be a string",
+        ));
     }
     conn.hello_seen = true;
     reply.insert("ok", 1.0);
