@@ -319,7 +319,10 @@ async fn leading_match_and_index_sort_run_in_the_scan() {
         .await
         .unwrap();
     let indexed = run(pipeline("k")).await;
-    assert_eq!(indexed, before, "an index-ordered scan returns the sorted results");
+    assert_eq!(
+        indexed, before,
+        "an index-ordered scan returns the sorted results"
+    );
     let e = db
         .run_command(doc! { "aggregate": "c", "pipeline": [ { "$sort": { "k": 1, "_id": 1 } }, { "$limit": 3 } ], "explain": true })
         .await
@@ -342,7 +345,10 @@ async fn leading_match_and_index_sort_run_in_the_scan() {
         .unwrap();
     assert_eq!(plan.get_str("stage").unwrap(), "FETCH");
     assert_eq!(
-        plan.get_document("inputStage").unwrap().get_str("indexName").unwrap(),
+        plan.get_document("inputStage")
+            .unwrap()
+            .get_str("indexName")
+            .unwrap(),
         "k_id"
     );
     let unindexed = db
@@ -355,7 +361,11 @@ async fn leading_match_and_index_sort_run_in_the_scan() {
         .iter()
         .filter_map(|s| s.as_document().and_then(|d| d.keys().next().cloned()))
         .collect();
-    assert_eq!(names, ["$cursor", "$sort"], "$match is the scan's filter; $sort still runs");
+    assert_eq!(
+        names,
+        ["$cursor", "$sort"],
+        "$match is the scan's filter; $sort still runs"
+    );
     let top: Vec<Document> = c
         .aggregate(vec![
             doc! { "$sort": { "k": 1, "_id": 1 } },

@@ -131,9 +131,13 @@ pub async fn run_all(client: &Client, db_name: &str, sizes: &Sizes) -> Vec<Measu
         .await,
     );
     out.push(
-        timed("$match+$group (unindexed match)", "ms/op", lower, sizes, |_| {
-            match_group(&users, sizes)
-        })
+        timed(
+            "$match+$group (unindexed match)",
+            "ms/op",
+            lower,
+            sizes,
+            |_| match_group(&users, sizes),
+        )
         .await,
     );
     out.push(
@@ -159,9 +163,13 @@ pub async fn run_all(client: &Client, db_name: &str, sizes: &Sizes) -> Vec<Measu
         .await,
     );
     out.push(
-        timed("$sort _id desc+$limit 10 (index order)", "ms/op", lower, sizes, |_| {
-            sort_indexed(&users, sizes)
-        })
+        timed(
+            "$sort _id desc+$limit 10 (index order)",
+            "ms/op",
+            lower,
+            sizes,
+            |_| sort_indexed(&users, sizes),
+        )
         .await,
     );
     out.push(

@@ -5,9 +5,9 @@
 //! collected as raw BSON for a cursor.
 
 use super::scan::{ScanState, check_deadline, collect_matches, planned_scan, scan_mode};
-use crate::planner;
 use crate::catalog::Catalog;
 use crate::error::{CommandResult, ErrorCode, err};
+use crate::planner;
 use crate::query::matcher::Filter;
 use crate::query::pipeline::{DocStream, Pipeline, PipelineEnv};
 use crate::query::types::as_i64;

@@ -272,7 +272,9 @@ impl Expr {
                 let top = root.get(&path[0]).ok().flatten().map(types::to_owned);
                 Ok(top.and_then(|v| value_at_path(&v, &path[1..])))
             }
-            Expr::Var(name, path) => Ok(lookup_var(scope, name).and_then(|v| value_at_path(&v, path))),
+            Expr::Var(name, path) => {
+                Ok(lookup_var(scope, name).and_then(|v| value_at_path(&v, path)))
+            }
             Expr::Object(fields) => {
                 let mut out = Document::new();
                 for (k, e) in fields {
