@@ -230,6 +230,8 @@ error_codes! {
     Location40321 = 40321,
     Location40571 = 40571,
     Location40415 = 40415,
+    Location40413 = 40413,
+    OutOfDiskSpace = 14031,
     UnsupportedOpQueryCommand = 352,
     Location40352 = 40352,
     Location51024 = 51024,
