@@ -5,15 +5,17 @@
 #   - any other program is run as given: `docker run -it IMAGE bash`;
 #   - for cairn itself (the default command): listen on every address and serve /data/db unless
 #     the arguments say otherwise; started as root, hand the data directory to the cairn user and
-#     go on as that user; on a fresh data directory, run /docker-entrypoint-initdb.d/* once
-#     against a temporary server bound to 127.0.0.1; then exec cairn, which becomes PID 1 and
-#     gets `docker stop`'s SIGTERM itself.
+#     go on as that user; with MONGO_INITDB_ROOT_USERNAME/_PASSWORD (or _FILE), serve with
+#     --auth; on a fresh data directory, create that root user and run
+#     /docker-entrypoint-initdb.d/* once against a temporary server bound to 127.0.0.1; then
+#     exec cairn, which becomes PID 1 and gets `docker stop`'s SIGTERM itself.
 # cairn logs to stderr; the server's output is sent to stdout, where mongod writes its log. This
 # script's own messages go to stderr, so `--log-format json` leaves stdout pure JSON.
 set -euo pipefail
 
 initdb_dir=/docker-entrypoint-initdb.d
-initdb_port=27017
+# The temporary server's port (loopback only); CAIRN_INITDB_PORT moves it for tests outside Docker.
+initdb_port=${CAIRN_INITDB_PORT:-27017}
 initdb_start_wait_s=30
 user=cairn
 
@@ -46,24 +48,51 @@ opt_value() {
     printf '%s' "$value"
 }
 
-# --- Authentication: the place for MONGO_INITDB_ROOT_* ------------------------------------------
-# The official image creates a root user from MONGO_INITDB_ROOT_USERNAME and _PASSWORD (or their
-# _FILE variants, which name a file such as a Docker secret) on first start, then serves with
-# --auth. cairn has no authentication yet, so these are refused rather than ignored: ignoring
-# them would serve an open database to someone who asked for a password.
-# When authentication lands: read the _FILE variants here, create the user in run_initdb()
-# against the temporary server (before the scripts, as the official image does), and append
-# --auth to the server's arguments (unless --noauth is given).
-refuse_auth_variables() {
-    local v
-    for v in MONGO_INITDB_ROOT_USERNAME MONGO_INITDB_ROOT_PASSWORD \
-        MONGO_INITDB_ROOT_USERNAME_FILE MONGO_INITDB_ROOT_PASSWORD_FILE; do
-        if [ -n "${!v:-}" ]; then
-            log "$v is set, but cairn has no authentication yet: it would serve without a" \
-                "password. Unset MONGO_INITDB_ROOT_* to run an open server."
+# --- Authentication: MONGO_INITDB_ROOT_* -------------------------------------------------------
+# As the official image: MONGO_INITDB_ROOT_USERNAME and _PASSWORD (or their _FILE variants, which
+# name a file such as a Docker secret) create a root user in admin on the first start, and from
+# then on the server always runs with --auth. The user is made through the localhost exception
+# of the temporary server, which runs with --auth too, so initdb scripts run as they will later.
+
+# file_env VAR: VAR itself, or the contents of the file VAR_FILE names (both set is an error).
+file_env() {
+    local var=$1 file_var="${1}_FILE"
+    if [ -n "${!var:-}" ] && [ -n "${!file_var:-}" ]; then
+        log "both $var and $file_var are set (but are exclusive)"
+        exit 1
+    fi
+    if [ -n "${!file_var:-}" ]; then
+        if ! [ -r "${!file_var}" ]; then
+            log "$file_var names ${!file_var}, which $(id -un) cannot read"
             exit 1
         fi
-    done
+        export "$var"="$(<"${!file_var}")"
+        unset "$file_var"
+    fi
+}
+
+root_user=""
+read_auth_variables() {
+    file_env MONGO_INITDB_ROOT_USERNAME
+    file_env MONGO_INITDB_ROOT_PASSWORD
+    local user=${MONGO_INITDB_ROOT_USERNAME:-} password=${MONGO_INITDB_ROOT_PASSWORD:-}
+    if [ -n "$user" ] && [ -n "$password" ]; then
+        root_user=$user
+    elif [ -n "$user" ] || [ -n "$password" ]; then
+        log "missing MONGO_INITDB_ROOT_USERNAME or MONGO_INITDB_ROOT_PASSWORD: both must be set" \
+            "for the root user to be created"
+        exit 1
+    fi
+}
+
+# create_root_user: the root user, against the temporary server (password on stdin, never argv).
+create_root_user() {
+    log "creating the root user '$root_user' in admin"
+    if ! printf '%s' "$MONGO_INITDB_ROOT_PASSWORD" |
+        cairn-create-user "127.0.0.1:$initdb_port" admin "$root_user" root; then
+        log "could not create the root user"
+        exit 1
+    fi
 }
 
 # A data directory is fresh when it holds nothing (a new volume's lost+found aside).
@@ -95,17 +124,18 @@ run_initdb() {
     local program=$1 dbpath f
     shift
     dbpath=$(opt_value dbpath "$@")
-    [ -e "$initdb_dir" ] || return 0
-    if ! [ -r "$initdb_dir" ] || ! [ -x "$initdb_dir" ]; then
-        # Silence here would skip the scripts for good: the next start is no longer fresh.
-        log "$initdb_dir is not readable by $(id -un) (uid $(id -u)): make it readable"
-        exit 1
-    fi
     local scripts=()
-    for f in "$initdb_dir"/*; do
-        [ -f "$f" ] && scripts+=("$f")
-    done
-    [ ${#scripts[@]} -gt 0 ] || return 0
+    if [ -e "$initdb_dir" ]; then
+        if ! [ -r "$initdb_dir" ] || ! [ -x "$initdb_dir" ]; then
+            # Silence here would skip the scripts for good: the next start is no longer fresh.
+            log "$initdb_dir is not readable by $(id -un) (uid $(id -u)): make it readable"
+            exit 1
+        fi
+        for f in "$initdb_dir"/*; do
+            [ -f "$f" ] && scripts+=("$f")
+        done
+    fi
+    [ ${#scripts[@]} -gt 0 ] || [ -n "$root_user" ] || return 0
     for f in "${scripts[@]}"; do
         if [[ $f == *.js ]] && ! command -v mongosh >/dev/null; then
             log "$f needs mongosh, which this image does not have: use a *.sh script, or an image" \
@@ -117,8 +147,9 @@ run_initdb() {
     local server=(--dbpath "$dbpath" --bind_ip 127.0.0.1 --port "$initdb_port")
     if has_opt log-format -- "$@"; then server+=(--log-format "$(opt_value log-format "$@")"); fi
     if has_opt quiet -- "$@"; then server+=(--quiet); fi
-    log "fresh $dbpath: running ${#scripts[@]} script(s) from $initdb_dir against a temporary" \
-        "server on 127.0.0.1:$initdb_port"
+    if [ -n "$root_user" ]; then server+=(--auth); fi
+    log "fresh $dbpath: initialising (${#scripts[@]} script(s) from $initdb_dir) against a" \
+        "temporary server on 127.0.0.1:$initdb_port"
     "$program" "${server[@]}" 2>&1 &
     initdb_pid=$!
     trap 'stop_initdb_server || true' EXIT
@@ -133,6 +164,12 @@ run_initdb() {
         waited_s=$((waited_s + 1))
     done
 
+    local mongosh_auth=()
+    if [ -n "$root_user" ]; then
+        create_root_user
+        mongosh_auth=(--username "$root_user" --password "$MONGO_INITDB_ROOT_PASSWORD"
+            --authenticationDatabase admin)
+    fi
     for f in "${scripts[@]}"; do
         case $f in
             *.sh)
@@ -147,7 +184,7 @@ run_initdb() {
                 ;;
             *.js)
                 log "running $f in mongosh"
-                mongosh --quiet --norc \
+                mongosh --quiet --norc "${mongosh_auth[@]}" \
                     "mongodb://127.0.0.1:$initdb_port/${MONGO_INITDB_DATABASE:-test}" "$f"
                 ;;
             *) log "ignoring $f (neither *.sh nor *.js)" ;;
@@ -174,7 +211,14 @@ if has_opt help version -- "$@" || [[ " $* " == *" -h "* || " $* " == *" -V "* ]
     exec "$program" "$@"
 fi
 
-refuse_auth_variables
+read_auth_variables
+if [ -n "$root_user" ]; then
+    if has_opt noauth -- "$@"; then
+        log "MONGO_INITDB_ROOT_* asks for a root user and --auth, but the arguments say --noauth"
+        exit 1
+    fi
+    if ! has_opt auth -- "$@"; then set -- "$@" --auth; fi
+fi
 if ! has_opt bind_ip bind-ip bind_ip_all bind-ip-all -- "$@"; then
     set -- "$@" --bind_ip_all
 fi
@@ -194,4 +238,6 @@ fi
 if is_fresh "$dbpath"; then
     run_initdb "$program" "$@"
 fi
+# The server does not need the password; it stays out of its environment.
+unset MONGO_INITDB_ROOT_PASSWORD
 exec "$program" "$@" 2>&1

@@ -344,12 +344,53 @@ def _():
     return f"{len(lines)} lines"
 
 
-@check("MONGO_INITDB_ROOT_USERNAME is refused until cairn has authentication")
+def authed(cid, user, password):
+    mapping = docker("port", cid, "27017/tcp").stdout.split()[0]
+    host, port = mapping.rsplit(":", 1)
+    return pymongo.MongoClient(host, int(port), directConnection=True, username=user,
+                               password=password, authSource="admin",
+                               serverSelectionTimeoutMS=CONNECT_TIMEOUT_MS)
+
+
+@check("MONGO_INITDB_ROOT_USERNAME/_PASSWORD: a root user on first start, then --auth always")
 def _():
-    cid = start("-e", "MONGO_INITDB_ROOT_USERNAME=root", "-e", "MONGO_INITDB_ROOT_PASSWORD=secret")
-    code = wait_exit(cid)
-    _, err = logs(cid)
-    expect(code == 1 and "no authentication yet" in err, f"exit {code}, stderr {err!r}")
+    vol = volume()
+    env = ["-e", "MONGO_INITDB_ROOT_USERNAME=root", "-e", "MONGO_INITDB_ROOT_PASSWORD=s3cret pw"]
+    cid = start(*env, "-v", f"{vol}:/data/db")
+    with authed(cid, "root", "s3cret pw") as c:
+        c.app.things.insert_one({"_id": 1})
+        expect(c.admin.command("getCmdLineOpts")["parsed"]["security"]["authorization"] == "enabled",
+               "not started with --auth")
+    with client(cid) as c:
+        try:
+            c.app.things.find_one({})
+            raise AssertionError("an unauthenticated read was served")
+        except pymongo.errors.OperationFailure as e:
+            expect(e.code == 13, e.details)
+    docker("restart", cid)
+    with authed(cid, "root", "s3cret pw") as c:
+        expect(c.app.things.count_documents({}) == 1, "data after restart")
+    out, err = logs(cid)
+    expect("s3cret" not in out + err, "the password reached the logs")
+    docker("rm", "-f", "-v", cid)
+
+
+@check("MONGO_INITDB_ROOT_PASSWORD_FILE (a secret file) works; half the pair is refused")
+def _():
+    secrets = tmpdir(0o755)
+    with open(os.path.join(secrets, "pw"), "w") as f:
+        f.write("from-a-file\n")
+    os.chmod(os.path.join(secrets, "pw"), 0o400)  # root's only: read before dropping to cairn
+    cid = start("-e", "MONGO_INITDB_ROOT_USERNAME=admin", "-e", "MONGO_INITDB_ROOT_PASSWORD_FILE=/run/s/pw",
+                "-v", f"{secrets}:/run/s:ro")
+    with authed(cid, "admin", "from-a-file") as c:
+        c.admin.command("ping")
+        c.app.x.insert_one({"a": 1})
+    docker("rm", "-f", "-v", cid)
+    half = start("-e", "MONGO_INITDB_ROOT_USERNAME=root")
+    code = wait_exit(half)
+    _, err = logs(half)
+    expect(code == 1 and "both must be set" in err, f"exit {code}, stderr {err!r}")
 
 
 def cleanup():

@@ -277,5 +277,8 @@ mod tests {
     }
 }
 
+/// A SCRAM client over raw streams and generated TLS certificates (auth and TLS tests).
+pub mod auth;
+
 /// Compare and benchmark tools (`cairn-compare`, `cairn-bench`); see docs/COMPARE.md.
 pub mod compare;

@@ -13,6 +13,34 @@ pub enum LogFormat {
     Json,
 }
 
+/// mongod's `--tlsMode`: which connections the one listener accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TlsMode {
+    /// Plain connections only.
+    #[value(name = "disabled")]
+    Disabled,
+    /// Plain and TLS connections (mongod: cluster connections stay plain).
+    #[value(name = "allowTLS")]
+    AllowTls,
+    /// Plain and TLS connections (mongod: cluster connections use TLS).
+    #[value(name = "preferTLS")]
+    PreferTls,
+    /// TLS connections only; plain ones are closed.
+    #[value(name = "requireTLS")]
+    RequireTls,
+}
+
+impl TlsMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            TlsMode::Disabled => "disabled",
+            TlsMode::AllowTls => "allowTLS",
+            TlsMode::PreferTls => "preferTLS",
+            TlsMode::RequireTls => "requireTLS",
+        }
+    }
+}
+
 /// cairn: a MongoDB-compatible document database server.
 #[derive(Debug, Clone, Parser)]
 #[command(name = "cairn", version = crate::VERSION, about, long_about = None)]
@@ -70,6 +98,39 @@ pub struct Config {
     /// durable (writes that ask for `j: true` still wait). Default: every write waits.
     #[arg(long = "journalCommitInterval", value_name = "MS")]
     pub journal_commit_interval_ms: Option<u64>,
+
+    /// Require authentication and check every command against the user's roles.
+    #[arg(long, conflicts_with = "noauth")]
+    pub auth: bool,
+
+    /// No authentication checks (the default; accepted for mongod's command lines).
+    #[arg(long)]
+    pub noauth: bool,
+
+    /// TLS on the listener.
+    #[arg(long = "tlsMode", value_enum, default_value_t = TlsMode::Disabled)]
+    pub tls_mode: TlsMode,
+
+    /// PEM file with the server's certificate chain and its private key (TLS modes other than
+    /// disabled need it).
+    #[arg(long = "tlsCertificateKeyFile", value_name = "PEM")]
+    pub tls_certificate_key_file: Option<PathBuf>,
+
+    /// PEM file of CA certificates: clients must present a certificate signed by one of them.
+    #[arg(long = "tlsCAFile", value_name = "PEM")]
+    pub tls_ca_file: Option<PathBuf>,
+
+    /// With --tlsCAFile: accept client certificates that do not verify (and clients without one).
+    #[arg(long = "tlsAllowInvalidCertificates")]
+    pub tls_allow_invalid_certificates: bool,
+
+    /// With --tlsCAFile: clients without a certificate may connect (those with one are verified).
+    #[arg(long = "tlsAllowConnectionsWithoutCertificates")]
+    pub tls_allow_connections_without_certificates: bool,
+
+    /// Accepted for mongod's command lines; a server does not check client host names.
+    #[arg(long = "tlsAllowInvalidHostnames")]
+    pub tls_allow_invalid_hostnames: bool,
 
     /// Cache (buffer pool) size in GB, fractions allowed (0.0625 = 64 MiB). Default: half of
     /// (memory less 1 GB), at least 256 MB, where memory is the smaller of physical memory and
@@ -166,6 +227,22 @@ impl Config {
         if let Some(ms) = self.journal_commit_interval_ms {
             storage.insert("journal", bson::doc! { "commitIntervalMs": ms as i64 });
         }
+        if self.tls_mode != TlsMode::Disabled {
+            let mut tls = bson::doc! { "mode": self.tls_mode.name() };
+            if let Some(p) = &self.tls_certificate_key_file {
+                tls.insert("certificateKeyFile", p.display().to_string());
+            }
+            if let Some(p) = &self.tls_ca_file {
+                tls.insert("CAFile", p.display().to_string());
+            }
+            if self.tls_allow_invalid_certificates {
+                tls.insert("allowInvalidCertificates", true);
+            }
+            if self.tls_allow_connections_without_certificates {
+                tls.insert("allowConnectionsWithoutCertificates", true);
+            }
+            net.insert("tls", tls);
+        }
         // mongod lists only the options given; so do we (the defaults show in serverStatus).
         if let Some(gb) = self.cache_size_gb {
             storage.insert(
@@ -183,6 +260,9 @@ impl Config {
             );
         }
         let mut parsed = bson::doc! { "net": net, "storage": storage, "systemLog": system_log };
+        if self.auth {
+            parsed.insert("security", bson::doc! { "authorization": "enabled" });
+        }
         if !self.set_parameter.is_empty() {
             let mut params = bson::Document::new();
             for kv in &self.set_parameter {
@@ -213,6 +293,8 @@ mod tests {
         assert_eq!(c.cache_size_bytes(16 << 30), 15 << 29);
         let storage = c.parsed_document().get_document("storage").unwrap().clone();
         assert!(!storage.contains_key("wiredTiger") && !storage.contains_key("syncPeriodSecs"));
+        assert!(!c.auth);
+        assert_eq!(c.tls_mode, TlsMode::Disabled);
     }
 
     #[test]
@@ -258,6 +340,31 @@ mod tests {
         ] {
             assert!(Config::try_parse_from(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn auth_and_tls_flags() {
+        let c = Config::parse_from([
+            "cairn",
+            "--auth",
+            "--tlsMode",
+            "requireTLS",
+            "--tlsCertificateKeyFile",
+            "/k.pem",
+        ]);
+        assert!(c.auth);
+        assert_eq!(c.tls_mode, TlsMode::RequireTls);
+        let parsed = c.parsed_document();
+        assert_eq!(
+            parsed
+                .get_document("security")
+                .unwrap()
+                .get_str("authorization")
+                .unwrap(),
+            "enabled"
+        );
+        assert!(Config::try_parse_from(["cairn", "--auth", "--noauth"]).is_err());
+        assert!(Config::try_parse_from(["cairn", "--tlsMode", "bogus"]).is_err());
     }
 
     #[test]

@@ -16,8 +16,7 @@ use bytes::BytesMut;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use wire::{Body, Compressor, Message, OpMsg, OpQuery, OpReply};
 
 /// Commands whose replies are never compressed (the compression spec's list).
@@ -42,18 +41,22 @@ enum End {
     Malformed(String),
     Io(std::io::Error),
     Shutdown,
+    /// Under `--auth`: no request completed within `unauthenticatedIdleTimeoutMS`.
+    IdleUnauthenticated,
 }
 
 /// Serve one connection until it ends; returns the client's driver as "name version" (from the
 /// handshake metadata) for the connection-ended log line.
-pub async fn serve(
+pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     state: Arc<ServerState>,
-    mut stream: TcpStream,
+    mut stream: S,
     mut info: ConnectionInfo,
 ) -> String {
-    let _ = stream.set_nodelay(true);
     let end = run(&state, &mut stream, &mut info).await;
     match end {
+        End::IdleUnauthenticated => {
+            tracing::info!(remote = %info.peer, connection_id = info.id, "closing connection: unauthenticated and idle")
+        }
         End::ClientClosed | End::Shutdown => {}
         End::Malformed(why) => {
             tracing::warn!(remote = %info.peer, connection_id = info.id, error = %why, "closing connection: malformed message")
@@ -76,9 +79,30 @@ pub async fn serve(
     }
 }
 
-async fn run(state: &Arc<ServerState>, stream: &mut TcpStream, info: &mut ConnectionInfo) -> End {
+/// When an unauthenticated connection (under `--auth`) that completed its last request at
+/// `last` is closed; far in the future otherwise.
+fn idle_deadline(
+    state: &ServerState,
+    info: &ConnectionInfo,
+    last: Instant,
+) -> tokio::time::Instant {
+    let far = Duration::from_secs(86_400 * 365);
+    let limit = if info.auth.counts_as_unauthenticated() {
+        Duration::from_millis(state.params.get_i64("unauthenticatedIdleTimeoutMS").max(1) as u64)
+    } else {
+        far
+    };
+    tokio::time::Instant::from_std(last + limit)
+}
+
+async fn run<S: AsyncRead + AsyncWrite + Unpin>(
+    state: &Arc<ServerState>,
+    stream: &mut S,
+    info: &mut ConnectionInfo,
+) -> End {
     let mut buf = BytesMut::with_capacity(limits::READ_BUFFER_INITIAL_BYTES);
     let mut shutdown = state.shutdown_requested();
+    let mut last_request = Instant::now();
     loop {
         match wire::frame_length(&buf) {
             Err(e) => return End::Malformed(e.to_string()),
@@ -93,7 +117,7 @@ async fn run(state: &Arc<ServerState>, stream: &mut TcpStream, info: &mut Connec
                         let Some(reply) = decode_error_reply(&frame, &e) else {
                             return End::Malformed(e.to_string());
                         };
-                        if let Err(io) = stream.write_all(&reply).await {
+                        if let Err(io) = write_frame(stream, &reply).await {
                             return End::Io(io);
                         }
                         continue;
@@ -109,7 +133,7 @@ async fn run(state: &Arc<ServerState>, stream: &mut TcpStream, info: &mut Connec
                             .network
                             .bytes_out
                             .fetch_add(bytes.len() as u64, Relaxed);
-                        if let Err(e) = stream.write_all(&bytes).await {
+                        if let Err(e) = write_frame(stream, &bytes).await {
                             return End::Io(e);
                         }
                         if let Some(ex) = exhaust
@@ -122,6 +146,7 @@ async fn run(state: &Arc<ServerState>, stream: &mut TcpStream, info: &mut Connec
                     Ok(None) => {}
                     Err(end) => return end,
                 }
+                last_request = Instant::now();
                 continue;
             }
             Ok(_) => {}
@@ -139,8 +164,17 @@ async fn run(state: &Arc<ServerState>, stream: &mut TcpStream, info: &mut Connec
                 // Between requests: nothing in flight on this connection, so stop now.
                 return End::Shutdown;
             }
+            _ = tokio::time::sleep_until(idle_deadline(state, info, last_request)) => {
+                return End::IdleUnauthenticated;
+            }
         }
     }
+}
+
+/// Write one whole frame and push it out (a TLS stream buffers until flushed).
+async fn write_frame<S: AsyncWrite + Unpin>(stream: &mut S, bytes: &[u8]) -> std::io::Result<()> {
+    stream.write_all(bytes).await?;
+    stream.flush().await
 }
 
 /// A reply and, for a streaming `hello`, what to keep sending.
@@ -150,9 +184,9 @@ type Outcome = Option<(Vec<u8>, Option<Exhaust>)>;
 /// `READ_AHEAD_BYTES_MAX`); end of stream or a reset marks the request's client gone and ends
 /// the connection at once. A fire-and-forget request (`moreToCome`) is let finish: nobody waits
 /// for its reply, but its client expects it done.
-async fn handle_watching(
+async fn handle_watching<S: AsyncRead + AsyncWrite + Unpin>(
     state: &Arc<ServerState>,
-    stream: &mut TcpStream,
+    stream: &mut S,
     buf: &mut BytesMut,
     info: &mut ConnectionInfo,
     message: Message,
@@ -296,9 +330,9 @@ fn awaitable_hello(state: &ServerState, req: &Request) -> Option<u64> {
 
 /// Keep sending `hello` replies with `moreToCome` until the client closes or sends a request.
 /// `None`: go back to normal request handling.
-async fn stream_hellos(
+async fn stream_hellos<S: AsyncRead + AsyncWrite + Unpin>(
     state: &Arc<ServerState>,
-    stream: &mut TcpStream,
+    stream: &mut S,
     info: &mut ConnectionInfo,
     buf: &mut BytesMut,
     mut ex: Exhaust,
@@ -333,7 +367,7 @@ async fn stream_hellos(
             .network
             .bytes_out
             .fetch_add(bytes.len() as u64, Relaxed);
-        if let Err(e) = stream.write_all(&bytes).await {
+        if let Err(e) = write_frame(stream, &bytes).await {
             return Some(End::Io(e));
         }
         ex.last_response_id = id;

@@ -233,6 +233,11 @@ error_codes! {
     Location40413 = 40413,
     OutOfDiskSpace = 14031,
     UnsupportedOpQueryCommand = 352,
+    // Authentication and authorization (issue 16).
+    InvalidRoleModification = 178,
+    MechanismUnavailable = 334,
+    Location51002 = 51002,
+    Location51003 = 51003,
     Location40352 = 40352,
     Location51024 = 51024,
     Location51091 = 51091,

@@ -1,6 +1,7 @@
 //! The `cairn` server: configuration, connections, command dispatch, the query language and the
 //! planner. `main.rs` only parses the command line and calls [`server::run`].
 
+pub mod auth;
 pub mod background;
 pub mod catalog;
 pub mod commands;
@@ -22,6 +23,7 @@ pub mod query;
 pub mod server;
 pub mod state;
 pub mod sysinfo;
+pub mod tls;
 pub mod ttl;
 
 /// cairn's own version (buildInfo reports the mongod version it follows separately).

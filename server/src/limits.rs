@@ -43,7 +43,31 @@ pub const SYNC_DELAY_SECS_MAX: f64 = 9_999_999.0;
 /// `--checkpointLogSizeMB` default: log written since the last checkpoint that starts the next.
 pub const CHECKPOINT_LOG_MB_DEFAULT: u64 = 64;
 
+/// Under `--auth`: most connections open at once that have not authenticated (the default of
+/// `--setParameter maxUnauthenticatedConnections`; driver monitoring connections never
+/// authenticate, so this is generous). Further connections are closed at accept.
+pub const UNAUTHENTICATED_CONNECTIONS_MAX: usize = 2000;
+/// Under `--auth`: an unauthenticated connection that completes no request for this long is
+/// closed (the default of `unauthenticatedIdleTimeoutMS`; drivers' monitors send `hello` every
+/// 10 s, or stream it).
+pub const UNAUTHENTICATED_IDLE_MS: u64 = 60_000;
+/// Largest SASL payload (a SCRAM message is some hundred bytes plus the user name).
+pub const SASL_PAYLOAD_BYTES_MAX: usize = 8 * 1024;
+/// Messages of one SASL conversation, `saslStart` included (SCRAM needs 2, or 3 without
+/// `skipEmptyExchange`).
+pub const SASL_STEPS_MAX: usize = 3;
+/// Time a SASL conversation may take from `saslStart` to its last message.
+pub const SASL_CONVERSATION_MS_MAX: u64 = 30_000;
+/// Default of `authFailedDelayMs`: every failed authentication is answered this late.
+pub const AUTH_FAILED_DELAY_MS_DEFAULT: i64 = 100;
+/// Longest rendering of a command inside an `Unauthorized` message.
+pub const UNAUTHORIZED_COMMAND_TEXT_BYTES_MAX: usize = 1024;
+/// Time a TLS handshake may take before the connection is dropped.
+pub const TLS_HANDSHAKE_MS_MAX: u64 = 10_000;
+
 const _: () = assert!(BSON_OBJECT_SIZE_MAX < MESSAGE_SIZE_MAX);
+const _: () = assert!(UNAUTHENTICATED_CONNECTIONS_MAX <= CONNECTIONS_MAX);
+const _: () = assert!(SASL_PAYLOAD_BYTES_MAX < BSON_OBJECT_SIZE_MAX);
 const _: () = assert!(WIRE_VERSION_MIN <= WIRE_VERSION_MAX);
 const _: () = assert!(READ_AHEAD_BYTES_MAX <= MESSAGE_SIZE_MAX);
 const _: () = assert!(STORAGE_THREADS_MAX > 0 && STORAGE_THREADS_MAX <= CONNECTIONS_MAX);

@@ -95,11 +95,19 @@ async fn accept_loop(state: Arc<ServerState>, listener: TcpListener, permits: Ar
             drop(stream);
             continue;
         };
+        let unauthenticated_max =
+            state.params.get_i64("maxUnauthenticatedConnections").max(1) as usize;
+        let Some(session) = state.auth.admit(unauthenticated_max) else {
+            tracing::warn!(remote = %peer, limit = unauthenticated_max, "connection refused because too many unauthenticated connections are open");
+            drop(stream);
+            continue;
+        };
         let id = state.next_connection_id.fetch_add(1, Relaxed);
         let current = state.connections.current.fetch_add(1, Relaxed) + 1;
         state.connections.total_created.fetch_add(1, Relaxed);
         tracing::info!(remote = %peer, connection_id = id, connection_count = current, "Connection accepted");
         let local = stream.local_addr().unwrap_or(peer);
+        let _ = stream.set_nodelay(true);
         let info = ConnectionInfo {
             id,
             peer,
@@ -107,10 +115,23 @@ async fn accept_loop(state: Arc<ServerState>, listener: TcpListener, permits: Ar
             client_metadata: None,
             compressors: vec![],
             hello_seen: false,
+            auth: session,
         };
         let state = state.clone();
         tokio::spawn(async move {
-            let driver = crate::connection::serve(state.clone(), stream, info).await;
+            // TLS or plain is decided (and the handshake done) here, off the accept loop.
+            let driver = match crate::tls::accept(&state.tls, stream).await {
+                Ok(crate::tls::Accepted::Plain(s)) => {
+                    crate::connection::serve(state.clone(), s, info).await
+                }
+                Ok(crate::tls::Accepted::Tls(s)) => {
+                    crate::connection::serve(state.clone(), s, info).await
+                }
+                Err(why) => {
+                    tracing::info!(remote = %peer, connection_id = id, reason = %why, "closing connection before its first message");
+                    "unknown".to_string()
+                }
+            };
             let left = state.connections.current.fetch_sub(1, Relaxed) - 1;
             tracing::info!(remote = %peer, connection_id = id, connection_count = left, driver = %driver, "Connection ended");
             drop(permit);

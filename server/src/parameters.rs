@@ -86,7 +86,49 @@ const DEFS: &[Def] = &[
         kind: Kind::Str,
         default: || Bson::String("SCRAM-SHA-1,SCRAM-SHA-256".into()),
         runtime: false,
-        startup: false,
+        startup: true,
+    },
+    Def {
+        name: "scramIterationCount",
+        kind: Kind::Int,
+        default: || Bson::Int32(10_000),
+        runtime: true,
+        startup: true,
+    },
+    Def {
+        name: "scramSHA256IterationCount",
+        kind: Kind::Int,
+        default: || Bson::Int32(15_000),
+        runtime: true,
+        startup: true,
+    },
+    Def {
+        name: "authFailedDelayMs",
+        kind: Kind::Int,
+        default: || Bson::Int64(crate::limits::AUTH_FAILED_DELAY_MS_DEFAULT),
+        runtime: true,
+        startup: true,
+    },
+    Def {
+        name: "enableLocalhostAuthBypass",
+        kind: Kind::Bool,
+        default: || Bson::Boolean(true),
+        runtime: false,
+        startup: true,
+    },
+    Def {
+        name: "maxUnauthenticatedConnections",
+        kind: Kind::Int,
+        default: || Bson::Int64(crate::limits::UNAUTHENTICATED_CONNECTIONS_MAX as i64),
+        runtime: false,
+        startup: true,
+    },
+    Def {
+        name: "unauthenticatedIdleTimeoutMS",
+        kind: Kind::Int,
+        default: || Bson::Int64(crate::limits::UNAUTHENTICATED_IDLE_MS as i64),
+        runtime: true,
+        startup: true,
     },
     Def {
         name: "featureCompatibilityVersion",
@@ -118,6 +160,46 @@ fn unrecognized(name: &str) -> CommandError {
         ErrorCode::InvalidOptions,
         format!("attempted to set unrecognized parameter [{name}], use help:true to see options"),
     )
+}
+
+/// Bounds of the parameters that have them (mongod's, for the SCRAM iteration counts).
+fn check_range(name: &str, v: &Bson) -> CommandResult<()> {
+    let n = match v {
+        Bson::Int32(i) => *i as i64,
+        Bson::Int64(i) => *i,
+        _ => return check_mechanisms(name, v),
+    };
+    let (lo, hi) = match name {
+        "scramIterationCount" => (crate::auth::scram::ITERATIONS_MIN_SHA1, i32::MAX as i64),
+        "scramSHA256IterationCount" => (crate::auth::scram::ITERATIONS_MIN_SHA256, i32::MAX as i64),
+        "authFailedDelayMs" => (0, 5000),
+        "maxUnauthenticatedConnections" => (1, crate::limits::CONNECTIONS_MAX as i64),
+        "unauthenticatedIdleTimeoutMS" => (1, i32::MAX as i64),
+        _ => return Ok(()),
+    };
+    if !(lo..=hi).contains(&n) {
+        return Err(err(
+            ErrorCode::BadValue,
+            format!("Invalid value for parameter {name}: {n} is not between {lo} and {hi}"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_mechanisms(name: &str, v: &Bson) -> CommandResult<()> {
+    if name != "authenticationMechanisms" {
+        return Ok(());
+    }
+    let list = v.as_str().unwrap_or_default();
+    for m in list.split(',').map(str::trim) {
+        if crate::auth::scram::Mechanism::parse(m).is_none() {
+            return Err(err(
+                ErrorCode::BadValue,
+                format!("Received authentication mechanism {m} which is not supported by cairn"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Coerce a value to the parameter's type, keeping its width for integers.
@@ -157,6 +239,7 @@ impl Parameters {
                 .filter(|d| d.startup)
                 .ok_or_else(|| format!("Unknown --setParameter '{name}'"))?;
             let v = coerce(d, &Bson::String(value.to_string())).map_err(|e| e.message)?;
+            check_range(d.name, &v).map_err(|e| e.message)?;
             self.write().insert(d.name, v);
         }
         Ok(())
@@ -172,6 +255,7 @@ impl Parameters {
             ));
         }
         let v = coerce(d, value)?;
+        check_range(d.name, &v)?;
         Ok(self.write().insert(d.name, v).unwrap_or(Bson::Null))
     }
 

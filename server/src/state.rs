@@ -71,6 +71,10 @@ pub struct ServerState {
     pub cursors: CursorRegistry,
     pub ttl: TtlCounters,
     pub ops: crate::ops::OpRegistry,
+    /// Authentication: `--auth`, the generation of users and roles, unauthenticated count.
+    pub auth: crate::auth::AuthState,
+    /// `--tlsMode` and the TLS acceptor.
+    pub tls: crate::tls::Tls,
     /// The blocking pool's gauges (`crate::offload`).
     pub pool: crate::offload::PoolStats,
     /// Test-only fail points (`configureFailPoint`).
@@ -93,6 +97,8 @@ impl ServerState {
         let engine = storage::Engine::open(&config.dbpath, opts).map_err(|e| e.to_string())?;
         let catalog = Catalog::open(engine, config.journal_commit_interval_ms.is_some());
         let slowms = config.slowms;
+        let tls = crate::tls::Tls::from_config(&config)?;
+        let auth = crate::auth::AuthState::new(config.auth);
         Ok(ServerState {
             config,
             argv,
@@ -109,6 +115,8 @@ impl ServerState {
             cursors: CursorRegistry::default(),
             ttl: TtlCounters::default(),
             ops: crate::ops::OpRegistry::default(),
+            auth,
+            tls,
             pool: crate::offload::PoolStats::default(),
             failpoints: crate::failpoints::FailPoints::default(),
             shutdown_tx: watch::channel(false).0,

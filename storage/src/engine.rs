@@ -263,13 +263,14 @@ impl Engine {
         let frames = (opts.cache_size_bytes
             / (crate::btree::PAGE_SIZE_BYTES as u64 + FRAME_OVERHEAD_BYTES))
             as usize;
+        let opened_at = Instant::now();
         let (pager, opened) = Pager::open(backend.as_ref(), frames)?;
         if let Some(why) = &opened.fallback_reason {
             tracing::warn!("page file: {why}; opened from the other meta slot");
         }
         let pager = Arc::new(pager);
         let compiler = opts.partial_filter_compiler.clone();
-        let opened_at = Instant::now();
+        let pager_ms = opened_at.elapsed().as_millis() as u64;
         let replayed_records;
         let (collections, next_collection_id, rec) = {
             let blob = opened.checkpoint.as_ref().map(|(_, b)| b);
@@ -291,6 +292,12 @@ impl Engine {
                 replay.apply(item)
             })?;
             replayed_records = replayed;
+            tracing::info!(
+                replayed_records = replayed,
+                pager_ms,
+                replay_ms = opened_at.elapsed().as_millis() as u64 - pager_ms,
+                "storage recovered"
+            );
             for id in orphans {
                 pager.free(id)?;
             }

@@ -124,6 +124,11 @@ pub fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(a)
 }
 
+/// The payload length a record header claims (not checked).
+pub fn payload_len(header: &[u8]) -> usize {
+    u32_at(header, RECORD_LENGTH_OFFSET) as usize
+}
+
 /// Decodes the record at the start of `b` (which may hold more after it).
 pub fn decode(b: &[u8]) -> Decoded<'_> {
     if b.len() < RECORD_HEADER_SIZE {
@@ -137,7 +142,7 @@ pub fn decode(b: &[u8]) -> Decoded<'_> {
     if header.iter().all(|&x| x == 0) {
         return Decoded::End;
     }
-    let len = u32_at(b, RECORD_LENGTH_OFFSET) as usize;
+    let len = payload_len(b);
     if len > RECORD_PAYLOAD_SIZE_MAX {
         return Decoded::Bad("record length beyond the limit");
     }

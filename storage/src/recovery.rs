@@ -10,9 +10,9 @@ use std::sync::atomic::Ordering;
 use crate::backend::{Backend, BackendFile};
 use crate::checkpoint::Start;
 use crate::error::{Result, StorageError};
-use crate::limits::RECOVERY_READ_CHUNK_BYTES;
+use crate::limits::{RECORD_PAYLOAD_SIZE_MAX, RECOVERY_READ_CHUNK_BYTES};
 use crate::log::{Loc, LogTail, Segment, new_segment};
-use crate::record::{self, Decoded, Kind, SEGMENT_HEADER_SIZE};
+use crate::record::{self, Decoded, Kind, RECORD_HEADER_SIZE, SEGMENT_HEADER_SIZE};
 
 /// One record handed to replay.
 pub(crate) struct Item<'a> {
@@ -33,14 +33,84 @@ struct Damage {
     reason: &'static str,
 }
 
-fn read_all(file: &dyn BackendFile) -> Result<Vec<u8>> {
-    let len =
-        usize::try_from(file.len()?).map_err(|e| StorageError::Io(std::io::Error::other(e)))?;
-    let mut buf = vec![0u8; len];
-    for (i, chunk) in buf.chunks_mut(RECOVERY_READ_CHUNK_BYTES).enumerate() {
-        file.read_at((i * RECOVERY_READ_CHUNK_BYTES) as u64, chunk)?;
+fn file_len(file: &dyn BackendFile) -> Result<usize> {
+    usize::try_from(file.len()?).map_err(|e| StorageError::Io(std::io::Error::other(e)))
+}
+
+/// Bytes of a segment file from offset `base` on; `bytes[0]` is the file's byte `base`.
+struct Window {
+    base: usize,
+    bytes: Vec<u8>,
+}
+
+impl Window {
+    /// The bytes from file offset `pos` to the end of the window.
+    fn at(&self, pos: usize) -> &[u8] {
+        &self.bytes[pos - self.base..]
     }
-    Ok(buf)
+
+    fn end(&self) -> usize {
+        self.base + self.bytes.len()
+    }
+
+    /// Reads on, a chunk at a time, until the window reaches file offset `want` (or the file's
+    /// end, `len`).
+    fn grow(&mut self, file: &dyn BackendFile, len: usize, want: usize) -> Result<()> {
+        while self.end() < want.min(len) {
+            let at = self.end();
+            let n = RECOVERY_READ_CHUNK_BYTES.min(len - at);
+            let old = self.bytes.len();
+            self.bytes.resize(old + n, 0);
+            file.read_at(at as u64, &mut self.bytes[old..])?;
+        }
+        Ok(())
+    }
+}
+
+/// The segment from `from` to the end of its written records: record lengths are followed,
+/// reading chunk by chunk, up to the first all-zero header (or the first length no record can
+/// have, or the file's end), so the zeroed, preallocated rest of a segment is never read and a
+/// clean open costs what was written since the checkpoint, not the segment's size. Checksums are
+/// checked by the scan that follows, on exactly the bytes it would have seen in the whole file.
+fn read_written(file: &dyn BackendFile, from: usize) -> Result<Window> {
+    let len = file_len(file)?;
+    let mut w = Window {
+        base: from.min(len),
+        bytes: Vec::new(),
+    };
+    let mut pos = w.base;
+    loop {
+        w.grow(file, len, pos + RECORD_HEADER_SIZE)?;
+        if w.end() < pos + RECORD_HEADER_SIZE {
+            break;
+        }
+        let header = &w.at(pos)[..RECORD_HEADER_SIZE];
+        if header.iter().all(|&x| x == 0) {
+            break;
+        }
+        let payload = record::payload_len(header);
+        if payload > RECORD_PAYLOAD_SIZE_MAX {
+            break;
+        }
+        let next = pos + RECORD_HEADER_SIZE + payload;
+        w.grow(file, len, next)?;
+        if w.end() < next {
+            break;
+        }
+        pos = next;
+    }
+    Ok(w)
+}
+
+/// The whole segment file, for the rare look past damage.
+fn read_all(file: &dyn BackendFile) -> Result<Window> {
+    let len = file_len(file)?;
+    let mut w = Window {
+        base: 0,
+        bytes: Vec::new(),
+    };
+    w.grow(file, len, len)?;
+    Ok(w)
 }
 
 /// Segment ids present, after deleting half-created (`.tmp`) and unused spare segments.
@@ -95,14 +165,18 @@ pub(crate) fn recover(
             segments.insert(id, Arc::new(skip_segment(file, id, s)?));
             continue;
         }
-        let bytes = read_all(file.as_ref())?;
-        record::check_segment_header(&bytes, id)
+        let mut header = [0u8; SEGMENT_HEADER_SIZE];
+        let len = file_len(file.as_ref())?;
+        if len >= SEGMENT_HEADER_SIZE {
+            file.read_at(0, &mut header)?;
+        }
+        record::check_segment_header(&header[..len.min(SEGMENT_HEADER_SIZE)], id)
             .map_err(|r| StorageError::corruption(&name, 0, r))?;
         let from = match start {
             Some(s) if s.segment == id => usize::try_from(s.offset).unwrap_or(usize::MAX),
             _ => SEGMENT_HEADER_SIZE,
         };
-        if from > bytes.len() {
+        if from > len {
             return Err(StorageError::corruption(
                 &name,
                 from as u64,
@@ -110,6 +184,7 @@ pub(crate) fn recover(
             ));
         }
         let strict = from != SEGMENT_HEADER_SIZE || start.is_some_and(|s| s.segment == id);
+        let bytes = read_written(file.as_ref(), from)?;
         let (end, damage, any, seen_max) =
             scan_segment(id, &bytes, from, strict, &mut last_seq, apply)?;
         if any && let Some(t) = torn.first() {
@@ -120,7 +195,8 @@ pub(crate) fn recover(
             ));
         }
         if let Some(d) = damage {
-            if valid_record_after(&bytes, d.offset as usize + 1, seen_max) {
+            let whole = read_all(file.as_ref())?;
+            if valid_record_after(&whole.bytes, d.offset as usize + 1, seen_max) {
                 return Err(StorageError::corruption(&name, d.offset, d.reason));
             }
             torn.push(d);
@@ -183,9 +259,9 @@ fn truncate_torn(segments: &BTreeMap<u64, Arc<Segment>>, torn: &[Damage]) -> Res
 
 /// Scans one segment: (end offset of the last good record, damage if any, whether it keeps any
 /// record, highest sequence read). Batches are buffered and applied only when their end record is read.
-fn scan_segment(
+fn scan_segment<'w>(
     id: u64,
-    b: &[u8],
+    b: &'w Window,
     from: usize,
     strict: bool,
     last_seq: &mut u64,
@@ -193,11 +269,11 @@ fn scan_segment(
 ) -> Result<(u64, Option<Damage>, bool, u64)> {
     let mut pos = from;
     // (begin offset, op count, items, last sequence before the batch)
-    let mut batch: Option<(usize, u32, Vec<Item<'_>>, u64)> = None;
+    let mut batch: Option<(usize, u32, Vec<Item<'w>>, u64)> = None;
     let mut any = false;
     let mut first = !strict;
     let damage = loop {
-        let r = match record::decode(&b[pos..]) {
+        let r = match record::decode(b.at(pos)) {
             Decoded::End => break None,
             Decoded::Bad(reason) => break Some((pos, reason)),
             Decoded::Record(r) => r,

@@ -224,14 +224,6 @@ pub fn server_status(state: &ServerState) -> Reply {
     })
 }
 
-pub fn connection_status(req: &Request) -> Reply {
-    let mut auth_info = doc! { "authenticatedUsers": [], "authenticatedUserRoles": [] };
-    if req.body.get("showPrivileges").is_some_and(truthy) {
-        auth_info.insert("authenticatedUserPrivileges", Bson::Array(vec![]));
-    }
-    Reply::Doc(doc! { "authInfo": auth_info, "ok": 1.0 })
-}
-
 pub fn list_commands(state: &ServerState) -> Reply {
     let mut commands = Document::new();
     let tests = state.params.get_bool("enableTestCommands");
@@ -242,7 +234,7 @@ pub fn list_commands(state: &ServerState) -> Reply {
             c.name,
             doc! {
                 "help": c.help,
-                "requiresAuth": false,
+                "requiresAuth": super::authz::requires_auth(c.name),
                 "secondaryOk": true,
                 "adminOnly": c.admin_only,
                 "apiVersions": [],

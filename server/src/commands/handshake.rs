@@ -85,15 +85,14 @@ pub fn hello(
             .collect();
         reply.insert("compression", agreed);
     }
-    if let Some(user) = req.body.get("saslSupportedMechs") {
-        if !matches!(user, Bson::String(_)) {
-            return Err(err(
-                ErrorCode::TypeMismatch,
-                "'saslSupportedMechs' field must be a string",
-            ));
-        }
-        // No users exist until authentication is built, so no mechanism applies to any user.
-        reply.insert("saslSupportedMechs", Bson::Array(vec![]));
+    // The mechanisms themselves are added by `auth::hello_extras` (a storage look-up).
+    if let Some(user) = req.body.get("saslSupportedMechs")
+        && !matches!(user, Bson::String(_))
+    {
+        return Err(err(
+            ErrorCode::TypeMismatch,
+            "'saslSupportedMechs' field must be a string",
+        ));
     }
     conn.hello_seen = true;
     reply.insert("ok", 1.0);

@@ -6,6 +6,8 @@
 pub mod admin;
 pub mod aggregate;
 pub mod args;
+pub mod auth;
+pub mod authz;
 pub mod change;
 pub mod crud_read;
 pub mod crud_write;
@@ -15,6 +17,8 @@ pub mod find_and_modify;
 pub mod handshake;
 pub mod indexes;
 pub mod output;
+pub mod roles;
+pub mod users;
 
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::offload::Liveness;
@@ -34,6 +38,8 @@ pub struct ConnectionInfo {
     /// Compressors agreed in the handshake, in the client's order of preference.
     pub compressors: Vec<String>,
     pub hello_seen: bool,
+    /// Who this connection is authenticated as, and what that user may do.
+    pub auth: crate::auth::Session,
 }
 
 /// A kind-1 document sequence as handed to handlers.
@@ -148,7 +154,26 @@ commands! {
     "aggregate" => "Run an aggregation pipeline";
     "explain" => "How a command would run: the query plan and its execution statistics";
     "getFreeMonitoringStatus" => "Free monitoring is not offered; reports disabled", admin true;
-    "logout" => "Ends authentication on this connection (no-op without auth)";
+    "logout" => "Ends the authentication of this connection on the database";
+    "saslStart" => "Begin a SASL (SCRAM-SHA-256, SCRAM-SHA-1) authentication conversation";
+    "saslContinue" => "Continue a SASL authentication conversation";
+    "authenticate" => "Authenticate without a conversation (x.509 in mongod; not offered)";
+    "createUser" => "Create a user";
+    "updateUser" => "Change a user's password, roles or custom data";
+    "dropUser" => "Remove a user";
+    "dropAllUsersFromDatabase" => "Remove every user of a database";
+    "usersInfo" => "Describe users";
+    "grantRolesToUser" => "Give a user more roles";
+    "revokeRolesFromUser" => "Take roles from a user";
+    "createRole" => "Create a user-defined role";
+    "updateRole" => "Replace a user-defined role's privileges or roles";
+    "dropRole" => "Remove a user-defined role";
+    "dropAllRolesFromDatabase" => "Remove every user-defined role of a database";
+    "rolesInfo" => "Describe roles";
+    "grantPrivilegesToRole" => "Add privileges to a user-defined role";
+    "revokePrivilegesFromRole" => "Remove privileges from a user-defined role";
+    "grantRolesToRole" => "Make a user-defined role inherit more roles";
+    "revokeRolesFromRole" => "Make a user-defined role inherit fewer roles";
     "fsync" => "Write a checkpoint now (lock: true is not supported)", admin true;
     "configureFailPoint" => "Switch a test fail point on or off", admin true, test true;
     "waitForFailPoint" => "Wait until a test fail point was entered n times", admin true, test true;
@@ -276,11 +301,33 @@ pub async fn dispatch(
             format!("{} may only be run against the admin database.", spec.name),
         ));
     }
-    match spec.name {
+    authz::check(state, conn, spec, req).await?;
+    let result = match spec.name {
         "hello" => handshake::hello(state, conn, req, false),
         "isMaster" => handshake::hello(state, conn, req, true),
-        "ping" | "logout" | "refreshSessions" | "endSessions" | "killSessions"
-        | "killAllSessions" => Ok(Reply::ok()),
+        "ping" | "refreshSessions" | "endSessions" | "killSessions" | "killAllSessions" => {
+            Ok(Reply::ok())
+        }
+        "logout" => auth::logout(conn, req),
+        "saslStart" => auth::sasl_start(state, conn, req).await,
+        "saslContinue" => auth::sasl_continue(state, conn, req).await,
+        "authenticate" => auth::authenticate(req),
+        "createUser" => users::create_user(state, req).await,
+        "updateUser" => users::update_user(state, req).await,
+        "dropUser" => users::drop_user(state, req).await,
+        "dropAllUsersFromDatabase" => users::drop_all_users(state, req).await,
+        "usersInfo" => users::users_info(state, req).await,
+        "grantRolesToUser" => users::change_user_roles(state, req, true).await,
+        "revokeRolesFromUser" => users::change_user_roles(state, req, false).await,
+        "createRole" => roles::create_role(state, req).await,
+        "updateRole" => roles::update_role(state, req).await,
+        "dropRole" => roles::drop_role(state, req).await,
+        "dropAllRolesFromDatabase" => roles::drop_all_roles(state, req).await,
+        "rolesInfo" => roles::roles_info(state, req).await,
+        "grantPrivilegesToRole" => roles::change_role_privileges(state, req, true).await,
+        "revokePrivilegesFromRole" => roles::change_role_privileges(state, req, false).await,
+        "grantRolesToRole" => roles::change_role_roles(state, req, true).await,
+        "revokeRolesFromRole" => roles::change_role_roles(state, req, false).await,
         "buildInfo" => Ok(admin::build_info()),
         "getParameter" => admin::get_parameter(state, req),
         "setParameter" => admin::set_parameter(state, req),
@@ -290,7 +337,7 @@ pub async fn dispatch(
         "whatsmyuri" => Ok(Reply::Doc(
             bson::doc! { "you": conn.peer.to_string(), "ok": 1.0 },
         )),
-        "connectionStatus" => Ok(admin::connection_status(req)),
+        "connectionStatus" => Ok(auth::connection_status(conn, req)),
         "listCommands" => Ok(admin::list_commands(state)),
         "startSession" => Ok(admin::start_session()),
         "getLog" => admin::get_log(state, req),
@@ -331,7 +378,8 @@ pub async fn dispatch(
             ErrorCode::InternalError,
             format!("command {other} has no handler"),
         )),
-    }
+    };
+    authz::finish(state, conn, spec.name, req, result).await
 }
 
 /// Read a field as an integer the way mongod's `parseNumber` does (int32, int64 or integral double).
