@@ -133,7 +133,7 @@ impl Catalog {
     /// wait finds the write durable instead of waking the commit thread and being woken by it.
     pub fn sync_if_idle(&self, ticket: &Ticket, wc: &WriteConcern) {
         if self.waits(wc) {
-            // A failed sync poisons the engine and reaches every waiter: `finish_write` reports it.
+            // A failed sync fails every waiter it concerns: `finish_write` reports it.
             let _ = ticket.sync_if_idle();
         }
     }
@@ -289,6 +289,10 @@ pub fn storage_error(e: StorageError, db: &str, coll: &str) -> CommandError {
         }
         StorageError::InvalidDocument(m) => err(ErrorCode::InvalidBSON, m),
         StorageError::LimitExceeded(m) => err(ErrorCode::BadValue, m),
+        // A full disk is mongod's OutOfDiskSpace; writes resume by themselves once it has room.
+        e @ StorageError::LogUnavailable {
+            out_of_space: true, ..
+        } => err(ErrorCode::OutOfDiskSpace, e.to_string()),
         other => err(ErrorCode::InternalError, other.to_string()),
     }
 }

@@ -230,6 +230,8 @@ error_codes! {
     Location40321 = 40321,
     Location40571 = 40571,
     Location40415 = 40415,
+    Location40413 = 40413,
+    OutOfDiskSpace = 14031,
     UnsupportedOpQueryCommand = 352,
     // Authentication and authorization (issue 16).
     InvalidRoleModification = 178,

@@ -5,6 +5,9 @@
 pub const BSON_OBJECT_SIZE_MAX: usize = 16 * 1024 * 1024;
 /// Largest wire message (mongod's `maxMessageSizeBytes`).
 pub const MESSAGE_SIZE_MAX: usize = 48_000_000;
+/// Levels of nesting a stored document may have, the top level counted (mongod's default
+/// `maxBSONDepth` of 200 less the 20 levels it keeps for wrapping documents in commands).
+pub const STORED_NESTING_DEPTH_MAX: usize = 180;
 /// Most documents in one write command (mongod's `maxWriteBatchSize`).
 pub const WRITE_BATCH_COUNT_MAX: usize = 100_000;
 /// Default bound on concurrently open client connections (`--maxConns` lowers or raises it).
