@@ -2,6 +2,11 @@
 //! port is read from the server's own "Waiting for connections" log line, so nothing sleeps while
 //! waiting for start-up), connect the official Rust driver, or talk raw wire bytes to it.
 
+#[cfg(target_os = "linux")]
+pub mod lazyfs;
+#[cfg(target_os = "linux")]
+pub mod powercut;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};

@@ -6,8 +6,8 @@ use crate::state::ServerState;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// How often idle cursors are looked for.
-const CURSOR_REAP_INTERVAL_MS: u64 = 60_000;
+/// How often idle cursors are looked for (mongod's `clientCursorMonitorFrequencySecs`, 4 s).
+const CURSOR_REAP_INTERVAL_MS: u64 = 4_000;
 
 pub fn spawn(state: Arc<ServerState>) {
     tokio::spawn(cursor_reaper(state.clone()));

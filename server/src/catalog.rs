@@ -131,7 +131,7 @@ impl Catalog {
     /// wait finds the write durable instead of waking the commit thread and being woken by it.
     pub fn sync_if_idle(&self, ticket: &Ticket, wc: &WriteConcern) {
         if self.waits(wc) {
-            // A failed sync poisons the engine and reaches every waiter: `finish_write` reports it.
+            // A failed sync fails every waiter it concerns: `finish_write` reports it.
             let _ = ticket.sync_if_idle();
         }
     }

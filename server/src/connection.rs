@@ -254,8 +254,13 @@ async fn handle_msg(
 ) -> Result<Outcome, End> {
     let more_to_come = msg.more_to_come();
     let exhaust_allowed = msg.exhaust_allowed();
+    if let Err(e) = commands::args::check_duplicate_fields(&msg.body) {
+        let bytes = encode_reply(Reply::Doc(e.to_reply()), request_id, None, 0)?;
+        return Ok((!more_to_come).then_some((bytes, None)));
+    }
     let body = Document::try_from(msg.body.as_ref())
         .map_err(|e| End::Malformed(format!("invalid BSON body: {e}")))?;
+    let raw_body = msg.body;
     let sequences = msg
         .sequences
         .into_iter()
@@ -267,6 +272,7 @@ async fn handle_msg(
     let req = match commands::parse_request(body, sequences, true) {
         Ok(mut req) => {
             req.client = client;
+            req.raw_body = Some(raw_body);
             Arc::new(req)
         }
         Err(e) => {

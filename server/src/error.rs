@@ -232,6 +232,8 @@ error_codes! {
     Location40321 = 40321,
     Location40571 = 40571,
     Location40415 = 40415,
+    Location40413 = 40413,
+    OutOfDiskSpace = 14031,
     UnsupportedOpQueryCommand = 352,
     // Authentication and authorization (issue 16).
     InvalidRoleModification = 178,
@@ -408,6 +410,10 @@ pub fn storage_error(e: StorageError, db: &str, coll: &str) -> CommandError {
         }
         StorageError::InvalidDocument(m) => err(ErrorCode::InvalidBSON, m),
         StorageError::LimitExceeded(m) => err(ErrorCode::BadValue, m),
+        // A full disk is mongod's OutOfDiskSpace; writes resume by themselves once it has room.
+        e @ StorageError::LogUnavailable {
+            out_of_space: true, ..
+        } => err(ErrorCode::OutOfDiskSpace, e.to_string()),
         other => err(ErrorCode::InternalError, other.to_string()),
     }
 }

@@ -5,6 +5,9 @@
 // `maxWriteBatchSize`) are defined once, in the wire crate, and enforced here too; the namespace
 // lengths are the storage engine's (`storage::limits`).
 pub use wire::limits::{BSON_OBJECT_SIZE_MAX, MESSAGE_SIZE_MAX, WRITE_BATCH_COUNT_MAX};
+/// Levels of nesting a stored document may have, the top level counted (mongod's default
+/// `maxBSONDepth` of 200 less the 20 levels it keeps for wrapping documents in commands).
+pub const STORED_NESTING_DEPTH_MAX: usize = 180;
 /// Default bound on concurrently open client connections (`--maxConns` lowers or raises it).
 pub const CONNECTIONS_MAX: usize = 10_000;
 /// Log lines kept in memory for `getLog`.

@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bson::{Binary, Bson, Document, doc, spec::BinarySubtype};
 
@@ -26,6 +26,7 @@ use crate::collection::{CollState, Collection};
 use crate::commit::Ticket;
 use crate::engine::Inner;
 use crate::error::{Result, StorageError};
+use crate::limits::{CHECKPOINT_LOG_WAIT_MS, LOG_RETRY_BACKOFF_MS_MIN};
 use crate::pager::PageId;
 
 pub const BLOB_FORMAT: i64 = 1;
@@ -207,6 +208,11 @@ pub(crate) fn parse_blob(d: &Document) -> Result<Loaded> {
 
 /// Takes a checkpoint now; returns its number. The caller holds `maintenance`.
 pub(crate) fn take(inner: &Inner) -> Result<u64> {
+    // Nothing is cut while the log cannot be written (a cut may not outrun the durable log);
+    // the next due checkpoint tries again.
+    if let Some(e) = inner.shared.log.damaged() {
+        return Err(e);
+    }
     let started = Instant::now();
     inner.ckpt.running.store(true, Ordering::Release);
     let result = cut_and_write(inner);
@@ -276,13 +282,26 @@ fn cut_and_write(inner: &Inner) -> Result<u64> {
     drop(build_guards);
     drop(guards);
     drop(cat);
-    // The checkpoint may not run ahead of the durable log.
-    Ticket {
+    // The checkpoint may not run ahead of the durable log. The cut is made (its pages are
+    // sealed), so a log failure now is waited out for a while: the commit thread's retries
+    // repair the log once the disk has room again.
+    let ticket = Ticket {
         sequence: next_sequence - 1,
         record_ids: Vec::new(),
         commit: inner.shared.commit.clone(),
+    };
+    let waited = Instant::now();
+    loop {
+        match ticket.wait_durable_blocking() {
+            Ok(()) => break,
+            Err(StorageError::LogUnavailable { .. })
+                if waited.elapsed() < Duration::from_millis(CHECKPOINT_LOG_WAIT_MS) =>
+            {
+                std::thread::sleep(Duration::from_millis(LOG_RETRY_BACKOFF_MS_MIN));
+            }
+            Err(e) => return Err(e),
+        }
     }
-    .wait_durable_blocking()?;
     inner.shared.pager.write_cut(&cut)?;
     let number = cut.meta.checkpoint;
     inner.shared.pager.finish_cut(cut)?;

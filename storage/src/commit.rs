@@ -11,12 +11,14 @@
 //! Writes nobody waits for (w: 0, background deletes) are synced by the commit thread within
 //! `UNAWAITED_SYNC_MS`. In periodic mode (`journal_commit_interval_ms`) the thread syncs on that
 //! timer instead, or at once when some ticket asks to wait. A write is acknowledged only after a
-//! sync covering it completed. A failed sync poisons the engine: after fsync fails the page cache
-//! may have dropped the data, so nothing written since may be acknowledged.
+//! sync covering it completed. A failed sync fails every waiter above the durable sequence and
+//! damages the log (see `log`): the thread then retries on its timer, the log's repair rewrites
+//! the unsynced bytes from memory, and a successful repair makes them durable and clears the
+//! failure, so waiters that come later are acknowledged again.
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
@@ -29,8 +31,41 @@ use crate::limits::UNAWAITED_SYNC_MS;
 #[derive(Clone, Copy, Debug, Default)]
 struct Durable {
     sequence: u64,
-    /// A sync failed or the thread stopped: sequences above `sequence` never become durable.
+    /// A sync failed or the thread stopped: sequences above `sequence` are not durable (until
+    /// a repair publishes a higher one).
     failed: bool,
+}
+
+/// Why the last sync failed, as waiters are told.
+#[derive(Clone)]
+struct Failure {
+    reason: String,
+    out_of_space: bool,
+}
+
+impl Failure {
+    fn of(e: &StorageError) -> Failure {
+        match e {
+            StorageError::LogUnavailable {
+                reason,
+                out_of_space,
+            } => Failure {
+                reason: reason.clone(),
+                out_of_space: *out_of_space,
+            },
+            other => Failure {
+                reason: format!("log sync failed: {other}"),
+                out_of_space: false,
+            },
+        }
+    }
+
+    fn error(&self) -> StorageError {
+        StorageError::LogUnavailable {
+            reason: self.reason.clone(),
+            out_of_space: self.out_of_space,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -43,7 +78,7 @@ struct State {
     syncing: bool,
     /// Threads blocked in `wait_blocking`.
     blocked: usize,
-    failed: Option<String>,
+    failed: Option<Failure>,
     shutdown: bool,
     /// The commit thread has exited; nothing more becomes durable.
     stopped: bool,
@@ -79,6 +114,12 @@ impl Commit {
             cond: Condvar::new(),
             watch,
         });
+        let weak = Arc::downgrade(&commit);
+        commit.log.set_on_repair(Box::new(move |seq| {
+            if let Some(c) = weak.upgrade() {
+                c.repaired(seq);
+            }
+        }));
         let c = commit.clone();
         let handle = std::thread::Builder::new()
             .name("cairn-commit".into())
@@ -112,6 +153,18 @@ impl Commit {
         }
     }
 
+    /// An append repaired the log: everything up to `sequence` is durable, the failure is over.
+    fn repaired(&self, sequence: u64) {
+        let mut st = self.state();
+        st.failed = None;
+        st.durable = st.durable.max(sequence);
+        self.watch.send_replace(Durable {
+            sequence: st.durable,
+            failed: false,
+        });
+        self.cond.notify_all();
+    }
+
     /// The highest durable sequence.
     pub fn durable_sequence(&self) -> u64 {
         self.state().durable
@@ -141,16 +194,15 @@ impl Commit {
         match outcome {
             Ok(seq) => {
                 st.durable = st.durable.max(seq);
+                st.failed = None;
                 self.watch.send_replace(Durable {
                     sequence: st.durable,
                     failed: false,
                 });
             }
             Err(e) => {
-                let why = format!("log sync failed: {e}");
-                tracing::error!("{why}");
-                self.log.poison(why.clone());
-                st.failed = Some(why);
+                // The log logged the failure once (with the OS error) and keeps the bytes.
+                st.failed = Some(Failure::of(&e));
                 self.watch.send_replace(Durable {
                     sequence: st.durable,
                     failed: true,
@@ -173,13 +225,20 @@ impl Commit {
 
     /// Blocks until a sync is due and claims it (`syncing`); false when the thread should stop.
     fn wait_for_work(&self) -> bool {
+        let period = self
+            .interval
+            .unwrap_or(Duration::from_millis(UNAWAITED_SYNC_MS));
+        // A deadline, not `timed_out`: waiters' wake-ups must not postpone the timer's sync.
+        let mut due = Instant::now() + period;
         let mut st = self.state();
         loop {
-            if st.failed.is_some() {
+            let pending = st.written > st.durable;
+            if st.failed.is_some() && st.shutdown {
                 return false;
             }
-            let pending = st.written > st.durable;
-            let urgent = st.requested > st.durable || st.shutdown;
+            // After a failure only the timer retries (the log's own backoff paces repairs), so
+            // waiters asking again do not spin the thread.
+            let urgent = (st.requested > st.durable || st.shutdown) && st.failed.is_none();
             if pending && urgent && !st.syncing {
                 st.syncing = true;
                 return true;
@@ -187,17 +246,18 @@ impl Commit {
             if st.shutdown && !pending && !st.syncing {
                 return false;
             }
-            let period = self
-                .interval
-                .unwrap_or(Duration::from_millis(UNAWAITED_SYNC_MS));
-            let (g, timeout) = self
+            let left = due.saturating_duration_since(Instant::now());
+            let (g, _) = self
                 .cond
-                .wait_timeout(st, period)
+                .wait_timeout(st, left.max(Duration::from_millis(1)))
                 .unwrap_or_else(|p| p.into_inner());
             st = g;
-            if timeout.timed_out() && st.written > st.durable && !st.syncing {
-                st.syncing = true;
-                return true;
+            if Instant::now() >= due {
+                if st.written > st.durable && !st.syncing {
+                    st.syncing = true;
+                    return true;
+                }
+                due = Instant::now() + period;
             }
         }
     }
@@ -209,8 +269,8 @@ impl Commit {
         if st.durable >= sequence {
             return Ok(());
         }
-        if let Some(why) = &st.failed {
-            return Err(StorageError::Poisoned(why.clone()));
+        if let Some(f) = &st.failed {
+            return Err(f.error());
         }
         if st.syncing || st.stopped {
             st.requested = st.requested.max(sequence);
@@ -222,7 +282,7 @@ impl Commit {
         let mut st = self.state();
         let result = match &outcome {
             Ok(_) => Ok(()),
-            Err(e) => Err(StorageError::Poisoned(format!("log sync failed: {e}"))),
+            Err(e) => Err(Failure::of(e).error()),
         };
         self.publish(&mut st, outcome);
         // Wake the commit thread only when someone is left for it (or it must stop), and
@@ -247,8 +307,8 @@ impl Commit {
             if st.durable >= sequence {
                 return Ok(());
             }
-            if let Some(why) = &st.failed {
-                return Err(StorageError::Poisoned(why.clone()));
+            if let Some(f) = &st.failed {
+                return Err(f.error());
             }
             if st.stopped {
                 return Err(StorageError::Closed);
@@ -274,7 +334,7 @@ impl Commit {
             return Ok(());
         }
         match self.state().failed.clone() {
-            Some(why) => Err(StorageError::Poisoned(why)),
+            Some(f) => Err(f.error()),
             None => Err(StorageError::Closed),
         }
     }

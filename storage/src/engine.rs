@@ -756,15 +756,27 @@ fn start_threads(inner: &Arc<Inner>, opts: &EngineOptions) -> Result<()> {
 }
 
 fn preallocator(inner: Weak<Inner>) {
+    // Logged when it starts failing and when it works again, not on every retry.
+    let mut failing = false;
     loop {
         std::thread::park_timeout(Duration::from_millis(PREALLOCATE_INTERVAL_MS));
         let Some(inner) = inner.upgrade() else { return };
         if inner.stop.load(Ordering::Acquire) {
             return;
         }
-        if let Err(e) = inner.shared.log.prepare_spare() {
-            tracing::warn!("segment preallocation failed: {e}");
-            std::thread::park_timeout(Duration::from_millis(COMPACTION_INTERVAL_MS));
+        match inner.shared.log.prepare_spare() {
+            Ok(_) if failing => {
+                failing = false;
+                tracing::info!("segment preallocation works again");
+            }
+            Ok(_) => {}
+            Err(e) => {
+                if !failing {
+                    tracing::warn!("segment preallocation failed (retried quietly): {e}");
+                }
+                failing = true;
+                std::thread::park_timeout(Duration::from_millis(COMPACTION_INTERVAL_MS));
+            }
         }
     }
 }

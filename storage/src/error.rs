@@ -54,6 +54,10 @@ pub enum StorageError {
     LimitExceeded(String),
     #[error("the log failed earlier and the engine refuses further writes: {0}")]
     Poisoned(String),
+    /// A log write or sync failed; writes are refused until a retry after a backoff succeeds
+    /// (see `log`). Nothing acknowledged is lost.
+    #[error("cannot write the log ({reason}); writes resume once it can be written again")]
+    LogUnavailable { reason: String, out_of_space: bool },
     #[error("the engine is closed")]
     Closed,
     #[error("simulated crash")]

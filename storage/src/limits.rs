@@ -47,6 +47,14 @@ pub const CHECKPOINT_SYNC_SLICE_BYTES: usize = 8 << 20;
 /// Immediate mode: how long a write nobody waits for may stay unsynced (mongod's default
 /// `journalCommitInterval`). Waited-for writes are synced at once.
 pub const UNAWAITED_SYNC_MS: u64 = 100;
+/// After a failed log write or sync, the first retry waits this long; each failed retry doubles
+/// the wait up to `LOG_RETRY_BACKOFF_MS_MAX` (a full disk is not hammered, yet writes resume
+/// within seconds of space returning).
+pub const LOG_RETRY_BACKOFF_MS_MIN: u64 = 100;
+pub const LOG_RETRY_BACKOFF_MS_MAX: u64 = 2_000;
+/// How long a checkpoint whose cut is made waits for a failed log to be repaired before it
+/// gives up (and stops writes until a restart: its sealed pages were never written).
+pub const CHECKPOINT_LOG_WAIT_MS: u64 = 60_000;
 /// How often the checkpoint thread looks whether a checkpoint is due.
 pub const CHECKPOINT_POLL_MS: u64 = 100;
 /// Documents an index build reads per hold of the collection's read lock.

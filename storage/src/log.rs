@@ -1,19 +1,31 @@
 //! The log: an ordered list of preallocated segment files that records are appended to. Owns
 //! sequence assignment, segment roll-over and the per-segment live-byte counts compaction uses.
-//! Appends write into the page cache only; making them durable is `commit`'s job. A failed
-//! write poisons the log: nothing more is appended until restart, because the file's tail is
-//! then unknown.
+//! Appends write into the page cache only; making them durable is `commit`'s job.
+//!
+//! Failed I/O (a full disk, an I/O error) damages the log without stopping it for good. Every
+//! byte appended stays in memory (`Writer::pending`) until a sync covering it succeeds, because
+//! after a failed fsync the kernel may have dropped those pages while calling them clean, so a
+//! later fsync that "succeeds" proves nothing about them ("fsyncgate"). While damaged, appends
+//! are refused; the first append or sync after a backoff repairs: it writes every pending byte
+//! again from memory at its place, zeroes what a failed append may have left past the tail,
+//! syncs the touched files and the directory, and only then accepts appends again. The rule is
+//! stated for operators in docs/FORMAT.md. Only a failure to apply a logged write to memory
+//! poisons the log for good (memory and log disagree; a restart replays the log).
 
 use std::collections::BTreeMap;
 use std::io;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
+use std::time::{Duration, Instant};
 
 use bson::RawDocumentBuf;
 
 use crate::backend::{Backend, BackendFile};
 use crate::error::{Result, StorageError};
-use crate::limits::{PREALLOCATE_CHUNK_BYTES, READ_RUN_BYTES_MAX, WRITE_BATCH_BYTES_MAX};
+use crate::limits::{
+    LOG_RETRY_BACKOFF_MS_MAX, LOG_RETRY_BACKOFF_MS_MIN, PREALLOCATE_CHUNK_BYTES,
+    READ_RUN_BYTES_MAX, WRITE_BATCH_BYTES_MAX,
+};
 use crate::record::{self, Kind, RECORD_DOCUMENT_OFFSET, RECORD_HEADER_SIZE, SEGMENT_HEADER_SIZE};
 
 /// Where a stored document's record lives.
@@ -81,6 +93,48 @@ struct Writer {
     capacity: u64,
     next_sequence: u64,
     poisoned: Option<String>,
+    /// Appended bytes no successful sync has covered yet, oldest first.
+    pending: Vec<Pending>,
+    damage: Option<Damage>,
+}
+
+/// One append's bytes, kept until a sync covers them (see the module comment).
+struct Pending {
+    file: Arc<dyn BackendFile>,
+    offset: u64,
+    bytes: Vec<u8>,
+    last_sequence: u64,
+}
+
+/// Why the log refuses appends now, and when it tries again.
+struct Damage {
+    reason: String,
+    out_of_space: bool,
+    /// End of the furthest bytes a failed append may have put in the current segment.
+    dirty_end: u64,
+    retry_at: Instant,
+    backoff: Duration,
+}
+
+impl Damage {
+    fn error(&self) -> StorageError {
+        StorageError::LogUnavailable {
+            reason: self.reason.clone(),
+            out_of_space: self.out_of_space,
+        }
+    }
+}
+
+/// Whether an I/O error means the disk (or the quota) is full.
+fn is_out_of_space(e: &io::Error) -> bool {
+    // ENOSPC and EDQUOT on Linux.
+    matches!(e.raw_os_error(), Some(28 | 122)) || e.kind() == io::ErrorKind::StorageFull
+}
+
+/// The error a failed log write or sync returns to the writers it concerns.
+fn unavailable(what: &str, e: &StorageError) -> (String, bool) {
+    let out_of_space = matches!(e, StorageError::Io(io) if is_out_of_space(io));
+    (format!("{what}: {e}"), out_of_space)
 }
 
 /// Where recovery left the log.
@@ -101,6 +155,9 @@ pub(crate) struct Log {
     appended_bytes: AtomicU64,
     /// What the commit thread must sync besides the current segment.
     unsynced: Mutex<Unsynced>,
+    /// Told the last sequence made durable when an append's repair heals the log (the commit
+    /// thread learns of the sync's own repairs from its result).
+    on_repair: OnceLock<Box<dyn Fn(u64) + Send + Sync>>,
 }
 
 /// Work `roll` leaves for the commit thread.
@@ -157,12 +214,109 @@ impl Log {
                 capacity,
                 next_sequence,
                 poisoned: None,
+                pending: Vec::new(),
+                damage: None,
             }),
             segments: RwLock::new(segments),
             spare: Mutex::new(None),
             appended_bytes: AtomicU64::new(0),
             unsynced: Mutex::new(Unsynced::default()),
+            on_repair: OnceLock::new(),
         })
+    }
+
+    /// Sets the callback told when an append repairs the log (see `on_repair`).
+    pub fn set_on_repair(&self, f: Box<dyn Fn(u64) + Send + Sync>) {
+        let _ = self.on_repair.set(f);
+    }
+
+    /// Whether the log refuses appends now (a write or sync failed and no repair succeeded).
+    pub fn damaged(&self) -> Option<StorageError> {
+        self.writer.lock().ok()?.damage.as_ref().map(Damage::error)
+    }
+
+    /// Records a failed write or sync: logged once with the OS error, then appends are refused
+    /// until a repair after the backoff succeeds.
+    fn damage(&self, w: &mut Writer, what: &str, e: &StorageError, dirty_end: u64) -> StorageError {
+        let (reason, out_of_space) = unavailable(what, e);
+        match &mut w.damage {
+            Some(d) => d.dirty_end = d.dirty_end.max(dirty_end),
+            None => {
+                tracing::error!(
+                    error = %e,
+                    out_of_space,
+                    "{what}; the log refuses writes until it can write again (retried after a backoff)"
+                );
+                let backoff = Duration::from_millis(LOG_RETRY_BACKOFF_MS_MIN);
+                w.damage = Some(Damage {
+                    reason,
+                    out_of_space,
+                    dirty_end,
+                    retry_at: Instant::now() + backoff,
+                    backoff,
+                });
+            }
+        }
+        w.damage
+            .as_ref()
+            .map_or(StorageError::Closed, Damage::error)
+    }
+
+    /// Heals a damaged log if its backoff has passed: every pending byte written again at its
+    /// place, the failed append's leftovers zeroed, the touched files and the directory synced.
+    /// Returns the last sequence now durable; an error (the damage's) while still damaged.
+    fn repair(&self, w: &mut Writer) -> Result<Option<u64>> {
+        let Some(d) = &w.damage else {
+            return Ok(None);
+        };
+        if Instant::now() < d.retry_at {
+            return Err(d.error());
+        }
+        let dirty_end = d.dirty_end;
+        match self.rewrite(w, dirty_end) {
+            Ok(()) => {
+                w.pending.clear();
+                if let Ok(mut u) = self.unsynced() {
+                    *u = Unsynced::default();
+                }
+                if let Some(d) = w.damage.take() {
+                    tracing::warn!(after = %d.reason, "the log is writable again; writes resume");
+                }
+                Ok(Some(w.next_sequence - 1))
+            }
+            Err(e) => {
+                let d = w.damage.as_mut().ok_or(StorageError::Closed)?;
+                tracing::debug!(error = %e, "log repair failed; retrying later");
+                d.backoff = (d.backoff * 2).min(Duration::from_millis(LOG_RETRY_BACKOFF_MS_MAX));
+                d.retry_at = Instant::now() + d.backoff;
+                Err(d.error())
+            }
+        }
+    }
+
+    fn rewrite(&self, w: &Writer, dirty_end: u64) -> Result<()> {
+        let mut files: Vec<Arc<dyn BackendFile>> = Vec::new();
+        for p in &w.pending {
+            p.file.write_at(p.offset, &p.bytes)?;
+            if !files.iter().any(|f| Arc::ptr_eq(f, &p.file)) {
+                files.push(p.file.clone());
+            }
+        }
+        let zeros = vec![0u8; PREALLOCATE_CHUNK_BYTES];
+        let mut at = w.offset;
+        while at < dirty_end {
+            let n = (dirty_end - at).min(zeros.len() as u64) as usize;
+            w.file.write_at(at, &zeros[..n])?;
+            at += n as u64;
+        }
+        if !files.iter().any(|f| Arc::ptr_eq(f, &w.file)) {
+            files.push(w.file.clone());
+        }
+        for f in &files {
+            f.sync()?;
+        }
+        self.backend.sync_dir()?;
+        Ok(())
     }
 
     fn writer(&self) -> Result<MutexGuard<'_, Writer>> {
@@ -170,8 +324,23 @@ impl Log {
     }
 
     /// Appends records (wrapped in BatchBegin/BatchEnd when `batch` and more than one), returns
-    /// the last sequence written and the location of each input record.
+    /// the last sequence written and the location of each input record. A damaged log is
+    /// repaired first when its backoff has passed, or the damage's error returned.
     pub fn append(&self, recs: &[OutRecord], batch: bool) -> Result<(u64, Vec<Loc>)> {
+        let mut healed = None;
+        let result = self.append_healing(recs, batch, &mut healed);
+        if let (Some(seq), Some(f)) = (healed, self.on_repair.get()) {
+            f(seq);
+        }
+        result
+    }
+
+    fn append_healing(
+        &self,
+        recs: &[OutRecord],
+        batch: bool,
+        healed: &mut Option<u64>,
+    ) -> Result<(u64, Vec<Loc>)> {
         let wrap = batch && recs.len() > 1;
         let mut total = recs
             .iter()
@@ -189,8 +358,12 @@ impl Log {
         if let Some(why) = &w.poisoned {
             return Err(StorageError::Poisoned(why.clone()));
         }
-        if w.offset + total as u64 > w.capacity {
-            self.roll(&mut w, total as u64)?;
+        *healed = self.repair(&mut w)?;
+        if w.offset + total as u64 > w.capacity
+            && let Err(e) = self.roll(&mut w, total as u64)
+        {
+            let end = w.offset;
+            return Err(self.damage(&mut w, "creating a log segment failed", &e, end));
         }
         let mut buf = Vec::with_capacity(total);
         let mut locs = Vec::with_capacity(recs.len());
@@ -216,13 +389,20 @@ impl Log {
             seq += 1;
         }
         if let Err(e) = w.file.write_at(w.offset, &buf) {
-            w.poisoned = Some(format!("log write failed: {e}"));
-            return Err(e.into());
+            let end = w.offset + buf.len() as u64;
+            return Err(self.damage(&mut w, "writing the log failed", &e.into(), end));
         }
-        w.offset += buf.len() as u64;
+        let appended = buf.len() as u64;
+        let pending = Pending {
+            file: w.file.clone(),
+            offset: w.offset,
+            bytes: buf,
+            last_sequence: seq - 1,
+        };
+        w.pending.push(pending);
+        w.offset += appended;
         w.next_sequence = seq;
-        self.appended_bytes
-            .fetch_add(buf.len() as u64, Ordering::Relaxed);
+        self.appended_bytes.fetch_add(appended, Ordering::Relaxed);
         let segs = self.segments.read().map_err(|_| poisoned_lock())?;
         if let Some(s) = segs.get(&w.segment_id) {
             s.used_bytes.store(w.offset, Ordering::Release);
@@ -251,13 +431,7 @@ impl Log {
             Some(file) => self.install_spare(id, file),
             None => create_segment(self.backend.as_ref(), id, size),
         };
-        let file = match created {
-            Ok(f) => f,
-            Err(e) => {
-                w.poisoned = Some(format!("segment creation failed: {e}"));
-                return Err(e);
-            }
-        };
+        let file = created?;
         let seg = Arc::new(new_segment(file.clone()));
         seg.used_bytes
             .store(SEGMENT_HEADER_SIZE as u64, Ordering::Release);
@@ -306,25 +480,43 @@ impl Log {
     /// Makes everything appended so far durable: the segments rolled away from, the directory
     /// entry of a renamed spare, then the current segment. Returns the last sequence covered.
     /// Called by the commit thread only.
+    /// A damaged log is repaired instead (when its backoff has passed), which syncs the same.
     pub fn sync_all(&self) -> Result<u64> {
         let (files, dir, current, seq) = {
-            let w = self.writer()?;
+            let mut w = self.writer()?;
             if let Some(why) = &w.poisoned {
                 return Err(StorageError::Poisoned(why.clone()));
+            }
+            if let Some(seq) = self.repair(&mut w)? {
+                return Ok(seq);
             }
             let mut u = self.unsynced()?;
             let files = std::mem::take(&mut u.files);
             let dir = std::mem::take(&mut u.dir);
             (files, dir, w.file.clone(), w.next_sequence - 1)
         };
-        for f in &files {
-            f.sync()?;
+        let synced = (|| -> Result<()> {
+            for f in &files {
+                f.sync()?;
+            }
+            if dir {
+                self.backend.sync_dir()?;
+            }
+            current.sync()?;
+            Ok(())
+        })();
+        let mut w = self.writer()?;
+        match synced {
+            Ok(()) => {
+                w.pending.retain(|p| p.last_sequence > seq);
+                Ok(seq)
+            }
+            Err(e) => {
+                // Whatever the failed sync covered is rewritten from `pending` by the repair.
+                let end = w.offset;
+                Err(self.damage(&mut w, "syncing the log failed", &e, end))
+            }
         }
-        if dir {
-            self.backend.sync_dir()?;
-        }
-        current.sync()?;
-        Ok(seq)
     }
 
     /// Prepares the next segment ahead of time, zero-filled (a sync into written-out zeros is
@@ -337,15 +529,11 @@ impl Log {
         }
         let name = spare_file_name(id);
         let file = self.backend.create(&name)?;
-        let zeros = vec![0u8; PREALLOCATE_CHUNK_BYTES];
-        let mut at = 0u64;
-        while at < self.segment_size_bytes {
-            let n = (self.segment_size_bytes - at).min(zeros.len() as u64) as usize;
-            file.write_at(at, &zeros[..n])?;
-            at += n as u64;
+        if let Err(e) = self.fill_spare(file.as_ref(), id) {
+            // A full disk: give back what the half-made spare took.
+            let _ = self.backend.remove(&name);
+            return Err(e);
         }
-        file.write_at(0, &record::segment_header(id))?;
-        file.sync()?;
         // Lock order is writer, then spare (see `roll`): read the writer first.
         let still_next = self.current_segment() + 1 == id;
         let mut spare = self.spare.lock().map_err(|_| poisoned_lock())?;
@@ -357,6 +545,19 @@ impl Log {
             self.backend.remove(&name)?;
             Ok(false)
         }
+    }
+
+    fn fill_spare(&self, file: &dyn BackendFile, id: u64) -> Result<()> {
+        let zeros = vec![0u8; PREALLOCATE_CHUNK_BYTES];
+        let mut at = 0u64;
+        while at < self.segment_size_bytes {
+            let n = (self.segment_size_bytes - at).min(zeros.len() as u64) as usize;
+            file.write_at(at, &zeros[..n])?;
+            at += n as u64;
+        }
+        file.write_at(0, &record::segment_header(id))?;
+        file.sync()?;
+        Ok(())
     }
 
     /// (segment id, offset, next sequence) where the next record will go.

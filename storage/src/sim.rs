@@ -4,6 +4,12 @@
 //! n-th sync: that sync fails and every later call fails too. `crash_image` then builds the
 //! backend a restarted process would find, optionally keeping a prefix of the unsynced bytes
 //! (a torn write).
+//!
+//! Two failures can be switched on for disk-full and I/O-error tests: `set_disk_full` makes
+//! every write and growth fail with ENOSPC, and `fail_syncs(n)` makes the next `n` file syncs
+//! fail with EIO the way Linux fails them: the unsynced bytes are dropped from the way to the
+//! disk while reads still see them, so from then on a sync makes durable only what was written
+//! after the failure ("fsyncgate"; a later successful sync proves nothing about older bytes).
 
 use std::collections::HashMap;
 use std::io;
@@ -16,6 +22,10 @@ use crate::error::{Result, StorageError};
 struct SimFileData {
     written: Vec<u8>,
     durable: Vec<u8>,
+    /// A sync failed once: syncs copy only the `dirty` ranges from then on.
+    writeback_lost: bool,
+    /// Byte ranges written since the last sync (used once `writeback_lost`).
+    dirty: Vec<(usize, usize)>,
 }
 
 #[derive(Default)]
@@ -28,6 +38,12 @@ struct SimState {
     crash_at_sync: Option<u64>,
     crashed: bool,
     locked: bool,
+    disk_full: bool,
+    syncs_to_fail: u64,
+}
+
+fn disk_full_error() -> io::Error {
+    io::Error::from_raw_os_error(28)
 }
 
 /// The simulated backend; clones share one state.
@@ -61,6 +77,27 @@ impl SimBackend {
         if let Ok(mut st) = self.state.lock() {
             st.crash_at_sync = Some(st.syncs + n);
         }
+    }
+
+    /// While on, every write and every growth of a file fails with ENOSPC.
+    pub fn set_disk_full(&self, full: bool) {
+        if let Ok(mut st) = self.state.lock() {
+            st.disk_full = full;
+        }
+    }
+
+    /// The next `n` file syncs fail with EIO and lose the unsynced bytes' way to the disk.
+    pub fn fail_syncs(&self, n: u64) {
+        if let Ok(mut st) = self.state.lock() {
+            st.syncs_to_fail = n;
+        }
+    }
+
+    /// A copy of a file's durable bytes (what a crash now would leave).
+    pub fn durable_bytes(&self, name: &str) -> Option<Vec<u8>> {
+        let st = self.state.lock().ok()?;
+        let id = st.durable_names.get(name)?;
+        st.files.get(id).map(|f| f.durable.clone())
     }
 
     /// Number of syncs so far.
@@ -97,6 +134,7 @@ impl SimBackend {
                     SimFileData {
                         written: image.clone(),
                         durable: image,
+                        ..SimFileData::default()
                     },
                 );
             }
@@ -187,6 +225,33 @@ struct SimFile {
     id: u64,
 }
 
+impl SimFileData {
+    fn sync_ok(&mut self) {
+        if self.writeback_lost {
+            self.durable.resize(self.written.len(), 0);
+            for &(start, end) in &self.dirty {
+                let end = end.min(self.written.len());
+                if start < end {
+                    self.durable[start..end].copy_from_slice(&self.written[start..end]);
+                }
+            }
+        } else {
+            self.durable = self.written.clone();
+        }
+        self.dirty.clear();
+    }
+
+    fn mark_dirty(&mut self, start: usize, end: usize) {
+        if !self.writeback_lost {
+            return;
+        }
+        match self.dirty.last_mut() {
+            Some(last) if last.1 == start => last.1 = end,
+            _ => self.dirty.push((start, end)),
+        }
+    }
+}
+
 impl SimFile {
     fn with<T>(&self, f: impl FnOnce(&mut SimFileData) -> io::Result<T>) -> io::Result<T> {
         let mut st = self.backend.state()?;
@@ -195,6 +260,10 @@ impl SimFile {
             .get_mut(&self.id)
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "sim file gone"))?;
         f(data)
+    }
+
+    fn disk_full(&self) -> io::Result<bool> {
+        Ok(self.backend.state()?.disk_full)
     }
 }
 
@@ -214,6 +283,20 @@ impl BackendFile for SimFile {
         })
     }
     fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        if self.disk_full()? {
+            // Half of it lands, as a real short write into the last free blocks may.
+            let half = &data[..data.len() / 2];
+            let _ = self.with(|d| {
+                let start = usize::try_from(offset).map_err(io::Error::other)?;
+                let end = (start + half.len()).min(d.written.len());
+                if start < end {
+                    d.written[start..end].copy_from_slice(&half[..end - start]);
+                    d.mark_dirty(start, end);
+                }
+                Ok(())
+            });
+            return Err(disk_full_error());
+        }
         self.with(|d| {
             let start = usize::try_from(offset).map_err(io::Error::other)?;
             let end = start + data.len();
@@ -221,21 +304,40 @@ impl BackendFile for SimFile {
                 d.written.resize(end, 0);
             }
             d.written[start..end].copy_from_slice(data);
+            d.mark_dirty(start, end);
             Ok(())
         })
     }
     fn sync(&self) -> io::Result<()> {
         let mut st = self.backend.state()?;
         SimBackend::count_sync(&mut st)?;
+        let fail = st.syncs_to_fail > 0;
+        if fail {
+            st.syncs_to_fail -= 1;
+        }
         if let Some(d) = st.files.get_mut(&self.id) {
-            d.durable = d.written.clone();
+            if fail {
+                // The kernel calls the pages clean without having written them.
+                d.writeback_lost = true;
+                d.dirty.clear();
+                return Err(io::Error::from_raw_os_error(5));
+            }
+            d.sync_ok();
         }
         Ok(())
     }
     fn set_len(&self, len_bytes: u64) -> io::Result<()> {
+        let full = self.disk_full()?;
         self.with(|d| {
-            d.written
-                .resize(usize::try_from(len_bytes).map_err(io::Error::other)?, 0);
+            let new_len = usize::try_from(len_bytes).map_err(io::Error::other)?;
+            let old_len = d.written.len();
+            if full && new_len > old_len {
+                return Err(disk_full_error());
+            }
+            d.written.resize(new_len, 0);
+            if new_len > old_len {
+                d.mark_dirty(old_len, new_len);
+            }
             Ok(())
         })
     }

@@ -3,7 +3,7 @@
 //! generic fields every command accepts.
 
 use crate::error::{CommandResult, ErrorCode, err};
-use bson::{Bson, Document};
+use bson::{Bson, Document, RawDocument};
 
 /// Fields any command may carry (drivers add them; dispatch reads the ones it needs).
 const GENERIC_FIELDS: &[&str] = &[
@@ -38,6 +38,44 @@ pub fn check_fields(body: &Document, command: &str, allowed: &[&str]) -> Command
             return Err(err(
                 ErrorCode::Location40415,
                 format!("BSON field '{command}.{key}' is an unknown field."),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Bodies up to this many fields are checked for repeats pairwise (no allocation); larger ones
+/// through a hash set, so a hostile body with 40,000 fields costs linear time.
+const DUPLICATE_SCAN_PAIRWISE_MAX: usize = 16;
+
+/// Reject a command body that names one field twice, as mongod's IDL parsers do (40413). A
+/// `Document` keeps one of the values silently, so this runs on the raw bytes, before conversion.
+pub fn check_duplicate_fields(body: &RawDocument) -> CommandResult<()> {
+    let mut keys: Vec<&str> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for elem in body.iter() {
+        let Ok((key, _)) = elem else {
+            return Err(err(
+                ErrorCode::InvalidBSON,
+                "invalid BSON in the command body",
+            ));
+        };
+        let key = key.as_str();
+        let repeated = if keys.len() < DUPLICATE_SCAN_PAIRWISE_MAX {
+            let r = keys.contains(&key);
+            keys.push(key);
+            r
+        } else {
+            if seen.is_empty() {
+                seen.extend(keys.iter().copied());
+            }
+            !seen.insert(key)
+        };
+        if repeated {
+            let command = keys.first().copied().unwrap_or(key);
+            return Err(err(
+                ErrorCode::Location40413,
+                format!("BSON field '{command}.{key}' is a duplicate field"),
             ));
         }
     }

@@ -98,18 +98,63 @@ fn statements(req: &Request, field: &str) -> CommandResult<Vec<RawDocumentBuf>> 
     if let Some(seq) = req.sequences.iter().find(|s| s.identifier == field) {
         out.extend(seq.documents.iter().cloned());
     }
+    if let Some(raw) = &req.raw_body {
+        raw_statements(raw, &req.name, field, &mut out)?;
+    } else {
+        doc_statements(req, field, &mut out)?;
+    }
+    if out.is_empty() || out.len() > limits::WRITE_BATCH_COUNT_MAX {
+        return Err(batch_len_error(out.len()));
+    }
+    Ok(out)
+}
+
+fn not_array_of_objects(command: &str, field: &str) -> CommandError {
+    err(
+        ErrorCode::TypeMismatch,
+        format!("BSON field '{command}.{field}' must be an array of objects"),
+    )
+}
+
+fn not_array(command: &str, field: &str) -> CommandError {
+    err(
+        ErrorCode::TypeMismatch,
+        format!("BSON field '{command}.{field}' must be an array"),
+    )
+}
+
+/// Statements from the body's bytes, each copied as sent (a repeated field inside a statement
+/// survives, so `prepare_for_storage` can refuse it as mongod does).
+fn raw_statements(
+    raw: &RawDocumentBuf,
+    command: &str,
+    field: &str,
+    out: &mut Vec<RawDocumentBuf>,
+) -> CommandResult<()> {
+    let bad = |e: bson::error::Error| err(ErrorCode::InvalidBSON, e.to_string());
+    let Some(value) = raw.get(field).map_err(bad)? else {
+        return Ok(());
+    };
+    let Some(items) = value.as_array() else {
+        return Err(not_array(command, field));
+    };
+    for item in items {
+        let item = item.map_err(bad)?;
+        let Some(d) = item.as_document() else {
+            return Err(not_array_of_objects(command, field));
+        };
+        out.push(d.to_owned());
+    }
+    Ok(())
+}
+
+fn doc_statements(req: &Request, field: &str, out: &mut Vec<RawDocumentBuf>) -> CommandResult<()> {
     match req.body.get(field) {
         None => {}
         Some(Bson::Array(items)) => {
             for item in items {
                 let Bson::Document(d) = item else {
-                    return Err(err(
-                        ErrorCode::TypeMismatch,
-                        format!(
-                            "BSON field '{}.{field}' must be an array of objects",
-                            req.name
-                        ),
-                    ));
+                    return Err(not_array_of_objects(&req.name, field));
                 };
                 out.push(
                     RawDocumentBuf::try_from(d)
@@ -117,17 +162,9 @@ fn statements(req: &Request, field: &str) -> CommandResult<Vec<RawDocumentBuf>> 
                 );
             }
         }
-        Some(_) => {
-            return Err(err(
-                ErrorCode::TypeMismatch,
-                format!("BSON field '{}.{field}' must be an array", req.name),
-            ));
-        }
+        Some(_) => return Err(not_array(&req.name, field)),
     }
-    if out.is_empty() || out.len() > limits::WRITE_BATCH_COUNT_MAX {
-        return Err(batch_len_error(out.len()));
-    }
-    Ok(out)
+    Ok(())
 }
 
 /// Check an `_id` value mongod would refuse to store.
@@ -155,8 +192,58 @@ fn check_id(id: &Bson) -> CommandResult<()> {
     }
 }
 
+/// What mongod refuses in a document to insert before looking at values: a second top-level
+/// `_id` (other repeated names are stored, as mongod 8.0 still does) and nesting deeper than
+/// `STORED_NESTING_DEPTH_MAX` levels. Works on the bytes: a `Document` would hide the repeat.
+fn check_shape(raw: &bson::RawDocument) -> CommandResult<()> {
+    let bad = |e: bson::error::Error| err(ErrorCode::InvalidBSON, e.to_string());
+    let mut ids = 0;
+    for elem in raw.iter() {
+        if elem.map_err(bad)?.0.as_str() == "_id" {
+            ids += 1;
+        }
+    }
+    if ids > 1 {
+        return Err(err(
+            ErrorCode::BadValue,
+            "can't have multiple _id fields in one document",
+        ));
+    }
+    // Each level costs at least 7 bytes (type, empty key, an empty document), so a small
+    // document cannot be too deep and skips the walk.
+    if raw.as_bytes().len() < limits::STORED_NESTING_DEPTH_MAX * 7 {
+        return Ok(());
+    }
+    let mut stack = vec![raw.iter()];
+    while let Some(top) = stack.last_mut() {
+        let Some(elem) = top.next() else {
+            stack.pop();
+            continue;
+        };
+        let inner = match elem.map_err(bad)?.1 {
+            bson::RawBsonRef::Document(d) => d,
+            bson::RawBsonRef::Array(a) => {
+                bson::RawDocument::from_bytes(a.as_bytes()).map_err(bad)?
+            }
+            _ => continue,
+        };
+        if stack.len() == limits::STORED_NESTING_DEPTH_MAX {
+            return Err(err(
+                ErrorCode::Overflow,
+                format!(
+                    "cannot insert document because it exceeds {} levels of nesting",
+                    limits::STORED_NESTING_DEPTH_MAX
+                ),
+            ));
+        }
+        stack.push(inner.iter());
+    }
+    Ok(())
+}
+
 /// A document ready to store: `_id` present (generated when missing) and first, size checked.
 pub fn prepare_for_storage(raw: RawDocumentBuf) -> CommandResult<RawDocumentBuf> {
+    check_shape(&raw)?;
     // Fast path: `_id` already first; no decode needed.
     if let Some(Ok((key, value))) = raw.iter().next()
         && key == "_id"

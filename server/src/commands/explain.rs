@@ -180,6 +180,7 @@ pub fn explain(state: &ServerState, req: &Request) -> CommandResult<Reply> {
             command: "aggregate",
             db: req.db.clone(),
             body,
+            raw_body: None,
             sequences: vec![],
             write_concern: None,
             max_time_ms: req.max_time_ms,

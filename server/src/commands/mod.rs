@@ -55,6 +55,9 @@ pub struct Request {
     pub command: &'static str,
     pub db: String,
     pub body: Document,
+    /// The body's bytes as they arrived (OP_MSG only): the write commands read their statements
+    /// from here, because `body` keeps one value of a repeated field and loses the other.
+    pub raw_body: Option<RawDocumentBuf>,
     pub sequences: Vec<Sequence>,
     pub write_concern: Option<Document>,
     pub max_time_ms: Option<i64>,
@@ -224,6 +227,7 @@ pub fn parse_request(
         name,
         db,
         body,
+        raw_body: None,
         sequences,
         write_concern,
         max_time_ms,
