@@ -277,3 +277,105 @@ async fn sort_and_group_spill_with_allow_disk_use() {
     assert_eq!(groups.len(), 1000);
     assert!(groups.iter().all(|g| g.get_i32("n").unwrap() == 3));
 }
+
+/// The scan performs a leading `$match` (once, with the pipeline's `let` variables) and a
+/// leading `$sort` its index gives; results equal those of the same pipeline that cannot use an
+/// index, and explain lists only the stages still run after `$cursor`.
+#[tokio::test]
+async fn leading_match_and_index_sort_run_in_the_scan() {
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let db = client.database("aggscan");
+    let c = db.collection::<Document>("c");
+    c.insert_many((0..500).map(|i| doc! { "_id": i, "k": (i * 7) % 100, "g": i % 5 }))
+        .await
+        .unwrap();
+    let pipeline = |field: &str| {
+        vec![
+            doc! { "$match": { "$expr": { "$lt": [format!("${field}"), "$$cut"] } } },
+            doc! { "$sort": { field: 1, "_id": 1 } },
+            doc! { "$project": { "k": 1, "g": 1 } },
+        ]
+    };
+    let run = |stages: Vec<Document>| {
+        let db = db.clone();
+        async move {
+            let cmd = doc! {
+                "aggregate": "c", "pipeline": stages, "cursor": { "batchSize": 1000 },
+                "let": { "cut": 40 },
+            };
+            let reply = db.run_command(cmd).await.unwrap();
+            reply
+                .get_document("cursor")
+                .unwrap()
+                .get_array("firstBatch")
+                .unwrap()
+                .clone()
+        }
+    };
+    let before = run(pipeline("k")).await;
+    assert_eq!(before.len(), 200);
+    db.run_command(doc! { "createIndexes": "c", "indexes": [ { "key": { "k": 1, "_id": 1 }, "name": "k_id" } ] })
+        .await
+        .unwrap();
+    let indexed = run(pipeline("k")).await;
+    assert_eq!(
+        indexed, before,
+        "an index-ordered scan returns the sorted results"
+    );
+    let e = db
+        .run_command(doc! { "aggregate": "c", "pipeline": [ { "$sort": { "k": 1, "_id": 1 } }, { "$limit": 3 } ], "explain": true })
+        .await
+        .unwrap();
+    let stages = e.get_array("stages").unwrap();
+    let names: Vec<&str> = stages
+        .iter()
+        .filter_map(|s| s.as_document().and_then(|d| d.keys().next()))
+        .map(String::as_str)
+        .collect();
+    assert_eq!(names, ["$cursor", "$limit"], "the index gives the sort");
+    let plan = stages[0]
+        .as_document()
+        .unwrap()
+        .get_document("$cursor")
+        .unwrap()
+        .get_document("queryPlanner")
+        .unwrap()
+        .get_document("winningPlan")
+        .unwrap();
+    assert_eq!(plan.get_str("stage").unwrap(), "FETCH");
+    assert_eq!(
+        plan.get_document("inputStage")
+            .unwrap()
+            .get_str("indexName")
+            .unwrap(),
+        "k_id"
+    );
+    let unindexed = db
+        .run_command(doc! { "aggregate": "c", "pipeline": [ { "$match": { "g": 1 } }, { "$sort": { "g": 1 } } ], "explain": true })
+        .await
+        .unwrap();
+    let names: Vec<String> = unindexed
+        .get_array("stages")
+        .unwrap()
+        .iter()
+        .filter_map(|s| s.as_document().and_then(|d| d.keys().next().cloned()))
+        .collect();
+    assert_eq!(
+        names,
+        ["$cursor", "$sort"],
+        "$match is the scan's filter; $sort still runs"
+    );
+    let top: Vec<Document> = c
+        .aggregate(vec![
+            doc! { "$sort": { "k": 1, "_id": 1 } },
+            doc! { "$limit": 3 },
+        ])
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    let ids: Vec<i32> = top.iter().map(|d| d.get_i32("_id").unwrap()).collect();
+    assert_eq!(ids, [0, 100, 200]);
+}

@@ -1,18 +1,16 @@
 //! The server's view of storage: namespace rules, implicit collection creation, the per-namespace
-//! write lock that makes read-modify-write commands atomic, write concern, and the mapping of
-//! `StorageError` to mongod's error codes. Commands never call the engine for DDL or writes
-//! except through here.
+//! write lock that makes read-modify-write commands atomic, and write concern. Commands never
+//! call the engine for DDL or writes except through here. (`StorageError` becomes mongod's
+//! error in `crate::error::storage_error`.)
 
-use crate::error::{CommandError, CommandResult, ErrorCode, err};
+use crate::error::{CommandResult, ErrorCode, err, storage_error};
 use bson::{Bson, Document};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use storage::{Collection, Engine, StorageError, Ticket};
 
-/// Longest `db.collection` namespace mongod accepts.
-const NAMESPACE_BYTES_MAX: usize = 255;
-/// Longest database name.
-const DB_NAME_BYTES_MAX: usize = 63;
+// One limit per bound: the namespace lengths are the storage engine's.
+use storage::limits::{DATABASE_NAME_SIZE_MAX, NAMESPACE_SIZE_MAX};
 
 /// The write lock of one namespace.
 type NamespaceLock = Arc<tokio::sync::Mutex<()>>;
@@ -28,7 +26,7 @@ pub struct Catalog {
 
 pub fn validate_db_name(db: &str) -> CommandResult<()> {
     let bad = db.is_empty()
-        || db.len() > DB_NAME_BYTES_MAX
+        || db.len() > DATABASE_NAME_SIZE_MAX
         || db
             .chars()
             .any(|c| matches!(c, '/' | '\\' | '.' | ' ' | '"' | '$' | '\0'));
@@ -55,11 +53,11 @@ pub fn validate_collection_name(db: &str, coll: &str) -> CommandResult<()> {
             format!("Invalid collection name: {coll}"),
         ));
     }
-    if db.len() + 1 + coll.len() > NAMESPACE_BYTES_MAX {
+    if db.len() + 1 + coll.len() > NAMESPACE_SIZE_MAX {
         return Err(err(
             ErrorCode::InvalidNamespace,
             format!(
-                "Fully qualified namespace is too long. Namespace: {db}.{coll} Max: {NAMESPACE_BYTES_MAX}"
+                "Fully qualified namespace is too long. Namespace: {db}.{coll} Max: {NAMESPACE_SIZE_MAX}"
             ),
         ));
     }
@@ -167,7 +165,7 @@ impl WriteConcern {
             match k.as_str() {
                 "w" => match v {
                     Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) => {
-                        let n = crate::commands::as_i64(v).unwrap_or(-1);
+                        let n = crate::query::types::as_i64(v).unwrap_or(-1);
                         if n < 0 {
                             return Err(err(
                                 ErrorCode::FailedToParse,
@@ -190,7 +188,7 @@ impl WriteConcern {
                         ));
                     }
                 },
-                "j" | "fsync" => out.j |= crate::commands::truthy(v),
+                "j" | "fsync" => out.j |= crate::query::types::truthy(v),
                 "wtimeout" | "wtimeoutMS" | "provenance" => {}
                 other => {
                     return Err(err(
@@ -217,83 +215,6 @@ impl WriteConcern {
             }),
             _ => None,
         }
-    }
-}
-
-/// Format a key-value document as mongod prints it in E11000 messages: `{ a: 1, b: "x" }`.
-pub fn dup_key_text(key_value: &Document) -> String {
-    let parts: Vec<String> = key_value
-        .iter()
-        .map(|(k, v)| format!("{k}: {}", shell_value(v)))
-        .collect();
-    format!("{{ {} }}", parts.join(", "))
-}
-
-fn shell_value(v: &Bson) -> String {
-    match v {
-        Bson::String(s) => format!("\"{s}\""),
-        Bson::ObjectId(o) => format!("ObjectId('{o}')"),
-        Bson::Int64(i) => i.to_string(),
-        Bson::Double(f) if f.fract() == 0.0 && f.is_finite() => format!("{f:.1}"),
-        other => other.to_string(),
-    }
-}
-
-/// Map a storage error to the error mongod would send for it.
-pub fn storage_error(e: StorageError, db: &str, coll: &str) -> CommandError {
-    match e {
-        StorageError::DuplicateKey {
-            index,
-            key_pattern,
-            key_value,
-        } => CommandError::new(
-            ErrorCode::DuplicateKey,
-            format!(
-                "E11000 duplicate key error collection: {db}.{coll} index: {index} dup key: {}",
-                dup_key_text(&key_value)
-            ),
-        )
-        .with_extra(bson::doc! { "keyPattern": *key_pattern, "keyValue": *key_value.clone() }),
-        StorageError::NamespaceExists(ns) => err(
-            ErrorCode::NamespaceExists,
-            format!("Collection {ns} already exists."),
-        ),
-        StorageError::NamespaceNotFound(ns) => {
-            err(ErrorCode::NamespaceNotFound, format!("ns not found: {ns}"))
-        }
-        StorageError::InvalidNamespace(m) => err(ErrorCode::InvalidNamespace, m),
-        StorageError::IndexNotFound(name) => err(
-            ErrorCode::IndexNotFound,
-            format!("index not found with name [{name}]"),
-        ),
-        StorageError::IndexExists(name) => err(
-            ErrorCode::IndexAlreadyExists,
-            format!("index {name} already exists"),
-        ),
-        StorageError::IndexKeyExists(name) => err(
-            ErrorCode::IndexOptionsConflict,
-            format!("Index already exists with a different name: {name}"),
-        ),
-        StorageError::InvalidIndex(m) => err(ErrorCode::CannotCreateIndex, m),
-        StorageError::IndexBuildInProgress(name) => err(
-            ErrorCode::IndexBuildAlreadyInProgress,
-            format!("Index build already in progress: {name}"),
-        ),
-        StorageError::IndexBuildAborted(name) => err(
-            ErrorCode::IndexBuildAborted,
-            format!("Index build aborted: {name}"),
-        ),
-        StorageError::Key(k) => {
-            let code = ErrorCode::from_code(k.code()).unwrap_or(ErrorCode::CannotCreateIndex);
-            err(code, k.to_string())
-        }
-        StorageError::InvalidDocument(m) => err(ErrorCode::InvalidBSON, m),
-        StorageError::LimitExceeded(m) => err(ErrorCode::BadValue, m),
-        // A full disk is mongod's OutOfDiskSpace; writes resume by themselves once it has room.
-        e @ StorageError::LogUnavailable {
-            out_of_space: true, ..
-        } => err(ErrorCode::OutOfDiskSpace, e.to_string()),
-        other => err(ErrorCode::InternalError, other.to_string()),
     }
 }
 
@@ -336,14 +257,6 @@ mod tests {
                 .unwrap()
                 .error()
                 .is_none()
-        );
-    }
-
-    #[test]
-    fn dup_key_message() {
-        assert_eq!(
-            dup_key_text(&bson::doc! { "a": 1, "b": "x" }),
-            "{ a: 1, b: \"x\" }"
         );
     }
 }

@@ -320,7 +320,10 @@ fn awaitable_hello(state: &ServerState, req: &Request) -> Option<u64> {
         return None;
     }
     let tv = req.body.get_document("topologyVersion").ok()?;
-    let ms = req.body.get("maxAwaitTimeMS").and_then(commands::as_i64)?;
+    let ms = req
+        .body
+        .get("maxAwaitTimeMS")
+        .and_then(crate::query::types::as_i64)?;
     // Another process id means the client saw an earlier incarnation: answer at once.
     if tv.get_object_id("processId").ok()? != state.process_id {
         return None;

@@ -1,10 +1,12 @@
 //! The one table of server error codes, and `CommandError`, the error every command handler
 //! returns. A `CommandError` becomes exactly `{ok: 0.0, errmsg, code, codeName}` on the wire;
 //! inside write replies it becomes `{index, code, errmsg}`. Codes and names follow mongod's
-//! `error_codes.yml`; add a row here rather than writing a number anywhere else.
+//! `error_codes.yml`; add a row here rather than writing a number anywhere else. `storage_error`
+//! maps the storage engine's errors to these codes, once.
 
-use bson::{Document, doc};
+use bson::{Bson, Document, doc};
 use std::fmt;
+use storage::StorageError;
 
 macro_rules! error_codes {
     ($($name:ident = $code:expr),* $(,)?) => {
@@ -339,6 +341,83 @@ pub fn err(code: ErrorCode, message: impl Into<String>) -> CommandError {
 
 pub type CommandResult<T> = Result<T, CommandError>;
 
+/// Format a key-value document as mongod prints it in E11000 messages: `{ a: 1, b: "x" }`.
+pub fn dup_key_text(key_value: &Document) -> String {
+    let parts: Vec<String> = key_value
+        .iter()
+        .map(|(k, v)| format!("{k}: {}", shell_value(v)))
+        .collect();
+    format!("{{ {} }}", parts.join(", "))
+}
+
+fn shell_value(v: &Bson) -> String {
+    match v {
+        Bson::String(s) => format!("\"{s}\""),
+        Bson::ObjectId(o) => format!("ObjectId('{o}')"),
+        Bson::Int64(i) => i.to_string(),
+        Bson::Double(f) if f.fract() == 0.0 && f.is_finite() => format!("{f:.1}"),
+        other => other.to_string(),
+    }
+}
+
+/// Map a storage error to the error mongod would send for it.
+pub fn storage_error(e: StorageError, db: &str, coll: &str) -> CommandError {
+    match e {
+        StorageError::DuplicateKey {
+            index,
+            key_pattern,
+            key_value,
+        } => CommandError::new(
+            ErrorCode::DuplicateKey,
+            format!(
+                "E11000 duplicate key error collection: {db}.{coll} index: {index} dup key: {}",
+                dup_key_text(&key_value)
+            ),
+        )
+        .with_extra(bson::doc! { "keyPattern": *key_pattern, "keyValue": *key_value.clone() }),
+        StorageError::NamespaceExists(ns) => err(
+            ErrorCode::NamespaceExists,
+            format!("Collection {ns} already exists."),
+        ),
+        StorageError::NamespaceNotFound(ns) => {
+            err(ErrorCode::NamespaceNotFound, format!("ns not found: {ns}"))
+        }
+        StorageError::InvalidNamespace(m) => err(ErrorCode::InvalidNamespace, m),
+        StorageError::IndexNotFound(name) => err(
+            ErrorCode::IndexNotFound,
+            format!("index not found with name [{name}]"),
+        ),
+        StorageError::IndexExists(name) => err(
+            ErrorCode::IndexAlreadyExists,
+            format!("index {name} already exists"),
+        ),
+        StorageError::IndexKeyExists(name) => err(
+            ErrorCode::IndexOptionsConflict,
+            format!("Index already exists with a different name: {name}"),
+        ),
+        StorageError::InvalidIndex(m) => err(ErrorCode::CannotCreateIndex, m),
+        StorageError::IndexBuildInProgress(name) => err(
+            ErrorCode::IndexBuildAlreadyInProgress,
+            format!("Index build already in progress: {name}"),
+        ),
+        StorageError::IndexBuildAborted(name) => err(
+            ErrorCode::IndexBuildAborted,
+            format!("Index build aborted: {name}"),
+        ),
+        StorageError::Key(k) => {
+            let code = ErrorCode::from_code(k.code()).unwrap_or(ErrorCode::CannotCreateIndex);
+            err(code, k.to_string())
+        }
+        StorageError::InvalidDocument(m) => err(ErrorCode::InvalidBSON, m),
+        StorageError::LimitExceeded(m) => err(ErrorCode::BadValue, m),
+        // A full disk is mongod's OutOfDiskSpace; writes resume by themselves once it has room.
+        e @ StorageError::LogUnavailable {
+            out_of_space: true, ..
+        } => err(ErrorCode::OutOfDiskSpace, e.to_string()),
+        other => err(ErrorCode::InternalError, other.to_string()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -361,6 +440,14 @@ mod tests {
         assert_eq!(
             r.keys().collect::<Vec<_>>(),
             ["ok", "errmsg", "code", "codeName"]
+        );
+    }
+
+    #[test]
+    fn dup_key_message() {
+        assert_eq!(
+            dup_key_text(&bson::doc! { "a": 1, "b": "x" }),
+            "{ a: 1, b: \"x\" }"
         );
     }
 }

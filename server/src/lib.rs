@@ -11,6 +11,7 @@ pub mod config;
 pub mod connection;
 pub mod cursors;
 pub mod error;
+pub mod exec;
 pub mod failpoints;
 pub mod limits;
 pub mod listener;

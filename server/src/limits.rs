@@ -1,15 +1,13 @@
 //! Every bound the server enforces, in one place, units last. `hello` and `serverStatus` report
 //! these same constants, so what we announce is what we enforce.
 
-/// Largest BSON document a client may store (mongod's `maxBsonObjectSize`).
-pub const BSON_OBJECT_SIZE_MAX: usize = 16 * 1024 * 1024;
-/// Largest wire message (mongod's `maxMessageSizeBytes`).
-pub const MESSAGE_SIZE_MAX: usize = 48_000_000;
+// One limit per bound: the protocol's own bounds (`maxBsonObjectSize`, `maxMessageSizeBytes`,
+// `maxWriteBatchSize`) are defined once, in the wire crate, and enforced here too; the namespace
+// lengths are the storage engine's (`storage::limits`).
+pub use wire::limits::{BSON_OBJECT_SIZE_MAX, MESSAGE_SIZE_MAX, WRITE_BATCH_COUNT_MAX};
 /// Levels of nesting a stored document may have, the top level counted (mongod's default
 /// `maxBSONDepth` of 200 less the 20 levels it keeps for wrapping documents in commands).
 pub const STORED_NESTING_DEPTH_MAX: usize = 180;
-/// Most documents in one write command (mongod's `maxWriteBatchSize`).
-pub const WRITE_BATCH_COUNT_MAX: usize = 100_000;
 /// Default bound on concurrently open client connections (`--maxConns` lowers or raises it).
 pub const CONNECTIONS_MAX: usize = 10_000;
 /// Log lines kept in memory for `getLog`.

@@ -29,15 +29,6 @@ impl Liveness {
     }
 }
 
-/// Gauges and counters of the pool (`serverStatus.metrics.storageJobs`).
-#[derive(Default)]
-pub struct PoolStats {
-    pub queued: AtomicU64,
-    pub running: AtomicU64,
-    /// Jobs dropped unstarted because their client had gone.
-    pub skipped_client_gone: AtomicU64,
-}
-
 /// Decrements `running` however the job ends (a panic included).
 struct Running<'a>(&'a AtomicU64);
 

@@ -36,7 +36,7 @@ pub async fn run(config: Config, argv: Vec<String>, log_ring: Arc<LogRing>) -> a
         st.catalog
             .engine()
             .close()
-            .map_err(|e| crate::catalog::storage_error(e, "", ""))
+            .map_err(|e| crate::error::storage_error(e, "", ""))
     })
     .await
     .map_err(|e| anyhow::anyhow!("cannot flush storage: {}", e.message))?;

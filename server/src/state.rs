@@ -76,7 +76,7 @@ pub struct ServerState {
     /// `--tlsMode` and the TLS acceptor.
     pub tls: crate::tls::Tls,
     /// The blocking pool's gauges (`crate::offload`).
-    pub pool: crate::offload::PoolStats,
+    pub pool: PoolStats,
     /// Test-only fail points (`configureFailPoint`).
     pub failpoints: crate::failpoints::FailPoints,
     shutdown_tx: watch::Sender<bool>,
@@ -117,7 +117,7 @@ impl ServerState {
             ops: crate::ops::OpRegistry::default(),
             auth,
             tls,
-            pool: crate::offload::PoolStats::default(),
+            pool: PoolStats::default(),
             failpoints: crate::failpoints::FailPoints::default(),
             shutdown_tx: watch::channel(false).0,
         })
@@ -140,4 +140,14 @@ impl ServerState {
             .max_conns
             .saturating_sub(self.connections.current.load(Ordering::Relaxed))
     }
+}
+
+/// Gauges and counters of the pool (`serverStatus.metrics.storageJobs`), which
+/// `crate::offload` keeps.
+#[derive(Default)]
+pub struct PoolStats {
+    pub queued: AtomicU64,
+    pub running: AtomicU64,
+    /// Jobs dropped unstarted because their client had gone.
+    pub skipped_client_gone: AtomicU64,
 }

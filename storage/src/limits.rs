@@ -70,9 +70,9 @@ pub const INDEX_BUILD_DRAIN_OPS: usize = 1024;
 pub const INDEX_BUILD_DUPLICATES_MAX: usize = 10_000;
 /// Bytes read per call from a temporary file.
 pub const EXTSORT_READ_CHUNK_BYTES: usize = 256 << 10;
-/// Longest database name (mongod: 64 bytes).
-pub const DATABASE_NAME_SIZE_MAX: usize = 64;
-/// Longest `db.collection` namespace (mongod: 255 bytes).
+/// Longest database name in bytes (mongod: fewer than 64). The server checks the same constant.
+pub const DATABASE_NAME_SIZE_MAX: usize = 63;
+/// Longest `db.collection` namespace in bytes (mongod: 255). The server checks the same constant.
 pub const NAMESPACE_SIZE_MAX: usize = 255;
 /// Most bytes one pread fetches when a scan reads neighbouring records together.
 pub const READ_RUN_BYTES_MAX: u64 = 1 << 20;

@@ -132,6 +132,16 @@ pub async fn run_all(client: &Client, db_name: &str, sizes: &Sizes) -> Vec<Measu
     );
     out.push(
         timed(
+            "$match+$group (unindexed match)",
+            "ms/op",
+            lower,
+            sizes,
+            |_| match_group(&users, sizes),
+        )
+        .await,
+    );
+    out.push(
+        timed(
             "range count indexed (100 ids)",
             "ms/op",
             lower,
@@ -150,6 +160,16 @@ pub async fn run_all(client: &Client, db_name: &str, sizes: &Sizes) -> Vec<Measu
         timed("$sort full (unindexed)", "ms/op", lower, sizes, |_| {
             sort_pipeline(&users, sizes, false)
         })
+        .await,
+    );
+    out.push(
+        timed(
+            "$sort _id desc+$limit 10 (index order)",
+            "ms/op",
+            lower,
+            sizes,
+            |_| sort_indexed(&users, sizes),
+        )
         .await,
     );
     out.push(
@@ -447,6 +467,43 @@ async fn group(users: &Collection<Document>, sizes: &Sizes) -> Outcome {
         }
         let pipeline =
             [doc! {"$group": {"_id": "$age", "n": {"$sum": 1}, "balance": {"$avg": "$balance"}}}];
+        drain(users.aggregate(pipeline).await?).await?;
+        done += 1;
+    }
+    Ok(per_op_ms(start, done))
+}
+
+/// A leading `$match` no index serves (about a third of the documents pass), then `$group`.
+async fn match_group(users: &Collection<Document>, sizes: &Sizes) -> Outcome {
+    let start = Instant::now();
+    let mut done = 0usize;
+    for _ in 0..sizes.scan_ops {
+        if spent(start, sizes, done) {
+            break;
+        }
+        let pipeline = [
+            doc! {"$match": {"score": {"$lt": 33.0}}},
+            doc! {"$group": {"_id": "$age", "n": {"$sum": 1}, "balance": {"$avg": "$balance"}}},
+        ];
+        drain(users.aggregate(pipeline).await?).await?;
+        done += 1;
+    }
+    Ok(per_op_ms(start, done))
+}
+
+/// `$sort` on `_id` (the `_id` index gives the order) with a `$limit`: reads about the limit.
+async fn sort_indexed(users: &Collection<Document>, sizes: &Sizes) -> Outcome {
+    let start = Instant::now();
+    let mut done = 0usize;
+    for _ in 0..sizes.scan_ops {
+        if spent(start, sizes, done) {
+            break;
+        }
+        let pipeline = [
+            doc! {"$sort": {"_id": -1}},
+            doc! {"$limit": 10},
+            doc! {"$project": {"score": 1}},
+        ];
         drain(users.aggregate(pipeline).await?).await?;
         done += 1;
     }

@@ -8,7 +8,7 @@
 use super::builtin;
 use super::privilege::{Privilege, Privileges};
 use super::scram::{Credential, Mechanism};
-use crate::catalog::storage_error;
+use crate::error::storage_error;
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::state::ServerState;
 use bson::{Bson, Document, RawDocumentBuf, doc};

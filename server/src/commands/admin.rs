@@ -5,8 +5,7 @@
 //! reads, no wait on the log), so monitoring is answered even when the storage pool is busy.
 
 use super::{COMMANDS, ConnectionInfo, Reply, Request, truthy};
-use crate::catalog::storage_error;
-use crate::error::{CommandResult, ErrorCode, err};
+use crate::error::{CommandResult, ErrorCode, err, storage_error};
 use crate::limits;
 use crate::state::ServerState;
 use bson::{Bson, Document, doc};
@@ -339,8 +338,21 @@ pub async fn fsync(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResul
 /// `configureFailPoint` (test commands only): the reply's `count` is how often the point was
 /// entered before.
 pub fn configure_fail_point(state: &ServerState, req: &Request) -> CommandResult<Reply> {
-    let count = state.failpoints.configure(&req.body)?;
+    let name = fail_point_name(&req.body)?;
+    let count = state.failpoints.configure(name, &req.body)?;
     Ok(Reply::Doc(doc! { "count": count as i64, "ok": 1.0 }))
+}
+
+/// The point `configureFailPoint` names; no fields but `mode` and `data` beside it.
+fn fail_point_name(body: &Document) -> CommandResult<&str> {
+    let name = body.get_str("configureFailPoint").map_err(|_| {
+        err(
+            ErrorCode::TypeMismatch,
+            "configureFailPoint takes the fail point's name",
+        )
+    })?;
+    super::args::check_fields(body, "configureFailPoint", &["mode", "data"])?;
+    Ok(name)
 }
 
 /// `waitForFailPoint` (test commands only): `{waitForFailPoint: name, timesEntered: n,
@@ -421,6 +433,23 @@ mod tests {
             txn.get_i64("transaction checkpoint currently running")
                 .unwrap(),
             1
+        );
+    }
+
+    #[test]
+    fn fail_point_fields() {
+        let code = |body: Document| fail_point_name(&body).unwrap_err().code;
+        assert_eq!(
+            code(doc! { "configureFailPoint": "p", "mode": "off", "extra": 1 }),
+            ErrorCode::Location40415
+        );
+        assert_eq!(
+            code(doc! { "configureFailPoint": 1 }),
+            ErrorCode::TypeMismatch
+        );
+        assert_eq!(
+            fail_point_name(&doc! { "configureFailPoint": "p", "mode": "off" }).unwrap(),
+            "p"
         );
     }
 }

@@ -5,14 +5,15 @@
 use super::args::{self, check_fields};
 use super::crud_read::{cursor_reply, deadline};
 use super::{Reply, Request};
-use crate::cursors::{Cursor, DocSource, FIRST_BATCH_COUNT_DEFAULT, ScanState, check_deadline};
+use crate::cursors::{Cursor, FIRST_BATCH_COUNT_DEFAULT};
 use crate::error::{CommandResult, ErrorCode, err};
+use crate::exec::DocSource;
+use crate::exec::aggregate::{self as driver, Env};
 use crate::planner;
 use crate::query::matcher::Filter;
-use crate::query::pipeline::{DocStream, OutputTarget, ParseContext, Pipeline, PipelineEnv};
+use crate::query::pipeline::{OutputTarget, ParseContext, Pipeline};
 use crate::state::ServerState;
-use bson::{Bson, Document, RawDocumentBuf, doc};
-use std::collections::VecDeque;
+use bson::{Bson, Document, doc};
 use std::sync::Arc;
 use std::time::Instant;
 use storage::Collection;
@@ -30,182 +31,6 @@ const FIELDS: &[&str] = &[
     "needsMerge",
     "isMapReduceCommand",
 ];
-
-/// Storage as the pipeline sees it ($lookup, $unionWith, $graphLookup).
-struct Env<'a> {
-    state: &'a ServerState,
-    deadline: Option<Instant>,
-}
-
-impl PipelineEnv for Env<'_> {
-    fn collection_docs(&self, db: &str, coll: &str) -> CommandResult<Vec<Document>> {
-        let Some(c) = self.state.catalog.collection(db, coll) else {
-            return Ok(vec![]);
-        };
-        let all = super::crud_read::collect_matches(
-            &c,
-            &Filter::parse(&Document::new())?,
-            &Document::new(),
-            self.deadline,
-            None,
-            None,
-        )?;
-        all.iter().map(|(_, raw, _)| to_doc(raw)).collect()
-    }
-
-    /// An equality `$lookup` goes through the foreign collection's index on `field` when it has
-    /// one (`None`: no such index, the stage scans).
-    fn lookup_candidates(
-        &self,
-        db: &str,
-        coll: &str,
-        field: &str,
-        values: &[Bson],
-    ) -> CommandResult<Option<Vec<Document>>> {
-        let Some(c) = self.state.catalog.collection(db, coll) else {
-            return Ok(Some(vec![]));
-        };
-        let indexed = c
-            .indexes()
-            .iter()
-            .any(|i| !i.spec.hidden && i.spec.key.keys().next().is_some_and(|k| k == field));
-        if !indexed {
-            return Ok(None);
-        }
-        let filter_doc = doc! { field: { "$in": values.to_vec() } };
-        let filter = Filter::parse(&filter_doc)?;
-        let found =
-            super::crud_read::collect_matches(&c, &filter, &filter_doc, self.deadline, None, None)?;
-        found
-            .iter()
-            .map(|(_, raw, _)| to_doc(raw))
-            .collect::<CommandResult<Vec<_>>>()
-            .map(Some)
-    }
-
-    fn check_interrupt(&self) -> CommandResult<()> {
-        check_deadline(self.deadline)
-    }
-}
-
-pub(super) fn to_doc(raw: &RawDocumentBuf) -> CommandResult<Document> {
-    Document::try_from(raw.as_ref()).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))
-}
-
-/// The filter the planner may apply to the stored documents: the leading `$match`, or the first
-/// `$match` behind leading `$addFields`/`$set`/`$unset`/`$project` stages that leave every field
-/// it reads as stored. The pipeline still runs its own `$match`, so this only narrows the input.
-fn scan_filter(pipeline: &Pipeline) -> Document {
-    if let Some(m) = pipeline.leading_match() {
-        return m.clone();
-    }
-    pushable_match(&pipeline.stage_documents()).unwrap_or_default()
-}
-
-/// Top-level fields a filter reads; `None` when it uses `$expr` or other whole-document operators.
-fn filter_fields(filter: &Document, out: &mut Vec<String>) -> Option<()> {
-    for (k, v) in filter {
-        match k.as_str() {
-            "$and" | "$or" | "$nor" => {
-                for sub in v.as_array()? {
-                    filter_fields(sub.as_document()?, out)?;
-                }
-            }
-            "$comment" => {}
-            k if k.starts_with('$') => return None,
-            k => out.push(k.split('.').next().unwrap_or(k).to_string()),
-        }
-    }
-    Some(())
-}
-
-fn pushable_match(stages: &[Document]) -> Option<Document> {
-    let mut changed: Vec<String> = Vec::new();
-    // After an inclusion $project only the included fields are still there.
-    let mut kept: Option<Vec<String>> = None;
-    let top = |path: &str| path.split('.').next().unwrap_or(path).to_string();
-    for stage in stages {
-        let (name, spec) = stage.iter().next()?;
-        match (name.as_str(), spec) {
-            ("$match", Bson::Document(m)) => {
-                let mut fields = Vec::new();
-                filter_fields(m, &mut fields)?;
-                let untouched = fields
-                    .iter()
-                    .all(|f| !changed.contains(f) && kept.as_ref().is_none_or(|k| k.contains(f)));
-                return untouched.then(|| m.clone());
-            }
-            ("$addFields" | "$set", Bson::Document(d)) => changed.extend(d.keys().map(|k| top(k))),
-            ("$unset", Bson::String(f)) => changed.push(top(f)),
-            ("$unset", Bson::Array(fs)) => {
-                changed.extend(fs.iter().filter_map(Bson::as_str).map(top))
-            }
-            ("$project", Bson::Document(d)) => {
-                let include = |v: &Bson| {
-                    matches!(v, Bson::Boolean(true))
-                        || matches!(v, Bson::Int32(1) | Bson::Int64(1))
-                        || matches!(v, Bson::Double(f) if *f == 1.0)
-                };
-                let exclude = |v: &Bson| {
-                    matches!(v, Bson::Boolean(false))
-                        || matches!(v, Bson::Int32(0) | Bson::Int64(0))
-                        || matches!(v, Bson::Double(f) if *f == 0.0)
-                };
-                let inclusion = d.iter().any(|(k, v)| k != "_id" && !exclude(v));
-                for (k, v) in d {
-                    if exclude(v) || !include(v) {
-                        changed.push(top(k));
-                    }
-                }
-                if inclusion {
-                    let mut names: Vec<String> = d
-                        .iter()
-                        .filter(|(_, v)| include(v))
-                        .map(|(k, _)| top(k))
-                        .collect();
-                    if !d.contains_key("_id") {
-                        names.push("_id".into());
-                    }
-                    kept = Some(names);
-                }
-            }
-            _ => return None,
-        }
-    }
-    None
-}
-
-/// The input documents: the collection through the planner (leading `$match` and `$sort`).
-fn input_docs(
-    coll: &Arc<Collection>,
-    pipeline: &Pipeline,
-    deadline: Option<Instant>,
-) -> CommandResult<DocStream<'static>> {
-    let filter_doc = scan_filter(pipeline);
-    // An unparsable $match has already failed in Pipeline::parse.
-    let filter = Filter::parse(&filter_doc)?;
-    let scan = planner::planned_scan(coll, filter, &filter_doc, pipeline.leading_sort());
-    Ok(Box::new(ScanDocs { scan, deadline }))
-}
-
-/// The planner's scan as the pipeline's input stream: documents are decoded one at a time, so
-/// a `$group` or `$count` over a large collection never holds the collection in memory.
-struct ScanDocs {
-    scan: ScanState,
-    deadline: Option<Instant>,
-}
-
-impl Iterator for ScanDocs {
-    type Item = CommandResult<Document>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        match self.scan.next_match(self.deadline) {
-            Ok(Some((_, raw, _))) => Some(to_doc(&raw)),
-            Ok(None) => None,
-            Err(e) => Some(Err(e)),
-        }
-    }
-}
 
 /// What the storage part of `aggregate` produced.
 pub enum Ran {
@@ -311,37 +136,30 @@ pub fn run_pipeline(state: &ServerState, req: &Request) -> CommandResult<Ran> {
             coll.as_ref(),
         )));
     }
-    if let (Some(c), Some(n)) = (&coll, count_shape(&stages)) {
-        let docs = count_fast(c, &n, deadline)?;
+    if let (Some(c), Some(n)) = (&coll, driver::count_shape(&stages)) {
+        let docs = driver::count_fast(c, &n, deadline)?;
         let ns = format!("{}.{}", req.db, coll_name.clone().unwrap_or_default());
         return Ok(Ran::Reply(cursor_reply(0, &ns, true, docs)));
     }
-    let input: DocStream<'static> = match (source, &coll, pipeline.is_collectionless()) {
-        (Some(docs), _, _) => Box::new(docs.into_iter().map(Ok)),
-        (None, Some(c), false) => input_docs(c, &pipeline, deadline)?,
-        _ => Box::new(std::iter::empty()),
+    let input = driver::input(source, coll.as_ref(), &pipeline, deadline)?;
+    let env = Env {
+        catalog: &state.catalog,
+        deadline,
     };
-    let env = Env { state, deadline };
     let ns = format!(
         "{}.{}",
         req.db,
         coll_name.clone().unwrap_or_else(|| "$cmd.aggregate".into())
     );
     if let Some(target) = pipeline.output_target() {
+        let (input, done) = input;
         let docs = pipeline
-            .run(input, &env)?
+            .run_skipping(done, input, &env)?
             .collect::<CommandResult<Vec<_>>>()?;
         let target = target.clone();
         return Ok(Ran::Output { target, docs, ns });
     }
-    // Each result is encoded as it leaves the pipeline, so results are held once, as raw BSON.
-    let mut docs = VecDeque::new();
-    for d in pipeline.run(input, &env)? {
-        docs.push_back(
-            RawDocumentBuf::try_from(&d?)
-                .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?,
-        );
-    }
+    let docs = driver::run_to_raw(&pipeline, input, &env)?;
     let mut source = DocSource::Buffered(docs);
     let batch = source.next_batch(batch_size, deadline)?;
     if source.is_exhausted() {
@@ -357,93 +175,6 @@ pub fn run_pipeline(state: &ServerState, req: &Request) -> CommandResult<Ran> {
     };
     let id = state.cursors.insert(cursor)?;
     Ok(Ran::Reply(cursor_reply(id, &ns, true, batch)))
-}
-
-/// The drivers' `countDocuments` pipeline: `$match`, optional `$skip`/`$limit`, then a `$group`
-/// with a constant `_id` and one `{$sum: 1}` field.
-struct CountShape {
-    filter: Document,
-    skip: u64,
-    limit: Option<u64>,
-    id: Bson,
-    field: String,
-}
-
-fn count_shape(stages: &[Document]) -> Option<CountShape> {
-    let mut it = stages.iter().map(|s| s.iter().next()).peekable();
-    let (name, m) = it.next()??;
-    let filter = (name == "$match").then(|| m.as_document().cloned())??;
-    let mut shape = CountShape {
-        filter,
-        skip: 0,
-        limit: None,
-        id: Bson::Null,
-        field: String::new(),
-    };
-    while let Some(Some((name, v))) = it.peek() {
-        match name.as_str() {
-            "$skip" => shape.skip = super::as_i64(v).filter(|n| *n >= 0)? as u64,
-            "$limit" => shape.limit = Some(super::as_i64(v).filter(|n| *n > 0)? as u64),
-            _ => break,
-        }
-        it.next();
-    }
-    let (name, g) = it.next()??;
-    let g = (name == "$group").then(|| g.as_document())??;
-    if it.next().is_some() || g.len() != 2 {
-        return None;
-    }
-    let id = g.get("_id")?;
-    if matches!(id, Bson::String(s) if s.starts_with('$'))
-        || matches!(id, Bson::Document(_) | Bson::Array(_))
-    {
-        return None;
-    }
-    let (field, acc) = g.iter().find(|(k, _)| k.as_str() != "_id")?;
-    let one = acc
-        .as_document()
-        .filter(|a| a.len() == 1)?
-        .get("$sum")
-        .and_then(super::as_i64)
-        == Some(1);
-    one.then(|| {
-        shape.id = id.clone();
-        shape.field = field.clone();
-        shape
-    })
-}
-
-/// Count without decoding documents: O(1) for an empty filter, else through the planner.
-fn count_fast(
-    coll: &Arc<Collection>,
-    shape: &CountShape,
-    deadline: Option<Instant>,
-) -> CommandResult<Vec<RawDocumentBuf>> {
-    let filter = Filter::parse(&shape.filter)?;
-    let total = if filter.is_empty() {
-        coll.count()
-    } else {
-        let mut scan = planner::planned_scan(coll, filter, &shape.filter, None);
-        let mut n = 0u64;
-        while scan.next_match(deadline)?.is_some() {
-            n += 1;
-        }
-        n
-    };
-    let mut n = total.saturating_sub(shape.skip);
-    if let Some(l) = shape.limit {
-        n = n.min(l);
-    }
-    if n == 0 {
-        return Ok(vec![]);
-    }
-    let n = i32::try_from(n)
-        .map(Bson::Int32)
-        .unwrap_or(Bson::Int64(n as i64));
-    let d = doc! { "_id": shape.id.clone(), shape.field.clone(): n };
-    Ok(vec![RawDocumentBuf::try_from(&d).map_err(|e| {
-        err(ErrorCode::InternalError, e.to_string())
-    })?])
 }
 
 /// Leading stages answered by the command layer (they read server state, not documents).
@@ -539,121 +270,32 @@ fn explain_reply(
     c: Option<&Arc<Collection>>,
 ) -> Reply {
     let ns = format!("{db}.{}", coll.unwrap_or("$cmd.aggregate"));
-    let filter_doc = scan_filter(pipeline);
-    let winning = match (c, Filter::parse(&filter_doc)) {
+    let filter_doc = driver::scan_filter(pipeline);
+    // The scan performs a leading $match, and a leading $sort its plan's order gives: those
+    // stages are part of `$cursor` and not listed after it (as in mongod).
+    let (winning, done) = match (c, Filter::parse(&filter_doc)) {
         (Some(c), Ok(filter)) => {
             let choice = planner::choose(c, &filter, &filter_doc, pipeline.leading_sort(), None);
+            let done = driver::stages_done(pipeline, &choice);
             let shape = planner::explain::Shape {
                 filter: Some(filter_doc.clone()),
-                sort: pipeline.leading_sort().cloned(),
+                sort: pipeline
+                    .leading_sort()
+                    .filter(|_| choice.winner.provides_sort())
+                    .cloned(),
                 ..Default::default()
             };
-            planner::explain::plan_tree(&choice.winner, &shape)
+            (planner::explain::plan_tree(&choice.winner, &shape), done)
         }
-        _ => doc! { "stage": "EOF" },
+        _ => (doc! { "stage": "EOF" }, 0),
     };
     let mut stages = vec![Bson::Document(doc! {
         "$cursor": { "queryPlanner": { "namespace": ns.clone(), "parsedQuery": filter_doc, "winningPlan": winning, "rejectedPlans": [] } }
     })];
-    for name in pipeline.stage_names() {
+    for name in pipeline.stage_names().into_iter().skip(done) {
         stages.push(Bson::Document(doc! { name: {} }));
     }
     Reply::Doc(
         doc! { "explainVersion": "1", "stages": stages, "serverInfo": { "version": super::admin::COMPAT_VERSION }, "ok": 1.0 },
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn match_behind_untouching_stages_is_pushed() {
-        let st = |v: Vec<Document>| pushable_match(&v);
-        let m = doc! { "a": 5 };
-        assert_eq!(
-            st(vec![
-                doc! { "$addFields": { "b": 1 } },
-                doc! { "$match": m.clone() }
-            ]),
-            Some(m.clone())
-        );
-        assert_eq!(
-            st(vec![
-                doc! { "$addFields": { "a": 1 } },
-                doc! { "$match": m.clone() }
-            ]),
-            None
-        );
-        assert_eq!(
-            st(vec![
-                doc! { "$project": { "a": 1 } },
-                doc! { "$match": m.clone() }
-            ]),
-            Some(m.clone())
-        );
-        assert_eq!(
-            st(vec![
-                doc! { "$project": { "b": 1 } },
-                doc! { "$match": m.clone() }
-            ]),
-            None
-        );
-        assert_eq!(
-            st(vec![
-                doc! { "$project": { "a": { "$add": ["$a", 1] } } },
-                doc! { "$match": m.clone() }
-            ]),
-            None
-        );
-        assert_eq!(
-            st(vec![doc! { "$unset": "a" }, doc! { "$match": m.clone() }]),
-            None
-        );
-        let or_match = st(vec![
-            doc! { "$set": { "b.c": 1 } },
-            doc! { "$match": { "$or": [ { "a": 1 }, { "d": 2 } ] } },
-        ]);
-        assert!(or_match.is_some());
-        assert_eq!(
-            st(vec![
-                doc! { "$set": { "b": 1 } },
-                doc! { "$match": { "$expr": { "$eq": ["$a", 1] } } }
-            ]),
-            None
-        );
-        assert_eq!(
-            st(vec![
-                doc! { "$group": { "_id": "$a" } },
-                doc! { "$match": m.clone() }
-            ]),
-            None
-        );
-    }
-
-    #[test]
-    fn recognizes_the_count_documents_pipeline() {
-        let p = [
-            doc! { "$match": { "a": 1 } },
-            doc! { "$skip": 2 },
-            doc! { "$group": { "_id": 1, "n": { "$sum": 1 } } },
-        ];
-        let s = count_shape(&p).unwrap();
-        assert_eq!((s.skip, s.limit, s.field.as_str()), (2, None, "n"));
-        assert!(
-            count_shape(&[
-                doc! { "$match": {} },
-                doc! { "$group": { "_id": "$a", "n": { "$sum": 1 } } }
-            ])
-            .is_none()
-        );
-        assert!(
-            count_shape(&[
-                doc! { "$match": {} },
-                doc! { "$group": { "_id": 1, "n": { "$sum": "$x" } } }
-            ])
-            .is_none()
-        );
-        assert!(count_shape(&[doc! { "$group": { "_id": 1, "n": { "$sum": 1 } } }]).is_none());
-    }
 }

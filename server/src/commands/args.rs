@@ -154,7 +154,7 @@ pub fn opt_bool(body: &Document, command: &str, field: &str) -> CommandResult<Op
         None | Some(Bson::Null) => Ok(None),
         Some(Bson::Boolean(b)) => Ok(Some(*b)),
         Some(v @ (Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_))) => {
-            Ok(Some(crate::commands::truthy(v)))
+            Ok(Some(crate::query::types::truthy(v)))
         }
         Some(v) => Err(wrong_type(command, field, v, "bool")),
     }
@@ -263,7 +263,7 @@ pub fn bind_let(filter: &Document, vars: Option<&Document>) -> Document {
     let mut out = Document::new();
     for (k, v) in filter {
         let bound = match (k.as_str(), v) {
-            ("$expr", v) => crate::query::pipeline::common::substitute(v, vars),
+            ("$expr", v) => crate::query::pipeline::variables::substitute(v, vars),
             ("$and" | "$or" | "$nor", Bson::Array(items)) => Bson::Array(
                 items
                     .iter()

@@ -4,19 +4,20 @@
 
 use super::args::{self, check_fields};
 use super::{Reply, Request};
-use crate::cursors::{Cursor, DocSource, FIRST_BATCH_COUNT_DEFAULT, ScanState};
+use crate::cursors::{Cursor, FIRST_BATCH_COUNT_DEFAULT};
 use crate::error::{CommandResult, ErrorCode, err};
+use crate::exec::find::FindSpec;
+use crate::exec::{self, collect_matches};
 use crate::planner;
 use crate::query::matcher::Filter;
 use crate::query::projection::Projection;
 use crate::query::sort::SortSpec;
 use crate::state::ServerState;
 use bson::{Bson, Document, RawArrayBuf, RawDocumentBuf, cstr, doc};
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
-use storage::{Collection, Direction};
+use storage::Direction;
 
 const FIND_FIELDS: &[&str] = &[
     "filter",
@@ -71,85 +72,7 @@ pub fn deadline(req: &Request) -> Option<Instant> {
         .map(|ms| req.received + Duration::from_millis(ms as u64))
 }
 
-/// The `_id` value of a filter that is exactly `{_id: <scalar>}` or `{_id: {$eq: <scalar>}}`.
-pub fn id_point(filter: &Document) -> Option<&Bson> {
-    if filter.len() != 1 {
-        return None;
-    }
-    let v = filter.get("_id")?;
-    let v = match v {
-        Bson::Document(d) if d.len() == 1 && d.contains_key("$eq") => d.get("$eq")?,
-        v => v,
-    };
-    match v {
-        Bson::Document(_)
-        | Bson::Array(_)
-        | Bson::RegularExpression(_)
-        | Bson::Null
-        | Bson::Undefined => None,
-        Bson::MinKey | Bson::MaxKey => None,
-        v => Some(v),
-    }
-}
-
-/// Every matching document of `coll` (in the chosen plan's order) with the array position of
-/// its match; `memory_bytes_max` bounds the bytes held, `limit` the count.
-pub fn collect_matches(
-    coll: &Arc<Collection>,
-    filter: &Filter,
-    filter_doc: &Document,
-    deadline: Option<Instant>,
-    memory_bytes_max: Option<usize>,
-    limit: Option<usize>,
-) -> CommandResult<Vec<(u64, RawDocumentBuf, Option<usize>)>> {
-    let mut scan = planner::planned_scan(coll, filter.clone(), filter_doc, None);
-    let mut out = Vec::new();
-    let mut bytes = 0usize;
-    while limit.is_none_or(|l| out.len() < l) {
-        let Some(m) = scan.next_match(deadline)? else {
-            break;
-        };
-        bytes += m.1.as_bytes().len();
-        if let Some(max) = memory_bytes_max
-            && bytes > max
-        {
-            return Err(sort_memory_error(max));
-        }
-        out.push(m);
-    }
-    Ok(out)
-}
-
-pub fn sort_memory_error(limit: usize) -> crate::error::CommandError {
-    err(
-        ErrorCode::QueryExceededMemoryLimitNoDiskUseAllowed,
-        format!(
-            "Executor error during find command :: caused by :: Sort exceeded memory limit of {limit} bytes, but did not opt in to external sorting."
-        ),
-    )
-}
-
-struct FindArgs {
-    filter: Filter,
-    filter_doc: Document,
-    projection: Option<Arc<Projection>>,
-    projection_doc: Option<Document>,
-    sort: Option<(SortSpec, Document)>,
-    natural: Option<Direction>,
-    skip: u64,
-    limit: Option<u64>,
-    batch_size: Option<usize>,
-    single_batch: bool,
-    show_record_id: bool,
-    return_key: bool,
-    allow_disk_use: bool,
-    no_timeout: bool,
-    /// Bounds of a hinted index scan in index order: `[min, max)`.
-    min: Option<Document>,
-    max: Option<Document>,
-}
-
-fn parse_find(body: &Document) -> CommandResult<FindArgs> {
+fn parse_find(body: &Document) -> CommandResult<FindSpec> {
     check_fields(body, "find", FIND_FIELDS)?;
     args::check_collation(body, "find")?;
     let vars = args::let_variables(body, "find")?;
@@ -212,7 +135,7 @@ fn parse_find(body: &Document) -> CommandResult<FindArgs> {
             "error processing query: tailable cursor requested on non capped collection",
         ));
     }
-    Ok(FindArgs {
+    Ok(FindSpec {
         min: args::opt_doc(body, "find", "min")?
             .filter(|d| !d.is_empty())
             .cloned(),
@@ -247,7 +170,11 @@ pub fn find(state: &ServerState, req: &Request) -> CommandResult<Reply> {
         return Ok(cursor_reply(0, &ns, true, vec![]));
     };
     let hint = args::check_hint(&req.body, Some(&coll))?;
-    let mut source = plan_find(state, &coll, &a, hint.as_deref(), deadline)?;
+    let sort_memory_max = state
+        .params
+        .get_i64("internalQueryMaxBlockingSortMemoryUsageBytes")
+        .max(0) as usize;
+    let mut source = exec::find::open(&coll, &a, hint.as_deref(), sort_memory_max, deadline)?;
     let first_count = match (a.batch_size, a.limit) {
         (Some(b), Some(l)) => b.min(l as usize),
         (Some(b), None) => b,
@@ -268,121 +195,6 @@ pub fn find(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     };
     let id = state.cursors.insert(cursor)?;
     Ok(cursor_reply(id, &ns, true, batch))
-}
-
-/// The plan of a `find`: bounded by `min`/`max`, a `$natural` scan, or the planner's choice.
-fn find_choice(
-    coll: &Arc<Collection>,
-    a: &FindArgs,
-    hint: Option<&str>,
-) -> CommandResult<planner::Choice> {
-    let sort_doc = a.sort.as_ref().map(|(_, d)| d);
-    Ok(match a.natural {
-        _ if a.min.is_some() || a.max.is_some() => {
-            planner::minmax::choose_bounded(coll, hint, a.min.as_ref(), a.max.as_ref(), sort_doc)?
-        }
-        Some(direction) => planner::Choice {
-            winner: planner::Plan::CollScan { direction },
-            rejected: vec![],
-        },
-        None => planner::choose(coll, &a.filter, &a.filter_doc, sort_doc, hint),
-    })
-}
-
-fn plan_find(
-    state: &ServerState,
-    coll: &Arc<Collection>,
-    a: &FindArgs,
-    hint: Option<&str>,
-    deadline: Option<Instant>,
-) -> CommandResult<DocSource> {
-    let sort_doc = a.sort.as_ref().map(|(_, d)| d);
-    let choice = find_choice(coll, a, hint)?;
-    let mut scan = ScanState::new(
-        coll.clone(),
-        Arc::new(a.filter.clone()),
-        planner::scan_mode(&choice.winner),
-    );
-    if !a.show_record_id && !a.return_key {
-        scan.covered = planner::covered::covering(
-            &choice.winner,
-            a.projection_doc.as_ref(),
-            &a.filter,
-            sort_doc,
-        );
-    }
-    let key_pattern = match &choice.winner {
-        planner::Plan::Index(p) => p.key_pattern.clone(),
-        planner::Plan::IdPoint(_) => bson::doc! { "_id": 1 },
-        _ => Document::new(),
-    };
-    let return_key = a.return_key.then_some(key_pattern);
-    let Some((sort, _)) = a.sort.as_ref().filter(|_| !choice.winner.provides_sort()) else {
-        scan.return_key = return_key;
-        scan.projection = a.projection.clone();
-        scan.skip = a.skip;
-        scan.remaining = a.limit;
-        scan.show_record_id = a.show_record_id;
-        return Ok(DocSource::Scan(Box::new(scan)));
-    };
-    let memory_max = if a.allow_disk_use {
-        None
-    } else {
-        Some(
-            state
-                .params
-                .get_i64("internalQueryMaxBlockingSortMemoryUsageBytes")
-                .max(0) as usize,
-        )
-    };
-    let mut matches = Vec::new();
-    let mut bytes = 0usize;
-    // With a limit only the best skip+limit documents are kept (a top-k sort).
-    let keep = a.limit.map(|l| (l + a.skip) as usize);
-    while let Some(m) = scan.next_match(deadline)? {
-        bytes += m.1.as_bytes().len();
-        matches.push(m);
-        if let Some(k) = keep
-            && matches.len() >= 2 * k.max(64)
-        {
-            matches.sort_by(|x, y| sort.compare(&x.1, &y.1));
-            matches.truncate(k);
-            bytes = matches.iter().map(|m| m.1.as_bytes().len()).sum();
-        }
-        if let Some(max) = memory_max
-            && bytes > max
-        {
-            return Err(sort_memory_error(max));
-        }
-    }
-    // A stable sort keeps ties in scan (RecordId) order.
-    matches.sort_by(|x, y| sort.compare(&x.1, &y.1));
-    let take = a.limit.map_or(usize::MAX, |l| l as usize);
-    let mut docs = VecDeque::new();
-    for (rid, doc, pos) in matches.into_iter().skip(a.skip as usize).take(take) {
-        docs.push_back(finish_doc(doc, rid, pos, a, return_key.as_ref())?);
-    }
-    Ok(DocSource::Buffered(docs))
-}
-
-/// Projection (or `returnKey`) and `showRecordId` for one result document.
-fn finish_doc(
-    doc: RawDocumentBuf,
-    rid: u64,
-    pos: Option<usize>,
-    a: &FindArgs,
-    return_key: Option<&Document>,
-) -> CommandResult<RawDocumentBuf> {
-    let mut out = match (return_key, &a.projection) {
-        (Some(pattern), _) => crate::cursors::index_key_of(&doc, pattern)?,
-        (None, Some(p)) => RawDocumentBuf::try_from(&p.apply(&doc, pos)?)
-            .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?,
-        (None, None) => doc,
-    };
-    if a.show_record_id {
-        out.append(cstr!("$recordId"), rid as i64);
-    }
-    Ok(out)
 }
 
 pub fn get_more(state: &ServerState, req: &Request) -> CommandResult<Reply> {
@@ -527,8 +339,8 @@ pub fn count(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     let total = if filter.is_empty() {
         coll.count() // O(1)
     } else if let Some(plan) = key_only {
-        let mut stats = planner::keyscan::KeyStats::default();
-        planner::keyscan::count_keys(&coll, &plan, &filter, &mut stats)?
+        let mut stats = exec::keyscan::KeyStats::default();
+        exec::keyscan::count_keys(&coll, &plan, &filter, &mut stats)?
     } else {
         collect_matches(&coll, &filter, &query, deadline(req), None, None)?.len() as u64
     };
@@ -540,37 +352,6 @@ pub fn count(state: &ServerState, req: &Request) -> CommandResult<Reply> {
         .map(Bson::Int32)
         .unwrap_or(Bson::Int64(n as i64));
     Ok(Reply::Doc(doc! { "n": n, "ok": 1.0 }))
-}
-
-/// Values at a dotted path, arrays unwound at every level (as `distinct` reads them).
-pub(crate) fn values_at(v: &Bson, path: &[&str], out: &mut Vec<Bson>) {
-    let Some((first, rest)) = path.split_first() else {
-        match v {
-            Bson::Array(items) => out.extend(items.iter().cloned()),
-            other => out.push(other.clone()),
-        }
-        return;
-    };
-    match v {
-        Bson::Document(d) => {
-            if let Some(next) = d.get(*first) {
-                values_at(next, rest, out);
-            }
-        }
-        Bson::Array(items) => {
-            if let Ok(i) = first.parse::<usize>()
-                && let Some(item) = items.get(i)
-            {
-                values_at(item, rest, out);
-            }
-            for item in items {
-                if let Bson::Document(_) = item {
-                    values_at(item, path, out);
-                }
-            }
-        }
-        _ => {}
-    }
 }
 
 pub fn distinct(state: &ServerState, req: &Request) -> CommandResult<Reply> {
@@ -613,39 +394,17 @@ pub fn distinct(state: &ServerState, req: &Request) -> CommandResult<Reply> {
         .filter(|_| !natural)
         .and_then(|c| planner::keyscan::key_plan(&c.indexes(), &key, &filter, hint.as_deref()));
     if let (Some(coll), Some(plan)) = (&coll, key_only) {
-        let mut stats = planner::keyscan::KeyStats::default();
-        values = planner::keyscan::distinct_keys(coll, &plan, &filter, &key, &mut stats)?;
+        let mut stats = exec::keyscan::KeyStats::default();
+        values = exec::keyscan::distinct_keys(coll, &plan, &filter, &key, &mut stats)?;
     } else if let Some(coll) = coll {
         let path: Vec<&str> = key.split('.').collect();
         for (_, doc, _) in collect_matches(&coll, &filter, &query, deadline(req), None, None)? {
             let d = Document::try_from(doc.as_ref())
                 .map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
-            values_at(&Bson::Document(d), &path, &mut values);
+            crate::query::path::values_at(&Bson::Document(d), &path, &mut values);
         }
     }
     values.sort_by(storage::order::compare_bson);
     values.dedup_by(|a, b| storage::order::compare_bson(a, b).is_eq());
     Ok(Reply::Doc(doc! { "values": values, "ok": 1.0 }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn id_point_lookup_shapes() {
-        assert!(id_point(&doc! { "_id": 1 }).is_some());
-        assert!(id_point(&doc! { "_id": { "$eq": "x" } }).is_some());
-        assert!(id_point(&doc! { "_id": { "$gt": 1 } }).is_none());
-        assert!(id_point(&doc! { "_id": 1, "a": 2 }).is_none());
-        assert!(id_point(&doc! { "_id": [1] }).is_none());
-    }
-
-    #[test]
-    fn distinct_paths_unwind_arrays() {
-        let d = Bson::Document(doc! { "a": [ { "b": 1 }, { "b": [2, 3] }, { "c": 4 } ] });
-        let mut out = Vec::new();
-        values_at(&d, &["a", "b"], &mut out);
-        assert_eq!(out, vec![Bson::Int32(1), Bson::Int32(2), Bson::Int32(3)]);
-    }
 }

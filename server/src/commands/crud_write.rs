@@ -5,12 +5,12 @@
 //! `writeErrors` inside an `ok: 1` reply, as in mongod.
 
 use super::args::{self, check_fields};
-use super::change::Change;
 use super::{Reply, Request};
-use crate::catalog::{WriteConcern, storage_error};
-use crate::error::{CommandError, CommandResult, ErrorCode, err};
+use crate::catalog::WriteConcern;
+use crate::error::{CommandError, CommandResult, ErrorCode, err, storage_error};
 use crate::limits;
 use crate::query::matcher::Filter;
+use crate::query::update::Modification;
 use crate::query::update::{ApplyContext, upsert_seed};
 use crate::state::ServerState;
 use bson::{Bson, Document, RawDocumentBuf, doc};
@@ -380,7 +380,7 @@ fn insert_group(
 pub(super) struct UpdateStmt {
     filter: Filter,
     filter_doc: Document,
-    update: Change,
+    update: Modification,
     pub(super) upsert: bool,
     multi: bool,
     /// `hint`, checked against the collection's indexes when the statement runs.
@@ -427,7 +427,7 @@ fn parse_update_stmt(
         }
     };
     let update = match s.get("u") {
-        Some(u) => Change::parse(u, array_filters.as_deref(), db, coll)?,
+        Some(u) => Modification::parse(u, array_filters.as_deref(), db, coll)?,
         None => {
             return Err(err(
                 ErrorCode::FailedToParse,
@@ -585,7 +585,7 @@ fn match_ids(
     filter_doc: &Document,
     first_only: bool,
 ) -> CommandResult<Vec<(u64, Option<usize>)>> {
-    let mut scan = crate::planner::planned_scan(coll, filter.clone(), filter_doc, None);
+    let mut scan = crate::exec::planned_scan(coll, filter.clone(), filter_doc, None);
     if first_only {
         scan.remaining = Some(1);
     }

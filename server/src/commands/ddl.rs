@@ -5,8 +5,8 @@
 use super::args::{self, check_fields};
 use super::crud_read::cursor_reply;
 use super::{Reply, Request, off_thread, truthy};
-use crate::catalog::{storage_error, validate_collection_name, validate_db_name};
-use crate::error::{CommandResult, ErrorCode, err};
+use crate::catalog::{validate_collection_name, validate_db_name};
+use crate::error::{CommandResult, ErrorCode, err, storage_error};
 use crate::query::matcher::Filter;
 use crate::state::ServerState;
 use bson::{Bson, Document, RawDocumentBuf, doc};

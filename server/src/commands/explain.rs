@@ -4,8 +4,8 @@
 
 use super::args;
 use super::{Reply, Request};
-use crate::cursors::ScanState;
 use crate::error::{CommandResult, ErrorCode, err};
+use crate::exec::{self, ScanState};
 use crate::planner::explain::{Shape, Stats, execution_stats, plan_tree};
 use crate::planner::{self, Plan, keyscan};
 use crate::query::matcher::Filter;
@@ -339,16 +339,16 @@ impl KeyOnly {
         t: &Target,
         verbosity: &str,
     ) -> CommandResult<Stats> {
-        let mut k = keyscan::KeyStats::default();
+        let mut k = exec::keyscan::KeyStats::default();
         let n = match self {
             _ if verbosity == "queryPlanner" => 0,
             KeyOnly::Count(p) => {
-                let n = keyscan::count_keys(c, p, filter, &mut k)?;
+                let n = exec::keyscan::count_keys(c, p, filter, &mut k)?;
                 let skip = t.shape.skip;
                 n.saturating_sub(skip)
             }
             KeyOnly::Distinct(p, key) => {
-                keyscan::distinct_keys(c, p, filter, key, &mut k)?.len() as u64
+                exec::keyscan::distinct_keys(c, p, filter, key, &mut k)?.len() as u64
             }
         };
         Ok(Stats {
@@ -385,11 +385,7 @@ fn all_plans_trials(
         .enumerate()
     {
         let started = Instant::now();
-        let mut scan = ScanState::new(
-            c.clone(),
-            Arc::new(filter.clone()),
-            planner::scan_mode(plan),
-        );
+        let mut scan = ScanState::new(c.clone(), Arc::new(filter.clone()), exec::scan_mode(plan));
         scan.remaining = Some(TRIAL_RESULTS_MAX);
         let mut n = 0i64;
         while scan.next_match(None)?.is_some() {
@@ -487,7 +483,7 @@ fn run(
     let mut scan = ScanState::new(
         coll.clone(),
         Arc::new(filter.clone()),
-        planner::scan_mode(plan),
+        exec::scan_mode(plan),
     );
     scan.covered = covered;
     let sorting = t.shape.sort.is_some() && !plan.provides_sort();

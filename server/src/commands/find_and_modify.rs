@@ -4,8 +4,8 @@
 use super::args::{self, check_fields};
 use super::crud_write::{UpdateStmt, prepare_document, stmt_from, updated_doc, upsert_document};
 use super::{Reply, Request};
-use crate::catalog::{WriteConcern, storage_error};
-use crate::error::{CommandResult, ErrorCode, err};
+use crate::catalog::WriteConcern;
+use crate::error::{CommandResult, ErrorCode, err, storage_error};
 use crate::query::matcher::Filter;
 use crate::query::projection::Projection;
 use crate::query::sort::SortSpec;
@@ -164,14 +164,8 @@ fn find_and_change(
         Some(c) => {
             let limit = if a.sort.is_some() { None } else { Some(1) };
             let deadline = super::crud_read::deadline(req);
-            let mut matches = super::crud_read::collect_matches(
-                c,
-                &a.filter,
-                &a.filter_doc,
-                deadline,
-                None,
-                limit,
-            )?;
+            let mut matches =
+                crate::exec::collect_matches(c, &a.filter, &a.filter_doc, deadline, None, limit)?;
             if let Some(sort) = &a.sort {
                 matches.sort_by(|x, y| sort.compare(&x.1, &y.1));
             }

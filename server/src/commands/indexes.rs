@@ -7,8 +7,8 @@
 use super::args::{self, check_fields};
 use super::crud_read::cursor_reply;
 use super::{Reply, Request, truthy};
-use crate::catalog::{storage_error, validate_collection_name};
-use crate::error::{CommandError, CommandResult, ErrorCode, err};
+use crate::catalog::validate_collection_name;
+use crate::error::{CommandError, CommandResult, ErrorCode, err, storage_error};
 use crate::failpoints;
 use crate::state::ServerState;
 use bson::{Bson, Document, RawDocumentBuf, doc};

@@ -8,7 +8,6 @@ pub mod aggregate;
 pub mod args;
 pub mod auth;
 pub mod authz;
-pub mod change;
 pub mod crud_read;
 pub mod crud_write;
 pub mod ddl;
@@ -382,27 +381,8 @@ pub async fn dispatch(
     authz::finish(state, conn, spec.name, req, result).await
 }
 
-/// Read a field as an integer the way mongod's `parseNumber` does (int32, int64 or integral double).
-pub fn as_i64(v: &Bson) -> Option<i64> {
-    match v {
-        Bson::Int32(i) => Some(*i as i64),
-        Bson::Int64(i) => Some(*i),
-        Bson::Double(f) if f.fract() == 0.0 && f.is_finite() => Some(*f as i64),
-        _ => None,
-    }
-}
-
-/// mongod's truthiness for command arguments (`{nameOnly: 1}` is true).
-pub fn truthy(v: &Bson) -> bool {
-    match v {
-        Bson::Boolean(b) => *b,
-        Bson::Int32(i) => *i != 0,
-        Bson::Int64(i) => *i != 0,
-        Bson::Double(f) => *f != 0.0,
-        Bson::Null | Bson::Undefined => false,
-        _ => true,
-    }
-}
+// Commands read their arguments with the query layer's value helpers.
+pub use crate::query::types::{as_i64, truthy};
 
 #[cfg(test)]
 mod tests {

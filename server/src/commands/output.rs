@@ -3,11 +3,10 @@
 //! result on its `on` fields under the target's namespace lock. Writes run on the storage pool;
 //! the durability waits stay async.
 
-use super::aggregate::to_doc;
 use super::crud_write::prepare_document;
 use super::{Request, off_thread};
-use crate::catalog::storage_error;
-use crate::error::CommandResult;
+use crate::error::{CommandResult, storage_error};
+use crate::exec::aggregate::to_doc;
 use crate::query::matcher::Filter;
 use crate::query::pipeline::output::merge_documents;
 use crate::query::pipeline::{OutputMode, OutputTarget};
@@ -120,14 +119,8 @@ fn merge_into(
             .iter()
             .filter_map(|f| new.get(f).map(|v| (f.clone(), v.clone())))
             .collect();
-        let existing = super::crud_read::collect_matches(
-            &coll,
-            &Filter::parse(&key)?,
-            &key,
-            None,
-            None,
-            Some(1),
-        )?;
+        let existing =
+            crate::exec::collect_matches(&coll, &Filter::parse(&key)?, &key, None, None, Some(1))?;
         let existing_doc = existing
             .first()
             .map(|(_, raw, _)| to_doc(raw))

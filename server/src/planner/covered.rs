@@ -14,14 +14,14 @@
 
 use super::Plan;
 use crate::query::matcher::{Filter, Op};
-use bson::{Bson, Document, RawDocumentBuf};
+use bson::{Bson, Document};
 
-/// How to rebuild a document from an index key.
+/// How to rebuild a document from an index key (plan data; `exec::covered` rebuilds).
 #[derive(Debug, Clone)]
 pub struct Covered {
     /// `(position in the key pattern, dotted path split)` of every field needed.
-    fields: Vec<(usize, Vec<String>)>,
-    descending: Vec<bool>,
+    pub(crate) fields: Vec<(usize, Vec<String>)>,
+    pub(crate) descending: Vec<bool>,
 }
 
 /// Whether a decoded key value is exactly the stored value (see the module note).
@@ -37,39 +37,6 @@ pub fn decodes_exactly(v: &Bson) -> bool {
             | Bson::MinKey
             | Bson::MaxKey
     )
-}
-
-/// Put `v` at a dotted path, creating the embedded documents on the way.
-pub fn insert_path(doc: &mut Document, path: &[String], v: Bson) {
-    let Some((first, rest)) = path.split_first() else {
-        return;
-    };
-    if rest.is_empty() {
-        doc.insert(first.clone(), v);
-        return;
-    }
-    if !matches!(doc.get(first), Some(Bson::Document(_))) {
-        doc.insert(first.clone(), Document::new());
-    }
-    if let Some(Bson::Document(inner)) = doc.get_mut(first) {
-        insert_path(inner, rest, v);
-    }
-}
-
-impl Covered {
-    /// The document of the needed key fields, or None when a value does not decode exactly.
-    pub fn rebuild(&self, key: &[u8]) -> Option<RawDocumentBuf> {
-        let values = storage::keycode::decode_key(key, &self.descending).ok()?;
-        let mut doc = Document::new();
-        for (pos, path) in &self.fields {
-            let v = values.get(*pos)?;
-            if !decodes_exactly(v) {
-                return None;
-            }
-            insert_path(&mut doc, path, v.clone());
-        }
-        RawDocumentBuf::try_from(&doc).ok()
-    }
 }
 
 /// Every path the filter reads, or None when it reads something else (whole documents,

@@ -229,57 +229,6 @@ pub fn id_index_plan(id: &Bson) -> IndexPlan {
     }
 }
 
-/// A scan of `coll` through the plan the planner chooses for `filter` (and `sort`): the one way
-/// commands that only need matching documents read a collection.
-pub fn planned_scan(
-    coll: &std::sync::Arc<Collection>,
-    filter: Filter,
-    filter_doc: &Document,
-    sort: Option<&Document>,
-) -> crate::cursors::ScanState {
-    let choice = choose(coll, &filter, filter_doc, sort, None);
-    crate::cursors::ScanState::new(
-        coll.clone(),
-        std::sync::Arc::new(filter),
-        scan_mode(&choice.winner),
-    )
-}
-
-/// The scan mode that executes a plan.
-pub fn scan_mode(plan: &Plan) -> crate::cursors::ScanMode {
-    use crate::cursors::ScanMode;
-    let index = |plans: Vec<IndexPlan>| ScanMode::Index {
-        plans,
-        branch: 0,
-        interval: 0,
-        after: None,
-        seen: Default::default(),
-    };
-    match plan {
-        Plan::CollScan { direction } => ScanMode::Collection {
-            direction: *direction,
-            after: None,
-        },
-        Plan::IdPoint(id) => index(vec![id_index_plan(id)]),
-        Plan::Index(p) => index(vec![p.clone()]),
-        Plan::Or {
-            branches,
-            merge: None,
-        } => index(branches.clone()),
-        Plan::Or {
-            branches,
-            merge: Some((sort, _)),
-        } => ScanMode::Merge {
-            branches: branches
-                .iter()
-                .map(|p| crate::cursors::MergeBranch::new(p.clone()))
-                .collect(),
-            sort: sort.clone(),
-            seen: Default::default(),
-        },
-    }
-}
-
 /// Index entries in a plan's intervals, counted up to `cap`.
 pub(crate) fn trial_count(coll: &Collection, plan: &IndexPlan, cap: usize) -> usize {
     let mut n = 0;
@@ -302,6 +251,27 @@ pub(crate) fn trial_count(coll: &Collection, plan: &IndexPlan, cap: usize) -> us
     n
 }
 
+/// The `_id` value of a filter that is exactly `{_id: <scalar>}` or `{_id: {$eq: <scalar>}}`.
+pub fn id_point(filter: &Document) -> Option<&Bson> {
+    if filter.len() != 1 {
+        return None;
+    }
+    let v = filter.get("_id")?;
+    let v = match v {
+        Bson::Document(d) if d.len() == 1 && d.contains_key("$eq") => d.get("$eq")?,
+        v => v,
+    };
+    match v {
+        Bson::Document(_)
+        | Bson::Array(_)
+        | Bson::RegularExpression(_)
+        | Bson::Null
+        | Bson::Undefined => None,
+        Bson::MinKey | Bson::MaxKey => None,
+        v => Some(v),
+    }
+}
+
 /// Choose a plan. `hint` is an index name already validated by the caller.
 pub fn choose(
     coll: &Collection,
@@ -311,7 +281,7 @@ pub fn choose(
     hint: Option<&str>,
 ) -> Choice {
     if hint.is_none()
-        && let Some(id) = crate::commands::crud_read::id_point(filter_doc)
+        && let Some(id) = id_point(filter_doc)
     {
         return Choice {
             winner: Plan::IdPoint(id.clone()),
@@ -416,5 +386,14 @@ mod tests {
             &doc! { "status": "A" }
         ));
         assert!(!implies(&doc! { "a": 1 }, &doc! { "status": "A" }));
+    }
+
+    #[test]
+    fn id_point_lookup_shapes() {
+        assert!(id_point(&doc! { "_id": 1 }).is_some());
+        assert!(id_point(&doc! { "_id": { "$eq": "x" } }).is_some());
+        assert!(id_point(&doc! { "_id": { "$gt": 1 } }).is_none());
+        assert!(id_point(&doc! { "_id": 1, "a": 2 }).is_none());
+        assert!(id_point(&doc! { "_id": [1] }).is_none());
     }
 }

@@ -1,5 +1,6 @@
 //! BSON type codes and names as the query language spells them: `$type` operands, the `$type`
-//! expression, and type names in error messages. Owns no behaviour beyond the tables.
+//! expression, and type names in error messages; and the small value coercions every layer
+//! shares (numbers as f64/i64, mongod's truthiness of command arguments and of expressions).
 
 use bson::{Bson, RawBsonRef};
 
@@ -155,6 +156,28 @@ pub fn is_truthy(v: &Bson) -> bool {
         Bson::Int64(i) => *i != 0,
         Bson::Double(d) => *d != 0.0,
         Bson::Decimal128(_) => as_f64(v).is_some_and(|d| d != 0.0),
+        _ => true,
+    }
+}
+
+/// Read a field as an integer the way mongod's `parseNumber` does (int32, int64 or integral double).
+pub fn as_i64(v: &Bson) -> Option<i64> {
+    match v {
+        Bson::Int32(i) => Some(*i as i64),
+        Bson::Int64(i) => Some(*i),
+        Bson::Double(f) if f.fract() == 0.0 && f.is_finite() => Some(*f as i64),
+        _ => None,
+    }
+}
+
+/// mongod's truthiness for command arguments (`{nameOnly: 1}` is true).
+pub fn truthy(v: &Bson) -> bool {
+    match v {
+        Bson::Boolean(b) => *b,
+        Bson::Int32(i) => *i != 0,
+        Bson::Int64(i) => *i != 0,
+        Bson::Double(f) => *f != 0.0,
+        Bson::Null | Bson::Undefined => false,
         _ => true,
     }
 }

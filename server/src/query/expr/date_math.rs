@@ -8,8 +8,8 @@
 //! calendar units from there up, and weeks from the first `startOfWeek` day on or after it.
 
 use super::NamedOp;
+use super::args::{is_nullish, type_name};
 use super::dates::{MS_PER_DAY, civil, days_from_civil, days_in_month, millis, parts};
-use super::ops::{is_nullish, type_name};
 use super::tz::{Zone, zone_arg};
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::query::types;

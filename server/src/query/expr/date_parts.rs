@@ -3,9 +3,9 @@
 //! in mongod, and a local time in a DST gap or fold resolves as `tz.rs` describes.
 
 use super::NamedOp;
+use super::args::{is_nullish, type_name};
 use super::dates::{MS_PER_DAY, days_from_civil, iso_day_of_week, iso_week, iso_year_start_ms};
 use super::dates::{millis, parts};
-use super::ops::{is_nullish, type_name};
 use super::tz::zone_arg;
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::query::types;

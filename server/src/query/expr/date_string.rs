@@ -6,9 +6,9 @@
 //! ConversionFailure, which `onError` catches; timelib's free-form inputs ("next monday",
 //! month names without a format) are not accepted.
 
+use super::args::{is_nullish, type_name};
 use super::dates::{FROM_STRING_SPECIFIERS, MONTH_NAMES, validate_format};
 use super::dates::{MS_PER_DAY, days_from_civil, days_in_month, iso_year_start_ms};
-use super::ops::{is_nullish, type_name};
 use super::tz::{Zone, parse_offset, zone_arg};
 use crate::error::{CommandError, CommandResult, ErrorCode, err};
 use bson::{Bson, DateTime};

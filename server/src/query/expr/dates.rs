@@ -4,10 +4,11 @@
 //! optional time zone. Null or missing dates and time zones give null, never an error.
 
 use super::Operator;
-use super::ops::{is_nullish, type_name};
+use super::args::{is_nullish, type_name};
 use super::tz::{Zone, zone_arg};
+use super::{Expr, Scope};
 use crate::error::{CommandResult, ErrorCode, err};
-use bson::Bson;
+use bson::{Bson, RawDocument};
 
 type Value = Option<Bson>;
 
@@ -84,7 +85,7 @@ fn day_count(year: i64) -> i64 {
 /// `$year`, `$hour`, `$isoWeek`, ...: `values` holds the date and, from the `{date, timezone}`
 /// form, the timezone.
 pub(super) fn date_part(op: Operator, values: &[Value]) -> CommandResult<Value> {
-    let name = super::more::op_name(op);
+    let name = super::args::op_name(op);
     let Some(zone) = zone_arg(values.get(1), &name)? else {
         return null();
     };
@@ -365,4 +366,32 @@ pub(super) fn iso_year_start_ms(year: i64) -> i64 {
     let jan4 = days_from_civil(year, 1, 4);
     let weekday = (jan4 + 3).rem_euclid(7); // 0 = Monday
     (jan4 - weekday) * MS_PER_DAY
+}
+
+/// `$dateToString` with its optional arguments evaluated; `onNull` when the date is null or
+/// missing.
+pub(super) fn eval_date_to_string(
+    date: &Expr,
+    format: Option<&Expr>,
+    on_null: Option<&Expr>,
+    timezone: Option<&Expr>,
+    root: &RawDocument,
+    scope: &mut Scope,
+) -> CommandResult<Value> {
+    let v = date.eval(root, scope)?;
+    let format = match format {
+        Some(f) => Some(f.eval(root, scope)?),
+        None => None,
+    };
+    let timezone = match timezone {
+        Some(t) => Some(t.eval(root, scope)?),
+        None => None,
+    };
+    match date_to_string(&v, format, timezone)? {
+        Some(out) => Ok(out),
+        None => match on_null {
+            Some(e) => e.eval(root, scope),
+            None => null(),
+        },
+    }
 }

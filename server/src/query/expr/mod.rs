@@ -8,27 +8,33 @@
 //! compares below null and a projection omits it). Comparisons are not type-bracketed: they
 //! use the one total order of `storage::order`.
 
-mod calendar;
+// One file per topic; `apply`, `apply_named` and `eval_special` below are the dispatch tables.
+mod args;
+mod arithmetic;
+mod arrays;
+mod comparison;
+mod control;
+mod convert;
 mod date_math;
 mod date_parts;
 mod date_string;
 mod dates;
-mod extra;
-mod more;
-mod ops;
+mod objects;
 mod parse;
-mod special;
+mod sets;
+mod strings;
 #[cfg(test)]
 mod tests;
 mod tz;
 #[cfg(test)]
 mod tz_tests;
+mod variables;
 
-use crate::error::CommandResult;
+use crate::error::{CommandResult, ErrorCode, err};
+use crate::query::path::value_at_path;
 use crate::query::types;
+use args::Value;
 use bson::{Bson, Document, RawDocument};
-use std::cmp::Ordering;
-use storage::order;
 
 /// A parsed expression.
 #[derive(Debug, Clone, PartialEq)]
@@ -264,9 +270,11 @@ impl Expr {
                     )));
                 }
                 let top = root.get(&path[0]).ok().flatten().map(types::to_owned);
-                Ok(top.and_then(|v| field_path(&v, &path[1..])))
+                Ok(top.and_then(|v| value_at_path(&v, &path[1..])))
             }
-            Expr::Var(name, path) => Ok(lookup_var(scope, name).and_then(|v| field_path(&v, path))),
+            Expr::Var(name, path) => {
+                Ok(lookup_var(scope, name).and_then(|v| value_at_path(&v, path)))
+            }
             Expr::Object(fields) => {
                 let mut out = Document::new();
                 for (k, e) in fields {
@@ -285,7 +293,7 @@ impl Expr {
                 Ok(Some(Bson::Array(out)))
             }
             Expr::Op(op, args) => eval_op(*op, args, root, scope),
-            Expr::Special(s) => special::eval_special(s, root, scope),
+            Expr::Special(s) => eval_special(s, root, scope),
         }
     }
 }
@@ -300,93 +308,146 @@ fn lookup_var(scope: &Scope, name: &str) -> Option<Bson> {
     }
 }
 
-/// Aggregation path semantics: through arrays, collecting each element's value.
-pub(crate) fn field_path(v: &Bson, rest: &[String]) -> Option<Bson> {
-    let Some(first) = rest.first() else {
-        return Some(v.clone());
-    };
-    match v {
-        Bson::Document(d) => d.get(first).and_then(|x| field_path(x, &rest[1..])),
-        Bson::Array(items) => Some(Bson::Array(
-            items
-                .iter()
-                .filter(|e| matches!(e, Bson::Document(_) | Bson::Array(_)))
-                .filter_map(|e| field_path(e, rest))
-                .collect(),
-        )),
-        _ => None,
-    }
-}
-
-/// Missing reads as undefined in comparisons, which orders it just below null.
-fn cmp_values(a: &Option<Bson>, b: &Option<Bson>) -> Ordering {
-    let undefined = Bson::Undefined;
-    order::compare_bson(
-        a.as_ref().unwrap_or(&undefined),
-        b.as_ref().unwrap_or(&undefined),
-    )
-}
-
 fn eval_op(
     op: Operator,
     args: &[Expr],
     root: &RawDocument,
     scope: &mut Scope,
 ) -> CommandResult<Option<Bson>> {
-    let boolean = |b: bool| Ok(Some(Bson::Boolean(b)));
     // Short-circuiting operators evaluate their arguments lazily.
     match op {
-        Operator::And | Operator::Or => {
-            let want = op == Operator::Or;
-            for e in args {
-                if truthy(&e.eval(root, scope)?) == want {
-                    return boolean(want);
-                }
-            }
-            return boolean(!want);
-        }
-        Operator::Cond => {
-            let branch = if truthy(&args[0].eval(root, scope)?) {
-                &args[1]
-            } else {
-                &args[2]
-            };
-            return branch.eval(root, scope);
-        }
-        Operator::IfNull => {
-            for e in &args[..args.len().saturating_sub(1)] {
-                if let Some(v) = e.eval(root, scope)?
-                    && !matches!(v, Bson::Null | Bson::Undefined)
-                {
-                    return Ok(Some(v));
-                }
-            }
-            return match args.last() {
-                Some(e) => e.eval(root, scope),
-                None => Ok(None),
-            };
-        }
+        Operator::And | Operator::Or => return control::and_or(op, args, root, scope),
+        Operator::Cond => return control::cond(args, root, scope),
+        Operator::IfNull => return control::if_null(args, root, scope),
         _ => {}
     }
     let mut values = Vec::with_capacity(args.len());
     for e in args {
         values.push(e.eval(root, scope)?);
     }
-    let cmp = |v: &[Option<Bson>]| cmp_values(&v[0], &v[1]);
+    apply(op, values)
+}
+
+/// The one dispatch table of the positional-argument operators: each operator and the topic
+/// file that applies it to its evaluated arguments (`$and`, `$or`, `$cond` and `$ifNull`
+/// evaluate their own arguments, in `eval_op`).
+fn apply(op: Operator, values: Vec<Value>) -> CommandResult<Value> {
+    use Operator::*;
     match op {
-        Operator::Eq => boolean(cmp(&values) == Ordering::Equal),
-        Operator::Ne => boolean(cmp(&values) != Ordering::Equal),
-        Operator::Gt => boolean(cmp(&values) == Ordering::Greater),
-        Operator::Gte => boolean(cmp(&values) != Ordering::Less),
-        Operator::Lt => boolean(cmp(&values) == Ordering::Less),
-        Operator::Lte => boolean(cmp(&values) != Ordering::Greater),
-        Operator::Cmp => Ok(Some(Bson::Int32(match cmp(&values) {
-            Ordering::Less => -1,
-            Ordering::Equal => 0,
-            Ordering::Greater => 1,
-        }))),
-        Operator::Not => boolean(!truthy(&values[0])),
-        _ => ops::apply(op, values),
+        Eq | Ne | Gt | Gte | Lt | Lte | Cmp => comparison::compare(op, &values),
+        Not => control::not(&values),
+        Add => arithmetic::add(&values),
+        Subtract => arithmetic::subtract(&values),
+        Multiply => arithmetic::multiply(&values),
+        Divide => arithmetic::divide(&values),
+        Mod => arithmetic::modulo(&values),
+        Abs => arithmetic::abs(&values),
+        Floor | Ceil | Sqrt | Exp | Ln | Log10 | Trunc | Round | Pow | Log => {
+            arithmetic::math(op, &values)
+        }
+        Sum | Avg | Min | Max => arithmetic::accumulate(op, values),
+        Rand => arithmetic::rand(),
+        Size => arrays::size(&values),
+        In => arrays::in_array(&values),
+        ArrayElemAt | ConcatArrays | First | Last | IsArray | ReverseArray | Slice
+        | IndexOfArray | Range | ArrayToObject | ObjectToArray | AnyElementTrue
+        | AllElementsTrue => arrays::arrays(op, values),
+        Concat => strings::concat(&values),
+        ToLower | ToUpper => strings::change_case(op, &values),
+        StrLenBytes | StrLenCp | Substr | SubstrCp | Split | StrCaseCmp | IndexOfBytes => {
+            strings::strings(op, &values)
+        }
+        IndexOfCp => strings::index_of_cp(&values),
+        Type => convert::type_of(&values),
+        ToString | ToInt | ToLong | ToDouble | ToDecimal | ToBool | IsNumber => {
+            convert::convert(op, &values[0])
+        }
+        ToObjectId => convert::to_object_id(&values[0]),
+        ToDate => convert::to_date(&values[0]),
+        MergeObjects => objects::merge_objects(values),
+        Year | Month | DayOfMonth | Hour | Minute | Second | Millisecond | DayOfWeek
+        | DayOfYear | Week | IsoWeek | IsoWeekYear | IsoDayOfWeek => dates::date_part(op, &values),
+        SetUnion | SetIntersection | SetDifference | SetEquals | SetIsSubset => {
+            sets::sets(op, &values)
+        }
+        And | Or | Cond | IfNull => Err(err(
+            ErrorCode::InternalError,
+            format!("operator {op:?} has no implementation"),
+        )),
+    }
+}
+
+/// The dispatch table of the named-argument operators; `values[i]` is `None` when argument `i`
+/// (in the parser's table order) was not given.
+fn apply_named(op: NamedOp, values: Vec<Option<Value>>) -> CommandResult<Value> {
+    let arg = |i: usize| values.get(i).cloned().flatten().flatten();
+    match op {
+        NamedOp::RegexMatch | NamedOp::RegexFind | NamedOp::RegexFindAll => {
+            strings::regex_op(op, arg(0), arg(1), arg(2))
+        }
+        NamedOp::ReplaceOne | NamedOp::ReplaceAll => strings::replace(op, arg(0), arg(1), arg(2)),
+        NamedOp::SortArray => arrays::sort_array(arg(0), arg(1)),
+        NamedOp::Convert => convert::convert_named(&values),
+        NamedOp::DateAdd | NamedOp::DateSubtract | NamedOp::DateDiff | NamedOp::DateTrunc => {
+            date_math::apply_named(op, values)
+        }
+        NamedOp::DateToParts | NamedOp::DateFromParts | NamedOp::DateFromString => {
+            date_parts::apply_named(op, values)
+        }
+        NamedOp::SetField | NamedOp::UnsetField => objects::set_field(op, &values),
+        NamedOp::Zip => arrays::zip(arg(0), arg(1), arg(2)),
+    }
+}
+
+/// The dispatch of the forms with named arguments or bound variables.
+fn eval_special(s: &Special, root: &RawDocument, scope: &mut Scope) -> CommandResult<Value> {
+    match s {
+        Special::Let { vars, body } => variables::let_vars(vars, body, root, scope),
+        Special::Map { input, name, body }
+        | Special::Filter {
+            input,
+            name,
+            cond: body,
+            ..
+        } => variables::map_filter(s, input, name, body, root, scope),
+        Special::Reduce {
+            input,
+            initial,
+            body,
+        } => variables::reduce(input, initial, body, root, scope),
+        Special::Switch { branches, default } => {
+            control::switch(branches, default.as_ref(), root, scope)
+        }
+        Special::GetField { field, input } => objects::get_field(field, input, root, scope),
+        Special::Trim {
+            input,
+            chars,
+            left,
+            right,
+        } => strings::trim(input, chars.as_ref(), *left, *right, root, scope),
+        Special::Named { op, args } => {
+            let mut values = Vec::with_capacity(args.len());
+            for a in args {
+                values.push(match a {
+                    Some(e) => Some(e.eval(root, scope)?),
+                    None => None,
+                });
+            }
+            apply_named(*op, values)
+        }
+        Special::DateToString {
+            date,
+            format,
+            on_null,
+            timezone,
+        } => dates::eval_date_to_string(
+            date,
+            format.as_ref(),
+            on_null.as_ref(),
+            timezone.as_ref(),
+            root,
+            scope,
+        ),
     }
 }
 

@@ -8,7 +8,7 @@
 //! York is 03:30 EDT) and those in a fold resolve to the first occurrence, as mongod's timelib
 //! does for the common cases.
 
-use super::ops::{is_nullish, type_name};
+use super::args::{is_nullish, type_name};
 use crate::error::{CommandResult, ErrorCode, err};
 use bson::Bson;
 use jiff::Timestamp;

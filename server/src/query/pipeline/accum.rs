@@ -7,9 +7,11 @@
 
 use super::ParseContext;
 use super::codes::{self, perr};
-use super::common::{AggExpr, integral, type_name, value_key, value_size_bytes};
 use super::numeric::{NumSum, StdDev};
+use super::run_context::value_size_bytes;
 use super::stages::SortKeys;
+use super::values::{integral, type_name, value_key};
+use super::variables::AggExpr;
 use crate::error::CommandResult;
 use bson::{Bson, Document, RawDocument};
 use std::cmp::Ordering;
@@ -303,7 +305,7 @@ pub fn merge_into(out: &mut Document, v: Option<Bson>) -> CommandResult<usize> {
     match v {
         None | Some(Bson::Null) | Some(Bson::Undefined) => Ok(0),
         Some(Bson::Document(d)) => {
-            let grows = super::common::doc_size_bytes(&d);
+            let grows = super::run_context::doc_size_bytes(&d);
             for (k, v) in d {
                 out.insert(k, v);
             }

@@ -14,18 +14,20 @@
 //!
 //! Expressions are `crate::query::expr::Expr`; variables the expression module does not know
 //! (`$$NOW`, `$$CLUSTER_TIME`, `$$REMOVE`, `let` variables) are substituted into the expression
-//! text before it is parsed (see [`common::AggExpr`]).
+//! text before it is parsed (see [`variables::AggExpr`]).
 
 mod accum;
 mod codes;
-pub mod common;
 pub mod limits;
 mod numeric;
 pub mod output;
+pub mod run_context;
 mod spill;
 mod stages;
 #[cfg(test)]
 mod tests;
+pub mod values;
+pub mod variables;
 
 /// Every mongod error code the pipeline can return (see `codes`).
 pub use codes::ALL as ERROR_CODES_USED;
@@ -34,7 +36,7 @@ pub use output::{OutputMode, OutputTarget, WhenMatched, WhenNotMatched};
 use crate::error::CommandResult;
 use bson::{Bson, Document};
 use codes::perr;
-use common::RunCx;
+use run_context::RunCx;
 use stages::Stage;
 
 /// A stream of documents flowing between stages.
@@ -117,8 +119,8 @@ impl ParseContext {
     /// and may use the variables defined before it.
     pub fn with_let(mut self, let_spec: &Document) -> CommandResult<ParseContext> {
         for (name, spec) in let_spec {
-            common::check_variable_name(name)?;
-            let expr = common::AggExpr::parse(spec, &self)?;
+            variables::check_variable_name(name)?;
+            let expr = variables::AggExpr::parse(spec, &self)?;
             let value = expr.eval_on(&Document::new())?.unwrap_or(Bson::Null);
             self.variables.insert(name.clone(), value);
         }
@@ -160,6 +162,9 @@ struct ParsedStage {
 #[derive(Debug)]
 pub struct Pipeline {
     stages: Vec<ParsedStage>,
+    /// A leading `$match`'s filter with the pipeline's variables substituted (what its stage
+    /// evaluates), for a scan that applies it instead.
+    leading_filter: Option<Document>,
     output: Option<OutputTarget>,
     allow_disk_use: bool,
     memory_max_bytes: usize,
@@ -203,8 +208,20 @@ impl Pipeline {
                 stage,
             });
         }
+        let leading_filter = match parsed.first() {
+            Some(ParsedStage {
+                name,
+                spec: spec @ Bson::Document(_),
+                ..
+            }) if name == "$match" => match variables::substitute(spec, &ctx.variables) {
+                Bson::Document(d) => Some(d),
+                _ => None,
+            },
+            _ => None,
+        };
         Ok(Pipeline {
             stages: parsed,
+            leading_filter,
             output,
             allow_disk_use: ctx.allow_disk_use,
             memory_max_bytes: ctx.memory_max_bytes,
@@ -299,22 +316,15 @@ impl Pipeline {
             .collect()
     }
 
-    /// The `$match` document when the pipeline starts with one (for the planner). The pipeline
-    /// still applies it, so pushing it down is purely an optimisation.
+    /// The filter of a leading `$match`, variables substituted, as its stage evaluates it: a
+    /// scan that applies it may run the pipeline without that stage (`run_skipping(1, ..)`).
     pub fn leading_match(&self) -> Option<&Document> {
-        match self.stages.first() {
-            Some(ParsedStage {
-                name,
-                spec: Bson::Document(d),
-                ..
-            }) if name == "$match" => Some(d),
-            _ => None,
-        }
+        self.leading_filter.as_ref()
     }
 
     /// The `$sort` document when the pipeline starts with one, or with `$match` then `$sort`.
     pub fn leading_sort(&self) -> Option<&Document> {
-        let skip = usize::from(self.leading_match().is_some());
+        let skip = usize::from(self.stages.first().is_some_and(|s| s.name == "$match"));
         match self.stages.get(skip) {
             Some(ParsedStage {
                 name,

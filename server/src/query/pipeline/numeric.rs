@@ -1,8 +1,9 @@
 //! Numeric summation with mongod's result types: int32 while the sum fits, then int64, then
 //! double once int64 overflows or a double is added, and decimal128 as soon as any decimal is
 //! added. Non-numeric values are ignored by the callers. Doubles are summed with Kahan
-//! compensation; decimals exactly while the aligned coefficient fits in an i128 (it falls back
-//! to the double sum beyond that, which is the only place precision is lost).
+//! compensation; the decimal sum goes through `crate::query::decimal::add`, the exact adder
+//! `$add`, `$inc` and the `$sum` expression use too (a double joins it as mongod converts a
+//! double to decimal, with 15 significant digits).
 
 use crate::query::types;
 use bson::{Bson, Decimal128};
@@ -26,6 +27,16 @@ enum Dec {
     Inexact,
 }
 
+/// A double as a decimal with mongod's 15 significant digits (trailing zeros dropped); a NaN
+/// or an infinity stays a double, which the decimal adder reads as the same special value.
+fn double_as_decimal(d: f64) -> Option<Bson> {
+    match dec_from_f64(d) {
+        Dec::Finite(c, e) => Some(Bson::Decimal128(decimal_from_parts(c, e))),
+        Dec::Special => Some(Bson::Double(d)),
+        Dec::Inexact => None,
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct NumSum {
     width: Width,
@@ -33,7 +44,8 @@ pub struct NumSum {
     long_overflow: bool,
     double: f64,
     compensation: f64,
-    dec: Dec,
+    /// The exact decimal sum of every number added; None once an addend could not be read.
+    dec: Option<Bson>,
     pub count: i64,
 }
 
@@ -45,7 +57,7 @@ impl Default for NumSum {
             long_overflow: false,
             double: 0.0,
             compensation: 0.0,
-            dec: Dec::Finite(0, 0),
+            dec: Some(Bson::Int32(0)),
             count: 0,
         }
     }
@@ -59,20 +71,15 @@ impl NumSum {
                 Width::Int,
                 Some(i64::from(*i)),
                 f64::from(*i),
-                Dec::Finite(i128::from(*i), 0),
+                Some(v.clone()),
             ),
-            Bson::Int64(i) => (
-                Width::Long,
-                Some(*i),
-                *i as f64,
-                Dec::Finite(i128::from(*i), 0),
-            ),
-            Bson::Double(d) => (Width::Double, None, *d, dec_from_f64(*d)),
+            Bson::Int64(i) => (Width::Long, Some(*i), *i as f64, Some(v.clone())),
+            Bson::Double(d) => (Width::Double, None, *d, double_as_decimal(*d)),
             Bson::Decimal128(d) => (
                 Width::Decimal,
                 None,
                 types::decimal_to_f64(*d),
-                dec_from_decimal(*d),
+                Some(v.clone()),
             ),
             _ => return false,
         };
@@ -86,7 +93,10 @@ impl NumSum {
             _ => {}
         }
         self.add_f64(as_f64);
-        self.dec = dec_add(self.dec, as_dec);
+        self.dec = match (&self.dec, as_dec) {
+            (Some(sum), Some(x)) => crate::query::decimal::add(sum, &x),
+            _ => None,
+        };
         true
     }
 
@@ -130,7 +140,10 @@ impl NumSum {
         match self.width {
             Width::Decimal => {
                 let mean = match self.dec {
-                    Dec::Finite(c, e) => decimal_div(c, e, self.count),
+                    Some(Bson::Decimal128(d)) => match dec_from_decimal(d) {
+                        Dec::Finite(c, e) => decimal_div(c, e, self.count),
+                        _ => None,
+                    },
                     _ => None,
                 };
                 Bson::Decimal128(mean.unwrap_or_else(|| decimal_from_f64(self.double / n)))
@@ -144,7 +157,7 @@ impl NumSum {
 
     fn decimal_sum(&self) -> Decimal128 {
         match self.dec {
-            Dec::Finite(c, e) => decimal_from_parts(c, e),
+            Some(Bson::Decimal128(d)) => d,
             _ => decimal_from_f64(self.double),
         }
     }
@@ -186,24 +199,6 @@ fn dec_from_f64(d: f64) -> Dec {
             }
             Dec::Finite(c, e)
         }
-        _ => Dec::Inexact,
-    }
-}
-
-fn dec_add(a: Dec, b: Dec) -> Dec {
-    match (a, b) {
-        (Dec::Finite(ca, ea), Dec::Finite(cb, eb)) => {
-            let e = ea.min(eb);
-            let scale = |c: i128, from: i32| -> Option<i128> {
-                let shift = u32::try_from(from - e).ok()?;
-                c.checked_mul(10i128.checked_pow(shift)?)
-            };
-            match (scale(ca, ea), scale(cb, eb)) {
-                (Some(x), Some(y)) => x.checked_add(y).map_or(Dec::Inexact, |s| Dec::Finite(s, e)),
-                _ => Dec::Inexact,
-            }
-        }
-        (Dec::Special, _) | (_, Dec::Special) => Dec::Special,
         _ => Dec::Inexact,
     }
 }

@@ -4,8 +4,9 @@
 //! given the existing one matched on `on` (the caller looks that one up).
 
 use super::codes::{self, perr};
-use super::common::{RunCx, to_raw};
+use super::run_context::RunCx;
 use super::stages::{Stage, spec_doc};
+use super::values::to_raw;
 use super::{DocStream, ParseContext, Pipeline, PipelineEnv};
 use crate::error::{CommandResult, ErrorCode, err};
 use bson::{Bson, Document};

@@ -10,11 +10,13 @@
 mod apply;
 mod arrays;
 mod display;
+mod modification;
 mod ops;
 mod seed;
 #[cfg(test)]
 mod tests;
 
+pub use modification::Modification;
 pub use seed::upsert_seed;
 
 use crate::error::{CommandResult, ErrorCode, err};

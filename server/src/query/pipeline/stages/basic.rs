@@ -5,7 +5,9 @@ use super::{Stage, spec_doc};
 use crate::error::CommandResult;
 use crate::query::matcher::Filter;
 use crate::query::pipeline::codes::{self, perr};
-use crate::query::pipeline::common::{AggExpr, RunCx, integral, substitute, to_raw, type_name};
+use crate::query::pipeline::run_context::RunCx;
+use crate::query::pipeline::values::{integral, to_raw, type_name};
+use crate::query::pipeline::variables::{AggExpr, substitute};
 use crate::query::pipeline::{DocStream, ParseContext};
 use bson::{Bson, Document};
 use rand::Rng;
@@ -293,7 +295,7 @@ impl Stage for Sample {
         for (seen, item) in input.enumerate() {
             let doc = item?;
             if reservoir.len() < self.size {
-                used_bytes += crate::query::pipeline::common::doc_size_bytes(&doc);
+                used_bytes += crate::query::pipeline::run_context::doc_size_bytes(&doc);
                 cx.charge(used_bytes, "$sample")?;
                 reservoir.push(doc);
             } else {

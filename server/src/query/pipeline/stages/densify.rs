@@ -11,11 +11,12 @@
 use super::sort::SortKeys;
 use super::{Stage, spec_doc};
 use crate::error::{CommandResult, ErrorCode, err};
+use crate::query::path::{get_path, set_path};
 use crate::query::pipeline::codes::{self, perr};
-use crate::query::pipeline::common::{
-    AggExpr, RunCx, doc_size_bytes, get_path, set_path, split_field_path, to_raw,
-};
 use crate::query::pipeline::limits::DENSIFY_GENERATED_MAX;
+use crate::query::pipeline::run_context::{RunCx, doc_size_bytes};
+use crate::query::pipeline::values::{split_field_path, to_raw};
+use crate::query::pipeline::variables::AggExpr;
 use crate::query::pipeline::{DocStream, ParseContext};
 use crate::query::types;
 use bson::{Bson, Document};

@@ -13,11 +13,11 @@ use super::{Stage, spec_doc};
 use crate::error::CommandResult;
 use crate::query::pipeline::accum::{Acc, State};
 use crate::query::pipeline::codes::{self, perr};
-use crate::query::pipeline::common::{
-    AggExpr, RunCx, doc_size_bytes, to_raw, value_key, value_size_bytes,
-};
 use crate::query::pipeline::limits::ENTRY_OVERHEAD_BYTES;
+use crate::query::pipeline::run_context::{RunCx, doc_size_bytes, value_size_bytes};
 use crate::query::pipeline::spill::{KeyOf, KeyOrder, RowStream, Sorter};
+use crate::query::pipeline::values::{to_raw, value_key};
+use crate::query::pipeline::variables::AggExpr;
 use crate::query::pipeline::{DocStream, ParseContext};
 use bson::{Bson, Document, RawDocument};
 use std::collections::HashMap;

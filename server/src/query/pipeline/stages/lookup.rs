@@ -11,12 +11,12 @@ use super::{Stage, spec_doc};
 use crate::error::CommandResult;
 use crate::query::matcher::Filter;
 use crate::query::path;
+use crate::query::path::set_path;
 use crate::query::pipeline::codes::{self, perr};
-use crate::query::pipeline::common::{
-    AggExpr, RunCx, check_variable_name, doc_size_bytes, set_path, split_field_path, to_raw,
-    value_key,
-};
 use crate::query::pipeline::limits::GRAPH_LOOKUP_DEPTH_MAX;
+use crate::query::pipeline::run_context::{RunCx, doc_size_bytes};
+use crate::query::pipeline::values::{split_field_path, to_raw, value_key};
+use crate::query::pipeline::variables::{AggExpr, check_variable_name};
 use crate::query::pipeline::{DocStream, ParseContext, Pipeline, PipelineEnv};
 use crate::query::types;
 use bson::{Bson, Document, RawDocument};
@@ -498,7 +498,7 @@ impl GraphLookup {
         };
         let max_depth = match d.get("maxDepth") {
             None => None,
-            Some(v) => match crate::query::pipeline::common::integral(v) {
+            Some(v) => match crate::query::pipeline::values::integral(v) {
                 Some(n) if n >= 0 => Some(usize::try_from(n).unwrap_or(usize::MAX)),
                 _ => {
                     return Err(perr(

@@ -15,8 +15,8 @@ mod window;
 pub(crate) use sort::SortKeys;
 
 use super::codes::{self, perr};
-use super::common::RunCx;
 use super::output::{self, OutputTarget};
+use super::run_context::RunCx;
 use super::{DocStream, ParseContext};
 use crate::error::{CommandResult, ErrorCode, err};
 use bson::{Bson, Document};
@@ -155,7 +155,7 @@ pub fn spec_doc<'s>(spec: &'s Bson, code: i32, what: &str) -> CommandResult<&'s 
             code,
             format!(
                 "{what} must be an object, but found type {}",
-                super::common::type_name(other)
+                super::values::type_name(other)
             ),
         )),
     }

@@ -10,7 +10,9 @@
 use super::{Stage, spec_doc};
 use crate::error::CommandResult;
 use crate::query::pipeline::codes::{self, perr};
-use crate::query::pipeline::common::{AggExpr, RunCx, split_field_path, to_raw};
+use crate::query::pipeline::run_context::RunCx;
+use crate::query::pipeline::values::{split_field_path, to_raw};
+use crate::query::pipeline::variables::AggExpr;
 use crate::query::pipeline::{DocStream, ParseContext};
 use bson::{Bson, Document, RawDocument};
 

@@ -5,11 +5,11 @@
 
 use super::Stage;
 use crate::error::CommandResult;
+use crate::query::path::{get_path, remove_path, set_path};
 use crate::query::pipeline::DocStream;
 use crate::query::pipeline::codes::{self, perr};
-use crate::query::pipeline::common::{
-    RunCx, get_path, remove_path, set_path, split_field_path, type_name,
-};
+use crate::query::pipeline::run_context::RunCx;
+use crate::query::pipeline::values::{split_field_path, type_name};
 use bson::{Bson, Document};
 
 #[derive(Debug)]

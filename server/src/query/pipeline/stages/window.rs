@@ -13,11 +13,12 @@
 use super::sort::SortKeys;
 use super::{Stage, spec_doc};
 use crate::error::{CommandResult, ErrorCode, err};
+use crate::query::path::set_path;
 use crate::query::pipeline::accum::Acc;
 use crate::query::pipeline::codes::{self, perr};
-use crate::query::pipeline::common::{
-    AggExpr, RunCx, doc_size_bytes, set_path, split_field_path, to_raw,
-};
+use crate::query::pipeline::run_context::{RunCx, doc_size_bytes};
+use crate::query::pipeline::values::{split_field_path, to_raw};
+use crate::query::pipeline::variables::AggExpr;
 use crate::query::pipeline::{DocStream, ParseContext};
 use crate::query::types;
 use bson::{Bson, Document, RawDocumentBuf};
@@ -201,7 +202,7 @@ fn parse_func(op: &str, arg: &Bson, ctx: &ParseContext) -> CommandResult<Func> {
                 .ok_or_else(|| bad("$shift requires an 'output' expression"))?;
             let by = d
                 .get("by")
-                .and_then(crate::query::pipeline::common::integral)
+                .and_then(crate::query::pipeline::values::integral)
                 .ok_or_else(|| bad("$shift requires 'by' as an integer value"))?;
             let default = match d.get("default") {
                 None => Bson::Null,

@@ -72,6 +72,18 @@ fn sum_widens_like_mongod() {
         acc(sum.clone(), some(vec![dec("0.1"), dec("0.2")])),
         dec("0.3")
     );
+    // `$sum` and `$add` share one decimal adder: past 34 digits both round half to even.
+    let wide = vec![dec("9999999999999999999999999999999999"), dec("0.5")];
+    let expected = dec("1.000000000000000000000000000000000E+34");
+    assert_eq!(acc(sum.clone(), some(wide.clone())), expected);
+    assert_eq!(
+        crate::query::decimal::add(&wide[0], &wide[1]),
+        Some(expected)
+    );
+    assert_eq!(
+        acc(sum.clone(), some(vec![dec("1.10"), Bson::Double(0.25)])),
+        dec("1.35")
+    );
     let nan = acc(
         sum.clone(),
         some(vec![Bson::Int32(1), Bson::Double(f64::NAN)]),

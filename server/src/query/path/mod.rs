@@ -8,7 +8,10 @@
 //! When a step finds nothing, the walk yields one "missing" candidate, which is
 //! what lets `{a: null}` match documents without `a`. The walk reads raw BSON in place.
 
+mod owned;
+
 use bson::{RawBsonRef, RawDocument};
+pub use owned::{get_path, remove_path, set_path, value_at_path, values_at};
 use std::ops::ControlFlow;
 
 /// One value a path reaches in a document.

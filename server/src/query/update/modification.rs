@@ -1,4 +1,5 @@
-//! What an update statement does to a document: update operators or a replacement (the query
+//! An update statement's modification (its `u`, mongod's "update modification"): what it does to a
+//! document: update operators or a replacement (the query
 //! module's `Update`), or an aggregation pipeline of `$set/$addFields`, `$unset`, `$project`,
 //! `$replaceRoot/$replaceWith` run on the one document (pipeline-style updates).
 
@@ -7,25 +8,25 @@ use crate::query::pipeline::{ParseContext, Pipeline};
 use crate::query::update::{ApplyContext, Update, validate_replacement};
 use bson::{Bson, Document};
 
-pub enum Change {
+pub enum Modification {
     Update(Update),
     Pipeline(Box<Pipeline>),
 }
 
-impl Change {
+impl Modification {
     pub fn parse(
         u: &Bson,
         array_filters: Option<&[Document]>,
         db: &str,
         coll: &str,
-    ) -> CommandResult<Change> {
+    ) -> CommandResult<Modification> {
         match u {
             Bson::Document(d) => {
                 let upd = Update::parse(d, array_filters)?;
                 if let Update::Replacement(r) = &upd {
                     validate_replacement(r)?;
                 }
-                Ok(Change::Update(upd))
+                Ok(Modification::Update(upd))
             }
             Bson::Array(stages) => {
                 if array_filters.is_some() {
@@ -46,7 +47,7 @@ impl Change {
                     })
                     .collect::<CommandResult<_>>()?;
                 let ctx = ParseContext::new(db, Some(coll), bson::DateTime::now());
-                Ok(Change::Pipeline(Box::new(Pipeline::parse_update(
+                Ok(Modification::Pipeline(Box::new(Pipeline::parse_update(
                     &stages, &ctx,
                 )?)))
             }
@@ -58,14 +59,14 @@ impl Change {
     }
 
     pub fn is_replacement(&self) -> bool {
-        matches!(self, Change::Update(u) if u.is_replacement())
+        matches!(self, Modification::Update(u) if u.is_replacement())
     }
 
     /// Apply to `doc` in place; whether anything changed.
     pub fn apply(&self, doc: &mut Document, ctx: &ApplyContext) -> CommandResult<bool> {
         let pipeline = match self {
-            Change::Update(u) => return u.apply(doc, ctx),
-            Change::Pipeline(p) => p,
+            Modification::Update(u) => return u.apply(doc, ctx),
+            Modification::Pipeline(p) => p,
         };
         let mut next = pipeline.apply_update(doc.clone())?;
         let old_id = doc.get("_id").cloned();

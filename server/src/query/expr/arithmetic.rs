@@ -1,23 +1,16 @@
-//! The value-level operators of the expression language (arithmetic, strings, arrays, types),
-//! applied to already evaluated arguments. Numeric results follow mongod's promotion: int32
-//! widens to int64 on overflow, int64 to double; any double makes a double; any decimal makes a
-//! decimal (computed through a double here, so precise decimal arithmetic is not yet exact).
+//! Arithmetic and math: `$add`, `$subtract`, `$multiply`, `$divide`, `$mod`, `$abs`, the
+//! rounding, power and logarithm operators, `$sum`/`$avg`/`$min`/`$max` as expressions, and
+//! `$rand`. Numeric results follow mongod's promotion: int32 widens to int64 on overflow, int64
+//! to double; any double makes a double; any decimal makes a decimal, computed exactly by
+//! `crate::query::decimal` where it can be.
 
 use super::Operator;
+use super::args::*;
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::query::types;
 use bson::{Bson, DateTime, Decimal128};
 use std::cmp::Ordering;
 use storage::order;
-
-pub(super) fn type_name(v: &Option<Bson>) -> &'static str {
-    v.as_ref()
-        .map_or("missing", |b| types::type_name(types::type_code(b)))
-}
-
-pub(super) fn is_nullish(v: &Option<Bson>) -> bool {
-    matches!(v, None | Some(Bson::Null) | Some(Bson::Undefined))
-}
 
 /// The widest numeric kind among operands: 0 int32, 1 int64, 2 double, 3 decimal.
 pub(super) fn kind(v: &Bson) -> u8 {
@@ -103,93 +96,13 @@ pub(super) fn numbers_only(
     Ok(Some(out))
 }
 
-pub(super) fn apply(op: Operator, values: Vec<Option<Bson>>) -> CommandResult<Option<Bson>> {
-    let first = values.first().cloned().flatten();
-    match op {
-        Operator::Add => add(&values),
-        Operator::Multiply => Ok(numbers_only("$multiply", &values)?
-            .map(|n| fold_numbers(&n, i64::checked_mul, |a, b| a * b, 1))),
-        Operator::Subtract => subtract(&values),
-        Operator::Divide => divide(&values),
-        Operator::Mod => modulo(&values),
-        Operator::Abs => abs(&values),
-        Operator::Size => match first {
-            Some(Bson::Array(a)) => Ok(Some(Bson::Int32(
-                i32::try_from(a.len()).unwrap_or(i32::MAX),
-            ))),
-            _ => Err(err(
-                ErrorCode::Location17124,
-                format!(
-                    "The argument to $size must be an array. Type of the argument was: {}",
-                    type_name(&values[0])
-                ),
-            )),
-        },
-        Operator::In => match values.get(1).cloned().flatten() {
-            Some(Bson::Array(items)) => {
-                let needle = first.unwrap_or(Bson::Undefined);
-                Ok(Some(Bson::Boolean(items.iter().any(|i| {
-                    order::compare_bson(i, &needle) == Ordering::Equal
-                }))))
-            }
-            other => Err(err(
-                ErrorCode::Location40081,
-                format!(
-                    "$in requires an array as a second argument, found: {}",
-                    type_name(&other)
-                ),
-            )),
-        },
-        Operator::Concat => {
-            let mut out = String::new();
-            for v in &values {
-                match v {
-                    _ if is_nullish(v) => return Ok(Some(Bson::Null)),
-                    Some(Bson::String(s)) => out.push_str(s),
-                    other => {
-                        return Err(err(
-                            ErrorCode::Location16702,
-                            format!("$concat only supports strings, not {}", type_name(other)),
-                        ));
-                    }
-                }
-            }
-            Ok(Some(Bson::String(out)))
-        }
-        Operator::ToLower | Operator::ToUpper => {
-            let text = to_text(&values[0])?;
-            Ok(Some(Bson::String(if op == Operator::ToLower {
-                text.to_lowercase()
-            } else {
-                text.to_uppercase()
-            })))
-        }
-        Operator::Type => Ok(Some(Bson::String(type_name(&values[0]).to_string()))),
-        _ => super::more::apply(op, values),
-    }
+/// `$multiply`.
+pub(super) fn multiply(values: &[Value]) -> CommandResult<Value> {
+    Ok(numbers_only("$multiply", values)?
+        .map(|n| fold_numbers(&n, i64::checked_mul, |a, b| a * b, 1)))
 }
 
-pub(super) fn to_text(v: &Option<Bson>) -> CommandResult<String> {
-    Ok(match v {
-        _ if is_nullish(v) => String::new(),
-        Some(Bson::String(s)) | Some(Bson::Symbol(s)) => s.clone(),
-        Some(Bson::Int32(i)) => i.to_string(),
-        Some(Bson::Int64(i)) => i.to_string(),
-        Some(Bson::Double(d)) => d.to_string(),
-        Some(Bson::Decimal128(d)) => d.to_string(),
-        other => {
-            return Err(err(
-                ErrorCode::TypeMismatch,
-                format!(
-                    "can't convert from BSON type {} to String",
-                    type_name(other)
-                ),
-            ));
-        }
-    })
-}
-
-fn add(values: &[Option<Bson>]) -> CommandResult<Option<Bson>> {
+pub(super) fn add(values: &[Option<Bson>]) -> CommandResult<Option<Bson>> {
     let mut date: Option<i64> = None;
     let mut numbers = Vec::with_capacity(values.len());
     for v in values {
@@ -227,7 +140,7 @@ fn add(values: &[Option<Bson>]) -> CommandResult<Option<Bson>> {
     }))
 }
 
-fn subtract(values: &[Option<Bson>]) -> CommandResult<Option<Bson>> {
+pub(super) fn subtract(values: &[Option<Bson>]) -> CommandResult<Option<Bson>> {
     if values.iter().any(is_nullish) {
         return Ok(Some(Bson::Null));
     }
@@ -277,7 +190,7 @@ fn subtract(values: &[Option<Bson>]) -> CommandResult<Option<Bson>> {
     }))
 }
 
-fn divide(values: &[Option<Bson>]) -> CommandResult<Option<Bson>> {
+pub(super) fn divide(values: &[Option<Bson>]) -> CommandResult<Option<Bson>> {
     let Some(n) = numbers_only("$divide", values)? else {
         return Ok(Some(Bson::Null));
     };
@@ -296,7 +209,7 @@ fn divide(values: &[Option<Bson>]) -> CommandResult<Option<Bson>> {
     }))
 }
 
-fn modulo(values: &[Option<Bson>]) -> CommandResult<Option<Bson>> {
+pub(super) fn modulo(values: &[Option<Bson>]) -> CommandResult<Option<Bson>> {
     let Some(n) = numbers_only("$mod", values)? else {
         return Ok(Some(Bson::Null));
     };
@@ -330,7 +243,7 @@ fn modulo(values: &[Option<Bson>]) -> CommandResult<Option<Bson>> {
     }))
 }
 
-fn abs(values: &[Option<Bson>]) -> CommandResult<Option<Bson>> {
+pub(super) fn abs(values: &[Option<Bson>]) -> CommandResult<Option<Bson>> {
     let Some(n) = numbers_only("$abs", values)? else {
         return Ok(Some(Bson::Null));
     };
@@ -345,4 +258,167 @@ fn abs(values: &[Option<Bson>]) -> CommandResult<Option<Bson>> {
         Bson::Decimal128(_) => decimal(types::as_f64(&n[0]).unwrap_or(f64::NAN).abs()),
         other => Bson::Double(types::as_f64(other).unwrap_or(f64::NAN).abs()),
     }))
+}
+
+pub(super) fn math(op: Operator, values: &[Value]) -> CommandResult<Value> {
+    if values.iter().any(is_nullish) {
+        return null();
+    }
+    let x = values[0].clone().unwrap_or(Bson::Null);
+    let name = op_name(op);
+    let Some(f) = types::as_f64(&x) else {
+        return Err(mismatch(format!(
+            "{name} only supports numeric types, not {}",
+            type_name(&values[0])
+        )));
+    };
+    let wrap = |r: f64| {
+        if kind(&x) == 3 {
+            decimal(r)
+        } else {
+            Bson::Double(r)
+        }
+    };
+    let integral = matches!(x, Bson::Int32(_) | Bson::Int64(_));
+    Ok(Some(match op {
+        Operator::Floor | Operator::Ceil if integral => x,
+        Operator::Floor => wrap(f.floor()),
+        Operator::Ceil => wrap(f.ceil()),
+        Operator::Trunc | Operator::Round => {
+            let places = match values.get(1) {
+                Some(p) => as_int(p, &name, "place")?,
+                None => 0,
+            };
+            if integral && places >= 0 {
+                return Ok(Some(x));
+            }
+            let scale = 10f64.powi(i32::try_from(places.clamp(-20, 100)).unwrap_or(0));
+            let scaled = f * scale;
+            let r = if op == Operator::Trunc {
+                scaled.trunc()
+            } else {
+                scaled.round_ties_even()
+            } / scale;
+            match x {
+                Bson::Int32(_) => Bson::Int32(r as i32),
+                Bson::Int64(_) => Bson::Int64(r as i64),
+                _ => wrap(r),
+            }
+        }
+        Operator::Sqrt if f < 0.0 => {
+            return Err(err(
+                ErrorCode::BadValue,
+                "$sqrt's argument must be greater than or equal to 0",
+            ));
+        }
+        Operator::Sqrt => wrap(f.sqrt()),
+        Operator::Exp => wrap(f.exp()),
+        Operator::Ln | Operator::Log10 | Operator::Log if f <= 0.0 => {
+            return Err(err(
+                ErrorCode::BadValue,
+                format!("{name}'s argument must be a positive number, but is {f}"),
+            ));
+        }
+        Operator::Ln => wrap(f.ln()),
+        Operator::Log10 => wrap(f.log10()),
+        Operator::Log | Operator::Pow => {
+            let y = values[1].clone().unwrap_or(Bson::Null);
+            let Some(g) = types::as_f64(&y) else {
+                return Err(mismatch(format!(
+                    "{name} only supports numeric types, not {}",
+                    type_name(&values[1])
+                )));
+            };
+            if op == Operator::Log {
+                if g <= 0.0 || g == 1.0 {
+                    return Err(err(
+                        ErrorCode::BadValue,
+                        format!("$log's base must be a positive number not equal to 1, but is {g}"),
+                    ));
+                }
+                wrap(f.ln() / g.ln())
+            } else {
+                power(&x, &y, f, g)?
+            }
+        }
+        _ => return Err(err(ErrorCode::InternalError, "math operator out of place")),
+    }))
+}
+
+pub(super) fn power(x: &Bson, y: &Bson, f: f64, g: f64) -> CommandResult<Bson> {
+    if f == 0.0 && g < 0.0 {
+        return Err(err(
+            ErrorCode::BadValue,
+            "$pow cannot take a base of 0 and a negative exponent",
+        ));
+    }
+    let widest = kind(x).max(kind(y));
+    if widest <= 1
+        && let (Some(b), Some(e)) = (types::as_i64_exact(x), types::as_i64_exact(y))
+        && e >= 0
+        && let Some(r) = u32::try_from(e).ok().and_then(|e| b.checked_pow(e))
+    {
+        return Ok(int_result(r, widest == 0));
+    }
+    Ok(if widest == 3 {
+        decimal(f.powf(g))
+    } else {
+        Bson::Double(f.powf(g))
+    })
+}
+
+/// `$sum/$avg/$min/$max` as expressions: one array argument means its elements.
+pub(super) fn accumulate(op: Operator, values: Vec<Value>) -> CommandResult<Value> {
+    let items: Vec<Bson> = match values.as_slice() {
+        [Some(Bson::Array(a))] => a.clone(),
+        _ => values.into_iter().flatten().collect(),
+    };
+    match op {
+        Operator::Sum | Operator::Avg => {
+            let numbers: Vec<Bson> = items.into_iter().filter(types::is_number).collect();
+            if op == Operator::Avg {
+                if numbers.is_empty() {
+                    return null();
+                }
+                let total: f64 = numbers.iter().filter_map(types::as_f64).sum();
+                #[allow(clippy::cast_precision_loss)]
+                let avg = total / numbers.len() as f64;
+                let any_decimal = numbers.iter().any(|n| kind(n) == 3);
+                return Ok(Some(if any_decimal {
+                    decimal(avg)
+                } else {
+                    Bson::Double(avg)
+                }));
+            }
+            Ok(Some(fold_numbers(
+                &numbers,
+                i64::checked_add,
+                |a, b| a + b,
+                0,
+            )))
+        }
+        _ => {
+            let want = if op == Operator::Min {
+                Ordering::Less
+            } else {
+                Ordering::Greater
+            };
+            let best = items
+                .into_iter()
+                .filter(|v| !matches!(v, Bson::Null | Bson::Undefined))
+                .reduce(|best, v| {
+                    if order::compare_bson(&v, &best) == want {
+                        v
+                    } else {
+                        best
+                    }
+                });
+            Ok(Some(best.unwrap_or(Bson::Null)))
+        }
+    }
+}
+
+/// `$rand`: a double in [0, 1).
+pub(super) fn rand() -> CommandResult<Value> {
+    Ok(Some(Bson::Double(rand::random::<f64>())))
 }

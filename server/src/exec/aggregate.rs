@@ -1,0 +1,420 @@
+//! The aggregation driver: the pipeline's input is the collection read through the planner (the
+//! leading `$match`, or one behind stages that leave its fields as stored, and a leading `$sort`
+//! choose the plan), storage as the pipeline's `PipelineEnv` (`$lookup`, `$unionWith`,
+//! `$graphLookup`), the drivers' `countDocuments` pipeline answered by a count, and the results
+//! collected as raw BSON for a cursor.
+
+use super::scan::{ScanState, check_deadline, collect_matches, planned_scan, scan_mode};
+use crate::catalog::Catalog;
+use crate::error::{CommandResult, ErrorCode, err};
+use crate::planner;
+use crate::query::matcher::Filter;
+use crate::query::pipeline::{DocStream, Pipeline, PipelineEnv};
+use crate::query::types::as_i64;
+use bson::{Bson, Document, RawDocumentBuf, doc};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+use storage::Collection;
+
+/// Storage as the pipeline sees it ($lookup, $unionWith, $graphLookup).
+pub struct Env<'a> {
+    pub catalog: &'a Catalog,
+    pub deadline: Option<Instant>,
+}
+
+impl PipelineEnv for Env<'_> {
+    fn collection_docs(&self, db: &str, coll: &str) -> CommandResult<Vec<Document>> {
+        let Some(c) = self.catalog.collection(db, coll) else {
+            return Ok(vec![]);
+        };
+        let all = collect_matches(
+            &c,
+            &Filter::parse(&Document::new())?,
+            &Document::new(),
+            self.deadline,
+            None,
+            None,
+        )?;
+        all.iter().map(|(_, raw, _)| to_doc(raw)).collect()
+    }
+
+    /// An equality `$lookup` goes through the foreign collection's index on `field` when it has
+    /// one (`None`: no such index, the stage scans).
+    fn lookup_candidates(
+        &self,
+        db: &str,
+        coll: &str,
+        field: &str,
+        values: &[Bson],
+    ) -> CommandResult<Option<Vec<Document>>> {
+        let Some(c) = self.catalog.collection(db, coll) else {
+            return Ok(Some(vec![]));
+        };
+        let indexed = c
+            .indexes()
+            .iter()
+            .any(|i| !i.spec.hidden && i.spec.key.keys().next().is_some_and(|k| k == field));
+        if !indexed {
+            return Ok(None);
+        }
+        let filter_doc = doc! { field: { "$in": values.to_vec() } };
+        let filter = Filter::parse(&filter_doc)?;
+        let found = collect_matches(&c, &filter, &filter_doc, self.deadline, None, None)?;
+        found
+            .iter()
+            .map(|(_, raw, _)| to_doc(raw))
+            .collect::<CommandResult<Vec<_>>>()
+            .map(Some)
+    }
+
+    fn check_interrupt(&self) -> CommandResult<()> {
+        check_deadline(self.deadline)
+    }
+}
+
+pub fn to_doc(raw: &RawDocumentBuf) -> CommandResult<Document> {
+    Document::try_from(raw.as_ref()).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))
+}
+
+/// The filter the planner may apply to the stored documents: the leading `$match`, or the first
+/// `$match` behind leading `$addFields`/`$set`/`$unset`/`$project` stages that leave every field
+/// it reads as stored. The pipeline still runs its own `$match`, so this only narrows the input.
+pub fn scan_filter(pipeline: &Pipeline) -> Document {
+    if let Some(m) = pipeline.leading_match() {
+        return m.clone();
+    }
+    pushable_match(&pipeline.stage_documents()).unwrap_or_default()
+}
+
+/// Top-level fields a filter reads; `None` when it uses `$expr` or other whole-document operators.
+fn filter_fields(filter: &Document, out: &mut Vec<String>) -> Option<()> {
+    for (k, v) in filter {
+        match k.as_str() {
+            "$and" | "$or" | "$nor" => {
+                for sub in v.as_array()? {
+                    filter_fields(sub.as_document()?, out)?;
+                }
+            }
+            "$comment" => {}
+            k if k.starts_with('$') => return None,
+            k => out.push(k.split('.').next().unwrap_or(k).to_string()),
+        }
+    }
+    Some(())
+}
+
+fn pushable_match(stages: &[Document]) -> Option<Document> {
+    let mut changed: Vec<String> = Vec::new();
+    // After an inclusion $project only the included fields are still there.
+    let mut kept: Option<Vec<String>> = None;
+    let top = |path: &str| path.split('.').next().unwrap_or(path).to_string();
+    for stage in stages {
+        let (name, spec) = stage.iter().next()?;
+        match (name.as_str(), spec) {
+            ("$match", Bson::Document(m)) => {
+                let mut fields = Vec::new();
+                filter_fields(m, &mut fields)?;
+                let untouched = fields
+                    .iter()
+                    .all(|f| !changed.contains(f) && kept.as_ref().is_none_or(|k| k.contains(f)));
+                return untouched.then(|| m.clone());
+            }
+            ("$addFields" | "$set", Bson::Document(d)) => changed.extend(d.keys().map(|k| top(k))),
+            ("$unset", Bson::String(f)) => changed.push(top(f)),
+            ("$unset", Bson::Array(fs)) => {
+                changed.extend(fs.iter().filter_map(Bson::as_str).map(top))
+            }
+            ("$project", Bson::Document(d)) => {
+                let include = |v: &Bson| {
+                    matches!(v, Bson::Boolean(true))
+                        || matches!(v, Bson::Int32(1) | Bson::Int64(1))
+                        || matches!(v, Bson::Double(f) if *f == 1.0)
+                };
+                let exclude = |v: &Bson| {
+                    matches!(v, Bson::Boolean(false))
+                        || matches!(v, Bson::Int32(0) | Bson::Int64(0))
+                        || matches!(v, Bson::Double(f) if *f == 0.0)
+                };
+                let inclusion = d.iter().any(|(k, v)| k != "_id" && !exclude(v));
+                for (k, v) in d {
+                    if exclude(v) || !include(v) {
+                        changed.push(top(k));
+                    }
+                }
+                if inclusion {
+                    let mut names: Vec<String> = d
+                        .iter()
+                        .filter(|(_, v)| include(v))
+                        .map(|(k, _)| top(k))
+                        .collect();
+                    if !d.contains_key("_id") {
+                        names.push("_id".into());
+                    }
+                    kept = Some(names);
+                }
+            }
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// How many leading stages the scan of `choice` performs: a leading `$match` (its filter is the
+/// scan's), then a leading `$sort` when the winning plan's order gives it. The pipeline runs
+/// without them (`Pipeline::run_skipping`), and explain leaves them out of its stage list.
+pub fn stages_done(pipeline: &Pipeline, choice: &planner::Choice) -> usize {
+    let matched = usize::from(pipeline.leading_match().is_some());
+    let sorted = usize::from(pipeline.leading_sort().is_some() && choice.winner.provides_sort());
+    matched + sorted
+}
+
+/// The input documents: the collection through the planner (leading `$match` and `$sort`),
+/// and how many leading stages that scan already performed.
+pub fn input_docs(
+    coll: &Arc<Collection>,
+    pipeline: &Pipeline,
+    deadline: Option<Instant>,
+) -> CommandResult<(DocStream<'static>, usize)> {
+    let filter_doc = scan_filter(pipeline);
+    // An unparsable $match has already failed in Pipeline::parse.
+    let filter = Filter::parse(&filter_doc)?;
+    let choice = planner::choose(coll, &filter, &filter_doc, pipeline.leading_sort(), None);
+    let done = stages_done(pipeline, &choice);
+    let scan = ScanState::new(coll.clone(), Arc::new(filter), scan_mode(&choice.winner));
+    Ok((Box::new(ScanDocs { scan, deadline }), done))
+}
+
+/// The planner's scan as the pipeline's input stream: documents are decoded one at a time, so
+/// a `$group` or `$count` over a large collection never holds the collection in memory.
+struct ScanDocs {
+    scan: ScanState,
+    deadline: Option<Instant>,
+}
+
+impl Iterator for ScanDocs {
+    type Item = CommandResult<Document>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self.scan.next_match(self.deadline) {
+            Ok(Some((_, raw, _))) => Some(to_doc(&raw)),
+            Ok(None) => None,
+            Err(e) => Some(Err(e)),
+        }
+    }
+}
+
+/// The drivers' `countDocuments` pipeline: `$match`, optional `$skip`/`$limit`, then a `$group`
+/// with a constant `_id` and one `{$sum: 1}` field.
+pub struct CountShape {
+    filter: Document,
+    skip: u64,
+    limit: Option<u64>,
+    id: Bson,
+    field: String,
+}
+
+pub fn count_shape(stages: &[Document]) -> Option<CountShape> {
+    let mut it = stages.iter().map(|s| s.iter().next()).peekable();
+    let (name, m) = it.next()??;
+    let filter = (name == "$match").then(|| m.as_document().cloned())??;
+    let mut shape = CountShape {
+        filter,
+        skip: 0,
+        limit: None,
+        id: Bson::Null,
+        field: String::new(),
+    };
+    while let Some(Some((name, v))) = it.peek() {
+        match name.as_str() {
+            "$skip" => shape.skip = as_i64(v).filter(|n| *n >= 0)? as u64,
+            "$limit" => shape.limit = Some(as_i64(v).filter(|n| *n > 0)? as u64),
+            _ => break,
+        }
+        it.next();
+    }
+    let (name, g) = it.next()??;
+    let g = (name == "$group").then(|| g.as_document())??;
+    if it.next().is_some() || g.len() != 2 {
+        return None;
+    }
+    let id = g.get("_id")?;
+    if matches!(id, Bson::String(s) if s.starts_with('$'))
+        || matches!(id, Bson::Document(_) | Bson::Array(_))
+    {
+        return None;
+    }
+    let (field, acc) = g.iter().find(|(k, _)| k.as_str() != "_id")?;
+    let one = acc
+        .as_document()
+        .filter(|a| a.len() == 1)?
+        .get("$sum")
+        .and_then(as_i64)
+        == Some(1);
+    one.then(|| {
+        shape.id = id.clone();
+        shape.field = field.clone();
+        shape
+    })
+}
+
+/// Count without decoding documents: O(1) for an empty filter, else through the planner.
+pub fn count_fast(
+    coll: &Arc<Collection>,
+    shape: &CountShape,
+    deadline: Option<Instant>,
+) -> CommandResult<Vec<RawDocumentBuf>> {
+    let filter = Filter::parse(&shape.filter)?;
+    let total = if filter.is_empty() {
+        coll.count()
+    } else {
+        let mut scan = planned_scan(coll, filter, &shape.filter, None);
+        let mut n = 0u64;
+        while scan.next_match(deadline)?.is_some() {
+            n += 1;
+        }
+        n
+    };
+    let mut n = total.saturating_sub(shape.skip);
+    if let Some(l) = shape.limit {
+        n = n.min(l);
+    }
+    if n == 0 {
+        return Ok(vec![]);
+    }
+    let n = i32::try_from(n)
+        .map(Bson::Int32)
+        .unwrap_or(Bson::Int64(n as i64));
+    let d = doc! { "_id": shape.id.clone(), shape.field.clone(): n };
+    Ok(vec![RawDocumentBuf::try_from(&d).map_err(|e| {
+        err(ErrorCode::InternalError, e.to_string())
+    })?])
+}
+
+/// The pipeline's input: documents a source stage produced, the collection through the planner,
+/// or nothing (a collectionless pipeline, a missing collection); with the number of leading
+/// stages the input already performed.
+pub fn input(
+    source: Option<Vec<Document>>,
+    coll: Option<&Arc<Collection>>,
+    pipeline: &Pipeline,
+    deadline: Option<Instant>,
+) -> CommandResult<(DocStream<'static>, usize)> {
+    Ok(match (source, coll, pipeline.is_collectionless()) {
+        (Some(docs), _, _) => (Box::new(docs.into_iter().map(Ok)), 0),
+        (None, Some(c), false) => input_docs(c, pipeline, deadline)?,
+        _ => (Box::new(std::iter::empty()), 0),
+    })
+}
+
+/// Run the pipeline, but its first `done` stages, to the end; each result is encoded as it
+/// leaves the pipeline, so results are held once, as raw BSON.
+pub fn run_to_raw(
+    pipeline: &Pipeline,
+    (input, done): (DocStream<'static>, usize),
+    env: &Env<'_>,
+) -> CommandResult<VecDeque<RawDocumentBuf>> {
+    let mut docs = VecDeque::new();
+    for d in pipeline.run_skipping(done, input, env)? {
+        docs.push_back(
+            RawDocumentBuf::try_from(&d?)
+                .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?,
+        );
+    }
+    Ok(docs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn match_behind_untouching_stages_is_pushed() {
+        let st = |v: Vec<Document>| pushable_match(&v);
+        let m = doc! { "a": 5 };
+        assert_eq!(
+            st(vec![
+                doc! { "$addFields": { "b": 1 } },
+                doc! { "$match": m.clone() }
+            ]),
+            Some(m.clone())
+        );
+        assert_eq!(
+            st(vec![
+                doc! { "$addFields": { "a": 1 } },
+                doc! { "$match": m.clone() }
+            ]),
+            None
+        );
+        assert_eq!(
+            st(vec![
+                doc! { "$project": { "a": 1 } },
+                doc! { "$match": m.clone() }
+            ]),
+            Some(m.clone())
+        );
+        assert_eq!(
+            st(vec![
+                doc! { "$project": { "b": 1 } },
+                doc! { "$match": m.clone() }
+            ]),
+            None
+        );
+        assert_eq!(
+            st(vec![
+                doc! { "$project": { "a": { "$add": ["$a", 1] } } },
+                doc! { "$match": m.clone() }
+            ]),
+            None
+        );
+        assert_eq!(
+            st(vec![doc! { "$unset": "a" }, doc! { "$match": m.clone() }]),
+            None
+        );
+        let or_match = st(vec![
+            doc! { "$set": { "b.c": 1 } },
+            doc! { "$match": { "$or": [ { "a": 1 }, { "d": 2 } ] } },
+        ]);
+        assert!(or_match.is_some());
+        assert_eq!(
+            st(vec![
+                doc! { "$set": { "b": 1 } },
+                doc! { "$match": { "$expr": { "$eq": ["$a", 1] } } }
+            ]),
+            None
+        );
+        assert_eq!(
+            st(vec![
+                doc! { "$group": { "_id": "$a" } },
+                doc! { "$match": m.clone() }
+            ]),
+            None
+        );
+    }
+
+    #[test]
+    fn recognizes_the_count_documents_pipeline() {
+        let p = [
+            doc! { "$match": { "a": 1 } },
+            doc! { "$skip": 2 },
+            doc! { "$group": { "_id": 1, "n": { "$sum": 1 } } },
+        ];
+        let s = count_shape(&p).unwrap();
+        assert_eq!((s.skip, s.limit, s.field.as_str()), (2, None, "n"));
+        assert!(
+            count_shape(&[
+                doc! { "$match": {} },
+                doc! { "$group": { "_id": "$a", "n": { "$sum": 1 } } }
+            ])
+            .is_none()
+        );
+        assert!(
+            count_shape(&[
+                doc! { "$match": {} },
+                doc! { "$group": { "_id": 1, "n": { "$sum": "$x" } } }
+            ])
+            .is_none()
+        );
+        assert!(count_shape(&[doc! { "$group": { "_id": 1, "n": { "$sum": 1 } } }]).is_none());
+    }
+}

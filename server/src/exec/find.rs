@@ -1,0 +1,150 @@
+//! `find`'s execution: the plan (`min`/`max` bounds, a `$natural` scan or the planner's choice),
+//! a covering when the projection allows one, then either a resumable scan that skips, limits
+//! and projects, or, when the plan does not give the requested sort, the sorted result.
+
+use super::scan::{ScanState, index_key_of, scan_mode, sort_memory_error};
+use super::source::DocSource;
+use crate::error::{CommandResult, ErrorCode, err};
+use crate::planner;
+use crate::query::matcher::Filter;
+use crate::query::projection::Projection;
+use crate::query::sort::SortSpec;
+use bson::{Document, RawDocumentBuf, cstr};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+use storage::{Collection, Direction};
+
+/// A parsed `find` (the command layer reads it from the request).
+pub struct FindSpec {
+    pub filter: Filter,
+    pub filter_doc: Document,
+    pub projection: Option<Arc<Projection>>,
+    pub projection_doc: Option<Document>,
+    pub sort: Option<(SortSpec, Document)>,
+    pub natural: Option<Direction>,
+    pub skip: u64,
+    pub limit: Option<u64>,
+    pub batch_size: Option<usize>,
+    pub single_batch: bool,
+    pub show_record_id: bool,
+    pub return_key: bool,
+    pub allow_disk_use: bool,
+    pub no_timeout: bool,
+    /// Bounds of a hinted index scan in index order: `[min, max)`.
+    pub min: Option<Document>,
+    pub max: Option<Document>,
+}
+
+/// The plan of a `find`: bounded by `min`/`max`, a `$natural` scan, or the planner's choice.
+fn find_choice(
+    coll: &Arc<Collection>,
+    a: &FindSpec,
+    hint: Option<&str>,
+) -> CommandResult<planner::Choice> {
+    let sort_doc = a.sort.as_ref().map(|(_, d)| d);
+    Ok(match a.natural {
+        _ if a.min.is_some() || a.max.is_some() => {
+            planner::minmax::choose_bounded(coll, hint, a.min.as_ref(), a.max.as_ref(), sort_doc)?
+        }
+        Some(direction) => planner::Choice {
+            winner: planner::Plan::CollScan { direction },
+            rejected: vec![],
+        },
+        None => planner::choose(coll, &a.filter, &a.filter_doc, sort_doc, hint),
+    })
+}
+
+/// Run a `find`: an unsorted result (or one whose plan gives the sort) as a resumable scan, a
+/// sorted one as the sorted documents (a top-k sort with a limit), within `sort_memory_max`
+/// bytes unless `allowDiskUse`.
+pub fn open(
+    coll: &Arc<Collection>,
+    a: &FindSpec,
+    hint: Option<&str>,
+    sort_memory_max: usize,
+    deadline: Option<Instant>,
+) -> CommandResult<DocSource> {
+    let sort_doc = a.sort.as_ref().map(|(_, d)| d);
+    let choice = find_choice(coll, a, hint)?;
+    let mut scan = ScanState::new(
+        coll.clone(),
+        Arc::new(a.filter.clone()),
+        scan_mode(&choice.winner),
+    );
+    if !a.show_record_id && !a.return_key {
+        scan.covered = planner::covered::covering(
+            &choice.winner,
+            a.projection_doc.as_ref(),
+            &a.filter,
+            sort_doc,
+        );
+    }
+    let key_pattern = match &choice.winner {
+        planner::Plan::Index(p) => p.key_pattern.clone(),
+        planner::Plan::IdPoint(_) => bson::doc! { "_id": 1 },
+        _ => Document::new(),
+    };
+    let return_key = a.return_key.then_some(key_pattern);
+    let Some((sort, _)) = a.sort.as_ref().filter(|_| !choice.winner.provides_sort()) else {
+        scan.return_key = return_key;
+        scan.projection = a.projection.clone();
+        scan.skip = a.skip;
+        scan.remaining = a.limit;
+        scan.show_record_id = a.show_record_id;
+        return Ok(DocSource::Scan(Box::new(scan)));
+    };
+    let memory_max = if a.allow_disk_use {
+        None
+    } else {
+        Some(sort_memory_max)
+    };
+    let mut matches = Vec::new();
+    let mut bytes = 0usize;
+    // With a limit only the best skip+limit documents are kept (a top-k sort).
+    let keep = a.limit.map(|l| (l + a.skip) as usize);
+    while let Some(m) = scan.next_match(deadline)? {
+        bytes += m.1.as_bytes().len();
+        matches.push(m);
+        if let Some(k) = keep
+            && matches.len() >= 2 * k.max(64)
+        {
+            matches.sort_by(|x, y| sort.compare(&x.1, &y.1));
+            matches.truncate(k);
+            bytes = matches.iter().map(|m| m.1.as_bytes().len()).sum();
+        }
+        if let Some(max) = memory_max
+            && bytes > max
+        {
+            return Err(sort_memory_error(max));
+        }
+    }
+    // A stable sort keeps ties in scan (RecordId) order.
+    matches.sort_by(|x, y| sort.compare(&x.1, &y.1));
+    let take = a.limit.map_or(usize::MAX, |l| l as usize);
+    let mut docs = VecDeque::new();
+    for (rid, doc, pos) in matches.into_iter().skip(a.skip as usize).take(take) {
+        docs.push_back(finish_doc(doc, rid, pos, a, return_key.as_ref())?);
+    }
+    Ok(DocSource::Buffered(docs))
+}
+
+/// Projection (or `returnKey`) and `showRecordId` for one result document.
+fn finish_doc(
+    doc: RawDocumentBuf,
+    rid: u64,
+    pos: Option<usize>,
+    a: &FindSpec,
+    return_key: Option<&Document>,
+) -> CommandResult<RawDocumentBuf> {
+    let mut out = match (return_key, &a.projection) {
+        (Some(pattern), _) => index_key_of(&doc, pattern)?,
+        (None, Some(p)) => RawDocumentBuf::try_from(&p.apply(&doc, pos)?)
+            .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?,
+        (None, None) => doc,
+    };
+    if a.show_record_id {
+        out.append(cstr!("$recordId"), rid as i64);
+    }
+    Ok(out)
+}

@@ -1,0 +1,81 @@
+//! Where a cursor's documents come from, batch by batch: documents already computed (a sorted
+//! result, an aggregate's output) or a resumable scan (`super::scan`) that filters, skips, limits
+//! and projects as it goes, so a large result is never held in memory.
+
+use super::scan::ScanState;
+use crate::error::CommandResult;
+use bson::RawDocumentBuf;
+use std::collections::VecDeque;
+use std::time::Instant;
+
+/// Most bytes of documents in one batch (a reply stays under the 48 MB message limit).
+pub const BATCH_BYTES_MAX: usize = 16 * 1024 * 1024;
+
+/// Where a cursor's documents come from.
+pub enum DocSource {
+    Buffered(VecDeque<RawDocumentBuf>),
+    // Boxed: a scan carries its plan and buffers, a buffered source only a queue.
+    Scan(Box<ScanState>),
+}
+
+impl DocSource {
+    /// The next batch: at most `count` documents and about `BATCH_BYTES_MAX` bytes (always at
+    /// least one document when any is left).
+    pub fn next_batch(
+        &mut self,
+        count: usize,
+        deadline: Option<Instant>,
+    ) -> CommandResult<Vec<RawDocumentBuf>> {
+        let mut out = Vec::new();
+        let mut bytes = 0usize;
+        while out.len() < count {
+            let next = match self {
+                DocSource::Buffered(q) => q.pop_front(),
+                DocSource::Scan(s) => {
+                    while s.pending.is_empty() && !s.done() {
+                        s.fill(deadline)?;
+                    }
+                    s.pending.pop_front()
+                }
+            };
+            let Some(doc) = next else { break };
+            bytes += doc.as_bytes().len();
+            if bytes > BATCH_BYTES_MAX && !out.is_empty() {
+                self.push_front(doc);
+                break;
+            }
+            out.push(doc);
+        }
+        Ok(out)
+    }
+
+    fn push_front(&mut self, doc: RawDocumentBuf) {
+        match self {
+            DocSource::Buffered(q) => q.push_front(doc),
+            DocSource::Scan(s) => s.pending.push_front(doc),
+        }
+    }
+
+    pub fn is_exhausted(&self) -> bool {
+        match self {
+            DocSource::Buffered(q) => q.is_empty(),
+            DocSource::Scan(s) => s.done(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batches_respect_count() {
+        let docs: VecDeque<RawDocumentBuf> = (0..5)
+            .map(|i| RawDocumentBuf::try_from(&bson::doc! { "i": i }).unwrap())
+            .collect();
+        let mut s = DocSource::Buffered(docs);
+        assert_eq!(s.next_batch(2, None).unwrap().len(), 2);
+        assert_eq!(s.next_batch(10, None).unwrap().len(), 3);
+        assert!(s.is_exhausted());
+    }
+}

@@ -1,0 +1,93 @@
+//! What every operator file shares: the missing-or-null test, type names and argument checks
+//! with mongod's messages, and operator names for messages. Values are `Option<Bson>`, `None`
+//! being "missing".
+
+use super::Operator;
+use crate::error::{CommandError, CommandResult, ErrorCode, err};
+use crate::query::types;
+use bson::Bson;
+
+pub(super) type Value = Option<Bson>;
+
+pub(super) fn type_name(v: &Option<Bson>) -> &'static str {
+    v.as_ref()
+        .map_or("missing", |b| types::type_name(types::type_code(b)))
+}
+
+pub(super) fn is_nullish(v: &Option<Bson>) -> bool {
+    matches!(v, None | Some(Bson::Null) | Some(Bson::Undefined))
+}
+
+/// `$arrayElemAt` from `Operator::ArrayElemAt`, for messages.
+pub(super) fn op_name(op: Operator) -> String {
+    let debug = format!("{op:?}");
+    let mut chars = debug.chars();
+    match chars.next() {
+        Some(first) => format!("${}{}", first.to_ascii_lowercase(), chars.as_str()),
+        None => String::new(),
+    }
+}
+
+pub(super) fn mismatch(message: String) -> CommandError {
+    err(ErrorCode::TypeMismatch, message)
+}
+
+pub(super) fn null() -> CommandResult<Value> {
+    Ok(Some(Bson::Null))
+}
+
+pub(super) fn int_result(n: i64, narrow: bool) -> Bson {
+    match i32::try_from(n) {
+        Ok(small) if narrow => Bson::Int32(small),
+        _ => Bson::Int64(n),
+    }
+}
+
+pub(super) fn as_int(v: &Value, op: &str, what: &str) -> CommandResult<i64> {
+    v.as_ref().and_then(types::as_i64_exact).ok_or_else(|| {
+        mismatch(format!(
+            "{op}'s {what} must be an integral value, but is of type {}",
+            type_name(v)
+        ))
+    })
+}
+
+pub(super) fn array<'a>(v: &'a Value, op: &str) -> CommandResult<&'a Vec<Bson>> {
+    match v {
+        Some(Bson::Array(a)) => Ok(a),
+        other => Err(mismatch(format!(
+            "{op}'s argument must be an array, but is {}",
+            type_name(other)
+        ))),
+    }
+}
+
+pub(super) fn string<'a>(v: &'a Value, op: &str) -> CommandResult<&'a str> {
+    match v {
+        Some(Bson::String(s)) => Ok(s),
+        other => Err(mismatch(format!(
+            "{op} requires a string argument, found: {}",
+            type_name(other)
+        ))),
+    }
+}
+
+pub(super) fn to_text(v: &Option<Bson>) -> CommandResult<String> {
+    Ok(match v {
+        _ if is_nullish(v) => String::new(),
+        Some(Bson::String(s)) | Some(Bson::Symbol(s)) => s.clone(),
+        Some(Bson::Int32(i)) => i.to_string(),
+        Some(Bson::Int64(i)) => i.to_string(),
+        Some(Bson::Double(d)) => d.to_string(),
+        Some(Bson::Decimal128(d)) => d.to_string(),
+        other => {
+            return Err(err(
+                ErrorCode::TypeMismatch,
+                format!(
+                    "can't convert from BSON type {} to String",
+                    type_name(other)
+                ),
+            ));
+        }
+    })
+}

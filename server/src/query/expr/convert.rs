@@ -1,0 +1,197 @@
+//! Types and conversion: `$type`, `$isNumber`, `$toString`/`$toInt`/`$toLong`/`$toDouble`/
+//! `$toDecimal`/`$toBool`, `$toObjectId`, `$toDate` and `$convert`.
+
+use super::Operator;
+use super::args::*;
+use super::arithmetic::decimal;
+use crate::error::{CommandResult, ErrorCode, err};
+use crate::query::types;
+use bson::oid::ObjectId;
+use bson::{Bson, DateTime};
+
+/// `$type`.
+pub(super) fn type_of(values: &[Value]) -> CommandResult<Value> {
+    Ok(Some(Bson::String(type_name(&values[0]).to_string())))
+}
+
+pub(super) fn convert(op: Operator, v: &Value) -> CommandResult<Value> {
+    use Operator::*;
+    if op == IsNumber {
+        return Ok(Some(Bson::Boolean(
+            v.as_ref().is_some_and(types::is_number),
+        )));
+    }
+    let Some(x) = v
+        .as_ref()
+        .filter(|x| !matches!(x, Bson::Null | Bson::Undefined))
+    else {
+        return null();
+    };
+    let fail = || {
+        err(
+            ErrorCode::BadValue,
+            format!(
+                "Unsupported conversion from {} to {} in $convert with no onError value",
+                type_name(v),
+                format!("{op:?}").trim_start_matches("To").to_lowercase()
+            ),
+        )
+    };
+    let number = || -> Option<f64> {
+        match x {
+            Bson::Boolean(b) => Some(if *b { 1.0 } else { 0.0 }),
+            #[allow(clippy::cast_precision_loss)]
+            Bson::DateTime(d) => Some(d.timestamp_millis() as f64),
+            Bson::String(s) => s.trim().parse::<f64>().ok(),
+            other => types::as_f64(other),
+        }
+    };
+    Ok(Some(match op {
+        ToBool => Bson::Boolean(match x {
+            Bson::String(_) => true,
+            other => types::is_truthy(other),
+        }),
+        ToString => Bson::String(match x {
+            Bson::String(s) => s.clone(),
+            Bson::Boolean(b) => b.to_string(),
+            Bson::ObjectId(o) => o.to_hex(),
+            Bson::DateTime(d) => d.try_to_rfc3339_string().map_err(|_| fail())?,
+            Bson::Double(d) if d.fract() == 0.0 && d.is_finite() && d.abs() < 1e15 => {
+                format!("{d:.0}")
+            }
+            other if types::is_number(other) => to_text(v)?,
+            _ => return Err(fail()),
+        }),
+        ToInt | ToLong => {
+            let n = match x {
+                Bson::Int32(i) => i64::from(*i),
+                Bson::Int64(i) => *i,
+                Bson::DateTime(d) if op == ToLong => d.timestamp_millis(),
+                Bson::String(s) => s.trim().parse::<i64>().map_err(|_| fail())?,
+                Bson::DateTime(_) => return Err(fail()),
+                _ => {
+                    let f = number().ok_or_else(fail)?;
+                    types::f64_to_i64_exact(f.trunc()).ok_or_else(fail)?
+                }
+            };
+            if op == ToInt {
+                Bson::Int32(i32::try_from(n).map_err(|_| fail())?)
+            } else {
+                Bson::Int64(n)
+            }
+        }
+        ToDouble => Bson::Double(number().ok_or_else(fail)?),
+        ToDecimal => match x {
+            Bson::Decimal128(d) => Bson::Decimal128(*d),
+            Bson::String(s) => {
+                Bson::Decimal128(s.trim().parse::<bson::Decimal128>().map_err(|_| fail())?)
+            }
+            Bson::Int32(i) => decimal(f64::from(*i)),
+            Bson::Int64(i) => format!("{i}")
+                .parse::<bson::Decimal128>()
+                .map_or_else(|_| decimal(*i as f64), Bson::Decimal128),
+            _ => decimal(number().ok_or_else(fail)?),
+        },
+        _ => return Err(err(ErrorCode::InternalError, "conversion out of place")),
+    }))
+}
+
+pub(super) fn conversion_error(v: &Value, to: &str) -> crate::error::CommandError {
+    err(
+        ErrorCode::BadValue,
+        format!(
+            "Unsupported conversion from {} to {to} in $convert with no onError value",
+            type_name(v)
+        ),
+    )
+}
+
+pub(super) fn to_object_id(v: &Value) -> CommandResult<Value> {
+    Ok(match v {
+        _ if is_nullish(v) => Some(Bson::Null),
+        Some(Bson::ObjectId(o)) => Some(Bson::ObjectId(*o)),
+        Some(Bson::String(s)) => Some(Bson::ObjectId(ObjectId::parse_str(s).map_err(|_| {
+            err(ErrorCode::BadValue, format!("Failed to parse objectId '{s}' in $convert with no onError value: Invalid string length for parsing to OID, expected 24 but found {}", s.len()))
+        })?)),
+        other => return Err(conversion_error(other, "objectId")),
+    })
+}
+
+pub(super) fn to_date(v: &Value) -> CommandResult<Value> {
+    let date = |ms: i64| Ok(Some(Bson::DateTime(DateTime::from_millis(ms))));
+    match v {
+        _ if is_nullish(v) => null(),
+        Some(Bson::DateTime(d)) => Ok(Some(Bson::DateTime(*d))),
+        Some(Bson::Int64(ms)) => date(*ms),
+        Some(Bson::Double(_) | Bson::Decimal128(_)) => {
+            let f = v.as_ref().and_then(types::as_f64).unwrap_or(f64::NAN);
+            match types::f64_to_i64_exact(f.trunc()) {
+                Some(ms) => date(ms),
+                None => Err(conversion_error(v, "date")),
+            }
+        }
+        Some(Bson::String(s)) => match DateTime::parse_rfc3339_str(s) {
+            Ok(d) => Ok(Some(Bson::DateTime(d))),
+            Err(_) => Err(err(
+                ErrorCode::BadValue,
+                format!("Error parsing date string '{s}'"),
+            )),
+        },
+        Some(Bson::ObjectId(o)) => Ok(Some(Bson::DateTime(o.timestamp()))),
+        Some(Bson::Timestamp(t)) => date(i64::from(t.time) * 1000),
+        other => Err(conversion_error(other, "date")),
+    }
+}
+
+pub(super) fn convert_to(input: &Value, to: Value) -> CommandResult<Value> {
+    let target = match &to {
+        Some(Bson::String(s)) => s.clone(),
+        Some(n) if types::is_number(n) => {
+            types::type_name(i32::try_from(types::as_i64_exact(n).unwrap_or(0)).unwrap_or(0))
+                .to_string()
+        }
+        other => {
+            return Err(err(
+                ErrorCode::BadValue,
+                format!(
+                    "$convert's 'to' argument must be a string or number, but is {}",
+                    type_name(other)
+                ),
+            ));
+        }
+    };
+    let op = match target.as_str() {
+        "int" => Operator::ToInt,
+        "long" => Operator::ToLong,
+        "double" => Operator::ToDouble,
+        "decimal" => Operator::ToDecimal,
+        "bool" => Operator::ToBool,
+        "string" => Operator::ToString,
+        "objectId" => return to_object_id(input),
+        "date" => return to_date(input),
+        other => {
+            return Err(err(
+                ErrorCode::BadValue,
+                format!("Unknown type name: {other}"),
+            ));
+        }
+    };
+    convert(op, input)
+}
+
+/// `$convert`: arguments `input, to, onError, onNull`.
+pub(super) fn convert_named(values: &[Option<Value>]) -> CommandResult<Value> {
+    let arg = |i: usize| values.get(i).cloned().flatten().flatten();
+    let input = arg(0);
+    let on_null = values.get(3).cloned().flatten();
+    if is_nullish(&input) {
+        return Ok(on_null.unwrap_or(Some(Bson::Null)));
+    }
+    match convert_to(&input, arg(1)) {
+        Ok(v) => Ok(v),
+        Err(e) => match values.get(2).cloned().flatten() {
+            Some(on_error) => Ok(on_error),
+            None => Err(e),
+        },
+    }
+}

@@ -1,0 +1,293 @@
+//! String operators: `$concat`, `$toLower`/`$toUpper`, lengths, `$substr*`, `$split`,
+//! `$strcasecmp`, `$indexOfBytes`/`$indexOfCP`, `$trim`/`$ltrim`/`$rtrim`, the regex operators and
+//! `$replaceOne`/`$replaceAll`.
+
+use super::args::*;
+use super::{Expr, NamedOp, Operator, Scope};
+use crate::error::{CommandResult, ErrorCode, err};
+use crate::query::matcher::RegexPred;
+use crate::query::types;
+use bson::{Bson, RawDocument, doc};
+use std::cmp::Ordering;
+
+/// `$concat`.
+pub(super) fn concat(values: &[Value]) -> CommandResult<Value> {
+    let mut out = String::new();
+    for v in values {
+        match v {
+            _ if is_nullish(v) => return Ok(Some(Bson::Null)),
+            Some(Bson::String(s)) => out.push_str(s),
+            other => {
+                return Err(err(
+                    ErrorCode::Location16702,
+                    format!("$concat only supports strings, not {}", type_name(other)),
+                ));
+            }
+        }
+    }
+    Ok(Some(Bson::String(out)))
+}
+
+/// `$toLower` and `$toUpper`.
+pub(super) fn change_case(op: Operator, values: &[Value]) -> CommandResult<Value> {
+    let text = to_text(&values[0])?;
+    Ok(Some(Bson::String(if op == Operator::ToLower {
+        text.to_lowercase()
+    } else {
+        text.to_uppercase()
+    })))
+}
+
+pub(super) fn strings(op: Operator, values: &[Value]) -> CommandResult<Value> {
+    use Operator::*;
+    if matches!(op, Split | IndexOfBytes) && is_nullish(&values[0]) {
+        return null();
+    }
+    Ok(Some(match op {
+        StrLenBytes => Bson::Int32(
+            i32::try_from(string(&values[0], "$strLenBytes")?.len()).unwrap_or(i32::MAX),
+        ),
+        StrLenCp => Bson::Int32(
+            i32::try_from(string(&values[0], "$strLenCP")?.chars().count()).unwrap_or(i32::MAX),
+        ),
+        Substr | SubstrCp => {
+            let text = if is_nullish(&values[0]) {
+                String::new()
+            } else {
+                to_text(&values[0])?
+            };
+            let start = usize::try_from(as_int(&values[1], "$substr", "starting index")?.max(0))
+                .unwrap_or(0);
+            let count = as_int(&values[2], "$substr", "length")?;
+            let count = if count < 0 {
+                usize::MAX
+            } else {
+                usize::try_from(count).unwrap_or(usize::MAX)
+            };
+            if op == SubstrCp {
+                Bson::String(text.chars().skip(start).take(count).collect())
+            } else {
+                let end = start.saturating_add(count).min(text.len());
+                let start = start.min(text.len());
+                match text.get(start..end) {
+                    Some(s) => Bson::String(s.to_string()),
+                    None => {
+                        return Err(err(
+                            ErrorCode::BadValue,
+                            "$substrBytes: Invalid range, starting or ending index is a UTF-8 continuation byte.",
+                        ));
+                    }
+                }
+            }
+        }
+        Split => {
+            let (s, d) = (string(&values[0], "$split")?, string(&values[1], "$split")?);
+            if d.is_empty() {
+                return Err(err(
+                    ErrorCode::BadValue,
+                    "$split requires a non-empty separator",
+                ));
+            }
+            Bson::Array(s.split(d).map(|p| Bson::String(p.to_string())).collect())
+        }
+        StrCaseCmp => {
+            let a = to_text(&values[0])?.to_ascii_lowercase();
+            let b = to_text(&values[1])?.to_ascii_lowercase();
+            Bson::Int32(match a.cmp(&b) {
+                Ordering::Less => -1,
+                Ordering::Equal => 0,
+                Ordering::Greater => 1,
+            })
+        }
+        IndexOfBytes => {
+            let (s, sub) = (
+                string(&values[0], "$indexOfBytes")?,
+                string(&values[1], "$indexOfBytes")?,
+            );
+            let start = match values.get(2) {
+                Some(v) => usize::try_from(as_int(v, "$indexOfBytes", "starting index")?.max(0))
+                    .unwrap_or(0),
+                None => 0,
+            };
+            let end = match values.get(3) {
+                Some(v) => {
+                    usize::try_from(as_int(v, "$indexOfBytes", "ending index")?.max(0)).unwrap_or(0)
+                }
+                None => s.len(),
+            };
+            let hay = s.as_bytes().get(start..end.min(s.len())).unwrap_or(&[]);
+            let found = hay
+                .windows(sub.len().max(1))
+                .position(|w| w == sub.as_bytes())
+                .map(|i| i + start);
+            let found = if sub.is_empty() && start <= s.len() {
+                Some(start)
+            } else {
+                found
+            };
+            Bson::Int32(found.and_then(|i| i32::try_from(i).ok()).unwrap_or(-1))
+        }
+        _ => {
+            return Err(err(
+                ErrorCode::InternalError,
+                "string operator out of place",
+            ));
+        }
+    }))
+}
+
+pub(super) fn index_of_cp(values: &[Value]) -> CommandResult<Value> {
+    if is_nullish(&values[0]) {
+        return null();
+    }
+    let (Some(Bson::String(s)), Some(Bson::String(sub))) = (&values[0], &values[1]) else {
+        return Err(mismatch("$indexOfCP requires string arguments".to_string()));
+    };
+    let index = |i: usize| {
+        values
+            .get(i)
+            .and_then(|v| v.as_ref())
+            .and_then(types::as_i64_exact)
+    };
+    let chars: Vec<char> = s.chars().collect();
+    let needle: Vec<char> = sub.chars().collect();
+    let start = usize::try_from(index(2).unwrap_or(0).max(0)).unwrap_or(0);
+    let end = index(3)
+        .map_or(chars.len(), |e| usize::try_from(e.max(0)).unwrap_or(0))
+        .min(chars.len());
+    let found = (start..=end.saturating_sub(needle.len()))
+        .take_while(|i| i + needle.len() <= end)
+        .find(|&i| chars[i..i + needle.len()] == needle[..]);
+    Ok(Some(Bson::Int32(
+        found.and_then(|i| i32::try_from(i).ok()).unwrap_or(-1),
+    )))
+}
+
+pub(super) fn regex_op(
+    op: NamedOp,
+    input: Value,
+    regex: Value,
+    options: Value,
+) -> CommandResult<Value> {
+    let (pattern, mut flags) = match &regex {
+        Some(Bson::String(p)) => (p.clone(), String::new()),
+        Some(Bson::RegularExpression(r)) => (
+            r.pattern.as_str().to_string(),
+            r.options.as_str().to_string(),
+        ),
+        _ if is_nullish(&regex) => (String::new(), String::new()),
+        other => {
+            return Err(mismatch(format!(
+                "$regexMatch needs 'regex' to be of type string or regex, found {}",
+                type_name(other)
+            )));
+        }
+    };
+    match &options {
+        Some(Bson::String(o)) if !flags.is_empty() && !o.is_empty() => {
+            return Err(err(
+                ErrorCode::BadValue,
+                "$regexMatch: regex option(s) specified in both 'regex' and 'option' fields",
+            ));
+        }
+        Some(Bson::String(o)) => flags.push_str(o),
+        _ => {}
+    }
+    let text = match &input {
+        Some(Bson::String(s)) => s.clone(),
+        _ if is_nullish(&input) || is_nullish(&regex) => {
+            return Ok(Some(match op {
+                NamedOp::RegexMatch => Bson::Boolean(false),
+                NamedOp::RegexFindAll => Bson::Array(Vec::new()),
+                _ => Bson::Null,
+            }));
+        }
+        other => {
+            return Err(mismatch(format!(
+                "$regexMatch needs 'input' to be of type string, found {}",
+                type_name(other)
+            )));
+        }
+    };
+    let re = RegexPred::new(&pattern, &flags)?;
+    let compiled = re.compiled();
+    let found = |c: regex::Captures<'_>| {
+        let m = c.get(0).map_or((0, ""), |m| (m.start(), m.as_str()));
+        let idx = i32::try_from(text[..m.0].chars().count()).unwrap_or(i32::MAX);
+        let captures: Vec<Bson> = c
+            .iter()
+            .skip(1)
+            .map(|g| g.map_or(Bson::Null, |g| Bson::String(g.as_str().to_string())))
+            .collect();
+        Bson::Document(doc! {"match": m.1, "idx": idx, "captures": captures})
+    };
+    Ok(Some(match op {
+        NamedOp::RegexMatch => Bson::Boolean(compiled.is_match(&text)),
+        NamedOp::RegexFind => compiled.captures(&text).map_or(Bson::Null, found),
+        _ => Bson::Array(compiled.captures_iter(&text).map(found).collect()),
+    }))
+}
+
+/// `$replaceOne` and `$replaceAll`: arguments `input, find, replacement`.
+pub(super) fn replace(
+    op: NamedOp,
+    input: Value,
+    find: Value,
+    replacement: Value,
+) -> CommandResult<Value> {
+    if [&input, &find, &replacement].iter().any(|v| is_nullish(v)) {
+        return null();
+    }
+    let (Some(Bson::String(i)), Some(Bson::String(f)), Some(Bson::String(r))) =
+        (input, find, replacement)
+    else {
+        return Err(mismatch(
+            "$replaceOne/$replaceAll require string 'input', 'find' and 'replacement'".to_string(),
+        ));
+    };
+    Ok(Some(Bson::String(if op == NamedOp::ReplaceOne {
+        i.replacen(&f, &r, 1)
+    } else {
+        i.replace(&f, &r)
+    })))
+}
+
+/// `$trim`, `$ltrim` and `$rtrim`.
+pub(super) fn trim(
+    input: &Expr,
+    chars: Option<&Expr>,
+    left: bool,
+    right: bool,
+    root: &RawDocument,
+    scope: &mut Scope,
+) -> CommandResult<Value> {
+    let v = input.eval(root, scope)?;
+    if is_nullish(&v) {
+        return null();
+    }
+    let text = string(&v, "$trim")?.to_string();
+    let set: Vec<char> = match chars {
+        Some(c) => match c.eval(root, scope)? {
+            Some(Bson::String(s)) => s.chars().collect(),
+            other if is_nullish(&other) => return null(),
+            other => {
+                return Err(mismatch(format!(
+                    "$trim requires 'chars' to be a string, found: {}",
+                    type_name(&other)
+                )));
+            }
+        },
+        None => vec![
+            ' ', '\0', '\t', '\n', '\u{b}', '\u{c}', '\r', '\u{a0}', '\u{2000}', '\u{200a}',
+            '\u{3000}',
+        ],
+    };
+    let mut t = text.as_str();
+    if left {
+        t = t.trim_start_matches(|c| set.contains(&c));
+    }
+    if right {
+        t = t.trim_end_matches(|c| set.contains(&c));
+    }
+    Ok(Some(Bson::String(t.to_string())))
+}
