@@ -297,6 +297,25 @@ fn spent(start: Instant, sizes: &Sizes, done: usize) -> bool {
     done > 0 && start.elapsed() > sizes.run_budget
 }
 
+/// Runs `op` (given its index) up to `ops` times, stopping early once the run budget is spent
+/// (never before the first); returns when it started and how many ran.
+async fn within_budget(
+    sizes: &Sizes,
+    ops: usize,
+    mut op: impl AsyncFnMut(usize) -> Result<(), mongodb::error::Error>,
+) -> Result<(Instant, usize), mongodb::error::Error> {
+    let start = Instant::now();
+    let mut done = 0usize;
+    for i in 0..ops {
+        if spent(start, sizes, done) {
+            break;
+        }
+        op(i).await?;
+        done += 1;
+    }
+    Ok((start, done))
+}
+
 fn per_op_us(start: Instant, ops: usize) -> f64 {
     start.elapsed().as_secs_f64() * 1e6 / ops.max(1) as f64
 }
@@ -360,30 +379,22 @@ async fn create_index(users: &Collection<Document>) -> Outcome {
 }
 
 async fn count_all(users: &Collection<Document>, sizes: &Sizes) -> Outcome {
-    let start = Instant::now();
-    let mut done = 0usize;
-    for _ in 0..sizes.scan_ops {
-        if spent(start, sizes, done) {
-            break;
-        }
+    let (start, done) = within_budget(sizes, sizes.scan_ops, async |_| {
         users.count_documents(doc! {}).await?;
-        done += 1;
-    }
+        Ok(())
+    })
+    .await?;
     Ok(per_op_ms(start, done))
 }
 
 async fn find_by_id(users: &Collection<Document>, sizes: &Sizes, run: usize) -> Outcome {
-    let start = Instant::now();
-    let mut done = 0usize;
-    for i in 0..sizes.point_ops {
-        if spent(start, sizes, done) {
-            break;
-        }
+    let (start, done) = within_budget(sizes, sizes.point_ops, async |i: usize| {
         users
             .find_one(doc! {"_id": probe_id(sizes, run, i)})
             .await?;
-        done += 1;
-    }
+        Ok(())
+    })
+    .await?;
     Ok(per_op_us(start, done))
 }
 
@@ -409,16 +420,12 @@ async fn find_by_email(users: &Collection<Document>, sizes: &Sizes, run: usize) 
 /// Uses the `count` command (not the driver's countDocuments, which is an aggregation) so that
 /// the query engine is measured, not the pipeline.
 async fn range_count(db: &Database, sizes: &Sizes) -> Outcome {
-    let start = Instant::now();
-    let mut done = 0usize;
-    for _ in 0..sizes.scan_ops {
-        if spent(start, sizes, done) {
-            break;
-        }
+    let (start, done) = within_budget(sizes, sizes.scan_ops, async |_| {
         db.run_command(doc! {"count": USERS, "query": {"age": {"$gte": 30, "$lt": 40}}})
             .await?;
-        done += 1;
-    }
+        Ok(())
+    })
+    .await?;
     Ok(per_op_ms(start, done))
 }
 
@@ -432,116 +439,88 @@ async fn drain(mut cursor: mongodb::Cursor<Document>) -> Result<usize, mongodb::
 
 async fn sort_desc(users: &Collection<Document>, sizes: &Sizes) -> Outcome {
     let ops = sizes.point_ops / 4;
-    let start = Instant::now();
-    let mut done = 0usize;
-    for _ in 0..ops {
-        if spent(start, sizes, done) {
-            break;
-        }
+    let (start, done) = within_budget(sizes, ops, async |_| {
         drain(users.find(doc! {}).sort(doc! {"_id": -1}).limit(20).await?).await?;
-        done += 1;
-    }
+        Ok(())
+    })
+    .await?;
     Ok(per_op_us(start, done))
 }
 
 async fn projection(users: &Collection<Document>, sizes: &Sizes) -> Outcome {
-    let start = Instant::now();
-    let mut done = 0usize;
-    for _ in 0..sizes.scan_ops {
-        if spent(start, sizes, done) {
-            break;
-        }
+    let (start, done) = within_budget(sizes, sizes.scan_ops, async |_| {
         let p = doc! {"username": 1, "email": 1, "age": 1};
         drain(users.find(doc! {}).projection(p).limit(1000).await?).await?;
-        done += 1;
-    }
+        Ok(())
+    })
+    .await?;
     Ok(per_op_ms(start, done))
 }
 
 async fn group(users: &Collection<Document>, sizes: &Sizes) -> Outcome {
-    let start = Instant::now();
-    let mut done = 0usize;
-    for _ in 0..sizes.scan_ops {
-        if spent(start, sizes, done) {
-            break;
-        }
+    let (start, done) = within_budget(sizes, sizes.scan_ops, async |_| {
         let pipeline =
             [doc! {"$group": {"_id": "$age", "n": {"$sum": 1}, "balance": {"$avg": "$balance"}}}];
         drain(users.aggregate(pipeline).await?).await?;
-        done += 1;
-    }
+        Ok(())
+    })
+    .await?;
     Ok(per_op_ms(start, done))
 }
 
 /// A leading `$match` no index serves (about a third of the documents pass), then `$group`.
 async fn match_group(users: &Collection<Document>, sizes: &Sizes) -> Outcome {
-    let start = Instant::now();
-    let mut done = 0usize;
-    for _ in 0..sizes.scan_ops {
-        if spent(start, sizes, done) {
-            break;
-        }
+    let (start, done) = within_budget(sizes, sizes.scan_ops, async |_| {
         let pipeline = [
             doc! {"$match": {"score": {"$lt": 33.0}}},
             doc! {"$group": {"_id": "$age", "n": {"$sum": 1}, "balance": {"$avg": "$balance"}}},
         ];
         drain(users.aggregate(pipeline).await?).await?;
-        done += 1;
-    }
+        Ok(())
+    })
+    .await?;
     Ok(per_op_ms(start, done))
 }
 
 /// `$sort` on `_id` (the `_id` index gives the order) with a `$limit`: reads about the limit.
 async fn sort_indexed(users: &Collection<Document>, sizes: &Sizes) -> Outcome {
-    let start = Instant::now();
-    let mut done = 0usize;
-    for _ in 0..sizes.scan_ops {
-        if spent(start, sizes, done) {
-            break;
-        }
+    let (start, done) = within_budget(sizes, sizes.scan_ops, async |_| {
         let pipeline = [
             doc! {"$sort": {"_id": -1}},
             doc! {"$limit": 10},
             doc! {"$project": {"score": 1}},
         ];
         drain(users.aggregate(pipeline).await?).await?;
-        done += 1;
-    }
+        Ok(())
+    })
+    .await?;
     Ok(per_op_ms(start, done))
 }
 
 /// A count over a fixed-width `_id` range: its cost should not grow with the collection.
 async fn range_count_indexed(db: &Database, sizes: &Sizes, run: usize) -> Outcome {
-    let start = Instant::now();
-    let mut done = 0usize;
-    for i in 0..sizes.point_ops {
-        if spent(start, sizes, done) {
-            break;
-        }
+    let (start, done) = within_budget(sizes, sizes.point_ops, async |i: usize| {
         let lo = probe_id(sizes, run, i);
         db.run_command(doc! {"count": USERS, "query": {"_id": {"$gte": lo, "$lt": lo + 100}}})
             .await?;
-        done += 1;
-    }
+        Ok(())
+    })
+    .await?;
     Ok(per_op_ms(start, done))
 }
 
 /// `$sort` on an unindexed field, with a `$limit` (a top-k) or returning every document.
 async fn sort_pipeline(users: &Collection<Document>, sizes: &Sizes, top_k: bool) -> Outcome {
-    let start = Instant::now();
-    let mut done = 0usize;
-    for _ in 0..sizes.scan_ops {
-        if spent(start, sizes, done) {
-            break;
-        }
+    let (start, done) = within_budget(sizes, sizes.scan_ops, async |_| {
         let mut pipeline = vec![doc! {"$sort": {"score": -1}}];
         if top_k {
             pipeline.push(doc! {"$limit": 10});
         }
         pipeline.push(doc! {"$project": {"score": 1}});
         drain(users.aggregate(pipeline).allow_disk_use(true).await?).await?;
-        done += 1;
-    }
+        Ok(())
+    })
+    .await?;
     Ok(per_op_ms(start, done))
 }
 
@@ -564,64 +543,48 @@ async fn lookup(db: &Database, sizes: &Sizes, indexed: bool) -> Outcome {
     } else {
         ("uname", "username")
     };
-    let start = Instant::now();
-    let mut done = 0usize;
-    for _ in 0..sizes.scan_ops {
-        if spent(start, sizes, done) {
-            break;
-        }
-        let pipeline = [
-            doc! {"$lookup": {"from": USERS, "localField": local, "foreignField": foreign, "as": "u"}},
-        ];
-        drain(orders.aggregate(pipeline).await?).await?;
-        done += 1;
-    }
+    let (start, done) = within_budget(sizes, sizes.scan_ops, async |_| {
+            let pipeline = [
+                doc! {"$lookup": {"from": USERS, "localField": local, "foreignField": foreign, "as": "u"}},
+            ];
+            drain(orders.aggregate(pipeline).await?).await?;
+        Ok(())
+    })
+    .await?;
     Ok(per_op_ms(start, done))
 }
 
 async fn update_one(users: &Collection<Document>, sizes: &Sizes, run: usize) -> Outcome {
-    let start = Instant::now();
-    let mut done = 0usize;
-    for i in 0..sizes.point_ops {
-        if spent(start, sizes, done) {
-            break;
-        }
+    let (start, done) = within_budget(sizes, sizes.point_ops, async |i: usize| {
         let q = doc! {"_id": probe_id(sizes, run, i)};
         users
             .update_one(q, doc! {"$set": {"score": i as f64}})
             .await?;
-        done += 1;
-    }
+        Ok(())
+    })
+    .await?;
     Ok(per_op_us(start, done))
 }
 
 async fn update_many(users: &Collection<Document>, sizes: &Sizes) -> Outcome {
-    let start = Instant::now();
-    let mut done = 0usize;
-    for _ in 0..sizes.scan_ops {
-        if spent(start, sizes, done) {
-            break;
-        }
+    let (start, done) = within_budget(sizes, sizes.scan_ops, async |_| {
         users
             .update_many(doc! {"is_active": true}, doc! {"$inc": {"login_count": 1}})
             .await?;
-        done += 1;
-    }
+        Ok(())
+    })
+    .await?;
     Ok(per_op_ms(start, done))
 }
 
 async fn delete_insert(users: &Collection<Document>, sizes: &Sizes, run: usize) -> Outcome {
-    let start = Instant::now();
-    let mut done = 0usize;
-    for i in 0..sizes.point_ops {
-        if spent(start, sizes, done) {
-            break;
-        }
+    let (start, done) = within_budget(sizes, sizes.point_ops, async |i: usize| {
         let id = probe_id(sizes, run, i);
         users.delete_one(doc! {"_id": id}).await?;
         users.insert_one(dataset::user(dataset::SEED, id)).await?;
-        done += 1;
-    }
+        Ok(())
+    })
+    .await?;
     Ok(per_op_us(start, done))
 }
 
