@@ -14,8 +14,8 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 /// The mongod release whose behaviour cairn follows; drivers read it to pick features.
-pub const COMPAT_VERSION: &str = "7.0.0";
-const COMPAT_VERSION_ARRAY: [i32; 4] = [7, 0, 0, 0];
+pub const COMPAT_VERSION: &str = "8.0.0";
+const COMPAT_VERSION_ARRAY: [i32; 4] = [8, 0, 0, 0];
 
 pub fn build_info() -> Reply {
     Reply::Doc(doc! {

@@ -8,6 +8,7 @@ pub mod aggregate;
 pub mod args;
 pub mod auth;
 pub mod authz;
+pub mod bulk_write;
 pub mod crud_read;
 pub mod crud_write;
 pub mod ddl;
@@ -131,6 +132,7 @@ commands! {
     "insert" => "Insert documents";
     "update" => "Update documents";
     "delete" => "Delete documents";
+    "bulkWrite" => "Insert, update and delete documents of many collections in one command (8.0)", admin true;
     "findAndModify" ["findandmodify"] => "Find one document and update or remove it";
     "find" => "Query documents";
     "getMore" => "Next batch of a cursor";
@@ -349,6 +351,7 @@ pub async fn dispatch(
         "insert" => crud_write::insert(state, req).await,
         "update" => crud_write::update(state, req).await,
         "delete" => crud_write::delete(state, req).await,
+        "bulkWrite" => bulk_write::bulk_write(state, req).await,
         "findAndModify" => find_and_modify::run(state, req).await,
         "find" => off_thread(state, req, crud_read::find).await,
         "getMore" => off_thread(state, req, crud_read::get_more).await,
