@@ -83,6 +83,7 @@ pub const RULES: &[(&str, Rule)] = &[
     ("refreshSessions", Open),
     ("killSessions", Authenticated),
     ("killAllSessions", Cluster(&["killAnySession"])),
+    ("killAllSessionsByPattern", Cluster(&["killAnySession"])),
     ("getLog", Cluster(&["getLog"])),
     ("shutdown", Cluster(&["shutdown"])),
     ("profile", Database(&["enableProfiler"])),
@@ -117,6 +118,30 @@ pub const RULES: &[(&str, Rule)] = &[
         Cluster(&["checkFreeMonitoringStatus"]),
     ),
     ("fsync", Cluster(&["fsync"])),
+    ("fsyncUnlock", Cluster(&["unlock"])),
+    ("dataSize", Custom(data_size)),
+    ("compact", Collection(&["compact"])),
+    (
+        "validateDBMetadata",
+        Database(&["listCollections", "listIndexes"]),
+    ),
+    ("top", Cluster(&["top"])),
+    ("lockInfo", Cluster(&["serverStatus"])),
+    ("connPoolStats", Cluster(&["connPoolStats"])),
+    ("planCacheClear", Collection(&["planCacheWrite"])),
+    (
+        "planCacheClearFilters",
+        Collection(&["planCacheIndexFilter"]),
+    ),
+    (
+        "planCacheListFilters",
+        Collection(&["planCacheIndexFilter"]),
+    ),
+    ("planCacheSetFilter", Collection(&["planCacheIndexFilter"])),
+    ("getClusterParameter", Cluster(&["getClusterParameter"])),
+    ("setClusterParameter", Cluster(&["setClusterParameter"])),
+    ("getDefaultRWConcern", Cluster(&["getDefaultRWConcern"])),
+    ("setDefaultRWConcern", Cluster(&["setDefaultRWConcern"])),
     // mongod gates fail points on internal privileges; cairn lets those who may set parameters.
     ("configureFailPoint", Cluster(&["setParameter"])),
     ("waitForFailPoint", Cluster(&["setParameter"])),
@@ -261,6 +286,18 @@ fn bulk_write(_: &str, body: &Document, seqs: &[Sequence]) -> Vec<Need> {
         needs.push(Need::coll(db, coll, &actions));
     }
     needs
+}
+
+/// `dataSize` names its namespace in full ("db.coll"); it needs `find` there.
+fn data_size(db: &str, body: &Document, _: &[Sequence]) -> Vec<Need> {
+    match body
+        .get_str("dataSize")
+        .ok()
+        .and_then(|ns| ns.split_once('.'))
+    {
+        Some((d, c)) => vec![Need::coll(d, c, &["find"])],
+        None => vec![Need::db(db, &["find"])],
+    }
 }
 
 fn find_and_modify(db: &str, body: &Document, _: &[Sequence]) -> Vec<Need> {
