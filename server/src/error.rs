@@ -280,6 +280,7 @@ error_codes! {
     APIStrictError = 323,
     APIVersionError = 322,
     Location51300 = 51300,
+    Location16764 = 16764,
 }
 
 /// An error a command returns to its client.
