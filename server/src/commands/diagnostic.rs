@@ -74,11 +74,11 @@ pub fn data_size(state: &ServerState, req: &Request) -> CommandResult<Reply> {
             let min_raw = raw(min)?;
             let max_raw = raw(max)?;
             let all = Document::new();
-            let matches =
-                crate::exec::collect_matches(&c, &Filter::parse(&all)?, &all, None, None, None)?;
+            // One pass over the collection, one document in memory at a time.
+            let mut scan = crate::exec::planned_scan(&c, Filter::parse(&all)?, &all, None);
             let mut size = 0i64;
             let mut count = 0i64;
-            for (_, d, _) in matches {
+            while let Some((_, d, _)) = scan.next_match(None)? {
                 let after_min = order.compare(&d, &min_raw) != std::cmp::Ordering::Less;
                 let before_max = order.compare(&d, &max_raw) == std::cmp::Ordering::Less;
                 if after_min && before_max {
