@@ -350,3 +350,36 @@ async fn regex_find_all_over_a_big_string_is_bounded_and_interruptible() {
     // The finding was 3.9 GB; the bounded result keeps the peak to a few hundred MiB.
     assert!(peak < 1536.0, "peak RSS {peak} MiB");
 }
+
+/// The liveness figure: four heavy queries at once (more than the machine's cores) for about
+/// three seconds while another client pings every 10 ms; every ping must answer, the p99 is
+/// printed, not asserted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pings_answer_while_heavy_queries_run_at_once() {
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let coll = fill(&client, 100_000).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let pings = pinger(server.client().await, stop.clone());
+    let queries: Vec<_> = (0..4)
+        .map(|_| {
+            let coll = coll.clone();
+            tokio::spawn(async move {
+                let r = coll
+                    .find(wide_filter())
+                    .max_time(Duration::from_millis(3000))
+                    .await;
+                match r {
+                    Ok(cursor) => cursor.try_collect::<Vec<_>>().await.map(|_| ()),
+                    Err(e) => Err(e),
+                }
+            })
+        })
+        .collect();
+    for q in queries {
+        let e = q.await.unwrap().unwrap_err();
+        assert_eq!(error_code(&e), 50, "{e}");
+    }
+    stop.store(true, Ordering::Relaxed);
+    report("pings during four heavy queries", pings.await.unwrap());
+}
