@@ -228,28 +228,38 @@ pub(super) fn regex_op(
 /// matches counts each character once instead of from the start every time.
 fn found_doc(text: &str, c: &regex::Captures<'_>, counted: &mut (usize, usize)) -> Bson {
     let (start, matched) = c.get(0).map_or((0, ""), |m| (m.start(), m.as_str()));
-    let (from, before) = *counted;
-    let points = before + text.get(from..start).map_or(0, |s| s.chars().count());
-    *counted = (start.max(from), points);
-    let idx = i32::try_from(points).unwrap_or(i32::MAX);
     let captures: Vec<Bson> = c
         .iter()
         .skip(1)
         .map(|g| g.map_or(Bson::Null, |g| Bson::String(g.as_str().to_string())))
         .collect();
+    match_doc(text, start, matched, captures, counted)
+}
+
+fn match_doc(
+    text: &str,
+    start: usize,
+    matched: &str,
+    captures: Vec<Bson>,
+    counted: &mut (usize, usize),
+) -> Bson {
+    let (from, before) = *counted;
+    let points = before + text.get(from..start).map_or(0, |s| s.chars().count());
+    *counted = (start.max(from), points);
+    let idx = i32::try_from(points).unwrap_or(i32::MAX);
     Bson::Document(doc! {"match": matched, "idx": idx, "captures": captures})
 }
 
 /// `$regexFindAll`: every match in one pass, interruptible per match, failing (51151) once
-/// the result passes the BSON size limit instead of growing without bound.
+/// the result passes the BSON size limit instead of growing without bound. A pattern without
+/// groups takes the regex crate's faster search (no capture slots).
 fn regex_find_all(compiled: &regex::Regex, text: &str) -> CommandResult<Bson> {
     let max = crate::query::limits::BUILT_VALUE_BYTES_MAX;
     let mut out = Vec::new();
     let mut bytes = 0usize;
     let mut counted = (0, 0);
-    for c in compiled.captures_iter(text) {
+    let mut push = |d: Bson| -> CommandResult<()> {
         crate::interrupt::tick()?;
-        let d = found_doc(text, &c, &mut counted);
         bytes += element_size_bytes(&d);
         if bytes > max {
             return Err(err(
@@ -260,6 +270,16 @@ fn regex_find_all(compiled: &regex::Regex, text: &str) -> CommandResult<Bson> {
             ));
         }
         out.push(d);
+        Ok(())
+    };
+    if compiled.captures_len() == 1 {
+        for m in compiled.find_iter(text) {
+            push(match_doc(text, m.start(), m.as_str(), vec![], &mut counted))?;
+        }
+    } else {
+        for c in compiled.captures_iter(text) {
+            push(found_doc(text, &c, &mut counted))?;
+        }
     }
     Ok(Bson::Array(out))
 }
