@@ -33,24 +33,30 @@ async fn fill(client: &mongodb::Client, n: i32) -> mongodb::Collection<Document>
     coll
 }
 
-/// Pings every 10 ms until `stop`; returns the latencies. Each ping must answer.
-fn pinger(
-    client: mongodb::Client,
-    stop: Arc<AtomicBool>,
-) -> tokio::task::JoinHandle<Vec<Duration>> {
-    tokio::spawn(async move {
-        let mut lat = Vec::new();
-        while !stop.load(Ordering::Relaxed) {
-            let t = Instant::now();
-            client
-                .database("admin")
-                .run_command(doc! { "ping": 1 })
-                .await
-                .expect("ping while a heavy query runs");
-            lat.push(t.elapsed());
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        lat
+/// Pings every 10 ms until `stop`, from a thread and runtime of its own (so that the test's
+/// other tasks, which build and encode 1 MB filters, cannot delay it); returns the latencies.
+/// Each ping must answer.
+fn pinger(uri: String, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<Duration>> {
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let client = mongodb::Client::with_uri_str(&uri).await.unwrap();
+            let mut lat = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                let t = Instant::now();
+                client
+                    .database("admin")
+                    .run_command(doc! { "ping": 1 })
+                    .await
+                    .expect("ping while a heavy query runs");
+                lat.push(t.elapsed());
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            lat
+        })
     })
 }
 
@@ -114,7 +120,7 @@ async fn a_wide_filter_stops_at_max_time_ms_while_pings_answer() {
     let client = server.client().await;
     let coll = fill(&client, 3000).await;
     let stop = Arc::new(AtomicBool::new(false));
-    let pings = pinger(server.client().await, stop.clone());
+    let pings = pinger(server.uri(), stop.clone());
     let started = Instant::now();
     let r = coll
         .find(wide_filter())
@@ -132,7 +138,7 @@ async fn a_wide_filter_stops_at_max_time_ms_while_pings_answer() {
         took.as_secs_f64() * 1e3
     );
     assert!(took < STOP_BOUND, "took {took:?}");
-    report("pings during the wide filter", pings.await.unwrap());
+    report("pings during the wide filter", pings.join().unwrap());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -173,7 +179,7 @@ async fn kill_op_interrupts_a_running_query() {
     let coll = fill(&client, 100_000).await;
     let admin = client.database("admin");
     let stop = Arc::new(AtomicBool::new(false));
-    let pings = pinger(server.client().await, stop.clone());
+    let pings = pinger(server.uri(), stop.clone());
     let query = tokio::spawn(async move {
         match coll.find(wide_filter()).await {
             Ok(cursor) => cursor.try_collect::<Vec<_>>().await.map(|_| ()),
@@ -204,7 +210,7 @@ async fn kill_op_interrupts_a_running_query() {
         took.as_secs_f64() * 1e3
     );
     until_no_query(&admin, killed).await;
-    report("pings during the killed query", pings.await.unwrap());
+    report("pings during the killed query", pings.join().unwrap());
     // Killing an opid that is gone is answered the same way.
     let r = admin
         .run_command(doc! { "killOp": 1, "op": 1_000_000_000_i64 })
@@ -222,7 +228,7 @@ async fn a_client_that_hangs_up_stops_its_query() {
     fill(&client, 100_000).await;
     let admin = client.database("admin");
     let stop = Arc::new(AtomicBool::new(false));
-    let pings = pinger(server.client().await, stop.clone());
+    let pings = pinger(server.uri(), stop.clone());
     let mut raw = RawConn::connect(&server.addr());
     let mut body = doc! { "find": "c", "filter": wide_filter(), "$db": "t" };
     body.insert("batchSize", 1000);
@@ -242,7 +248,7 @@ async fn a_client_that_hangs_up_stops_its_query() {
         "client disconnect: the query left currentOp {:.1} ms after the client closed",
         took.as_secs_f64() * 1e3
     );
-    report("pings during the abandoned query", pings.await.unwrap());
+    report("pings during the abandoned query", pings.join().unwrap());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -361,7 +367,7 @@ async fn pings_answer_while_heavy_queries_run_at_once() {
     let client = server.client().await;
     let coll = fill(&client, 100_000).await;
     let stop = Arc::new(AtomicBool::new(false));
-    let pings = pinger(server.client().await, stop.clone());
+    let pings = pinger(server.uri(), stop.clone());
     let queries: Vec<_> = (0..4)
         .map(|_| {
             let coll = coll.clone();
@@ -382,7 +388,7 @@ async fn pings_answer_while_heavy_queries_run_at_once() {
         assert_eq!(error_code(&e), 50, "{e}");
     }
     stop.store(true, Ordering::Relaxed);
-    report("pings during four heavy queries", pings.await.unwrap());
+    report("pings during four heavy queries", pings.join().unwrap());
 }
 
 /// Shutdown interrupts a running query (11600 InterruptedAtShutdown) instead of waiting for it,

@@ -292,7 +292,8 @@ async fn handle_msg(
         let mut shutdown = state.shutdown_requested();
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(ms)) => {}
-            _ = shutdown.changed() => {}
+            // wait_for, not changed: a shutdown requested before this hello arrived counts.
+            _ = shutdown.wait_for(|stop| *stop) => {}
         }
     }
     let reply = match run_command(state, info, &req).await {
@@ -386,7 +387,7 @@ async fn stream_hellos<S: AsyncRead + AsyncWrite + Unpin>(
                 Ok(_) => None,
                 Err(e) => Some(End::Io(e)),
             },
-            _ = shutdown.changed() => return Some(End::Shutdown),
+            _ = shutdown.wait_for(|stop| *stop) => return Some(End::Shutdown),
         }
         let reply = match run_command(state, info, &ex.request).await {
             Ok(r) => r,
