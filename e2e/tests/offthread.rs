@@ -196,10 +196,7 @@ async fn index_builds(client: &mongodb::Client) -> Vec<Document> {
         .unwrap()
         .iter()
         .filter_map(|o| o.as_document().cloned())
-        .filter(|o| {
-            o.get_document("command")
-                .is_ok_and(|c| c.contains_key("createIndexes"))
-        })
+        .filter(|o| o.get_str("msg").is_ok_and(|m| m.starts_with("Index Build")))
         .collect()
 }
 

@@ -291,6 +291,38 @@ pub fn shutdown(state: &ServerState, conn: &ConnectionInfo) -> CommandResult<Rep
     Ok(Reply::Close)
 }
 
+/// `killOp {op: opid}`: interrupts the operation `currentOp` lists under that opid; it stops at
+/// its next yield point with Interrupted (11601). mongod answers the same whether or not the
+/// operation still runs.
+pub fn kill_op(state: &ServerState, req: &Request) -> CommandResult<Reply> {
+    let opid = match req.body.get("op") {
+        None => {
+            return Err(err(
+                ErrorCode::FailedToParse,
+                "Did not provide \"op\" field",
+            ));
+        }
+        Some(v) => match v {
+            Bson::Double(f) if f.fract() == 0.0 => *f as i64,
+            Bson::Int32(_) | Bson::Int64(_) => super::as_i64(v).unwrap_or(-1),
+            other => {
+                return Err(err(
+                    ErrorCode::TypeMismatch,
+                    format!(
+                        "\"op\" field must be a number, found {}",
+                        super::args::type_name(other)
+                    ),
+                ));
+            }
+        },
+    };
+    let found = u64::try_from(opid).is_ok_and(|id| state.ops.kill(id));
+    tracing::info!(opid = opid, found = found, "going to kill op");
+    Ok(Reply::Doc(
+        doc! { "info": "attempting to kill op", "ok": 1.0 },
+    ))
+}
+
 pub fn profile(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     let level = req.body.get("profile").and_then(super::as_i64);
     match level {

@@ -172,6 +172,7 @@ pub fn run_pipeline(state: &ServerState, req: &Request) -> CommandResult<Ran> {
         source,
         last_used: Instant::now(),
         no_timeout: false,
+        time_left: deadline.map(|d| d.saturating_duration_since(Instant::now())),
     };
     let id = state.cursors.insert(cursor)?;
     Ok(Ran::Reply(cursor_reply(id, &ns, true, batch)))

@@ -111,6 +111,7 @@ pub const RULES: &[(&str, Rule)] = &[
     ("listIndexes", Collection(&["listIndexes"])),
     ("dropIndexes", Collection(&["dropIndex"])),
     ("currentOp", Cluster(&["inprog"])),
+    ("killOp", Cluster(&["killop"])),
     ("aggregate", Custom(aggregate)),
     ("explain", Custom(explain)),
     (

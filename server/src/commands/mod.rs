@@ -22,7 +22,7 @@ pub mod roles;
 pub mod users;
 
 use crate::error::{CommandResult, ErrorCode, err};
-use crate::offload::Liveness;
+use crate::interrupt::Interrupt;
 use crate::state::ServerState;
 use bson::{Bson, Document, RawDocumentBuf};
 use std::net::SocketAddr;
@@ -65,8 +65,10 @@ pub struct Request {
     pub max_time_ms: Option<i64>,
     /// When the request arrived: `maxTimeMS` counts from here, time spent queued included.
     pub received: Instant,
-    /// Set by the connection when the client hangs up while the request is in flight.
-    pub client: Liveness,
+    /// The operation's interrupt token: the connection interrupts it when the client hangs up
+    /// while the request is in flight, `killOp` and shutdown through the operation registry;
+    /// it carries the `maxTimeMS` deadline.
+    pub op: Interrupt,
 }
 
 /// What a handler produces.
@@ -154,6 +156,7 @@ commands! {
     "listIndexes" => "List a collection's indexes";
     "dropIndexes" ["deleteIndexes"] => "Drop indexes";
     "currentOp" => "Operations in progress", admin true;
+    "killOp" => "Interrupt an operation by the opid currentOp shows", admin true;
     "aggregate" => "Run an aggregation pipeline";
     "explain" => "How a command would run: the query plan and its execution statistics";
     "getFreeMonitoringStatus" => "Free monitoring is not offered; reports disabled", admin true;
@@ -272,6 +275,12 @@ pub fn parse_request(
         None | Some(Bson::Null) => None,
         Some(v) => Some(parse_max_time_ms(v)?),
     };
+    let received = Instant::now();
+    let op = Interrupt::default();
+    // getMore's maxTimeMS is not a deadline (crud_read::get_more applies the cursor's own).
+    if name != "getMore" {
+        op.set_deadline(deadline_of(max_time_ms, received));
+    }
     Ok(Request {
         command: lookup(&name).map_or("", |c| c.name),
         name,
@@ -281,9 +290,16 @@ pub fn parse_request(
         sequences,
         write_concern,
         max_time_ms,
-        received: Instant::now(),
-        client: Liveness::default(),
+        received,
+        op,
     })
+}
+
+/// When `maxTimeMS` (counted from `received`) runs out; 0 means no limit, as in mongod.
+pub fn deadline_of(max_time_ms: Option<i64>, received: Instant) -> Option<Instant> {
+    max_time_ms
+        .filter(|ms| *ms > 0)
+        .map(|ms| received + std::time::Duration::from_millis(ms as u64))
 }
 
 fn parse_max_time_ms(v: &Bson) -> CommandResult<i64> {
@@ -314,7 +330,7 @@ where
     F: FnOnce(&ServerState, &Request) -> CommandResult<T> + Send + 'static,
 {
     let r = req.clone();
-    crate::offload::run(state, req.command, Some(&req.client), move |s| f(s, &r)).await
+    crate::offload::run(state, req.command, Some(&req.op), move |s| f(s, &r)).await
 }
 
 /// Run one command. Never panics on client input; every failure is a `CommandError`. Commands
@@ -450,6 +466,7 @@ pub async fn dispatch(
         "explain" => off_thread(state, req, explain::explain).await,
         "aggregate" => aggregate::aggregate(state, req).await,
         "currentOp" => Ok(admin::current_op(state)),
+        "killOp" => admin::kill_op(state, req),
         "getFreeMonitoringStatus" => Ok(Reply::Doc(bson::doc! { "state": "disabled", "ok": 1.0 })),
         other => Err(err(
             ErrorCode::InternalError,
