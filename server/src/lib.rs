@@ -4,6 +4,7 @@
 pub mod auth;
 pub mod background;
 pub mod catalog;
+pub mod clock;
 pub mod commands;
 #[cfg(test)]
 mod compat;
@@ -21,6 +22,7 @@ pub mod ops;
 pub mod parameters;
 pub mod planner;
 pub mod query;
+pub mod repl;
 pub mod server;
 pub mod state;
 pub mod sysinfo;

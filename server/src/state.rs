@@ -79,6 +79,8 @@ pub struct ServerState {
     pub pool: PoolStats,
     /// Test-only fail points (`configureFailPoint`).
     pub failpoints: crate::failpoints::FailPoints,
+    /// `--replSet`: the one-member replica set's state (None: standalone).
+    pub repl: Option<crate::repl::ReplState>,
     shutdown_tx: watch::Sender<bool>,
 }
 
@@ -99,6 +101,7 @@ impl ServerState {
         let slowms = config.slowms;
         let tls = crate::tls::Tls::from_config(&config)?;
         let auth = crate::auth::AuthState::new(config.auth);
+        let repl = config.repl_set.clone().map(crate::repl::ReplState::new);
         Ok(ServerState {
             config,
             argv,
@@ -119,6 +122,7 @@ impl ServerState {
             tls,
             pool: PoolStats::default(),
             failpoints: crate::failpoints::FailPoints::default(),
+            repl,
             shutdown_tx: watch::channel(false).0,
         })
     }

@@ -170,3 +170,11 @@ mod tests {
         assert_eq!(limit_along(root.path(), "/missing", "memory.max"), None);
     }
 }
+
+/// This machine's host name.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| "localhost".to_string())
+}

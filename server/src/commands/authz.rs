@@ -116,6 +116,10 @@ pub const RULES: &[(&str, Rule)] = &[
         Cluster(&["checkFreeMonitoringStatus"]),
     ),
     ("fsync", Cluster(&["fsync"])),
+    ("replSetInitiate", Cluster(&["replSetConfigure"])),
+    ("replSetReconfig", Cluster(&["replSetConfigure"])),
+    ("replSetGetStatus", Cluster(&["replSetGetStatus"])),
+    ("replSetGetConfig", Cluster(&["replSetGetConfig"])),
     // mongod gates fail points on internal privileges; cairn lets those who may set parameters.
     ("configureFailPoint", Cluster(&["setParameter"])),
     ("waitForFailPoint", Cluster(&["setParameter"])),

@@ -173,6 +173,10 @@ commands! {
     "revokePrivilegesFromRole" => "Remove privileges from a user-defined role";
     "grantRolesToRole" => "Make a user-defined role inherit more roles";
     "revokeRolesFromRole" => "Make a user-defined role inherit fewer roles";
+    "replSetInitiate" => "Make this node the PRIMARY of a new one-member replica set", admin true;
+    "replSetGetStatus" => "The replica set's members and their state", admin true;
+    "replSetGetConfig" => "The replica set's configuration", admin true;
+    "replSetReconfig" => "Change the replica set's configuration (one member)", admin true;
     "fsync" => "Write a checkpoint now (lock: true is not supported)", admin true;
     "configureFailPoint" => "Switch a test fail point on or off", admin true, test true;
     "waitForFailPoint" => "Wait until a test fail point was entered n times", admin true, test true;
@@ -285,10 +289,20 @@ pub async fn dispatch(
     };
     // A standalone has no transactions or retryable writes; mongod refuses their fields rather
     // than running the write outside the transaction the client believes it is in.
-    if ["txnNumber", "startTransaction", "autocommit"]
-        .iter()
-        .any(|k| req.body.contains_key(*k))
-    {
+    // A replica set member takes `txnNumber` (retryable writes: drivers send it by default;
+    // cairn runs each statement once, without the retry record), not transactions.
+    let refused: &[&str] = if state.repl.is_some() {
+        &["startTransaction", "autocommit"]
+    } else {
+        &["txnNumber", "startTransaction", "autocommit"]
+    };
+    if state.repl.is_some() && refused.iter().any(|k| req.body.contains_key(*k)) {
+        return Err(err(
+            ErrorCode::IllegalOperation,
+            "Multi-document transactions are not supported by cairn",
+        ));
+    }
+    if refused.iter().any(|k| req.body.contains_key(*k)) {
         return Err(err(
             ErrorCode::IllegalOperation,
             "Transaction numbers are only allowed on a replica set member or mongos",
@@ -301,6 +315,7 @@ pub async fn dispatch(
         ));
     }
     authz::check(state, conn, spec, req).await?;
+    crate::repl::check_primary(state, req)?;
     let result = match spec.name {
         "hello" => handshake::hello(state, conn, req, false),
         "isMaster" => handshake::hello(state, conn, req, true),
@@ -343,6 +358,10 @@ pub async fn dispatch(
         "shutdown" => admin::shutdown(state, conn),
         "profile" => admin::profile(state, req),
         "fsync" => admin::fsync(state, req).await,
+        "replSetInitiate" => off_thread(state, req, crate::repl::initiate).await,
+        "replSetReconfig" => off_thread(state, req, crate::repl::reconfig).await,
+        "replSetGetStatus" => crate::repl::get_status(state),
+        "replSetGetConfig" => crate::repl::get_config(state),
         "configureFailPoint" => admin::configure_fail_point(state, req),
         "waitForFailPoint" => admin::wait_for_fail_point(state, req).await,
         "listDatabases" => off_thread(state, req, ddl::list_databases).await,
