@@ -212,3 +212,68 @@ async fn driver_discovers_the_primary_with_replica_set_option() {
         "{types:?}"
     );
 }
+
+fn cluster_time_of(reply: &Document) -> bson::Timestamp {
+    let ct = reply.get_document("$clusterTime").expect("$clusterTime");
+    let sig = ct.get_document("signature").unwrap();
+    assert_eq!(sig.get_binary_generic("hash").unwrap().len(), 20);
+    assert!(reply.get_timestamp("operationTime").is_ok());
+    ct.get_timestamp("clusterTime").unwrap()
+}
+
+fn ts_key(t: bson::Timestamp) -> u64 {
+    (u64::from(t.time) << 32) | u64::from(t.increment)
+}
+
+#[tokio::test]
+async fn cluster_time_grows_over_restarts() {
+    let mut server = initiated(&[]).await;
+    let mut last = 0u64;
+    for round in 0..3 {
+        let db = server.client().await.database("t");
+        for i in 0..5 {
+            let r = db
+                .run_command(doc! { "insert": "c", "documents": [{ "round": round, "i": i }] })
+                .await
+                .unwrap();
+            let t = ts_key(cluster_time_of(&r));
+            assert!(t > last, "round {round}: {t} after {last}");
+            assert_eq!(ts_key(r.get_timestamp("operationTime").unwrap()), t);
+            last = t;
+        }
+        // Reads carry it too, and accept the cluster time back (causal consistency).
+        let r = db
+            .run_command(doc! {
+                "find": "c",
+                "readConcern": { "level": "majority", "afterClusterTime": bson::Timestamp { time: (last >> 32) as u32, increment: last as u32 } },
+            })
+            .await
+            .unwrap();
+        assert_eq!(ts_key(cluster_time_of(&r)), last);
+        let r = db
+            .run_command(doc! { "find": "c", "readConcern": { "level": "linearizable" } })
+            .await
+            .unwrap();
+        assert_eq!(ts_key(cluster_time_of(&r)), last);
+        // A session's causally consistent read after its write.
+        let client = server.client().await;
+        let mut session = client.start_session().await.unwrap();
+        let coll = client.database("t").collection::<Document>("c");
+        coll.insert_one(doc! { "s": round })
+            .session(&mut session)
+            .await
+            .unwrap();
+        let n = coll
+            .count_documents(doc! { "s": round })
+            .session(&mut session)
+            .await
+            .unwrap();
+        assert_eq!(n, 1);
+        last = ts_key(session.operation_time().unwrap());
+        if round == 0 {
+            server.restart_after_kill();
+        } else {
+            restart_clean(&mut server);
+        }
+    }
+}

@@ -94,6 +94,10 @@ impl ServerState {
             cache_size_bytes: config.cache_size_bytes(crate::sysinfo::memory_bytes()),
             checkpoint_interval_ms: config.checkpoint_interval_ms(),
             checkpoint_log_bytes: config.checkpoint_log_bytes(),
+            history_bytes: config
+                .repl_set
+                .as_ref()
+                .map(|_| config.oplog_size_mb * 1024 * 1024),
             ..storage::EngineOptions::default()
         };
         let engine = storage::Engine::open(&config.dbpath, opts).map_err(|e| e.to_string())?;

@@ -316,6 +316,9 @@ pub async fn dispatch(
     }
     authz::check(state, conn, spec, req).await?;
     crate::repl::check_primary(state, req)?;
+    if state.repl.is_some() {
+        crate::clock::check_read_concern(state, &req.body)?;
+    }
     let result = match spec.name {
         "hello" => handshake::hello(state, conn, req, false),
         "isMaster" => handshake::hello(state, conn, req, true),
