@@ -277,3 +277,266 @@ async fn cluster_time_grows_over_restarts() {
         }
     }
 }
+
+async fn oplog_of(client: &mongodb::Client, ns: &str) -> Vec<Document> {
+    let r = client
+        .database("local")
+        .run_command(doc! { "find": "oplog.rs", "filter": { "ns": ns }, "batchSize": 1000 })
+        .await
+        .unwrap();
+    let c = r.get_document("cursor").unwrap();
+    c.get_array("firstBatch")
+        .unwrap()
+        .iter()
+        .map(|d| d.as_document().unwrap().clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn oplog_has_mongods_entries_for_insert_update_replace_delete() {
+    let mut server = initiated(&[]).await;
+    let client = server.client().await;
+    let coll = client.database("t").collection::<Document>("c");
+    coll.insert_one(doc! { "_id": 1, "a": 1, "b": { "c": 1 } })
+        .await
+        .unwrap();
+    coll.update_one(
+        doc! { "_id": 1 },
+        doc! { "$set": { "a": 2, "b.c": 5 }, "$unset": { "x": 1 } },
+    )
+    .await
+    .unwrap();
+    coll.replace_one(doc! { "_id": 1 }, doc! { "z": 1 })
+        .await
+        .unwrap();
+    coll.delete_one(doc! { "_id": 1 }).await.unwrap();
+    let uuid_check =
+        |e: &Document| assert!(e.get_binary_generic("ui").is_err() && e.get("ui").is_some());
+    let entries = oplog_of(&client, "t.c").await;
+    let ops: Vec<&str> = entries.iter().map(|e| e.get_str("op").unwrap()).collect();
+    assert_eq!(ops, ["i", "u", "u", "d"], "{entries:?}");
+    for e in &entries {
+        uuid_check(e);
+        assert_eq!(e.get_i64("v").ok(), Some(2));
+        assert!(e.get_i64("t").is_ok());
+        assert!(e.get_datetime("wall").is_ok());
+    }
+    assert_eq!(
+        entries[0].get_document("o").unwrap(),
+        &doc! { "_id": 1, "a": 1, "b": { "c": 1 } }
+    );
+    assert_eq!(
+        entries[1].get_document("o").unwrap(),
+        &doc! { "$v": 2, "diff": { "u": { "a": 2 }, "sb": { "u": { "c": 5 } } } }
+    );
+    assert_eq!(entries[1].get_document("o2").unwrap(), &doc! { "_id": 1 });
+    assert_eq!(
+        entries[2].get_document("o").unwrap(),
+        &doc! { "_id": 1, "z": 1 }
+    );
+    assert_eq!(entries[3].get_document("o").unwrap(), &doc! { "_id": 1 });
+    let ts: Vec<u64> = entries
+        .iter()
+        .map(|e| ts_key(e.get_timestamp("ts").unwrap()))
+        .collect();
+    assert!(ts.windows(2).all(|w| w[0] < w[1]), "{ts:?}");
+    // Newest first, and a ts filter.
+    let r = client
+        .database("local")
+        .run_command(doc! { "find": "oplog.rs", "filter": { "ns": "t.c" }, "sort": { "$natural": -1 }, "limit": 1 })
+        .await
+        .unwrap();
+    let first = r
+        .get_document("cursor")
+        .unwrap()
+        .get_array("firstBatch")
+        .unwrap();
+    assert_eq!(first.len(), 1);
+    assert_eq!(
+        first[0].as_document().unwrap().get_str("op").ok(),
+        Some("d")
+    );
+    let last_ts = entries[3].get_timestamp("ts").unwrap();
+    // An insertMany: one entry per document, each with its own ts.
+    coll.insert_many((10..13).map(|i| doc! { "_id": i }))
+        .await
+        .unwrap();
+    restart_clean(&mut server);
+    let client = server.client().await;
+    let r = client
+        .database("local")
+        .run_command(
+            doc! { "find": "oplog.rs", "filter": { "ns": "t.c", "ts": { "$gt": last_ts } } },
+        )
+        .await
+        .unwrap();
+    let later = r
+        .get_document("cursor")
+        .unwrap()
+        .get_array("firstBatch")
+        .unwrap();
+    assert_eq!(later.len(), 3);
+    let ts: Vec<u64> = later
+        .iter()
+        .map(|e| ts_key(e.as_document().unwrap().get_timestamp("ts").unwrap()))
+        .collect();
+    assert!(ts.windows(2).all(|w| w[0] < w[1]), "{ts:?}");
+}
+
+#[tokio::test]
+async fn change_stream_events_have_mongods_shapes() {
+    use futures_util::StreamExt;
+    let server = initiated(&[]).await;
+    let client = server.client().await;
+    let coll = client.database("t").collection::<Document>("c");
+    let mut stream = coll.watch().await.unwrap();
+    let mut lookup = coll
+        .watch()
+        .full_document(mongodb::options::FullDocumentType::UpdateLookup)
+        .await
+        .unwrap();
+    let other = client.database("t").collection::<Document>("other");
+    other.insert_one(doc! { "_id": "elsewhere" }).await.unwrap();
+    coll.insert_one(doc! { "_id": 1, "a": 1 }).await.unwrap();
+    coll.update_one(doc! { "_id": 1 }, doc! { "$set": { "a": 2, "n.x": 1 } })
+        .await
+        .unwrap();
+    coll.replace_one(doc! { "_id": 1 }, doc! { "b": 1 })
+        .await
+        .unwrap();
+    coll.delete_one(doc! { "_id": 1 }).await.unwrap();
+    let mut events = Vec::new();
+    for _ in 0..4 {
+        events.push(stream.next().await.unwrap().unwrap());
+    }
+    use mongodb::change_stream::event::OperationType as Op;
+    let kinds: Vec<Op> = events.iter().map(|e| e.operation_type.clone()).collect();
+    assert_eq!(kinds, [Op::Insert, Op::Update, Op::Replace, Op::Delete]);
+    for e in &events {
+        assert_eq!(e.document_key.as_ref().unwrap(), &doc! { "_id": 1 });
+        let ns = e.ns.as_ref().unwrap();
+        assert_eq!((ns.db.as_str(), ns.coll.as_deref()), ("t", Some("c")));
+        assert!(e.cluster_time.is_some() && e.wall_time.is_some());
+    }
+    assert_eq!(
+        events[0].full_document.as_ref().unwrap(),
+        &doc! { "_id": 1, "a": 1 }
+    );
+    assert!(events[1].full_document.is_none());
+    let ud = events[1].update_description.as_ref().unwrap();
+    assert_eq!(ud.updated_fields, doc! { "a": 2, "n": { "x": 1 } });
+    assert!(ud.removed_fields.is_empty());
+    assert_eq!(
+        events[2].full_document.as_ref().unwrap(),
+        &doc! { "_id": 1, "b": 1 }
+    );
+    // updateLookup: the document as it is now (replaced, then deleted: null).
+    let mut lk = Vec::new();
+    for _ in 0..4 {
+        lk.push(lookup.next().await.unwrap().unwrap());
+    }
+    assert_eq!(lk[1].operation_type, Op::Update);
+    assert!(lk[1].full_document.is_none());
+    // Tokens grow; a resume from the second event gives the last two.
+    let t1 = events[1].id.clone();
+    let mut resumed = coll.watch().resume_after(t1).await.unwrap();
+    let a = resumed.next().await.unwrap().unwrap();
+    let b = resumed.next().await.unwrap().unwrap();
+    assert_eq!(
+        (a.operation_type, b.operation_type),
+        (Op::Replace, Op::Delete)
+    );
+    // startAtOperationTime from the insert's time gives all four.
+    let mut from_time = coll
+        .watch()
+        .start_at_operation_time(events[0].cluster_time.unwrap())
+        .await
+        .unwrap();
+    let e = from_time.next().await.unwrap().unwrap();
+    assert_eq!(e.operation_type, Op::Insert);
+    // A database-wide stream sees both collections; $match filters.
+    let mut dbw = client
+        .database("t")
+        .watch()
+        .pipeline([doc! { "$match": { "operationType": "insert" } }])
+        .start_at_operation_time(events[0].cluster_time.unwrap())
+        .await
+        .unwrap();
+    let e = dbw.next().await.unwrap().unwrap();
+    assert_eq!(e.operation_type, Op::Insert);
+    assert_eq!(e.document_key.unwrap(), doc! { "_id": 1 });
+}
+
+#[tokio::test]
+async fn change_stream_without_replset_is_refused() {
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let e = client
+        .database("t")
+        .collection::<Document>("c")
+        .watch()
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&e), 40573);
+}
+
+/// Writes acknowledged, `kill -9`, restart: a stream resumed from a token taken before the kill
+/// sees every acknowledged write after it exactly once, in order; also after a clean restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn change_stream_resumes_after_sigkill_exactly_once() {
+    use futures_util::StreamExt;
+    let mut server = initiated(&[]).await;
+    let client = server.client().await;
+    let coll = client.database("t").collection::<Document>("c");
+    let mut stream = coll.watch().await.unwrap();
+    coll.insert_one(doc! { "_id": 0 }).await.unwrap();
+    let first = stream.next().await.unwrap().unwrap();
+    let token = first.id.clone();
+    // A concurrent writer: every acknowledged _id is recorded, then the server dies mid-write.
+    let acked: Arc<Mutex<Vec<i64>>> = Arc::default();
+    let writer = {
+        let acked = acked.clone();
+        let coll = coll.clone();
+        tokio::spawn(async move {
+            for i in 1..100_000i64 {
+                match coll.insert_one(doc! { "_id": i }).await {
+                    Ok(_) => acked.lock().unwrap().push(i),
+                    Err(_) => return,
+                }
+            }
+        })
+    };
+    while acked.lock().unwrap().len() < 200 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    server.kill();
+    let _ = writer.await;
+    let acked = acked.lock().unwrap().clone();
+    server.restart_after_kill();
+    let client = server.client().await;
+    let coll = client.database("t").collection::<Document>("c");
+    coll.insert_one(doc! { "_id": -1i64, "after": true })
+        .await
+        .unwrap();
+    let mut resumed = coll.watch().resume_after(token).await.unwrap();
+    let mut seen = Vec::new();
+    loop {
+        let e = resumed.next().await.unwrap().unwrap();
+        let id = e.document_key.unwrap().get_i64("_id").unwrap();
+        if id == -1 {
+            break;
+        }
+        seen.push(id);
+    }
+    // Every acknowledged write, once, in order (an unacknowledged last one may also be there).
+    assert!(
+        seen.len() >= acked.len(),
+        "{} seen, {} acked",
+        seen.len(),
+        acked.len()
+    );
+    assert_eq!(&seen[..acked.len()], &acked[..]);
+    assert!(seen.len() <= acked.len() + 1);
+    let expected: Vec<i64> = (1..=seen.len() as i64).collect();
+    assert_eq!(seen, expected);
+}

@@ -63,6 +63,7 @@ error_codes! {
     RoleNotFound = 31,
     ConflictingUpdateOperators = 40,
     CursorNotFound = 43,
+    NoMatchingDocument = 47,
     NamespaceExists = 48,
     MaxTimeMSExpired = 50,
     DollarPrefixedFieldName = 52,
@@ -136,6 +137,8 @@ error_codes! {
     Location31253 = 31253,
     Location31254 = 31254,
     Location40324 = 40324,
+    Location40573 = 40573,
+    Location40674 = 40674,
     Location51173 = 51173,
     Location51174 = 51174,
     // Aggregation stage argument errors (mongod's location codes).

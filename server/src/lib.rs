@@ -25,6 +25,7 @@ pub mod query;
 pub mod repl;
 pub mod server;
 pub mod state;
+pub mod streams;
 pub mod sysinfo;
 pub mod tls;
 pub mod ttl;

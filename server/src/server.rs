@@ -28,7 +28,7 @@ pub async fn run(config: Config, argv: Vec<String>, log_ring: Arc<LogRing>) -> a
         "cairn starting"
     );
     crate::offload::run(&state, "replSetStart", None, move |st| {
-        crate::repl::start(st, port)
+        crate::commands::replset::start(st, port)
     })
     .await
     .map_err(|e| anyhow::anyhow!("cannot start the replica set member: {}", e.message))?;

@@ -81,6 +81,8 @@ pub struct ServerState {
     pub failpoints: crate::failpoints::FailPoints,
     /// `--replSet`: the one-member replica set's state (None: standalone).
     pub repl: Option<crate::repl::ReplState>,
+    /// Open change streams and oplog cursors.
+    pub streams: crate::streams::StreamRegistry,
     shutdown_tx: watch::Sender<bool>,
 }
 
@@ -127,6 +129,7 @@ impl ServerState {
             pool: PoolStats::default(),
             failpoints: crate::failpoints::FailPoints::default(),
             repl,
+            streams: crate::streams::StreamRegistry::default(),
             shutdown_tx: watch::channel(false).0,
         })
     }

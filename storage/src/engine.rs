@@ -302,7 +302,8 @@ impl Engine {
                 if item.kind == Kind::Stamp
                     && let Ok(s) = crate::record::parse_stamp(item.payload)
                 {
-                    last_timestamp = last_timestamp.max(s.timestamp);
+                    let n = (s.ops.len() as u64).max(1);
+                    last_timestamp = last_timestamp.max(s.timestamp + n - 1);
                 }
                 if !matches!(item.kind, Kind::BatchBegin | Kind::BatchEnd | Kind::Stamp) {
                     replayed += 1;

@@ -39,7 +39,7 @@ pub struct HistoryOp {
 /// One committed, stamped write batch.
 #[derive(Clone, Debug)]
 pub struct HistoryBatch {
-    /// seconds << 32 | increment.
+    /// The first op's timestamp (seconds << 32 | increment); op `i` has `timestamp + i`.
     pub timestamp: u64,
     pub wall_ms: i64,
     pub pos: HistoryPos,
@@ -78,6 +78,12 @@ impl Engine {
             segment: first,
             offset: SEGMENT_HEADER_SIZE as u64,
         }
+    }
+
+    /// Where the next batch will go: a history read from here sees only later writes.
+    pub fn history_end(&self) -> Result<HistoryPos> {
+        let (segment, offset, _) = self.inner.shared.log.position()?;
+        Ok(HistoryPos { segment, offset })
     }
 
     /// Whether `pos` still lies inside the history.
@@ -284,7 +290,7 @@ mod tests {
             assert_eq!(ops.len(), one.len() * (round as usize + 1));
             assert_eq!(&ops[ops.len() - 4..], &one);
             let b = &read.batches[read.batches.len() - 1];
-            assert_eq!(b.timestamp, t3.timestamp);
+            assert_eq!(b.timestamp + 1, t3.timestamp);
             assert_eq!(
                 b.ops[1].details.as_ref().unwrap(),
                 &bson::doc! { "_id": round }

@@ -360,7 +360,7 @@ impl Log {
     }
 
     /// `append`, with a STAMP record first when `stamp` is given (the batch is then always
-    /// wrapped); also returns the batch's timestamp (0 when unstamped).
+    /// wrapped); also returns the batch's last timestamp (0 when unstamped).
     pub fn append_stamped(
         &self,
         recs: &[OutRecord],
@@ -422,10 +422,13 @@ impl Log {
             record::encode(&mut buf, Kind::BatchBegin, seq, &count);
             seq += 1;
         }
-        let mut timestamp = 0;
+        // A batch of n ops takes n timestamps (one per op, as mongod gives each oplog entry
+        // its own); the stamp holds the first, the ticket the last.
+        let mut last_timestamp = 0;
         if let Some(s) = stamp {
             let (secs, wall_ms) = now_wall();
-            timestamp = next_timestamp(self.last_timestamp.load(Ordering::Acquire), secs);
+            let timestamp = next_timestamp(self.last_timestamp.load(Ordering::Acquire), secs);
+            last_timestamp = timestamp + (s.ops.len() as u64).max(1) - 1;
             let payload = record::stamp_payload(timestamp, wall_ms, &s.ops, &s.details);
             record::encode(&mut buf, Kind::Stamp, seq, &payload);
             seq += 1;
@@ -459,8 +462,8 @@ impl Log {
         w.pending.push(pending);
         w.offset += appended;
         w.next_sequence = seq;
-        if timestamp != 0 {
-            self.last_timestamp.store(timestamp, Ordering::Release);
+        if last_timestamp != 0 {
+            self.last_timestamp.store(last_timestamp, Ordering::Release);
         }
         self.appended_bytes.fetch_add(appended, Ordering::Relaxed);
         let segs = self.segments.read().map_err(|_| poisoned_lock())?;
@@ -474,7 +477,7 @@ impl Log {
                 .sum();
             s.live_bytes.fetch_add(put_bytes as i64, Ordering::AcqRel);
         }
-        Ok((seq - 1, locs, timestamp))
+        Ok((seq - 1, locs, last_timestamp))
     }
 
     /// Starts a new segment big enough for `need` bytes. The full one is not synced here (that

@@ -50,7 +50,7 @@ pub fn hello(
         "topologyVersion",
         doc! { "processId": state.process_id, "counter": 0_i64 },
     );
-    crate::repl::hello_fields(
+    super::replset::hello_fields(
         state,
         &mut reply,
         if legacy {

@@ -8,6 +8,7 @@ pub mod aggregate;
 pub mod args;
 pub mod auth;
 pub mod authz;
+pub mod changes;
 pub mod crud_read;
 pub mod crud_write;
 pub mod ddl;
@@ -16,6 +17,7 @@ pub mod find_and_modify;
 pub mod handshake;
 pub mod indexes;
 pub mod output;
+pub mod replset;
 pub mod roles;
 pub mod users;
 
@@ -315,7 +317,7 @@ pub async fn dispatch(
         ));
     }
     authz::check(state, conn, spec, req).await?;
-    crate::repl::check_primary(state, req)?;
+    replset::check_primary(state, req)?;
     if state.repl.is_some() {
         crate::clock::check_read_concern(state, &req.body)?;
     }
@@ -361,10 +363,10 @@ pub async fn dispatch(
         "shutdown" => admin::shutdown(state, conn),
         "profile" => admin::profile(state, req),
         "fsync" => admin::fsync(state, req).await,
-        "replSetInitiate" => off_thread(state, req, crate::repl::initiate).await,
-        "replSetReconfig" => off_thread(state, req, crate::repl::reconfig).await,
-        "replSetGetStatus" => crate::repl::get_status(state),
-        "replSetGetConfig" => crate::repl::get_config(state),
+        "replSetInitiate" => off_thread(state, req, replset::initiate).await,
+        "replSetReconfig" => off_thread(state, req, replset::reconfig).await,
+        "replSetGetStatus" => replset::get_status(state),
+        "replSetGetConfig" => replset::get_config(state),
         "configureFailPoint" => admin::configure_fail_point(state, req),
         "waitForFailPoint" => admin::wait_for_fail_point(state, req).await,
         "listDatabases" => off_thread(state, req, ddl::list_databases).await,
@@ -372,8 +374,12 @@ pub async fn dispatch(
         "update" => crud_write::update(state, req).await,
         "delete" => crud_write::delete(state, req).await,
         "findAndModify" => find_and_modify::run(state, req).await,
+        "find" if changes::is_oplog_find(req) => off_thread(state, req, changes::oplog_find).await,
         "find" => off_thread(state, req, crud_read::find).await,
-        "getMore" => off_thread(state, req, crud_read::get_more).await,
+        "getMore" => match changes::get_more(state, req).await {
+            Some(r) => r,
+            None => off_thread(state, req, crud_read::get_more).await,
+        },
         "killCursors" => crud_read::kill_cursors(state, req),
         "count" => off_thread(state, req, crud_read::count).await,
         "distinct" => off_thread(state, req, crud_read::distinct).await,
