@@ -540,3 +540,55 @@ async fn change_stream_resumes_after_sigkill_exactly_once() {
     let expected: Vec<i64> = (1..=seen.len() as i64).collect();
     assert_eq!(seen, expected);
 }
+
+/// An awaiting getMore is woken by the commit: with `maxAwaitTimeMS` at 60 s the event still
+/// arrives (the 30 s bound only keeps a broken build from hanging; nothing is timed).
+#[tokio::test]
+async fn awaiting_get_more_is_woken_by_the_commit() {
+    use futures_util::StreamExt;
+    let server = initiated(&[]).await;
+    let client = server.client().await;
+    let coll = client.database("t").collection::<Document>("c");
+    let mut stream = coll
+        .watch()
+        .max_await_time(Duration::from_secs(60))
+        .await
+        .unwrap();
+    // Tailable awaitData on the oplog too.
+    let db = client.database("local");
+    let r = db
+        .run_command(doc! { "find": "oplog.rs", "filter": { "ns": "t.c" }, "tailable": true, "awaitData": true })
+        .await
+        .unwrap();
+    let cursor_id = r.get_document("cursor").unwrap().get_i64("id").unwrap();
+    assert_ne!(cursor_id, 0);
+    for i in 0..5 {
+        let writer = coll.clone();
+        let w = tokio::spawn(async move {
+            tokio::task::yield_now().await;
+            writer.insert_one(doc! { "_id": i }).await.unwrap();
+        });
+        let e = tokio::time::timeout(Duration::from_secs(30), stream.next())
+            .await
+            .expect("woken by the commit")
+            .unwrap()
+            .unwrap();
+        assert_eq!(e.document_key.unwrap(), doc! { "_id": i });
+        w.await.unwrap();
+        let more = tokio::time::timeout(
+            Duration::from_secs(30),
+            db.run_command(
+                doc! { "getMore": cursor_id, "collection": "oplog.rs", "maxAwaitTimeMS": 60000 },
+            ),
+        )
+        .await
+        .expect("woken by the commit")
+        .unwrap();
+        let batch = more
+            .get_document("cursor")
+            .unwrap()
+            .get_array("nextBatch")
+            .unwrap();
+        assert_eq!(batch.len(), 1, "{more}");
+    }
+}

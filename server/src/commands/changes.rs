@@ -20,6 +20,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use storage::{HistoryBatch, HistoryOp, HistoryPos, record};
 
+/// The stage `aggregate` hands to this module (with `--replSet`).
+pub const STAGE: &str = "$changeStream";
 pub const OPLOG_DB: &str = "local";
 pub const OPLOG_COLLECTION: &str = "oplog.rs";
 /// History batches one fill reads at most before answering.
@@ -515,7 +517,7 @@ pub fn oplog_find(state: &ServerState, req: &Request) -> CommandResult<Reply> {
 /// Whether an `aggregate`'s first stage is `$changeStream`.
 pub fn is_change_stream(req: &Request) -> bool {
     matches!(req.body.get("pipeline"), Some(Bson::Array(s))
-        if s.first().and_then(Bson::as_document).is_some_and(|d| d.contains_key("$changeStream")))
+        if s.first().and_then(Bson::as_document).is_some_and(|d| d.contains_key(STAGE)))
 }
 
 /// `aggregate` whose first stage is `$changeStream` (None: not a change stream).
