@@ -592,3 +592,42 @@ async fn awaiting_get_more_is_woken_by_the_commit() {
         assert_eq!(batch.len(), 1, "{more}");
     }
 }
+
+/// A find over more of the oplog than one history read returns still gets every entry, over
+/// getMores, and its cursor closes at the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oplog_find_reads_past_one_history_read() {
+    let server = initiated(&[]).await;
+    let client = server.client().await;
+    let coll = client.database("t").collection::<Document>("many");
+    let mut tasks = Vec::new();
+    for w in 0..4i64 {
+        let coll = coll.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..300i64 {
+                coll.insert_one(doc! { "w": w, "i": i }).await.unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let local = client.database("local");
+    let r = local
+        .run_command(doc! { "find": "oplog.rs", "filter": { "ns": "t.many" }, "batchSize": 500 })
+        .await
+        .unwrap();
+    let c = r.get_document("cursor").unwrap();
+    let mut n = c.get_array("firstBatch").unwrap().len();
+    let mut id = c.get_i64("id").unwrap();
+    while id != 0 {
+        let r = local
+            .run_command(doc! { "getMore": id, "collection": "oplog.rs", "batchSize": 500 })
+            .await
+            .unwrap();
+        let c = r.get_document("cursor").unwrap();
+        n += c.get_array("nextBatch").unwrap().len();
+        id = c.get_i64("id").unwrap();
+    }
+    assert_eq!(n, 1200);
+}

@@ -28,6 +28,8 @@ pub const OPLOG_COLLECTION: &str = "oplog.rs";
 const FILL_BATCHES_MAX: usize = 1000;
 /// Bytes of documents one fill reads at most (a reply stays under 16 MB).
 const FILL_BYTES_MAX: usize = 8 << 20;
+/// History batches one fill looks at most (then it answers with what it found).
+const FILL_SCAN_BATCHES_MAX: usize = 100_000;
 /// `maxAwaitTimeMS` of an awaitData getMore that gives none (mongod's 1 s).
 const AWAIT_MS_DEFAULT: u64 = 1000;
 
@@ -274,12 +276,13 @@ fn lookup(
 }
 
 /// Reads on from the cursor's position and returns up to `want` results (oplog entries or
-/// events), moving the position past everything looked at.
+/// events), moving the position past everything looked at, and whether it reached the end of
+/// the durable history.
 fn fill(
     state: &ServerState,
     c: &mut StreamCursor,
     want: usize,
-) -> CommandResult<Vec<RawDocumentBuf>> {
+) -> CommandResult<(Vec<RawDocumentBuf>, bool)> {
     let engine = state.catalog.engine();
     if !engine.history_holds(c.pos.next) {
         return Err(history_lost());
@@ -294,25 +297,36 @@ fn fill(
     };
     let mut out = Vec::new();
     let mut bytes = 0usize;
-    let read = engine
-        .history_read(c.pos.next, FILL_BATCHES_MAX, FILL_BYTES_MAX)
-        .map_err(|e| storage_error(e, OPLOG_DB, OPLOG_COLLECTION))?;
-    let mut batches = read.batches.into_iter().peekable();
-    while let Some(b) = batches.next() {
-        let after = batches.peek().map_or(read.next, |n| n.pos);
-        let skip = if b.pos == c.pos.next { c.pos.skip } else { 0 };
-        if let Some(stopped) = fill_batch(
-            state, c, &b, skip, term, &filters, want, &mut out, &mut bytes,
-        )? {
-            c.pos.next = b.pos;
-            c.pos.skip = stopped;
-            return Ok(out);
+    let mut scanned = 0usize;
+    loop {
+        let read = engine
+            .history_read(c.pos.next, FILL_BATCHES_MAX, FILL_BYTES_MAX)
+            .map_err(|e| storage_error(e, OPLOG_DB, OPLOG_COLLECTION))?;
+        let at_end = read.batches.len() < FILL_BATCHES_MAX;
+        scanned += read.batches.len();
+        let mut batches = read.batches.into_iter().peekable();
+        while let Some(b) = batches.next() {
+            let after = batches.peek().map_or(read.next, |n| n.pos);
+            let skip = if b.pos == c.pos.next { c.pos.skip } else { 0 };
+            if let Some(stopped) = fill_batch(
+                state, c, &b, skip, term, &filters, want, &mut out, &mut bytes,
+            )? {
+                c.pos.next = b.pos;
+                c.pos.skip = stopped;
+                return Ok((out, false));
+            }
+            c.pos.next = after;
+            c.pos.skip = 0;
         }
-        c.pos.next = after;
-        c.pos.skip = 0;
+        c.pos.next = read.next;
+        if at_end {
+            return Ok((out, true));
+        }
+        // A selective filter over a long history: answer now and then (the position moved on).
+        if out.len() >= want || bytes >= FILL_BYTES_MAX || scanned >= FILL_SCAN_BATCHES_MAX {
+            return Ok((out, false));
+        }
     }
-    c.pos.next = read.next;
-    Ok(out)
 }
 
 /// The ops of one batch from `skip` on; `Some(i)` when the reply filled up before op `i`.
@@ -483,9 +497,7 @@ pub fn oplog_find(state: &ServerState, req: &Request) -> CommandResult<Reply> {
         });
         let mut last = std::collections::VecDeque::with_capacity(keep);
         loop {
-            let before = c.pos;
-            let got = fill(state, &mut c, CHANGE_BATCH_COUNT_MAX)?;
-            let done = got.is_empty() && c.pos == before;
+            let (got, done) = fill(state, &mut c, CHANGE_BATCH_COUNT_MAX)?;
             for d in got {
                 if last.len() == keep {
                     last.pop_front();
@@ -502,9 +514,8 @@ pub fn oplog_find(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     if let Some(l) = limit {
         want = want.min(l as usize);
     }
-    let docs = fill(state, &mut c, want)?;
-    let exhausted_now = docs.len() < want;
-    if (exhausted_now && !tailable) || limit.is_some_and(|l| docs.len() as i64 >= l) {
+    let (docs, at_end) = fill(state, &mut c, want)?;
+    if (at_end && !tailable) || limit.is_some_and(|l| docs.len() as i64 >= l) {
         return reply(0, &ns, true, docs, None);
     }
     let id = new_cursor_id(state);
@@ -676,7 +687,7 @@ fn open_stream(
     let docs = if want == 0 {
         Vec::new()
     } else {
-        fill(state, &mut c, want)?
+        fill(state, &mut c, want)?.0
     };
     let pbrt = pbrt_of(&c);
     let id = new_cursor_id(state);
@@ -746,11 +757,8 @@ async fn get_more_on(
         })
         .await?;
         cursor = back;
-        let docs = match got {
-            Ok(d) => d,
-            Err(e) => return Err(e),
-        };
-        if !docs.is_empty() || !awaits || tokio::time::Instant::now() >= deadline {
+        let (docs, at_end) = got?;
+        if !docs.is_empty() || !at_end || !awaits || tokio::time::Instant::now() >= deadline {
             let pbrt = pbrt_of(&cursor);
             let ns = cursor.ns.clone();
             let tailable_oplog_done = matches!(
@@ -759,7 +767,7 @@ async fn get_more_on(
                     tailable: false,
                     ..
                 }
-            ) && docs.len() < want;
+            ) && at_end;
             if tailable_oplog_done {
                 return reply(0, &ns, false, docs, pbrt);
             }
