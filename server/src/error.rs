@@ -288,6 +288,9 @@ error_codes! {
     DocumentValidationFailure = 121,
     NotImplemented = 238,
     APIStrictError = 323,
+    APIVersionError = 322,
+    Location51300 = 51300,
+    Location16764 = 16764,
 }
 
 /// An error a command returns to its client.

@@ -190,6 +190,7 @@ pub const SOURCE_STAGES: &[&str] = &[
     "$indexStats",
     "$currentOp",
     "$listLocalSessions",
+    "$planCacheStats",
 ];
 
 /// `$collStats`, `$indexStats`, `$currentOp` and `$listLocalSessions`: the documents they
@@ -266,6 +267,18 @@ fn source_stage(
         }
         // Sessions are accepted but not tracked yet, so there is none to list.
         "$listLocalSessions" => Ok(Some(vec![])),
+        // There is no plan cache: no entries, whatever the collection.
+        "$planCacheStats" => {
+            let spec = spec.as_document().ok_or_else(|| {
+                err(
+                    ErrorCode::FailedToParse,
+                    "$planCacheStats value must be an object. Found: ".to_string()
+                        + super::args::type_name(spec),
+                )
+            })?;
+            super::args::check_fields_all(spec, "$planCacheStats", &["allHosts"])?;
+            Ok(Some(vec![]))
+        }
         _ => Ok(None),
     }
 }

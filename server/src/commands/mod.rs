@@ -8,10 +8,12 @@ pub mod aggregate;
 pub mod args;
 pub mod auth;
 pub mod authz;
+pub mod bulk_write;
 pub mod changes;
 pub mod crud_read;
 pub mod crud_write;
 pub mod ddl;
+pub mod diagnostic;
 pub mod explain;
 pub mod find_and_modify;
 pub mod handshake;
@@ -126,6 +128,7 @@ commands! {
     "refreshSessions" => "Keep logical sessions alive";
     "killSessions" => "Kill logical sessions";
     "killAllSessions" => "Kill all logical sessions";
+    "killAllSessionsByPattern" => "Kill the logical sessions matching patterns";
     "getLog" => "Recent log lines", admin true;
     "shutdown" => "Stop the server cleanly", admin true;
     "profile" => "Get or set the profiling level and slowms";
@@ -133,6 +136,7 @@ commands! {
     "insert" => "Insert documents";
     "update" => "Update documents";
     "delete" => "Delete documents";
+    "bulkWrite" => "Insert, update and delete documents of many collections in one command (8.0)", admin true;
     "findAndModify" ["findandmodify"] => "Find one document and update or remove it";
     "find" => "Query documents";
     "getMore" => "Next batch of a cursor";
@@ -179,10 +183,56 @@ commands! {
     "replSetGetStatus" => "The replica set's members and their state", admin true;
     "replSetGetConfig" => "The replica set's configuration", admin true;
     "replSetReconfig" => "Change the replica set's configuration (one member)", admin true;
-    "fsync" => "Write a checkpoint now (lock: true is not supported)", admin true;
+    "fsync" => "Write a checkpoint now; with lock: true, hold every write until fsyncUnlock", admin true;
+    "fsyncUnlock" => "Release one fsync lock", admin true;
+    "dataSize" => "Bytes and count of a collection, or of a key range of it";
+    "compact" => "Reclaim the log's dead space (engine-wide) and report the bytes freed";
+    "validateDBMetadata" => "Collections and indexes outside an API version (none in cairn)";
+    "top" => "Usage per namespace", admin true;
+    "lockInfo" => "Locks held and waited for", admin true;
+    "connPoolStats" => "Outgoing connection pools (none on a standalone)";
+    "planCacheClear" => "Drop cached query plans (the plan cache is empty)";
+    "planCacheClearFilters" => "Forget index filters";
+    "planCacheListFilters" => "List index filters";
+    "planCacheSetFilter" => "Record an index filter (listed back; the planner does not apply it)";
+    "getClusterParameter" => "Read cluster parameters (kept in memory)", admin true;
+    "setClusterParameter" => "Set a cluster parameter (in memory, not persisted)", admin true;
+    "getDefaultRWConcern" => "Default read and write concern (replica sets only)", admin true;
+    "setDefaultRWConcern" => "Set the default read and write concern (replica sets only)", admin true;
     "configureFailPoint" => "Switch a test fail point on or off", admin true, test true;
     "waitForFailPoint" => "Wait until a test fail point was entered n times", admin true, test true;
 }
+
+/// Commands that change data or the catalog: they wait while the server is fsync-locked.
+const WRITE_COMMANDS: &[&str] = &[
+    "insert",
+    "update",
+    "delete",
+    "bulkWrite",
+    "findAndModify",
+    "create",
+    "drop",
+    "dropDatabase",
+    "renameCollection",
+    "collMod",
+    "createIndexes",
+    "dropIndexes",
+    "compact",
+    "createUser",
+    "updateUser",
+    "dropUser",
+    "dropAllUsersFromDatabase",
+    "grantRolesToUser",
+    "revokeRolesFromUser",
+    "createRole",
+    "updateRole",
+    "dropRole",
+    "dropAllRolesFromDatabase",
+    "grantPrivilegesToRole",
+    "revokePrivilegesFromRole",
+    "grantRolesToRole",
+    "revokeRolesFromRole",
+];
 
 /// Find a command by the name a client used (mongod matches names exactly, with aliases for the
 /// historical lower-case spellings).
@@ -321,11 +371,26 @@ pub async fn dispatch(
     if state.repl.is_some() {
         crate::clock::check_read_concern(state, &req.body)?;
     }
+    // Writes wait here while the server is fsync-locked (and hold the lock off while they run).
+    let _write_gate = if WRITE_COMMANDS.contains(&spec.name) {
+        match state.catalog.fsync.try_writer() {
+            Some(g) => Some(g),
+            None => {
+                state
+                    .failpoints
+                    .enter_if(crate::failpoints::FSYNC_LOCKED_WRITE, |_| true);
+                Some(state.catalog.fsync.writer().await)
+            }
+        }
+    } else {
+        None
+    };
     let result = match spec.name {
         "hello" => handshake::hello(state, conn, req, false),
         "isMaster" => handshake::hello(state, conn, req, true),
-        "ping" | "refreshSessions" | "endSessions" | "killSessions" | "killAllSessions" => {
-            Ok(Reply::ok())
+        "ping" | "refreshSessions" | "endSessions" => Ok(Reply::ok()),
+        "killSessions" | "killAllSessions" | "killAllSessionsByPattern" => {
+            diagnostic::kill_sessions(req)
         }
         "logout" => auth::logout(conn, req),
         "saslStart" => auth::sasl_start(state, conn, req).await,
@@ -367,12 +432,27 @@ pub async fn dispatch(
         "replSetReconfig" => off_thread(state, req, replset::reconfig).await,
         "replSetGetStatus" => replset::get_status(state),
         "replSetGetConfig" => replset::get_config(state),
+        "fsyncUnlock" => admin::fsync_unlock(state).await,
+        "dataSize" => off_thread(state, req, diagnostic::data_size).await,
+        "compact" => diagnostic::compact(state, req).await,
+        "validateDBMetadata" => diagnostic::validate_db_metadata(req),
+        "top" => diagnostic::top(state, req),
+        "lockInfo" => diagnostic::lock_info(req),
+        "connPoolStats" => Ok(diagnostic::conn_pool_stats()),
+        "planCacheClear" => diagnostic::plan_cache_clear(req),
+        "planCacheClearFilters" => diagnostic::plan_cache_clear_filters(req),
+        "planCacheListFilters" => diagnostic::plan_cache_list_filters(req),
+        "planCacheSetFilter" => diagnostic::plan_cache_set_filter(req),
+        "getClusterParameter" => diagnostic::get_cluster_parameter(req),
+        "setClusterParameter" => diagnostic::set_cluster_parameter(req),
+        "getDefaultRWConcern" | "setDefaultRWConcern" => diagnostic::default_rw_concern(req),
         "configureFailPoint" => admin::configure_fail_point(state, req),
         "waitForFailPoint" => admin::wait_for_fail_point(state, req).await,
         "listDatabases" => off_thread(state, req, ddl::list_databases).await,
         "insert" => crud_write::insert(state, req).await,
         "update" => crud_write::update(state, req).await,
         "delete" => crud_write::delete(state, req).await,
+        "bulkWrite" => bulk_write::bulk_write(state, req).await,
         "findAndModify" => find_and_modify::run(state, req).await,
         "find" if changes::is_oplog_find(req) => off_thread(state, req, changes::oplog_find).await,
         "find" => off_thread(state, req, crud_read::find).await,
@@ -397,9 +477,7 @@ pub async fn dispatch(
         "dropIndexes" => indexes::drop_indexes(state, req).await,
         "explain" => off_thread(state, req, explain::explain).await,
         "aggregate" => aggregate::aggregate(state, req).await,
-        "currentOp" => Ok(Reply::Doc(
-            bson::doc! { "inprog": state.ops.in_progress(), "ok": 1.0 },
-        )),
+        "currentOp" => Ok(admin::current_op(state)),
         "getFreeMonitoringStatus" => Ok(Reply::Doc(bson::doc! { "state": "disabled", "ok": 1.0 })),
         other => Err(err(
             ErrorCode::InternalError,
