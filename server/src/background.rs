@@ -22,7 +22,8 @@ async fn cursor_reaper(state: Arc<ServerState>) {
             _ = shutdown.changed() => return,
         }
         let timeout_ms = state.params.get_i64("cursorTimeoutMillis").max(0) as u64;
-        let reaped = state.cursors.reap_idle(Duration::from_millis(timeout_ms));
+        let reaped = state.cursors.reap_idle(Duration::from_millis(timeout_ms))
+            + state.streams.reap_idle(Duration::from_millis(timeout_ms));
         if reaped > 0 {
             tracing::info!(count = reaped as u64, "closed idle cursors");
         }

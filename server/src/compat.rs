@@ -80,6 +80,9 @@ const COMMANDS: &[&str] = &[
     "top",
     "getLastError",
     "replSetGetStatus",
+    "replSetInitiate",
+    "replSetGetConfig",
+    "replSetReconfig",
     "setFeatureCompatibilityVersion",
     "bulkWrite",
     "fsyncUnlock",
@@ -387,7 +390,9 @@ mod tests {
     use super::*;
 
     fn stage_supported(stage: &str) -> bool {
-        if crate::commands::aggregate::SOURCE_STAGES.contains(&stage) {
+        if crate::commands::aggregate::SOURCE_STAGES.contains(&stage)
+            || stage == crate::commands::changes::STAGE
+        {
             return true;
         }
         let ctx = crate::query::pipeline::ParseContext::new("db", Some("c"), bson::DateTime::now());

@@ -161,6 +161,20 @@ pub struct Config {
         value_parser = clap::value_parser!(u64).range(1..=1024 * 1024)
     )]
     pub checkpoint_log_mb: u64,
+
+    /// Run as a (one-node) replica set of this name: `replSetInitiate` makes it PRIMARY.
+    #[arg(long = "replSet", value_name = "NAME")]
+    pub repl_set: Option<String>,
+
+    /// With --replSet: the oplog's size in MB (the newest this many MB of log are kept
+    /// readable as `local.oplog.rs` and for change streams).
+    #[arg(
+        long = "oplogSize",
+        value_name = "MB",
+        default_value_t = crate::limits::OPLOG_SIZE_MB_DEFAULT,
+        value_parser = clap::value_parser!(u64).range(1..=1024 * 1024)
+    )]
+    pub oplog_size_mb: u64,
 }
 
 fn parse_cache_size_gb(s: &str) -> Result<f64, String> {
@@ -260,6 +274,13 @@ impl Config {
             );
         }
         let mut parsed = bson::doc! { "net": net, "storage": storage, "systemLog": system_log };
+        if let Some(name) = &self.repl_set {
+            let mut replication = bson::doc! { "replSet": name };
+            if self.oplog_size_mb != crate::limits::OPLOG_SIZE_MB_DEFAULT {
+                replication.insert("oplogSizeMB", self.oplog_size_mb as i64);
+            }
+            parsed.insert("replication", replication);
+        }
         if self.auth {
             parsed.insert("security", bson::doc! { "authorization": "enabled" });
         }

@@ -296,11 +296,18 @@ async fn handle_msg(
             _ = shutdown.wait_for(|stop| *stop) => {}
         }
     }
-    let reply = match run_command(state, info, &req).await {
+    let mut reply = match run_command(state, info, &req).await {
         Ok(Reply::Close) => return Err(End::Shutdown),
         Ok(r) => r,
         Err(e) => Reply::Doc(e.to_reply()),
     };
+    if crate::clock::gossips(state) {
+        match &mut reply {
+            Reply::Doc(d) => crate::clock::decorate_doc(state, d),
+            Reply::Raw(r) => crate::clock::decorate_raw(state, r),
+            Reply::Close => {}
+        }
+    }
     if more_to_come {
         return Ok(None);
     }

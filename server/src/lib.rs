@@ -4,6 +4,7 @@
 pub mod auth;
 pub mod background;
 pub mod catalog;
+pub mod clock;
 pub mod commands;
 #[cfg(test)]
 mod compat;
@@ -22,8 +23,10 @@ pub mod ops;
 pub mod parameters;
 pub mod planner;
 pub mod query;
+pub mod repl;
 pub mod server;
 pub mod state;
+pub mod streams;
 pub mod sysinfo;
 pub mod tls;
 pub mod ttl;

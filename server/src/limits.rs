@@ -40,6 +40,12 @@ pub const SYNC_DELAY_SECS_DEFAULT: f64 = 60.0;
 pub const SYNC_DELAY_SECS_MAX: f64 = 9_999_999.0;
 /// `--checkpointLogSizeMB` default: log written since the last checkpoint that starts the next.
 pub const CHECKPOINT_LOG_MB_DEFAULT: u64 = 64;
+/// `--oplogSize` default in MB (mongod's smallest default, 990 MB, rounded up).
+pub const OPLOG_SIZE_MB_DEFAULT: u64 = 1024;
+/// Change-stream events or oplog entries one batch returns at most (besides the 16 MB bound).
+pub const CHANGE_BATCH_COUNT_MAX: usize = 10_000;
+/// Longest `maxAwaitTimeMS` a change stream's getMore waits.
+pub const CHANGE_AWAIT_MS_MAX: u64 = 60_000;
 
 /// Under `--auth`: most connections open at once that have not authenticated (the default of
 /// `--setParameter maxUnauthenticatedConnections`; driver monitoring connections never

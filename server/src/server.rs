@@ -27,6 +27,11 @@ pub async fn run(config: Config, argv: Vec<String>, log_ring: Arc<LogRing>) -> a
         dbpath = %state.config.dbpath.display(),
         "cairn starting"
     );
+    crate::offload::run(&state, "replSetStart", None, move |st| {
+        crate::commands::replset::start(st, port)
+    })
+    .await
+    .map_err(|e| anyhow::anyhow!("cannot start the replica set member: {}", e.message))?;
     spawn_signal_handler(state.clone());
     crate::background::spawn(state.clone());
     tracing::info!(port = port as u64, addresses = %addrs.join(","), "Waiting for connections");

@@ -79,6 +79,10 @@ pub struct ServerState {
     pub pool: PoolStats,
     /// Test-only fail points (`configureFailPoint`).
     pub failpoints: crate::failpoints::FailPoints,
+    /// `--replSet`: the one-member replica set's state (None: standalone).
+    pub repl: Option<crate::repl::ReplState>,
+    /// Open change streams and oplog cursors.
+    pub streams: crate::streams::StreamRegistry,
     shutdown_tx: watch::Sender<bool>,
 }
 
@@ -92,6 +96,10 @@ impl ServerState {
             cache_size_bytes: config.cache_size_bytes(crate::sysinfo::memory_bytes()),
             checkpoint_interval_ms: config.checkpoint_interval_ms(),
             checkpoint_log_bytes: config.checkpoint_log_bytes(),
+            history_bytes: config
+                .repl_set
+                .as_ref()
+                .map(|_| config.oplog_size_mb * 1024 * 1024),
             ..storage::EngineOptions::default()
         };
         let engine = storage::Engine::open(&config.dbpath, opts).map_err(|e| e.to_string())?;
@@ -99,6 +107,7 @@ impl ServerState {
         let slowms = config.slowms;
         let tls = crate::tls::Tls::from_config(&config)?;
         let auth = crate::auth::AuthState::new(config.auth);
+        let repl = config.repl_set.clone().map(crate::repl::ReplState::new);
         Ok(ServerState {
             config,
             argv,
@@ -119,6 +128,8 @@ impl ServerState {
             tls,
             pool: PoolStats::default(),
             failpoints: crate::failpoints::FailPoints::default(),
+            repl,
+            streams: crate::streams::StreamRegistry::default(),
             shutdown_tx: watch::channel(false).0,
         })
     }

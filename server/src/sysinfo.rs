@@ -104,6 +104,14 @@ pub fn default_cache_bytes(memory: u64) -> u64 {
     (memory.saturating_sub(GIB) / 2).max(CACHE_SIZE_BYTES_DEFAULT_MIN)
 }
 
+/// This machine's host name.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| "localhost".to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

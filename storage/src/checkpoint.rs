@@ -270,6 +270,7 @@ fn cut_and_write(inner: &Inner) -> Result<u64> {
         "segments": segments,
         "collections": collections,
         "orphans": Binary { subtype: BinarySubtype::Generic, bytes: orphan_bytes },
+        "lastTimestamp": inner.shared.log.last_timestamp() as i64,
     };
     let cut = inner
         .shared
@@ -289,6 +290,7 @@ fn cut_and_write(inner: &Inner) -> Result<u64> {
         sequence: next_sequence - 1,
         record_ids: Vec::new(),
         commit: inner.shared.commit.clone(),
+        timestamp: 0,
     };
     let waited = Instant::now();
     loop {

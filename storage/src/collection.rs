@@ -21,7 +21,7 @@ use crate::error::{Result, StorageError};
 use crate::index::{FilterCompiler, ID_INDEX_NAME, Index, IndexSpec};
 use crate::index_build::{Build, SideOp};
 use crate::limits::{DOCUMENT_SIZE_MAX, SCAN_BATCH_COUNT_MAX, WRITE_BATCH_OPS_MAX};
-use crate::log::{Loc, Log, OutRecord};
+use crate::log::{Loc, Log, OutRecord, StampOps};
 use crate::pager::Pager;
 use crate::record::{self, Kind, RemovedKey};
 
@@ -32,7 +32,11 @@ pub type RecordId = u64;
 #[derive(Clone, Debug)]
 pub enum WriteOp {
     Insert(RawDocumentBuf),
+    /// A new version of the whole document (the client replaced it).
     Replace(RecordId, RawDocumentBuf),
+    /// A new version made by update operators: stored as `Replace`, but a stamped history
+    /// records the diff from the old version.
+    Update(RecordId, RawDocumentBuf),
     Delete(RecordId),
 }
 
@@ -58,6 +62,8 @@ pub(crate) struct Shared {
     pub commit: Arc<Commit>,
     pub pager: Arc<Pager>,
     pub filter_compiler: Option<FilterCompiler>,
+    /// Stamp every write batch (`EngineOptions::history_bytes`).
+    pub stamp: bool,
 }
 
 pub(crate) struct CollState {
@@ -400,7 +406,7 @@ impl Collection {
             )));
         }
         for op in &ops {
-            if let WriteOp::Insert(d) | WriteOp::Replace(_, d) = op
+            if let WriteOp::Insert(d) | WriteOp::Replace(_, d) | WriteOp::Update(_, d) = op
                 && d.as_bytes().len() > DOCUMENT_SIZE_MAX
             {
                 return Err(StorageError::LimitExceeded("document too large".into()));
@@ -412,7 +418,11 @@ impl Collection {
         }
         let mut undo = Vec::new();
         let mut side: Vec<Vec<SideOp>> = vec![Vec::new(); st.builds.len()];
-        let planned = match self.plan(&mut st, &ops, &mut undo, &mut side) {
+        let mut stamp = self.shared.stamp.then(|| StampOps {
+            ops: Vec::with_capacity(ops.len()),
+            details: Vec::new(),
+        });
+        let planned = match self.plan(&mut st, &ops, &mut undo, &mut side, stamp.as_mut()) {
             Ok(p) => p,
             Err(e) => {
                 self.rollback(&mut st, undo)?;
@@ -426,13 +436,18 @@ impl Collection {
                 payload: p.record.payload.clone(),
             })
             .collect();
-        let (seq, locs) = match self.shared.log.append(&records, true) {
-            Ok(x) => x,
-            Err(e) => {
-                self.rollback(&mut st, undo)?;
-                return Err(e);
-            }
-        };
+        let (seq, locs, timestamp) =
+            match self
+                .shared
+                .log
+                .append_stamped(&records, true, stamp.as_ref())
+            {
+                Ok(x) => x,
+                Err(e) => {
+                    self.rollback(&mut st, undo)?;
+                    return Err(e);
+                }
+            };
         drop(records);
         if let Err(e) = self.apply(&mut st, &planned, locs) {
             // The log has the batch; memory does not. A restart replays it.
@@ -450,6 +465,7 @@ impl Collection {
             sequence: seq,
             record_ids: planned.iter().map(|p| p.rid).collect(),
             commit: self.shared.commit.clone(),
+            timestamp,
         })
     }
 
@@ -461,7 +477,9 @@ impl Collection {
         ops: &[WriteOp],
         undo: &mut Vec<Undo>,
         side: &mut [Vec<SideOp>],
+        mut stamp: Option<&mut StampOps>,
     ) -> Result<Vec<Planned>> {
+        let mut details = Document::new();
         let mut next_rid = st.next_record_id;
         // Documents changed earlier in this batch (None = deleted), so later ops see them.
         let mut in_batch: HashMap<RecordId, Option<RawDocumentBuf>> = HashMap::new();
@@ -472,7 +490,7 @@ impl Collection {
                     next_rid += 1;
                     (next_rid - 1, Some(d))
                 }
-                WriteOp::Replace(rid, d) => (*rid, Some(d)),
+                WriteOp::Replace(rid, d) | WriteOp::Update(rid, d) => (*rid, Some(d)),
                 WriteOp::Delete(rid) => (*rid, None),
             };
             let old = match (in_batch.get(&rid), op) {
@@ -489,6 +507,29 @@ impl Collection {
             }
             let old_ref = old.as_deref();
             let new_ref = new.map(|d| &**d);
+            if let Some(s) = stamp.as_deref_mut() {
+                let index = out.len().to_string();
+                let code = match op {
+                    WriteOp::Insert(_) => record::OP_INSERT,
+                    WriteOp::Replace(..) => record::OP_REPLACE,
+                    WriteOp::Update(_, d) => {
+                        if let Some(o) = old_ref {
+                            details.insert(index, crate::diff::diff(o, d));
+                        }
+                        record::OP_UPDATE
+                    }
+                    WriteOp::Delete(_) => {
+                        let id = old_ref
+                            .and_then(|o| o.get("_id").ok().flatten())
+                            .and_then(|v| bson::Bson::try_from(bson::RawBson::from(v)).ok());
+                        if let Some(id) = id {
+                            details.insert(index, bson::doc! { "_id": id });
+                        }
+                        record::OP_DELETE
+                    }
+                };
+                s.ops.push(code);
+            }
             let removed = self.update_indexes(st, rid, old_ref, new_ref, undo)?;
             for (b, ops) in st.builds.iter().zip(side.iter_mut()) {
                 b.side_ops(rid, old_ref, new_ref, ops)?;
@@ -505,6 +546,11 @@ impl Collection {
                 doc_size: new.map(|d| d.as_bytes().len() as u32),
                 record: OutRecord { kind, payload },
             });
+        }
+        if let Some(s) = stamp {
+            s.details = details
+                .to_vec()
+                .map_err(|e| StorageError::InvalidDocument(format!("stamp details: {e}")))?;
         }
         Ok(out)
     }

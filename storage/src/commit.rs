@@ -170,6 +170,10 @@ impl Commit {
         self.state().durable
     }
 
+    pub fn subscribe(&self) -> DurableWatch {
+        DurableWatch(self.watch.subscribe())
+    }
+
     fn run(&self) {
         self.sync_loop();
         let mut st = self.state();
@@ -340,6 +344,22 @@ impl Commit {
     }
 }
 
+/// Told whenever more of the log becomes durable (a sync completed): what change streams and
+/// awaiting cursors wait on instead of polling.
+pub struct DurableWatch(watch::Receiver<Durable>);
+
+impl DurableWatch {
+    /// The highest durable sequence now.
+    pub fn sequence(&self) -> u64 {
+        self.0.borrow().sequence
+    }
+
+    /// Waits until the durable sequence changes; false once the engine has stopped.
+    pub async fn changed(&mut self) -> bool {
+        self.0.changed().await.is_ok()
+    }
+}
+
 /// Proof that a write was applied, and the way to wait until it is durable.
 pub struct Ticket {
     /// The last log sequence of the write (0 when nothing was written).
@@ -347,6 +367,8 @@ pub struct Ticket {
     /// One RecordId per op of the write, in op order.
     pub record_ids: Vec<u64>,
     pub(crate) commit: Arc<Commit>,
+    /// The batch's timestamp (seconds << 32 | increment) when the engine stamps writes, else 0.
+    pub timestamp: u64,
 }
 
 impl Ticket {

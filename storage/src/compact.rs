@@ -52,9 +52,25 @@ pub(crate) fn compact_once(inner: &Inner, any_size: bool) -> Result<bool> {
     if !big_enough || total * 100 <= live * COMPACTION_SPACE_RATIO_PERCENT {
         return Ok(false);
     }
+    // With a history (the oplog), the newest `history_bytes` of log stay as they are.
+    let protected_from = match inner.history_bytes {
+        Some(keep) => {
+            let mut sum = 0u64;
+            let mut from = current;
+            for (id, used, _) in usage.iter().rev() {
+                if sum >= keep {
+                    break;
+                }
+                sum += used;
+                from = *id;
+            }
+            from
+        }
+        None => current,
+    };
     let victim = usage
         .iter()
-        .filter(|(id, used, live)| *id != current && used > live)
+        .filter(|(id, used, live)| *id < protected_from && *id != current && used > live)
         .max_by_key(|(_, used, live)| used - live)
         .map(|u| u.0);
     let Some(victim) = victim else {
@@ -143,16 +159,16 @@ fn relocate(inner: &Inner, segment: u64) -> Result<()> {
 }
 
 /// A segment read front to back in chunks; `buf` holds bytes from `start`.
-struct Chunked {
-    file: Arc<dyn crate::backend::BackendFile>,
-    used: u64,
-    buf: Vec<u8>,
-    start: u64,
+pub(crate) struct Chunked {
+    pub file: Arc<dyn crate::backend::BackendFile>,
+    pub used: u64,
+    pub buf: Vec<u8>,
+    pub start: u64,
 }
 
 impl Chunked {
     /// The bytes of the whole record at `pos` (which is at or after `start`).
-    fn record_at(&mut self, pos: u64, name: &str) -> Result<&[u8]> {
+    pub fn record_at(&mut self, pos: u64, name: &str) -> Result<&[u8]> {
         self.ensure(pos, RECORD_HEADER_SIZE as u64, name)?;
         let at = (pos - self.start) as usize;
         let len = u32::from_le_bytes([

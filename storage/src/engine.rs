@@ -53,6 +53,10 @@ pub struct EngineOptions {
     /// A checkpoint also starts once this many bytes of log were written since the last one,
     /// which bounds the log a restart after a crash replays. 0 turns this trigger off.
     pub checkpoint_log_bytes: u64,
+    /// `Some(bytes)`: keep a write history (the server's oplog). Every data write is a batch
+    /// led by a STAMP record (timestamp, op codes, deleted ids, update diffs), and compaction
+    /// leaves the newest `bytes` of log alone so `Engine::history` can read them.
+    pub history_bytes: Option<u64>,
 }
 
 impl Default for EngineOptions {
@@ -66,6 +70,7 @@ impl Default for EngineOptions {
             cache_size_bytes: CACHE_SIZE_BYTES_DEFAULT,
             checkpoint_interval_ms: CHECKPOINT_INTERVAL_MS_DEFAULT,
             checkpoint_log_bytes: CHECKPOINT_LOG_BYTES_DEFAULT,
+            history_bytes: None,
         }
     }
 }
@@ -157,6 +162,8 @@ pub(crate) struct Inner {
     pub cache_size_bytes: u64,
     pub checkpoint_interval_ms: u64,
     pub checkpoint_log_bytes: u64,
+    /// `EngineOptions::history_bytes`.
+    pub history_bytes: Option<u64>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     pub stop: AtomicBool,
     /// Serializes compaction passes and checkpoints.
@@ -272,6 +279,12 @@ impl Engine {
         let compiler = opts.partial_filter_compiler.clone();
         let pager_ms = opened_at.elapsed().as_millis() as u64;
         let replayed_records;
+        // The clock resumes after the newest timestamp of the checkpoint or the replayed log.
+        let mut last_timestamp = opened
+            .checkpoint
+            .as_ref()
+            .and_then(|(_, b)| b.get_i64("lastTimestamp").ok())
+            .unwrap_or(0) as u64;
         let (collections, next_collection_id, rec) = {
             let blob = opened.checkpoint.as_ref().map(|(_, b)| b);
             let (mut replay, start, orphans) = replay_from(&pager, compiler.as_ref(), blob)?;
@@ -286,7 +299,13 @@ impl Engine {
             };
             let mut replayed = 0u64;
             let rec = recovery::recover(backend.as_ref(), start.as_ref(), &mut |item| {
-                if !matches!(item.kind, Kind::BatchBegin | Kind::BatchEnd) {
+                if item.kind == Kind::Stamp
+                    && let Ok(s) = crate::record::parse_stamp(item.payload)
+                {
+                    let n = (s.ops.len() as u64).max(1);
+                    last_timestamp = last_timestamp.max(s.timestamp + n - 1);
+                }
+                if !matches!(item.kind, Kind::BatchBegin | Kind::BatchEnd | Kind::Stamp) {
                     replayed += 1;
                 }
                 replay.apply(item)
@@ -309,6 +328,7 @@ impl Engine {
             seg_size,
             rec.segments,
             rec.tail,
+            last_timestamp,
         )?);
         let interval = opts.journal_commit_interval_ms.map(Duration::from_millis);
         let (commit, commit_thread) = Commit::start(log.clone(), interval, rec.last_sequence)?;
@@ -317,6 +337,7 @@ impl Engine {
             commit,
             pager: pager.clone(),
             filter_compiler: compiler.clone(),
+            stamp: opts.history_bytes.is_some(),
         });
         let colls = collections.finish(&shared, &backend)?;
         let mut catalog = Catalog {
@@ -341,6 +362,7 @@ impl Engine {
             cache_size_bytes: opts.cache_size_bytes,
             checkpoint_interval_ms: opts.checkpoint_interval_ms,
             checkpoint_log_bytes: opts.checkpoint_log_bytes,
+            history_bytes: opts.history_bytes,
             threads: Mutex::new(vec![commit_thread]),
             stop: AtomicBool::new(false),
             maintenance: Mutex::new(()),
@@ -382,6 +404,7 @@ impl Engine {
             sequence: seq,
             record_ids: Vec::new(),
             commit: self.inner.shared.commit.clone(),
+            timestamp: 0,
         })
     }
 
@@ -661,6 +684,7 @@ impl Engine {
             sequence: seq,
             record_ids: Vec::new(),
             commit: self.inner.shared.commit.clone(),
+            timestamp: 0,
         }
         .wait_durable_blocking()
     }

@@ -80,6 +80,30 @@ pub(crate) struct Segment {
     pub live_bytes: AtomicI64,
 }
 
+/// What a stamped batch says about its data records (see `record::Kind::Stamp`); the log adds
+/// the timestamp and wall clock when it appends.
+pub(crate) struct StampOps {
+    pub ops: Vec<u8>,
+    pub details: Vec<u8>,
+}
+
+/// The next hybrid-logical-clock value after `last` (packed: seconds << 32 | increment): the
+/// wall clock's second with increment 1 when the clock moved on, else `last + 1`.
+pub(crate) fn next_timestamp(last: u64, now_secs: u64) -> u64 {
+    if now_secs > last >> 32 {
+        (now_secs << 32) | 1
+    } else {
+        last + 1
+    }
+}
+
+fn now_wall() -> (u64, i64) {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    (d.as_secs(), d.as_millis() as i64)
+}
+
 /// A record to append.
 pub(crate) struct OutRecord {
     pub kind: Kind,
@@ -158,6 +182,8 @@ pub(crate) struct Log {
     /// Told the last sequence made durable when an append's repair heals the log (the commit
     /// thread learns of the sync's own repairs from its result).
     on_repair: OnceLock<Box<dyn Fn(u64) + Send + Sync>>,
+    /// The last timestamp a stamped batch got (changed under the writer lock).
+    last_timestamp: AtomicU64,
 }
 
 /// Work `roll` leaves for the commit thread.
@@ -189,6 +215,7 @@ impl Log {
         segment_size_bytes: u64,
         segments: BTreeMap<u64, Arc<Segment>>,
         tail: Option<LogTail>,
+        last_timestamp: u64,
     ) -> Result<Log> {
         let mut segments = segments;
         let (segment_id, offset, next_sequence) = match tail {
@@ -222,6 +249,7 @@ impl Log {
             appended_bytes: AtomicU64::new(0),
             unsynced: Mutex::new(Unsynced::default()),
             on_repair: OnceLock::new(),
+            last_timestamp: AtomicU64::new(last_timestamp),
         })
     }
 
@@ -327,25 +355,46 @@ impl Log {
     /// the last sequence written and the location of each input record. A damaged log is
     /// repaired first when its backoff has passed, or the damage's error returned.
     pub fn append(&self, recs: &[OutRecord], batch: bool) -> Result<(u64, Vec<Loc>)> {
+        self.append_stamped(recs, batch, None)
+            .map(|(s, l, _)| (s, l))
+    }
+
+    /// `append`, with a STAMP record first when `stamp` is given (the batch is then always
+    /// wrapped); also returns the batch's last timestamp (0 when unstamped).
+    pub fn append_stamped(
+        &self,
+        recs: &[OutRecord],
+        batch: bool,
+        stamp: Option<&StampOps>,
+    ) -> Result<(u64, Vec<Loc>, u64)> {
         let mut healed = None;
-        let result = self.append_healing(recs, batch, &mut healed);
+        let result = self.append_healing(recs, batch, stamp, &mut healed);
         if let (Some(seq), Some(f)) = (healed, self.on_repair.get()) {
             f(seq);
         }
         result
     }
 
+    /// The last timestamp a stamped batch got (0: none yet).
+    pub fn last_timestamp(&self) -> u64 {
+        self.last_timestamp.load(Ordering::Acquire)
+    }
+
     fn append_healing(
         &self,
         recs: &[OutRecord],
         batch: bool,
+        stamp: Option<&StampOps>,
         healed: &mut Option<u64>,
-    ) -> Result<(u64, Vec<Loc>)> {
-        let wrap = batch && recs.len() > 1;
+    ) -> Result<(u64, Vec<Loc>, u64)> {
+        let wrap = (batch && recs.len() > 1) || stamp.is_some();
         let mut total = recs
             .iter()
             .map(|r| RECORD_HEADER_SIZE + r.payload.len())
             .sum::<usize>();
+        if let Some(s) = stamp {
+            total += RECORD_HEADER_SIZE + record::STAMP_OPS_OFFSET + s.ops.len() + s.details.len();
+        }
         if wrap {
             total += 2 * (RECORD_HEADER_SIZE + 4);
         }
@@ -368,9 +417,20 @@ impl Log {
         let mut buf = Vec::with_capacity(total);
         let mut locs = Vec::with_capacity(recs.len());
         let mut seq = w.next_sequence;
-        let count = (recs.len() as u32).to_le_bytes();
+        let count = ((recs.len() + usize::from(stamp.is_some())) as u32).to_le_bytes();
         if wrap {
             record::encode(&mut buf, Kind::BatchBegin, seq, &count);
+            seq += 1;
+        }
+        // A batch of n ops takes n timestamps (one per op, as mongod gives each oplog entry
+        // its own); the stamp holds the first, the ticket the last.
+        let mut last_timestamp = 0;
+        if let Some(s) = stamp {
+            let (secs, wall_ms) = now_wall();
+            let timestamp = next_timestamp(self.last_timestamp.load(Ordering::Acquire), secs);
+            last_timestamp = timestamp + (s.ops.len() as u64).max(1) - 1;
+            let payload = record::stamp_payload(timestamp, wall_ms, &s.ops, &s.details);
+            record::encode(&mut buf, Kind::Stamp, seq, &payload);
             seq += 1;
         }
         for r in recs {
@@ -402,6 +462,9 @@ impl Log {
         w.pending.push(pending);
         w.offset += appended;
         w.next_sequence = seq;
+        if last_timestamp != 0 {
+            self.last_timestamp.store(last_timestamp, Ordering::Release);
+        }
         self.appended_bytes.fetch_add(appended, Ordering::Relaxed);
         let segs = self.segments.read().map_err(|_| poisoned_lock())?;
         if let Some(s) = segs.get(&w.segment_id) {
@@ -414,7 +477,7 @@ impl Log {
                 .sum();
             s.live_bytes.fetch_add(put_bytes as i64, Ordering::AcqRel);
         }
-        Ok((seq - 1, locs))
+        Ok((seq - 1, locs, last_timestamp))
     }
 
     /// Starts a new segment big enough for `need` bytes. The full one is not synced here (that

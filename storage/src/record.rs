@@ -55,6 +55,10 @@ pub enum Kind {
     /// Payload: collection id u64, record id u64, BSON document. The same document at a new
     /// place (compaction); indexes are untouched.
     Move = 7,
+    /// Payload: the stamp of a batch (written only when the engine stamps writes, always the
+    /// first record of a batch): timestamp u64, wall clock ms i64, op count u32, one op code
+    /// byte per data record of the batch, then a BSON document of per-op details.
+    Stamp = 8,
 }
 
 impl Kind {
@@ -66,6 +70,7 @@ impl Kind {
             4 => Kind::Delete,
             5 => Kind::Catalog,
             7 => Kind::Move,
+            8 => Kind::Stamp,
             _ => return None,
         })
     }
@@ -222,6 +227,61 @@ pub fn data_payload(
         p.extend_from_slice(key);
     }
     p
+}
+
+pub const STAMP_TIMESTAMP_OFFSET: usize = 0;
+pub const STAMP_WALL_OFFSET: usize = STAMP_TIMESTAMP_OFFSET + 8;
+pub const STAMP_OP_COUNT_OFFSET: usize = STAMP_WALL_OFFSET + 8;
+pub const STAMP_OPS_OFFSET: usize = STAMP_OP_COUNT_OFFSET + 4;
+
+/// Op codes of a stamp, one per data record: what the write was to the client.
+pub const OP_INSERT: u8 = b'i';
+/// A replacement (the whole document given).
+pub const OP_REPLACE: u8 = b'r';
+/// An update by operators (the stamp's details hold its diff).
+pub const OP_UPDATE: u8 = b'u';
+/// A delete (the stamp's details hold the deleted `_id`).
+pub const OP_DELETE: u8 = b'd';
+
+/// A STAMP payload. `details` is a BSON document keyed by op index (decimal) for the ops that
+/// carry more than their code.
+pub fn stamp_payload(timestamp: u64, wall_ms: i64, ops: &[u8], details: &[u8]) -> Vec<u8> {
+    let mut p = Vec::with_capacity(STAMP_OPS_OFFSET + ops.len() + details.len());
+    p.extend_from_slice(&timestamp.to_le_bytes());
+    p.extend_from_slice(&wall_ms.to_le_bytes());
+    p.extend_from_slice(&(ops.len() as u32).to_le_bytes());
+    p.extend_from_slice(ops);
+    p.extend_from_slice(details);
+    p
+}
+
+/// A STAMP payload taken apart.
+#[derive(Debug)]
+pub struct StampRef<'a> {
+    pub timestamp: u64,
+    pub wall_ms: i64,
+    pub ops: &'a [u8],
+    pub details: &'a [u8],
+}
+
+pub fn parse_stamp(payload: &[u8]) -> Result<StampRef<'_>, &'static str> {
+    if payload.len() < STAMP_OPS_OFFSET {
+        return Err("stamp payload too short");
+    }
+    let count = u32_at(payload, STAMP_OP_COUNT_OFFSET) as usize;
+    let ops = payload
+        .get(STAMP_OPS_OFFSET..STAMP_OPS_OFFSET + count)
+        .ok_or("stamp op codes overrun")?;
+    let details = &payload[STAMP_OPS_OFFSET + count..];
+    if document_prefix(details).map(<[u8]>::len) != Some(details.len()) {
+        return Err("stamp details are not one document");
+    }
+    Ok(StampRef {
+        timestamp: u64_at(payload, STAMP_TIMESTAMP_OFFSET),
+        wall_ms: u64_at(payload, STAMP_WALL_OFFSET) as i64,
+        ops,
+        details,
+    })
 }
 
 /// A MOVE payload.

@@ -108,6 +108,10 @@ impl Replay<'_> {
                 self.apply_op(CatalogOp::from_document(&d)?)?;
             }
             Kind::BatchBegin | Kind::BatchEnd => {}
+            // A stamp describes its batch for the history; replay needs nothing from it.
+            Kind::Stamp => {
+                record::parse_stamp(item.payload).map_err(bad)?;
+            }
         }
         Ok(())
     }

@@ -81,7 +81,7 @@ fn workload(sim: &SimBackend, seed: u64) -> (Model, Model) {
         let Ok(t) = c.write(ops.clone()) else { break };
         for (op, rid) in ops.iter().zip(&t.record_ids) {
             match op {
-                WriteOp::Insert(d) | WriteOp::Replace(_, d) => {
+                WriteOp::Insert(d) | WriteOp::Replace(_, d) | WriteOp::Update(_, d) => {
                     pending.insert(*rid, Document::try_from(d.clone()).expect("decode"));
                 }
                 WriteOp::Delete(_) => {

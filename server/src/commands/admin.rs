@@ -98,12 +98,7 @@ pub fn get_cmd_line_opts(state: &ServerState) -> Reply {
 
 const MIB: u64 = 1024 * 1024;
 
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .or_else(|_| std::env::var("HOSTNAME"))
-        .unwrap_or_else(|_| "localhost".to_string())
-}
+use crate::sysinfo::hostname;
 
 pub fn host_info() -> Reply {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as i32;

@@ -44,6 +44,13 @@ pub enum Ran {
 }
 
 pub async fn aggregate(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<Reply> {
+    if super::changes::is_change_stream(req) {
+        return super::off_thread(state, req, |s, r| {
+            super::changes::change_stream(s, r)
+                .unwrap_or_else(|| Err(err(ErrorCode::InternalError, "not a change stream")))
+        })
+        .await;
+    }
     match super::off_thread(state, req, run_pipeline).await? {
         Ran::Reply(reply) => Ok(reply),
         Ran::Output { target, docs, ns } => {

@@ -307,7 +307,7 @@ pub fn kill_cursors(state: &ServerState, req: &Request) -> CommandResult<Reply> 
                 "BSON field 'killCursors.cursors' must be an array of longs",
             ));
         };
-        if state.cursors.kill(*id) {
+        if state.cursors.kill(*id) || state.streams.kill(*id) {
             killed.push(*id)
         } else {
             not_found.push(*id)

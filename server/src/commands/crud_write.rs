@@ -545,6 +545,16 @@ pub(super) fn check_sort_single(stmt: &bson::RawDocument) -> CommandResult<()> {
 }
 
 /// Apply `update` to a stored document; `None` when it changed nothing.
+/// The storage op of an update's new version: a replacement, or an operator update (whose
+/// diff the oplog records under `--replSet`).
+pub(super) fn update_op(stmt: &UpdateStmt, rid: u64, next: RawDocumentBuf) -> WriteOp {
+    if stmt.update.is_replacement() {
+        WriteOp::Replace(rid, next)
+    } else {
+        WriteOp::Update(rid, next)
+    }
+}
+
 pub(super) fn updated_doc(
     stmt: &UpdateStmt,
     raw: &RawDocumentBuf,
@@ -594,7 +604,7 @@ pub(super) fn run_update(
                     continue;
                 };
                 if let Some(next) = updated_doc(stmt, &raw, *pos)? {
-                    ops.push(WriteOp::Replace(*rid, next));
+                    ops.push(update_op(stmt, *rid, next));
                 }
             }
             if ops.is_empty() {

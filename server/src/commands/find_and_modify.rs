@@ -192,7 +192,7 @@ fn find_and_change(
             let (after, ticket) = match updated_doc(stmt, &doc, pos)? {
                 Some(next) => {
                     let t = coll
-                        .write(vec![WriteOp::Replace(rid, next.clone())])
+                        .write(vec![super::crud_write::update_op(stmt, rid, next.clone())])
                         .map_err(|e| storage_error(e, &req.db, name))?;
                     (next, Some(t))
                 }

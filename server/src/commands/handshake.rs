@@ -50,6 +50,15 @@ pub fn hello(
         "topologyVersion",
         doc! { "processId": state.process_id, "counter": 0_i64 },
     );
+    super::replset::hello_fields(
+        state,
+        &mut reply,
+        if legacy {
+            "ismaster"
+        } else {
+            "isWritablePrimary"
+        },
+    );
     reply.insert("maxBsonObjectSize", limits::BSON_OBJECT_SIZE_MAX as i32);
     reply.insert("maxMessageSizeBytes", limits::MESSAGE_SIZE_MAX as i32);
     reply.insert("maxWriteBatchSize", limits::WRITE_BATCH_COUNT_MAX as i32);

@@ -9,6 +9,7 @@ pub mod args;
 pub mod auth;
 pub mod authz;
 pub mod bulk_write;
+pub mod changes;
 pub mod crud_read;
 pub mod crud_write;
 pub mod ddl;
@@ -18,6 +19,7 @@ pub mod find_and_modify;
 pub mod handshake;
 pub mod indexes;
 pub mod output;
+pub mod replset;
 pub mod roles;
 pub mod users;
 
@@ -180,6 +182,10 @@ commands! {
     "revokePrivilegesFromRole" => "Remove privileges from a user-defined role";
     "grantRolesToRole" => "Make a user-defined role inherit more roles";
     "revokeRolesFromRole" => "Make a user-defined role inherit fewer roles";
+    "replSetInitiate" => "Make this node the PRIMARY of a new one-member replica set", admin true;
+    "replSetGetStatus" => "The replica set's members and their state", admin true;
+    "replSetGetConfig" => "The replica set's configuration", admin true;
+    "replSetReconfig" => "Change the replica set's configuration (one member)", admin true;
     "fsync" => "Write a checkpoint now; with lock: true, hold every write until fsyncUnlock", admin true;
     "fsyncUnlock" => "Release one fsync lock", admin true;
     "dataSize" => "Bytes and count of a collection, or of a key range of it";
@@ -351,10 +357,20 @@ pub async fn dispatch(
     };
     // A standalone has no transactions or retryable writes; mongod refuses their fields rather
     // than running the write outside the transaction the client believes it is in.
-    if ["txnNumber", "startTransaction", "autocommit"]
-        .iter()
-        .any(|k| req.body.contains_key(*k))
-    {
+    // A replica set member takes `txnNumber` (retryable writes: drivers send it by default;
+    // cairn runs each statement once, without the retry record), not transactions.
+    let refused: &[&str] = if state.repl.is_some() {
+        &["startTransaction", "autocommit"]
+    } else {
+        &["txnNumber", "startTransaction", "autocommit"]
+    };
+    if state.repl.is_some() && refused.iter().any(|k| req.body.contains_key(*k)) {
+        return Err(err(
+            ErrorCode::IllegalOperation,
+            "Multi-document transactions are not supported by cairn",
+        ));
+    }
+    if refused.iter().any(|k| req.body.contains_key(*k)) {
         return Err(err(
             ErrorCode::IllegalOperation,
             "Transaction numbers are only allowed on a replica set member or mongos",
@@ -367,6 +383,10 @@ pub async fn dispatch(
         ));
     }
     authz::check(state, conn, spec, req).await?;
+    replset::check_primary(state, req)?;
+    if state.repl.is_some() {
+        crate::clock::check_read_concern(state, &req.body)?;
+    }
     // Writes wait here while the server is fsync-locked (and hold the lock off while they run).
     let _write_gate = if WRITE_COMMANDS.contains(&spec.name) {
         match state.catalog.fsync.try_writer() {
@@ -424,6 +444,10 @@ pub async fn dispatch(
         "shutdown" => admin::shutdown(state, conn),
         "profile" => admin::profile(state, req),
         "fsync" => admin::fsync(state, req).await,
+        "replSetInitiate" => off_thread(state, req, replset::initiate).await,
+        "replSetReconfig" => off_thread(state, req, replset::reconfig).await,
+        "replSetGetStatus" => replset::get_status(state),
+        "replSetGetConfig" => replset::get_config(state),
         "fsyncUnlock" => admin::fsync_unlock(state).await,
         "dataSize" => off_thread(state, req, diagnostic::data_size).await,
         "compact" => diagnostic::compact(state, req).await,
@@ -446,8 +470,12 @@ pub async fn dispatch(
         "delete" => crud_write::delete(state, req).await,
         "bulkWrite" => bulk_write::bulk_write(state, req).await,
         "findAndModify" => find_and_modify::run(state, req).await,
+        "find" if changes::is_oplog_find(req) => off_thread(state, req, changes::oplog_find).await,
         "find" => off_thread(state, req, crud_read::find).await,
-        "getMore" => off_thread(state, req, crud_read::get_more).await,
+        "getMore" => match changes::get_more(state, req).await {
+            Some(r) => r,
+            None => off_thread(state, req, crud_read::get_more).await,
+        },
         "killCursors" => crud_read::kill_cursors(state, req),
         "count" => off_thread(state, req, crud_read::count).await,
         "distinct" => off_thread(state, req, crud_read::distinct).await,
