@@ -125,7 +125,7 @@ fn binary(bytes: Vec<u8>) -> Bson {
 }
 
 fn hex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
     (0..s.len())

@@ -93,6 +93,18 @@ pub fn parse_document(text: &str) -> Result<Document, String> {
     to_document(json)
 }
 
+/// One JSON line to a document; a syntax error names its column (the caller names the line).
+pub fn parse_line(text: &str) -> Result<Document, String> {
+    match parse(text) {
+        Ok(json) => to_document(json),
+        Err(e) => {
+            let msg = e.to_string();
+            let what = msg.rfind(" at line ").map_or(msg.as_str(), |i| &msg[..i]);
+            Err(format!("{what} at column {}", e.column()))
+        }
+    }
+}
+
 /// An Extended JSON object to a document; anything else is an error.
 pub fn to_document(json: Json) -> Result<Document, String> {
     match to_bson(json)? {

@@ -238,6 +238,12 @@ async fn write_chunk(
     let bytes = chunk.bytes;
     let (docs, lines, bad) =
         tokio::task::spawn_blocking(move || parse_chunk(chunk, ignore_blanks)).await?;
+    let mut bad = bad;
+    if target.ordered {
+        // --stopOnError: the first bad line ends the run; later ones are not reported.
+        bad.sort_unstable_by_key(|(line, _)| *line);
+        bad.truncate(1);
+    }
     let bad_count = bad.len() as u64;
     for (line, why) in &bad {
         tally.problem(bar, format!("line {line}: {why}"));
@@ -284,7 +290,7 @@ fn parse_chunk(chunk: Chunk, ignore_blanks: bool) -> Parsed {
     let mut bad = Vec::new();
     for (line, raw) in chunk.items {
         let doc = match raw {
-            Raw::Text(t) => extjson::parse_document(&t),
+            Raw::Text(t) => extjson::parse_line(&t),
             Raw::Json(j) => extjson::to_document(j),
             Raw::Row(r) => csvfmt::row(&chunk.fields, &r, ignore_blanks),
             Raw::Bad(why) => Err(why),

@@ -296,10 +296,12 @@ async fn insert_file(
         let (rx, target, tally, bar) = (rx.clone(), target.clone(), tally.clone(), bar.clone());
         let file = path.display().to_string();
         tasks.push(tokio::spawn(async move {
-            while let Some((docs, offsets, bytes)) = {
+            loop {
+                // The receiver's lock is released before the batch is written.
                 let next = rx.lock().await.recv().await;
-                next
-            } {
+                let Some((docs, offsets, bytes)) = next else {
+                    break;
+                };
                 let n = docs.len() as u64;
                 let failures = target.write(docs).await?;
                 for (i, why) in &failures {
