@@ -4,6 +4,7 @@
 //! directory layout (`<db>/<coll>.bson` + `<coll>.metadata.json`, optionally gzipped). Nothing
 //! here knows cairn's internals: the server is reached only through the wire protocol.
 
+pub mod archive;
 pub mod common;
 pub mod csvfmt;
 pub mod dump;

@@ -46,12 +46,19 @@ pub struct RestoreArgs {
         default_value_t = 2
     )]
     pub workers: usize,
-    /// Accepted for mongorestore compatibility; gzip is recognised by the .gz names.
+    /// Directory layout: accepted, gzip is recognised by the .gz names. Archive: the archive
+    /// is one gzip stream (also assumed when its name ends in .gz).
     #[arg(long)]
     pub gzip: bool,
+    /// Read a mongodump archive instead of a directory (`--archive` alone: standard input).
+    #[arg(long, num_args = 0..=1, default_missing_value = "-", require_equals = true)]
+    pub archive: Option<String>,
 }
 
 pub async fn run(args: RestoreArgs) -> anyhow::Result<crate::Report> {
+    if let Some(path) = args.archive.clone() {
+        return restore_archive(&path, &args).await;
+    }
     let entries = find_entries(&args)?;
     let client = args.conn.client().await?;
     let tally = Arc::new(Tally::new(args.conn.quiet));
@@ -191,24 +198,30 @@ async fn restore_one(
         insert_file(p, target, args, tally, &bar).await?;
     }
     bar.finish();
-    if let Some(m) = meta.filter(|m| !args.no_index_restore && !m.indexes.is_empty()) {
-        let specs: Vec<Document> = m
-            .indexes
-            .into_iter()
-            .filter(|i| i.get_str("name").is_ok_and(|n| n != "_id_"))
-            .map(|mut i| {
-                i.remove("ns");
-                i
-            })
-            .collect();
-        if !specs.is_empty() {
-            db.run_command(doc! { "createIndexes": &e.collection, "indexes": specs })
-                .await
-                .map_err(|err| anyhow::anyhow!("rebuilding indexes: {err}"))?;
-        }
+    if let Some(m) = meta.filter(|_| !args.no_index_restore) {
+        rebuild_indexes(&db, &e.collection, m).await?;
     }
     if !args.conn.quiet {
         eprintln!("finished restoring {ns}");
+    }
+    Ok(())
+}
+
+/// createIndexes with the dumped specs (all but `_id_`, without the legacy `ns` field).
+async fn rebuild_indexes(db: &mongodb::Database, coll: &str, m: Metadata) -> anyhow::Result<()> {
+    let specs: Vec<Document> = m
+        .indexes
+        .into_iter()
+        .filter(|i| i.get_str("name").is_ok_and(|n| n != "_id_"))
+        .map(|mut i| {
+            i.remove("ns");
+            i
+        })
+        .collect();
+    if !specs.is_empty() {
+        db.run_command(doc! { "createIndexes": coll, "indexes": specs })
+            .await
+            .map_err(|err| anyhow::anyhow!("rebuilding indexes: {err}"))?;
     }
     Ok(())
 }
@@ -323,4 +336,180 @@ async fn insert_file(
         .join()
         .map_err(|_| anyhow::anyhow!("reader thread panicked"))?
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
+
+/// What the archive reader thread hands over.
+enum Msg {
+    Prelude(Vec<(String, String, String)>),
+    /// (db, collection, documents, their byte offsets in the archive)
+    Docs(String, String, Vec<RawDocumentBuf>, Vec<u64>),
+    Eof(String, String),
+    Damage(String),
+}
+
+/// Read the archive on a thread, batching each namespace's documents.
+fn read_archive(input: Box<dyn std::io::Read + Send>, tx: mpsc::Sender<Msg>) {
+    use crate::archive::{ArchiveReader, Item};
+    use std::collections::HashMap;
+    let mut r = ArchiveReader::new(input);
+    match r.prelude() {
+        Ok((_, metas)) => {
+            if tx.blocking_send(Msg::Prelude(metas)).is_err() {
+                return;
+            }
+        }
+        Err(e) => {
+            let _ = tx.blocking_send(Msg::Damage(e));
+            return;
+        }
+    }
+    let mut pending: HashMap<(String, String), (Vec<RawDocumentBuf>, Vec<u64>, usize)> =
+        HashMap::new();
+    let flush = |key: (String, String), batch: (Vec<RawDocumentBuf>, Vec<u64>, usize)| {
+        tx.blocking_send(Msg::Docs(key.0, key.1, batch.0, batch.1))
+            .is_ok()
+    };
+    loop {
+        match r.next() {
+            Ok(Some(Item::Doc(db, coll, d, at))) => {
+                let key = (db, coll);
+                let entry = pending.entry(key.clone()).or_default();
+                entry.2 += d.as_bytes().len();
+                entry.0.push(d);
+                entry.1.push(at);
+                if (entry.0.len() >= BATCH_COUNT_MAX || entry.2 >= BATCH_BYTES_MAX)
+                    && let Some(batch) = pending.remove(&key)
+                    && !flush(key, batch)
+                {
+                    return;
+                }
+            }
+            Ok(Some(Item::Eof(db, coll))) => {
+                let key = (db.clone(), coll.clone());
+                if let Some(batch) = pending.remove(&key)
+                    && !flush(key, batch)
+                {
+                    return;
+                }
+                if tx.blocking_send(Msg::Eof(db, coll)).is_err() {
+                    return;
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                // Everything read before the damage is still restored.
+                for (key, batch) in pending.drain() {
+                    if !flush(key, batch) {
+                        return;
+                    }
+                }
+                let _ = tx.blocking_send(Msg::Damage(e));
+                return;
+            }
+        }
+    }
+    for (key, batch) in pending.drain() {
+        if !flush(key, batch) {
+            return;
+        }
+    }
+}
+
+/// `restore --archive`: namespaces are created from the prelude's metadata, documents written
+/// as they stream in, indexes built when a namespace's EOF header (and CRC) has been read.
+async fn restore_archive(path: &str, args: &RestoreArgs) -> anyhow::Result<crate::Report> {
+    let raw: Box<dyn std::io::Read + Send> = if path == "-" {
+        Box::new(std::io::stdin())
+    } else {
+        Box::new(std::fs::File::open(path).map_err(|e| anyhow::anyhow!("cannot open {path}: {e}"))?)
+    };
+    let raw = std::io::BufReader::with_capacity(1 << 20, raw);
+    let input: Box<dyn std::io::Read + Send> = if args.gzip || path.ends_with(".gz") {
+        Box::new(std::io::BufReader::new(flate2::read::GzDecoder::new(raw)))
+    } else {
+        Box::new(raw)
+    };
+    let client = args.conn.client().await?;
+    let tally = Arc::new(Tally::new(args.conn.quiet));
+    let bar = Bar::new(&format!("archive {path}"), None, args.conn.quiet);
+    let (tx, mut rx) = mpsc::channel::<Msg>(4);
+    let reader = std::thread::spawn(move || read_archive(input, tx));
+    let mut chosen: std::collections::HashMap<(String, String), (Metadata, Target)> =
+        Default::default();
+    while let Some(msg) = rx.recv().await {
+        match msg {
+            Msg::Prelude(metas) => {
+                for (db, coll, text) in metas {
+                    let ns = format!("{db}.{coll}");
+                    if coll.starts_with("system.")
+                        || args.db.as_ref().is_some_and(|d| *d != db)
+                        || args.collection.as_ref().is_some_and(|c| *c != coll)
+                        || !ns_selected(&ns, &args.ns_include, &args.ns_exclude)
+                    {
+                        continue;
+                    }
+                    let (meta, warnings) = Metadata::parse(&text)
+                        .map_err(|e| anyhow::anyhow!("{ns}: metadata: {e}"))?;
+                    for w in warnings {
+                        tally.problem(&bar, format!("{ns}: metadata: {w}"));
+                    }
+                    let database = client.database(&db);
+                    if args.drop {
+                        database.collection::<Document>(&coll).drop().await?;
+                    }
+                    create(&database, &coll, &meta, args.no_options_restore).await?;
+                    let target = Target::new(
+                        &client,
+                        &db,
+                        &coll,
+                        WriteMode::Insert,
+                        vec!["_id".into()],
+                        args.stop_on_error,
+                    );
+                    chosen.insert((db, coll), (meta, target));
+                }
+            }
+            Msg::Docs(db, coll, docs, offsets) => {
+                let Some((_, target)) = chosen.get(&(db, coll)) else {
+                    continue;
+                };
+                let n = docs.len() as u64;
+                let bytes: u64 = docs.iter().map(|d| d.as_bytes().len() as u64).sum();
+                let failures = target.write(docs).await?;
+                for (i, why) in &failures {
+                    let at = offsets.get(*i).copied().unwrap_or(0);
+                    tally.problem(&bar, format!("{path}: document at byte {at}: {why}"));
+                }
+                tally
+                    .ok
+                    .fetch_add(n - failures.len() as u64, Ordering::Relaxed);
+                tally
+                    .failed
+                    .fetch_add(failures.len() as u64, Ordering::Relaxed);
+                bar.advance(n, bytes);
+            }
+            Msg::Eof(db, coll) => {
+                let Some((meta, target)) = chosen.remove(&(db.clone(), coll.clone())) else {
+                    continue;
+                };
+                if !args.no_index_restore {
+                    rebuild_indexes(&target.db, &coll, meta).await?;
+                }
+                if !args.conn.quiet {
+                    bar.println(&format!("finished restoring {db}.{coll}"));
+                }
+            }
+            Msg::Damage(why) => {
+                tally.failed.fetch_add(1, Ordering::Relaxed);
+                tally.problem(&bar, format!("{path}: {why}"));
+            }
+        }
+    }
+    let _ = reader.join();
+    bar.finish();
+    let ok = tally.ok.load(Ordering::Relaxed);
+    let failed = tally.failed.load(Ordering::Relaxed);
+    Ok(tally.report(format!(
+        "{ok} document(s) restored successfully. {failed} document(s) failed to restore."
+    )))
 }
