@@ -28,7 +28,7 @@ pub const FORMAT_VERSION: &str = "0.1";
 
 /// CRC-64 with the ECMA-182 polynomial, reflected, all-ones start and final xor (CRC-64/XZ),
 /// which is what mongodump's "CRC-64-ECMA" computes.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct Crc64(u64);
 
 const CRC64_POLY_REFLECTED: u64 = 0xc96c_5795_d787_0f42;
@@ -54,12 +54,6 @@ const fn crc64_table() -> [u64; 256] {
 }
 
 static CRC64_TABLE: [u64; 256] = crc64_table();
-
-impl Default for Crc64 {
-    fn default() -> Self {
-        Crc64(0)
-    }
-}
 
 impl Crc64 {
     pub fn update(&mut self, bytes: &[u8]) {
@@ -164,7 +158,7 @@ pub enum Item {
     Eof(String, String),
 }
 
-/// Reads an archive; `prelude` first, then `next` until None.
+/// Reads an archive; `prelude` first, then `next_item` until None.
 pub struct ArchiveReader<R: Read> {
     input: R,
     pub offset: u64,
@@ -261,7 +255,7 @@ impl<R: Read> ArchiveReader<R> {
     }
 
     /// The next document or namespace end; None at a clean end of the stream.
-    pub fn next(&mut self) -> Result<Option<Item>, String> {
+    pub fn next_item(&mut self) -> Result<Option<Item>, String> {
         loop {
             if let Some((db, coll)) = self.current.clone() {
                 let at = self.offset;
@@ -352,7 +346,7 @@ mod tests {
         assert_eq!(header.get_str("version").expect("v"), "0.1");
         assert_eq!(m, metas);
         let mut n = 0;
-        while let Some(item) = r.next().expect("next") {
+        while let Some(item) = r.next_item().expect("next") {
             match item {
                 Item::Doc(..) => n += 1,
                 Item::Eof(db, c) => assert_eq!((db.as_str(), c.as_str()), ("d", "c")),
@@ -365,12 +359,12 @@ mod tests {
         bad[at] ^= 1;
         let mut r = ArchiveReader::new(bad.as_slice());
         r.prelude().expect("prelude");
-        let err = std::iter::from_fn(|| r.next().transpose()).find_map(Result::err);
+        let err = std::iter::from_fn(|| r.next_item().transpose()).find_map(Result::err);
         assert!(err.is_some(), "damage detected");
         // Truncation names the offset.
         let mut r = ArchiveReader::new(&bytes[..bytes.len() - 30]);
         r.prelude().expect("prelude");
-        let err = std::iter::from_fn(|| r.next().transpose())
+        let err = std::iter::from_fn(|| r.next_item().transpose())
             .find_map(Result::err)
             .expect("error");
         assert!(err.contains("byte"), "{err}");

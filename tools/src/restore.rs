@@ -338,6 +338,9 @@ async fn insert_file(
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 
+/// A namespace's documents read but not yet handed over: documents, offsets, bytes.
+type Pending = (Vec<RawDocumentBuf>, Vec<u64>, usize);
+
 /// What the archive reader thread hands over.
 enum Msg {
     Prelude(Vec<(String, String, String)>),
@@ -363,14 +366,13 @@ fn read_archive(input: Box<dyn std::io::Read + Send>, tx: mpsc::Sender<Msg>) {
             return;
         }
     }
-    let mut pending: HashMap<(String, String), (Vec<RawDocumentBuf>, Vec<u64>, usize)> =
-        HashMap::new();
-    let flush = |key: (String, String), batch: (Vec<RawDocumentBuf>, Vec<u64>, usize)| {
+    let mut pending: HashMap<(String, String), Pending> = HashMap::new();
+    let flush = |key: (String, String), batch: Pending| {
         tx.blocking_send(Msg::Docs(key.0, key.1, batch.0, batch.1))
             .is_ok()
     };
     loop {
-        match r.next() {
+        match r.next_item() {
             Ok(Some(Item::Doc(db, coll, d, at))) => {
                 let key = (db, coll);
                 let entry = pending.entry(key.clone()).or_default();
