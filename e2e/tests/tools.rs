@@ -95,6 +95,7 @@ async fn every_type_round_trips_through_export_and_import() {
         );
         for (variant, extra) in [
             ("lines", &[][..]),
+            ("pretty_lines", &["--pretty"][..]),
             ("array", &["--jsonArray", "--pretty"][..]),
         ] {
             let file = dir.path().join(format!("{format}_{variant}.json"));
@@ -217,6 +218,34 @@ async fn import_reports_bad_lines_and_goes_on_unless_stop_on_error() {
         stop.count_documents(doc! {}).await.expect("count"),
         2,
         "nothing after the bad line"
+    );
+
+    // An unbalanced line costs one document: the next line starting with '{' starts afresh.
+    // The file is also given as the last argument, with a byte order mark, as mongoimport takes it.
+    let uneven = dir.path().join("uneven.json");
+    std::fs::write(&uneven, "\u{feff}{\"_id\":1}\n{\"_id\":2,\"a\":[1,2}\n{\"_id\":3,\n  \"b\":{\"c\":1}\n}\n{\"_id\":4}\n").expect("write");
+    let r = tool(&[
+        "import",
+        "--uri",
+        &uri,
+        "--db",
+        "bad",
+        "--quiet",
+        p(&uneven),
+    ])
+    .await;
+    assert_eq!((r.ok, r.failed), (3, 1), "{:?}", r.problems);
+    assert!(r.problems[0].starts_with("line 2: "), "{:?}", r.problems);
+    let three = client
+        .database("bad")
+        .collection::<Document>("uneven")
+        .find_one(doc! { "_id": 3 })
+        .await
+        .expect("find");
+    assert_eq!(
+        three,
+        Some(doc! { "_id": 3, "b": { "c": 1 } }),
+        "a document spanning lines"
     );
 
     // A malformed --jsonArray element is reported on the line it starts on.

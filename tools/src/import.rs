@@ -36,9 +36,11 @@ pub struct ImportArgs {
     /// Default: the input file's name without its extension.
     #[arg(long, short = 'c')]
     pub collection: Option<String>,
-    /// Input file; standard input when absent.
+    /// Input file; standard input when absent (also accepted as the last argument).
     #[arg(long)]
     pub file: Option<PathBuf>,
+    #[arg(conflicts_with = "file", value_name = "FILE")]
+    pub file_arg: Option<PathBuf>,
     #[arg(long = "type", value_enum, default_value = "json")]
     pub file_type: FileType,
     /// The input is one JSON array of documents instead of one document per line.
@@ -95,7 +97,10 @@ struct Chunk {
     fields: Arc<Vec<Field>>,
 }
 
-pub async fn run(args: ImportArgs) -> anyhow::Result<crate::Report> {
+pub async fn run(mut args: ImportArgs) -> anyhow::Result<crate::Report> {
+    if args.file.is_none() {
+        args.file = args.file_arg.take();
+    }
     let db = args
         .db
         .clone()
@@ -369,26 +374,83 @@ fn read_input(
     Ok(())
 }
 
+/// JSON documents, normally one per line. A document may also span lines (as `--pretty` output
+/// does): a line that leaves braces open continues on the next lines until they close, unless
+/// a line starts with `{` in its first column, which always starts a new document, so one
+/// unbalanced line costs one document, not the rest of the file.
 fn read_lines(mut input: impl BufRead, chunker: &mut Chunker) -> anyhow::Result<()> {
     let mut line_no = 0u64;
+    // (first line, text so far, bytes, nesting depth)
+    let mut pending: Option<(u64, Vec<u8>, u64, i64)> = None;
+    let emit = |chunker: &mut Chunker, (line, text, bytes, _): (u64, Vec<u8>, u64, i64)| {
+        let raw = match String::from_utf8(text) {
+            Ok(s) => Raw::Text(s),
+            Err(_) => Raw::Bad("not valid UTF-8".into()),
+        };
+        chunker.push(line, raw, bytes)
+    };
     loop {
         let mut buf = Vec::new();
         let n = input.read_until(b'\n', &mut buf)?;
         if n == 0 {
+            if let Some(p) = pending.take() {
+                emit(chunker, p);
+            }
             return Ok(());
         }
         line_no += 1;
+        if line_no == 1 && buf.starts_with(b"\xef\xbb\xbf") {
+            buf.drain(..3); // a UTF-8 byte order mark
+        }
         if buf.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let raw = match String::from_utf8(buf) {
-            Ok(s) => Raw::Text(s),
-            Err(_) => Raw::Bad("not valid UTF-8".into()),
+        let starts_doc = buf.first() == Some(&b'{');
+        let item = match pending.take() {
+            Some(p) if starts_doc => {
+                if !emit(chunker, p) {
+                    return Ok(());
+                }
+                (line_no, buf, n as u64, 0)
+            }
+            Some((line, mut text, bytes, depth)) => {
+                text.extend_from_slice(&buf);
+                (line, text, bytes + n as u64, depth)
+            }
+            None => (line_no, buf, n as u64, 0),
         };
-        if !chunker.push(line_no, raw, n as u64) {
+        let (line, text, bytes, depth) = item;
+        let start = text.len() - (n.min(text.len()));
+        let depth = depth + nesting(&text[start..]);
+        if depth > 0 {
+            pending = Some((line, text, bytes, depth));
+        } else if !emit(chunker, (line, text, bytes, depth)) {
             return Ok(());
         }
     }
+}
+
+/// Opened minus closed braces and brackets outside strings in one line.
+fn nesting(line: &[u8]) -> i64 {
+    let (mut depth, mut in_string, mut escaped) = (0i64, false, false);
+    for &b in line {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+        } else {
+            match b {
+                b'"' => in_string = true,
+                b'{' | b'[' => depth += 1,
+                b'}' | b']' => depth -= 1,
+                _ => {}
+            }
+        }
+    }
+    depth
 }
 
 /// `--jsonArray`: the elements of one top-level array, each with the line it starts on. A
