@@ -38,7 +38,7 @@ fn line(i: u64) -> String {
         i = i,
         age = i % 90,
         score = (i * 7919 % 10_000) as f64 / 100.0 + 0.5,
-        active = i % 2 == 0,
+        active = i.is_multiple_of(2),
         t1 = i % 10,
         t2 = i % 7,
         ms = 1_600_000_000_000i64 + i as i64 * 1000,
