@@ -10,9 +10,9 @@ async function main() {
   assert.equal((await admin.command({ ping: 1 })).ok, 1);
   const hello = await admin.command({ hello: 1 });
   assert.equal(hello.isWritablePrimary, true);
-  assert.equal(hello.maxWireVersion, 21);
+  assert.equal(hello.maxWireVersion, 25);
   const info = await admin.command({ buildInfo: 1 });
-  assert.match(info.version, /^7\.0\./);
+  assert.match(info.version, /^8\.0\./);
   const dbs = await admin.command({ listDatabases: 1 });
   assert.ok(Array.isArray(dbs.databases));
   await assert.rejects(admin.command({ definitelyNotACommand: 1 }), (e) => e.code === 59);

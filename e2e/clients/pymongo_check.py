@@ -12,9 +12,9 @@ admin = client.admin
 assert admin.command("ping")["ok"] == 1.0
 hello = admin.command("hello")
 assert hello["isWritablePrimary"] is True, hello
-assert hello["maxWireVersion"] == 21, hello
+assert hello["maxWireVersion"] == 25, hello
 info = admin.command("buildInfo")
-assert info["version"].startswith("7.0."), info
+assert info["version"].startswith("8.0."), info
 dbs = admin.command("listDatabases")
 assert isinstance(dbs["databases"], list), dbs
 assert client.server_info()["version"] == info["version"]
@@ -81,6 +81,37 @@ sales.aggregate([{"$match": {"region": "n"}}, {"$out": "sales_n"}])
 assert db.sales_n.count_documents({}) == 10
 assert code_of(lambda: list(sales.aggregate([{"$bogus": 1}]))) == 40324
 sales.drop(); db.sales_n.drop()
+
+# MongoDB 8.0: client-level bulk writes over two databases (pymongo sends the bulkWrite command
+# because the server reports wire version 25), and update_one with sort.
+from pymongo import DeleteOne, InsertOne, UpdateOne  # noqa: E402
+
+client.pymongo_check_b.drop_collection("other")
+res = client.bulk_write(
+    [
+        InsertOne({"_id": 1, "v": 1}, namespace="pymongo_check.bw"),
+        InsertOne({"_id": 2, "v": 2}, namespace="pymongo_check.bw"),
+        UpdateOne({"_id": 1}, {"$set": {"v": 10}}, namespace="pymongo_check.bw"),
+        DeleteOne({"_id": 2}, namespace="pymongo_check.bw"),
+        InsertOne({"_id": 1}, namespace="pymongo_check_b.other"),
+    ],
+    verbose_results=True,
+)
+assert (res.inserted_count, res.matched_count, res.modified_count, res.deleted_count) == (3, 1, 1, 1), res
+assert res.update_results[2].modified_count == 1, res.update_results
+assert client.pymongo_check_b.other.count_documents({}) == 1
+try:
+    client.bulk_write([InsertOne({"_id": 1}, namespace="pymongo_check.bw")])
+    sys.exit("duplicate key in client.bulk_write did not fail")
+except pymongo.errors.ClientBulkWriteException as e:
+    assert e.write_errors[0]["code"] == 11000, e.write_errors
+db.bw.drop(); client.pymongo_check_b.drop_collection("other")
+srt = db.srt
+srt.drop()
+srt.insert_many([{"_id": 1, "v": 3}, {"_id": 2, "v": 1}, {"_id": 3, "v": 2}])
+srt.update_one({}, {"$set": {"hit": True}}, sort={"v": 1})
+assert srt.find_one({"hit": True})["_id"] == 2
+srt.drop()
 
 people.create_index("email", unique=True, sparse=True)
 assert "email_1" in people.index_information()

@@ -57,7 +57,7 @@ async fn driver_connects_pings_and_reads_hello() {
     assert_eq!(hello.get_i32("maxWriteBatchSize").unwrap(), 100_000);
     assert_eq!(hello.get_i32("logicalSessionTimeoutMinutes").unwrap(), 30);
     assert_eq!(hello.get_i32("minWireVersion").unwrap(), 0);
-    assert_eq!(hello.get_i32("maxWireVersion").unwrap(), 21);
+    assert_eq!(hello.get_i32("maxWireVersion").unwrap(), 25);
     assert!(!hello.get_bool("readOnly").unwrap());
     assert!(hello.get_i32("connectionId").unwrap() > 0);
     assert!(hello.get_datetime("localTime").is_ok());
@@ -128,7 +128,7 @@ async fn admin_commands_answer_with_the_fields_tools_read() {
     let admin = client.database("admin");
 
     let bi = admin.run_command(doc! { "buildInfo": 1 }).await.unwrap();
-    assert!(bi.get_str("version").unwrap().starts_with("7.0."));
+    assert!(bi.get_str("version").unwrap().starts_with("8.0."));
     assert_eq!(bi.get_array("versionArray").unwrap().len(), 4);
     assert!(bi.get_str("gitVersion").is_ok());
     assert_eq!(bi.get_i32("bits").unwrap(), 64);
@@ -154,7 +154,7 @@ async fn admin_commands_answer_with_the_fields_tools_read() {
             .unwrap()
             .get_str("version")
             .unwrap(),
-        "7.0"
+        "8.0"
     );
     let set = admin
         .run_command(doc! { "setParameter": 1, "ttlMonitorSleepSecs": 3 })
@@ -389,7 +389,7 @@ fn op_query_handshake_and_legacy_rejection() {
     };
     let hello = Document::try_from(r.documents[0].as_ref()).unwrap();
     assert!(hello.get_bool("ismaster").unwrap());
-    assert_eq!(hello.get_i32("maxWireVersion").unwrap(), 21);
+    assert_eq!(hello.get_i32("maxWireVersion").unwrap(), 25);
 
     let find = OpQuery {
         full_collection_name: "test.coll".into(),

@@ -22,6 +22,60 @@ pub struct Catalog {
     write_locks: Mutex<HashMap<(String, String), NamespaceLock>>,
     /// Periodic durability mode: acknowledge before the sync unless `j: true`.
     periodic: bool,
+    /// `fsync {lock: true}`: while held, every write command waits.
+    pub fsync: FsyncLock,
+}
+
+/// The fsync lock (mongod's `fsyncLock`): write commands hold a shared guard of `gate` while they
+/// run; `lock` takes it exclusively (waiting for the writes in flight) and keeps it until as many
+/// `unlock`s as `lock`s came. Reads never touch it. tokio's RwLock is fair, so a waiting `lock`
+/// is not starved by a stream of writers, and writers arriving after it queue behind it.
+#[derive(Default)]
+pub struct FsyncLock {
+    gate: Arc<tokio::sync::RwLock<()>>,
+    /// The lock count and, while it is above zero, the exclusive guard. A tokio mutex: `lock`
+    /// holds it across the wait for writers in flight, so two `lock`s do not both wait.
+    held: tokio::sync::Mutex<(i64, Option<tokio::sync::OwnedRwLockWriteGuard<()>>)>,
+}
+
+impl FsyncLock {
+    /// What a write holds while it runs; waits while the server is fsync-locked.
+    pub async fn writer(&self) -> tokio::sync::OwnedRwLockReadGuard<()> {
+        self.gate.clone().read_owned().await
+    }
+
+    /// The writer's guard if the server is not locked (and no `lock` waits) right now.
+    pub fn try_writer(&self) -> Option<tokio::sync::OwnedRwLockReadGuard<()>> {
+        self.gate.clone().try_read_owned().ok()
+    }
+
+    /// Take the lock (once more); the new lock count.
+    pub async fn lock(&self) -> i64 {
+        let mut held = self.held.lock().await;
+        if held.1.is_none() {
+            held.1 = Some(self.gate.clone().write_owned().await);
+        }
+        held.0 += 1;
+        held.0
+    }
+
+    /// Release one `lock`; the remaining count, or `None` when the server was not locked.
+    pub async fn unlock(&self) -> Option<i64> {
+        let mut held = self.held.lock().await;
+        if held.0 == 0 {
+            return None;
+        }
+        held.0 -= 1;
+        if held.0 == 0 {
+            held.1 = None;
+        }
+        Some(held.0)
+    }
+
+    /// Whether the server is locked now (for `currentOp`).
+    pub fn is_locked(&self) -> bool {
+        self.held.try_lock().map_or(true, |h| h.0 > 0)
+    }
 }
 
 pub fn validate_db_name(db: &str) -> CommandResult<()> {
@@ -81,6 +135,7 @@ impl Catalog {
             engine,
             write_locks: Mutex::new(HashMap::new()),
             periodic,
+            fsync: FsyncLock::default(),
         }
     }
 
@@ -221,6 +276,36 @@ impl WriteConcern {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn fsync_lock_blocks_writers_until_the_last_unlock() {
+        let l = Arc::new(FsyncLock::default());
+        assert_eq!(l.unlock().await, None, "unlock without lock");
+        let w = l.writer().await;
+        // A lock waits for the write in flight.
+        let locker = {
+            let l = l.clone();
+            tokio::spawn(async move { l.lock().await })
+        };
+        tokio::task::yield_now().await;
+        assert!(!locker.is_finished());
+        drop(w);
+        assert_eq!(locker.await.unwrap(), 1);
+        assert_eq!(l.lock().await, 2);
+        assert!(l.is_locked());
+        let writer = {
+            let l = l.clone();
+            tokio::spawn(async move {
+                drop(l.writer().await);
+            })
+        };
+        assert_eq!(l.unlock().await, Some(1));
+        tokio::task::yield_now().await;
+        assert!(!writer.is_finished(), "still locked once");
+        assert_eq!(l.unlock().await, Some(0));
+        writer.await.unwrap();
+        assert!(!l.is_locked());
+    }
 
     #[test]
     fn names() {

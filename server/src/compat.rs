@@ -82,6 +82,22 @@ const COMMANDS: &[&str] = &[
     "replSetGetStatus",
     "setFeatureCompatibilityVersion",
     "bulkWrite",
+    "fsyncUnlock",
+    "killAllSessions",
+    "killAllSessionsByPattern",
+    "autoCompact",
+    "dataSize",
+    "validateDBMetadata",
+    "lockInfo",
+    "connPoolStats",
+    "planCacheClear",
+    "planCacheClearFilters",
+    "planCacheListFilters",
+    "planCacheSetFilter",
+    "getClusterParameter",
+    "setClusterParameter",
+    "getDefaultRWConcern",
+    "setDefaultRWConcern",
 ];
 
 const QUERY_OPERATORS: &[&str] = &[
@@ -287,6 +303,7 @@ const STAGES: &[&str] = &[
     "$indexStats",
     "$currentOp",
     "$listLocalSessions",
+    "$planCacheStats",
     "$geoNear",
     "$search",
     "$changeStream",
@@ -331,8 +348,10 @@ fn expression_supported(op: &str) -> bool {
 
 /// The whole document.
 pub fn render(stage_supported: &dyn Fn(&str) -> bool) -> String {
-    let mut out = String::from(
-        "# Compatibility\n\nGenerated from the code by `CAIRN_BLESS=1 cargo test -p cairn --lib compat` (a test fails when this file is stale).\nEach state is what the component itself answers: a command is in the dispatch table; an operator or stage is recognized by its parser. Behaviour is covered by the unit and end-to-end tests.\n\n",
+    let mut out = format!(
+        "# Compatibility\n\nGenerated from the code by `CAIRN_BLESS=1 cargo test -p cairn --lib compat` (a test fails when this file is stale).\nThe reference is mongod 8.0: cairn reports version {} and maxWireVersion {}.\nEach state is what the component itself answers: a command is in the dispatch table; an operator or stage is recognized by its parser. Behaviour is covered by the unit and end-to-end tests.\n\n",
+        crate::commands::admin::COMPAT_VERSION,
+        crate::limits::WIRE_VERSION_MAX,
     );
     let mut section = |title: &str, names: &[&str], f: &dyn Fn(&str) -> bool| {
         out.push_str(&format!("## {title}\n\n| name | state |\n| --- | --- |\n"));

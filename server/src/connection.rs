@@ -3,13 +3,14 @@
 //! malformed frame closes this connection only; a command error is a reply, never a close.
 //! Requests on one connection are handled one at a time, in order, as mongod does. While a
 //! request runs, the connection keeps reading (up to `READ_AHEAD_BYTES_MAX` of later requests)
-//! so that a client hanging up is noticed: its request is marked (a storage job still queued is
-//! then never started) and the connection ends without waiting for it.
+//! so that a client hanging up is noticed: its request's operation is interrupted (a storage job
+//! still queued is then never started, a running one stops at its next yield point with
+//! ClientDisconnect) and the connection ends without waiting for it.
 
 use crate::commands::{self, ConnectionInfo, Reply, Request, Sequence};
 use crate::error::{CommandError, ErrorCode, err};
+use crate::interrupt::{Interrupt, Reason};
 use crate::limits;
-use crate::offload::Liveness;
 use crate::state::ServerState;
 use bson::{Document, RawDocumentBuf};
 use bytes::BytesMut;
@@ -191,7 +192,7 @@ async fn handle_watching<S: AsyncRead + AsyncWrite + Unpin>(
     info: &mut ConnectionInfo,
     message: Message,
 ) -> Result<Outcome, End> {
-    let client = Liveness::default();
+    let client = Interrupt::default();
     let fire_and_forget = matches!(&message.body, Body::Msg(m) if m.more_to_come());
     let work = handle(state, info, message, client.clone());
     tokio::pin!(work);
@@ -204,7 +205,8 @@ async fn handle_watching<S: AsyncRead + AsyncWrite + Unpin>(
             }
             read = stream.read_buf(buf), if watching => match read {
                 Ok(0) | Err(_) => {
-                    client.mark_gone();
+                    // The running operation stops at its next yield point (ClientDisconnect).
+                    client.interrupt(Reason::ClientDisconnected);
                     if !fire_and_forget {
                         return Err(End::ClientClosed);
                     }
@@ -230,7 +232,7 @@ async fn handle(
     state: &Arc<ServerState>,
     info: &mut ConnectionInfo,
     message: Message,
-    client: Liveness,
+    client: Interrupt,
 ) -> Result<Outcome, End> {
     let request_id = message.header.request_id;
     let compressor = message.compressor;
@@ -250,17 +252,19 @@ async fn handle_msg(
     request_id: i32,
     compressor: Option<Compressor>,
     msg: OpMsg,
-    client: Liveness,
+    client: Interrupt,
 ) -> Result<Outcome, End> {
     let more_to_come = msg.more_to_come();
     let exhaust_allowed = msg.exhaust_allowed();
-    if let Err(e) = commands::args::check_duplicate_fields(&msg.body) {
-        let bytes = encode_reply(Reply::Doc(e.to_reply()), request_id, None, 0)?;
-        return Ok((!more_to_come).then_some((bytes, None)));
-    }
-    let body = Document::try_from(msg.body.as_ref())
-        .map_err(|e| End::Malformed(format!("invalid BSON body: {e}")))?;
-    let raw_body = msg.body;
+    let (raw_body, decoded) = decode_body(state, msg.body).await;
+    let body = match decoded {
+        Ok(Ok(body)) => body,
+        Ok(Err(malformed)) => return Err(End::Malformed(malformed)),
+        Err(e) => {
+            let bytes = encode_reply(Reply::Doc(e.to_reply()), request_id, None, 0)?;
+            return Ok((!more_to_come).then_some((bytes, None)));
+        }
+    };
     let sequences = msg
         .sequences
         .into_iter()
@@ -271,7 +275,9 @@ async fn handle_msg(
         .collect();
     let req = match commands::parse_request(body, sequences, true) {
         Ok(mut req) => {
-            req.client = client;
+            // The connection's token (which it interrupts on a hang-up) takes the deadline.
+            client.set_deadline(req.op.deadline());
+            req.op = client;
             req.raw_body = Some(raw_body);
             Arc::new(req)
         }
@@ -286,7 +292,8 @@ async fn handle_msg(
         let mut shutdown = state.shutdown_requested();
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(ms)) => {}
-            _ = shutdown.changed() => {}
+            // wait_for, not changed: a shutdown requested before this hello arrived counts.
+            _ = shutdown.wait_for(|stop| *stop) => {}
         }
     }
     let reply = match run_command(state, info, &req).await {
@@ -312,6 +319,37 @@ async fn handle_msg(
         last_response_id: response_id,
     });
     Ok(Some((bytes, exhaust)))
+}
+
+/// A body of more than this many bytes is checked and decoded on the blocking pool: a 16 MB
+/// command with 100,000s of fields takes long enough to stall the worker's other connections.
+const DECODE_INLINE_BYTES_MAX: usize = 64 * 1024;
+
+/// The command body checked for duplicate fields (a command error) and decoded (`Ok(Err)`: not
+/// BSON, the connection closes); the raw bytes come back for the handlers that read them.
+async fn decode_body(
+    state: &Arc<ServerState>,
+    raw: RawDocumentBuf,
+) -> (
+    RawDocumentBuf,
+    Result<Result<Document, String>, CommandError>,
+) {
+    fn decode(raw: &RawDocumentBuf) -> Result<Result<Document, String>, CommandError> {
+        commands::args::check_duplicate_fields(raw)?;
+        Ok(Document::try_from(raw.as_ref()).map_err(|e| format!("invalid BSON body: {e}")))
+    }
+    if raw.as_bytes().len() <= DECODE_INLINE_BYTES_MAX {
+        let decoded = decode(&raw);
+        return (raw, decoded);
+    }
+    let len = raw.as_bytes().len();
+    match crate::offload::run(state, "decode", None, move |_| Ok((decode(&raw), raw))).await {
+        Ok((decoded, raw)) => (raw, decoded),
+        Err(e) => {
+            tracing::error!(bytes = len, error = %e.message, "decoding a command body failed");
+            (RawDocumentBuf::new(), Err(e))
+        }
+    }
 }
 
 /// `Some(maxAwaitTimeMS)` for a monitoring `hello` that waits for a topology change.
@@ -349,7 +387,7 @@ async fn stream_hellos<S: AsyncRead + AsyncWrite + Unpin>(
                 Ok(_) => None,
                 Err(e) => Some(End::Io(e)),
             },
-            _ = shutdown.changed() => return Some(End::Shutdown),
+            _ = shutdown.wait_for(|stop| *stop) => return Some(End::Shutdown),
         }
         let reply = match run_command(state, info, &ex.request).await {
             Ok(r) => r,
@@ -410,7 +448,17 @@ async fn run_command(
 ) -> Result<Reply, CommandError> {
     state.opcounters.command.fetch_add(1, Relaxed);
     let started = Instant::now();
+    let registered = state.ops.begin_command(crate::ops::CommandInfo {
+        connection_id: info.id,
+        client: info.peer.to_string(),
+        name: &req.name,
+        db: &req.db,
+        body: &req.body,
+        body_bytes: req.raw_body.as_ref().map_or(0, |b| b.as_bytes().len()),
+        interrupt: req.op.clone(),
+    });
     let result = commands::dispatch(state, info, req).await;
+    drop(registered);
     let elapsed_ms = started.elapsed().as_millis() as i64;
     if elapsed_ms > state.slowms.load(Relaxed) {
         let ns = format!(

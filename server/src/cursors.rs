@@ -25,6 +25,9 @@ pub struct Cursor {
     pub source: DocSource,
     pub last_used: Instant,
     pub no_timeout: bool,
+    /// What is left of the `maxTimeMS` of the command that opened it (None: no limit); each
+    /// `getMore` runs within it and uses it up.
+    pub time_left: Option<Duration>,
 }
 
 impl Cursor {
@@ -115,6 +118,7 @@ mod tests {
             source: DocSource::Buffered(VecDeque::new()),
             last_used: Instant::now(),
             no_timeout: false,
+            time_left: None,
         }
     }
 

@@ -250,6 +250,7 @@ error_codes! {
     Location16608 = 16608,
     Location16610 = 16610,
     Location16702 = 16702,
+    Location51151 = 51151,
     Location17080 = 17080,
     Location17124 = 17124,
     Location17276 = 17276,
@@ -278,6 +279,9 @@ error_codes! {
     DocumentValidationFailure = 121,
     NotImplemented = 238,
     APIStrictError = 323,
+    APIVersionError = 322,
+    Location51300 = 51300,
+    Location16764 = 16764,
 }
 
 /// An error a command returns to its client.

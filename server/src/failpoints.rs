@@ -12,6 +12,9 @@
 //!   lock is released, waits while the point is on.
 //! - `hangIndexBuildDuringScan`: an index build waits while the point is on at its first progress
 //!   report with documents done (`currentOp` then shows the progress).
+//! - `fsyncLockedWrite` (the one entered on an async worker; it never blocks): counted each time
+//!   a write command finds the server fsync-locked and starts waiting, so a test knows the write
+//!   is held back.
 
 use crate::error::{CommandResult, ErrorCode, err};
 use bson::{Bson, Document};
@@ -24,10 +27,12 @@ use tokio::sync::watch;
 pub const BLOCK_STORAGE_CALL: &str = "blockStorageCall";
 pub const HANG_AFTER_STARTING_INDEX_BUILD: &str = "hangAfterStartingIndexBuild";
 pub const HANG_INDEX_BUILD_DURING_SCAN: &str = "hangIndexBuildDuringScan";
+pub const FSYNC_LOCKED_WRITE: &str = "fsyncLockedWrite";
 const NAMES: &[&str] = &[
     BLOCK_STORAGE_CALL,
     HANG_AFTER_STARTING_INDEX_BUILD,
     HANG_INDEX_BUILD_DURING_SCAN,
+    FSYNC_LOCKED_WRITE,
 ];
 
 /// Longest a hang re-checks its point without being woken (a safety net; configure wakes it).

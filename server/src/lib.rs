@@ -13,6 +13,7 @@ pub mod cursors;
 pub mod error;
 pub mod exec;
 pub mod failpoints;
+pub mod interrupt;
 pub mod limits;
 pub mod listener;
 pub mod logging;

@@ -18,9 +18,9 @@ pub const SHUTDOWN_GRACE_MS: u64 = 10_000;
 pub const SLOW_OP_THRESHOLD_MS_DEFAULT: i64 = 100;
 /// `logicalSessionTimeoutMinutes` in `hello`.
 pub const SESSION_TIMEOUT_MINUTES: i32 = 30;
-/// Wire versions we speak: 0 (legacy) through 21 (mongod 7.0).
+/// Wire versions we speak: 0 (legacy) through 25 (mongod 8.0).
 pub const WIRE_VERSION_MIN: i32 = 0;
-pub const WIRE_VERSION_MAX: i32 = 21;
+pub const WIRE_VERSION_MAX: i32 = 25;
 /// Size of the read buffer a connection starts with; it grows to the frame being read.
 pub const READ_BUFFER_INITIAL_BYTES: usize = 16 * 1024;
 /// While a request runs, the connection keeps reading (to notice a client that hangs up) until

@@ -6,28 +6,18 @@
 //! Bounds: at most `limits::STORAGE_THREADS_MAX` jobs run at once (the runtime's
 //! `max_blocking_threads`, set in `main.rs`); further jobs wait in tokio's FIFO queue, which the
 //! connections bound (a connection has one request in flight) plus the TTL monitor. A job whose
-//! client disconnected while it waited is not started. Waiting for a write to become durable is
-//! not a job: it stays async (`Catalog::finish_write`) and holds no pool thread.
+//! operation was interrupted while it waited (its client disconnected, `killOp`, shutdown, its
+//! `maxTimeMS` passed) is not started; a job that starts runs with its request's
+//! `crate::interrupt::Interrupt` installed as the thread's current operation, so the scans,
+//! the matcher and the expressions it runs stop at their next yield point once it is
+//! interrupted. Waiting for a write to become durable is not a job: it stays async
+//! (`Catalog::finish_write`) and holds no pool thread.
 
 use crate::error::{CommandResult, ErrorCode, err};
+use crate::interrupt::Interrupt;
 use crate::state::ServerState;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-
-/// Whether a request's client is still connected: the connection marks it gone when the peer
-/// closes while the request is in flight.
-#[derive(Clone, Debug, Default)]
-pub struct Liveness(Arc<AtomicBool>);
-
-impl Liveness {
-    pub fn mark_gone(&self) {
-        self.0.store(true, Relaxed);
-    }
-
-    pub fn is_gone(&self) -> bool {
-        self.0.load(Relaxed)
-    }
-}
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// Decrements `running` however the job ends (a panic included).
 struct Running<'a>(&'a AtomicU64);
@@ -38,19 +28,13 @@ impl Drop for Running<'_> {
     }
 }
 
-fn client_disconnected() -> crate::error::CommandError {
-    err(
-        ErrorCode::ClientDisconnect,
-        "operation was interrupted because a client disconnected",
-    )
-}
-
 /// Runs `f` on the blocking pool. `command` names the job (the canonical command name) for the
-/// `blockStorageCall` fail point; `client`, when given, is checked before the job starts.
+/// `blockStorageCall` fail point; `op`, when given, is checked before the job starts and is the
+/// thread's current operation while it runs.
 pub async fn run<T, F>(
     state: &Arc<ServerState>,
     command: &'static str,
-    client: Option<&Liveness>,
+    op: Option<&Interrupt>,
     f: F,
 ) -> CommandResult<T>
 where
@@ -58,14 +42,19 @@ where
     F: FnOnce(&ServerState) -> CommandResult<T> + Send + 'static,
 {
     let st = state.clone();
-    let client = client.cloned();
+    let op = op.cloned();
     state.pool.queued.fetch_add(1, Relaxed);
     let job = tokio::task::spawn_blocking(move || {
         let pool = &st.pool;
         pool.queued.fetch_sub(1, Relaxed);
-        if client.as_ref().is_some_and(Liveness::is_gone) {
-            pool.skipped_client_gone.fetch_add(1, Relaxed);
-            return Err(client_disconnected());
+        let _installed = op.as_ref().map(Interrupt::install);
+        if let Some(op) = &op
+            && let Err(e) = op.check()
+        {
+            if op.client_gone() {
+                pool.skipped_client_gone.fetch_add(1, Relaxed);
+            }
+            return Err(e);
         }
         pool.running.fetch_add(1, Relaxed);
         let _running = Running(&pool.running);
@@ -90,6 +79,7 @@ mod tests {
     use super::*;
     use crate::config::Config;
     use clap::Parser;
+    use std::sync::atomic::AtomicBool;
 
     fn state(dir: &std::path::Path) -> Arc<ServerState> {
         let config = Config::parse_from(["cairn", "--dbpath", dir.to_str().unwrap()]);
@@ -126,7 +116,7 @@ mod tests {
                 }
             });
             started_rx.await.unwrap();
-            let client = Liveness::default();
+            let client = Interrupt::default();
             let ran = Arc::new(AtomicBool::new(false));
             let second = tokio::spawn({
                 let (st, client, ran) = (st.clone(), client.clone(), ran.clone());
@@ -142,7 +132,7 @@ mod tests {
             while st.pool.queued.load(Relaxed) == 0 {
                 tokio::task::yield_now().await;
             }
-            client.mark_gone();
+            client.interrupt(crate::interrupt::Reason::ClientDisconnected);
             release_tx.send(()).unwrap();
             assert_eq!(first.await.unwrap().unwrap(), 1);
             let e = second.await.unwrap().unwrap_err();

@@ -133,7 +133,7 @@ const DEFS: &[Def] = &[
     Def {
         name: "featureCompatibilityVersion",
         kind: Kind::Str,
-        default: || Bson::String("7.0".into()),
+        default: || Bson::String("8.0".into()),
         runtime: false,
         startup: false,
     },
@@ -261,7 +261,7 @@ impl Parameters {
 
     pub fn get(&self, name: &str) -> Option<Bson> {
         if name == "featureCompatibilityVersion" {
-            return Some(Bson::Document(bson::doc! { "version": "7.0" }));
+            return Some(Bson::Document(bson::doc! { "version": "8.0" }));
         }
         self.read().get(name).cloned()
     }

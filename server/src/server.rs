@@ -44,27 +44,31 @@ pub async fn run(config: Config, argv: Vec<String>, log_ring: Arc<LogRing>) -> a
     Ok(())
 }
 
+/// Installs the SIGTERM/SIGINT handlers before returning (a signal that arrives once the server
+/// says it is waiting for connections must shut it down cleanly, not kill it), then waits for
+/// one on a task.
 fn spawn_signal_handler(state: Arc<ServerState>) {
-    tokio::spawn(async move {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{SignalKind, signal};
-            let (Ok(mut term), Ok(mut int)) = (
-                signal(SignalKind::terminate()),
-                signal(SignalKind::interrupt()),
-            ) else {
-                tracing::warn!("cannot install signal handlers");
-                return;
-            };
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut term), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) else {
+            tracing::warn!("cannot install signal handlers");
+            return;
+        };
+        tokio::spawn(async move {
             tokio::select! {
                 _ = term.recv() => tracing::info!(signal = "SIGTERM", "received signal"),
                 _ = int.recv() => tracing::info!(signal = "SIGINT", "received signal"),
             }
-        }
-        #[cfg(not(unix))]
-        {
-            let _ = tokio::signal::ctrl_c().await;
-        }
+            state.request_shutdown();
+        });
+    }
+    #[cfg(not(unix))]
+    tokio::spawn(async move {
+        let _ = tokio::signal::ctrl_c().await;
         state.request_shutdown();
     });
 }

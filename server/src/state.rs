@@ -123,7 +123,9 @@ impl ServerState {
         })
     }
 
+    /// Stop accepting and interrupt every running operation (InterruptedAtShutdown).
     pub fn request_shutdown(&self) {
+        self.ops.interrupt_all();
         self.shutdown_tx.send_replace(true);
     }
 

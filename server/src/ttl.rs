@@ -66,6 +66,8 @@ fn ttl_indexes(state: &ServerState) -> Vec<(String, String, IndexSpec)> {
 /// One pass over every TTL index; returns how many documents it deleted. The catalog walk and
 /// every batch run on the storage pool; only the namespace lock is awaited here.
 pub async fn pass(state: &Arc<ServerState>, now: DateTime) -> u64 {
+    // TTL deletes are writes: none while the server is fsync-locked.
+    let _gate = state.catalog.fsync.writer().await;
     let indexes = match offload::run(state, JOB, None, |st| Ok(ttl_indexes(st))).await {
         Ok(list) => list,
         Err(e) => {

@@ -13,13 +13,14 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, u32)] = &[
     ("error", 0),
     ("limits", 0),
-    ("query", 1),
-    ("planner", 2),
-    ("catalog", 2),
-    ("exec", 3),
-    ("cursors", 4),
-    ("state", 5),
-    ("commands", 6),
+    ("interrupt", 1),
+    ("query", 2),
+    ("planner", 3),
+    ("catalog", 3),
+    ("exec", 4),
+    ("cursors", 5),
+    ("state", 6),
+    ("commands", 7),
 ];
 
 /// Cycles known and not yet broken, each exactly as the checker finds it (sorted names). The

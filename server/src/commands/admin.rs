@@ -1,5 +1,6 @@
 //! Administrative commands: build and host information, parameters, `serverStatus`, logs,
-//! sessions, `shutdown`, `fsync`, and the test-only fail point commands. These read `ServerState`
+//! sessions, `shutdown`, `fsync` (with its lock) and `fsyncUnlock`, `currentOp`, and the test-only
+//! fail point commands. These read `ServerState`
 //! and the process; `fsync` is the one that calls into storage (a checkpoint, off-thread).
 //! `serverStatus` reads `Engine::stats()`, which the engine keeps cheap (counters, no page
 //! reads, no wait on the log), so monitoring is answered even when the storage pool is busy.
@@ -14,8 +15,8 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 /// The mongod release whose behaviour cairn follows; drivers read it to pick features.
-pub const COMPAT_VERSION: &str = "7.0.0";
-const COMPAT_VERSION_ARRAY: [i32; 4] = [7, 0, 0, 0];
+pub const COMPAT_VERSION: &str = "8.0.0";
+const COMPAT_VERSION_ARRAY: [i32; 4] = [8, 0, 0, 0];
 
 pub fn build_info() -> Reply {
     Reply::Doc(doc! {
@@ -290,6 +291,38 @@ pub fn shutdown(state: &ServerState, conn: &ConnectionInfo) -> CommandResult<Rep
     Ok(Reply::Close)
 }
 
+/// `killOp {op: opid}`: interrupts the operation `currentOp` lists under that opid; it stops at
+/// its next yield point with Interrupted (11601). mongod answers the same whether or not the
+/// operation still runs.
+pub fn kill_op(state: &ServerState, req: &Request) -> CommandResult<Reply> {
+    let opid = match req.body.get("op") {
+        None => {
+            return Err(err(
+                ErrorCode::FailedToParse,
+                "Did not provide \"op\" field",
+            ));
+        }
+        Some(v) => match v {
+            Bson::Double(f) if f.fract() == 0.0 => *f as i64,
+            Bson::Int32(_) | Bson::Int64(_) => super::as_i64(v).unwrap_or(-1),
+            other => {
+                return Err(err(
+                    ErrorCode::TypeMismatch,
+                    format!(
+                        "\"op\" field must be a number, found {}",
+                        super::args::type_name(other)
+                    ),
+                ));
+            }
+        },
+    };
+    let found = u64::try_from(opid).is_ok_and(|id| state.ops.kill(id));
+    tracing::info!(opid = opid, found = found, "going to kill op");
+    Ok(Reply::Doc(
+        doc! { "info": "attempting to kill op", "ok": 1.0 },
+    ))
+}
+
 pub fn profile(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     let level = req.body.get("profile").and_then(super::as_i64);
     match level {
@@ -313,26 +346,74 @@ pub fn profile(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     ))
 }
 
-/// `fsync`: a checkpoint now (on the blocking pool), answered as mongod does. `lock: true`
-/// (fsyncLock) is refused: cairn cannot hold every write back while files are copied.
+/// Where mongod's fsync replies point for more.
+const FSYNC_SEE_ALSO: &str = "http://dochub.mongodb.org/core/fsynccommand";
+
+/// `fsync`: a checkpoint now (on the blocking pool). With `lock: true` (fsyncLock) every write
+/// command (and the TTL monitor) then waits in dispatch until as many `fsyncUnlock`s came;
+/// reads go on. No write reaches the log while locked, and the checkpoint just taken leaves
+/// no dirty page behind. mongod reads the fields it knows and ignores the others.
 pub async fn fsync(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<Reply> {
-    // mongod's fsync reads the fields it knows and ignores others.
-    if req.body.get("lock").is_some_and(truthy) {
-        return Err(err(
-            ErrorCode::CommandNotSupported,
-            "fsync with lock: true (fsyncLock) is not supported by cairn; for a file-level backup \
-             stop the server, or use mongodump",
-        ));
-    }
-    super::off_thread(state, req, |state, _| {
+    let lock = req.body.get("lock").is_some_and(truthy);
+    let count = if lock {
+        Some(state.catalog.fsync.lock().await)
+    } else {
+        None
+    };
+    let checkpoint = super::off_thread(state, req, |state, _| {
         state
             .catalog
             .engine()
             .checkpoint()
             .map_err(|e| storage_error(e, "", ""))
     })
-    .await?;
-    Ok(Reply::Doc(doc! { "numFiles": 1, "ok": 1.0 }))
+    .await;
+    if let Err(e) = checkpoint {
+        if lock {
+            state.catalog.fsync.unlock().await;
+        }
+        return Err(e);
+    }
+    Ok(Reply::Doc(match count {
+        Some(n) => {
+            tracing::info!(lock_count = n, "fsync: locked against writes");
+            doc! {
+                "info": "now locked against writes, use db.fsyncUnlock() to unlock",
+                "lockCount": n,
+                "seeAlso": FSYNC_SEE_ALSO,
+                "ok": 1.0,
+            }
+        }
+        None => doc! { "numFiles": 1, "ok": 1.0 },
+    }))
+}
+
+/// `fsyncUnlock`: release one `fsync {lock: true}`.
+pub async fn fsync_unlock(state: &ServerState) -> CommandResult<Reply> {
+    let Some(n) = state.catalog.fsync.unlock().await else {
+        return Err(err(
+            ErrorCode::IllegalOperation,
+            "fsyncUnlock called when not locked",
+        ));
+    };
+    tracing::info!(lock_count = n, "fsyncUnlock completed");
+    Ok(Reply::Doc(
+        doc! { "info": "fsyncUnlock completed", "lockCount": n, "ok": 1.0 },
+    ))
+}
+
+/// `currentOp`: the operations in flight, and `fsyncLock` while the server is locked.
+pub fn current_op(state: &ServerState) -> Reply {
+    let mut r = doc! { "inprog": state.ops.in_progress() };
+    if state.catalog.fsync.is_locked() {
+        r.insert("fsyncLock", true);
+        r.insert(
+            "info",
+            "use db.fsyncUnlock() to terminate the fsync write/snapshot lock",
+        );
+    }
+    r.insert("ok", 1.0);
+    Reply::Doc(r)
 }
 
 /// `configureFailPoint` (test commands only): the reply's `count` is how often the point was

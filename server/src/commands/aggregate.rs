@@ -184,6 +184,7 @@ pub fn run_pipeline(state: &ServerState, req: &Request) -> CommandResult<Ran> {
         source,
         last_used: Instant::now(),
         no_timeout: false,
+        time_left: deadline.map(|d| d.saturating_duration_since(Instant::now())),
     };
     let id = state.cursors.insert(cursor)?;
     Ok(Ran::Reply(cursor_reply(id, &ns, true, batch)))
@@ -195,6 +196,7 @@ pub const SOURCE_STAGES: &[&str] = &[
     "$indexStats",
     "$currentOp",
     "$listLocalSessions",
+    "$planCacheStats",
 ];
 
 /// `$collStats`, `$indexStats`, `$currentOp` and `$listLocalSessions`: the documents they
@@ -271,6 +273,18 @@ fn source_stage(
         }
         // Sessions are accepted but not tracked yet, so there is none to list.
         "$listLocalSessions" => Ok(Some(vec![])),
+        // There is no plan cache: no entries, whatever the collection.
+        "$planCacheStats" => {
+            let spec = spec.as_document().ok_or_else(|| {
+                err(
+                    ErrorCode::FailedToParse,
+                    "$planCacheStats value must be an object. Found: ".to_string()
+                        + super::args::type_name(spec),
+                )
+            })?;
+            super::args::check_fields_all(spec, "$planCacheStats", &["allHosts"])?;
+            Ok(Some(vec![]))
+        }
         _ => Ok(None),
     }
 }

@@ -44,6 +44,19 @@ pub fn check_fields(body: &Document, command: &str, allowed: &[&str]) -> Command
     Ok(())
 }
 
+/// Reject fields of a nested document other than `allowed` (every key is checked).
+pub fn check_fields_all(d: &Document, path: &str, allowed: &[&str]) -> CommandResult<()> {
+    for key in d.keys() {
+        if !allowed.contains(&key.as_str()) {
+            return Err(err(
+                ErrorCode::Location40415,
+                format!("BSON field '{path}.{key}' is an unknown field."),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Bodies up to this many fields are checked for repeats pairwise (no allocation); larger ones
 /// through a hash set, so a hostile body with 40,000 fields costs linear time.
 const DUPLICATE_SCAN_PAIRWISE_MAX: usize = 16;

@@ -83,6 +83,7 @@ pub const RULES: &[(&str, Rule)] = &[
     ("refreshSessions", Open),
     ("killSessions", Authenticated),
     ("killAllSessions", Cluster(&["killAnySession"])),
+    ("killAllSessionsByPattern", Cluster(&["killAnySession"])),
     ("getLog", Cluster(&["getLog"])),
     ("shutdown", Cluster(&["shutdown"])),
     ("profile", Database(&["enableProfiler"])),
@@ -90,6 +91,7 @@ pub const RULES: &[(&str, Rule)] = &[
     ("insert", Custom(insert)),
     ("update", Custom(update)),
     ("delete", Collection(&["remove"])),
+    ("bulkWrite", Custom(bulk_write)),
     ("findAndModify", Custom(find_and_modify)),
     ("find", Collection(&["find"])),
     ("getMore", Custom(get_more)),
@@ -109,6 +111,7 @@ pub const RULES: &[(&str, Rule)] = &[
     ("listIndexes", Collection(&["listIndexes"])),
     ("dropIndexes", Collection(&["dropIndex"])),
     ("currentOp", Cluster(&["inprog"])),
+    ("killOp", Cluster(&["killop"])),
     ("aggregate", Custom(aggregate)),
     ("explain", Custom(explain)),
     (
@@ -116,6 +119,30 @@ pub const RULES: &[(&str, Rule)] = &[
         Cluster(&["checkFreeMonitoringStatus"]),
     ),
     ("fsync", Cluster(&["fsync"])),
+    ("fsyncUnlock", Cluster(&["unlock"])),
+    ("dataSize", Custom(data_size)),
+    ("compact", Collection(&["compact"])),
+    (
+        "validateDBMetadata",
+        Database(&["listCollections", "listIndexes"]),
+    ),
+    ("top", Cluster(&["top"])),
+    ("lockInfo", Cluster(&["serverStatus"])),
+    ("connPoolStats", Cluster(&["connPoolStats"])),
+    ("planCacheClear", Collection(&["planCacheWrite"])),
+    (
+        "planCacheClearFilters",
+        Collection(&["planCacheIndexFilter"]),
+    ),
+    (
+        "planCacheListFilters",
+        Collection(&["planCacheIndexFilter"]),
+    ),
+    ("planCacheSetFilter", Collection(&["planCacheIndexFilter"])),
+    ("getClusterParameter", Cluster(&["getClusterParameter"])),
+    ("setClusterParameter", Cluster(&["setClusterParameter"])),
+    ("getDefaultRWConcern", Cluster(&["getDefaultRWConcern"])),
+    ("setDefaultRWConcern", Cluster(&["setDefaultRWConcern"])),
     // mongod gates fail points on internal privileges; cairn lets those who may set parameters.
     ("configureFailPoint", Cluster(&["setParameter"])),
     ("waitForFailPoint", Cluster(&["setParameter"])),
@@ -213,6 +240,65 @@ fn update(db: &str, body: &Document, seqs: &[Sequence]) -> Vec<Need> {
         a.push("bypassDocumentValidation");
     }
     vec![named(db, body, first_name(body), &a)]
+}
+
+/// `bulkWrite`: per op, its action on the namespace its `nsInfo` index names (ops and nsInfo
+/// from the body or from document sequences). An op naming no namespace needs nothing here;
+/// the handler refuses it.
+fn bulk_write(_: &str, body: &Document, seqs: &[Sequence]) -> Vec<Need> {
+    let list = |field: &str| -> Vec<Document> {
+        let mut out: Vec<Document> = seqs
+            .iter()
+            .filter(|s| s.identifier == field)
+            .flat_map(|s| s.documents.iter())
+            .filter_map(|d| Document::try_from(d.as_ref()).ok())
+            .collect();
+        if let Ok(a) = body.get_array(field) {
+            out.extend(a.iter().filter_map(|v| v.as_document().cloned()));
+        }
+        out
+    };
+    let namespaces: Vec<String> = list("nsInfo")
+        .iter()
+        .map(|d| d.get_str("ns").unwrap_or("").to_string())
+        .collect();
+    let mut needs = Vec::new();
+    for op in list("ops") {
+        let Some((kind, index)) = op.iter().next() else {
+            continue;
+        };
+        let Some(ns) = super::as_i64(index)
+            .and_then(|i| usize::try_from(i).ok())
+            .and_then(|i| namespaces.get(i))
+        else {
+            continue;
+        };
+        let (db, coll) = ns.split_once('.').unwrap_or((ns, ""));
+        let mut actions = match kind.as_str() {
+            "insert" => vec!["insert"],
+            "update" if op.get("upsert").is_some_and(truthy) => vec!["update", "insert"],
+            "update" => vec!["update"],
+            "delete" => vec!["remove"],
+            _ => continue,
+        };
+        if body.get("bypassDocumentValidation").is_some_and(truthy) {
+            actions.push("bypassDocumentValidation");
+        }
+        needs.push(Need::coll(db, coll, &actions));
+    }
+    needs
+}
+
+/// `dataSize` names its namespace in full ("db.coll"); it needs `find` there.
+fn data_size(db: &str, body: &Document, _: &[Sequence]) -> Vec<Need> {
+    match body
+        .get_str("dataSize")
+        .ok()
+        .and_then(|ns| ns.split_once('.'))
+    {
+        Some((d, c)) => vec![Need::coll(d, c, &["find"])],
+        None => vec![Need::db(db, &["find"])],
+    }
 }
 
 fn find_and_modify(db: &str, body: &Document, _: &[Sequence]) -> Vec<Need> {

@@ -66,10 +66,15 @@ pub fn cursor_reply(id: i64, ns: &str, first: bool, docs: Vec<RawDocumentBuf>) -
     Reply::Raw(reply)
 }
 
+/// The request's `maxTimeMS` deadline (its interrupt token's).
 pub fn deadline(req: &Request) -> Option<Instant> {
-    req.max_time_ms
-        .filter(|ms| *ms > 0)
-        .map(|ms| req.received + Duration::from_millis(ms as u64))
+    req.op.deadline()
+}
+
+/// What is left of a cursor's `maxTimeMS` once this request's work is done: mongod counts the
+/// time limit over the cursor's whole life (find and every getMore), idle time excluded.
+fn time_left(req: &Request) -> Option<Duration> {
+    deadline(req).map(|d| d.saturating_duration_since(Instant::now()))
 }
 
 fn parse_find(body: &Document) -> CommandResult<FindSpec> {
@@ -192,6 +197,7 @@ pub fn find(state: &ServerState, req: &Request) -> CommandResult<Reply> {
         source,
         last_used: Instant::now(),
         no_timeout: a.no_timeout,
+        time_left: time_left(req),
     };
     let id = state.cursors.insert(cursor)?;
     Ok(cursor_reply(id, &ns, true, batch))
@@ -234,6 +240,13 @@ pub fn get_more(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     let batch_size = args::opt_non_negative(&req.body, "getMore", "batchSize")?
         .filter(|b| *b > 0)
         .map(|b| b as usize);
+    if req.max_time_ms.is_some() {
+        // Only tailable awaitData cursors (which cairn does not have) take a getMore maxTimeMS.
+        return Err(err(
+            ErrorCode::BadValue,
+            "cannot set maxTimeMS on getMore command for a non-awaitData cursor",
+        ));
+    }
     let Some(mut cursor) = state.cursors.take(id) else {
         return Err(err(
             ErrorCode::CursorNotFound,
@@ -263,9 +276,13 @@ pub fn get_more(state: &ServerState, req: &Request) -> CommandResult<Reply> {
             ));
         }
     }
+    if let Some(left) = cursor.time_left {
+        req.op.set_deadline(Some(req.received + left));
+    }
     let batch = cursor
         .source
         .next_batch(batch_size.unwrap_or(usize::MAX), deadline(req))?;
+    cursor.time_left = cursor.time_left.and(time_left(req));
     if cursor.source.is_exhausted() {
         return Ok(cursor_reply(0, &ns, false, batch));
     }

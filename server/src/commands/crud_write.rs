@@ -10,6 +10,7 @@ use crate::catalog::WriteConcern;
 use crate::error::{CommandError, CommandResult, ErrorCode, err, storage_error};
 use crate::limits;
 use crate::query::matcher::Filter;
+use crate::query::sort::SortSpec;
 use crate::query::update::Modification;
 use crate::query::update::{ApplyContext, upsert_seed};
 use crate::state::ServerState;
@@ -20,12 +21,12 @@ use storage::{Collection, Ticket, WriteOp};
 
 /// Outcome of a write command before it becomes a reply.
 #[derive(Default)]
-struct WriteOutcome {
-    n: i64,
-    n_modified: i64,
-    upserted: Vec<Document>,
-    errors: Vec<Document>,
-    ticket: Option<Ticket>,
+pub(super) struct WriteOutcome {
+    pub(super) n: i64,
+    pub(super) n_modified: i64,
+    pub(super) upserted: Vec<Document>,
+    pub(super) errors: Vec<Document>,
+    pub(super) ticket: Option<Ticket>,
 }
 
 impl WriteOutcome {
@@ -38,14 +39,14 @@ impl WriteOutcome {
     }
 
     /// At the end of the job: sync now when the reply will wait and no sync is in flight.
-    fn sync_if_idle(self, state: &ServerState, wc: &WriteConcern) -> Self {
+    pub(super) fn sync_if_idle(self, state: &ServerState, wc: &WriteConcern) -> Self {
         if let Some(t) = &self.ticket {
             state.catalog.sync_if_idle(t, wc);
         }
         self
     }
 
-    fn keep_ticket(&mut self, t: Ticket) {
+    pub(super) fn keep_ticket(&mut self, t: Ticket) {
         if self
             .ticket
             .as_ref()
@@ -82,7 +83,7 @@ impl WriteOutcome {
     }
 }
 
-fn batch_len_error(n: usize) -> CommandError {
+pub(super) fn batch_len_error(n: usize) -> CommandError {
     err(
         ErrorCode::InvalidLength,
         format!(
@@ -340,7 +341,7 @@ fn insert_documents(state: &ServerState, req: &Request) -> CommandResult<WriteOu
 
 /// Insert a run of valid documents: one atomic storage write when it succeeds; otherwise one
 /// document at a time so that each failure is reported at its own index.
-fn insert_group(
+pub(super) fn insert_group(
     coll: &Collection,
     db: &str,
     name: &str,
@@ -385,9 +386,11 @@ pub(super) struct UpdateStmt {
     multi: bool,
     /// `hint`, checked against the collection's indexes when the statement runs.
     hint: Document,
+    /// `sort` (mongod 8.0, single-document updates only): which match is updated.
+    sort: Option<SortSpec>,
 }
 
-fn parse_update_stmt(
+pub(super) fn parse_update_stmt(
     raw: &RawDocumentBuf,
     db: &str,
     coll: &str,
@@ -442,7 +445,28 @@ fn parse_update_stmt(
             "multi update is not supported for replacement-style update",
         ));
     }
+    let sort = match s.get("sort") {
+        None | Some(Bson::Null) => None,
+        Some(Bson::Document(d)) if d.is_empty() => None,
+        Some(Bson::Document(d)) => Some(SortSpec::parse(d)?),
+        Some(v) => {
+            return Err(err(
+                ErrorCode::TypeMismatch,
+                format!(
+                    "BSON field 'update.updates.sort' is the wrong type '{}', expected type 'object'",
+                    args::type_name(v)
+                ),
+            ));
+        }
+    };
+    if multi && s.contains_key("sort") {
+        return Err(err(
+            ErrorCode::FailedToParse,
+            "Cannot specify sort with multi=true",
+        ));
+    }
     Ok(UpdateStmt {
+        sort,
         filter: Filter::parse(&filter_doc)?,
         filter_doc,
         update,
@@ -484,6 +508,9 @@ fn update_statements(
     let ordered = args::opt_bool(&req.body, "update", "ordered")?.unwrap_or(true);
     let stmts = statements(req, "updates")?;
     let vars = args::let_variables(&req.body, "update")?;
+    for raw in &stmts {
+        check_sort_single(raw)?;
+    }
     let mut out = WriteOutcome::default();
     for (i, raw) in stmts.iter().enumerate() {
         state.opcounters.update.fetch_add(1, Relaxed);
@@ -499,6 +526,22 @@ fn update_statements(
         }
     }
     Ok(out)
+}
+
+/// `sort` only chooses among the matches of a single-document update; with `multi: true` mongod
+/// refuses the whole command while parsing it, before any statement runs.
+pub(super) fn check_sort_single(stmt: &bson::RawDocument) -> CommandResult<()> {
+    let multi = matches!(stmt.get("multi"), Ok(Some(v)) if v.as_bool() == Some(true)
+        || v.as_i32().is_some_and(|i| i != 0)
+        || v.as_i64().is_some_and(|i| i != 0)
+        || v.as_f64().is_some_and(|f| f != 0.0));
+    if multi && matches!(stmt.get("sort"), Ok(Some(_))) {
+        return Err(err(
+            ErrorCode::FailedToParse,
+            "Cannot specify sort with multi=true",
+        ));
+    }
+    Ok(())
 }
 
 /// Apply `update` to a stored document; `None` when it changed nothing.
@@ -524,7 +567,7 @@ pub(super) fn updated_doc(
 /// not atomic as a whole in mongod either; each chunk is.
 const WRITE_CHUNK_COUNT: usize = 10_000;
 
-fn run_update(
+pub(super) fn run_update(
     state: &ServerState,
     db: &str,
     name: &str,
@@ -539,7 +582,10 @@ fn run_update(
         args::check_hint(&stmt.hint, Some(coll))?;
         // RecordIds first (8 bytes a match, and an update never sees its own output), then the
         // documents chunk by chunk.
-        let targets = match_ids(coll, &stmt.filter, &stmt.filter_doc, !stmt.multi)?;
+        let targets = match &stmt.sort {
+            Some(sort) => first_in_order(coll, &stmt.filter, &stmt.filter_doc, sort)?,
+            None => match_ids(coll, &stmt.filter, &stmt.filter_doc, !stmt.multi)?,
+        };
         matched = targets.len() as i64;
         for chunk in targets.chunks(WRITE_CHUNK_COUNT) {
             let mut ops = Vec::with_capacity(chunk.len());
@@ -594,6 +640,27 @@ fn match_ids(
         out.push((rid, pos));
     }
     Ok(out)
+}
+
+/// The one match a sorted single-document update targets: the first in `sort` order (the
+/// first scanned among equals), found in one pass that keeps only the best so far.
+fn first_in_order(
+    coll: &Arc<Collection>,
+    filter: &Filter,
+    filter_doc: &Document,
+    sort: &SortSpec,
+) -> CommandResult<Vec<(u64, Option<usize>)>> {
+    let mut scan = crate::exec::planned_scan(coll, filter.clone(), filter_doc, None);
+    let mut best: Option<(u64, RawDocumentBuf, Option<usize>)> = None;
+    while let Some((rid, doc, pos)) = scan.next_match(None)? {
+        let better = best
+            .as_ref()
+            .is_none_or(|(_, b, _)| sort.compare(&doc, b) == std::cmp::Ordering::Less);
+        if better {
+            best = Some((rid, doc, pos));
+        }
+    }
+    Ok(best.into_iter().map(|(rid, _, pos)| (rid, pos)).collect())
 }
 
 /// The document an upsert inserts: the query's equality fields, then the update applied as an
@@ -660,7 +727,7 @@ fn delete_statements(
     Ok(out)
 }
 
-fn run_delete(
+pub(super) fn run_delete(
     coll: Option<&Arc<Collection>>,
     db: &str,
     name: &str,

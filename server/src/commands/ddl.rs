@@ -122,7 +122,8 @@ pub fn drop_database(state: &ServerState, req: &Request) -> CommandResult<Reply>
         .drop_database(&req.db)
         .map_err(|e| storage_error(e, &req.db, ""))?;
     state.cursors.invalidate(&req.db, None);
-    Ok(Reply::Doc(doc! { "dropped": req.db.clone(), "ok": 1.0 }))
+    // mongod 8.0 answers `{ok: 1}` alone (earlier versions added `dropped`).
+    Ok(Reply::ok())
 }
 
 fn collection_entry(info: &storage::CollectionInfo, name_only: bool) -> Document {

@@ -185,7 +185,7 @@ pub fn explain(state: &ServerState, req: &Request) -> CommandResult<Reply> {
             write_concern: None,
             max_time_ms: req.max_time_ms,
             received: req.received,
-            client: req.client.clone(),
+            op: req.op.clone(),
         };
         return match super::aggregate::run_pipeline(state, &sub)? {
             super::aggregate::Ran::Reply(reply) => Ok(reply),

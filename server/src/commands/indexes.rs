@@ -92,6 +92,25 @@ pub fn parse_spec(d: &Document) -> CommandResult<IndexSpec> {
             ));
         }
     };
+    // Checked before the index type is looked at, as mongod does.
+    if d.get("unique").is_some_and(truthy) && key.values().any(|v| v.as_str() == Some("hashed")) {
+        return Err(err(
+            ErrorCode::Location16764,
+            "Currently hashed indexes cannot guarantee uniqueness. Use a regular index.",
+        ));
+    }
+    if key == doc! { "_id": 1 } {
+        for option in ["expireAfterSeconds", "hidden"] {
+            if d.contains_key(option) {
+                return Err(err(
+                    ErrorCode::InvalidIndexSpecificationOption,
+                    format!(
+                        "The field '{option}' is not valid for an _id index specification. Specification: {d}"
+                    ),
+                ));
+            }
+        }
+    }
     for (field, v) in &key {
         if field.is_empty() {
             return Err(bad_spec(d, "Index keys cannot be an empty field."));
@@ -123,6 +142,12 @@ pub fn parse_spec(d: &Document) -> CommandResult<IndexSpec> {
         Some(Bson::String(n)) if !n.is_empty() && n != "*" => n.clone(),
         Some(Bson::String(n)) if n == "*" => {
             return Err(bad_spec(d, "The index name '*' is not valid."));
+        }
+        Some(Bson::String(_)) => {
+            return Err(err(
+                ErrorCode::CannotCreateIndex,
+                "The index name cannot be empty",
+            ));
         }
         None => default_name(&key),
         _ => {
@@ -414,7 +439,8 @@ fn build_one(
 /// The listIndexes form of a spec: `{v: 2, key, name, ...options}`.
 pub fn spec_document(spec: &IndexSpec) -> Document {
     let mut d = doc! { "v": 2, "key": spec.key.clone(), "name": spec.name.clone() };
-    if spec.unique {
+    // The `_id` index is unique by nature; mongod does not list the option on it.
+    if spec.unique && spec.name != ID_INDEX_NAME {
         d.insert("unique", true);
     }
     if spec.sparse {
@@ -565,6 +591,30 @@ mod tests {
             parse_spec(&doc! { "key": {} }).unwrap_err().code,
             ErrorCode::CannotCreateIndex
         );
+        let code = |d: Document| parse_spec(&d).unwrap_err().code.code();
+        assert_eq!(code(doc! { "key": { "a": 1 }, "name": "" }), 67);
+        assert_eq!(
+            code(doc! { "key": { "a": "hashed" }, "unique": true }),
+            16764
+        );
+        assert_eq!(
+            code(doc! { "key": { "_id": 1 }, "expireAfterSeconds": 5 }),
+            197
+        );
+        assert_eq!(
+            code(doc! { "key": { "_id": 1 }, "name": "_id_", "hidden": true }),
+            197
+        );
+    }
+
+    #[test]
+    fn id_index_listed_without_unique() {
+        let id = parse_spec(&doc! { "key": { "_id": 1 }, "name": "_id_" }).unwrap();
+        let mut id = id;
+        id.unique = true;
+        assert!(!spec_document(&id).contains_key("unique"));
+        let a = parse_spec(&doc! { "key": { "a": 1 }, "unique": true }).unwrap();
+        assert!(spec_document(&a).get_bool("unique").unwrap());
     }
 
     #[test]

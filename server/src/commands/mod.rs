@@ -8,9 +8,11 @@ pub mod aggregate;
 pub mod args;
 pub mod auth;
 pub mod authz;
+pub mod bulk_write;
 pub mod crud_read;
 pub mod crud_write;
 pub mod ddl;
+pub mod diagnostic;
 pub mod explain;
 pub mod find_and_modify;
 pub mod handshake;
@@ -20,7 +22,7 @@ pub mod roles;
 pub mod users;
 
 use crate::error::{CommandResult, ErrorCode, err};
-use crate::offload::Liveness;
+use crate::interrupt::Interrupt;
 use crate::state::ServerState;
 use bson::{Bson, Document, RawDocumentBuf};
 use std::net::SocketAddr;
@@ -63,8 +65,10 @@ pub struct Request {
     pub max_time_ms: Option<i64>,
     /// When the request arrived: `maxTimeMS` counts from here, time spent queued included.
     pub received: Instant,
-    /// Set by the connection when the client hangs up while the request is in flight.
-    pub client: Liveness,
+    /// The operation's interrupt token: the connection interrupts it when the client hangs up
+    /// while the request is in flight, `killOp` and shutdown through the operation registry;
+    /// it carries the `maxTimeMS` deadline.
+    pub op: Interrupt,
 }
 
 /// What a handler produces.
@@ -124,6 +128,7 @@ commands! {
     "refreshSessions" => "Keep logical sessions alive";
     "killSessions" => "Kill logical sessions";
     "killAllSessions" => "Kill all logical sessions";
+    "killAllSessionsByPattern" => "Kill the logical sessions matching patterns";
     "getLog" => "Recent log lines", admin true;
     "shutdown" => "Stop the server cleanly", admin true;
     "profile" => "Get or set the profiling level and slowms";
@@ -131,6 +136,7 @@ commands! {
     "insert" => "Insert documents";
     "update" => "Update documents";
     "delete" => "Delete documents";
+    "bulkWrite" => "Insert, update and delete documents of many collections in one command (8.0)", admin true;
     "findAndModify" ["findandmodify"] => "Find one document and update or remove it";
     "find" => "Query documents";
     "getMore" => "Next batch of a cursor";
@@ -150,6 +156,7 @@ commands! {
     "listIndexes" => "List a collection's indexes";
     "dropIndexes" ["deleteIndexes"] => "Drop indexes";
     "currentOp" => "Operations in progress", admin true;
+    "killOp" => "Interrupt an operation by the opid currentOp shows", admin true;
     "aggregate" => "Run an aggregation pipeline";
     "explain" => "How a command would run: the query plan and its execution statistics";
     "getFreeMonitoringStatus" => "Free monitoring is not offered; reports disabled", admin true;
@@ -173,10 +180,56 @@ commands! {
     "revokePrivilegesFromRole" => "Remove privileges from a user-defined role";
     "grantRolesToRole" => "Make a user-defined role inherit more roles";
     "revokeRolesFromRole" => "Make a user-defined role inherit fewer roles";
-    "fsync" => "Write a checkpoint now (lock: true is not supported)", admin true;
+    "fsync" => "Write a checkpoint now; with lock: true, hold every write until fsyncUnlock", admin true;
+    "fsyncUnlock" => "Release one fsync lock", admin true;
+    "dataSize" => "Bytes and count of a collection, or of a key range of it";
+    "compact" => "Reclaim the log's dead space (engine-wide) and report the bytes freed";
+    "validateDBMetadata" => "Collections and indexes outside an API version (none in cairn)";
+    "top" => "Usage per namespace", admin true;
+    "lockInfo" => "Locks held and waited for", admin true;
+    "connPoolStats" => "Outgoing connection pools (none on a standalone)";
+    "planCacheClear" => "Drop cached query plans (the plan cache is empty)";
+    "planCacheClearFilters" => "Forget index filters";
+    "planCacheListFilters" => "List index filters";
+    "planCacheSetFilter" => "Record an index filter (listed back; the planner does not apply it)";
+    "getClusterParameter" => "Read cluster parameters (kept in memory)", admin true;
+    "setClusterParameter" => "Set a cluster parameter (in memory, not persisted)", admin true;
+    "getDefaultRWConcern" => "Default read and write concern (replica sets only)", admin true;
+    "setDefaultRWConcern" => "Set the default read and write concern (replica sets only)", admin true;
     "configureFailPoint" => "Switch a test fail point on or off", admin true, test true;
     "waitForFailPoint" => "Wait until a test fail point was entered n times", admin true, test true;
 }
+
+/// Commands that change data or the catalog: they wait while the server is fsync-locked.
+const WRITE_COMMANDS: &[&str] = &[
+    "insert",
+    "update",
+    "delete",
+    "bulkWrite",
+    "findAndModify",
+    "create",
+    "drop",
+    "dropDatabase",
+    "renameCollection",
+    "collMod",
+    "createIndexes",
+    "dropIndexes",
+    "compact",
+    "createUser",
+    "updateUser",
+    "dropUser",
+    "dropAllUsersFromDatabase",
+    "grantRolesToUser",
+    "revokeRolesFromUser",
+    "createRole",
+    "updateRole",
+    "dropRole",
+    "dropAllRolesFromDatabase",
+    "grantPrivilegesToRole",
+    "revokePrivilegesFromRole",
+    "grantRolesToRole",
+    "revokeRolesFromRole",
+];
 
 /// Find a command by the name a client used (mongod matches names exactly, with aliases for the
 /// historical lower-case spellings).
@@ -222,6 +275,12 @@ pub fn parse_request(
         None | Some(Bson::Null) => None,
         Some(v) => Some(parse_max_time_ms(v)?),
     };
+    let received = Instant::now();
+    let op = Interrupt::default();
+    // getMore's maxTimeMS is not a deadline (crud_read::get_more applies the cursor's own).
+    if name != "getMore" {
+        op.set_deadline(deadline_of(max_time_ms, received));
+    }
     Ok(Request {
         command: lookup(&name).map_or("", |c| c.name),
         name,
@@ -231,9 +290,16 @@ pub fn parse_request(
         sequences,
         write_concern,
         max_time_ms,
-        received: Instant::now(),
-        client: Liveness::default(),
+        received,
+        op,
     })
+}
+
+/// When `maxTimeMS` (counted from `received`) runs out; 0 means no limit, as in mongod.
+pub fn deadline_of(max_time_ms: Option<i64>, received: Instant) -> Option<Instant> {
+    max_time_ms
+        .filter(|ms| *ms > 0)
+        .map(|ms| received + std::time::Duration::from_millis(ms as u64))
 }
 
 fn parse_max_time_ms(v: &Bson) -> CommandResult<i64> {
@@ -264,7 +330,7 @@ where
     F: FnOnce(&ServerState, &Request) -> CommandResult<T> + Send + 'static,
 {
     let r = req.clone();
-    crate::offload::run(state, req.command, Some(&req.client), move |s| f(s, &r)).await
+    crate::offload::run(state, req.command, Some(&req.op), move |s| f(s, &r)).await
 }
 
 /// Run one command. Never panics on client input; every failure is a `CommandError`. Commands
@@ -301,11 +367,26 @@ pub async fn dispatch(
         ));
     }
     authz::check(state, conn, spec, req).await?;
+    // Writes wait here while the server is fsync-locked (and hold the lock off while they run).
+    let _write_gate = if WRITE_COMMANDS.contains(&spec.name) {
+        match state.catalog.fsync.try_writer() {
+            Some(g) => Some(g),
+            None => {
+                state
+                    .failpoints
+                    .enter_if(crate::failpoints::FSYNC_LOCKED_WRITE, |_| true);
+                Some(state.catalog.fsync.writer().await)
+            }
+        }
+    } else {
+        None
+    };
     let result = match spec.name {
         "hello" => handshake::hello(state, conn, req, false),
         "isMaster" => handshake::hello(state, conn, req, true),
-        "ping" | "refreshSessions" | "endSessions" | "killSessions" | "killAllSessions" => {
-            Ok(Reply::ok())
+        "ping" | "refreshSessions" | "endSessions" => Ok(Reply::ok()),
+        "killSessions" | "killAllSessions" | "killAllSessionsByPattern" => {
+            diagnostic::kill_sessions(req)
         }
         "logout" => auth::logout(conn, req),
         "saslStart" => auth::sasl_start(state, conn, req).await,
@@ -343,12 +424,27 @@ pub async fn dispatch(
         "shutdown" => admin::shutdown(state, conn),
         "profile" => admin::profile(state, req),
         "fsync" => admin::fsync(state, req).await,
+        "fsyncUnlock" => admin::fsync_unlock(state).await,
+        "dataSize" => off_thread(state, req, diagnostic::data_size).await,
+        "compact" => diagnostic::compact(state, req).await,
+        "validateDBMetadata" => diagnostic::validate_db_metadata(req),
+        "top" => diagnostic::top(state, req),
+        "lockInfo" => diagnostic::lock_info(req),
+        "connPoolStats" => Ok(diagnostic::conn_pool_stats()),
+        "planCacheClear" => diagnostic::plan_cache_clear(req),
+        "planCacheClearFilters" => diagnostic::plan_cache_clear_filters(req),
+        "planCacheListFilters" => diagnostic::plan_cache_list_filters(req),
+        "planCacheSetFilter" => diagnostic::plan_cache_set_filter(req),
+        "getClusterParameter" => diagnostic::get_cluster_parameter(req),
+        "setClusterParameter" => diagnostic::set_cluster_parameter(req),
+        "getDefaultRWConcern" | "setDefaultRWConcern" => diagnostic::default_rw_concern(req),
         "configureFailPoint" => admin::configure_fail_point(state, req),
         "waitForFailPoint" => admin::wait_for_fail_point(state, req).await,
         "listDatabases" => off_thread(state, req, ddl::list_databases).await,
         "insert" => crud_write::insert(state, req).await,
         "update" => crud_write::update(state, req).await,
         "delete" => crud_write::delete(state, req).await,
+        "bulkWrite" => bulk_write::bulk_write(state, req).await,
         "findAndModify" => find_and_modify::run(state, req).await,
         "find" => off_thread(state, req, crud_read::find).await,
         "getMore" => off_thread(state, req, crud_read::get_more).await,
@@ -369,9 +465,8 @@ pub async fn dispatch(
         "dropIndexes" => indexes::drop_indexes(state, req).await,
         "explain" => off_thread(state, req, explain::explain).await,
         "aggregate" => aggregate::aggregate(state, req).await,
-        "currentOp" => Ok(Reply::Doc(
-            bson::doc! { "inprog": state.ops.in_progress(), "ok": 1.0 },
-        )),
+        "currentOp" => Ok(admin::current_op(state)),
+        "killOp" => admin::kill_op(state, req),
         "getFreeMonitoringStatus" => Ok(Reply::Doc(bson::doc! { "state": "disabled", "ok": 1.0 })),
         other => Err(err(
             ErrorCode::InternalError,

@@ -181,6 +181,7 @@ impl ScanState {
                 };
                 self.keys_examined += entries.len() as u64;
                 for (_, rid) in entries {
+                    crate::interrupt::tick()?;
                     // A RecordId is fetched and queued once, by the first branch that meets it;
                     // it leaves at the same sort position whichever branch holds it.
                     if !seen.insert(rid) {
@@ -196,6 +197,7 @@ impl ScanState {
         let mut out = Vec::new();
         while out.len() < SCAN_CHUNK_COUNT && !branches.iter().any(|b| b.buf.is_empty() && !b.done)
         {
+            crate::interrupt::tick()?;
             let least = branches
                 .iter()
                 .enumerate()
@@ -244,6 +246,7 @@ impl ScanState {
         let dedup = plan.multikey || plans.len() > 1;
         let mut out = Vec::with_capacity(entries.len());
         for (key, rid) in entries {
+            crate::interrupt::tick()?;
             if dedup && !seen.insert(rid) {
                 continue;
             }
@@ -274,6 +277,8 @@ impl ScanState {
             }
             check_deadline(deadline)?;
             for (rid, doc) in self.next_candidates()? {
+                // A yield point per document: a wide filter or a large document is slow to match.
+                crate::interrupt::check()?;
                 let Some(details) = self.filter.try_matches(&doc)? else {
                     continue;
                 };
@@ -469,12 +474,12 @@ fn with_record_id(mut doc: RawDocumentBuf, rid: RecordId) -> RawDocumentBuf {
     doc
 }
 
+/// A yield point: the thread's operation (`crate::interrupt`: killOp, client gone, shutdown,
+/// its maxTimeMS) and `deadline` (the same maxTimeMS, passed explicitly by older call sites).
 pub fn check_deadline(deadline: Option<Instant>) -> CommandResult<()> {
+    crate::interrupt::check()?;
     match deadline {
-        Some(d) if Instant::now() >= d => Err(err(
-            ErrorCode::MaxTimeMSExpired,
-            "operation exceeded time limit",
-        )),
+        Some(d) if Instant::now() >= d => Err(crate::interrupt::time_limit_error()),
         _ => Ok(()),
     }
 }

@@ -91,3 +91,36 @@ pub(super) fn to_text(v: &Option<Bson>) -> CommandResult<String> {
         }
     })
 }
+
+/// The BSON size of a value as an element of an array or document (type byte, a short key and
+/// the value's bytes), to bound what builders make.
+pub(super) fn element_size_bytes(v: &Bson) -> usize {
+    const ELEMENT_OVERHEAD_BYTES: usize = 8;
+    ELEMENT_OVERHEAD_BYTES
+        + match v {
+            Bson::String(s) => s.len() + 5,
+            Bson::Array(items) => items.iter().map(element_size_bytes).sum::<usize>() + 5,
+            Bson::Document(d) => {
+                d.iter()
+                    .map(|(k, v)| k.len() + element_size_bytes(v))
+                    .sum::<usize>()
+                    + 5
+            }
+            Bson::Binary(b) => b.bytes.len() + 5,
+            _ => 8,
+        }
+}
+
+/// Fails with BSONObjectTooLarge once a value `op` builds passes the BSON document limit, and
+/// yields to interrupts in proportion to the bytes built.
+pub(super) fn check_built(op: &str, bytes: usize, step_bytes: usize) -> CommandResult<()> {
+    crate::interrupt::tick_n(step_bytes / 256 + 1)?;
+    let max = crate::query::limits::BUILT_VALUE_BYTES_MAX;
+    if bytes > max {
+        return Err(crate::error::err(
+            crate::error::ErrorCode::BSONObjectTooLarge,
+            format!("{op}: the result would exceed the BSON size limit of {max} bytes"),
+        ));
+    }
+    Ok(())
+}

@@ -61,11 +61,16 @@ pub(super) fn arrays(op: Operator, values: Vec<Value>) -> CommandResult<Value> {
     }
     if op == ConcatArrays {
         let mut out = Vec::new();
+        let mut bytes = 0usize;
         for v in &values {
             if is_nullish(v) {
                 return null();
             }
-            out.extend(array(v, "$concatArrays")?.iter().cloned());
+            let items = array(v, "$concatArrays")?;
+            let grows: usize = items.iter().map(element_size_bytes).sum();
+            bytes += grows;
+            check_built("$concatArrays", bytes, grows)?;
+            out.extend(items.iter().cloned());
         }
         return Ok(Some(Bson::Array(out)));
     }

@@ -261,6 +261,9 @@ impl Expr {
         root: &RawDocument,
         scope: &mut Scope,
     ) -> CommandResult<Option<Bson>> {
+        // A yield point per node (a real check every `TICKS_PER_CHECK`): `$map`, `$reduce`
+        // and `$filter` over long arrays evaluate their bodies millions of times.
+        crate::interrupt::tick()?;
         match self {
             Expr::Literal(v) => Ok(Some(v.clone())),
             Expr::Field(path) | Expr::Root(path) => {

@@ -16,7 +16,10 @@ pub(super) fn concat(values: &[Value]) -> CommandResult<Value> {
     for v in values {
         match v {
             _ if is_nullish(v) => return Ok(Some(Bson::Null)),
-            Some(Bson::String(s)) => out.push_str(s),
+            Some(Bson::String(s)) => {
+                check_built("$concat", out.len() + s.len(), s.len())?;
+                out.push_str(s)
+            }
             other => {
                 return Err(err(
                     ErrorCode::Location16702,
@@ -211,21 +214,74 @@ pub(super) fn regex_op(
     };
     let re = RegexPred::new(&pattern, &flags)?;
     let compiled = re.compiled();
-    let found = |c: regex::Captures<'_>| {
-        let m = c.get(0).map_or((0, ""), |m| (m.start(), m.as_str()));
-        let idx = i32::try_from(text[..m.0].chars().count()).unwrap_or(i32::MAX);
-        let captures: Vec<Bson> = c
-            .iter()
-            .skip(1)
-            .map(|g| g.map_or(Bson::Null, |g| Bson::String(g.as_str().to_string())))
-            .collect();
-        Bson::Document(doc! {"match": m.1, "idx": idx, "captures": captures})
-    };
     Ok(Some(match op {
         NamedOp::RegexMatch => Bson::Boolean(compiled.is_match(&text)),
-        NamedOp::RegexFind => compiled.captures(&text).map_or(Bson::Null, found),
-        _ => Bson::Array(compiled.captures_iter(&text).map(found).collect()),
+        NamedOp::RegexFind => compiled
+            .captures(&text)
+            .map_or(Bson::Null, |c| found_doc(&text, &c, &mut (0, 0))),
+        _ => regex_find_all(compiled, &text)?,
     }))
+}
+
+/// One `$regexFind(All)` result: the match, its code-point index and the captures. `counted`
+/// is (byte offset, code points before it) of the previous match, so that a scan over all
+/// matches counts each character once instead of from the start every time.
+fn found_doc(text: &str, c: &regex::Captures<'_>, counted: &mut (usize, usize)) -> Bson {
+    let (start, matched) = c.get(0).map_or((0, ""), |m| (m.start(), m.as_str()));
+    let captures: Vec<Bson> = c
+        .iter()
+        .skip(1)
+        .map(|g| g.map_or(Bson::Null, |g| Bson::String(g.as_str().to_string())))
+        .collect();
+    match_doc(text, start, matched, captures, counted)
+}
+
+fn match_doc(
+    text: &str,
+    start: usize,
+    matched: &str,
+    captures: Vec<Bson>,
+    counted: &mut (usize, usize),
+) -> Bson {
+    let (from, before) = *counted;
+    let points = before + text.get(from..start).map_or(0, |s| s.chars().count());
+    *counted = (start.max(from), points);
+    let idx = i32::try_from(points).unwrap_or(i32::MAX);
+    Bson::Document(doc! {"match": matched, "idx": idx, "captures": captures})
+}
+
+/// `$regexFindAll`: every match in one pass, interruptible per match, failing (51151) once
+/// the result passes the BSON size limit instead of growing without bound. A pattern without
+/// groups takes the regex crate's faster search (no capture slots).
+fn regex_find_all(compiled: &regex::Regex, text: &str) -> CommandResult<Bson> {
+    let max = crate::query::limits::BUILT_VALUE_BYTES_MAX;
+    let mut out = Vec::new();
+    let mut bytes = 0usize;
+    let mut counted = (0, 0);
+    let mut push = |d: Bson| -> CommandResult<()> {
+        crate::interrupt::tick()?;
+        bytes += element_size_bytes(&d);
+        if bytes > max {
+            return Err(err(
+                ErrorCode::Location51151,
+                format!(
+                    "$regexFindAll: the size of buffer to store output exceeded the {max} byte limit"
+                ),
+            ));
+        }
+        out.push(d);
+        Ok(())
+    };
+    if compiled.captures_len() == 1 {
+        for m in compiled.find_iter(text) {
+            push(match_doc(text, m.start(), m.as_str(), vec![], &mut counted))?;
+        }
+    } else {
+        for c in compiled.captures_iter(text) {
+            push(found_doc(text, &c, &mut counted))?;
+        }
+    }
+    Ok(Bson::Array(out))
 }
 
 /// `$replaceOne` and `$replaceAll`: arguments `input, find, replacement`.

@@ -572,3 +572,49 @@ fn date_parts_weeks_trunc_and_objects() {
         Some(at(-3_600_000))
     );
 }
+
+#[test]
+fn regex_find_all_indexes_in_code_points_and_builders_stop_at_the_bson_limit() {
+    let all = |input: &str, regex: &str| {
+        ev(Bson::Document(
+            doc! {"$regexFindAll": {"input": input, "regex": regex}},
+        ))
+    };
+    let idx = |r: Bson| -> Vec<i32> {
+        r.as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m.as_document().unwrap().get_i32("idx").unwrap())
+            .collect()
+    };
+    // Positions count code points (é and 字 are several bytes), with and without groups.
+    assert_eq!(idx(all("aé字b1é2", "\\d")), vec![4, 6]);
+    assert_eq!(idx(all("aé字b1é2", "(\\d)")), vec![4, 6]);
+    assert_eq!(
+        all("x1y22", "(\\d)(\\d)?"),
+        Bson::Array(vec![
+            Bson::Document(doc! {"match": "1", "idx": 1, "captures": ["1", Bson::Null]}),
+            Bson::Document(doc! {"match": "22", "idx": 3, "captures": ["2", "2"]}),
+        ])
+    );
+    // Every character of 4 MiB matches: the result would pass 16 MiB.
+    let big = "a".repeat(4 << 20);
+    let e = eval_on(
+        Bson::Document(doc! {"$regexFindAll": {"input": "$s", "regex": "a"}}),
+        doc! { "s": big.clone() },
+    )
+    .unwrap_err();
+    assert_eq!(e.code.code(), 51151);
+    let e = eval_on(
+        Bson::Document(doc! {"$concat": ["$s", "$s", "$s", "$s", "$s"]}),
+        doc! { "s": big.clone() },
+    )
+    .unwrap_err();
+    assert_eq!(e.code.code(), 10334);
+    let e = eval_on(
+        Bson::Document(doc! {"$concatArrays": ["$a", "$a", "$a", "$a", "$a"]}),
+        doc! { "a": [big] },
+    )
+    .unwrap_err();
+    assert_eq!(e.code.code(), 10334);
+}

@@ -19,6 +19,8 @@ pub(super) fn eval(
     doc: &RawDocument,
     details: &mut MatchDetails,
 ) -> CommandResult<bool> {
+    // A yield point per clause (a check every `TICKS_PER_CHECK`): a filter may have 100,000s.
+    crate::interrupt::tick()?;
     Ok(match f {
         Filter::And(children) => {
             for c in children {

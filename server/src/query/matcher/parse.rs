@@ -18,6 +18,8 @@ pub(super) fn parse_filter(filter: &Document, depth: usize) -> CommandResult<Fil
     }
     let mut children = Vec::with_capacity(filter.len());
     for (key, value) in filter {
+        // Parsing a filter of 100,000s of fields takes long enough to need a yield point.
+        crate::interrupt::tick()?;
         if let Some(op) = key.strip_prefix('$') {
             if let Some(f) = parse_top_level(op, value, depth)? {
                 children.push(f);

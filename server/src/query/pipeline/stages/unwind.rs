@@ -128,24 +128,28 @@ impl Unwind {
         })
     }
 
-    fn expand(&self, doc: Document) -> Vec<Document> {
+    /// The documents one input becomes, produced as they are consumed: unwinding a large array
+    /// of a large document holds one copy at a time, not one per element.
+    fn expand<'a>(&'a self, doc: Document) -> Box<dyn Iterator<Item = Document> + 'a> {
         let value = get_path(&doc, &self.path).cloned();
         match value {
             Some(Bson::Array(items)) if !items.is_empty() => {
-                let mut out = Vec::with_capacity(items.len());
-                for (i, item) in items.into_iter().enumerate() {
-                    let mut d = doc.clone();
+                // Each output copies the document without the array (copying it whole made
+                // unwinding n elements cost n² in time).
+                let mut base = doc;
+                set_path(&mut base, &self.path, Bson::Null);
+                Box::new(items.into_iter().enumerate().map(move |(i, item)| {
+                    let mut d = base.clone();
                     set_path(&mut d, &self.path, item);
                     if let Some(f) = &self.index_field {
                         set_path(&mut d, f, Bson::Int64(i64::try_from(i).unwrap_or(i64::MAX)));
                     }
-                    out.push(d);
-                }
-                out
+                    d
+                }))
             }
             Some(Bson::Array(_)) | Some(Bson::Null) | None => {
                 if !self.preserve {
-                    return Vec::new();
+                    return Box::new(std::iter::empty());
                 }
                 let mut d = doc;
                 if matches!(value, Some(Bson::Array(_))) {
@@ -154,14 +158,14 @@ impl Unwind {
                 if let Some(f) = &self.index_field {
                     set_path(&mut d, f, Bson::Null);
                 }
-                vec![d]
+                Box::new(std::iter::once(d))
             }
             Some(_) => {
                 let mut d = doc;
                 if let Some(f) = &self.index_field {
                     set_path(&mut d, f, Bson::Null);
                 }
-                vec![d]
+                Box::new(std::iter::once(d))
             }
         }
     }
@@ -170,10 +174,10 @@ impl Unwind {
 impl Stage for Unwind {
     fn run<'a>(&'a self, input: DocStream<'a>, _cx: RunCx<'a>) -> CommandResult<DocStream<'a>> {
         Ok(Box::new(input.flat_map(
-            move |item| -> Vec<CommandResult<Document>> {
+            move |item| -> Box<dyn Iterator<Item = CommandResult<Document>> + 'a> {
                 match item {
-                    Ok(doc) => self.expand(doc).into_iter().map(Ok).collect(),
-                    Err(e) => vec![Err(e)],
+                    Ok(doc) => Box::new(self.expand(doc).map(Ok)),
+                    Err(e) => Box::new(std::iter::once(Err(e))),
                 }
             },
         )))

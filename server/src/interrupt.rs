@@ -1,0 +1,243 @@
+//! Interrupt tokens: every request carries one [`Interrupt`], which holds why the operation must
+//! stop (killed by `killOp`, its client disconnected, the server shutting down) and its
+//! `maxTimeMS` deadline. Whoever decides the operation must stop sets the reason (the connection
+//! task on EOF, `killOp`, shutdown); the operation itself notices at its next yield point and
+//! fails with mongod's code (11601 Interrupted, 279 ClientDisconnect, 11600
+//! InterruptedAtShutdown, 50 MaxTimeMSExpired), dropping what it built as the error unwinds.
+//!
+//! Yield points do not take the token as an argument: `crate::offload::run` installs the
+//! request's token as the current operation of the blocking thread that runs it (a job runs on
+//! one thread from start to end), and the scans, the matcher, the expression evaluator and the
+//! pipeline call [`check`] (one thread-local read, one atomic load and, with a deadline, a clock
+//! read) or [`tick`] (a counter; a real check every `TICKS_PER_CHECK` steps) in their loops.
+//! Code running outside an operation (start-up, the TTL monitor without a token) is never
+//! interrupted. This module sits at the bottom of the layers: it imports only `error`.
+
+use crate::error::{CommandError, CommandResult, ErrorCode, err};
+use std::cell::{Cell, RefCell};
+use std::sync::Arc;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+/// Steps of a hot loop (matcher clauses, expression elements, regex matches) between two real
+/// checks in [`tick`]: a check costs a clock read, a step can be a few nanoseconds.
+pub const TICKS_PER_CHECK: u32 = 1024;
+
+/// Why an operation was told to stop. The first reason set wins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    Killed = 1,
+    ClientDisconnected = 2,
+    Shutdown = 3,
+}
+
+impl Reason {
+    fn from_u8(v: u8) -> Option<Reason> {
+        match v {
+            1 => Some(Reason::Killed),
+            2 => Some(Reason::ClientDisconnected),
+            3 => Some(Reason::Shutdown),
+            _ => None,
+        }
+    }
+
+    /// mongod's error for an operation interrupted for this reason.
+    pub fn error(self) -> CommandError {
+        match self {
+            Reason::Killed => err(ErrorCode::Interrupted, "operation was interrupted"),
+            Reason::ClientDisconnected => err(
+                ErrorCode::ClientDisconnect,
+                "operation was interrupted because a client disconnected",
+            ),
+            Reason::Shutdown => err(ErrorCode::InterruptedAtShutdown, "interrupted at shutdown"),
+        }
+    }
+}
+
+pub fn time_limit_error() -> CommandError {
+    err(ErrorCode::MaxTimeMSExpired, "operation exceeded time limit")
+}
+
+struct Inner {
+    reason: AtomicU8,
+    /// The deadline as nanoseconds after [`epoch`], plus one; 0 = none. Atomic so that `getMore`
+    /// can set it from its cursor's remaining time after the request was parsed.
+    deadline: AtomicU64,
+}
+
+/// One operation's interrupt token; clones share it.
+#[derive(Clone)]
+pub struct Interrupt(Arc<Inner>);
+
+impl Default for Interrupt {
+    fn default() -> Self {
+        Interrupt(Arc::new(Inner {
+            reason: AtomicU8::new(0),
+            deadline: AtomicU64::new(0),
+        }))
+    }
+}
+
+impl std::fmt::Debug for Interrupt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Interrupt")
+            .field("reason", &self.reason())
+            .field("deadline", &self.deadline())
+            .finish()
+    }
+}
+
+/// The process's reference instant for deadlines held as integers.
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+impl Interrupt {
+    /// Tell the operation to stop; a reason already set is kept.
+    pub fn interrupt(&self, reason: Reason) {
+        let _ = self
+            .0
+            .reason
+            .compare_exchange(0, reason as u8, Relaxed, Relaxed);
+    }
+
+    pub fn reason(&self) -> Option<Reason> {
+        Reason::from_u8(self.0.reason.load(Relaxed))
+    }
+
+    pub fn client_gone(&self) -> bool {
+        self.reason() == Some(Reason::ClientDisconnected)
+    }
+
+    pub fn set_deadline(&self, deadline: Option<Instant>) {
+        let nanos = deadline.map_or(0, |d| {
+            let after = d.saturating_duration_since(epoch()).as_nanos();
+            u64::try_from(after).unwrap_or(u64::MAX - 1) + 1
+        });
+        self.0.deadline.store(nanos, Relaxed);
+    }
+
+    pub fn deadline(&self) -> Option<Instant> {
+        match self.0.deadline.load(Relaxed) {
+            0 => None,
+            n => Some(epoch() + Duration::from_nanos(n - 1)),
+        }
+    }
+
+    /// Fails with the operation's interruption, or 50 once its deadline has passed.
+    pub fn check(&self) -> CommandResult<()> {
+        if let Some(r) = self.reason() {
+            return Err(r.error());
+        }
+        let d = self.0.deadline.load(Relaxed);
+        if d != 0 && epoch().elapsed().as_nanos() >= u128::from(d - 1) {
+            return Err(time_limit_error());
+        }
+        Ok(())
+    }
+
+    /// Makes this token the current operation of this thread until the guard drops.
+    pub fn install(&self) -> Installed {
+        let previous = CURRENT.with(|c| c.replace(Some(self.clone())));
+        Installed { previous }
+    }
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Interrupt>> = const { RefCell::new(None) };
+    static TICKS: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Restores the thread's previous operation (usually none) when dropped.
+pub struct Installed {
+    previous: Option<Interrupt>,
+}
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        let previous = self.previous.take();
+        CURRENT.with(|c| *c.borrow_mut() = previous);
+    }
+}
+
+/// A yield point: fails when the thread's current operation must stop.
+pub fn check() -> CommandResult<()> {
+    CURRENT.with(|c| match &*c.borrow() {
+        Some(op) => op.check(),
+        None => Ok(()),
+    })
+}
+
+/// A cheap yield point for hot loops: a real [`check`] every `TICKS_PER_CHECK` calls.
+pub fn tick() -> CommandResult<()> {
+    tick_n(1)
+}
+
+/// [`tick`] for a step worth `n` small ones (a long string copied, many elements at once).
+pub fn tick_n(n: usize) -> CommandResult<()> {
+    let step = u32::try_from(n).unwrap_or(u32::MAX);
+    let t = TICKS.with(|t| {
+        let v = t.get().saturating_add(step);
+        t.set(if v >= TICKS_PER_CHECK { 0 } else { v });
+        v
+    });
+    if t >= TICKS_PER_CHECK {
+        check()
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasons_map_to_mongod_codes_and_the_first_wins() {
+        let op = Interrupt::default();
+        assert!(op.check().is_ok());
+        op.interrupt(Reason::ClientDisconnected);
+        op.interrupt(Reason::Killed);
+        assert_eq!(op.check().unwrap_err().code, ErrorCode::ClientDisconnect);
+        let killed = Interrupt::default();
+        killed.interrupt(Reason::Killed);
+        assert_eq!(killed.check().unwrap_err().code, ErrorCode::Interrupted);
+        let down = Interrupt::default();
+        down.interrupt(Reason::Shutdown);
+        assert_eq!(
+            down.check().unwrap_err().code,
+            ErrorCode::InterruptedAtShutdown
+        );
+    }
+
+    #[test]
+    fn a_passed_deadline_is_max_time_ms_expired() {
+        let op = Interrupt::default();
+        op.set_deadline(Some(Instant::now() + Duration::from_secs(3600)));
+        assert!(op.check().is_ok());
+        assert!(op.deadline().is_some());
+        op.set_deadline(Some(Instant::now()));
+        assert_eq!(op.check().unwrap_err().code, ErrorCode::MaxTimeMSExpired);
+        op.set_deadline(None);
+        assert!(op.check().is_ok());
+    }
+
+    #[test]
+    fn the_installed_token_is_checked_on_its_thread_only() {
+        let op = Interrupt::default();
+        assert!(check().is_ok());
+        {
+            let _g = op.install();
+            assert!(check().is_ok());
+            op.interrupt(Reason::Killed);
+            assert!(check().is_err());
+            let other = std::thread::spawn(|| check().is_ok()).join().unwrap();
+            assert!(other, "another thread has no current operation");
+            let fails = (0..=TICKS_PER_CHECK).any(|_| tick().is_err());
+            assert!(fails, "tick checks within TICKS_PER_CHECK calls");
+        }
+        assert!(check().is_ok(), "the guard uninstalls");
+    }
+}
