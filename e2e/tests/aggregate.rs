@@ -379,3 +379,96 @@ async fn leading_match_and_index_sort_run_in_the_scan() {
     let ids: Vec<i32> = top.iter().map(|d| d.get_i32("_id").unwrap()).collect();
     assert_eq!(ids, [0, 100, 200]);
 }
+
+/// Streamed (suspended between batches, resumed by getMore) and fully materialised results of
+/// the same pipeline agree, for seeded random chains of streaming stages read with batch
+/// sizes 1 to 7 over 1,500 documents. The materialised run appends a `$lookup` (a stage that
+/// does not stream) from an empty collection and unsets its field, so the server runs it to
+/// the end before the first batch. Also: a streamed aggregate over a large collection answers
+/// its first batch, and a `$limit` ends the cursor.
+#[tokio::test]
+async fn streamed_aggregates_match_materialised_ones() {
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let db = client.database("stream");
+    let c = db.collection::<Document>("c");
+    c.insert_many((0..1500).map(|i: i32| {
+        let tags: Vec<i32> = (0..(i % 4)).map(|j| j * (i % 7)).collect();
+        doc! { "_id": i, "a": (i * 37) % 11 - 5, "tags": tags, "s": { "x": i % 3, "y": "t" } }
+    }))
+    .await
+    .unwrap();
+    let mut seed: u64 = std::env::var("CAIRN_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(11);
+    println!("stream seed: {seed} (set CAIRN_SEED to replay)");
+    let mut next = move |n: u64| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) % n
+    };
+    for round in 0..25 {
+        let mut pipeline = Vec::new();
+        for _ in 0..1 + next(4) {
+            pipeline.push(match next(9) {
+                0 => doc! { "$match": { "a": { "$gt": next(8) as i32 - 4 } } },
+                1 => doc! { "$project": { "a": 1, "s.x": 1, "tags": 1 } },
+                2 => doc! { "$addFields": { "b": { "$add": ["$a", 1] } } },
+                3 => doc! { "$unset": "s" },
+                4 => doc! { "$unwind": { "path": "$tags", "includeArrayIndex": "i" } },
+                5 => doc! { "$limit": 1 + next(900) as i64 },
+                6 => doc! { "$skip": next(300) as i64 },
+                7 => doc! { "$set": { "s.z": "$a" } },
+                _ => doc! { "$match": { "s.x": { "$ne": next(3) as i32 } } },
+            });
+        }
+        let batch = 1 + next(7) as u32;
+        let streamed: Vec<Document> = c
+            .aggregate(pipeline.clone())
+            .batch_size(batch)
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        let mut materialised = pipeline.clone();
+        materialised.push(doc! { "$lookup": { "from": "none", "pipeline": [], "as": "zz" } });
+        materialised.push(doc! { "$unset": "zz" });
+        let whole: Vec<Document> = c
+            .aggregate(materialised)
+            .batch_size(batch)
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        assert_eq!(streamed, whole, "round {round} batch {batch}: {pipeline:?}");
+    }
+    // A first batch of 101 documents out of 1,500, then the rest through getMore.
+    let reply = db
+        .run_command(
+            doc! { "aggregate": "c", "pipeline": [ { "$project": { "a": 1 } } ], "cursor": {} },
+        )
+        .await
+        .unwrap();
+    let cursor = reply.get_document("cursor").unwrap();
+    assert_eq!(cursor.get_array("firstBatch").unwrap().len(), 101);
+    assert_ne!(
+        cursor.get_i64("id").unwrap(),
+        0,
+        "the pipeline waits in the cursor"
+    );
+    let limited = db
+        .run_command(doc! { "aggregate": "c", "pipeline": [ { "$limit": 5 } ], "cursor": {} })
+        .await
+        .unwrap();
+    let cursor = limited.get_document("cursor").unwrap();
+    assert_eq!(cursor.get_array("firstBatch").unwrap().len(), 5);
+    assert_eq!(
+        cursor.get_i64("id").unwrap(),
+        0,
+        "a used-up $limit ends the cursor"
+    );
+}

@@ -142,6 +142,26 @@ pub async fn run_all(client: &Client, db_name: &str, sizes: &Sizes) -> Vec<Measu
     );
     out.push(
         timed(
+            "$project 3 fields (aggregate)",
+            "ms/op",
+            lower,
+            sizes,
+            |_| project_pipeline(&users, sizes),
+        )
+        .await,
+    );
+    out.push(
+        timed(
+            "aggregate first batch (no blocking stage)",
+            "ms/op",
+            lower,
+            sizes,
+            |_| first_batch(&users, sizes),
+        )
+        .await,
+    );
+    out.push(
+        timed(
             "range count indexed (100 ids)",
             "ms/op",
             lower,
@@ -476,6 +496,34 @@ async fn match_group(users: &Collection<Document>, sizes: &Sizes) -> Outcome {
             doc! {"$group": {"_id": "$age", "n": {"$sum": 1}, "balance": {"$avg": "$balance"}}},
         ];
         drain(users.aggregate(pipeline).await?).await?;
+        Ok(())
+    })
+    .await?;
+    Ok(per_op_ms(start, done))
+}
+
+/// `$project` of 3 fields over the whole collection, every result read.
+async fn project_pipeline(users: &Collection<Document>, sizes: &Sizes) -> Outcome {
+    let (start, done) = within_budget(sizes, sizes.scan_ops, async |_| {
+        let pipeline = [doc! {"$project": {"username": 1, "age": 1, "score": 1}}];
+        drain(users.aggregate(pipeline).batch_size(1000).await?).await?;
+        Ok(())
+    })
+    .await?;
+    Ok(per_op_ms(start, done))
+}
+
+/// The time to the first batch (101 documents) of an aggregate over the whole collection
+/// whose stages all stream (`$match` passing about 90%, then `$project`); the cursor is then
+/// dropped (killCursors).
+async fn first_batch(users: &Collection<Document>, sizes: &Sizes) -> Outcome {
+    let (start, done) = within_budget(sizes, sizes.point_ops / 20, async |_| {
+        let pipeline = [
+            doc! {"$match": {"score": {"$lt": 90.0}}},
+            doc! {"$project": {"username": 1, "score": 1}},
+        ];
+        let mut cursor = users.aggregate(pipeline).await?;
+        cursor.advance().await?;
         Ok(())
     })
     .await?;

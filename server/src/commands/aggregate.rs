@@ -148,7 +148,6 @@ pub fn run_pipeline(state: &ServerState, req: &Request) -> CommandResult<Ran> {
         let ns = format!("{}.{}", req.db, coll_name.clone().unwrap_or_default());
         return Ok(Ran::Reply(cursor_reply(0, &ns, true, docs)));
     }
-    let input = driver::input(source, coll.as_ref(), &pipeline, deadline)?;
     let env = Env {
         catalog: &state.catalog,
         deadline,
@@ -159,15 +158,28 @@ pub fn run_pipeline(state: &ServerState, req: &Request) -> CommandResult<Ran> {
         coll_name.clone().unwrap_or_else(|| "$cmd.aggregate".into())
     );
     if let Some(target) = pipeline.output_target() {
-        let (input, done) = input;
+        let (input, done) = driver::input(source, coll.as_ref(), &pipeline, deadline)?;
         let docs = pipeline
-            .run_skipping(done, input, &env)?
+            .run_flow(done, input, &env)?
+            .into_docs()
             .collect::<CommandResult<Vec<_>>>()?;
         let target = target.clone();
         return Ok(Ran::Output { target, docs, ns });
     }
-    let docs = driver::run_to_raw(&pipeline, input, &env)?;
-    let mut source = DocSource::Buffered(docs);
+    // A pipeline of streaming stages over a collection runs as far as each batch needs and
+    // waits in the cursor between batches; any other is run to the end here.
+    let pipeline = Arc::new(pipeline);
+    let streamed = match (&source, &coll) {
+        (None, Some(c)) => driver::streamed(c, &pipeline)?,
+        _ => None,
+    };
+    let mut source = match streamed {
+        Some(s) => s,
+        None => {
+            let input = driver::input(source, coll.as_ref(), &pipeline, deadline)?;
+            DocSource::Buffered(driver::run_to_raw(&pipeline, input, &env)?)
+        }
+    };
     let batch = source.next_batch(batch_size, deadline)?;
     if source.is_exhausted() {
         return Ok(Ran::Reply(cursor_reply(0, &ns, true, batch)));

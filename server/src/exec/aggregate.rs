@@ -9,7 +9,7 @@ use crate::catalog::Catalog;
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::planner;
 use crate::query::matcher::Filter;
-use crate::query::pipeline::{DocStream, Pipeline, PipelineEnv};
+use crate::query::pipeline::{Flow, Pipeline, PipelineEnv};
 use crate::query::types::as_i64;
 use bson::{Bson, Document, RawDocumentBuf, doc};
 use std::collections::VecDeque;
@@ -170,34 +170,59 @@ pub fn stages_done(pipeline: &Pipeline, choice: &planner::Choice) -> usize {
 }
 
 /// The input documents: the collection through the planner (leading `$match` and `$sort`),
-/// and how many leading stages that scan already performed.
+/// as raw documents, and how many leading stages that scan already performed.
 pub fn input_docs(
     coll: &Arc<Collection>,
     pipeline: &Pipeline,
     deadline: Option<Instant>,
-) -> CommandResult<(DocStream<'static>, usize)> {
+) -> CommandResult<(Flow<'static>, usize)> {
     let filter_doc = scan_filter(pipeline);
     // An unparsable $match has already failed in Pipeline::parse.
     let filter = Filter::parse(&filter_doc)?;
     let choice = planner::choose(coll, &filter, &filter_doc, pipeline.leading_sort(), None);
     let done = stages_done(pipeline, &choice);
     let scan = ScanState::new(coll.clone(), Arc::new(filter), scan_mode(&choice.winner));
-    Ok((Box::new(ScanDocs { scan, deadline }), done))
+    Ok((Flow::Raw(Box::new(ScanDocs { scan, deadline })), done))
 }
 
-/// The planner's scan as the pipeline's input stream: documents are decoded one at a time, so
-/// a `$group` or `$count` over a large collection never holds the collection in memory.
+/// A suspended pipeline for an aggregate over `coll` whose stages (after those the scan does)
+/// all stream: nothing runs until a batch asks for documents, and a batch runs the scan and the
+/// stages only as far as it needs. `None` when a stage blocks (or reads other collections).
+pub fn streamed(
+    coll: &Arc<Collection>,
+    pipeline: &Arc<Pipeline>,
+) -> CommandResult<Option<super::DocSource>> {
+    if pipeline.is_collectionless() || pipeline.output_target().is_some() {
+        return Ok(None);
+    }
+    let filter_doc = scan_filter(pipeline);
+    let filter = Filter::parse(&filter_doc)?;
+    let choice = planner::choose(coll, &filter, &filter_doc, pipeline.leading_sort(), None);
+    let done = stages_done(pipeline, &choice);
+    if !pipeline.streams(done) {
+        return Ok(None);
+    }
+    let scan = ScanState::new(coll.clone(), Arc::new(filter), scan_mode(&choice.winner));
+    let input = super::stream::StreamInput::Scan(Box::new(scan));
+    Ok(Some(super::DocSource::Pipeline(Box::new(
+        super::stream::Streamed::new(pipeline.clone(), done, input),
+    ))))
+}
+
+/// The planner's scan as the pipeline's input stream: the stored documents as raw BSON, one at
+/// a time, so a `$group` or `$count` over a large collection never holds the collection in
+/// memory, and a stage that reads raw documents (`$match`, `$group`, ...) never decodes them.
 struct ScanDocs {
     scan: ScanState,
     deadline: Option<Instant>,
 }
 
 impl Iterator for ScanDocs {
-    type Item = CommandResult<Document>;
+    type Item = CommandResult<RawDocumentBuf>;
 
     fn next(&mut self) -> Option<Self::Item> {
         match self.scan.next_match(self.deadline) {
-            Ok(Some((_, raw, _))) => Some(to_doc(&raw)),
+            Ok(Some((_, raw, _))) => Some(Ok(raw)),
             Ok(None) => None,
             Err(e) => Some(Err(e)),
         }
@@ -299,29 +324,25 @@ pub fn input(
     coll: Option<&Arc<Collection>>,
     pipeline: &Pipeline,
     deadline: Option<Instant>,
-) -> CommandResult<(DocStream<'static>, usize)> {
+) -> CommandResult<(Flow<'static>, usize)> {
     Ok(match (source, coll, pipeline.is_collectionless()) {
-        (Some(docs), _, _) => (Box::new(docs.into_iter().map(Ok)), 0),
+        (Some(docs), _, _) => (Flow::Docs(Box::new(docs.into_iter().map(Ok))), 0),
         (None, Some(c), false) => input_docs(c, pipeline, deadline)?,
-        _ => (Box::new(std::iter::empty()), 0),
+        _ => (Flow::Docs(Box::new(std::iter::empty())), 0),
     })
 }
 
-/// Run the pipeline, but its first `done` stages, to the end; each result is encoded as it
-/// leaves the pipeline, so results are held once, as raw BSON.
+/// Run the pipeline, but its first `done` stages, to the end; a result still raw leaves as it
+/// is, a decoded one is encoded as it leaves, so results are held once, as raw BSON.
 pub fn run_to_raw(
     pipeline: &Pipeline,
-    (input, done): (DocStream<'static>, usize),
+    (input, done): (Flow<'static>, usize),
     env: &Env<'_>,
 ) -> CommandResult<VecDeque<RawDocumentBuf>> {
-    let mut docs = VecDeque::new();
-    for d in pipeline.run_skipping(done, input, env)? {
-        docs.push_back(
-            RawDocumentBuf::try_from(&d?)
-                .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?,
-        );
-    }
-    Ok(docs)
+    pipeline
+        .run_flow(done, input, env)?
+        .into_raw()
+        .collect::<CommandResult<VecDeque<_>>>()
 }
 
 #[cfg(test)]

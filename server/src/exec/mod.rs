@@ -13,6 +13,7 @@ pub mod find;
 pub mod keyscan;
 pub mod scan;
 pub mod source;
+pub mod stream;
 
 pub use scan::{
     MergeBranch, ScanMode, ScanState, check_deadline, collect_matches, index_key_of, planned_scan,

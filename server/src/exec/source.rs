@@ -1,8 +1,10 @@
 //! Where a cursor's documents come from, batch by batch: documents already computed (a sorted
-//! result, an aggregate's output) or a resumable scan (`super::scan`) that filters, skips, limits
-//! and projects as it goes, so a large result is never held in memory.
+//! result, a blocking aggregate's output), a resumable scan (`super::scan`) that filters, skips,
+//! limits and projects as it goes, or a suspended streaming pipeline (`super::stream`), so a
+//! large result is never held in memory.
 
 use super::scan::ScanState;
+use super::stream::Streamed;
 use crate::error::CommandResult;
 use bson::RawDocumentBuf;
 use std::collections::VecDeque;
@@ -16,6 +18,8 @@ pub enum DocSource {
     Buffered(VecDeque<RawDocumentBuf>),
     // Boxed: a scan carries its plan and buffers, a buffered source only a queue.
     Scan(Box<ScanState>),
+    /// An aggregate whose stages all stream, suspended between input documents.
+    Pipeline(Box<Streamed>),
 }
 
 impl DocSource {
@@ -37,6 +41,12 @@ impl DocSource {
                     }
                     s.pending.pop_front()
                 }
+                DocSource::Pipeline(p) => {
+                    if p.pending.is_empty() {
+                        p.fill(deadline)?;
+                    }
+                    p.pending.pop_front()
+                }
             };
             let Some(doc) = next else { break };
             bytes += doc.as_bytes().len();
@@ -53,6 +63,7 @@ impl DocSource {
         match self {
             DocSource::Buffered(q) => q.push_front(doc),
             DocSource::Scan(s) => s.pending.push_front(doc),
+            DocSource::Pipeline(p) => p.pending.push_front(doc),
         }
     }
 
@@ -60,6 +71,7 @@ impl DocSource {
         match self {
             DocSource::Buffered(q) => q.is_empty(),
             DocSource::Scan(s) => s.done(),
+            DocSource::Pipeline(p) => p.done(),
         }
     }
 }

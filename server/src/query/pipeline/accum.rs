@@ -11,7 +11,7 @@ use super::numeric::{NumSum, StdDev};
 use super::run_context::value_size_bytes;
 use super::stages::SortKeys;
 use super::values::{integral, type_name, value_key};
-use super::variables::AggExpr;
+use super::variables::{AggExpr, Value};
 use crate::error::CommandResult;
 use bson::{Bson, Document, RawDocument};
 use std::cmp::Ordering;
@@ -139,8 +139,15 @@ impl Acc {
             }
             (Acc::Sum(e) | Acc::Avg(e), State::Sum(s)) => {
                 // Arrays are not numbers: `$sum: "$arr"` in `$group` ignores them, as mongod does.
-                if let Some(v) = e.eval(doc)? {
-                    s.add(&v);
+                // A field's number is read in place; nothing else is decoded.
+                match e.eval_raw(doc)? {
+                    Value::Raw(r) => {
+                        s.add_raw(r);
+                    }
+                    Value::Owned(v) => {
+                        s.add(&v);
+                    }
+                    Value::Missing => {}
                 }
                 Ok(0)
             }
@@ -151,7 +158,8 @@ impl Acc {
                     Ordering::Less
                 };
                 if let Some(v) = e
-                    .eval(doc)?
+                    .eval_raw(doc)?
+                    .into_owned()
                     .filter(|v| !matches!(v, Bson::Null | Bson::Undefined))
                 {
                     let grows = value_size_bytes(&v);
@@ -167,7 +175,7 @@ impl Acc {
             }
             (Acc::First(e), State::First(first)) => {
                 if first.is_none() {
-                    let v = e.eval(doc)?.unwrap_or(Bson::Null);
+                    let v = e.eval_raw(doc)?.into_owned().unwrap_or(Bson::Null);
                     let grows = value_size_bytes(&v);
                     *first = Some(v);
                     return Ok(grows);
@@ -175,17 +183,19 @@ impl Acc {
                 Ok(0)
             }
             (Acc::Last(e), State::Last(last)) => {
-                *last = e.eval(doc)?.unwrap_or(Bson::Null);
+                *last = e.eval_raw(doc)?.into_owned().unwrap_or(Bson::Null);
                 Ok(0)
             }
-            (Acc::Push(e), State::List(items)) => push_some(items, e.eval(doc)?),
-            (Acc::AddToSet(e), State::Set(items, seen)) => match e.eval(doc)? {
+            (Acc::Push(e), State::List(items)) => push_some(items, e.eval_raw(doc)?.into_owned()),
+            (Acc::AddToSet(e), State::Set(items, seen)) => match e.eval_raw(doc)?.into_owned() {
                 Some(v) if seen.insert(value_key(&v)) => push_some(items, Some(v)),
                 _ => Ok(0),
             },
-            (Acc::MergeObjects(e), State::Merge(out)) => merge_into(out, e.eval(doc)?),
+            (Acc::MergeObjects(e), State::Merge(out)) => {
+                merge_into(out, e.eval_raw(doc)?.into_owned())
+            }
             (Acc::StdDev { input, .. }, State::Dev(dev)) => {
-                if let Some(v) = input.eval(doc)? {
+                if let Some(v) = input.eval_raw(doc)?.into_owned() {
                     dev.add(&v);
                 }
                 Ok(0)
@@ -196,7 +206,7 @@ impl Acc {
                 },
                 State::Ranked(rows),
             ) => {
-                let v = output.eval(doc)?.unwrap_or(Bson::Null);
+                let v = output.eval_raw(doc)?.into_owned().unwrap_or(Bson::Null);
                 let grows = value_size_bytes(&v);
                 rows.push((sort.key_of(doc), v));
                 // Keep the state bounded: sort and trim once it doubles.
@@ -210,7 +220,7 @@ impl Acc {
                 if !*last && items.len() >= *n {
                     return Ok(0);
                 }
-                let v = input.eval(doc)?.unwrap_or(Bson::Null);
+                let v = input.eval_raw(doc)?.into_owned().unwrap_or(Bson::Null);
                 let grows = value_size_bytes(&v);
                 items.push_back(v);
                 if items.len() > *n {
@@ -220,7 +230,8 @@ impl Acc {
             }
             (Acc::ExtremeN { input, n, max }, State::List(items)) => {
                 let Some(v) = input
-                    .eval(doc)?
+                    .eval_raw(doc)?
+                    .into_owned()
                     .filter(|v| !matches!(v, Bson::Null | Bson::Undefined))
                 else {
                     return Ok(0);

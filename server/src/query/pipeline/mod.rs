@@ -34,13 +34,57 @@ pub use codes::ALL as ERROR_CODES_USED;
 pub use output::{OutputMode, OutputTarget, WhenMatched, WhenNotMatched};
 
 use crate::error::CommandResult;
-use bson::{Bson, Document};
+use bson::{Bson, Document, RawDocumentBuf};
 use codes::perr;
 use run_context::RunCx;
 use stages::Stage;
 
 /// A stream of documents flowing between stages.
 pub type DocStream<'a> = Box<dyn Iterator<Item = CommandResult<Document>> + 'a>;
+
+/// A stream of raw documents (as stored, or as a raw stage built them).
+pub type RawStream<'a> = Box<dyn Iterator<Item = CommandResult<RawDocumentBuf>> + 'a>;
+
+/// What flows between two stages: raw documents until a stage needs decoded ones (a stage that
+/// reads raw input says so by implementing `Stage::run_raw`), decoded documents after that.
+pub enum Flow<'a> {
+    Raw(RawStream<'a>),
+    Docs(DocStream<'a>),
+}
+
+impl<'a> Flow<'a> {
+    /// The documents decoded (each one as it is pulled).
+    pub fn into_docs(self) -> DocStream<'a> {
+        match self {
+            Flow::Docs(s) => s,
+            Flow::Raw(s) => Box::new(s.map(|r| values::to_doc(&r?))),
+        }
+    }
+
+    /// The documents encoded (each one as it is pulled).
+    pub fn into_raw(self) -> RawStream<'a> {
+        match self {
+            Flow::Raw(s) => s,
+            Flow::Docs(s) => Box::new(s.map(|d| values::to_raw(&d?))),
+        }
+    }
+}
+
+/// Where a streamed run ([`Pipeline::push_one`]) stands: the stages the input already did, the
+/// documents each `$skip`/`$limit` has counted, and whether a `$limit` is used up.
+#[derive(Debug, Clone)]
+pub struct StreamState {
+    skip: usize,
+    counts: Vec<u64>,
+    finished: bool,
+}
+
+impl StreamState {
+    /// True once no further input can produce output (a `$limit` is used up).
+    pub fn finished(&self) -> bool {
+        self.finished
+    }
+}
 
 /// What the pipeline may ask of the outside world.
 pub trait PipelineEnv {
@@ -282,16 +326,130 @@ impl Pipeline {
         input: DocStream<'a>,
         env: &'a dyn PipelineEnv,
     ) -> CommandResult<DocStream<'a>> {
+        Ok(self.run_flow(skip, Flow::Docs(input), env)?.into_docs())
+    }
+
+    /// Runs all but the first `skip` stages over `input`, raw or decoded: raw documents stay
+    /// raw through the stages that read them raw (`Stage::run_raw`) and are decoded, one at a
+    /// time, at the first stage that needs a `Document`.
+    pub fn run_flow<'a>(
+        &'a self,
+        skip: usize,
+        input: Flow<'a>,
+        env: &'a dyn PipelineEnv,
+    ) -> CommandResult<Flow<'a>> {
         let cx = RunCx {
             env,
             allow_disk_use: self.allow_disk_use,
             memory_max_bytes: self.memory_max_bytes,
         };
-        let mut stream = input;
+        let mut flow = input;
         for stage in self.stages.iter().skip(skip) {
-            stream = stage.stage.run(stream, cx)?;
+            flow = match flow {
+                Flow::Raw(raw) => stage.stage.run_raw(raw, cx)?,
+                Flow::Docs(docs) => Flow::Docs(stage.stage.run(docs, cx)?),
+            };
         }
-        Ok(stream)
+        Ok(flow)
+    }
+
+    /// True when every stage after the first `skip` takes one document at a time and keeps no
+    /// state but a count (`$match`, `$project`, `$addFields`/`$set`, `$unset`,
+    /// `$replaceRoot`/`$replaceWith`, `$unwind`, `$redact`, `$limit`, `$skip`): such a pipeline
+    /// can be suspended between any two input documents ([`Pipeline::push_one`]).
+    pub fn streams(&self, skip: usize) -> bool {
+        const STREAMING: &[&str] = &[
+            "$match",
+            "$project",
+            "$addFields",
+            "$set",
+            "$unset",
+            "$replaceRoot",
+            "$replaceWith",
+            "$unwind",
+            "$redact",
+            "$limit",
+            "$skip",
+        ];
+        self.output.is_none()
+            && self
+                .stages
+                .iter()
+                .skip(skip)
+                .all(|s| STREAMING.contains(&s.name.as_str()))
+    }
+
+    /// The state of a streamed run of all but the first `skip` stages.
+    pub fn stream_state(&self, skip: usize) -> StreamState {
+        StreamState {
+            skip,
+            counts: vec![0; self.stages.len()],
+            finished: false,
+        }
+    }
+
+    /// Runs one input document through a pipeline that [`streams`](Pipeline::streams), each
+    /// stage's output handed to the next one at once; what leaves the last stage is appended
+    /// to `out`, raw. `$skip`/`$limit` count in `state`, so runs of `push_one` over a stream's
+    /// documents give what one [`Pipeline::run_flow`] over the whole stream gives.
+    pub fn push_one(
+        &self,
+        state: &mut StreamState,
+        doc: RawDocumentBuf,
+        env: &dyn PipelineEnv,
+        out: &mut std::collections::VecDeque<RawDocumentBuf>,
+    ) -> CommandResult<()> {
+        let cx = RunCx {
+            env,
+            allow_disk_use: self.allow_disk_use,
+            memory_max_bytes: self.memory_max_bytes,
+        };
+        self.push_from(state.skip, state, doc, cx, out)
+    }
+
+    fn push_from(
+        &self,
+        i: usize,
+        state: &mut StreamState,
+        doc: RawDocumentBuf,
+        cx: RunCx<'_>,
+        out: &mut std::collections::VecDeque<RawDocumentBuf>,
+    ) -> CommandResult<()> {
+        let Some(stage) = self.stages.get(i) else {
+            out.push_back(doc);
+            return Ok(());
+        };
+        let n = || {
+            values::integral(&stage.spec)
+                .and_then(|n| u64::try_from(n).ok())
+                .unwrap_or(0)
+        };
+        match stage.name.as_str() {
+            "$limit" => {
+                if state.counts[i] >= n() {
+                    state.finished = true;
+                    return Ok(());
+                }
+                state.counts[i] += 1;
+                if state.counts[i] >= n() {
+                    // Every later output would pass this stage: the run is over after this one.
+                    state.finished = true;
+                }
+                self.push_from(i + 1, state, doc, cx, out)
+            }
+            "$skip" if state.counts[i] < n() => {
+                state.counts[i] += 1;
+                Ok(())
+            }
+            "$skip" => self.push_from(i + 1, state, doc, cx, out),
+            _ => {
+                let one: RawStream<'_> = Box::new(std::iter::once(Ok(doc)));
+                for next in stage.stage.run_raw(one, cx)?.into_raw() {
+                    self.push_from(i + 1, state, next?, cx, out)?;
+                }
+                Ok(())
+            }
+        }
     }
 
     /// The stages as `{name: spec}` documents, for explain output.

@@ -16,6 +16,11 @@ pub fn to_raw(doc: &Document) -> CommandResult<RawDocumentBuf> {
     })
 }
 
+/// Decodes a raw document for a stage that works on `Document`s.
+pub fn to_doc(raw: &bson::RawDocument) -> CommandResult<Document> {
+    Document::try_from(raw).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))
+}
+
 /// Splits and checks a field path written without `$` (`a.b.c`).
 pub fn split_field_path(path: &str) -> CommandResult<Vec<String>> {
     if path.is_empty() {
@@ -64,4 +69,10 @@ pub fn value_key(v: &Bson) -> Vec<u8> {
         storage::keycode::encode_value(&mut out, raw.as_raw_bson_ref());
     }
     out
+}
+
+/// [`value_key`] of a raw value, written into `out` (cleared first) without decoding it.
+pub fn raw_value_key(out: &mut Vec<u8>, v: bson::RawBsonRef<'_>) {
+    out.clear();
+    storage::keycode::encode_value(out, v);
 }

@@ -13,7 +13,7 @@ use super::ParseContext;
 use super::values::to_raw;
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::query::expr::Expr;
-use bson::{Bson, Document, RawDocument};
+use bson::{Bson, Document, RawBsonRef, RawDocument};
 
 /// A field path that is missing in every document (see the module note).
 const REMOVE_PATH: &str = "$\u{0}REMOVE";
@@ -24,12 +24,65 @@ pub struct AggExpr {
     expr: Expr,
 }
 
+/// What an expression gave for one document: a value read in place from the raw document, a
+/// computed value, or "missing".
+#[derive(Debug)]
+pub enum Value<'d> {
+    Missing,
+    Raw(RawBsonRef<'d>),
+    Owned(Bson),
+}
+
+impl Value<'_> {
+    /// The value as an owned `Bson` (`None`: missing).
+    pub fn into_owned(self) -> Option<Bson> {
+        match self {
+            Value::Missing => None,
+            Value::Raw(r) => Some(crate::query::types::to_owned(r)),
+            Value::Owned(v) => Some(v),
+        }
+    }
+}
+
 impl AggExpr {
     pub fn parse(spec: &Bson, ctx: &ParseContext) -> CommandResult<AggExpr> {
         let resolved = substitute(spec, &ctx.variables);
         Ok(AggExpr {
             expr: Expr::parse(&resolved)?,
         })
+    }
+
+    /// True when the expression is a constant (no field or variable read).
+    pub fn is_constant(&self) -> bool {
+        self.expr.is_constant()
+    }
+
+    /// Evaluates without decoding the document when the expression is a field path (`$a.b`)
+    /// that descends through sub-documents only: the value is then borrowed from `root`. A
+    /// path that meets an array before its end maps over the array's elements (aggregation
+    /// path semantics), which builds a new value, so it goes through the general evaluation.
+    pub fn eval_raw<'d>(&self, root: &'d RawDocument) -> CommandResult<Value<'d>> {
+        let path = match &self.expr {
+            Expr::Field(p) | Expr::Root(p) if !p.is_empty() => p,
+            Expr::Literal(v) => return Ok(Value::Owned(v.clone())),
+            _ => return Ok(self.eval(root)?.map_or(Value::Missing, Value::Owned)),
+        };
+        let mut current = RawBsonRef::Document(root);
+        for component in path {
+            current = match current {
+                RawBsonRef::Document(d) => match d.get(component) {
+                    Ok(Some(v)) => v,
+                    Ok(None) => return Ok(Value::Missing),
+                    // A malformed element: let the general evaluation report it as it does.
+                    Err(_) => return Ok(self.eval(root)?.map_or(Value::Missing, Value::Owned)),
+                },
+                RawBsonRef::Array(_) => {
+                    return Ok(self.eval(root)?.map_or(Value::Missing, Value::Owned));
+                }
+                _ => return Ok(Value::Missing),
+            };
+        }
+        Ok(Value::Raw(current))
     }
 
     /// Evaluates against a raw document; `None` is "missing".

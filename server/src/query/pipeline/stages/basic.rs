@@ -8,7 +8,7 @@ use crate::query::pipeline::codes::{self, perr};
 use crate::query::pipeline::run_context::RunCx;
 use crate::query::pipeline::values::{integral, to_raw, type_name};
 use crate::query::pipeline::variables::{AggExpr, substitute};
-use crate::query::pipeline::{DocStream, ParseContext};
+use crate::query::pipeline::{DocStream, Flow, ParseContext, RawStream};
 use bson::{Bson, Document};
 use rand::Rng;
 
@@ -57,6 +57,21 @@ impl Stage for Match {
             }
         })))
     }
+
+    /// Raw in, raw out: the matcher reads raw documents, so nothing is decoded or copied.
+    fn run_raw<'a>(&'a self, input: RawStream<'a>, _cx: RunCx<'a>) -> CommandResult<Flow<'a>> {
+        Ok(Flow::Raw(Box::new(input.filter_map(move |item| {
+            let raw = match item {
+                Ok(r) => r,
+                Err(e) => return Some(Err(e)),
+            };
+            match self.filter.try_matches(&raw) {
+                Ok(Some(_)) => Some(Ok(raw)),
+                Ok(None) => None,
+                Err(e) => Some(Err(e)),
+            }
+        }))))
+    }
 }
 
 /// Reads a `$limit`/`$skip` count: any integral number.
@@ -104,6 +119,12 @@ impl Stage for Limit {
             input.take(usize::try_from(self.n).unwrap_or(usize::MAX)),
         ))
     }
+
+    fn run_raw<'a>(&'a self, input: RawStream<'a>, _cx: RunCx<'a>) -> CommandResult<Flow<'a>> {
+        Ok(Flow::Raw(Box::new(
+            input.take(usize::try_from(self.n).unwrap_or(usize::MAX)),
+        )))
+    }
 }
 
 /// `$skip`.
@@ -140,6 +161,17 @@ impl Stage for Skip {
             }
             true
         })))
+    }
+
+    fn run_raw<'a>(&'a self, input: RawStream<'a>, _cx: RunCx<'a>) -> CommandResult<Flow<'a>> {
+        let mut to_skip = self.n;
+        Ok(Flow::Raw(Box::new(input.filter(move |item| {
+            if item.is_ok() && to_skip > 0 {
+                to_skip -= 1;
+                return false;
+            }
+            true
+        }))))
     }
 }
 
@@ -192,6 +224,12 @@ impl Stage for Count {
         let mut out = Document::new();
         out.insert(self.field.clone(), value);
         Ok(Box::new(std::iter::once(Ok(out))))
+    }
+
+    /// Counts raw documents without decoding them.
+    fn run_raw<'a>(&'a self, input: RawStream<'a>, cx: RunCx<'a>) -> CommandResult<Flow<'a>> {
+        let counted = input.map(|r| r.map(|_| Document::new()));
+        Ok(Flow::Docs(self.run(Box::new(counted), cx)?))
     }
 }
 

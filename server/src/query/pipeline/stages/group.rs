@@ -16,9 +16,9 @@ use crate::query::pipeline::codes::{self, perr};
 use crate::query::pipeline::limits::ENTRY_OVERHEAD_BYTES;
 use crate::query::pipeline::run_context::{RunCx, doc_size_bytes, value_size_bytes};
 use crate::query::pipeline::spill::{KeyOf, KeyOrder, RowStream, Sorter};
-use crate::query::pipeline::values::{to_raw, value_key};
-use crate::query::pipeline::variables::AggExpr;
-use crate::query::pipeline::{DocStream, ParseContext};
+use crate::query::pipeline::values::{raw_value_key, to_doc, to_raw, value_key};
+use crate::query::pipeline::variables::{AggExpr, Value};
+use crate::query::pipeline::{DocStream, Flow, ParseContext, RawStream};
 use bson::{Bson, Document, RawDocument};
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -195,24 +195,53 @@ impl Group {
         Ok(grown_bytes)
     }
 
+    /// The group key of `raw` written into `key` (the order-preserving key encoding, so values
+    /// that compare equal share it), and the `_id` value for a new group. A field path is
+    /// encoded straight from the raw value; the value is copied out only for a new group.
+    fn key_of<'d>(&self, raw: &'d RawDocument, key: &mut Vec<u8>) -> CommandResult<Value<'d>> {
+        let v = self.id.eval_raw(raw)?;
+        match &v {
+            Value::Raw(r) => raw_value_key(key, *r),
+            Value::Owned(b) => *key = value_key(b),
+            Value::Missing => *key = value_key(&Bson::Null),
+        }
+        Ok(v)
+    }
+
     /// Groups in memory; with `allowDiskUse`, once the table passes the bound, documents of
     /// groups not yet in it are set aside in an external sort by group key (see the module note).
-    fn group<'a>(&'a self, input: DocStream<'a>, cx: RunCx<'a>) -> CommandResult<DocStream<'a>> {
+    /// Documents arrive raw and are never decoded here (but those set aside for the sort).
+    fn group<'a>(&'a self, input: RawStream<'a>, cx: RunCx<'a>) -> CommandResult<DocStream<'a>> {
         let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
         let mut groups: Vec<(Bson, Vec<State>)> = Vec::new();
         let mut used_bytes = 0usize;
         let mut spilled: Option<Sorter<'a, Vec<u8>>> = None;
         let mut spilled_bytes = 0usize;
+        let mut key = Vec::new();
+        // A constant `_id` (`null`, `1`, ...) is evaluated once, with the first document.
+        let is_constant = self.id.is_constant();
+        let mut constant: Option<(Vec<u8>, Bson)> = None;
         for (seq, item) in (0u64..).zip(input) {
-            let doc = item?;
-            let raw = to_raw(&doc)?;
-            let k = self.id_of(&raw)?;
-            let hashed = value_key(&k);
-            let slot = match (index.get(&hashed), spilled.as_mut()) {
+            let raw = item?;
+            let id = if let Some((k, v)) = &constant {
+                key.clone_from(k);
+                Value::Owned(v.clone())
+            } else if is_constant {
+                let v = self
+                    .key_of(&raw, &mut key)?
+                    .into_owned()
+                    .unwrap_or(Bson::Null);
+                constant = Some((key.clone(), v.clone()));
+                Value::Owned(v)
+            } else {
+                self.key_of(&raw, &mut key)?
+            };
+            let slot = match (index.get(key.as_slice()), spilled.as_mut()) {
                 (Some(&i), _) => i,
                 (None, Some(sorter)) => {
+                    let doc = to_doc(&raw)?;
                     spilled_bytes += doc_size_bytes(&doc);
-                    sorter.push((hashed, seq, doc));
+                    sorter.push((key.clone(), seq, doc));
                     if spilled_bytes > cx.memory_max_bytes {
                         sorter.spill()?;
                         spilled_bytes = 0;
@@ -221,9 +250,10 @@ impl Group {
                     continue;
                 }
                 (None, None) => {
+                    let k = id.into_owned().unwrap_or(Bson::Null);
                     used_bytes += value_size_bytes(&k) * 2
                         + ENTRY_OVERHEAD_BYTES * (1 + self.spec.accs.len());
-                    index.insert(hashed, groups.len());
+                    index.insert(key.clone(), groups.len());
                     groups.push((
                         k,
                         self.spec.accs.iter().map(|(_, a)| a.new_state()).collect(),
@@ -295,7 +325,11 @@ impl Group {
 
 impl Stage for Group {
     fn run<'a>(&'a self, input: DocStream<'a>, cx: RunCx<'a>) -> CommandResult<DocStream<'a>> {
-        self.group(input, cx)
+        self.group(Flow::Docs(input).into_raw(), cx)
+    }
+
+    fn run_raw<'a>(&'a self, input: RawStream<'a>, cx: RunCx<'a>) -> CommandResult<Flow<'a>> {
+        Ok(Flow::Docs(self.group(input, cx)?))
     }
 }
 
@@ -335,7 +369,7 @@ impl Stage for SortByCount {
     fn run<'a>(&'a self, input: DocStream<'a>, cx: RunCx<'a>) -> CommandResult<DocStream<'a>> {
         let mut docs = self
             .group
-            .group(input, cx)?
+            .group(Flow::Docs(input).into_raw(), cx)?
             .collect::<CommandResult<Vec<_>>>()?;
         docs.sort_by(|a, b| {
             let count = |d: &Document| d.get("count").cloned().unwrap_or(Bson::Null);

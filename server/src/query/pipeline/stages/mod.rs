@@ -17,7 +17,7 @@ pub(crate) use sort::SortKeys;
 use super::codes::{self, perr};
 use super::output::{self, OutputTarget};
 use super::run_context::RunCx;
-use super::{DocStream, ParseContext};
+use super::{DocStream, Flow, ParseContext, RawStream};
 use crate::error::{CommandResult, ErrorCode, err};
 use bson::{Bson, Document};
 
@@ -25,6 +25,13 @@ use bson::{Bson, Document};
 pub trait Stage: std::fmt::Debug + Send + Sync {
     /// Wraps `input` in this stage's transformation.
     fn run<'a>(&'a self, input: DocStream<'a>, cx: RunCx<'a>) -> CommandResult<DocStream<'a>>;
+
+    /// The same over raw input. Stages that read raw documents (`$match`, `$group`, `$limit`,
+    /// `$skip`, `$project` of field paths, ...) override this; the default decodes each
+    /// document as it is pulled and runs [`Stage::run`].
+    fn run_raw<'a>(&'a self, input: RawStream<'a>, cx: RunCx<'a>) -> CommandResult<Flow<'a>> {
+        Ok(Flow::Docs(self.run(Flow::Raw(input).into_docs(), cx)?))
+    }
 
     /// For `$out`/`$merge`: where the output goes.
     fn output_target(&self) -> Option<OutputTarget> {

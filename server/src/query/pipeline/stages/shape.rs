@@ -9,12 +9,16 @@
 
 use super::{Stage, spec_doc};
 use crate::error::CommandResult;
+use crate::error::{ErrorCode, err};
 use crate::query::pipeline::codes::{self, perr};
 use crate::query::pipeline::run_context::RunCx;
 use crate::query::pipeline::values::{split_field_path, to_raw};
 use crate::query::pipeline::variables::AggExpr;
-use crate::query::pipeline::{DocStream, ParseContext};
-use bson::{Bson, Document, RawDocument};
+use crate::query::pipeline::{DocStream, Flow, ParseContext, RawStream};
+use bson::raw::CStr;
+use bson::{
+    Bson, Document, RawArray, RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf,
+};
 
 #[derive(Debug)]
 enum Node {
@@ -275,6 +279,111 @@ impl Stage for Project {
     fn run<'a>(&'a self, input: DocStream<'a>, _cx: RunCx<'a>) -> CommandResult<DocStream<'a>> {
         Ok(Box::new(input.map(move |item| self.apply(item?))))
     }
+
+    /// Raw in, raw out when no computed field sits below the top level: the output is built by
+    /// copying the kept elements' bytes (sub-documents and arrays walked in place), computed
+    /// top-level fields appended encoded. Otherwise each document is decoded.
+    fn run_raw<'a>(&'a self, input: RawStream<'a>, cx: RunCx<'a>) -> CommandResult<Flow<'a>> {
+        if self.inclusion && self.tree.computed_below_top() {
+            return Ok(Flow::Docs(self.run(Flow::Raw(input).into_docs(), cx)?));
+        }
+        Ok(Flow::Raw(Box::new(
+            input.map(move |item| self.apply_raw(&item?)),
+        )))
+    }
+}
+
+impl Project {
+    fn apply_raw(&self, raw: &RawDocument) -> CommandResult<RawDocumentBuf> {
+        if !self.inclusion {
+            return exclude_raw(&self.tree, raw);
+        }
+        let mut out = include_raw(&self.tree, raw, true)?;
+        for (k, node) in &self.tree.fields {
+            if let Node::Computed(e) = node
+                && let Some(v) = e.eval(raw)?
+            {
+                let v = RawBson::try_from(v).map_err(encode_error)?;
+                out.append(cstr(k)?, v);
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn encode_error(e: impl std::fmt::Display) -> crate::error::CommandError {
+    err(
+        ErrorCode::BadValue,
+        format!("document cannot be encoded: {e}"),
+    )
+}
+
+fn cstr(k: &str) -> CommandResult<&CStr> {
+    <&CStr>::try_from(k).map_err(encode_error)
+}
+
+/// [`include`] over a raw document: kept elements are copied as they are stored.
+fn include_raw(tree: &Tree, doc: &RawDocument, top: bool) -> CommandResult<RawDocumentBuf> {
+    let mut out = RawDocumentBuf::new();
+    for item in doc {
+        let (k, v) = item.map_err(encode_error)?;
+        let node = match tree.get(k.as_str()) {
+            Some(n) => n,
+            None if top && k.as_str() == "_id" => &Node::Include,
+            None => continue,
+        };
+        match (node, v) {
+            (Node::Include, _) => out.append(k, v),
+            (Node::Sub(sub), RawBsonRef::Document(d)) => out.append(k, include_raw(sub, d, false)?),
+            (Node::Sub(sub), RawBsonRef::Array(items)) => {
+                out.append(k, include_array_raw(sub, items)?)
+            }
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+/// [`include_array`] over a raw array whose tree computes nothing: non-documents are dropped.
+fn include_array_raw(tree: &Tree, items: &RawArray) -> CommandResult<RawArrayBuf> {
+    let mut out = RawArrayBuf::new();
+    for item in items {
+        match item.map_err(encode_error)? {
+            RawBsonRef::Document(d) => out.push(include_raw(tree, d, false)?),
+            RawBsonRef::Array(inner) => out.push(include_array_raw(tree, inner)?),
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+/// [`exclude`] over a raw document: every other element is copied as it is stored.
+fn exclude_raw(tree: &Tree, doc: &RawDocument) -> CommandResult<RawDocumentBuf> {
+    let mut out = RawDocumentBuf::new();
+    for item in doc {
+        let (k, v) = item.map_err(encode_error)?;
+        match (tree.get(k.as_str()), v) {
+            (Some(Node::Exclude), _) => {}
+            (Some(Node::Sub(sub)), RawBsonRef::Document(d)) => out.append(k, exclude_raw(sub, d)?),
+            (Some(Node::Sub(sub)), RawBsonRef::Array(items)) => {
+                out.append(k, exclude_array_raw(sub, items)?)
+            }
+            _ => out.append(k, v),
+        }
+    }
+    Ok(out)
+}
+
+fn exclude_array_raw(tree: &Tree, items: &RawArray) -> CommandResult<RawArrayBuf> {
+    let mut out = RawArrayBuf::new();
+    for item in items {
+        match item.map_err(encode_error)? {
+            RawBsonRef::Document(d) => out.push(exclude_raw(tree, d)?),
+            RawBsonRef::Array(inner) => out.push(exclude_array_raw(tree, inner)?),
+            other => out.push(other),
+        }
+    }
+    Ok(out)
 }
 
 /// The included fields of `doc`, in `doc`'s order.
@@ -388,6 +497,13 @@ fn add_computed_array(tree: &Tree, items: &mut [Bson], root: &RawDocument) -> Co
 }
 
 impl Tree {
+    /// True when a sub-tree computes a field (the raw `$project` handles top-level ones only).
+    fn computed_below_top(&self) -> bool {
+        self.fields
+            .iter()
+            .any(|(_, n)| matches!(n, Node::Sub(s) if s.has_computed()))
+    }
+
     fn has_computed(&self) -> bool {
         self.fields.iter().any(|(_, n)| match n {
             Node::Computed(_) => true,
@@ -433,5 +549,47 @@ impl AddFields {
 impl Stage for AddFields {
     fn run<'a>(&'a self, input: DocStream<'a>, _cx: RunCx<'a>) -> CommandResult<DocStream<'a>> {
         Ok(Box::new(input.map(move |item| self.apply(item?))))
+    }
+
+    /// Raw in, raw out when every field set is a top-level one: the input's elements are
+    /// copied as stored, a set field replaces its element in place (or is appended), a
+    /// missing result drops it. Fields set inside sub-documents decode the document.
+    fn run_raw<'a>(&'a self, input: RawStream<'a>, cx: RunCx<'a>) -> CommandResult<Flow<'a>> {
+        if self.tree.computed_below_top() {
+            return Ok(Flow::Docs(self.run(Flow::Raw(input).into_docs(), cx)?));
+        }
+        Ok(Flow::Raw(Box::new(
+            input.map(move |item| self.apply_raw(&item?)),
+        )))
+    }
+}
+
+impl AddFields {
+    fn apply_raw(&self, raw: &RawDocument) -> CommandResult<RawDocumentBuf> {
+        // Every value is computed from the input document, before any is written.
+        let mut values: Vec<(&str, Option<Option<Bson>>)> = Vec::new();
+        for (k, node) in &self.tree.fields {
+            if let Node::Computed(e) = node {
+                values.push((k.as_str(), Some(e.eval(raw)?)));
+            }
+        }
+        let mut out = RawDocumentBuf::new();
+        for item in raw {
+            let (k, v) = item.map_err(encode_error)?;
+            match values.iter_mut().find(|(name, _)| *name == k.as_str()) {
+                Some((_, slot)) => {
+                    if let Some(Some(value)) = slot.take() {
+                        out.append(k, RawBson::try_from(value).map_err(encode_error)?);
+                    }
+                }
+                None => out.append(k, v),
+            }
+        }
+        for (k, slot) in values {
+            if let Some(Some(value)) = slot {
+                out.append(cstr(k)?, RawBson::try_from(value).map_err(encode_error)?);
+            }
+        }
+        Ok(out)
     }
 }

@@ -9,17 +9,17 @@
 use super::Stage;
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::query::path;
-use crate::query::pipeline::DocStream;
 use crate::query::pipeline::codes::{self, perr};
 use crate::query::pipeline::run_context::{RunCx, doc_size_bytes};
 use crate::query::pipeline::spill::{KeyOf, KeyOrder, Sorter};
 use crate::query::pipeline::values::{integral, to_raw};
+use crate::query::pipeline::{DocStream, Flow, RawStream};
 use crate::query::types;
-use bson::{Bson, Document, RawDocument};
+use bson::{Bson, Document, RawBsonRef, RawDocument, RawDocumentBuf};
 use std::cmp::Ordering;
 use std::ops::ControlFlow;
 use std::rc::Rc;
-use storage::order;
+use storage::{keycode, order};
 
 /// A parsed sort specification.
 #[derive(Debug, Clone)]
@@ -89,6 +89,20 @@ impl SortKeys {
             .collect()
     }
 
+    /// The sort key of a raw document in the index key encoding (a descending field's bytes
+    /// inverted), written into `out`: two documents' encoded keys compare as bytes exactly as
+    /// [`SortKeys::compare`] orders their [`SortKeys::key_of`] keys, and nothing is decoded.
+    pub fn encoded_key_of(&self, doc: &RawDocument, out: &mut Vec<u8>, scratch: &mut Vec<u8>) {
+        out.clear();
+        for (p, descending) in &self.keys {
+            let start = out.len();
+            encoded_key_for_path(doc, p, *descending, out, scratch);
+            if *descending {
+                keycode::invert(&mut out[start..]);
+            }
+        }
+    }
+
     /// Compares two sort keys made by [`SortKeys::key_of`].
     pub fn compare(&self, a: &[Bson], b: &[Bson]) -> Ordering {
         for (i, (_, descending)) in self.keys.iter().enumerate() {
@@ -145,6 +159,47 @@ fn key_for_path(doc: &RawDocument, path: &[String], descending: bool) -> Bson {
     }
 }
 
+/// [`key_for_path`] in the key encoding: the candidates are encoded and the smallest
+/// (ascending) or largest (descending) encoding is appended to `out` (not yet inverted).
+fn encoded_key_for_path(
+    doc: &RawDocument,
+    path: &[String],
+    descending: bool,
+    out: &mut Vec<u8>,
+    scratch: &mut Vec<u8>,
+) {
+    let start = out.len();
+    let mut saw_any = false;
+    let _ = path::walk::<()>(doc, path, &mut |c| {
+        let v = match c.value {
+            Some(RawBsonRef::Array(_)) if !c.expanded => return ControlFlow::Continue(()),
+            Some(v) => v,
+            None => RawBsonRef::Null,
+        };
+        if !saw_any {
+            saw_any = true;
+            keycode::encode_value(out, v);
+            return ControlFlow::Continue(());
+        }
+        scratch.clear();
+        keycode::encode_value(scratch, v);
+        let o = scratch.as_slice().cmp(&out[start..]);
+        let better = if descending {
+            o == Ordering::Greater
+        } else {
+            o == Ordering::Less
+        };
+        if better {
+            out.truncate(start);
+            out.extend_from_slice(scratch);
+        }
+        ControlFlow::Continue(())
+    });
+    if !saw_any {
+        keycode::encode_value(out, RawBsonRef::Undefined);
+    }
+}
+
 /// How many documents a `$sort` must keep given the stages after it.
 pub fn top_k_bound(following: &[Document]) -> Option<u64> {
     let mut skipped: u64 = 0;
@@ -192,6 +247,58 @@ impl Stage for Sort {
             None => sort_documents(&self.keys, input, cx),
         }
     }
+
+    /// A top-k over raw documents compares encoded sort keys and keeps the raw documents; a
+    /// document that cannot enter the top k is dropped after its key is encoded, unread
+    /// otherwise. A full sort decodes (its runs spill as documents).
+    fn run_raw<'a>(&'a self, input: RawStream<'a>, cx: RunCx<'a>) -> CommandResult<Flow<'a>> {
+        match self.top_k {
+            Some(k) => {
+                let kept = top_k_raw(&self.keys, input, k, cx)?;
+                Ok(Flow::Raw(Box::new(kept.into_iter().map(Ok))))
+            }
+            None => Ok(Flow::Docs(self.run(Flow::Raw(input).into_docs(), cx)?)),
+        }
+    }
+}
+
+/// [`top_k_documents`] over raw documents with encoded keys (see `Sort::run_raw`).
+fn top_k_raw(
+    keys: &SortKeys,
+    input: RawStream<'_>,
+    k: u64,
+    cx: RunCx<'_>,
+) -> CommandResult<Vec<RawDocumentBuf>> {
+    let k = usize::try_from(k).unwrap_or(usize::MAX);
+    let mut rows: Vec<(Vec<u8>, RawDocumentBuf)> = Vec::new();
+    // The k-th best key once k documents are kept: a later document must beat it (a tie
+    // loses, the sort being stable).
+    let mut threshold: Option<Vec<u8>> = None;
+    let mut used_bytes = 0usize;
+    let (mut key, mut scratch) = (Vec::new(), Vec::new());
+    let trim = |rows: &mut Vec<(Vec<u8>, RawDocumentBuf)>| {
+        rows.sort_by(|a, b| a.0.cmp(&b.0));
+        rows.truncate(k);
+    };
+    for item in input {
+        let raw = item?;
+        keys.encoded_key_of(&raw, &mut key, &mut scratch);
+        if threshold.as_ref().is_some_and(|t| key >= *t) {
+            cx.charge(used_bytes, "Sort")?;
+            continue;
+        }
+        used_bytes += raw.as_bytes().len() + key.len();
+        rows.push((key.clone(), raw));
+        if rows.len() >= k.saturating_mul(2).max(2) {
+            // Amortised top-k: sorting then truncating at 2k keeps O(n log k) work.
+            trim(&mut rows);
+            used_bytes = rows.iter().map(|(k, d)| k.len() + d.as_bytes().len()).sum();
+            threshold = rows.get(k.saturating_sub(1)).map(|(key, _)| key.clone());
+        }
+        cx.charge(used_bytes, "Sort")?;
+    }
+    trim(&mut rows);
+    Ok(rows.into_iter().map(|(_, d)| d).collect())
 }
 
 /// Sorts a whole stream (stable). With `allowDiskUse`, each time the buffer passes the memory

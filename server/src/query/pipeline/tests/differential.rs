@@ -1,8 +1,9 @@
 //! Proves random chains of `$match $sort $skip $limit $unwind $project $group $count` agree
-//! with a straightforward reference implementation. How: seeded random documents (seed printed,
-//! set it with CAIRN_SEED) run through both; results compared exactly (sums with a tolerance).
+//! with a straightforward reference implementation, fed decoded documents and fed raw ones (the
+//! stages' raw paths). How: seeded random documents (seed printed, set it with CAIRN_SEED) run
+//! through both; results compared exactly (sums with a tolerance).
 
-use super::{MapEnv, run_env};
+use super::{MapEnv, run_env, run_env_raw};
 use bson::{Bson, Document, doc};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -317,11 +318,18 @@ fn random_pipelines_match_the_reference() {
         }
         let mut env = MapEnv::default();
         env.0.insert("self".into(), input.clone());
+        let got_raw = run_env_raw(pipeline.clone(), input.clone(), &env)
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         let got =
             run_env(pipeline.clone(), input, &env).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         assert_eq!(
             got, expected,
             "seed {seed} round {round} pipeline {pipeline}"
+        );
+        // The same pipeline fed raw documents (as from a collection scan) agrees too.
+        assert_eq!(
+            got_raw, expected,
+            "raw input: seed {seed} round {round} pipeline {pipeline}"
         );
     }
 }

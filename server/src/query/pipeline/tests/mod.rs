@@ -4,6 +4,7 @@
 mod accumulators;
 mod bench;
 mod differential;
+mod raw;
 mod stages;
 mod window;
 
@@ -46,6 +47,23 @@ pub fn stages_of(p: Bson) -> Vec<Document> {
 pub fn run_env(pipeline: Bson, input: Vec<Document>, env: &MapEnv) -> CommandResult<Vec<Document>> {
     let p = Pipeline::parse(&stages_of(pipeline), &ctx())?;
     p.run_vec(input, env)
+}
+
+/// [`run_env`] with the input as raw documents, as a collection scan feeds it: the stages that
+/// read raw documents run their raw paths.
+pub fn run_env_raw(
+    pipeline: Bson,
+    input: Vec<Document>,
+    env: &MapEnv,
+) -> CommandResult<Vec<Document>> {
+    let p = Pipeline::parse(&stages_of(pipeline), &ctx())?;
+    let raw: Vec<bson::RawDocumentBuf> = input
+        .iter()
+        .map(|d| bson::RawDocumentBuf::try_from(d).expect("encodes"))
+        .collect();
+    p.run_flow(0, super::Flow::Raw(Box::new(raw.into_iter().map(Ok))), env)?
+        .into_docs()
+        .collect()
 }
 
 pub fn run(pipeline: Bson, input: Vec<Document>) -> Vec<Document> {
