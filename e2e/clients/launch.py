@@ -7,7 +7,8 @@ requires a clean exit. Prints one line per check and a closing 'N passed, N fail
 
 `launch.py BINARY --auth -- CHECKS...` starts the server with --auth and creates a root user
 through the localhost exception first; the checks get CAIRN_ROOT_USER and CAIRN_ROOT_PASSWORD
-(CAIRN_URI stays without credentials).
+(CAIRN_URI stays without credentials). Any other options before `--` go to cairn as they are
+(`--replSet rs0` for the replica-set checks).
 """
 import json
 import os
@@ -40,10 +41,11 @@ def start(binary, dbpath, extra):
 
 def main():
     binary = sys.argv[1]
-    auth = "--auth" in sys.argv[2:sys.argv.index("--")]
+    extra = sys.argv[2:sys.argv.index("--")]
+    auth = "--auth" in extra
     checks = sys.argv[sys.argv.index("--") + 1:]
     with tempfile.TemporaryDirectory() as tmp:
-        proc, port, log = start(binary, os.path.join(tmp, "db"), ["--auth"] if auth else [])
+        proc, port, log = start(binary, os.path.join(tmp, "db"), extra)
         env = dict(os.environ, CAIRN_URI=f"mongodb://127.0.0.1:{port}/?directConnection=true")
         if auth:
             import pymongo  # the checks' venv has it

@@ -5,5 +5,5 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$("$here/node_modules/.bin/mongosh" "$CAIRN_URI" --quiet --norc --eval 'print("version " + db.version()); printjson(db.runCommand({ping: 1}))')
 echo "$out"
-grep -q '^version 7\.0\.' <<<"$out"
+grep -q '^version 8\.0\.' <<<"$out"
 grep -Eq 'ok: 1' <<<"$out"

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# mongosh against cairn started with --replSet rs0: rs.initiate() (or already initiated),
+# rs.status() says PRIMARY, and db.c.watch() sees an insert made after it was opened.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+out=$("$here/node_modules/.bin/mongosh" "$CAIRN_URI" --quiet --norc --eval '
+try { rs.initiate(); } catch (e) { if (e.code !== 23) throw e; }
+print("state " + rs.status().members[0].stateStr);
+print("set " + rs.conf()._id);
+const c = db.getSiblingDB("sh_rs_check").items;
+const cs = c.watch();
+cs.tryNext();
+c.insertOne({_id: 1, n: 1});
+const ev = cs.next();
+print("event " + ev.operationType + " " + ev.documentKey._id);
+cs.close();')
+echo "$out"
+grep -q '^state PRIMARY' <<<"$out"
+grep -q '^set rs0' <<<"$out"
+grep -q '^event insert 1' <<<"$out"

@@ -1,0 +1,38 @@
+"""pymongo against cairn started with --replSet rs0: initiate, discover the set, then a change
+stream on a collection sees insert, update and delete in mongod's shapes and resumes from a
+token. Exits non-zero on the first thing that looks wrong."""
+import os
+
+import pymongo
+from pymongo.errors import OperationFailure
+
+uri = os.environ["CAIRN_URI"]
+with pymongo.MongoClient(uri, serverSelectionTimeoutMS=10000) as direct:
+    try:
+        direct.admin.command("replSetInitiate")
+    except OperationFailure as e:
+        assert e.code == 23, e  # AlreadyInitialized: another check got there first
+    hello = direct.admin.command("hello")
+    assert hello["setName"] == "rs0" and hello["isWritablePrimary"], hello
+    me = hello["me"]
+
+with pymongo.MongoClient(f"mongodb://{me}/?replicaSet=rs0", serverSelectionTimeoutMS=10000) as c:
+    items = c.rs_check.items
+    items.drop()
+    with items.watch(max_await_time_ms=5000) as stream:
+        items.insert_one({"_id": 1, "n": 1})
+        items.update_one({"_id": 1}, {"$set": {"n": 2}})
+        items.delete_one({"_id": 1})
+        events = [stream.next() for _ in range(3)]
+    kinds = [e["operationType"] for e in events]
+    assert kinds == ["insert", "update", "delete"], kinds
+    assert events[0]["fullDocument"] == {"_id": 1, "n": 1}, events[0]
+    assert events[0]["documentKey"] == {"_id": 1}, events[0]
+    assert events[1]["updateDescription"]["updatedFields"] == {"n": 2}, events[1]
+    assert events[2]["ns"] == {"db": "rs_check", "coll": "items"}, events[2]
+    with items.watch(resume_after=events[0]["_id"], max_await_time_ms=5000) as again:
+        assert again.next()["operationType"] == "update"
+    assert c.topology_description.topology_type_name == "ReplicaSetWithPrimary"
+    status = c.admin.command("replSetGetStatus")
+    assert status["members"][0]["stateStr"] == "PRIMARY", status
+print("pymongo replica set and change streams: ok")
