@@ -65,6 +65,27 @@ async fn tool(args: &[&str]) -> anyhow::Result<cairn_tools::Report> {
     Ok(r)
 }
 
+/// Runs one tool invocation and records how long it took as the row `what`; `bytes` is
+/// evaluated after the run (an export's size is known only then).
+async fn timed_tool(
+    rows: &mut Vec<Row>,
+    what: &str,
+    docs: u64,
+    args: &[&str],
+    bytes: impl FnOnce() -> std::io::Result<u64>,
+) -> anyhow::Result<()> {
+    let t = Instant::now();
+    tool(args).await?;
+    let secs = t.elapsed().as_secs_f64();
+    rows.push(Row {
+        what: what.into(),
+        secs,
+        docs,
+        bytes: bytes()?,
+    });
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let a = Args::parse();
@@ -95,6 +116,15 @@ async fn main() -> anyhow::Result<()> {
         .to_owned();
     let dump = a.dir.join("dump").to_str().unwrap_or_default().to_owned();
     let mut rows: Vec<Row> = Vec::new();
+    // Where import writes and export and dump read.
+    let on_imp = [
+        "--uri",
+        uri.as_str(),
+        "--db",
+        "bench",
+        "--collection",
+        "imp",
+    ];
     for _ in 0..a.rounds {
         db.collection::<Document>("base").drop().await?;
         let t = Instant::now();
@@ -108,27 +138,19 @@ async fn main() -> anyhow::Result<()> {
             bytes: bson_bytes,
         });
 
-        let t = Instant::now();
-        tool(&[
-            "import",
-            "--uri",
-            &uri,
-            "--db",
-            "bench",
-            "--collection",
-            "imp",
-            "--file",
-            &f,
-            "--drop",
-            "--quiet",
-        ])
+        timed_tool(
+            &mut rows,
+            "cairn-tools import (JSONL file, -j 2)",
+            a.docs,
+            &[
+                &["import"][..],
+                &on_imp,
+                &["--file", &f, "--drop", "--quiet"],
+            ]
+            .concat(),
+            || Ok(file_bytes),
+        )
         .await?;
-        rows.push(Row {
-            what: "cairn-tools import (JSONL file, -j 2)".into(),
-            secs: t.elapsed().as_secs_f64(),
-            docs: a.docs,
-            bytes: file_bytes,
-        });
 
         let t = Instant::now();
         let n = db
@@ -145,57 +167,33 @@ async fn main() -> anyhow::Result<()> {
             bytes: bson_bytes,
         });
 
-        let t = Instant::now();
-        tool(&[
-            "export",
-            "--uri",
-            &uri,
-            "--db",
-            "bench",
-            "--collection",
-            "imp",
-            "--out",
-            &export,
-            "--quiet",
-        ])
+        timed_tool(
+            &mut rows,
+            "cairn-tools export (relaxed JSONL)",
+            a.docs,
+            &[&["export"][..], &on_imp, &["--out", &export, "--quiet"]].concat(),
+            || Ok(std::fs::metadata(&export)?.len()),
+        )
         .await?;
-        rows.push(Row {
-            what: "cairn-tools export (relaxed JSONL)".into(),
-            secs: t.elapsed().as_secs_f64(),
-            docs: a.docs,
-            bytes: std::fs::metadata(&export)?.len(),
-        });
 
         let _ = std::fs::remove_dir_all(&dump);
-        let t = Instant::now();
-        tool(&[
-            "dump",
-            "--uri",
-            &uri,
-            "--db",
-            "bench",
-            "--collection",
-            "imp",
-            "--out",
-            &dump,
-            "--quiet",
-        ])
+        timed_tool(
+            &mut rows,
+            "cairn-tools dump (directory)",
+            a.docs,
+            &[&["dump"][..], &on_imp, &["--out", &dump, "--quiet"]].concat(),
+            || Ok(bson_bytes),
+        )
         .await?;
-        rows.push(Row {
-            what: "cairn-tools dump (directory)".into(),
-            secs: t.elapsed().as_secs_f64(),
-            docs: a.docs,
-            bytes: bson_bytes,
-        });
 
-        let t = Instant::now();
-        tool(&["restore", "--uri", &uri, &dump, "--drop", "--quiet"]).await?;
-        rows.push(Row {
-            what: "cairn-tools restore (--drop, -j 2)".into(),
-            secs: t.elapsed().as_secs_f64(),
-            docs: a.docs,
-            bytes: bson_bytes,
-        });
+        timed_tool(
+            &mut rows,
+            "cairn-tools restore (--drop, -j 2)",
+            a.docs,
+            &["restore", "--uri", &uri, &dump, "--drop", "--quiet"],
+            || Ok(bson_bytes),
+        )
+        .await?;
     }
     let base = rows
         .iter()
