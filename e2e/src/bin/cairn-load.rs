@@ -18,7 +18,10 @@ use std::time::Duration;
 )]
 struct Cli {
     /// The MongoDB-compatible server's connection string.
-    #[arg(long, default_value = "mongodb://127.0.0.1:27017/?directConnection=true")]
+    #[arg(
+        long,
+        default_value = "mongodb://127.0.0.1:27017/?directConnection=true"
+    )]
     uri: String,
     /// Leave out the MongoDB side (PostgreSQL only).
     #[arg(long)]

@@ -42,7 +42,12 @@ fn tree(root: u32) -> Vec<u32> {
     let mut i = 0;
     while i < out.len() {
         let parent = out[i];
-        out.extend(parents.iter().filter(|(_, pp)| **pp == parent).map(|(p, _)| *p));
+        out.extend(
+            parents
+                .iter()
+                .filter(|(_, pp)| **pp == parent)
+                .map(|(p, _)| *p),
+        );
         i += 1;
     }
     out

@@ -10,6 +10,7 @@ use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -77,8 +78,15 @@ fn append(s: &Shared, record: &[u8]) -> Result<(), String> {
     }
 }
 
-/// `writers` threads appending for `warmup` unmeasured, then `measure`.
-pub fn run(dir: &Path, writers: usize, warmup: Duration, measure: Duration) -> Result<FloorRun, String> {
+/// `writers` threads appending for `warmup` unmeasured, then `measure` (or until `acks_max`
+/// appends were measured, when given).
+pub fn run(
+    dir: &Path,
+    writers: usize,
+    warmup: Duration,
+    measure: Duration,
+    acks_max: Option<u64>,
+) -> Result<FloorRun, String> {
     let path = dir.join(format!("cairn-load-floor-{}.bin", std::process::id()));
     let mut file = File::create(&path).map_err(|e| e.to_string())?;
     file.write_all(&vec![0u8; FILE_BYTES as usize])
@@ -96,22 +104,26 @@ pub fn run(dir: &Path, writers: usize, warmup: Duration, measure: Duration) -> R
     });
     let start = Instant::now();
     let (from, to) = (start + warmup, start + warmup + measure);
+    let measured = Arc::new(AtomicU64::new(0));
     let threads: Vec<_> = (0..writers.max(1))
         .map(|_| {
-            let s = shared.clone();
-            std::thread::spawn(move || -> Result<(u64, Histogram<u64>), String> {
+            let (s, measured) = (shared.clone(), measured.clone());
+            std::thread::spawn(move || -> Result<(u64, Histogram<u64>, Instant), String> {
                 let record = [0x5Au8; RECORD_BYTES];
                 let mut hist = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
-                let mut acks = 0;
+                let (mut acks, mut last) = (0, from);
                 loop {
                     let t = Instant::now();
-                    if t >= to {
-                        return Ok((acks, hist));
+                    let enough = acks_max.is_some_and(|m| measured.load(Ordering::Relaxed) >= m);
+                    if t >= to || enough {
+                        return Ok((acks, hist, last));
                     }
                     append(&s, &record)?;
                     if t >= from {
                         acks += 1;
-                        hist.saturating_record(t.elapsed().as_micros().max(1) as u64);
+                        last = Instant::now();
+                        hist.saturating_record(last.duration_since(t).as_micros().max(1) as u64);
+                        measured.fetch_add(1, Ordering::Relaxed);
                     }
                 }
             })
@@ -122,10 +134,17 @@ pub fn run(dir: &Path, writers: usize, warmup: Duration, measure: Duration) -> R
         seconds: measure.as_secs_f64(),
         latency_us: Histogram::new(3).map_err(|e| e.to_string())?,
     };
+    let mut last_done = from;
     for t in threads {
-        let (acks, hist) = t.join().map_err(|_| "floor thread panicked".to_string())??;
+        let (acks, hist, last) = t
+            .join()
+            .map_err(|_| "floor thread panicked".to_string())??;
+        last_done = last_done.max(last);
         out.acks += acks;
         out.latency_us.add(&hist).map_err(|e| e.to_string())?;
+    }
+    if acks_max.is_some() {
+        out.seconds = last_done.duration_since(from).as_secs_f64();
     }
     let _ = std::fs::remove_file(&path);
     Ok(out)
@@ -138,8 +157,15 @@ mod tests {
     #[test]
     fn concurrent_writers_share_syncs_and_all_are_acknowledged() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let r = run(dir.path(), 4, Duration::ZERO, Duration::from_millis(200)).expect("floor");
-        assert!(r.acks > 0);
+        let r = run(
+            dir.path(),
+            4,
+            Duration::ZERO,
+            Duration::from_secs(60),
+            Some(100),
+        )
+        .expect("floor");
+        assert!(r.acks >= 100 && r.seconds < 60.0);
         assert_eq!(r.latency_us.len(), r.acks);
         assert!(std::fs::read_dir(dir.path()).expect("dir").next().is_none());
     }

@@ -136,7 +136,9 @@ impl std::str::FromStr for Distribution {
             "uniform" => Ok(Distribution::Uniform),
             "zipfian" => Ok(Distribution::Zipfian),
             "latest" => Ok(Distribution::Latest),
-            _ => Err(format!("unknown distribution {s:?} (uniform, zipfian, latest)")),
+            _ => Err(format!(
+                "unknown distribution {s:?} (uniform, zipfian, latest)"
+            )),
         }
     }
 }
@@ -252,7 +254,10 @@ mod tests {
         for _ in 0..40_000 {
             buckets[rng.below(4) as usize] += 1;
         }
-        assert!(buckets.iter().all(|b| (9_000..11_000).contains(b)), "{buckets:?}");
+        assert!(
+            buckets.iter().all(|b| (9_000..11_000).contains(b)),
+            "{buckets:?}"
+        );
         assert_eq!(rng.below(0), 0);
     }
 }

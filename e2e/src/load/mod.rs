@@ -243,12 +243,14 @@ async fn floor_cell(cfg: &Config, connections: usize, round: usize) -> Measureme
     let Some(dir) = cfg.floor_dir.clone() else {
         return m;
     };
-    let (warmup, measure) = (cfg.warmup, cfg.measure);
+    let (warmup, measure, acks_max) = (cfg.warmup, cfg.measure, cfg.ops);
     let before = Sample::take(Some(cpu::own()));
-    let r = tokio::task::spawn_blocking(move || floor::run(&dir, connections, warmup, measure))
-        .await
-        .map_err(|e| e.to_string())
-        .and_then(|r| r);
+    let r = tokio::task::spawn_blocking(move || {
+        floor::run(&dir, connections, warmup, measure, acks_max)
+    })
+    .await
+    .map_err(|e| e.to_string())
+    .and_then(|r| r);
     m.client_cores = before.cores_until(&Sample::take(Some(cpu::own())));
     match r {
         Ok(r) => {
@@ -333,7 +335,9 @@ async fn work(mut w: Worker, win: Arc<Window>, index: usize, workers: usize) -> 
         first_error: None,
         last_done: win.from,
     };
-    let mut next = win.interval.map(|iv| win.start + iv.mul_f64(index as f64 / workers as f64));
+    let mut next = win
+        .interval
+        .map(|iv| win.start + iv.mul_f64(index as f64 / workers as f64));
     loop {
         let mut began = Instant::now();
         if win.stop.load(Ordering::Relaxed) || began >= win.to {

@@ -130,9 +130,9 @@ fn connection_counts(s: &[Summary]) -> Vec<usize> {
 }
 
 fn header(run: &Run) -> String {
-    let mode = run
-        .rate
-        .map_or("closed loop".to_string(), |r| format!("open loop at {r:.0} ops/s"));
+    let mode = run.rate.map_or("closed loop".to_string(), |r| {
+        format!("open loop at {r:.0} ops/s")
+    });
     format!(
         "{} records of {} fields x {} B; {} round(s) of {:.1} s per cell after {:.1} s warm-up; \
          {mode}; load average {} at the start, {} at the end.\n",
@@ -223,7 +223,10 @@ fn side_by_side(s: &[Summary]) -> String {
 }
 
 fn scaling(s: &[Summary]) -> String {
-    let counts: Vec<usize> = connection_counts(s).into_iter().filter(|c| *c != 1).collect();
+    let counts: Vec<usize> = connection_counts(s)
+        .into_iter()
+        .filter(|c| *c != 1)
+        .collect();
     let mut out = String::from("| workload | system |");
     let mut rule = String::from("| --- | --- |");
     for c in &counts {
@@ -238,7 +241,10 @@ fn scaling(s: &[Summary]) -> String {
             };
             let _ = write!(out, "| {w} | {name} |");
             for c in &counts {
-                let r = ratio(find(s, name, &w, *c).map(|x| x.ops_per_s), Some(one.ops_per_s));
+                let r = ratio(
+                    find(s, name, &w, *c).map(|x| x.ops_per_s),
+                    Some(one.ops_per_s),
+                );
                 let _ = write!(out, " {} |", opt(r, 2));
             }
             out.push('\n');
@@ -318,7 +324,9 @@ pub fn markdown(run: &Run) -> String {
         let _ = writeln!(
             out,
             "\nServer CPU of {name}: {}.",
-            pid.map_or("not found (pass its pid)".to_string(), |p| format!("pid {p}"))
+            pid.map_or("not found (pass its pid)".to_string(), |p| format!(
+                "pid {p}"
+            ))
         );
     }
     if !run.postgres_settings.is_empty() {
@@ -442,8 +450,14 @@ mod tests {
         let md = markdown(&r);
         assert!(md.contains("| C | 1 | 2000 | 1000 | 2.00 |"), "{md}");
         assert!(md.contains("| C | cairn | 4.00 |"), "{md}");
-        assert!(md.contains("| 4.00x (8000 vs 2000 ops/s) | **met** |"), "{md}");
-        assert!(md.contains("| 30% (1200 vs 4000 acks/s) | **not met** |"), "{md}");
+        assert!(
+            md.contains("| 4.00x (8000 vs 2000 ops/s) | **met** |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| 30% (1200 vs 4000 acks/s) | **not met** |"),
+            "{md}"
+        );
         assert!(md.contains("1 of 2 rows ahead"), "{md}");
         assert!(json(&r).expect("json").contains("\"summaries\""));
         assert_eq!(&plot(&r).expect("png")[1..4], b"PNG");

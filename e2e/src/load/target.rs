@@ -63,13 +63,11 @@ pub async fn mongo_client(uri: &str, connections: usize) -> Outcome<Client> {
 }
 
 pub fn mongo_collection(client: &Client, db: &str) -> Collection<Document> {
-    client
-        .database(db)
-        .collection_with_options(TABLE, {
-            let mut o = mongodb::options::CollectionOptions::default();
-            o.write_concern = Some(durable());
-            o
-        })
+    client.database(db).collection_with_options(TABLE, {
+        let mut o = mongodb::options::CollectionOptions::default();
+        o.write_concern = Some(durable());
+        o
+    })
 }
 
 fn mongo_record(key: u64, fields: &[(String, String)]) -> Document {
