@@ -8,7 +8,8 @@
 #
 #   e2e/bench/load.sh target/load --records 100000 --connections 1,8,64 --rounds 3 --seconds 5
 #
-# CAIRN_LOAD_SKIP_BUILD=1 uses the binaries already in target/release.
+# CAIRN_LOAD_SKIP_BUILD=1 uses the binaries already in target/release; CAIRN_BIN=PATH runs that
+# cairn instead of target/release/cairn.
 set -euo pipefail
 
 out=${1:?usage: e2e/bench/load.sh OUT_DIR [cairn-load options...]}
@@ -46,7 +47,7 @@ pg_pid=$(head -n 1 "$pg_dir/data/postmaster.pid")
 
 # cairn prints its port in its JSON "Waiting for connections" line; poll the log for it.
 mkdir -p "$work/cairn"
-target/release/cairn --port 0 --log-format json --dbpath "$work/cairn/db" \
+${CAIRN_BIN:-target/release/cairn} --port 0 --log-format json --dbpath "$work/cairn/db" \
   >/dev/null 2>"$work/cairn.log" &
 cairn_pid=$!
 port=

@@ -55,6 +55,16 @@ pub struct Config {
     pub seed: u64,
 }
 
+/// Longest latency a histogram holds (longer ones are recorded as this), µs: one hour.
+pub const LATENCY_US_MAX: u64 = 3_600_000_000;
+
+/// A latency histogram in µs, 3 significant figures, 1 µs to [`LATENCY_US_MAX`]. (Fixed bounds:
+/// an auto-resizing histogram starts tiny and `saturating_record` clamps instead of growing.)
+pub fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, LATENCY_US_MAX, 3)
+        .unwrap_or_else(|_| unreachable!("1 <= 3.6e9 with 3 significant figures is valid"))
+}
+
 /// One cell's figures.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Measurement {
@@ -328,7 +338,7 @@ struct Worker {
 
 async fn work(mut w: Worker, win: Arc<Window>, index: usize, workers: usize) -> Tally {
     let mut t = Tally {
-        hist: Histogram::new(3).unwrap_or_else(|_| unreachable!("3 significant figures is valid")),
+        hist: histogram(),
         ops: 0,
         errors: 0,
         missing: 0,
@@ -431,7 +441,7 @@ async fn cell(
         tokio::time::sleep_until(win.to.into()).await;
     }
     let mut end = (Sample::take(Some(cpu::own())), Sample::take(s.watch));
-    let mut hist = Histogram::<u64>::new(3).unwrap_or_else(|_| unreachable!("valid precision"));
+    let mut hist = histogram();
     let mut last_done = win.from;
     for task in tasks {
         match task.await {
