@@ -72,6 +72,30 @@ fn rss_mb(pid: u32) -> Option<f64> {
     Some(kb / 1024.0)
 }
 
+/// The page cache's bytes and the open cursors, from `serverStatus`.
+async fn cache_and_cursors(client: &mongodb::Client) -> Result<(f64, i64)> {
+    let st = client
+        .database("admin")
+        .run_command(doc! {"serverStatus": 1})
+        .await?;
+    let cache = st
+        .get_document("wiredTiger")
+        .and_then(|w| w.get_document("cache"))
+        .ok()
+        .and_then(|c| c.get("bytes currently in the cache"))
+        .and_then(bson::Bson::as_i64)
+        .unwrap_or(0);
+    let open = st
+        .get_document("metrics")
+        .and_then(|m| m.get_document("cursor"))
+        .and_then(|c| c.get_document("open"))
+        .ok()
+        .and_then(|o| o.get("total"))
+        .and_then(|v| v.as_i64().or_else(|| v.as_i32().map(i64::from)))
+        .unwrap_or(-1);
+    Ok((cache as f64 / (1 << 20) as f64, open))
+}
+
 fn free_port() -> Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
@@ -237,6 +261,7 @@ async fn run(cli: &Cli) -> Result<()> {
     let coll = client.database("soak").collection::<Document>("items");
     load(&coll, cli.docs).await?;
     let baseline = rss_mb(pid).context("rss")?;
+    let (cache_loaded, _) = cache_and_cursors(&client).await?;
     eprintln!(
         "loaded {} documents; RSS {baseline:.1} MB (empty server {idle_before_load:.1} MB)",
         cli.docs
@@ -308,7 +333,20 @@ async fn run(cli: &Cli) -> Result<()> {
             log.display()
         );
     }
-    report(cli, baseline, idle_before_load, &samples, &counters)
+    let (cache_end, cursors_end) = cache_and_cursors(&client).await?;
+    let end = End {
+        cache_loaded,
+        cache_end,
+        cursors_end,
+    };
+    report(cli, baseline, idle_before_load, &samples, &counters, &end)
+}
+
+/// What `serverStatus` said after loading and after the idle phase.
+struct End {
+    cache_loaded: f64,
+    cache_end: f64,
+    cursors_end: i64,
 }
 
 fn report(
@@ -317,6 +355,7 @@ fn report(
     empty: f64,
     samples: &[Sample],
     counters: &Counters,
+    end: &End,
 ) -> Result<()> {
     let load_secs = cli.minutes * 60.0;
     let peak = samples.iter().map(|s| s.rss_mb).fold(0.0, f64::max);
@@ -328,6 +367,8 @@ fn report(
         "minutes": cli.minutes, "idle_secs": cli.idle_secs, "clients": cli.clients,
         "hostile_clients": cli.hostile, "docs": cli.docs,
         "rss_mb": {"empty": empty, "baseline_after_load": baseline, "peak": peak, "after_idle": last},
+        "cache_mb": {"after_load": end.cache_loaded, "after_idle": end.cache_end},
+        "open_cursors_after_idle": end.cursors_end,
         "ops": ops, "hostile_ops": hostile, "errors": errors,
         "samples": samples,
     });
@@ -365,15 +406,22 @@ fn report(
     )
     .map_err(anyhow::Error::msg)?;
     std::fs::write(cli.out.join("soak.png"), png)?;
+    let (base_rest, last_rest) = (baseline - end.cache_loaded, last - end.cache_end);
     let md = format!(
-        "| RSS empty | after loading {} docs | peak under load | after {} s idle | after idle vs loaded |\n\
-         |---|---|---|---|---|\n\
-         | {empty:.1} MB | {baseline:.1} MB | {peak:.1} MB | {last:.1} MB | {:+.1}% |\n\n\
-         {ops} driver operations ({:.0}/s), {errors} failed; {hostile} hostile connections (abandoned cursors, hang-ups, cut-short queries).\n",
+        "| | empty | after loading {} docs | peak under load | after {} s idle | after idle vs loaded |\n\
+         |---|---|---|---|---|---|\n\
+         | RSS | {empty:.1} MB | {baseline:.1} MB | {peak:.1} MB | {last:.1} MB | {:+.1}% |\n\
+         | page cache | | {:.1} MB | | {:.1} MB | |\n\
+         | RSS outside the page cache | | {base_rest:.1} MB | | {last_rest:.1} MB | {:+.1}% |\n\n\
+         {ops} driver operations ({:.0}/s), {errors} failed; {hostile} hostile connections (abandoned cursors, hang-ups, cut-short queries); {} cursors open after the idle phase.\n",
         cli.docs,
         cli.idle_secs,
         (last / baseline - 1.0) * 100.0,
+        end.cache_loaded,
+        end.cache_end,
+        (last_rest / base_rest - 1.0) * 100.0,
         ops as f64 / load_secs,
+        end.cursors_end,
     );
     std::fs::write(cli.out.join("soak.md"), &md)?;
     print!("{md}");
