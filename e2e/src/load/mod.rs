@@ -381,10 +381,10 @@ async fn work(mut w: Worker, win: Arc<Window>, index: usize, workers: usize) -> 
                 t.first_error.get_or_insert(e);
             }
         }
-        if let Some(max) = win.ops_max {
-            if win.measured.fetch_add(1, Ordering::Relaxed) + 1 >= max {
-                win.stop.store(true, Ordering::Relaxed);
-            }
+        if let Some(max) = win.ops_max
+            && win.measured.fetch_add(1, Ordering::Relaxed) + 1 >= max
+        {
+            win.stop.store(true, Ordering::Relaxed);
         }
     }
 }
