@@ -107,6 +107,8 @@ error_codes! {
     OptionNotSupportedOnView = 167,
     NoSuchSession = 206,
     TransactionTooOld = 225,
+    TooManyLogicalSessions = 261,
+    NotARetryableWriteCommand = 50768,
     DatabaseDropPending = 215,
     Interrupted = 11601,
     InterruptedAtShutdown = 11600,
