@@ -2,7 +2,9 @@
 //! with the same `lsid` + `txnNumber` (after a lost reply, on another connection, or by many
 //! connections at once) returns the first reply and is not applied again; mongod's errors for an
 //! older txnNumber, a txnNumber without a session, on a non-write command, or with multi=true.
-//! How: raw OP_MSG commands (the driver would add its own session fields) against a real server.
+//! How: raw OP_MSG commands (the driver would add its own session fields) against a real server,
+//! and the Rust driver retrying by itself when the `onPrimaryTransactionalWrite` fail point
+//! closes the connection after the write ran.
 
 use bson::{Bson, Document, doc};
 use cairn_e2e::{RawConn, Server};
@@ -38,7 +40,13 @@ fn retryable(mut body: Document, session: u8, txn: i64) -> Document {
 }
 
 fn initiated() -> Server {
-    let server = Server::start(BIN, &["--replSet", "rs0"]);
+    initiated_with(&[])
+}
+
+fn initiated_with(args: &[&str]) -> Server {
+    let mut all = vec!["--replSet", "rs0"];
+    all.extend_from_slice(args);
+    let server = Server::start(BIN, &all);
     let mut conn = RawConn::connect(&server.addr());
     let r = command(&mut conn, &doc! { "replSetInitiate": {}, "$db": "admin" });
     assert_eq!(r.get_f64("ok").ok(), Some(1.0), "{r}");
@@ -227,4 +235,41 @@ fn a_standalone_refuses_transaction_numbers() {
         &doc! { "insert": "c", "documents": [{}], "txnNumber": 1_i64, "$db": "rw" },
     );
     assert_eq!(code(&r), 72, "{r}");
+}
+
+#[tokio::test]
+async fn the_driver_retries_a_write_whose_reply_was_lost_and_it_applies_once() {
+    let server = initiated_with(&["--setParameter", "enableTestCommands=1"]);
+    let uri = format!("mongodb://{}/?replicaSet=rs0", server.addr());
+    let client = mongodb::Client::with_uri_str(uri).await.expect("client");
+    let admin = client.database("admin");
+    let lose_next_reply = doc! {
+        "configureFailPoint": "onPrimaryTransactionalWrite",
+        "mode": { "times": 1 },
+    };
+    let c = client.database("rw").collection::<Document>("d");
+    admin.run_command(lose_next_reply.clone()).await.expect("fail point");
+    c.insert_one(doc! { "_id": 1, "n": 0 }).await.expect("retried insert");
+    admin.run_command(lose_next_reply.clone()).await.expect("fail point");
+    let r = c
+        .update_one(doc! { "_id": 1 }, doc! { "$inc": { "n": 1 } })
+        .await
+        .expect("retried update");
+    assert_eq!((r.matched_count, r.modified_count), (1, 1));
+    admin.run_command(lose_next_reply).await.expect("fail point");
+    let before = c
+        .find_one_and_update(doc! { "_id": 1 }, doc! { "$inc": { "n": 10 } })
+        .await
+        .expect("retried findAndModify")
+        .expect("a document");
+    assert_eq!(before.get_i32("n").ok(), Some(1), "the first reply's pre-image");
+    assert_eq!(c.count_documents(doc! {}).await.expect("count"), 1);
+    let doc = c.find_one(doc! { "_id": 1 }).await.expect("find").expect("doc");
+    assert_eq!(doc.get_i32("n").ok(), Some(11), "each write applied once: {doc}");
+    let status = admin.run_command(doc! { "serverStatus": 1 }).await.expect("status");
+    let retried = status
+        .get_document("transactions")
+        .and_then(|t| t.get_i64("retriedCommandsCount"))
+        .expect("serverStatus.transactions");
+    assert_eq!(retried, 3);
 }

@@ -408,6 +408,14 @@ pub async fn dispatch(
             retryable_write(&s, &r).await
         })
         .await;
+        let lost = result.is_ok()
+            && state
+                .failpoints
+                .enter_if(crate::failpoints::ON_PRIMARY_TRANSACTIONAL_WRITE, |_| true)
+                .is_some_and(|d| d.get_bool("closeConnection").unwrap_or(true));
+        if lost {
+            return Ok(Reply::Close);
+        }
         return authz::finish(state, conn, spec.name, req, result).await;
     }
     let result = match spec.name {
