@@ -248,25 +248,51 @@ async fn the_driver_retries_a_write_whose_reply_was_lost_and_it_applies_once() {
         "mode": { "times": 1 },
     };
     let c = client.database("rw").collection::<Document>("d");
-    admin.run_command(lose_next_reply.clone()).await.expect("fail point");
-    c.insert_one(doc! { "_id": 1, "n": 0 }).await.expect("retried insert");
-    admin.run_command(lose_next_reply.clone()).await.expect("fail point");
+    admin
+        .run_command(lose_next_reply.clone())
+        .await
+        .expect("fail point");
+    c.insert_one(doc! { "_id": 1, "n": 0 })
+        .await
+        .expect("retried insert");
+    admin
+        .run_command(lose_next_reply.clone())
+        .await
+        .expect("fail point");
     let r = c
         .update_one(doc! { "_id": 1 }, doc! { "$inc": { "n": 1 } })
         .await
         .expect("retried update");
     assert_eq!((r.matched_count, r.modified_count), (1, 1));
-    admin.run_command(lose_next_reply).await.expect("fail point");
+    admin
+        .run_command(lose_next_reply)
+        .await
+        .expect("fail point");
     let before = c
         .find_one_and_update(doc! { "_id": 1 }, doc! { "$inc": { "n": 10 } })
         .await
         .expect("retried findAndModify")
         .expect("a document");
-    assert_eq!(before.get_i32("n").ok(), Some(1), "the first reply's pre-image");
+    assert_eq!(
+        before.get_i32("n").ok(),
+        Some(1),
+        "the first reply's pre-image"
+    );
     assert_eq!(c.count_documents(doc! {}).await.expect("count"), 1);
-    let doc = c.find_one(doc! { "_id": 1 }).await.expect("find").expect("doc");
-    assert_eq!(doc.get_i32("n").ok(), Some(11), "each write applied once: {doc}");
-    let status = admin.run_command(doc! { "serverStatus": 1 }).await.expect("status");
+    let doc = c
+        .find_one(doc! { "_id": 1 })
+        .await
+        .expect("find")
+        .expect("doc");
+    assert_eq!(
+        doc.get_i32("n").ok(),
+        Some(11),
+        "each write applied once: {doc}"
+    );
+    let status = admin
+        .run_command(doc! { "serverStatus": 1 })
+        .await
+        .expect("status");
     let retried = status
         .get_document("transactions")
         .and_then(|t| t.get_i64("retriedCommandsCount"))

@@ -18,7 +18,6 @@
 //! are dropped. As in mongod, `endSessions` and `killSessions` leave the record in place (it
 //! goes when the session expires), so a late retry still cannot apply twice.
 
-use crate::commands::Reply;
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::limits;
 use bson::{Bson, Document, doc};
@@ -117,10 +116,31 @@ pub fn txn_number(body: &Document) -> CommandResult<Option<i64>> {
             ErrorCode::TypeMismatch,
             format!(
                 "BSON field 'OperationSessionInfo.txnNumber' is the wrong type '{}', expected type 'long'",
-                crate::commands::args::type_name(v)
+                value_type_name(v)
             ),
         )),
     }
+}
+
+fn value_type_name(v: &Bson) -> &'static str {
+    match v {
+        Bson::Double(_) => "double",
+        Bson::String(_) => "string",
+        Bson::Document(_) => "object",
+        Bson::Array(_) => "array",
+        Bson::Boolean(_) => "bool",
+        Bson::Null => "null",
+        Bson::Int32(_) => "int",
+        Bson::Decimal128(_) => "decimal",
+        _ => "other",
+    }
+}
+
+/// What a write command's handler returns, as far as the table is concerned: the reply to keep
+/// (only an `ok: 1` one is kept) and how a retry gets it back.
+pub trait Storable: Sized + Send + 'static {
+    fn stored(&self) -> Option<Document>;
+    fn from_stored(d: Document) -> Self;
 }
 
 /// Checks the session fields of a request the way mongod does, in its order: a `txnNumber` needs
@@ -212,14 +232,15 @@ impl SessionTable {
 /// Run a retryable write at most once per (session, txnNumber). `run` is the write command's
 /// handler; it runs in a task of its own, holding the session, so nothing can stop it between
 /// the write and the record of its reply.
-pub async fn run_once<F, Fut>(
+pub async fn run_once<T, F, Fut>(
     table: Arc<SessionTable>,
     rw: Retryable,
     run: F,
-) -> CommandResult<Reply>
+) -> CommandResult<T>
 where
+    T: Storable,
     F: FnOnce() -> Fut + Send + 'static,
-    Fut: Future<Output = CommandResult<Reply>> + Send + 'static,
+    Fut: Future<Output = CommandResult<T>> + Send + 'static,
 {
     let txn = table.entry(&rw.key)?;
     let task = tokio::spawn(async move {
@@ -240,15 +261,15 @@ where
             table
                 .retried_commands
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            return Ok(Reply::Doc(stored.clone()));
+            return Ok(T::from_stored(stored.clone()));
         }
         s.txn_number = rw.txn_number;
         s.reply = None;
         let result = run().await;
-        if let Ok(Reply::Doc(d)) = &result
+        if let Some(d) = result.as_ref().ok().and_then(Storable::stored)
             && d.get_f64("ok").ok() == Some(1.0)
         {
-            s.reply = Some(retried_form(d));
+            s.reply = Some(retried_form(&d));
         }
         result
     });
@@ -287,6 +308,15 @@ pub fn server_status(table: &SessionTable) -> Document {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Storable for Document {
+        fn stored(&self) -> Option<Document> {
+            Some(self.clone())
+        }
+        fn from_stored(d: Document) -> Self {
+            d
+        }
+    }
 
     fn lsid(byte: u8) -> Bson {
         Bson::Document(doc! { "id": bson::Binary {
@@ -338,15 +368,12 @@ mod tests {
         assert_eq!(w(doc! { "lsid": lsid(1) }, "find", true), 0);
     }
 
-    fn reply(n: i32) -> CommandResult<Reply> {
-        Ok(Reply::Doc(doc! { "n": n, "ok": 1.0 }))
+    fn reply(n: i32) -> CommandResult<Document> {
+        Ok(doc! { "n": n, "ok": 1.0 })
     }
 
-    fn n_of(r: CommandResult<Reply>) -> i32 {
-        match r {
-            Ok(Reply::Doc(d)) => d.get_i32("n").unwrap_or(-1),
-            _ => -1,
-        }
+    fn n_of(r: CommandResult<Document>) -> i32 {
+        r.map_or(-1, |d| d.get_i32("n").unwrap_or(-1))
     }
 
     async fn once(
@@ -354,7 +381,7 @@ mod tests {
         txn: i64,
         n: i32,
         ran: &Arc<std::sync::atomic::AtomicU32>,
-    ) -> CommandResult<Reply> {
+    ) -> CommandResult<Document> {
         let body = doc! { "txnNumber": txn, "lsid": lsid(7) };
         let rw = retryable(&body, "insert", true).unwrap().unwrap();
         let ran = ran.clone();
@@ -383,7 +410,7 @@ mod tests {
         let table = Arc::new(SessionTable::default());
         let body = doc! { "txnNumber": 1_i64, "lsid": lsid(9) };
         let rw = retryable(&body, "update", true).unwrap().unwrap();
-        let r = run_once(table.clone(), rw, || async {
+        let r: CommandResult<Document> = run_once(table.clone(), rw, || async {
             Err(err(ErrorCode::NotWritablePrimary, "not primary"))
         })
         .await;

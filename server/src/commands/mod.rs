@@ -521,6 +521,21 @@ pub async fn dispatch(
     authz::finish(state, conn, spec.name, req, result).await
 }
 
+/// A retryable write's reply as the session table keeps it (raw replies decoded once, to keep).
+impl crate::sessions::Storable for Reply {
+    fn stored(&self) -> Option<Document> {
+        match self {
+            Reply::Doc(d) => Some(d.clone()),
+            Reply::Raw(r) => Document::try_from(r.as_ref()).ok(),
+            Reply::Close => None,
+        }
+    }
+
+    fn from_stored(d: Document) -> Self {
+        Reply::Doc(d)
+    }
+}
+
 /// The handlers of the commands `crate::sessions::RETRYABLE_COMMANDS` names.
 async fn retryable_write(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<Reply> {
     match req.command {
