@@ -108,6 +108,7 @@ error_codes! {
     NoSuchSession = 206,
     TransactionTooOld = 225,
     TooManyLogicalSessions = 261,
+    IncompleteTransactionHistory = 217,
     NotARetryableWriteCommand = 50768,
     DatabaseDropPending = 215,
     Interrupted = 11601,

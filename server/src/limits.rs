@@ -21,6 +21,10 @@ pub const SESSION_TIMEOUT_MINUTES: i32 = 30;
 /// Logical sessions the server keeps retryable-write state for (mongod's `maxSessions` is 1M;
 /// an entry here holds one stored reply).
 pub const SESSIONS_MAX: usize = 100_000;
+/// Bytes of retryable-write replies the session table keeps at most, all sessions together. Past
+/// it a reply is not kept, and a retry of that write gets IncompleteTransactionHistory instead of
+/// running again.
+pub const SESSION_REPLIES_BYTES_MAX: usize = 64 * 1024 * 1024;
 /// Wire versions we speak: 0 (legacy) through 25 (mongod 8.0).
 pub const WIRE_VERSION_MIN: i32 = 0;
 pub const WIRE_VERSION_MAX: i32 = 25;

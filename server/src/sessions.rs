@@ -13,7 +13,9 @@
 //!
 //! What this does not do (yet): the table lives in memory, so a retry after a server restart
 //! runs again; results are kept per command, not per statement (`stmtId`), so a retry that
-//! re-batches the statements differently gets the first reply. Bounded by
+//! re-batches the statements differently gets the first reply. Kept replies are bounded in bytes
+//! (`limits::SESSION_REPLIES_BYTES_MAX`): a reply past the bound is not kept, and a retry of its
+//! write gets IncompleteTransactionHistory (217), never a second run. Bounded by
 //! `limits::SESSIONS_MAX`; when full, sessions idle longer than `logicalSessionTimeoutMinutes`
 //! are dropped. As in mongod, `endSessions` and `killSessions` leave the record in place (it
 //! goes when the session expires), so a late retry still cannot apply twice.
@@ -37,6 +39,10 @@ pub struct SessionTxn {
     txn_number: i64,
     /// The reply of the write that ran under `txn_number`, once it finished with `ok: 1`.
     reply: Option<Document>,
+    /// Its size, counted in `SessionTable::reply_bytes`.
+    reply_bytes: usize,
+    /// The write under `txn_number` ran (`reply` may still be None: not kept, over the bound).
+    executed: bool,
 }
 
 struct Entry {
@@ -50,6 +56,8 @@ pub struct SessionTable {
     /// Retried writes answered from the table (serverStatus.transactions.retriedStatementsCount
     /// counts statements; this counts commands).
     pub retried_commands: std::sync::atomic::AtomicU64,
+    /// Bytes of the kept replies (bounded by `limits::SESSION_REPLIES_BYTES_MAX`).
+    reply_bytes: std::sync::atomic::AtomicUsize,
 }
 
 /// A retryable write's identity: the session key and its `txnNumber`.
@@ -193,7 +201,12 @@ impl SessionTable {
         }
         if map.len() >= limits::SESSIONS_MAX {
             map.retain(|_, e| {
-                now.duration_since(e.last_use) < idle_max() || Arc::strong_count(&e.txn) > 1
+                let keep =
+                    now.duration_since(e.last_use) < idle_max() || Arc::strong_count(&e.txn) > 1;
+                if !keep && let Ok(g) = e.txn.try_lock() {
+                    self.release(g.reply_bytes);
+                }
+                keep
             });
         }
         if map.len() >= limits::SESSIONS_MAX {
@@ -208,7 +221,7 @@ impl SessionTable {
         }
         let txn = Arc::new(tokio::sync::Mutex::new(SessionTxn {
             txn_number: -1,
-            reply: None,
+            ..SessionTxn::default()
         }));
         map.insert(
             key.to_vec(),
@@ -218,6 +231,22 @@ impl SessionTable {
             },
         );
         Ok(txn)
+    }
+
+    /// Takes `bytes` of the reply budget; false (nothing taken) when they do not fit.
+    fn reserve(&self, bytes: usize) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.reply_bytes
+            .fetch_update(Relaxed, Relaxed, |held| {
+                let next = held.checked_add(bytes)?;
+                (next <= limits::SESSION_REPLIES_BYTES_MAX).then_some(next)
+            })
+            .is_ok()
+    }
+
+    fn release(&self, bytes: usize) {
+        self.reply_bytes
+            .fetch_sub(bytes, std::sync::atomic::Ordering::Relaxed);
     }
 
     pub fn len(&self) -> usize {
@@ -255,21 +284,39 @@ where
                 ),
             ));
         }
-        if rw.txn_number == s.txn_number
-            && let Some(stored) = &s.reply
-        {
+        if rw.txn_number == s.txn_number && s.executed {
+            let Some(stored) = &s.reply else {
+                return Err(err(
+                    ErrorCode::IncompleteTransactionHistory,
+                    format!(
+                        "Incomplete history detected for transaction {} on session {}: the \
+                         write ran, but its reply was not kept (too many kept replies)",
+                        rw.txn_number, rw.id_text
+                    ),
+                ));
+            };
             table
                 .retried_commands
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             return Ok(T::from_stored(stored.clone()));
         }
-        s.txn_number = rw.txn_number;
-        s.reply = None;
+        table.release(s.reply_bytes);
+        *s = SessionTxn {
+            txn_number: rw.txn_number,
+            ..SessionTxn::default()
+        };
         let result = run().await;
         if let Some(d) = result.as_ref().ok().and_then(Storable::stored)
             && d.get_f64("ok").ok() == Some(1.0)
         {
-            s.reply = Some(retried_form(&d));
+            let d = retried_form(&d);
+            let bytes =
+                bson::RawDocumentBuf::try_from(&d).map_or(usize::MAX, |r| r.as_bytes().len());
+            s.executed = true;
+            if table.reserve(bytes) {
+                s.reply = Some(d);
+                s.reply_bytes = bytes;
+            }
         }
         result
     });
@@ -403,6 +450,20 @@ mod tests {
         assert_eq!(n_of(once(&table, 4, 5, &ran).await), 5);
         assert_eq!(ran.load(std::sync::atomic::Ordering::SeqCst), 2);
         assert_eq!(table.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_reply_past_the_byte_bound_is_not_kept_and_its_retry_is_refused() {
+        let table = Arc::new(SessionTable::default());
+        assert!(table.reserve(limits::SESSION_REPLIES_BYTES_MAX - 4));
+        let ran = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        assert_eq!(n_of(once(&table, 1, 1, &ran).await), 1);
+        assert_eq!(code(once(&table, 1, 1, &ran).await), 217);
+        assert_eq!(ran.load(std::sync::atomic::Ordering::SeqCst), 1);
+        table.release(limits::SESSION_REPLIES_BYTES_MAX - 4);
+        assert_eq!(n_of(once(&table, 2, 2, &ran).await), 2);
+        assert_eq!(n_of(once(&table, 2, 9, &ran).await), 2);
+        assert_eq!(ran.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 
     #[tokio::test]
