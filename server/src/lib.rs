@@ -9,6 +9,7 @@ pub mod commands;
 #[cfg(test)]
 mod compat;
 pub mod config;
+pub mod config_file;
 pub mod connection;
 pub mod cursors;
 pub mod error;
@@ -18,6 +19,7 @@ pub mod interrupt;
 pub mod limits;
 pub mod listener;
 pub mod logging;
+pub mod metrics;
 pub mod offload;
 pub mod ops;
 pub mod parameters;

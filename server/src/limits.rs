@@ -82,3 +82,6 @@ const _: () = assert!(SASL_PAYLOAD_BYTES_MAX < BSON_OBJECT_SIZE_MAX);
 const _: () = assert!(WIRE_VERSION_MIN <= WIRE_VERSION_MAX);
 const _: () = assert!(READ_AHEAD_BYTES_MAX <= MESSAGE_SIZE_MAX);
 const _: () = assert!(STORAGE_THREADS_MAX > 0 && STORAGE_THREADS_MAX <= CONNECTIONS_MAX);
+
+/// Rotations within one second get `.1`, `.2`, ... suffixes up to this many.
+pub const LOG_ROTATE_SAME_SECOND_MAX: u32 = 1000;
