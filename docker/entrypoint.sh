@@ -48,6 +48,27 @@ opt_value() {
     printf '%s' "$value"
 }
 
+# config_path ARGS: the file of -f FILE, --config FILE or --config=FILE in ARGS, if any.
+config_path() {
+    local value=""
+    while [ $# -gt 0 ]; do
+        case $1 in
+            -f | --config) value=${2:-}; [ $# -lt 2 ] || shift ;;
+            --config=*) value=${1#*=} ;;
+        esac
+        shift
+    done
+    printf '%s' "$value"
+}
+
+# config_value FILE KEY: the value of the first `KEY: value` line (KEY: a plain name) of the YAML file (mongod's
+# layout names dbPath and bindIp once), quotes and comments taken off; fails when there is none.
+config_value() {
+    [ -n "$1" ] && [ -r "$1" ] || return 1
+    sed -n "s/^[[:space:]]*$2:[[:space:]]*\([^#]*\).*/\1/p" "$1" | head -n 1 |
+        sed "s/[[:space:]]*\$//; s/^[\"']//; s/[\"']\$//" | grep .
+}
+
 # --- Authentication: MONGO_INITDB_ROOT_* -------------------------------------------------------
 # As the official image: MONGO_INITDB_ROOT_USERNAME and _PASSWORD (or their _FILE variants, which
 # name a file such as a Docker secret) create a root user in admin on the first start, and from
@@ -219,11 +240,18 @@ if [ -n "$root_user" ]; then
     fi
     if ! has_opt auth -- "$@"; then set -- "$@" --auth; fi
 fi
-if ! has_opt bind_ip bind-ip bind_ip_all bind-ip-all -- "$@"; then
+# A config file's own addresses and data directory count as given (-f FILE / --config FILE).
+config=$(config_path "$@")
+if ! has_opt bind_ip bind-ip bind_ip_all bind-ip-all -- "$@" &&
+    ! config_value "$config" bindIp >/dev/null && ! config_value "$config" bindIpAll >/dev/null; then
     set -- "$@" --bind_ip_all
 fi
 if ! has_opt dbpath -- "$@"; then
-    set -- "$@" --dbpath /data/db
+    if config_dbpath=$(config_value "$config" dbPath); then
+        set -- "$@" --dbpath "$config_dbpath"
+    else
+        set -- "$@" --dbpath /data/db
+    fi
 fi
 dbpath=$(opt_value dbpath "$@")
 

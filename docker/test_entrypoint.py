@@ -32,12 +32,14 @@ def free_port():
 class Run:
     """One entrypoint run: `entrypoint.sh cairn --port P --dbpath D` with `env` added."""
 
-    def __init__(self, dbpath, env, args=()):
-        self.port = free_port()
+    def __init__(self, dbpath, env, args=(), port=None):
+        self.port = port or free_port()
         full = dict(os.environ, PATH=f"{BIN_DIR}:{os.environ['PATH']}",
                     CAIRN_INITDB_PORT=str(free_port()), **env)
-        cmd = ["bash", os.path.join(HERE, "entrypoint.sh"), "cairn", "--port", str(self.port),
-               "--bind_ip", "127.0.0.1", "--dbpath", dbpath, "--log-format", "json", *args]
+        where = [] if dbpath is None else ["--port", str(self.port), "--bind_ip", "127.0.0.1",
+                                           "--dbpath", dbpath]
+        cmd = ["bash", os.path.join(HERE, "entrypoint.sh"), "cairn", *where,
+               "--log-format", "json", *args]
         if os.getuid() == 0:
             cmd = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *cmd]
         self.proc = subprocess.Popen(cmd, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -168,6 +170,27 @@ def no_variables_no_auth():
         shutil.rmtree(top, ignore_errors=True)
 
 
+def config_file_paths():
+    """-f FILE: the file's dbPath and bindIp stand; the entrypoint adds neither default."""
+    top, db = datadir()
+    try:
+        port = free_port()
+        conf = os.path.join(top, "mongod.conf")
+        with open(conf, "w") as f:
+            f.write(f"net:\n  port: {port}\n  bindIp: 127.0.0.1  # loopback\n"
+                    f"storage:\n  dbPath: \"{db}\"\n")
+        os.chmod(conf, 0o644)
+        r = Run(None, {}, ("-f", conf), port=port)
+        r.wait_ready()
+        with r.client() as c:
+            parsed = c.admin.command("getCmdLineOpts")["parsed"]
+            assert parsed["storage"]["dbPath"] == db, parsed
+            assert parsed["net"]["bindIp"] == "127.0.0.1", parsed
+        r.stop()
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
 check("root user created on first start, --auth then and after a restart", root_user_then_auth)
 check("MONGO_INITDB_ROOT_PASSWORD_FILE", password_file)
 check("only the user name: refused",
@@ -176,6 +199,7 @@ check("both the password and its _FILE: refused",
       lambda: refused(dict(ROOT, MONGO_INITDB_ROOT_PASSWORD_FILE="/nonexistent"), (), "are exclusive"))
 check("root user with --noauth: refused", lambda: refused(ROOT, ("--noauth",), "--noauth"))
 check("no variables: an open server, as before", no_variables_no_auth)
+check("-f mongod.conf: its dbPath and bindIp are kept", config_file_paths)
 failed = results.count(False)
 print(f"{results.count(True)} passed, {failed} failed")
 sys.exit(1 if failed else 0)

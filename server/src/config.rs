@@ -1,7 +1,8 @@
 //! The command line, with mongod's option names (`--port`, `--bind_ip`, `--dbpath`, ...), parsed
 //! by clap into one `Config` that the rest of the server reads. Nothing else parses arguments.
 
-use clap::{Parser, ValueEnum};
+use clap::parser::ValueSource;
+use clap::{ArgAction, CommandFactory, FromArgMatches, Parser, ValueEnum};
 use std::net::IpAddr;
 use std::path::PathBuf;
 
@@ -11,6 +12,19 @@ pub enum LogFormat {
     Text,
     /// One JSON object per line.
     Json,
+    /// mongod's structured lines (`t`, `s`, `c`, `id`, `ctx`, `msg`, `attr`), as `getLog` shows.
+    Mongod,
+}
+
+/// mongod's `--logRotate`: what `logRotate` and SIGUSR1 do to `--logpath`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogRotate {
+    /// Rename the file with a timestamp suffix and start a new one.
+    #[value(name = "rename")]
+    Rename,
+    /// Close and reopen the file (an outside tool such as logrotate has moved it).
+    #[value(name = "reopen")]
+    Reopen,
 }
 
 /// mongod's `--tlsMode`: which connections the one listener accepts.
@@ -45,6 +59,10 @@ impl TlsMode {
 #[derive(Debug, Clone, Parser)]
 #[command(name = "cairn", version = crate::VERSION, about, long_about = None)]
 pub struct Config {
+    /// Read options from this YAML file in mongod's layout; command-line options win over it.
+    #[arg(short = 'f', long = "config", value_name = "FILE")]
+    pub config_file: Option<PathBuf>,
+
     /// TCP port to listen on.
     #[arg(long, default_value_t = 27017)]
     pub port: u16,
@@ -74,6 +92,14 @@ pub struct Config {
     #[arg(long)]
     pub logappend: bool,
 
+    /// What logRotate and SIGUSR1 do to --logpath.
+    #[arg(long = "logRotate", value_enum, default_value_t = LogRotate::Rename)]
+    pub log_rotate: LogRotate,
+
+    /// More log detail: -v (debug) to -vvvvv; mongod's verbosity levels.
+    #[arg(short = 'v', long = "verbose", action = ArgAction::Count)]
+    pub verbosity: u8,
+
     /// Log only warnings and errors.
     #[arg(long)]
     pub quiet: bool,
@@ -93,6 +119,14 @@ pub struct Config {
     /// Operations slower than this many milliseconds are logged.
     #[arg(long, default_value_t = crate::limits::SLOW_OP_THRESHOLD_MS_DEFAULT)]
     pub slowms: i64,
+
+    /// Profiling level at start-up: 0 off, 1 slow operations, 2 all (mongod's --profile).
+    #[arg(long = "profile", default_value_t = 0, value_parser = clap::value_parser!(i32).range(0..=2))]
+    pub profile: i32,
+
+    /// Serve Prometheus metrics over HTTP at /metrics on this port (off by default).
+    #[arg(long = "metricsPort", value_name = "PORT")]
+    pub metrics_port: Option<u16>,
 
     /// Periodic durability: sync the log every N ms and acknowledge writes before they are
     /// durable (writes that ask for `j: true` still wait). Default: every write waits.
@@ -177,7 +211,7 @@ pub struct Config {
     pub oplog_size_mb: u64,
 }
 
-fn parse_cache_size_gb(s: &str) -> Result<f64, String> {
+pub(crate) fn parse_cache_size_gb(s: &str) -> Result<f64, String> {
     let gb: f64 = s
         .trim()
         .parse()
@@ -191,7 +225,7 @@ fn parse_cache_size_gb(s: &str) -> Result<f64, String> {
     Ok(gb)
 }
 
-fn parse_sync_delay(s: &str) -> Result<f64, String> {
+pub(crate) fn parse_sync_delay(s: &str) -> Result<f64, String> {
     let secs: f64 = s
         .trim()
         .parse()
@@ -206,6 +240,43 @@ fn parse_sync_delay(s: &str) -> Result<f64, String> {
 }
 
 impl Config {
+    /// The process's options: the command line, over `--config FILE` when given. A bad command
+    /// line prints clap's message (or help) and exits; a bad file exits with status 2, like
+    /// mongod's bad options.
+    pub fn load() -> Config {
+        let matches = Config::command().get_matches();
+        match Self::merge(&matches) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("cairn: {e}");
+                std::process::exit(2);
+            }
+        }
+    }
+
+    /// `load` without exiting, for tests.
+    pub fn try_load_from<I, T>(argv: I) -> Result<Config, String>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let matches = Config::command()
+            .try_get_matches_from(argv)
+            .map_err(|e| e.to_string())?;
+        Self::merge(&matches)
+    }
+
+    fn merge(matches: &clap::ArgMatches) -> Result<Config, String> {
+        let mut c = Config::from_arg_matches(matches).map_err(|e| e.to_string())?;
+        if let Some(path) = c.config_file.clone() {
+            let file = crate::config_file::read(&path)?;
+            file.apply(&mut c, &|id| {
+                matches.value_source(id) == Some(ValueSource::CommandLine)
+            })?;
+        }
+        Ok(c)
+    }
+
     /// The cache size in bytes: `--wiredTigerCacheSizeGB`, or mongod's default for `memory_bytes`.
     pub fn cache_size_bytes(&self, memory_bytes: u64) -> u64 {
         match self.cache_size_gb {
@@ -226,6 +297,12 @@ impl Config {
     /// The parsed options in the shape of mongod's `getCmdLineOpts.parsed`.
     pub fn parsed_document(&self) -> bson::Document {
         let mut net = bson::doc! { "port": self.port as i32 };
+        if self.max_conns != crate::limits::CONNECTIONS_MAX {
+            net.insert("maxIncomingConnections", self.max_conns as i32);
+        }
+        if let Some(p) = self.metrics_port {
+            net.insert("metricsPort", p as i32);
+        }
         if self.bind_ip_all {
             net.insert("bindIpAll", true);
         } else {
@@ -236,6 +313,15 @@ impl Config {
         if let Some(p) = &self.logpath {
             system_log.insert("destination", "file");
             system_log.insert("path", p.display().to_string());
+            if self.logappend {
+                system_log.insert("logAppend", true);
+            }
+            if self.log_rotate == LogRotate::Reopen {
+                system_log.insert("logRotate", "reopen");
+            }
+        }
+        if self.verbosity > 0 {
+            system_log.insert("verbosity", self.verbosity as i32);
         }
         let mut storage = bson::doc! { "dbPath": self.dbpath.display().to_string() };
         if let Some(ms) = self.journal_commit_interval_ms {
@@ -273,9 +359,30 @@ impl Config {
                 bson::doc! { "checkpointLogSizeMB": self.checkpoint_log_mb as i64 },
             );
         }
-        let mut parsed = bson::doc! { "net": net, "storage": storage, "systemLog": system_log };
+        let mut parsed = bson::Document::new();
+        if let Some(p) = &self.config_file {
+            parsed.insert("config", p.display().to_string());
+        }
+        parsed.insert("net", net);
+        let mut profiling = bson::Document::new();
+        if self.profile != 0 {
+            let mode = if self.profile == 1 { "slowOp" } else { "all" };
+            profiling.insert("mode", mode);
+        }
+        if self.slowms != crate::limits::SLOW_OP_THRESHOLD_MS_DEFAULT {
+            profiling.insert("slowOpThresholdMs", self.slowms as i32);
+        }
+        if !profiling.is_empty() {
+            parsed.insert("operationProfiling", profiling);
+        }
+        parsed.insert("storage", storage);
+        parsed.insert("systemLog", system_log);
         if let Some(name) = &self.repl_set {
             let mut replication = bson::doc! { "replSet": name };
+            if self.config_file.is_some() {
+                // A file names it replSetName; mongod shows the file's spelling.
+                replication = bson::doc! { "replSetName": name };
+            }
             if self.oplog_size_mb != crate::limits::OPLOG_SIZE_MB_DEFAULT {
                 replication.insert("oplogSizeMB", self.oplog_size_mb as i64);
             }

@@ -466,26 +466,81 @@ async fn run_command(
     });
     let result = commands::dispatch(state, info, req).await;
     drop(registered);
-    let elapsed_ms = started.elapsed().as_millis() as i64;
+    let elapsed = started.elapsed();
+    state
+        .metrics
+        .record_command(&req.name, elapsed, result.is_ok());
+    let elapsed_ms = elapsed.as_millis() as i64;
     if elapsed_ms > state.slowms.load(Relaxed) {
-        let ns = format!(
-            "{}.{}",
-            req.db,
-            req.body
-                .get(&req.name)
-                .and_then(|v| v.as_str())
-                .unwrap_or("$cmd")
-        );
-        tracing::info!(
-            connection_id = info.id,
-            command = %req.name,
-            ns = %ns,
-            duration_ms = elapsed_ms,
-            ok = result.is_ok(),
-            "Slow query"
-        );
+        log_slow(info, req, &result, elapsed_ms);
     }
     result
+}
+
+/// mongod's "Slow query" line (id 51803): `attr` carries the command as relaxed Extended JSON
+/// (secrets withheld and long bodies cut as `currentOp` does), the plan and work figures when the
+/// handler reported them, and `durationMillis`. The flat fields repeat the essentials for the
+/// text and JSON formats.
+fn log_slow(
+    info: &ConnectionInfo,
+    req: &Request,
+    result: &Result<Reply, CommandError>,
+    elapsed_ms: i64,
+) {
+    let ns = format!(
+        "{}.{}",
+        req.db,
+        req.body
+            .get(&req.name)
+            .and_then(|v| v.as_str())
+            .unwrap_or("$cmd")
+    );
+    let body_bytes = req.raw_body.as_ref().map_or(0, |b| b.as_bytes().len());
+    let mut shown = crate::ops::shown_command(&req.name, &req.body, body_bytes);
+    if !shown.contains_key("$db") {
+        shown.insert("$db", req.db.clone());
+    }
+    let mut attr = bson::doc! { "type": "command", "ns": &ns };
+    if let Some(app) = info
+        .client_metadata
+        .as_ref()
+        .and_then(|m| m.get_document("application").ok())
+        .and_then(|a| a.get_str("name").ok())
+    {
+        attr.insert("appName", app);
+    }
+    attr.insert("command", shown);
+    if let Some(f) = req.debug.get() {
+        attr.insert("planSummary", f.plan_summary);
+        attr.insert("keysExamined", f.keys_examined as i64);
+        attr.insert("docsExamined", f.docs_examined as i64);
+        attr.insert("cursorExhausted", f.cursor_exhausted);
+        attr.insert("nreturned", f.nreturned as i64);
+    }
+    if let Err(e) = result {
+        attr.insert("ok", 0);
+        attr.insert("errMsg", e.message.clone());
+        attr.insert("errName", e.code.name());
+        attr.insert("errCode", e.code.code());
+    }
+    attr.insert("remote", info.peer.to_string());
+    attr.insert("protocol", "op_msg");
+    attr.insert("durationMillis", elapsed_ms);
+    let attr_json = bson::Bson::Document(attr)
+        .into_relaxed_extjson()
+        .to_string();
+    tracing::info!(
+        component = "COMMAND",
+        id = 51803i64,
+        ctx = %format!("conn{}", info.id),
+        connection_id = info.id,
+        command = %req.name,
+        ns = %ns,
+        duration_ms = elapsed_ms,
+        ok = result.is_ok(),
+        attr = %attr_json,
+        "Slow query"
+    );
 }
 
 /// The legacy handshake: OP_QUERY on `<db>.$cmd` carrying `hello`/`isMaster`. Anything else over

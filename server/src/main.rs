@@ -1,14 +1,12 @@
-//! The `cairn` binary: parse the command line, start logging, run the server.
-
-use clap::Parser;
+//! The `cairn` binary: read the command line (and `--config` file), start logging, run the server.
 
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> std::process::ExitCode {
     let argv: Vec<String> = std::env::args().collect();
-    let config = cairn_server::config::Config::parse();
-    let ring = match cairn_server::logging::init(&config) {
+    let config = cairn_server::config::Config::load();
+    let logging = match cairn_server::logging::init(&config) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("cairn: cannot start logging: {e}");
@@ -27,7 +25,7 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(cairn_server::server::run(config, argv, ring)) {
+    match runtime.block_on(cairn_server::server::run(config, argv, logging)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = %e, "cairn exiting on error");

@@ -239,7 +239,7 @@ fn op_type(name: &str) -> &'static str {
 /// The command as `currentOp` shows it: generic fields dropped, secrets withheld, and a body of
 /// more than `COMMAND_SHOWN_BYTES_MAX` (`body_bytes`, its size on the wire) cut to
 /// `{$truncated: "<its start>"}` without copying or printing the rest.
-fn shown_command(name: &str, body: &Document, body_bytes: usize) -> Document {
+pub(crate) fn shown_command(name: &str, body: &Document, body_bytes: usize) -> Document {
     if REDACTED.contains(&name) {
         return doc! { name: body.get(name).cloned().unwrap_or(Bson::Int32(1)) };
     }

@@ -247,6 +247,19 @@ impl Parameters {
 
     /// `setParameter` command: returns the previous value (`was`).
     pub fn set(&self, name: &str, value: &Bson) -> CommandResult<Bson> {
+        if name == "logComponentVerbosity" {
+            return crate::logging::set_component_verbosity(value)
+                .map(Bson::Document)
+                .map_err(|m| err(ErrorCode::BadValue, m));
+        }
+        let was = self.set_table(name, value)?;
+        if name == "logLevel" {
+            crate::logging::set_global_verbosity(self.get_i64("logLevel").clamp(0, 5) as i32);
+        }
+        Ok(was)
+    }
+
+    fn set_table(&self, name: &str, value: &Bson) -> CommandResult<Bson> {
         let d = def(name).ok_or_else(|| unrecognized(name))?;
         if !d.runtime {
             return Err(err(
@@ -263,6 +276,9 @@ impl Parameters {
         if name == "featureCompatibilityVersion" {
             return Some(Bson::Document(bson::doc! { "version": "8.0" }));
         }
+        if name == "logComponentVerbosity" {
+            return Some(Bson::Document(crate::logging::component_verbosity()));
+        }
         self.read().get(name).cloned()
     }
 
@@ -273,6 +289,10 @@ impl Parameters {
                 out.insert(d.name, v);
             }
         }
+        out.insert(
+            "logComponentVerbosity",
+            crate::logging::component_verbosity(),
+        );
         out
     }
 

@@ -3,14 +3,16 @@
 //! storage and return.
 
 use crate::config::Config;
-use crate::logging::LogRing;
+use crate::logging::Logging;
 use crate::state::ServerState;
 use std::sync::Arc;
 
-pub async fn run(config: Config, argv: Vec<String>, log_ring: Arc<LogRing>) -> anyhow::Result<()> {
+pub async fn run(config: Config, argv: Vec<String>, logging: Logging) -> anyhow::Result<()> {
     std::fs::create_dir_all(&config.dbpath)
         .map_err(|e| anyhow::anyhow!("cannot create --dbpath {}: {e}", config.dbpath.display()))?;
-    let state = Arc::new(ServerState::new(config, argv, log_ring).map_err(|e| anyhow::anyhow!(e))?);
+    let mut state = ServerState::new(config, argv, logging.ring).map_err(|e| anyhow::anyhow!(e))?;
+    state.log_output = Some(logging.output);
+    let state = Arc::new(state);
     let listeners = crate::listener::bind(&state).await?;
     let addrs: Vec<String> = listeners
         .iter()
@@ -33,6 +35,10 @@ pub async fn run(config: Config, argv: Vec<String>, log_ring: Arc<LogRing>) -> a
     .await
     .map_err(|e| anyhow::anyhow!("cannot start the replica set member: {}", e.message))?;
     spawn_signal_handler(state.clone());
+    spawn_rotate_handler(state.clone());
+    if let Some(p) = state.config.metrics_port {
+        crate::metrics::start(&state, p).await?;
+    }
     crate::background::spawn(state.clone());
     tracing::info!(port = port as u64, addresses = %addrs.join(","), "Waiting for connections");
     crate::listener::serve(state.clone(), listeners).await;
@@ -47,6 +53,41 @@ pub async fn run(config: Config, argv: Vec<String>, log_ring: Arc<LogRing>) -> a
     .map_err(|e| anyhow::anyhow!("cannot flush storage: {}", e.message))?;
     tracing::info!("cairn stopped cleanly");
     Ok(())
+}
+
+/// `logRotate` for the command and SIGUSR1: rotate `--logpath` as `--logRotate` says.
+pub fn rotate_log(state: &ServerState) -> std::io::Result<()> {
+    let Some(out) = &state.log_output else {
+        return Ok(());
+    };
+    tracing::info!("Log rotation initiated");
+    match out.rotate(state.config.log_rotate)? {
+        Some(to) => tracing::info!(rotated = %to.display(), "Log rotated"),
+        None if state.config.logpath.is_some() => tracing::info!("Log file reopened"),
+        None => {}
+    }
+    Ok(())
+}
+
+/// SIGUSR1 rotates the log, as for mongod.
+fn spawn_rotate_handler(state: Arc<ServerState>) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let Ok(mut usr1) = signal(SignalKind::user_defined1()) else {
+            tracing::warn!("cannot install the SIGUSR1 handler");
+            return;
+        };
+        tokio::spawn(async move {
+            while usr1.recv().await.is_some() {
+                if let Err(e) = rotate_log(&state) {
+                    tracing::error!(error = %e, "log rotation failed");
+                }
+            }
+        });
+    }
+    #[cfg(not(unix))]
+    let _ = state;
 }
 
 /// Installs the SIGTERM/SIGINT handlers before returning (a signal that arrives once the server

@@ -83,6 +83,12 @@ pub struct ServerState {
     pub repl: Option<crate::repl::ReplState>,
     /// Open change streams and oplog cursors.
     pub streams: crate::streams::StreamRegistry,
+    /// Logical sessions: the retryable-write record (`crate::sessions`).
+    pub sessions: Arc<crate::sessions::SessionTable>,
+    /// Per-command counts and latencies for `--metricsPort` (`crate::metrics`).
+    pub metrics: crate::metrics::Metrics,
+    /// `--logpath`'s writer, for `logRotate` and SIGUSR1 (None in unit tests).
+    pub log_output: Option<Arc<crate::logging::LogOutput>>,
     shutdown_tx: watch::Sender<bool>,
 }
 
@@ -90,6 +96,19 @@ impl ServerState {
     pub fn new(config: Config, argv: Vec<String>, log_ring: Arc<LogRing>) -> Result<Self, String> {
         let params = Parameters::default();
         params.apply_startup(&config.set_parameter)?;
+        // -v counts as logLevel unless --setParameter logLevel says otherwise.
+        let level_given = config
+            .set_parameter
+            .iter()
+            .any(|p| p.starts_with("logLevel="));
+        let level = if level_given {
+            params.get_i64("logLevel")
+        } else {
+            config.verbosity as i64
+        };
+        params
+            .set("logLevel", &bson::Bson::Int32(level.clamp(0, 5) as i32))
+            .map_err(|e| e.message)?;
         let opts = storage::EngineOptions {
             journal_commit_interval_ms: config.journal_commit_interval_ms,
             partial_filter_compiler: Some(partial_filter_compiler()),
@@ -130,6 +149,9 @@ impl ServerState {
             failpoints: crate::failpoints::FailPoints::default(),
             repl,
             streams: crate::streams::StreamRegistry::default(),
+            sessions: Arc::default(),
+            metrics: crate::metrics::Metrics::default(),
+            log_output: None,
             shutdown_tx: watch::channel(false).0,
         })
     }

@@ -90,6 +90,9 @@ pub(crate) struct Commit {
     state: Mutex<State>,
     cond: Condvar,
     watch: watch::Sender<Durable>,
+    /// fdatasync durations (µs) and records made durable per sync, for the metrics endpoint.
+    pub sync_us: crate::histogram::Histogram,
+    pub sync_batch_records: crate::histogram::Histogram,
 }
 
 impl Commit {
@@ -113,6 +116,10 @@ impl Commit {
             }),
             cond: Condvar::new(),
             watch,
+            sync_us: crate::histogram::Histogram::new(crate::histogram::SYNC_US_BOUNDS),
+            sync_batch_records: crate::histogram::Histogram::new(
+                crate::histogram::BATCH_RECORDS_BOUNDS,
+            ),
         });
         let weak = Arc::downgrade(&commit);
         commit.log.set_on_repair(Box::new(move |seq| {
@@ -188,7 +195,10 @@ impl Commit {
     /// fdatasync of the log up to its last written sequence, rolled segments first (the
     /// caller holds `syncing`).
     fn sync_log(&self) -> Result<u64> {
-        self.log.sync_all()
+        let started = std::time::Instant::now();
+        let outcome = self.log.sync_all();
+        self.sync_us.record(started.elapsed().as_micros() as u64);
+        outcome
     }
 
     /// Publishes a sync's outcome (to async waiters through the watch) and releases `syncing`;
@@ -197,6 +207,9 @@ impl Commit {
         st.syncing = false;
         match outcome {
             Ok(seq) => {
+                if seq > st.durable {
+                    self.sync_batch_records.record(seq - st.durable);
+                }
                 st.durable = st.durable.max(seq);
                 st.failed = None;
                 self.watch.send_replace(Durable {

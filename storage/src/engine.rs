@@ -113,6 +113,9 @@ pub struct EngineStats {
     pub open_replayed_records: u64,
     /// Milliseconds the open took (checkpoint load, replay, index rebuilds).
     pub open_ms: u64,
+    /// Group commit: fdatasync durations (µs) and records made durable per sync.
+    pub sync_us: crate::histogram::HistogramSnapshot,
+    pub sync_batch_records: crate::histogram::HistogramSnapshot,
 }
 
 /// The buffer pool's numbers (reported by `serverStatus.wiredTiger.cache`).
@@ -674,6 +677,8 @@ impl Engine {
             segments_compacted: ck.compacted.load(Ordering::Relaxed),
             open_replayed_records: self.inner.opened.0,
             open_ms: self.inner.opened.1,
+            sync_us: self.inner.shared.commit.sync_us.snapshot(),
+            sync_batch_records: self.inner.shared.commit.sync_batch_records.snapshot(),
         }
     }
 

@@ -90,6 +90,34 @@ pub fn set_parameter(state: &ServerState, req: &Request) -> CommandResult<Reply>
     Ok(Reply::Doc(doc! { "was": was, "ok": 1.0 }))
 }
 
+/// `logRotate: 1` (or `"server"`): rotate `--logpath` as `--logRotate` says; without a log
+/// file there is nothing to rotate and the command succeeds, as mongod's does.
+pub fn log_rotate(state: &ServerState, req: &Request) -> CommandResult<Reply> {
+    match req.body.get("logRotate") {
+        Some(Bson::String(s)) if s == "server" => {}
+        Some(Bson::String(s)) if s == "audit" => {
+            return Err(err(
+                ErrorCode::NoSuchKey,
+                "Attempted to rotate audit log, but auditing is not enabled",
+            ));
+        }
+        Some(Bson::String(s)) => {
+            return Err(err(
+                ErrorCode::NoSuchKey,
+                format!("Unknown log type for rotate: {s}"),
+            ));
+        }
+        _ => {}
+    }
+    crate::server::rotate_log(state).map_err(|e| {
+        err(
+            ErrorCode::InternalError,
+            format!("Failed to rotate log: {e}"),
+        )
+    })?;
+    Ok(Reply::ok())
+}
+
 pub fn get_cmd_line_opts(state: &ServerState) -> Reply {
     Reply::Doc(
         doc! { "argv": state.argv.clone(), "parsed": state.config.parsed_document(), "ok": 1.0 },
@@ -199,6 +227,7 @@ pub fn server_status(state: &ServerState) -> Reply {
             "getmore": o.getmore.load(Relaxed) as i64,
             "command": o.command.load(Relaxed) as i64,
         },
+        "transactions": crate::sessions::server_status(&state.sessions),
         "mem": { "bits": 64, "resident": resident as i32, "virtual": virt as i32, "supported": true },
         "network": {
             "bytesIn": n.bytes_in.load(Relaxed) as i64,
@@ -337,7 +366,7 @@ pub fn profile(state: &ServerState, req: &Request) -> CommandResult<Reply> {
         state.slowms.store(ms, Relaxed);
     }
     Ok(Reply::Doc(
-        doc! { "was": 0, "slowms": was as i32, "sampleRate": 1.0, "ok": 1.0 },
+        doc! { "was": state.config.profile, "slowms": was as i32, "sampleRate": 1.0, "ok": 1.0 },
     ))
 }
 

@@ -85,6 +85,7 @@ pub const RULES: &[(&str, Rule)] = &[
     ("killAllSessions", Cluster(&["killAnySession"])),
     ("killAllSessionsByPattern", Cluster(&["killAnySession"])),
     ("getLog", Cluster(&["getLog"])),
+    ("logRotate", Cluster(&["logRotate"])),
     ("shutdown", Cluster(&["shutdown"])),
     ("profile", Database(&["enableProfiler"])),
     ("listDatabases", Authenticated),

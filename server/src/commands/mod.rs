@@ -71,6 +71,32 @@ pub struct Request {
     /// while the request is in flight, `killOp` and shutdown through the operation registry;
     /// it carries the `maxTimeMS` deadline.
     pub op: Interrupt,
+    /// What the execution reports for the slow-query line (find fills it).
+    pub debug: OpDebug,
+}
+
+/// A read's figures for mongod's slow-query line: `planSummary`, `keysExamined`, ...
+#[derive(Clone, Debug, Default)]
+pub struct ExecFigures {
+    pub plan_summary: String,
+    pub keys_examined: u64,
+    pub docs_examined: u64,
+    pub nreturned: u64,
+    pub cursor_exhausted: bool,
+}
+
+/// Set once by the handler (on the storage pool), read by the connection after the reply.
+#[derive(Debug, Default)]
+pub struct OpDebug(std::sync::Mutex<Option<ExecFigures>>);
+
+impl OpDebug {
+    pub fn set(&self, f: ExecFigures) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(f);
+    }
+
+    pub fn get(&self) -> Option<ExecFigures> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
 }
 
 /// What a handler produces.
@@ -132,6 +158,7 @@ commands! {
     "killAllSessions" => "Kill all logical sessions";
     "killAllSessionsByPattern" => "Kill the logical sessions matching patterns";
     "getLog" => "Recent log lines", admin true;
+    "logRotate" => "Rotate the server's log file (--logpath)", admin true;
     "shutdown" => "Stop the server cleanly", admin true;
     "profile" => "Get or set the profiling level and slowms";
     "listDatabases" => "List the databases of this server", admin true;
@@ -298,6 +325,7 @@ pub fn parse_request(
         max_time_ms,
         received,
         op,
+        debug: OpDebug::default(),
     })
 }
 
@@ -356,21 +384,20 @@ pub async fn dispatch(
         ));
     };
     // A standalone has no transactions or retryable writes; mongod refuses their fields rather
-    // than running the write outside the transaction the client believes it is in.
-    // A replica set member takes `txnNumber` (retryable writes: drivers send it by default;
-    // cairn runs each statement once, without the retry record), not transactions.
-    let refused: &[&str] = if state.repl.is_some() {
-        &["startTransaction", "autocommit"]
-    } else {
-        &["txnNumber", "startTransaction", "autocommit"]
-    };
-    if state.repl.is_some() && refused.iter().any(|k| req.body.contains_key(*k)) {
+    // than running the write outside the transaction the client believes it is in. A replica
+    // set member runs retryable writes at most once (`crate::sessions`), not transactions.
+    let repl = state.repl.is_some();
+    let in_txn = ["startTransaction", "autocommit"]
+        .iter()
+        .any(|k| req.body.contains_key(*k));
+    if repl && in_txn {
         return Err(err(
             ErrorCode::IllegalOperation,
             "Multi-document transactions are not supported by cairn",
         ));
     }
-    if refused.iter().any(|k| req.body.contains_key(*k)) {
+    let retryable = crate::sessions::retryable(&req.body, spec.name, repl)?;
+    if in_txn {
         return Err(err(
             ErrorCode::IllegalOperation,
             "Transaction numbers are only allowed on a replica set member or mongos",
@@ -401,6 +428,24 @@ pub async fn dispatch(
     } else {
         None
     };
+    if let Some(rw) = retryable {
+        let (s, r) = (state.clone(), req.clone());
+        let result = crate::sessions::run_once(state.sessions.clone(), rw, move || async move {
+            // The fsync gate goes with the write: it must outlive a client that hangs up.
+            let _gate = _write_gate;
+            retryable_write(&s, &r).await
+        })
+        .await;
+        let lost = result.is_ok()
+            && state
+                .failpoints
+                .enter_if(crate::failpoints::ON_PRIMARY_TRANSACTIONAL_WRITE, |_| true)
+                .is_some_and(|d| d.get_bool("closeConnection").unwrap_or(true));
+        if lost {
+            return Ok(Reply::Close);
+        }
+        return authz::finish(state, conn, spec.name, req, result).await;
+    }
     let result = match spec.name {
         "hello" => handshake::hello(state, conn, req, false),
         "isMaster" => handshake::hello(state, conn, req, true),
@@ -441,6 +486,7 @@ pub async fn dispatch(
         "listCommands" => Ok(admin::list_commands(state)),
         "startSession" => Ok(admin::start_session()),
         "getLog" => admin::get_log(state, req),
+        "logRotate" => off_thread(state, req, admin::log_rotate).await,
         "shutdown" => admin::shutdown(state, conn),
         "profile" => admin::profile(state, req),
         "fsync" => admin::fsync(state, req).await,
@@ -502,6 +548,36 @@ pub async fn dispatch(
         )),
     };
     authz::finish(state, conn, spec.name, req, result).await
+}
+
+/// A retryable write's reply as the session table keeps it (raw replies decoded once, to keep).
+impl crate::sessions::Storable for Reply {
+    fn stored(&self) -> Option<Document> {
+        match self {
+            Reply::Doc(d) => Some(d.clone()),
+            Reply::Raw(r) => Document::try_from(r.as_ref()).ok(),
+            Reply::Close => None,
+        }
+    }
+
+    fn from_stored(d: Document) -> Self {
+        Reply::Doc(d)
+    }
+}
+
+/// The handlers of the commands `crate::sessions::RETRYABLE_COMMANDS` names.
+async fn retryable_write(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<Reply> {
+    match req.command {
+        "insert" => crud_write::insert(state, req).await,
+        "update" => crud_write::update(state, req).await,
+        "delete" => crud_write::delete(state, req).await,
+        "bulkWrite" => bulk_write::bulk_write(state, req).await,
+        "findAndModify" => find_and_modify::run(state, req).await,
+        other => Err(err(
+            ErrorCode::InternalError,
+            format!("command {other} is not a retryable write"),
+        )),
+    }
 }
 
 // Commands read their arguments with the query layer's value helpers.

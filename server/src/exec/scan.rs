@@ -94,7 +94,26 @@ pub struct ScanState {
     matches: VecDeque<(RecordId, RawDocumentBuf, Option<usize>)>,
 }
 
+/// An index key pattern as mongod's planSummary writes it: `{ a: 1, b: -1 }`.
+fn pattern_text(p: &bson::Document) -> String {
+    let fields: Vec<String> = p.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+    format!("{{ {} }}", fields.join(", "))
+}
+
 impl ScanState {
+    /// mongod's `planSummary`: `COLLSCAN`, or `IXSCAN { a: 1 }` per index scanned.
+    pub fn plan_summary(&self) -> String {
+        match &self.mode {
+            ScanMode::Collection { .. } => "COLLSCAN".into(),
+            ScanMode::Index { plans, .. } => plans
+                .iter()
+                .map(|p| format!("IXSCAN {}", pattern_text(&p.key_pattern)))
+                .collect::<Vec<_>>()
+                .join(", "),
+            ScanMode::Merge { branches, .. } => format!("SORT_MERGE ({} branches)", branches.len()),
+        }
+    }
+
     pub fn new(coll: Arc<Collection>, filter: Arc<Filter>, mode: ScanMode) -> ScanState {
         ScanState {
             coll,
