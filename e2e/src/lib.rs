@@ -282,3 +282,6 @@ pub mod auth;
 
 /// Compare and benchmark tools (`cairn-compare`, `cairn-bench`); see docs/COMPARE.md.
 pub mod compare;
+
+/// The YCSB-style load generator behind `cairn-load` (MongoDB URI and PostgreSQL jsonb).
+pub mod load;
