@@ -96,6 +96,8 @@ pub struct Collection {
     pub(crate) meta: RwLock<CollMeta>,
     pub(crate) state: RwLock<CollState>,
     pub(crate) shared: Arc<Shared>,
+    /// Ops applied since the collection was opened (the server's plan cache ages by it).
+    pub(crate) write_ops: std::sync::atomic::AtomicU64,
 }
 
 enum Undo {
@@ -252,6 +254,11 @@ impl Collection {
 
     fn pager(&self) -> &Pager {
         &self.shared.pager
+    }
+
+    /// Write ops applied to this collection since it was opened (not persisted).
+    pub fn write_ops(&self) -> u64 {
+        self.write_ops.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The collection's UUID (stable across renames).
@@ -461,6 +468,8 @@ impl Collection {
         }
         drop(st);
         self.shared.commit.note_written(seq);
+        self.write_ops
+            .fetch_add(planned.len() as u64, std::sync::atomic::Ordering::Relaxed);
         Ok(Ticket {
             sequence: seq,
             record_ids: planned.iter().map(|p| p.rid).collect(),

@@ -484,6 +484,7 @@ impl Engine {
             }),
             state: RwLock::new(state),
             shared: shared.clone(),
+            write_ops: Default::default(),
         });
         cat.by_name.insert(key, coll.clone());
         cat.by_id.insert(id, coll.clone());

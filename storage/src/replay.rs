@@ -201,6 +201,7 @@ impl Replay<'_> {
                 }),
                 state: RwLock::new(state),
                 shared: shared.clone(),
+                write_ops: Default::default(),
             });
             if !rebuild.is_empty() {
                 crate::index_build::rebuild(&c, &rebuild, backend, compiler)?;

@@ -280,7 +280,7 @@ fn source_stage(
         }
         // Sessions are accepted but not tracked yet, so there is none to list.
         "$listLocalSessions" => Ok(Some(vec![])),
-        // There is no plan cache: no entries, whatever the collection.
+        // The collection's plan cache entries (`planner::cache`).
         "$planCacheStats" => {
             let spec = spec.as_document().ok_or_else(|| {
                 err(
@@ -290,7 +290,11 @@ fn source_stage(
                 )
             })?;
             super::args::check_fields_all(spec, "$planCacheStats", &["allHosts"])?;
-            Ok(Some(vec![]))
+            Ok(Some(
+                coll.and_then(|c| state.catalog.collection(db, c))
+                    .map(|c| crate::planner::cache::stats(&c))
+                    .unwrap_or_default(),
+            ))
         }
         _ => Ok(None),
     }

@@ -314,16 +314,28 @@ fn plan_cache_ns(req: &Request, command: &str) -> CommandResult<String> {
     ))
 }
 
-/// `planCacheClear`: drop cached plans (there are none). `query` narrows it to one shape.
-pub fn plan_cache_clear(req: &Request) -> CommandResult<Reply> {
+/// `planCacheClear`: drop the collection's cached plans; `query` (and `sort`) narrows it to one
+/// shape. A collection that does not exist has none.
+pub fn plan_cache_clear(state: &ServerState, req: &Request) -> CommandResult<Reply> {
+    let (name, shape) = plan_cache_clear_args(req)?;
+    if let Some(c) = state.catalog.collection(&req.db, &name) {
+        let query = shape.get_document("query").ok();
+        let sort = shape.get_document("sort").ok();
+        crate::planner::cache::clear(&c, query.map(|q| (q, sort)));
+    }
+    Ok(Reply::ok())
+}
+
+/// `planCacheClear`'s collection name and shape, checked.
+fn plan_cache_clear_args(req: &Request) -> CommandResult<(String, Document)> {
     plan_cache_ns(req, "planCacheClear")?;
     check_fields(
         &req.body,
         "planCacheClear",
         &["query", "sort", "projection", "collation"],
     )?;
-    query_shape(&req.body, "planCacheClear", false)?;
-    Ok(Reply::ok())
+    let shape = query_shape(&req.body, "planCacheClear", false)?;
+    Ok((args::collection_name(&req.body, "planCacheClear")?, shape))
 }
 
 /// `planCacheSetFilter`: record that a query shape may only use `indexes`.
@@ -692,17 +704,17 @@ mod tests {
         );
         assert_eq!(list(doc! { "planCacheListFilters": "c" }), 0);
         assert_eq!(
-            code(plan_cache_clear(&request(
-                doc! { "planCacheClear": "c", "query": 1 },
-                db
-            ))),
+            code(
+                plan_cache_clear_args(&request(doc! { "planCacheClear": "c", "query": 1 }, db))
+                    .map(|_| Reply::ok())
+            ),
             2
         );
         assert_eq!(
-            code(plan_cache_clear(&request(
-                doc! { "planCacheClear": "c", "bogus": 1 },
-                db
-            ))),
+            code(
+                plan_cache_clear_args(&request(doc! { "planCacheClear": "c", "bogus": 1 }, db))
+                    .map(|_| Reply::ok())
+            ),
             40415
         );
     }

@@ -246,13 +246,29 @@ pub fn explain(state: &ServerState, req: &Request) -> CommandResult<Reply> {
             (winner, rejected, s, all)
         }
     };
+    // The shape's hashes, and whether the plan came from the plan cache (explain reads the
+    // cache, never adds to it).
+    let (query_hash, plan_cache_key, is_cached) = match &coll {
+        Some(c) => {
+            let key = planner::cache::Key::of(c, &t.filter, t.shape.sort.as_ref());
+            let cached = hint.is_none() && planner::cache::peek(&key, c);
+            (key.query_hash, key.plan_cache_key, cached)
+        }
+        None => (String::new(), String::new(), false),
+    };
+    let mut winner = winner;
+    if winner.get_str("stage").is_ok_and(|s| s != "EOF") {
+        winner.insert("isCached", is_cached);
+    }
     let mut reply = doc! {
         "explainVersion": "1",
         "queryPlanner": {
             "namespace": ns,
             "indexFilterSet": false,
             "parsedQuery": t.filter.clone(),
-            "planCacheShapeHash": "",
+            "queryHash": query_hash.clone(),
+            "planCacheShapeHash": query_hash,
+            "planCacheKey": plan_cache_key,
             "maxIndexedOrSolutionsReached": false,
             "maxIndexedAndSolutionsReached": false,
             "maxScansToExplodeReached": false,
@@ -433,7 +449,7 @@ fn planned(
             rejected: vec![],
         }
     } else {
-        planner::choose(c, filter, &t.filter, t.shape.sort.as_ref(), hint)
+        planner::choose_cached(c, filter, &t.filter, t.shape.sort.as_ref(), hint, false).0
     };
     let covered = planner::covered::covering(
         &choice.winner,

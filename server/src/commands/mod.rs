@@ -221,7 +221,7 @@ commands! {
     "top" => "Usage per namespace", admin true;
     "lockInfo" => "Locks held and waited for", admin true;
     "connPoolStats" => "Outgoing connection pools (none on a standalone)";
-    "planCacheClear" => "Drop cached query plans (the plan cache is empty)";
+    "planCacheClear" => "Drop cached query plans";
     "planCacheClearFilters" => "Forget index filters";
     "planCacheListFilters" => "List index filters";
     "planCacheSetFilter" => "Record an index filter (listed back; the planner does not apply it)";
@@ -501,7 +501,7 @@ pub async fn dispatch(
         "top" => diagnostic::top(state, req),
         "lockInfo" => diagnostic::lock_info(req),
         "connPoolStats" => Ok(diagnostic::conn_pool_stats()),
-        "planCacheClear" => diagnostic::plan_cache_clear(req),
+        "planCacheClear" => diagnostic::plan_cache_clear(state, req),
         "planCacheClearFilters" => diagnostic::plan_cache_clear_filters(req),
         "planCacheListFilters" => diagnostic::plan_cache_list_filters(req),
         "planCacheSetFilter" => diagnostic::plan_cache_set_filter(req),

@@ -9,7 +9,7 @@ use crate::catalog::Catalog;
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::planner;
 use crate::query::matcher::Filter;
-use crate::query::pipeline::{Flow, Pipeline, PipelineEnv};
+use crate::query::pipeline::{Flow, Pipeline, PipelineEnv, RawScan};
 use crate::query::types::as_i64;
 use bson::{Bson, Document, RawDocumentBuf, doc};
 use std::collections::VecDeque;
@@ -37,6 +37,34 @@ impl PipelineEnv for Env<'_> {
             None,
         )?;
         all.iter().map(|(_, raw, _)| to_doc(raw)).collect()
+    }
+
+    /// A collection scan pulled in chunks, so a foreign read holds one chunk at a time.
+    fn scan_raw<'e>(&'e self, db: &str, coll: &str) -> CommandResult<RawScan<'e>> {
+        let Some(c) = self.catalog.collection(db, coll) else {
+            return Ok(Box::new(std::iter::empty()));
+        };
+        let mode = super::scan::ScanMode::Collection {
+            direction: storage::Direction::Forward,
+            after: None,
+        };
+        let mut scan = ScanState::new(c, Arc::new(Filter::parse(&Document::new())?), mode);
+        let deadline = self.deadline;
+        Ok(Box::new(std::iter::from_fn(move || {
+            match scan.next_match(deadline) {
+                Ok(Some((rid, raw, _))) => Some(Ok((rid, raw))),
+                Ok(None) => None,
+                Err(e) => Some(Err(e)),
+            }
+        })))
+    }
+
+    fn fetch_raw(&self, db: &str, coll: &str, id: u64) -> CommandResult<Option<RawDocumentBuf>> {
+        let Some(c) = self.catalog.collection(db, coll) else {
+            return Ok(None);
+        };
+        c.get(id)
+            .map_err(|e| crate::error::storage_error(e, db, coll))
     }
 
     /// An equality `$lookup` goes through the foreign collection's index on `field` when it has

@@ -12,6 +12,7 @@
 //! `min`/`max` bound a hinted index scan (`minmax`).
 
 pub mod bounds;
+pub mod cache;
 pub mod covered;
 pub mod explain;
 pub mod keyscan;
@@ -21,7 +22,7 @@ pub mod or;
 use crate::query::matcher::Filter;
 use crate::query::sort::SortSpec;
 use bounds::{ValueInterval, byte_intervals, conjunction, field_intervals};
-use bson::{Bson, Document};
+use bson::{Bson, Document, doc};
 use std::ops::Bound;
 use storage::{Collection, Direction, IndexInfo};
 
@@ -280,24 +281,81 @@ pub fn choose(
     sort: Option<&Document>,
     hint: Option<&str>,
 ) -> Choice {
+    choose_cached(coll, filter, filter_doc, sort, hint, true).0
+}
+
+/// [`choose`], saying whether the plan came from the plan cache; with `record` false (explain)
+/// the cache is read but never written.
+pub fn choose_cached(
+    coll: &Collection,
+    filter: &Filter,
+    filter_doc: &Document,
+    sort: Option<&Document>,
+    hint: Option<&str>,
+    record: bool,
+) -> (Choice, bool) {
     if hint.is_none()
         && let Some(id) = id_point(filter_doc)
     {
-        return Choice {
+        let choice = Choice {
             winner: Plan::IdPoint(id.clone()),
             rejected: vec![],
         };
+        return (choice, false);
     }
     let indexes = coll.indexes();
     if let Some(name) = hint
         && let Some(ix) = indexes.iter().find(|i| i.spec.name == name)
         && let Some(p) = index_candidate(ix, filter, sort, true)
     {
-        return Choice {
+        let choice = Choice {
             winner: Plan::Index(p),
             rejected: vec![],
         };
+        return (choice, false);
     }
+    let key = hint
+        .is_none()
+        .then(|| cache::Key::of(coll, filter_doc, sort));
+    if let Some(key) = &key
+        && let Some(name) = cache::get(key, coll)
+    {
+        let planned = indexes
+            .iter()
+            .find(|ix| ix.spec.name == name && !ix.spec.hidden)
+            .and_then(|ix| index_candidate(ix, filter, sort, false))
+            .filter(|p| !p.field_bounds.is_empty() || p.provides_sort);
+        match planned {
+            Some(p) => {
+                let choice = Choice {
+                    winner: Plan::Index(p),
+                    rejected: vec![],
+                };
+                return (choice, true);
+            }
+            None => cache::remove(key),
+        }
+    }
+    let choice = choose_by_trial(coll, &indexes, filter, filter_doc, sort);
+    if record && let (Some(key), Some((works, Plan::Index(p)))) = (&key, &choice.1) {
+        let from = doc! {
+            "query": filter_doc.clone(),
+            "sort": sort.cloned().unwrap_or_default(),
+            "projection": {},
+        };
+        cache::put(key, coll, from, p, *works);
+    }
+    (choice.0, false)
+}
+
+/// The trial among the candidates, and the winner's trial count when there was a trial.
+fn choose_by_trial(
+    coll: &Collection,
+    indexes: &[IndexInfo],
+    filter: &Filter,
+    filter_doc: &Document,
+    sort: Option<&Document>,
+) -> (Choice, Option<(u64, Plan)>) {
     let mut candidates: Vec<IndexPlan> = indexes
         .iter()
         .filter(|ix| !ix.spec.hidden)
@@ -310,14 +368,15 @@ pub fn choose(
         .filter_map(|ix| index_candidate(ix, filter, sort, false))
         .filter(|p| !p.field_bounds.is_empty() || p.provides_sort)
         .collect();
-    let union = or::or_candidate(coll, &indexes, filter_doc, sort);
+    let union = or::or_candidate(coll, indexes, filter_doc, sort);
     if candidates.is_empty() && union.is_none() {
-        return Choice {
+        let choice = Choice {
             winner: Plan::CollScan {
                 direction: Direction::Forward,
             },
             rejected: vec![],
         };
+        return (choice, None);
     }
     let mut scored: Vec<(usize, bool, Plan)> = candidates
         .drain(..)
@@ -335,6 +394,7 @@ pub fn choose(
     }
     // Stable: among equals the single-index plans (pushed first) win over the union.
     scored.sort_by_key(|a| (a.0, a.1));
+    let works = scored.first().map(|s| s.0 as u64).unwrap_or(0);
     let mut plans = scored.into_iter().map(|(_, _, p)| p);
     let winner = plans.next().unwrap_or(Plan::CollScan {
         direction: Direction::Forward,
@@ -343,7 +403,8 @@ pub fn choose(
     rejected.push(Plan::CollScan {
         direction: Direction::Forward,
     });
-    Choice { winner, rejected }
+    let trial = Some((works, winner.clone()));
+    (Choice { winner, rejected }, trial)
 }
 
 #[cfg(test)]

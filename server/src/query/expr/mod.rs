@@ -20,6 +20,7 @@ mod date_parts;
 mod date_string;
 mod dates;
 mod objects;
+pub mod outer;
 mod parse;
 mod sets;
 mod strings;
@@ -307,7 +308,7 @@ fn lookup_var(scope: &Scope, name: &str) -> Option<Bson> {
     }
     match name {
         "NOW" => Some(Bson::DateTime(bson::DateTime::now())),
-        _ => None,
+        _ => outer::value(name),
     }
 }
 

@@ -270,7 +270,7 @@ impl Parser {
         if path.iter().any(String::is_empty) {
             return Err(bad_path(&format!("$${rest}")));
         }
-        if self.scope.iter().any(|n| n == name) {
+        if self.scope.iter().any(|n| n == name) || super::outer::is_known(name) {
             return Ok(Expr::Var(name.to_string(), path));
         }
         match name {

@@ -45,6 +45,9 @@ pub type DocStream<'a> = Box<dyn Iterator<Item = CommandResult<Document>> + 'a>;
 /// A stream of raw documents (as stored, or as a raw stage built them).
 pub type RawStream<'a> = Box<dyn Iterator<Item = CommandResult<RawDocumentBuf>> + 'a>;
 
+/// A foreign collection read raw: `(id, document)` pairs (see [`PipelineEnv::scan_raw`]).
+pub type RawScan<'e> = Box<dyn Iterator<Item = CommandResult<(u64, RawDocumentBuf)>> + 'e>;
+
 /// What flows between two stages: raw documents until a stage needs decoded ones (a stage that
 /// reads raw input says so by implementing `Stage::run_raw`), decoded documents after that.
 pub enum Flow<'a> {
@@ -90,6 +93,28 @@ impl StreamState {
 pub trait PipelineEnv {
     /// Every document of `db.coll` in natural order (empty when the collection does not exist).
     fn collection_docs(&self, db: &str, coll: &str) -> CommandResult<Vec<Document>>;
+
+    /// Every document of `db.coll` in natural order, raw, each with a number that
+    /// [`PipelineEnv::fetch_raw`] finds it by (its RecordId), read as the caller pulls them.
+    /// The default reads `collection_docs` and numbers them by position.
+    fn scan_raw<'e>(&'e self, db: &str, coll: &str) -> CommandResult<RawScan<'e>> {
+        let docs = self.collection_docs(db, coll)?;
+        Ok(Box::new(docs.into_iter().zip(0u64..).map(|(d, i)| {
+            let raw = values::to_raw(&d)?;
+            Ok((i, raw))
+        })))
+    }
+
+    /// The document numbered `id` by [`PipelineEnv::scan_raw`] (`None`: gone since).
+    fn fetch_raw(&self, db: &str, coll: &str, id: u64) -> CommandResult<Option<RawDocumentBuf>> {
+        for item in self.scan_raw(db, coll)? {
+            let (i, raw) = item?;
+            if i == id {
+                return Ok(Some(raw));
+            }
+        }
+        Ok(None)
+    }
 
     /// The documents of `db.coll` whose `field` may equal one of `values` (a superset is fine:
     /// the pipeline filters again), typically through an index; `None` when no index fits,

@@ -1,87 +1,55 @@
 //! Stages that read other collections through `PipelineEnv`: `$lookup` (equality form, `let` +
 //! `pipeline` form, and both together), `$unionWith` and `$graphLookup`.
 //!
-//! The foreign collection is read once per run, on the first input document, and indexed in
-//! memory by the key encoding of the foreign field (array fields index each element and the
-//! array itself; missing indexes as null), so an equality `$lookup` costs O(n + m) instead of
-//! O(n * m). A `let` sub-pipeline is parsed per input document, because its variables are
-//! substituted into the expression text (see `common`).
+//! An equality `$lookup` asks the environment for the candidates of each input document (a
+//! foreign index probe); when no index fits, the foreign collection is read once per run into
+//! a hash table by the foreign field (`foreign::ForeignTable`), as is `$graphLookup`'s. A
+//! sub-pipeline is parsed once: its `let` names parse as variables and their values are bound
+//! per input document while it runs (`expr::outer`). `$unionWith` pulls the other collection
+//! as the caller pulls results.
 
+use super::foreign::ForeignTable;
 use super::{Stage, spec_doc};
 use crate::error::CommandResult;
+use crate::query::expr::outer;
 use crate::query::matcher::Filter;
 use crate::query::path;
 use crate::query::path::set_path;
 use crate::query::pipeline::codes::{self, perr};
 use crate::query::pipeline::limits::GRAPH_LOOKUP_DEPTH_MAX;
 use crate::query::pipeline::run_context::{RunCx, doc_size_bytes};
-use crate::query::pipeline::values::{split_field_path, to_raw, value_key};
+use crate::query::pipeline::values::{raw_value_key, split_field_path, to_doc, to_raw, value_key};
 use crate::query::pipeline::variables::{AggExpr, check_variable_name};
 use crate::query::pipeline::{DocStream, ParseContext, Pipeline, PipelineEnv};
-use crate::query::types;
 use bson::{Bson, Document, RawDocument};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::ops::ControlFlow;
 
-/// Every value `path` reaches in `doc` as a lookup key: array elements and the array itself,
-/// missing as null.
-fn keys_at(doc: &RawDocument, path: &[String], include_arrays: bool) -> Vec<Bson> {
+/// Every value `path` reaches in `doc` as an encoded lookup key: array elements (and the
+/// array itself when `include_arrays`), missing as null.
+pub(super) fn keys_raw(doc: &RawDocument, path: &[String], include_arrays: bool) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     let _ = path::walk::<()>(doc, path, &mut |c| {
         match c.value {
             Some(bson::RawBsonRef::Array(_)) if !c.expanded && !include_arrays => {}
-            Some(v) => out.push(types::to_owned(v)),
-            None => out.push(Bson::Null),
+            Some(v) => {
+                let mut key = Vec::new();
+                raw_value_key(&mut key, v);
+                out.push(key);
+            }
+            None => out.push(value_key(&Bson::Null)),
         }
         ControlFlow::Continue(())
     });
     out
 }
 
-/// A foreign collection indexed by one field.
-struct Indexed {
-    docs: Vec<Document>,
-    by_key: HashMap<Vec<u8>, Vec<usize>>,
-}
-
-impl Indexed {
-    fn build(docs: Vec<Document>, field: &[String]) -> CommandResult<Indexed> {
-        let mut by_key: HashMap<Vec<u8>, Vec<usize>> = HashMap::new();
-        for (i, d) in docs.iter().enumerate() {
-            let raw = to_raw(d)?;
-            let mut seen = HashSet::new();
-            for k in keys_at(&raw, field, true) {
-                let key = value_key(&k);
-                if seen.insert(key.clone()) {
-                    by_key.entry(key).or_default().push(i);
-                }
-            }
-        }
-        Ok(Indexed { docs, by_key })
-    }
-
-    /// Positions of the documents matching any of `values`, in collection order.
-    fn matching(&self, values: &[Bson]) -> Vec<usize> {
-        let mut hits: Vec<usize> = values
-            .iter()
-            .filter_map(|v| self.by_key.get(&value_key(v)))
-            .flatten()
-            .copied()
-            .collect();
-        hits.sort_unstable();
-        hits.dedup();
-        hits
-    }
-}
-
-/// A sub-pipeline with `let` variables bound per input document.
+/// A sub-pipeline, parsed once; its `let` variables are bound per input document.
 #[derive(Debug)]
 struct SubPipeline {
     stages: Vec<Document>,
     lets: Vec<(String, AggExpr)>,
-    ctx: ParseContext,
-    /// Parsed once when there are no `let` variables.
-    fixed: Option<Pipeline>,
+    parsed: Pipeline,
 }
 
 impl SubPipeline {
@@ -107,7 +75,7 @@ impl SubPipeline {
                 )),
             })
             .collect::<CommandResult<Vec<_>>>()?;
-        let ctx = ctx.nested()?;
+        let mut ctx = ctx.nested()?;
         let mut vars = Vec::new();
         if let Some(l) = lets {
             let Bson::Document(l) = l else {
@@ -121,34 +89,34 @@ impl SubPipeline {
                 vars.push((name.clone(), AggExpr::parse(spec, &ctx)?));
             }
         }
-        // Parse now with the variables as null so that errors surface at parse time.
-        let mut probe = ctx.clone();
-        for (name, _) in &vars {
-            probe = probe.with_variable(name, Bson::Null);
+        // A `let` name hides a command-level variable of the same name inside the pipeline.
+        let names: Vec<String> = vars.iter().map(|(n, _)| n.clone()).collect();
+        for name in &names {
+            ctx.variables.remove(name);
         }
-        let parsed = Pipeline::parse(&stages, &probe)?;
+        let parsed = outer::parse_with_names(&names, || Pipeline::parse(&stages, &ctx))?;
         Ok(SubPipeline {
-            fixed: vars.is_empty().then_some(parsed),
             stages,
             lets: vars,
-            ctx,
+            parsed,
         })
     }
 
+    /// Runs over `input` with the `let` variables evaluated against `local`.
     fn run(
         &self,
         local: &RawDocument,
         input: Vec<Document>,
         env: &dyn PipelineEnv,
     ) -> CommandResult<Vec<Document>> {
-        if let Some(p) = &self.fixed {
-            return p.run_vec(input, env);
+        if self.lets.is_empty() {
+            return self.parsed.run_vec(input, env);
         }
-        let mut ctx = self.ctx.clone();
+        let mut values = Vec::with_capacity(self.lets.len());
         for (name, e) in &self.lets {
-            ctx = ctx.with_variable(name, e.eval(local)?.unwrap_or(Bson::Null));
+            values.push((name.clone(), e.eval(local)?.unwrap_or(Bson::Null)));
         }
-        Pipeline::parse(&self.stages, &ctx)?.run_vec(input, env)
+        outer::run_with_values(values, || self.parsed.run_vec(input, env))
     }
 
     fn starts_with_documents(&self) -> bool {
@@ -268,55 +236,86 @@ impl Lookup {
         })
     }
 
-    fn load(&self, env: &dyn PipelineEnv) -> CommandResult<Indexed> {
-        let docs = match &self.from {
-            Some((db, coll)) => env.collection_docs(db, coll)?,
-            None => Vec::new(),
+    /// The foreign documents matching `doc`'s local keys: through the environment's index when
+    /// it has one (`index_usable` turns false at its first refusal), else through `table`
+    /// (built on first use). The pipeline-only form takes the whole collection (`all`).
+    fn candidates(
+        &self,
+        raw: &RawDocument,
+        state: &mut JoinState,
+        cx: RunCx<'_>,
+    ) -> CommandResult<Vec<Document>> {
+        let Some((local, far)) = &self.fields else {
+            if state.all.is_none() {
+                state.all = Some(match &self.from {
+                    Some((db, coll)) => cx.env.collection_docs(db, coll)?,
+                    None => Vec::new(),
+                });
+            }
+            return Ok(state.all.clone().unwrap_or_default());
         };
-        let field = self
-            .fields
-            .as_ref()
-            .map(|(_, f)| f.clone())
-            .unwrap_or_default();
-        if field.is_empty() {
-            return Ok(Indexed {
-                docs,
-                by_key: HashMap::new(),
-            });
+        let Some((db, coll)) = &self.from else {
+            return Ok(Vec::new());
+        };
+        let keys = keys_raw(raw, local, false);
+        if state.index_usable {
+            let values: Vec<Bson> = local_values(raw, local);
+            match cx
+                .env
+                .lookup_candidates(db, coll, &far.join("."), &values)?
+            {
+                Some(found) => {
+                    let mut out = Vec::new();
+                    for d in found {
+                        let r = to_raw(&d)?;
+                        if keys_raw(&r, far, true).iter().any(|k| keys.contains(k)) {
+                            out.push(d);
+                        }
+                    }
+                    return Ok(out);
+                }
+                None => state.index_usable = false,
+            }
         }
-        Indexed::build(docs, &field)
+        if state.table.is_none() {
+            state.table = Some(ForeignTable::build(
+                cx.env,
+                (db, coll),
+                far,
+                None,
+                cx.memory_max_bytes,
+            )?);
+        }
+        let Some(table) = &state.table else {
+            return Ok(Vec::new());
+        };
+        table
+            .matching(cx.env, &keys, None)?
+            .into_iter()
+            .map(|(_, d)| to_doc(&d))
+            .collect()
     }
 
     fn join(
         &self,
         mut doc: Document,
-        foreign: &Indexed,
-        env: &dyn PipelineEnv,
-        memory_max_bytes: usize,
+        state: &mut JoinState,
+        cx: RunCx<'_>,
     ) -> CommandResult<Document> {
         let raw = to_raw(&doc)?;
-        let matched: Vec<Document> = match &self.fields {
-            Some((local, _)) => {
-                let values = keys_at(&raw, local, false);
-                foreign
-                    .matching(&values)
-                    .into_iter()
-                    .map(|i| foreign.docs[i].clone())
-                    .collect()
-            }
-            None => foreign.docs.clone(),
-        };
+        let matched = self.candidates(&raw, state, cx)?;
         let joined = match &self.pipeline {
-            Some(p) => p.run(&raw, matched, env)?,
+            Some(p) => p.run(&raw, matched, cx.env)?,
             None => matched,
         };
         let total_bytes: usize = joined.iter().map(doc_size_bytes).sum();
-        if total_bytes > memory_max_bytes {
+        if total_bytes > cx.memory_max_bytes {
             return Err(perr(
                 codes::LOOKUP_TOO_LARGE,
                 format!(
-                    "Total size of documents in {} matching pipeline's $lookup stage exceeds {memory_max_bytes} bytes",
-                    self.from.as_ref().map_or("", |f| f.1.as_str())
+                    "Total size of documents in {} matching pipeline's $lookup stage exceeds {} bytes",
+                    self.from.as_ref().map_or("", |f| f.1.as_str()),
+                    cx.memory_max_bytes
                 ),
             ));
         }
@@ -329,36 +328,37 @@ impl Lookup {
     }
 }
 
+/// The values `path` reaches in `doc` (as [`keys_raw`] without arrays), for an index probe.
+fn local_values(doc: &RawDocument, path: &[String]) -> Vec<Bson> {
+    let mut out = Vec::new();
+    let _ = path::walk::<()>(doc, path, &mut |c| {
+        match c.value {
+            Some(bson::RawBsonRef::Array(_)) if !c.expanded => {}
+            Some(v) => out.push(crate::query::types::to_owned(v)),
+            None => out.push(Bson::Null),
+        }
+        ControlFlow::Continue(())
+    });
+    out
+}
+
+/// What one run of a `$lookup` keeps between input documents.
+struct JoinState {
+    index_usable: bool,
+    table: Option<ForeignTable>,
+    all: Option<Vec<Document>>,
+}
+
 impl Stage for Lookup {
     fn run<'a>(&'a self, input: DocStream<'a>, cx: RunCx<'a>) -> CommandResult<DocStream<'a>> {
-        let mut foreign: Option<Indexed> = None;
-        let mut env_has_index = true;
-        Ok(Box::new(input.map(move |item| {
-            let doc = item?;
-            // Ask the environment for just the candidates (an index lookup) until it declines.
-            if env_has_index
-                && let (Some((db, coll)), Some((local, far))) = (&self.from, &self.fields)
-            {
-                let values = keys_at(&to_raw(&doc)?, local, false);
-                match cx
-                    .env
-                    .lookup_candidates(db, coll, &far.join("."), &values)?
-                {
-                    Some(candidates) => {
-                        let index = Indexed::build(candidates, far)?;
-                        return self.join(doc, &index, cx.env, cx.memory_max_bytes);
-                    }
-                    None => env_has_index = false,
-                }
-            }
-            if foreign.is_none() {
-                foreign = Some(self.load(cx.env)?);
-            }
-            match &foreign {
-                Some(f) => self.join(doc, f, cx.env, cx.memory_max_bytes),
-                None => Ok(doc),
-            }
-        })))
+        let mut state = JoinState {
+            index_usable: true,
+            table: None,
+            all: None,
+        };
+        Ok(Box::new(
+            input.map(move |item| self.join(item?, &mut state, cx)),
+        ))
     }
 }
 
@@ -420,13 +420,14 @@ impl UnionWith {
         Ok(UnionWith { coll, pipeline })
     }
 
-    fn other(&self, env: &dyn PipelineEnv) -> CommandResult<Vec<Document>> {
-        let docs = match &self.coll {
-            Some((db, c)) => env.collection_docs(db, c)?,
-            None => Vec::new(),
+    /// The other collection, decoded as it is pulled, through the pipeline if there is one.
+    fn other<'a>(&'a self, env: &'a dyn PipelineEnv) -> CommandResult<DocStream<'a>> {
+        let docs: DocStream<'a> = match &self.coll {
+            Some((db, c)) => Box::new(env.scan_raw(db, c)?.map(|item| to_doc(&item?.1))),
+            None => Box::new(std::iter::empty()),
         };
         match &self.pipeline {
-            Some(p) => p.run(&to_raw(&Document::new())?, docs, env),
+            Some(p) => p.parsed.run(docs, env),
             None => Ok(docs),
         }
     }
@@ -434,10 +435,12 @@ impl UnionWith {
 
 impl Stage for UnionWith {
     fn run<'a>(&'a self, input: DocStream<'a>, cx: RunCx<'a>) -> CommandResult<DocStream<'a>> {
-        // The other collection is read only once the input is exhausted.
-        let tail = std::iter::once(()).flat_map(move |()| match self.other(cx.env) {
-            Ok(docs) => docs.into_iter().map(Ok).collect::<Vec<_>>(),
-            Err(e) => vec![Err(e)],
+        // The other collection is read only once the input is exhausted, then as it is pulled.
+        let tail = std::iter::once(()).flat_map(move |()| -> DocStream<'a> {
+            match self.other(cx.env) {
+                Ok(docs) => docs,
+                Err(e) => Box::new(std::iter::once(Err(e))),
+            }
         });
         Ok(Box::new(input.chain(tail)))
     }
@@ -533,7 +536,12 @@ impl GraphLookup {
         })
     }
 
-    fn search(&self, mut doc: Document, graph: &Indexed) -> CommandResult<Document> {
+    fn search(
+        &self,
+        mut doc: Document,
+        graph: &ForeignTable,
+        env: &dyn PipelineEnv,
+    ) -> CommandResult<Document> {
         let start = match self.start_with.eval_on(&doc)? {
             Some(Bson::Array(items)) => items,
             Some(v) => vec![v],
@@ -541,15 +549,16 @@ impl GraphLookup {
         };
         let limit = self.max_depth.unwrap_or(GRAPH_LOOKUP_DEPTH_MAX);
         let mut visited: HashSet<usize> = HashSet::new();
-        let mut found: Vec<(usize, usize)> = Vec::new();
-        let mut frontier = start;
+        let mut found: Vec<(Document, usize)> = Vec::new();
+        let mut frontier: Vec<Vec<u8>> = start.iter().map(value_key).collect();
         let mut depth = 0usize;
         while !frontier.is_empty() && depth <= limit {
+            env.check_interrupt()?;
             let mut next = Vec::new();
-            for i in graph.matching(&frontier) {
-                if visited.insert(i) {
-                    found.push((i, depth));
-                    next.extend(keys_at(&to_raw(&graph.docs[i])?, &self.connect_from, false));
+            for (pos, d) in graph.matching(env, &frontier, self.restrict.as_ref())? {
+                if visited.insert(pos) {
+                    next.extend(keys_raw(&d, &self.connect_from, false));
+                    found.push((to_doc(&d)?, depth));
                 }
             }
             frontier = next;
@@ -557,8 +566,7 @@ impl GraphLookup {
         }
         let results = found
             .into_iter()
-            .map(|(i, depth)| {
-                let mut d = graph.docs[i].clone();
+            .map(|(mut d, depth)| {
                 if let Some(f) = &self.depth_field {
                     set_path(
                         &mut d,
@@ -572,32 +580,24 @@ impl GraphLookup {
         set_path(&mut doc, &self.as_path, Bson::Array(results));
         Ok(doc)
     }
-
-    fn load(&self, env: &dyn PipelineEnv) -> CommandResult<Indexed> {
-        let mut docs = env.collection_docs(&self.from.0, &self.from.1)?;
-        if let Some(f) = &self.restrict {
-            let mut kept = Vec::with_capacity(docs.len());
-            for d in docs {
-                if f.try_matches(&to_raw(&d)?)?.is_some() {
-                    kept.push(d);
-                }
-            }
-            docs = kept;
-        }
-        Indexed::build(docs, &self.connect_to)
-    }
 }
 
 impl Stage for GraphLookup {
     fn run<'a>(&'a self, input: DocStream<'a>, cx: RunCx<'a>) -> CommandResult<DocStream<'a>> {
-        let mut graph: Option<Indexed> = None;
+        let mut graph: Option<ForeignTable> = None;
         Ok(Box::new(input.map(move |item| {
             let doc = item?;
             if graph.is_none() {
-                graph = Some(self.load(cx.env)?);
+                graph = Some(ForeignTable::build(
+                    cx.env,
+                    (&self.from.0, &self.from.1),
+                    &self.connect_to,
+                    self.restrict.as_ref(),
+                    cx.memory_max_bytes,
+                )?);
             }
             match &graph {
-                Some(g) => self.search(doc, g),
+                Some(g) => self.search(doc, g, cx.env),
                 None => Ok(doc),
             }
         })))

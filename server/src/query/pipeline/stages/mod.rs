@@ -5,6 +5,7 @@
 mod basic;
 mod bucket;
 mod densify;
+mod foreign;
 mod group;
 mod lookup;
 mod shape;

@@ -4,6 +4,7 @@
 mod accumulators;
 mod bench;
 mod differential;
+mod lookup;
 mod raw;
 mod stages;
 mod window;

@@ -1,0 +1,254 @@
+//! Proves the plan cache never changes a result and answers `$planCacheStats`, `planCacheClear`
+//! and explain's `isCached`/`queryHash`/`planCacheKey` as mongod does. How: a real `cairn`
+//! process, seeded random queries of a few shapes (run warm from the cache, and as collection
+//! scans) between random writes and index changes, results compared as sets.
+
+use bson::{Bson, Document, doc};
+use cairn_e2e::{Server, winning};
+use futures_util::TryStreamExt;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+const BIN: &str = env!("CARGO_BIN_EXE_cairn");
+const DOCS: i32 = 1500;
+const QUERIES: usize = 300;
+
+fn seed() -> u64 {
+    let seed = std::env::var("CAIRN_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random);
+    println!("CAIRN_SEED={seed}");
+    seed
+}
+
+fn random_doc(rng: &mut StdRng, id: i32) -> Document {
+    let mut d = doc! { "_id": id, "a": rng.random_range(0..20), "b": rng.random_range(0..50) };
+    if rng.random_bool(0.2) {
+        d.insert("a", Bson::Null);
+    }
+    if rng.random_bool(0.1) {
+        d.insert("b", vec![rng.random_range(0..50), rng.random_range(0..50)]);
+    }
+    d.insert("s", format!("s{}", rng.random_range(0..5)));
+    d
+}
+
+fn random_query(rng: &mut StdRng) -> (Document, Option<Document>) {
+    let a = rng.random_range(-1..21);
+    let b = rng.random_range(-1..51);
+    let filter = match rng.random_range(0..6) {
+        0 => doc! { "a": a },
+        1 => doc! { "a": { "$gte": a }, "b": b },
+        2 => doc! { "b": { "$in": [b, b + 1, Bson::Null] } },
+        3 => doc! { "a": a, "b": { "$lt": b } },
+        4 => doc! { "a": Bson::Null, "s": "s1" },
+        _ => doc! { "$or": [ { "a": a }, { "b": b } ] },
+    };
+    let sort = rng.random_bool(0.3).then(|| doc! { "b": 1 });
+    (filter, sort)
+}
+
+async fn ids(
+    coll: &mongodb::Collection<Document>,
+    filter: Document,
+    sort: Option<Document>,
+    natural: bool,
+) -> Vec<Bson> {
+    let mut find = coll.find(filter);
+    if let Some(s) = sort {
+        find = find.sort(s);
+    }
+    if natural {
+        find = find.hint(mongodb::options::Hint::Keys(doc! { "$natural": 1 }));
+    }
+    let docs: Vec<Document> = find.await.unwrap().try_collect().await.unwrap();
+    let mut out: Vec<Bson> = docs
+        .iter()
+        .map(|d| d.get("_id").cloned().unwrap_or(Bson::Null))
+        .collect();
+    out.sort_by_key(|b| b.as_i32());
+    out
+}
+
+async fn cache_entries(db: &mongodb::Database, coll: &str) -> Vec<Document> {
+    let cursor = db
+        .collection::<Document>(coll)
+        .aggregate([doc! { "$planCacheStats": {} }])
+        .await
+        .unwrap();
+    cursor.try_collect().await.unwrap()
+}
+
+#[tokio::test]
+async fn cached_plans_never_change_results() {
+    let mut rng = StdRng::seed_from_u64(seed());
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let db = client.database("pc");
+    let coll = db.collection::<Document>("c");
+    let docs: Vec<Document> = (0..DOCS).map(|i| random_doc(&mut rng, i)).collect();
+    coll.insert_many(docs).await.unwrap();
+    for keys in [doc! { "a": 1 }, doc! { "b": 1 }, doc! { "a": 1, "b": 1 }] {
+        coll.create_index(mongodb::IndexModel::builder().keys(keys).build())
+            .await
+            .unwrap();
+    }
+    let mut next_id = DOCS;
+    for q in 0..QUERIES {
+        let (filter, sort) = random_query(&mut rng);
+        let warm = ids(&coll, filter.clone(), sort.clone(), false).await;
+        let again = ids(&coll, filter.clone(), sort.clone(), false).await;
+        let scanned = ids(&coll, filter.clone(), sort.clone(), true).await;
+        assert_eq!(warm, scanned, "query {q}: {filter} (first run)");
+        assert_eq!(again, scanned, "query {q}: {filter} (from the cache)");
+        match rng.random_range(0..10) {
+            0 => {
+                coll.insert_one(random_doc(&mut rng, next_id))
+                    .await
+                    .unwrap();
+                next_id += 1;
+            }
+            1 => {
+                let id = rng.random_range(0..next_id);
+                coll.update_one(
+                    doc! { "_id": id },
+                    doc! { "$set": { "a": rng.random_range(0..20) } },
+                )
+                .await
+                .unwrap();
+            }
+            2 => {
+                coll.delete_one(doc! { "_id": rng.random_range(0..next_id) })
+                    .await
+                    .unwrap();
+            }
+            3 if q % 50 == 3 => {
+                // An index change: entries made with the old set are not used again.
+                let _ = coll.drop_index("a_1_b_1").await;
+                coll.create_index(
+                    mongodb::IndexModel::builder()
+                        .keys(doc! { "a": 1, "b": 1 })
+                        .build(),
+                )
+                .await
+                .unwrap();
+            }
+            _ => {}
+        }
+    }
+    assert!(
+        !cache_entries(&db, "c").await.is_empty(),
+        "nothing was cached"
+    );
+}
+
+#[tokio::test]
+async fn plan_cache_commands_and_explain() {
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let db = client.database("pc2");
+    let coll = db.collection::<Document>("c");
+    let docs: Vec<Document> = (0..200)
+        .map(|i| doc! { "_id": i, "a": i % 10, "b": i % 7 })
+        .collect();
+    coll.insert_many(docs).await.unwrap();
+    for keys in [doc! { "a": 1 }, doc! { "b": 1 }] {
+        coll.create_index(mongodb::IndexModel::builder().keys(keys).build())
+            .await
+            .unwrap();
+    }
+    let explain = async |filter: Document| {
+        db.run_command(
+            doc! { "explain": { "find": "c", "filter": filter }, "verbosity": "queryPlanner" },
+        )
+        .await
+        .unwrap()
+    };
+    let e = explain(doc! { "a": 3, "b": 2 }).await;
+    assert!(!winning(&e).get_bool("isCached").unwrap());
+    let qp = e.get_document("queryPlanner").unwrap();
+    let hash = qp.get_str("queryHash").unwrap().to_string();
+    let key = qp.get_str("planCacheKey").unwrap().to_string();
+    assert_eq!(hash.len(), 8);
+    // Explain does not add entries.
+    assert!(cache_entries(&db, "c").await.is_empty());
+
+    let _: Vec<Document> = coll
+        .find(doc! { "a": 3, "b": 2 })
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    let entries = cache_entries(&db, "c").await;
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    let entry = &entries[0];
+    assert_eq!(entry.get_str("queryHash").unwrap(), hash);
+    assert_eq!(entry.get_str("planCacheKey").unwrap(), key);
+    assert!(entry.get_bool("isActive").unwrap());
+    assert_eq!(
+        entry
+            .get_document("createdFromQuery")
+            .unwrap()
+            .get_document("query")
+            .unwrap(),
+        &doc! { "a": 3, "b": 2 }
+    );
+
+    // The same shape with other values comes from the cache and hashes alike.
+    let e = explain(doc! { "a": 5, "b": 1 }).await;
+    assert!(winning(&e).get_bool("isCached").unwrap());
+    assert_eq!(
+        e.get_document("queryPlanner")
+            .unwrap()
+            .get_str("queryHash")
+            .unwrap(),
+        hash
+    );
+    // Another shape does not.
+    let e = explain(doc! { "a": { "$gt": 5 }, "b": 1 }).await;
+    assert!(!winning(&e).get_bool("isCached").unwrap());
+
+    // planCacheClear of another shape keeps the entry; of this shape, or of all, drops it.
+    db.run_command(doc! { "planCacheClear": "c", "query": { "b": 1 } })
+        .await
+        .unwrap();
+    assert_eq!(cache_entries(&db, "c").await.len(), 1);
+    db.run_command(doc! { "planCacheClear": "c", "query": { "a": 9, "b": 9 } })
+        .await
+        .unwrap();
+    assert!(cache_entries(&db, "c").await.is_empty());
+    let _: Vec<Document> = coll
+        .find(doc! { "a": 3, "b": 2 })
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    db.run_command(doc! { "planCacheClear": "c" })
+        .await
+        .unwrap();
+    assert!(cache_entries(&db, "c").await.is_empty());
+
+    // A new index changes the planCacheKey (not the queryHash) and retires the entry.
+    let _: Vec<Document> = coll
+        .find(doc! { "a": 3, "b": 2 })
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    coll.create_index(
+        mongodb::IndexModel::builder()
+            .keys(doc! { "a": 1, "b": 1 })
+            .build(),
+    )
+    .await
+    .unwrap();
+    let e = explain(doc! { "a": 3, "b": 2 }).await;
+    let qp = e.get_document("queryPlanner").unwrap();
+    assert_eq!(qp.get_str("queryHash").unwrap(), hash);
+    assert_ne!(qp.get_str("planCacheKey").unwrap(), key);
+    assert!(!winning(&e).get_bool("isCached").unwrap());
+}
