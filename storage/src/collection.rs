@@ -306,6 +306,12 @@ impl Collection {
         }
     }
 
+    /// Whether a document with this RecordId is there now (no read of the document).
+    pub fn contains(&self, rid: RecordId) -> Result<bool> {
+        let st = self.read()?;
+        Ok(!st.dropped && st.loc(self.pager(), rid)?.is_some())
+    }
+
     /// Up to `limit` documents in RecordId order, strictly after `after` when given.
     pub fn scan(
         &self,
