@@ -89,6 +89,7 @@ error_codes! {
     NewReplicaSetConfigurationIncompatible = 103,
     ChangeStreamFatalError = 280,
     ChangeStreamHistoryLost = 286,
+    InvalidResumeToken = 260,
     WriteConcernFailed = 64,
     MultipleErrorsOccurred = 65,
     UnknownReplWriteConcern = 79,

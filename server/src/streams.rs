@@ -65,6 +65,9 @@ pub struct StreamCursor {
     pub last_used: Instant,
     /// Collection id -> (db, name, uuid) of collections met so far.
     pub names: HashMap<u64, Option<(String, String, bson::Uuid)>>,
+    /// The stream met a drop, rename or dropDatabase of what it watches and returned its
+    /// invalidate event: it ends with this reply.
+    pub invalidated: bool,
 }
 
 #[derive(Default)]

@@ -10,6 +10,7 @@ pub mod auth;
 pub mod authz;
 pub mod bulk_write;
 pub mod capped;
+pub mod change_ddl;
 pub mod changes;
 pub mod crud_read;
 pub mod crud_write;
