@@ -236,3 +236,54 @@ async fn drop_database_events_and_oplog_command_entries() {
     }
     assert!(entries[5].get("ui").is_none());
 }
+
+#[tokio::test]
+async fn shaping_stages_after_change_stream() {
+    let server = initiated().await;
+    let client = server.client().await;
+    let db = client.database("t");
+    let c = db.collection::<Document>("s");
+    c.insert_one(doc! { "_id": 0 }).await.unwrap();
+    let open_with = |stages: Vec<Document>| {
+        let db = db.clone();
+        async move {
+            let mut pipeline = vec![doc! { "$changeStream": {} }];
+            pipeline.extend(stages);
+            db.run_command(doc! { "aggregate": "s", "pipeline": pipeline, "cursor": {} })
+                .await
+        }
+    };
+    let r = open_with(vec![
+        doc! { "$match": { "operationType": "insert" } },
+        doc! { "$project": { "operationType": 1, "fullDocument.a": 1 } },
+        doc! { "$addFields": { "seen": true } },
+    ])
+    .await
+    .unwrap();
+    let id = r.get_document("cursor").unwrap().get_i64("id").unwrap();
+    let bad = open_with(vec![doc! { "$project": { "_id": 0 } }])
+        .await
+        .unwrap();
+    let bad_id = bad.get_document("cursor").unwrap().get_i64("id").unwrap();
+    let e = open_with(vec![doc! { "$group": { "_id": null } }])
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&e), 20);
+    c.insert_one(doc! { "_id": 1, "a": 5, "b": 6 })
+        .await
+        .unwrap();
+    c.delete_one(doc! { "_id": 1 }).await.unwrap();
+    let (got, _) = events(&db, id, "t.s", 1).await;
+    assert_eq!(got.len(), 1);
+    let e = &got[0];
+    assert_eq!(
+        e.keys().collect::<Vec<_>>(),
+        ["_id", "operationType", "fullDocument", "seen"]
+    );
+    assert_eq!(e.get_document("fullDocument").unwrap(), &doc! { "a": 5 });
+    let e = db
+        .run_command(doc! { "getMore": bad_id, "collection": "s", "maxTimeMS": 500 })
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&e), 280);
+}

@@ -39,7 +39,7 @@ pub enum Kind {
     Change {
         scope: Scope,
         full_document: FullDocument,
-        /// `$match` stages after `$changeStream`, applied to events.
+        /// The stages after `$changeStream` (`commands::change_stages`), applied to events.
         matches: Vec<Document>,
         /// `fullDocumentBeforeChange: whenAvailable` (cairn has no pre-images: null).
         before_change: bool,

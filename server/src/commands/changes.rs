@@ -10,6 +10,7 @@
 //! in commit order; the position lets a resume seek straight to its batch, after a restart too.
 
 use super::change_ddl::Ddl;
+use super::change_stages::Select;
 use super::{Reply, Request};
 use crate::error::{CommandResult, ErrorCode, err, storage_error};
 use crate::limits::{CHANGE_AWAIT_MS_MAX, CHANGE_BATCH_COUNT_MAX};
@@ -306,12 +307,11 @@ fn fill(
         return Err(history_lost());
     }
     let term = state.repl.as_ref().map_or(0, |r| r.term());
-    let filters: Vec<Filter> = match &c.kind {
-        Kind::Oplog { filter, .. } => vec![Filter::parse(filter)?],
-        Kind::Change { matches, .. } => matches
-            .iter()
-            .map(Filter::parse)
-            .collect::<Result<_, _>>()?,
+    let select = match &c.kind {
+        Kind::Oplog { filter, .. } => Select::Filters(vec![Filter::parse(filter)?]),
+        Kind::Change { matches, .. } => {
+            super::change_stages::compile(matches, c.ns.split('.').next().unwrap_or(""))?
+        }
     };
     let mut out = Vec::new();
     let mut bytes = 0usize;
@@ -328,7 +328,7 @@ fn fill(
             let after = batches.peek().map_or(read.next, |n| n.pos);
             let skip = if b.pos == c.pos.next { c.pos.skip } else { 0 };
             if let Some(stopped) = fill_batch(
-                state, c, &b, skip, term, &filters, want, &mut out, &mut bytes,
+                state, c, &b, skip, term, &select, want, &mut out, &mut bytes,
             )? {
                 c.pos.next = b.pos;
                 c.pos.skip = stopped;
@@ -356,7 +356,7 @@ fn fill_batch(
     b: &HistoryBatch,
     skip: u32,
     term: i64,
-    filters: &[Filter],
+    select: &Select,
     want: usize,
     out: &mut Vec<RawDocumentBuf>,
     bytes: &mut usize,
@@ -372,9 +372,14 @@ fn fill_batch(
             let docs = super::change_ddl::entries(c, &at, op);
             let docs = if ts < c.pos.min_ts { Vec::new() } else { docs };
             for (doc, filtered) in docs {
-                let raw = RawDocumentBuf::try_from(&doc)
-                    .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?;
-                if !filtered || filters.iter().all(|f| f.matches(&raw)) {
+                let raw = match filtered {
+                    true => select.apply(doc)?,
+                    false => Some(
+                        RawDocumentBuf::try_from(&doc)
+                            .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?,
+                    ),
+                };
+                if let Some(raw) = raw {
                     *bytes += raw.as_bytes().len();
                     out.push(raw);
                 }
@@ -420,9 +425,7 @@ fn fill_batch(
                 )?
             }
         };
-        let raw = RawDocumentBuf::try_from(&doc)
-            .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?;
-        if filters.iter().all(|f| f.matches(&raw)) {
+        if let Some(raw) = select.apply(doc)? {
             *bytes += raw.as_bytes().len();
             out.push(raw);
         }
@@ -645,19 +648,15 @@ fn open_stream(
     };
     let mut matches = Vec::new();
     for s in rest {
-        match s.as_document().and_then(|d| d.get_document("$match").ok()) {
-            Some(m) => {
-                Filter::parse(m)?;
-                matches.push(m.clone());
-            }
-            None => {
-                return Err(err(
-                    ErrorCode::IllegalOperation,
-                    "cairn supports only $match after $changeStream",
-                ));
-            }
-        }
+        let Some(d) = s.as_document() else {
+            return Err(err(
+                ErrorCode::TypeMismatch,
+                "Each element of the 'pipeline' array must be an object",
+            ));
+        };
+        matches.push(d.clone());
     }
+    super::change_stages::check(&matches, &req.db)?;
     let engine = state.catalog.engine();
     if spec.get("resumeAfter").is_some_and(is_invalidate_token) {
         return Err(err(

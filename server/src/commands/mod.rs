@@ -11,6 +11,7 @@ pub mod authz;
 pub mod bulk_write;
 pub mod capped;
 pub mod change_ddl;
+pub mod change_stages;
 pub mod changes;
 pub mod crud_read;
 pub mod crud_write;
