@@ -1,6 +1,8 @@
 """pymongo against cairn started with --replSet rs0: initiate, discover the set, then a change
 stream on a collection sees insert, update and delete in mongod's shapes and resumes from a
-token. Exits non-zero on the first thing that looks wrong."""
+token; a retryable write whose reply is lost (the onPrimaryTransactionalWrite fail point, when
+the server runs with enableTestCommands) is retried by pymongo and applied once. Exits non-zero
+on the first thing that looks wrong."""
 import os
 
 import pymongo
@@ -35,4 +37,21 @@ with pymongo.MongoClient(f"mongodb://{me}/?replicaSet=rs0", serverSelectionTimeo
     assert c.topology_description.topology_type_name == "ReplicaSetWithPrimary"
     status = c.admin.command("replSetGetStatus")
     assert status["members"][0]["stateStr"] == "PRIMARY", status
-print("pymongo replica set and change streams: ok")
+    # Retryable writes: the first reply is lost, pymongo retries, the write applies once.
+    counters = c.rs_check.counters
+    counters.drop()
+    counters.insert_one({"_id": 1, "n": 0})
+    lose = {"configureFailPoint": "onPrimaryTransactionalWrite", "mode": {"times": 1}}
+    try:
+        c.admin.command(lose)
+        lost = True
+    except OperationFailure as e:
+        assert e.code == 59, e  # no test commands: the plain retryable path only
+        lost = False
+    r = counters.update_one({"_id": 1}, {"$inc": {"n": 1}})
+    assert (r.matched_count, r.modified_count) == (1, 1), r.raw_result
+    assert counters.find_one({"_id": 1})["n"] == 1, counters.find_one({"_id": 1})
+    if lost:
+        retried = c.admin.command("serverStatus")["transactions"]["retriedCommandsCount"]
+        assert retried >= 1, retried
+print("pymongo replica set, change streams and retryable writes: ok")

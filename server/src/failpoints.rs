@@ -15,6 +15,10 @@
 //! - `fsyncLockedWrite` (the one entered on an async worker; it never blocks): counted each time
 //!   a write command finds the server fsync-locked and starts waiting, so a test knows the write
 //!   is held back.
+//! - `onPrimaryTransactionalWrite` (async worker, never blocks): after a retryable write ran and
+//!   its reply was recorded, the connection is closed instead of answering (unless
+//!   `data.closeConnection` is false), as mongod's point does: the reply is lost, the driver
+//!   retries.
 
 use crate::error::{CommandResult, ErrorCode, err};
 use bson::{Bson, Document};
@@ -28,11 +32,13 @@ pub const BLOCK_STORAGE_CALL: &str = "blockStorageCall";
 pub const HANG_AFTER_STARTING_INDEX_BUILD: &str = "hangAfterStartingIndexBuild";
 pub const HANG_INDEX_BUILD_DURING_SCAN: &str = "hangIndexBuildDuringScan";
 pub const FSYNC_LOCKED_WRITE: &str = "fsyncLockedWrite";
+pub const ON_PRIMARY_TRANSACTIONAL_WRITE: &str = "onPrimaryTransactionalWrite";
 const NAMES: &[&str] = &[
     BLOCK_STORAGE_CALL,
     HANG_AFTER_STARTING_INDEX_BUILD,
     HANG_INDEX_BUILD_DURING_SCAN,
     FSYNC_LOCKED_WRITE,
+    ON_PRIMARY_TRANSACTIONAL_WRITE,
 ];
 
 /// Longest a hang re-checks its point without being woken (a safety net; configure wakes it).

@@ -25,6 +25,7 @@ pub mod planner;
 pub mod query;
 pub mod repl;
 pub mod server;
+pub mod sessions;
 pub mod state;
 pub mod streams;
 pub mod sysinfo;

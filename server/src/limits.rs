@@ -18,6 +18,13 @@ pub const SHUTDOWN_GRACE_MS: u64 = 10_000;
 pub const SLOW_OP_THRESHOLD_MS_DEFAULT: i64 = 100;
 /// `logicalSessionTimeoutMinutes` in `hello`.
 pub const SESSION_TIMEOUT_MINUTES: i32 = 30;
+/// Logical sessions the server keeps retryable-write state for (mongod's `maxSessions` is 1M;
+/// an entry here holds one stored reply).
+pub const SESSIONS_MAX: usize = 100_000;
+/// Bytes of retryable-write replies the session table keeps at most, all sessions together. Past
+/// it a reply is not kept, and a retry of that write gets IncompleteTransactionHistory instead of
+/// running again.
+pub const SESSION_REPLIES_BYTES_MAX: usize = 64 * 1024 * 1024;
 /// Wire versions we speak: 0 (legacy) through 25 (mongod 8.0).
 pub const WIRE_VERSION_MIN: i32 = 0;
 pub const WIRE_VERSION_MAX: i32 = 25;

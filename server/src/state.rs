@@ -83,6 +83,8 @@ pub struct ServerState {
     pub repl: Option<crate::repl::ReplState>,
     /// Open change streams and oplog cursors.
     pub streams: crate::streams::StreamRegistry,
+    /// Logical sessions: the retryable-write record (`crate::sessions`).
+    pub sessions: Arc<crate::sessions::SessionTable>,
     shutdown_tx: watch::Sender<bool>,
 }
 
@@ -130,6 +132,7 @@ impl ServerState {
             failpoints: crate::failpoints::FailPoints::default(),
             repl,
             streams: crate::streams::StreamRegistry::default(),
+            sessions: Arc::default(),
             shutdown_tx: watch::channel(false).0,
         })
     }

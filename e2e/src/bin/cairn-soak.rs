@@ -211,7 +211,7 @@ async fn hostile_step(addr: &str, r: u64) -> Result<()> {
         },
     };
     s.write_all(&op_msg(body)?).await?;
-    if r % 3 == 0 {
+    if r.is_multiple_of(3) {
         // Read the first batch so the cursor exists, then leave without killCursors.
         let mut len = [0u8; 4];
         tokio::io::AsyncReadExt::read_exact(&mut s, &mut len).await?;

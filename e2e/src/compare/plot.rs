@@ -330,71 +330,6 @@ pub fn decade_label_si(d: i32) -> String {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn row(name: &str, ratio: Option<f64>) -> Row {
-        Row {
-            name: name.into(),
-            unit: "us/op".into(),
-            better: Better::Lower,
-            target: None,
-            reference: None,
-            ratio,
-            target_error: None,
-            reference_error: None,
-        }
-    }
-
-    #[test]
-    fn decades_cover_every_ratio() {
-        assert_eq!(decade_range([0.5, 2.0].into_iter()), (-1, 1));
-        assert_eq!(decade_range([0.002, 350.0].into_iter()), (-3, 3));
-        assert_eq!(decade_label(-2), "0.01");
-        assert_eq!(decade_label(2), "100");
-    }
-
-    #[test]
-    fn charts_render_to_png() {
-        let png = ratio_bars(
-            &[row("a", Some(0.5)), row("b", Some(3.0)), row("c", None)],
-            "t",
-        )
-        .expect("bars");
-        assert_eq!(&png[1..4], b"PNG");
-        let s = [Series {
-            name: "x".into(),
-            points: vec![(1e3, 1.0), (1e4, 2.0), (1e5, 5.0)],
-        }];
-        assert_eq!(&cost_lines(&s, "t").expect("lines")[1..4], b"PNG");
-        let tick = |d: i32| decade_label_si(d);
-        let level = [Level {
-            name: "cache".into(),
-            value: 1024.0,
-        }];
-        let chart = |series| LogLog {
-            title: "t",
-            caption: "c",
-            series,
-            levels: &level,
-            y_tick: &tick,
-        };
-        let png = panels(&[chart(&s), chart(&[])]).expect("panels");
-        assert_eq!(&png[1..4], b"PNG");
-    }
-
-    #[test]
-    fn log_ranges_are_whole_decades() {
-        assert_eq!(log_range([0.5, 2.3].into_iter()), (0.0, 3.0));
-        assert_eq!(log_range([2.0].into_iter()), (2.0, 3.0));
-        assert_eq!(log_range(std::iter::empty()), (0.0, 1.0));
-        assert_eq!(decade_label_si(4), "10k");
-        assert_eq!(decade_label_si(6), "1M");
-        assert_eq!(decade_label_si(-1), "0.1");
-    }
-}
-
 /// "Nice" tick step for a linear axis spanning `span`: 1, 2 or 5 times a power of ten, giving
 /// about five to ten ticks.
 fn linear_step(span: f64) -> f64 {
@@ -486,4 +421,69 @@ pub fn time_lines(
         canvas.text(i64::from(right + 40), y, &name, 1, BLACK_RGB);
     }
     canvas.to_png().map_err(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(name: &str, ratio: Option<f64>) -> Row {
+        Row {
+            name: name.into(),
+            unit: "us/op".into(),
+            better: Better::Lower,
+            target: None,
+            reference: None,
+            ratio,
+            target_error: None,
+            reference_error: None,
+        }
+    }
+
+    #[test]
+    fn decades_cover_every_ratio() {
+        assert_eq!(decade_range([0.5, 2.0].into_iter()), (-1, 1));
+        assert_eq!(decade_range([0.002, 350.0].into_iter()), (-3, 3));
+        assert_eq!(decade_label(-2), "0.01");
+        assert_eq!(decade_label(2), "100");
+    }
+
+    #[test]
+    fn charts_render_to_png() {
+        let png = ratio_bars(
+            &[row("a", Some(0.5)), row("b", Some(3.0)), row("c", None)],
+            "t",
+        )
+        .expect("bars");
+        assert_eq!(&png[1..4], b"PNG");
+        let s = [Series {
+            name: "x".into(),
+            points: vec![(1e3, 1.0), (1e4, 2.0), (1e5, 5.0)],
+        }];
+        assert_eq!(&cost_lines(&s, "t").expect("lines")[1..4], b"PNG");
+        let tick = |d: i32| decade_label_si(d);
+        let level = [Level {
+            name: "cache".into(),
+            value: 1024.0,
+        }];
+        let chart = |series| LogLog {
+            title: "t",
+            caption: "c",
+            series,
+            levels: &level,
+            y_tick: &tick,
+        };
+        let png = panels(&[chart(&s), chart(&[])]).expect("panels");
+        assert_eq!(&png[1..4], b"PNG");
+    }
+
+    #[test]
+    fn log_ranges_are_whole_decades() {
+        assert_eq!(log_range([0.5, 2.3].into_iter()), (0.0, 3.0));
+        assert_eq!(log_range([2.0].into_iter()), (2.0, 3.0));
+        assert_eq!(log_range(std::iter::empty()), (0.0, 1.0));
+        assert_eq!(decade_label_si(4), "10k");
+        assert_eq!(decade_label_si(6), "1M");
+        assert_eq!(decade_label_si(-1), "0.1");
+    }
 }

@@ -199,6 +199,7 @@ pub fn server_status(state: &ServerState) -> Reply {
             "getmore": o.getmore.load(Relaxed) as i64,
             "command": o.command.load(Relaxed) as i64,
         },
+        "transactions": crate::sessions::server_status(&state.sessions),
         "mem": { "bits": 64, "resident": resident as i32, "virtual": virt as i32, "supported": true },
         "network": {
             "bytesIn": n.bytes_in.load(Relaxed) as i64,

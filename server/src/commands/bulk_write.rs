@@ -63,6 +63,8 @@ struct BulkRequest {
     ordered: bool,
     errors_only: bool,
     vars: Option<Document>,
+    /// A retryable write (`txnNumber`): its `multi: true` ops fail, as in mongod.
+    retryable: bool,
 }
 
 const TOP_FIELDS: &[&str] = &[
@@ -325,6 +327,7 @@ fn parse(req: &Request) -> CommandResult<BulkRequest> {
         ordered,
         errors_only,
         vars,
+        retryable: req.body.contains_key("txnNumber"),
     })
 }
 
@@ -444,7 +447,8 @@ fn run(state: &ServerState, bulk: &BulkRequest) -> (Results, Option<storage::Tic
                 failed
             }
             Kind::Update => {
-                let r = update_op(state, ns, op, i, bulk.vars.as_ref(), &mut shared);
+                let r = crud_write::check_retryable_multi(bulk.retryable, multi(op))
+                    .and_then(|()| update_op(state, ns, op, i, bulk.vars.as_ref(), &mut shared));
                 i += 1;
                 match r {
                     Ok(item) => {
@@ -462,7 +466,8 @@ fn run(state: &ServerState, bulk: &BulkRequest) -> (Results, Option<storage::Tic
                 }
             }
             Kind::Delete => {
-                let r = delete_op(state, ns, op, bulk.vars.as_ref(), &mut shared);
+                let r = crud_write::check_retryable_multi(bulk.retryable, multi(op))
+                    .and_then(|()| delete_op(state, ns, op, bulk.vars.as_ref(), &mut shared));
                 i += 1;
                 match r {
                     Ok(n) => {
@@ -638,6 +643,10 @@ fn update_op(
         );
     }
     Ok(item)
+}
+
+fn multi(op: &Op) -> bool {
+    op.body.get("multi").is_some_and(super::truthy)
 }
 
 /// A delete op as a `delete` statement (`q`, `limit`), run by `crud_write`; documents deleted.

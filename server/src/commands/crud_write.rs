@@ -511,11 +511,13 @@ fn update_statements(
     for raw in &stmts {
         check_sort_single(raw)?;
     }
+    let retryable = req.body.contains_key("txnNumber");
     let mut out = WriteOutcome::default();
     for (i, raw) in stmts.iter().enumerate() {
         state.opcounters.update.fetch_add(1, Relaxed);
         let result = match parse_update_stmt(raw, &req.db, coll, vars.as_ref()) {
-            Ok(stmt) => run_update(state, &req.db, coll, &stmt, i, &mut out),
+            Ok(stmt) => check_retryable_multi(retryable, stmt.multi)
+                .and_then(|()| run_update(state, &req.db, coll, &stmt, i, &mut out)),
             Err(e) => Err(e),
         };
         if let Err(e) = result {
@@ -526,6 +528,18 @@ fn update_statements(
         }
     }
     Ok(out)
+}
+
+/// A retryable write (`txnNumber` outside a transaction) cannot hold a multi-document update or
+/// delete: mongod fails that statement alone and runs the others.
+pub(super) fn check_retryable_multi(retryable: bool, multi: bool) -> CommandResult<()> {
+    if retryable && multi {
+        return Err(err(
+            ErrorCode::InvalidOptions,
+            "Cannot use (or request) retryable writes with multi=true",
+        ));
+    }
+    Ok(())
 }
 
 /// `sort` only chooses among the matches of a single-document update; with `multi: true` mongod
@@ -724,9 +738,13 @@ fn delete_statements(
     let vars = args::let_variables(&req.body, "delete")?;
     let mut out = WriteOutcome::default();
     let coll = state.catalog.collection(&req.db, name);
+    let retryable = req.body.contains_key("txnNumber");
     for (i, raw) in stmts.iter().enumerate() {
         state.opcounters.delete.fetch_add(1, Relaxed);
-        let result = run_delete(coll.as_ref(), &req.db, name, raw, vars.as_ref(), &mut out);
+        let multi = matches!(raw.get("limit"), Ok(Some(v)) if v.as_i32() == Some(0)
+            || v.as_i64() == Some(0) || v.as_f64() == Some(0.0));
+        let result = check_retryable_multi(retryable, multi)
+            .and_then(|()| run_delete(coll.as_ref(), &req.db, name, raw, vars.as_ref(), &mut out));
         if let Err(e) = result {
             out.error(i, e);
             if ordered {

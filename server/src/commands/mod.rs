@@ -364,21 +364,20 @@ pub async fn dispatch(
         ));
     };
     // A standalone has no transactions or retryable writes; mongod refuses their fields rather
-    // than running the write outside the transaction the client believes it is in.
-    // A replica set member takes `txnNumber` (retryable writes: drivers send it by default;
-    // cairn runs each statement once, without the retry record), not transactions.
-    let refused: &[&str] = if state.repl.is_some() {
-        &["startTransaction", "autocommit"]
-    } else {
-        &["txnNumber", "startTransaction", "autocommit"]
-    };
-    if state.repl.is_some() && refused.iter().any(|k| req.body.contains_key(*k)) {
+    // than running the write outside the transaction the client believes it is in. A replica
+    // set member runs retryable writes at most once (`crate::sessions`), not transactions.
+    let repl = state.repl.is_some();
+    let in_txn = ["startTransaction", "autocommit"]
+        .iter()
+        .any(|k| req.body.contains_key(*k));
+    if repl && in_txn {
         return Err(err(
             ErrorCode::IllegalOperation,
             "Multi-document transactions are not supported by cairn",
         ));
     }
-    if refused.iter().any(|k| req.body.contains_key(*k)) {
+    let retryable = crate::sessions::retryable(&req.body, spec.name, repl)?;
+    if in_txn {
         return Err(err(
             ErrorCode::IllegalOperation,
             "Transaction numbers are only allowed on a replica set member or mongos",
@@ -409,6 +408,24 @@ pub async fn dispatch(
     } else {
         None
     };
+    if let Some(rw) = retryable {
+        let (s, r) = (state.clone(), req.clone());
+        let result = crate::sessions::run_once(state.sessions.clone(), rw, move || async move {
+            // The fsync gate goes with the write: it must outlive a client that hangs up.
+            let _gate = _write_gate;
+            retryable_write(&s, &r).await
+        })
+        .await;
+        let lost = result.is_ok()
+            && state
+                .failpoints
+                .enter_if(crate::failpoints::ON_PRIMARY_TRANSACTIONAL_WRITE, |_| true)
+                .is_some_and(|d| d.get_bool("closeConnection").unwrap_or(true));
+        if lost {
+            return Ok(Reply::Close);
+        }
+        return authz::finish(state, conn, spec.name, req, result).await;
+    }
     let result = match spec.name {
         "hello" => handshake::hello(state, conn, req, false),
         "isMaster" => handshake::hello(state, conn, req, true),
@@ -515,6 +532,36 @@ pub async fn dispatch(
         )),
     };
     authz::finish(state, conn, spec.name, req, result).await
+}
+
+/// A retryable write's reply as the session table keeps it (raw replies decoded once, to keep).
+impl crate::sessions::Storable for Reply {
+    fn stored(&self) -> Option<Document> {
+        match self {
+            Reply::Doc(d) => Some(d.clone()),
+            Reply::Raw(r) => Document::try_from(r.as_ref()).ok(),
+            Reply::Close => None,
+        }
+    }
+
+    fn from_stored(d: Document) -> Self {
+        Reply::Doc(d)
+    }
+}
+
+/// The handlers of the commands `crate::sessions::RETRYABLE_COMMANDS` names.
+async fn retryable_write(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<Reply> {
+    match req.command {
+        "insert" => crud_write::insert(state, req).await,
+        "update" => crud_write::update(state, req).await,
+        "delete" => crud_write::delete(state, req).await,
+        "bulkWrite" => bulk_write::bulk_write(state, req).await,
+        "findAndModify" => find_and_modify::run(state, req).await,
+        other => Err(err(
+            ErrorCode::InternalError,
+            format!("command {other} is not a retryable write"),
+        )),
+    }
 }
 
 // Commands read their arguments with the query layer's value helpers.

@@ -1,0 +1,482 @@
+//! The session table: logical session id -> the state of its latest `txnNumber`, which is what
+//! makes retryable writes run at most once. A write command that carries `lsid` + `txnNumber`
+//! (replica-set mode only) checks its session out for as long as it runs: a retry that arrives
+//! while the first attempt still runs waits for it, then finds the stored reply and gets it back
+//! without the write being applied again. An older `txnNumber` than the session's latest is
+//! refused (TransactionTooOld); a newer one replaces the stored reply.
+//!
+//! Invariants: a session's stored reply belongs to exactly its `txn_number`; the write runs in a
+//! task of its own (`run_once`), so a client that hangs up cannot cancel it between applying the
+//! write and recording its reply. Only replies of commands that returned `ok: 1` are stored (a
+//! command-level error means no statement ran, so the retry runs it); per-statement write errors,
+//! interruptions included, are part of the stored reply: at most once, never twice.
+//!
+//! What this does not do (yet): the table lives in memory, so a retry after a server restart
+//! runs again; results are kept per command, not per statement (`stmtId`), so a retry that
+//! re-batches the statements differently gets the first reply. Kept replies are bounded in bytes
+//! (`limits::SESSION_REPLIES_BYTES_MAX`): a reply past the bound is not kept, and a retry of its
+//! write gets IncompleteTransactionHistory (217), never a second run. Bounded by
+//! `limits::SESSIONS_MAX`; when full, sessions idle longer than `logicalSessionTimeoutMinutes`
+//! are dropped. As in mongod, `endSessions` and `killSessions` leave the record in place (it
+//! goes when the session expires), so a late retry still cannot apply twice.
+
+use crate::error::{CommandResult, ErrorCode, err};
+use crate::limits;
+use bson::{Bson, Document, doc};
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The commands a `txnNumber` makes retryable (outside a transaction).
+pub const RETRYABLE_COMMANDS: &[&str] =
+    &["insert", "update", "delete", "findAndModify", "bulkWrite"];
+
+/// What one session remembers of its latest transaction number.
+#[derive(Default)]
+pub struct SessionTxn {
+    /// The highest `txnNumber` seen (-1: none yet).
+    txn_number: i64,
+    /// The reply of the write that ran under `txn_number`, once it finished with `ok: 1`.
+    reply: Option<Document>,
+    /// Its size, counted in `SessionTable::reply_bytes`.
+    reply_bytes: usize,
+    /// The write under `txn_number` ran (`reply` may still be None: not kept, over the bound).
+    executed: bool,
+}
+
+struct Entry {
+    txn: Arc<tokio::sync::Mutex<SessionTxn>>,
+    last_use: Instant,
+}
+
+#[derive(Default)]
+pub struct SessionTable {
+    map: Mutex<HashMap<Vec<u8>, Entry>>,
+    /// Retried writes answered from the table (serverStatus.transactions.retriedStatementsCount
+    /// counts statements; this counts commands).
+    pub retried_commands: std::sync::atomic::AtomicU64,
+    /// Bytes of the kept replies (bounded by `limits::SESSION_REPLIES_BYTES_MAX`).
+    reply_bytes: std::sync::atomic::AtomicUsize,
+}
+
+/// A retryable write's identity: the session key and its `txnNumber`.
+pub struct Retryable {
+    key: Vec<u8>,
+    /// The session id as mongod prints it in messages.
+    id_text: String,
+    txn_number: i64,
+}
+
+fn idle_max() -> Duration {
+    Duration::from_secs(limits::SESSION_TIMEOUT_MINUTES as u64 * 60)
+}
+
+/// The key of a session: its `lsid.id` bytes (a UUID), checked as mongod checks them.
+pub fn session_key(lsid: &Bson) -> CommandResult<(Vec<u8>, String)> {
+    let Bson::Document(d) = lsid else {
+        return Err(err(
+            ErrorCode::TypeMismatch,
+            "BSON field 'OperationSessionInfo.lsid' is the wrong type, expected type 'object'",
+        ));
+    };
+    match d.get("id") {
+        Some(Bson::Binary(b)) if b.subtype == bson::spec::BinarySubtype::Uuid => {
+            let text = uuid_text(&b.bytes);
+            Ok((b.bytes.clone(), text))
+        }
+        Some(_) => Err(err(
+            ErrorCode::TypeMismatch,
+            "BSON field 'LogicalSessionId.id' is the wrong type, expected type 'uuid'",
+        )),
+        None => Err(err(
+            ErrorCode::Location40414,
+            "BSON field 'LogicalSessionId.id' is missing but a required field",
+        )),
+    }
+}
+
+fn uuid_text(bytes: &[u8]) -> String {
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    if hex.len() != 32 {
+        return hex;
+    }
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+/// The `txnNumber` of a request: mongod takes only a 64-bit integer, never negative.
+pub fn txn_number(body: &Document) -> CommandResult<Option<i64>> {
+    match body.get("txnNumber") {
+        None => Ok(None),
+        Some(Bson::Int64(n)) if *n >= 0 => Ok(Some(*n)),
+        Some(Bson::Int64(n)) => Err(err(
+            ErrorCode::BadValue,
+            format!("TxnNumber cannot be negative: {n}"),
+        )),
+        Some(v) => Err(err(
+            ErrorCode::TypeMismatch,
+            format!(
+                "BSON field 'OperationSessionInfo.txnNumber' is the wrong type '{}', expected type 'long'",
+                value_type_name(v)
+            ),
+        )),
+    }
+}
+
+fn value_type_name(v: &Bson) -> &'static str {
+    match v {
+        Bson::Double(_) => "double",
+        Bson::String(_) => "string",
+        Bson::Document(_) => "object",
+        Bson::Array(_) => "array",
+        Bson::Boolean(_) => "bool",
+        Bson::Null => "null",
+        Bson::Int32(_) => "int",
+        Bson::Decimal128(_) => "decimal",
+        _ => "other",
+    }
+}
+
+/// What a write command's handler returns, as far as the table is concerned: the reply to keep
+/// (only an `ok: 1` one is kept) and how a retry gets it back.
+pub trait Storable: Sized + Send + 'static {
+    fn stored(&self) -> Option<Document>;
+    fn from_stored(d: Document) -> Self;
+}
+
+/// Checks the session fields of a request the way mongod does, in its order: a `txnNumber` needs
+/// an `lsid` (InvalidOptions), a standalone takes none (IllegalOperation), and only the retryable
+/// write commands take one without a transaction (NotARetryableWriteCommand). `Some` when the
+/// request is a retryable write.
+pub fn retryable(body: &Document, command: &str, repl: bool) -> CommandResult<Option<Retryable>> {
+    let Some(n) = txn_number(body)? else {
+        return Ok(None);
+    };
+    let Some(lsid) = body.get("lsid") else {
+        return Err(err(
+            ErrorCode::InvalidOptions,
+            "Transaction number requires a session ID to also be specified",
+        ));
+    };
+    if !repl {
+        return Err(err(
+            ErrorCode::IllegalOperation,
+            "Transaction numbers are only allowed on a replica set member or mongos",
+        ));
+    }
+    let (key, id_text) = session_key(lsid)?;
+    if !RETRYABLE_COMMANDS.contains(&command) {
+        return Err(err(
+            ErrorCode::NotARetryableWriteCommand,
+            format!(
+                "txnNumber may only be provided for multi-document transactions and retryable \
+                 write commands. autocommit:false was not provided, and {command} is not a \
+                 retryable write command."
+            ),
+        ));
+    }
+    Ok(Some(Retryable {
+        key,
+        id_text,
+        txn_number: n,
+    }))
+}
+
+impl SessionTable {
+    /// The session's state, created on first use. Full table: idle sessions are dropped first;
+    /// still full, the request fails as mongod's full session cache does.
+    fn entry(&self, key: &[u8]) -> CommandResult<Arc<tokio::sync::Mutex<SessionTxn>>> {
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        if let Some(e) = map.get_mut(key) {
+            e.last_use = now;
+            return Ok(e.txn.clone());
+        }
+        if map.len() >= limits::SESSIONS_MAX {
+            map.retain(|_, e| {
+                let keep =
+                    now.duration_since(e.last_use) < idle_max() || Arc::strong_count(&e.txn) > 1;
+                if !keep && let Ok(g) = e.txn.try_lock() {
+                    self.release(g.reply_bytes);
+                }
+                keep
+            });
+        }
+        if map.len() >= limits::SESSIONS_MAX {
+            return Err(err(
+                ErrorCode::TooManyLogicalSessions,
+                format!(
+                    "Unable to add session into the cache because the number of active sessions \
+                     is too high ({} sessions)",
+                    map.len()
+                ),
+            ));
+        }
+        let txn = Arc::new(tokio::sync::Mutex::new(SessionTxn {
+            txn_number: -1,
+            ..SessionTxn::default()
+        }));
+        map.insert(
+            key.to_vec(),
+            Entry {
+                txn: txn.clone(),
+                last_use: now,
+            },
+        );
+        Ok(txn)
+    }
+
+    /// Takes `bytes` of the reply budget; false (nothing taken) when they do not fit.
+    fn reserve(&self, bytes: usize) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.reply_bytes
+            .fetch_update(Relaxed, Relaxed, |held| {
+                let next = held.checked_add(bytes)?;
+                (next <= limits::SESSION_REPLIES_BYTES_MAX).then_some(next)
+            })
+            .is_ok()
+    }
+
+    fn release(&self, bytes: usize) {
+        self.reply_bytes
+            .fetch_sub(bytes, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Run a retryable write at most once per (session, txnNumber). `run` is the write command's
+/// handler; it runs in a task of its own, holding the session, so nothing can stop it between
+/// the write and the record of its reply.
+pub async fn run_once<T, F, Fut>(
+    table: Arc<SessionTable>,
+    rw: Retryable,
+    run: F,
+) -> CommandResult<T>
+where
+    T: Storable,
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = CommandResult<T>> + Send + 'static,
+{
+    let txn = table.entry(&rw.key)?;
+    let task = tokio::spawn(async move {
+        let mut s = txn.lock().await;
+        if rw.txn_number < s.txn_number {
+            return Err(err(
+                ErrorCode::TransactionTooOld,
+                format!(
+                    "Retryable write with txnNumber {} is prohibited on session {} because a \
+                     newer retryable write with txnNumber {} has already started on this session.",
+                    rw.txn_number, rw.id_text, s.txn_number
+                ),
+            ));
+        }
+        if rw.txn_number == s.txn_number && s.executed {
+            let Some(stored) = &s.reply else {
+                return Err(err(
+                    ErrorCode::IncompleteTransactionHistory,
+                    format!(
+                        "Incomplete history detected for transaction {} on session {}: the \
+                         write ran, but its reply was not kept (too many kept replies)",
+                        rw.txn_number, rw.id_text
+                    ),
+                ));
+            };
+            table
+                .retried_commands
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return Ok(T::from_stored(stored.clone()));
+        }
+        table.release(s.reply_bytes);
+        *s = SessionTxn {
+            txn_number: rw.txn_number,
+            ..SessionTxn::default()
+        };
+        let result = run().await;
+        if let Some(d) = result.as_ref().ok().and_then(Storable::stored)
+            && d.get_f64("ok").ok() == Some(1.0)
+        {
+            let d = retried_form(&d);
+            let bytes =
+                bson::RawDocumentBuf::try_from(&d).map_or(usize::MAX, |r| r.as_bytes().len());
+            s.executed = true;
+            if table.reserve(bytes) {
+                s.reply = Some(d);
+                s.reply_bytes = bytes;
+            }
+        }
+        result
+    });
+    match task.await {
+        Ok(r) => r,
+        Err(e) => Err(err(
+            ErrorCode::InternalError,
+            format!("retryable write failed: {e}"),
+        )),
+    }
+}
+
+/// The reply a retry gets: the first reply without the fields that describe that one attempt's
+/// wait (a retry has nothing to wait for: the write was durable before the first reply).
+fn retried_form(d: &Document) -> Document {
+    let mut out = d.clone();
+    out.remove("writeConcernError");
+    out
+}
+
+/// `serverStatus.transactions`: what there is to report without multi-document transactions.
+pub fn server_status(table: &SessionTable) -> Document {
+    doc! {
+        "retriedCommandsCount": table.retried_commands.load(std::sync::atomic::Ordering::Relaxed) as i64,
+        "retriedStatementsCount": 0_i64,
+        "transactionsCollectionWriteCount": 0_i64,
+        "currentActive": 0_i64,
+        "currentInactive": 0_i64,
+        "currentOpen": 0_i64,
+        "totalAborted": 0_i64,
+        "totalCommitted": 0_i64,
+        "totalStarted": 0_i64,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    impl Storable for Document {
+        fn stored(&self) -> Option<Document> {
+            Some(self.clone())
+        }
+        fn from_stored(d: Document) -> Self {
+            d
+        }
+    }
+
+    fn lsid(byte: u8) -> Bson {
+        Bson::Document(doc! { "id": bson::Binary {
+            subtype: bson::spec::BinarySubtype::Uuid,
+            bytes: vec![byte; 16],
+        } })
+    }
+
+    fn code<T>(r: CommandResult<T>) -> i32 {
+        r.err().map_or(0, |e| e.code.code())
+    }
+
+    #[test]
+    fn session_fields_are_checked_in_mongods_order() {
+        let w = |b: Document, c: &str, repl: bool| code(retryable(&b, c, repl));
+        assert_eq!(w(doc! { "txnNumber": 1_i64 }, "insert", false), 72);
+        assert_eq!(
+            w(
+                doc! { "txnNumber": 1_i64, "lsid": lsid(1) },
+                "insert",
+                false
+            ),
+            20
+        );
+        assert_eq!(
+            w(doc! { "txnNumber": 1, "lsid": lsid(1) }, "insert", true),
+            14
+        );
+        assert_eq!(
+            w(
+                doc! { "txnNumber": -1_i64, "lsid": lsid(1) },
+                "insert",
+                true
+            ),
+            2
+        );
+        assert_eq!(
+            w(doc! { "txnNumber": 1_i64, "lsid": lsid(1) }, "find", true),
+            50768
+        );
+        assert_eq!(
+            w(doc! { "txnNumber": 1_i64, "lsid": 1 }, "insert", true),
+            14
+        );
+        assert_eq!(
+            w(doc! { "txnNumber": 1_i64, "lsid": lsid(1) }, "insert", true),
+            0
+        );
+        assert_eq!(w(doc! { "lsid": lsid(1) }, "find", true), 0);
+    }
+
+    fn reply(n: i32) -> CommandResult<Document> {
+        Ok(doc! { "n": n, "ok": 1.0 })
+    }
+
+    fn n_of(r: CommandResult<Document>) -> i32 {
+        r.map_or(-1, |d| d.get_i32("n").unwrap_or(-1))
+    }
+
+    async fn once(
+        table: &Arc<SessionTable>,
+        txn: i64,
+        n: i32,
+        ran: &Arc<std::sync::atomic::AtomicU32>,
+    ) -> CommandResult<Document> {
+        let body = doc! { "txnNumber": txn, "lsid": lsid(7) };
+        let rw = retryable(&body, "insert", true).unwrap().unwrap();
+        let ran = ran.clone();
+        run_once(table.clone(), rw, move || async move {
+            ran.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            reply(n)
+        })
+        .await
+    }
+
+    #[tokio::test]
+    async fn a_retry_gets_the_first_reply_and_an_older_number_is_refused() {
+        let table = Arc::new(SessionTable::default());
+        let ran = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        assert_eq!(n_of(once(&table, 3, 1, &ran).await), 1);
+        assert_eq!(n_of(once(&table, 3, 2, &ran).await), 1);
+        assert_eq!(ran.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert_eq!(code(once(&table, 2, 1, &ran).await), 225);
+        assert_eq!(n_of(once(&table, 4, 5, &ran).await), 5);
+        assert_eq!(ran.load(std::sync::atomic::Ordering::SeqCst), 2);
+        assert_eq!(table.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_reply_past_the_byte_bound_is_not_kept_and_its_retry_is_refused() {
+        let table = Arc::new(SessionTable::default());
+        assert!(table.reserve(limits::SESSION_REPLIES_BYTES_MAX - 4));
+        let ran = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        assert_eq!(n_of(once(&table, 1, 1, &ran).await), 1);
+        assert_eq!(code(once(&table, 1, 1, &ran).await), 217);
+        assert_eq!(ran.load(std::sync::atomic::Ordering::SeqCst), 1);
+        table.release(limits::SESSION_REPLIES_BYTES_MAX - 4);
+        assert_eq!(n_of(once(&table, 2, 2, &ran).await), 2);
+        assert_eq!(n_of(once(&table, 2, 9, &ran).await), 2);
+        assert_eq!(ran.load(std::sync::atomic::Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn a_failed_command_is_not_remembered() {
+        let table = Arc::new(SessionTable::default());
+        let body = doc! { "txnNumber": 1_i64, "lsid": lsid(9) };
+        let rw = retryable(&body, "update", true).unwrap().unwrap();
+        let r: CommandResult<Document> = run_once(table.clone(), rw, || async {
+            Err(err(ErrorCode::NotWritablePrimary, "not primary"))
+        })
+        .await;
+        assert_eq!(code(r), 10107);
+        let rw = retryable(&body, "update", true).unwrap().unwrap();
+        assert_eq!(n_of(run_once(table, rw, || async { reply(1) }).await), 1);
+    }
+}
