@@ -365,7 +365,7 @@ async fn ddl_commands() {
     let e = db.create_collection("made").await.unwrap_err();
     assert_eq!(error_code(&e), 48);
     let e = db
-        .run_command(doc! { "create": "capped", "capped": true, "size": 1000 })
+        .run_command(doc! { "create": "ts", "timeseries": { "timeField": "t" } })
         .await
         .unwrap_err();
     assert_eq!(error_code(&e), 115);

@@ -47,6 +47,8 @@ const COMMANDS: &[&str] = &[
     "listCollections",
     "listDatabases",
     "renameCollection",
+    "convertToCapped",
+    "cloneCollectionAsCapped",
     "collMod",
     "dbStats",
     "collStats",

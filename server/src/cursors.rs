@@ -28,6 +28,15 @@ pub struct Cursor {
     /// What is left of the `maxTimeMS` of the command that opened it (None: no limit); each
     /// `getMore` runs within it and uses it up.
     pub time_left: Option<Duration>,
+    /// A tailable cursor on a capped collection (`commands::tailable`): it stays open at the
+    /// end of the collection and resumes after its last document.
+    pub tail: Option<Tail>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tail {
+    /// `awaitData`: a getMore that finds nothing waits for a commit (up to its `maxTimeMS`).
+    pub await_data: bool,
 }
 
 impl Cursor {
@@ -62,6 +71,11 @@ impl CursorRegistry {
                 return Ok(id);
             }
         }
+    }
+
+    /// The tailable settings of cursor `id` (None: not open, or not tailable).
+    pub fn tail_of(&self, id: i64) -> Option<Tail> {
+        self.map().get(&id).and_then(|c| c.tail)
     }
 
     /// Take a cursor out for a `getMore` (so no two requests use it at once).
@@ -119,6 +133,7 @@ mod tests {
             last_used: Instant::now(),
             no_timeout: false,
             time_left: None,
+            tail: None,
         }
     }
 

@@ -89,6 +89,7 @@ error_codes! {
     NewReplicaSetConfigurationIncompatible = 103,
     ChangeStreamFatalError = 280,
     ChangeStreamHistoryLost = 286,
+    InvalidResumeToken = 260,
     WriteConcernFailed = 64,
     MultipleErrorsOccurred = 65,
     UnknownReplWriteConcern = 79,
@@ -101,6 +102,7 @@ error_codes! {
     InvalidIndexSpecificationOption = 197,
     InvalidUUID = 207,
     QueryPlanKilled = 175,
+    CappedPositionLost = 136,
     InvalidPipelineOperator = 168,
     ViewDepthLimitExceeded = 165,
     CommandNotSupportedOnView = 166,
@@ -144,6 +146,7 @@ error_codes! {
     Location40674 = 40674,
     Location51173 = 51173,
     Location51174 = 51174,
+    Location51023 = 51023,
     // Aggregation stage argument errors (mongod's location codes).
     Location7749501 = 7749501,
     Location40323 = 40323,

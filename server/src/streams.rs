@@ -39,7 +39,7 @@ pub enum Kind {
     Change {
         scope: Scope,
         full_document: FullDocument,
-        /// `$match` stages after `$changeStream`, applied to events.
+        /// The stages after `$changeStream` (`commands::change_stages`), applied to events.
         matches: Vec<Document>,
         /// `fullDocumentBeforeChange: whenAvailable` (cairn has no pre-images: null).
         before_change: bool,
@@ -65,6 +65,9 @@ pub struct StreamCursor {
     pub last_used: Instant,
     /// Collection id -> (db, name, uuid) of collections met so far.
     pub names: HashMap<u64, Option<(String, String, bson::Uuid)>>,
+    /// The stream met a drop, rename or dropDatabase of what it watches and returned its
+    /// invalidate event: it ends with this reply.
+    pub invalidated: bool,
 }
 
 #[derive(Default)]

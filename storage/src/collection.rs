@@ -282,6 +282,14 @@ impl Collection {
             .unwrap_or_default()
     }
 
+    /// The bounds of a capped collection (None: not capped).
+    pub fn capped_limits(&self) -> Option<crate::capped::CappedLimits> {
+        self.meta
+            .read()
+            .ok()
+            .and_then(|m| crate::capped::limits_of(&m.options))
+    }
+
     /// Number of documents, exact, O(1).
     pub fn count(&self) -> u64 {
         self.read().map(|s| s.count).unwrap_or(0)
@@ -303,6 +311,12 @@ impl Collection {
             Some(loc) => Ok(Some(self.shared.log.read_document(loc)?)),
             None => Ok(None),
         }
+    }
+
+    /// Whether a document with this RecordId is there now (no read of the document).
+    pub fn contains(&self, rid: RecordId) -> Result<bool> {
+        let st = self.read()?;
+        Ok(!st.dropped && st.loc(self.pager(), rid)?.is_some())
     }
 
     /// Up to `limit` documents in RecordId order, strictly after `after` when given.
@@ -423,6 +437,16 @@ impl Collection {
         if st.dropped {
             return Err(StorageError::NamespaceNotFound(self.namespace().0));
         }
+        // A capped collection's inserts bring the deletes that keep it inside its bounds.
+        let (ops, mine): (Vec<WriteOp>, Vec<bool>) = match self.capped_limits() {
+            Some(l) => crate::capped::with_trims(&st, self.pager(), l, ops)?
+                .into_iter()
+                .unzip(),
+            None => {
+                let n = ops.len();
+                (ops, vec![true; n])
+            }
+        };
         let mut undo = Vec::new();
         let mut side: Vec<Vec<SideOp>> = vec![Vec::new(); st.builds.len()];
         let mut stamp = self.shared.stamp.then(|| StampOps {
@@ -472,7 +496,12 @@ impl Collection {
             .fetch_add(planned.len() as u64, std::sync::atomic::Ordering::Relaxed);
         Ok(Ticket {
             sequence: seq,
-            record_ids: planned.iter().map(|p| p.rid).collect(),
+            record_ids: planned
+                .iter()
+                .zip(&mine)
+                .filter(|(_, m)| **m)
+                .map(|(p, _)| p.rid)
+                .collect(),
             commit: self.shared.commit.clone(),
             timestamp,
         })

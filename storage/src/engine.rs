@@ -411,6 +411,47 @@ impl Engine {
         })
     }
 
+    /// `log_catalog`, stamped for the history when the engine keeps one: `notes[i]` describes
+    /// op `i` (notes past the ops describe the batch as a whole).
+    pub(crate) fn log_catalog_noted(
+        &self,
+        ops: &[CatalogOp],
+        notes: &[Document],
+    ) -> Result<Ticket> {
+        if !self.inner.shared.stamp {
+            return self.log_catalog(ops);
+        }
+        let recs: Vec<OutRecord> = ops
+            .iter()
+            .map(|op| OutRecord {
+                kind: Kind::Catalog,
+                payload: op.to_bytes(),
+            })
+            .collect();
+        let mut details = Document::new();
+        for (i, n) in notes.iter().enumerate() {
+            details.insert(i.to_string(), n.clone());
+        }
+        let stamp = crate::log::StampOps {
+            ops: vec![crate::record::OP_COMMAND; notes.len().max(ops.len())],
+            details: details
+                .to_vec()
+                .map_err(|e| StorageError::InvalidDocument(format!("stamp details: {e}")))?,
+        };
+        let (seq, _, timestamp) =
+            self.inner
+                .shared
+                .log
+                .append_stamped(&recs, true, Some(&stamp))?;
+        self.inner.shared.commit.note_written(seq);
+        Ok(Ticket {
+            sequence: seq,
+            record_ids: Vec::new(),
+            commit: self.inner.shared.commit.clone(),
+            timestamp,
+        })
+    }
+
     /// Names of databases holding at least one collection.
     pub fn databases(&self) -> Vec<String> {
         let Ok(cat) = self.catalog() else {
@@ -472,7 +513,8 @@ impl Engine {
         };
         let shared = &self.inner.shared;
         let state = CollState::new(&shared.pager, shared.filter_compiler.as_ref())?;
-        let ticket = self.log_catalog(&[CatalogOp::Create(entry.clone())])?;
+        let note = ddl_note("create", id, db, name, entry.uuid);
+        let ticket = self.log_catalog_noted(&[CatalogOp::Create(entry.clone())], &[note])?;
         cat.next_collection_id = id + 1;
         let coll = Arc::new(Collection {
             id,
@@ -525,7 +567,9 @@ impl Engine {
         else {
             return Ok(false);
         };
-        let ticket = self.log_catalog(&[CatalogOp::Drop { id: coll.id }])?;
+        let mut note = ddl_note("drop", coll.id, db, name, coll.uuid);
+        note.insert("count", coll.count() as i64);
+        let ticket = self.log_catalog_noted(&[CatalogOp::Drop { id: coll.id }], &[note])?;
         self.forget(&mut cat, &coll)?;
         drop(cat);
         ticket.wait_durable_blocking()?;
@@ -545,7 +589,17 @@ impl Engine {
             return Ok(());
         }
         let ops: Vec<CatalogOp> = colls.iter().map(|c| CatalogOp::Drop { id: c.id }).collect();
-        let ticket = self.log_catalog(&ops)?;
+        let mut notes: Vec<Document> = colls
+            .iter()
+            .map(|c| {
+                let (d, n) = c.namespace();
+                let mut note = ddl_note("drop", c.id, &d, &n, c.uuid);
+                note.insert("count", c.count() as i64);
+                note
+            })
+            .collect();
+        notes.push(bson::doc! { "op": "dropDatabase", "db": db });
+        let ticket = self.log_catalog_noted(&ops, &notes)?;
         for c in &colls {
             self.forget(&mut cat, c)?;
         }
@@ -576,18 +630,28 @@ impl Engine {
         }
         let target = cat.by_name.get(&dst_key).cloned();
         let mut ops = Vec::new();
+        let mut notes = Vec::new();
+        let mut rename = ddl_note("rename", src.id, from_db, from, src.uuid);
+        rename.insert("toDb", to_db);
+        rename.insert("to", to);
         if let Some(t) = &target {
             if !drop_target {
                 return Err(StorageError::NamespaceExists(format!("{to_db}.{to}")));
             }
             ops.push(CatalogOp::Drop { id: t.id });
+            // The rename's own entry names the target it replaced (as mongod's oplog does).
+            let mut note = ddl_note("dropTarget", t.id, to_db, to, t.uuid);
+            note.insert("count", t.count() as i64);
+            notes.push(note);
+            rename.insert("dropTarget", t.uuid);
         }
         ops.push(CatalogOp::Rename {
             id: src.id,
             db: to_db.into(),
             name: to.into(),
         });
-        let ticket = self.log_catalog(&ops)?;
+        notes.push(rename);
+        let ticket = self.log_catalog_noted(&ops, &notes)?;
         if let Some(t) = &target {
             self.forget(&mut cat, t)?;
         }
@@ -868,6 +932,11 @@ fn checkpointer(inner: Weak<Inner>) {
 }
 
 /// mongod's namespace rules, the parts storage cares about.
+/// What the write history says about a catalog change (`record::OP_COMMAND`).
+fn ddl_note(op: &str, id: u64, db: &str, coll: &str, uuid: bson::Uuid) -> Document {
+    bson::doc! { "op": op, "id": id as i64, "db": db, "coll": coll, "uuid": uuid }
+}
+
 fn check_namespace(db: &str, name: &str) -> Result<()> {
     let bad = |why: &str| {
         Err(StorageError::InvalidNamespace(format!(

@@ -166,9 +166,29 @@ impl Engine {
                         bytes += document.as_ref().map_or(0, |d| d.as_bytes().len());
                         open.push(data.collection_id, data.record_id, document);
                     }
+                    (Kind::Catalog, Some(open)) if open.batch.is_some() => {
+                        let i = open.batch.as_ref().map_or(0, |b| b.ops.len());
+                        let id = open
+                            .details
+                            .get_document(i.to_string())
+                            .ok()
+                            .and_then(|d| d.get_i64("id").ok())
+                            .unwrap_or(0);
+                        open.push(id as u64, 0, None);
+                    }
                     (Kind::BatchEnd, _) => {
-                        if let Some(b) = batch.take().and_then(|o| o.batch) {
-                            out.push(b);
+                        if let Some(mut o) = batch.take() {
+                            // Codes past the records describe the batch as a whole.
+                            while o
+                                .batch
+                                .as_ref()
+                                .is_some_and(|b| b.ops.len() < o.codes.len())
+                            {
+                                o.push(0, 0, None);
+                            }
+                            if let Some(b) = o.batch {
+                                out.push(b);
+                            }
                         }
                         pos.offset = at + size;
                         if out.len() >= max_batches || bytes >= max_bytes {
@@ -237,7 +257,7 @@ impl Open {
 
 #[cfg(test)]
 mod tests {
-    use crate::record::{OP_DELETE, OP_INSERT, OP_REPLACE, OP_UPDATE};
+    use crate::record::{OP_COMMAND, OP_DELETE, OP_INSERT, OP_REPLACE, OP_UPDATE};
     use crate::{Engine, EngineOptions, WriteOp};
     use bson::{Document, rawdoc};
 
@@ -281,11 +301,14 @@ mod tests {
             assert!(t.timestamp < t2.timestamp && t2.timestamp < t3.timestamp);
             last = t3.timestamp;
             let read = e.history_read(e.history_start(), 100, 1 << 20).unwrap();
-            let ops: Vec<u8> = read
+            let all: Vec<u8> = read
                 .batches
                 .iter()
                 .flat_map(|b| b.ops.iter().map(|o| o.code))
                 .collect();
+            // The collection's create is in the history too.
+            assert_eq!(all[0], OP_COMMAND);
+            let ops: Vec<u8> = all.into_iter().filter(|c| *c != OP_COMMAND).collect();
             let one = [OP_INSERT, OP_UPDATE, OP_REPLACE, OP_DELETE];
             assert_eq!(ops.len(), one.len() * (round as usize + 1));
             assert_eq!(&ops[ops.len() - 4..], &one);
@@ -307,5 +330,53 @@ mod tests {
                 e.close().unwrap();
             }
         }
+    }
+
+    #[test]
+    fn catalog_changes_are_command_ops_with_their_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = open(dir.path());
+        let start = e.history_end().unwrap();
+        for n in ["a", "b", "c"] {
+            e.create_collection("d", n, Document::new()).unwrap();
+        }
+        e.rename_collection("d", "a", "d", "b", true).unwrap();
+        e.drop_database("d").unwrap();
+        e.close().unwrap();
+        // Read after a reopen: the notes come from the log.
+        let e = open(dir.path());
+        let read = e.history_read(start, 100, 1 << 20).unwrap();
+        let notes: Vec<(String, String)> = read
+            .batches
+            .iter()
+            .flat_map(|b| &b.ops)
+            .map(|o| {
+                assert_eq!(o.code, OP_COMMAND);
+                let d = o.details.as_ref().unwrap();
+                (
+                    d.get_str("op").unwrap().to_string(),
+                    d.get_str("coll").unwrap_or("").to_string(),
+                )
+            })
+            .collect();
+        let want = [
+            ("create", "a"),
+            ("create", "b"),
+            ("create", "c"),
+            ("dropTarget", "b"),
+            ("rename", "a"),
+            ("drop", "b"),
+            ("drop", "c"),
+            ("dropDatabase", ""),
+        ];
+        let want: Vec<(String, String)> = want
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        assert_eq!(notes, want);
+        // Every op has its own timestamp, the batch-wide dropDatabase too.
+        let last = read.batches.last().unwrap();
+        assert_eq!(last.ops.len(), 3);
+        assert_eq!(last.timestamp + 2, e.last_timestamp());
     }
 }

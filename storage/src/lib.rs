@@ -9,6 +9,7 @@
 
 pub mod backend;
 pub mod btree;
+pub mod capped;
 mod catalog;
 mod checkpoint;
 mod collection;

@@ -242,6 +242,10 @@ pub const OP_REPLACE: u8 = b'r';
 pub const OP_UPDATE: u8 = b'u';
 /// A delete (the stamp's details hold the deleted `_id`).
 pub const OP_DELETE: u8 = b'd';
+/// A catalog change (create, drop, rename; the stamp's details say which and name the
+/// collection as it was). A stamp may hold more command codes than its batch has records: the
+/// extra ones describe the batch as a whole (a `dropDatabase` after its drops).
+pub const OP_COMMAND: u8 = b'c';
 
 /// A STAMP payload. `details` is a BSON document keyed by op index (decimal) for the ops that
 /// carry more than their code.

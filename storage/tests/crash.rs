@@ -2,7 +2,8 @@
 //! and applies batches whole. How: a seeded workload with checkpoints and compaction over a
 //! 16-page cache runs on the simulated backend once to count syncs, then once per sync point with
 //! a crash armed there; the recovered state must equal the model after the last acknowledged
-//! write, or after the write in flight when the crash hit, and the index must match it.
+//! write, or after the write in flight when the crash hit, and the index must match it. With a
+//! write history (stamped batches), the history read back must also rebuild exactly that state.
 
 mod common;
 
@@ -16,7 +17,7 @@ use rand::rngs::StdRng;
 use std::ops::Bound;
 use storage::sim::SimBackend;
 
-use storage::{Direction, Engine, IndexSpec, WriteOp};
+use storage::{Direction, Engine, EngineOptions, IndexSpec, WriteOp};
 
 const OPS: usize = 120;
 const RUNS_MAX: u64 = 160;
@@ -24,10 +25,10 @@ const RUNS_MAX: u64 = 160;
 type Model = BTreeMap<u64, Document>;
 
 /// Runs the workload until it ends or the backend crashes. Returns (acked, in-flight) models.
-fn workload(sim: &SimBackend, seed: u64) -> (Model, Model) {
+fn workload(sim: &SimBackend, seed: u64, opts: &EngineOptions) -> (Model, Model) {
     let mut rng: StdRng = rng(seed);
     let mut acked = Model::new();
-    let Ok(engine) = Engine::open_with_backend(Arc::new(sim.clone()), small_opts()) else {
+    let Ok(engine) = Engine::open_with_backend(Arc::new(sim.clone()), opts.clone()) else {
         return (acked.clone(), acked);
     };
     let Ok(c) = engine.create_collection("db", "c", doc! {}) else {
@@ -98,13 +99,20 @@ fn workload(sim: &SimBackend, seed: u64) -> (Model, Model) {
     (acked, pending)
 }
 
-fn recovered(sim: &SimBackend) -> Model {
+fn recovered(sim: &SimBackend, opts: &EngineOptions) -> Model {
     let engine =
-        Engine::open_with_backend(Arc::new(sim.clone()), small_opts()).expect("recovery succeeds");
+        Engine::open_with_backend(Arc::new(sim.clone()), opts.clone()).expect("recovery succeeds");
     let Some(c) = engine.collection("db", "c") else {
         return Model::new();
     };
     let docs = all_docs(&c);
+    if opts.history_bytes.is_some() {
+        assert_eq!(
+            from_history(&engine),
+            docs,
+            "the history rebuilds the documents"
+        );
+    }
     let problems = engine.check_page_accounting().expect("accounting");
     assert!(problems.is_empty(), "pages after recovery: {problems:?}");
     let report = c.validate().expect("validate");
@@ -136,11 +144,68 @@ fn recovered(sim: &SimBackend) -> Model {
     docs
 }
 
+/// The documents of `db.c` rebuilt from the write history alone; timestamps must increase.
+fn from_history(engine: &Engine) -> Model {
+    let mut model = Model::new();
+    let mut last_ts = 0;
+    let mut coll_id = None;
+    let mut pos = engine.history_start();
+    loop {
+        let read = engine
+            .history_read(pos, 100, 1 << 20)
+            .expect("history read");
+        for b in &read.batches {
+            for (i, op) in b.ops.iter().enumerate() {
+                let ts = b.timestamp + i as u64;
+                assert!(ts > last_ts, "timestamps increase");
+                last_ts = ts;
+                if op.code == storage::record::OP_COMMAND {
+                    let note = op.details.as_ref().expect("note");
+                    if note.get_str("op").ok() == Some("create")
+                        && note.get_str("coll").ok() == Some("c")
+                    {
+                        coll_id = Some(op.collection_id);
+                    }
+                    continue;
+                }
+                if Some(op.collection_id) != coll_id {
+                    continue;
+                }
+                match &op.document {
+                    Some(d) => {
+                        model.insert(op.record_id, Document::try_from(d.clone()).expect("doc"));
+                    }
+                    None => {
+                        model.remove(&op.record_id);
+                    }
+                }
+            }
+        }
+        if read.batches.is_empty() {
+            return model;
+        }
+        pos = read.next;
+    }
+}
+
 #[test]
 fn crash_at_every_sync_point() {
-    let seed = seed("crash_at_every_sync_point");
+    crash_at_every_sync_point_with(small_opts(), "crash_at_every_sync_point");
+}
+
+#[test]
+fn crash_at_every_sync_point_with_history() {
+    let opts = EngineOptions {
+        history_bytes: Some(8 << 20),
+        ..small_opts()
+    };
+    crash_at_every_sync_point_with(opts, "crash_at_every_sync_point_with_history");
+}
+
+fn crash_at_every_sync_point_with(opts: EngineOptions, name: &str) {
+    let seed = seed(name);
     let clean = SimBackend::new();
-    let (full, _) = workload(&clean, seed);
+    let (full, _) = workload(&clean, seed, &opts);
     let syncs = clean.sync_count();
     assert!(syncs > 20, "workload syncs {syncs} times");
     let step = syncs.div_ceil(RUNS_MAX).max(1);
@@ -149,7 +214,7 @@ fn crash_at_every_sync_point() {
     for k in (1..=syncs).step_by(step as usize) {
         let sim = SimBackend::new();
         sim.crash_at_sync(k);
-        let (acked, pending) = workload(&sim, seed);
+        let (acked, pending) = workload(&sim, seed, &opts);
         if !sim.has_crashed() {
             // Sync counts vary a little with commit-thread timing; this point was not reached.
             assert_eq!(acked, full, "uncrashed run matches the clean run");
@@ -158,7 +223,7 @@ fn crash_at_every_sync_point() {
         let torn = [0.0, 0.3, 1.0][torn_rng.random_range(0..3)];
         let image = sim.crash_image(torn);
         eprintln!("crash point {k} torn {torn}");
-        let got = recovered(&image);
+        let got = recovered(&image, &opts);
         assert!(
             got == acked || got == pending,
             "crash at sync {k} (torn {torn}): recovered {} docs, acked {}, in flight {}",
@@ -167,7 +232,7 @@ fn crash_at_every_sync_point() {
             pending.len()
         );
         // Recovery must leave a log that opens again and takes writes.
-        let engine = Engine::open_with_backend(Arc::new(image.clone()), small_opts())
+        let engine = Engine::open_with_backend(Arc::new(image.clone()), opts.clone())
             .expect("second recovery");
         if let Some(c) = engine.collection("db", "c") {
             c.write(vec![WriteOp::Insert(raw(&doc! {"_id": -1, "u": -1}))])

@@ -192,6 +192,7 @@ pub fn run_pipeline(state: &ServerState, req: &Request) -> CommandResult<Ran> {
         last_used: Instant::now(),
         no_timeout: false,
         time_left: deadline.map(|d| d.saturating_duration_since(Instant::now())),
+        tail: None,
     };
     let id = state.cursors.insert(cursor)?;
     Ok(Ran::Reply(cursor_reply(id, &ns, true, batch)))
@@ -242,10 +243,13 @@ fn source_stage(
                     .map(|i| (i.spec.name.clone(), Bson::Int64(i.size_bytes as i64)))
                     .collect();
                 let total: i64 = indexes.iter().map(|i| i.size_bytes as i64).sum();
-                out.insert("storageStats", doc! {
-                    "size": size, "count": c.count() as i64, "storageSize": size, "nindexes": indexes.len() as i32,
-                    "totalIndexSize": total, "indexSizes": index_sizes,
+                let mut stats =
+                    doc! { "size": size, "count": c.count() as i64, "storageSize": size };
+                super::capped::stats_fields(&c, &mut stats);
+                stats.extend(doc! {
+                    "nindexes": indexes.len() as i32, "totalIndexSize": total, "indexSizes": index_sizes,
                 });
+                out.insert("storageStats", stats);
             }
             if spec.contains_key("count") {
                 out.insert("count", doc! { "count": c.count() as i64 });

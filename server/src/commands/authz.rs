@@ -104,6 +104,11 @@ pub const RULES: &[(&str, Rule)] = &[
     ("dropDatabase", Database(&["dropDatabase"])),
     ("listCollections", Custom(list_collections)),
     ("renameCollection", Custom(rename_collection)),
+    ("convertToCapped", Collection(&["convertToCapped"])),
+    (
+        "cloneCollectionAsCapped",
+        Collection(&["find", "insert", "createCollection"]),
+    ),
     ("collMod", Collection(&["collMod"])),
     ("dbStats", Database(&["dbStats"])),
     ("collStats", Collection(&["collStats"])),

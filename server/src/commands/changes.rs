@@ -9,6 +9,8 @@
 //! and how many of the batch's ops precede the resume point. The timestamp leads so tokens sort
 //! in commit order; the position lets a resume seek straight to its batch, after a restart too.
 
+use super::change_ddl::Ddl;
+use super::change_stages::Select;
 use super::{Reply, Request};
 use crate::error::{CommandResult, ErrorCode, err, storage_error};
 use crate::limits::{CHANGE_AWAIT_MS_MAX, CHANGE_BATCH_COUNT_MAX};
@@ -33,13 +35,28 @@ const FILL_SCAN_BATCHES_MAX: usize = 100_000;
 /// `maxAwaitTimeMS` of an awaitData getMore that gives none (mongod's 1 s).
 const AWAIT_MS_DEFAULT: u64 = 1000;
 
-fn ts_of(t: u64) -> bson::Timestamp {
+pub(super) fn ts_of(t: u64) -> bson::Timestamp {
     crate::clock::unpack(t)
 }
 
 /// `_id` of an event, and `postBatchResumeToken`.
 pub fn token(ts: u64, next: HistoryPos, skip: u32) -> Document {
     doc! { "_data": format!("82{ts:016X}{:016X}{:016X}{skip:08X}", next.segment, next.offset) }
+}
+
+/// The token of an invalidate event: its position, flagged (`startAfter` accepts it,
+/// `resumeAfter` does not).
+pub(super) fn invalidate_token(ts: u64, next: HistoryPos, skip: u32) -> Document {
+    let mut t = token(ts, next, skip);
+    if let Some(Bson::String(s)) = t.get_mut("_data") {
+        s.push_str("01");
+    }
+    t
+}
+
+/// Whether a token is an invalidate event's.
+fn is_invalidate_token(v: &Bson) -> bool {
+    matches!(v, Bson::Document(d) if d.get_str("_data").is_ok_and(|s| s.len() == 60))
 }
 
 fn bad_token() -> crate::error::CommandError {
@@ -53,9 +70,11 @@ pub fn parse_token(v: &Bson) -> CommandResult<(u64, HistoryPos, u32)> {
     };
     let data = d.get_str("_data").map_err(|_| bad_token())?;
     let hex = data.strip_prefix("82").ok_or_else(bad_token)?;
-    if hex.len() != 56 {
-        return Err(bad_token());
-    }
+    let hex = match hex.len() {
+        56 => hex,
+        58 if hex.ends_with("01") => &hex[..56],
+        _ => return Err(bad_token()),
+    };
     let n = |a: usize, b: usize| u64::from_str_radix(&hex[a..b], 16).map_err(|_| bad_token());
     Ok((
         n(0, 16)?,
@@ -186,7 +205,7 @@ fn flatten_diff(diff: &Document, prefix: &str, updated: &mut Document, removed: 
     }
 }
 
-fn in_scope(scope: &Scope, db: &str, coll: &str) -> bool {
+pub(super) fn in_scope(scope: &Scope, db: &str, coll: &str) -> bool {
     match scope {
         Scope::Collection { db: d, coll: c } => d == db && c == coll,
         Scope::Database { db: d } => d == db && !coll.starts_with("system."),
@@ -288,12 +307,11 @@ fn fill(
         return Err(history_lost());
     }
     let term = state.repl.as_ref().map_or(0, |r| r.term());
-    let filters: Vec<Filter> = match &c.kind {
-        Kind::Oplog { filter, .. } => vec![Filter::parse(filter)?],
-        Kind::Change { matches, .. } => matches
-            .iter()
-            .map(Filter::parse)
-            .collect::<Result<_, _>>()?,
+    let select = match &c.kind {
+        Kind::Oplog { filter, .. } => Select::Filters(vec![Filter::parse(filter)?]),
+        Kind::Change { matches, .. } => {
+            super::change_stages::compile(matches, c.ns.split('.').next().unwrap_or(""))?
+        }
     };
     let mut out = Vec::new();
     let mut bytes = 0usize;
@@ -304,12 +322,13 @@ fn fill(
             .map_err(|e| storage_error(e, OPLOG_DB, OPLOG_COLLECTION))?;
         let at_end = read.batches.len() < FILL_BATCHES_MAX;
         scanned += read.batches.len();
+        super::change_ddl::seed_names(c, &read.batches);
         let mut batches = read.batches.into_iter().peekable();
         while let Some(b) = batches.next() {
             let after = batches.peek().map_or(read.next, |n| n.pos);
             let skip = if b.pos == c.pos.next { c.pos.skip } else { 0 };
             if let Some(stopped) = fill_batch(
-                state, c, &b, skip, term, &filters, want, &mut out, &mut bytes,
+                state, c, &b, skip, term, &select, want, &mut out, &mut bytes,
             )? {
                 c.pos.next = b.pos;
                 c.pos.skip = stopped;
@@ -337,7 +356,7 @@ fn fill_batch(
     b: &HistoryBatch,
     skip: u32,
     term: i64,
-    filters: &[Filter],
+    select: &Select,
     want: usize,
     out: &mut Vec<RawDocumentBuf>,
     bytes: &mut usize,
@@ -348,6 +367,28 @@ fn fill_batch(
         }
         let ts = b.timestamp + i as u64;
         c.pos.last_ts = ts;
+        if op.code == record::OP_COMMAND {
+            let at = Ddl { b, i, ts, term };
+            let docs = super::change_ddl::entries(c, &at, op);
+            let docs = if ts < c.pos.min_ts { Vec::new() } else { docs };
+            for (doc, filtered) in docs {
+                let raw = match filtered {
+                    true => select.apply(doc)?,
+                    false => Some(
+                        RawDocumentBuf::try_from(&doc)
+                            .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?,
+                    ),
+                };
+                if let Some(raw) = raw {
+                    *bytes += raw.as_bytes().len();
+                    out.push(raw);
+                }
+            }
+            if c.invalidated {
+                return Ok(Some(i as u32 + 1));
+            }
+            continue;
+        }
         if ts < c.pos.min_ts {
             continue;
         }
@@ -384,9 +425,7 @@ fn fill_batch(
                 )?
             }
         };
-        let raw = RawDocumentBuf::try_from(&doc)
-            .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?;
-        if filters.iter().all(|f| f.matches(&raw)) {
+        if let Some(raw) = select.apply(doc)? {
             *bytes += raw.as_bytes().len();
             out.push(raw);
         }
@@ -483,6 +522,7 @@ pub fn oplog_find(state: &ServerState, req: &Request) -> CommandResult<Reply> {
         ns: ns.clone(),
         last_used: Instant::now(),
         names: Default::default(),
+        invalidated: false,
     };
     if backward {
         if tailable {
@@ -608,20 +648,22 @@ fn open_stream(
     };
     let mut matches = Vec::new();
     for s in rest {
-        match s.as_document().and_then(|d| d.get_document("$match").ok()) {
-            Some(m) => {
-                Filter::parse(m)?;
-                matches.push(m.clone());
-            }
-            None => {
-                return Err(err(
-                    ErrorCode::IllegalOperation,
-                    "cairn supports only $match after $changeStream",
-                ));
-            }
-        }
+        let Some(d) = s.as_document() else {
+            return Err(err(
+                ErrorCode::TypeMismatch,
+                "Each element of the 'pipeline' array must be an object",
+            ));
+        };
+        matches.push(d.clone());
     }
+    super::change_stages::check(&matches, &req.db)?;
     let engine = state.catalog.engine();
+    if spec.get("resumeAfter").is_some_and(is_invalidate_token) {
+        return Err(err(
+            ErrorCode::InvalidResumeToken,
+            "Attempting to resume a change stream using 'resumeAfter' is not allowed from an invalidate notification.",
+        ));
+    }
     let resume = spec.get("resumeAfter").or_else(|| spec.get("startAfter"));
     let pos = match (resume, spec.get("startAtOperationTime")) {
         (Some(_), Some(_)) => {
@@ -677,6 +719,7 @@ fn open_stream(
         ns: ns.clone(),
         last_used: Instant::now(),
         names: Default::default(),
+        invalidated: false,
     };
     let want = batch_size(
         req.body
@@ -690,6 +733,9 @@ fn open_stream(
         fill(state, &mut c, want)?.0
     };
     let pbrt = pbrt_of(&c);
+    if c.invalidated {
+        return reply(0, &ns, true, docs, pbrt);
+    }
     let id = new_cursor_id(state);
     if !state.streams.insert(id, c) {
         return Err(err(ErrorCode::ExceededMemoryLimit, "too many open cursors"));
@@ -772,7 +818,7 @@ async fn get_more_on(
                     ..
                 }
             ) && at_end;
-            if tailable_oplog_done {
+            if tailable_oplog_done || cursor.invalidated {
                 return reply(0, &ns, false, docs, pbrt);
             }
             state.streams.put_back(id, cursor);

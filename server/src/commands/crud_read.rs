@@ -73,7 +73,7 @@ pub fn deadline(req: &Request) -> Option<Instant> {
 
 /// What is left of a cursor's `maxTimeMS` once this request's work is done: mongod counts the
 /// time limit over the cursor's whole life (find and every getMore), idle time excluded.
-fn time_left(req: &Request) -> Option<Duration> {
+pub(super) fn time_left(req: &Request) -> Option<Duration> {
     deadline(req).map(|d| d.saturating_duration_since(Instant::now()))
 }
 
@@ -134,12 +134,7 @@ fn parse_find(body: &Document) -> CommandResult<FindSpec> {
         Some(n) => Some(n as u64),
     };
     let batch_size = args::opt_non_negative(body, "find", "batchSize")?.map(|n| n as usize);
-    if args::opt_bool(body, "find", "tailable")?.unwrap_or(false) {
-        return Err(err(
-            ErrorCode::BadValue,
-            "error processing query: tailable cursor requested on non capped collection",
-        ));
-    }
+    super::tailable::check_find(body)?;
     Ok(FindSpec {
         min: args::opt_doc(body, "find", "min")?
             .filter(|d| !d.is_empty())
@@ -174,6 +169,9 @@ pub fn find(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     let Some(coll) = state.catalog.collection(&req.db, &coll_name) else {
         return Ok(cursor_reply(0, &ns, true, vec![]));
     };
+    if let Some(tail) = super::tailable::requested(&req.body)? {
+        return super::tailable::find(state, req, coll, a, tail);
+    }
     let hint = args::check_hint(&req.body, Some(&coll))?;
     let sort_memory_max = state
         .params
@@ -207,6 +205,7 @@ pub fn find(state: &ServerState, req: &Request) -> CommandResult<Reply> {
         last_used: Instant::now(),
         no_timeout: a.no_timeout,
         time_left: time_left(req),
+        tail: None,
     };
     let id = state.cursors.insert(cursor)?;
     Ok(cursor_reply(id, &ns, true, batch))

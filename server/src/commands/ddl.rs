@@ -4,7 +4,7 @@
 
 use super::args::{self, check_fields};
 use super::crud_read::cursor_reply;
-use super::{Reply, Request, off_thread, truthy};
+use super::{Reply, Request, off_thread};
 use crate::catalog::{validate_collection_name, validate_db_name};
 use crate::error::{CommandResult, ErrorCode, err, storage_error};
 use crate::query::matcher::Filter;
@@ -20,11 +20,10 @@ const CREATE_STORED: &[&str] = &[
     "flags",
     "autoIndexId",
 ];
+/// `create` options of capped collections (`commands::capped`).
+const CREATE_CAPPED: &[&str] = &["capped", "size", "max"];
 /// `create` options that need features cairn does not have yet.
 const CREATE_UNSUPPORTED: &[&str] = &[
-    "capped",
-    "size",
-    "max",
     "validator",
     "validationLevel",
     "validationAction",
@@ -44,9 +43,6 @@ pub fn create(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     let mut options = Document::new();
     for (k, v) in req.body.iter().skip(1) {
         if CREATE_UNSUPPORTED.contains(&k.as_str()) {
-            if k == "capped" && !truthy(v) {
-                continue;
-            }
             return Err(err(
                 ErrorCode::CommandNotSupported,
                 format!("create: the '{k}' option is not supported by cairn yet"),
@@ -59,8 +55,9 @@ pub fn create(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     check_fields(
         &req.body,
         "create",
-        &[CREATE_STORED, CREATE_UNSUPPORTED].concat(),
+        &[CREATE_STORED, CREATE_UNSUPPORTED, CREATE_CAPPED].concat(),
     )?;
+    super::capped::create_options(&req.body, &mut options)?;
     if name.starts_with("system.") {
         return Err(err(
             ErrorCode::InvalidNamespace,
@@ -369,14 +366,16 @@ pub fn coll_stats(state: &ServerState, req: &Request) -> CommandResult<Reply> {
         index_sizes.insert(i.spec.name.clone(), i.size_bytes as i64 / scale);
         total_index += i.size_bytes as i64;
     }
-    Ok(Reply::Doc(doc! {
+    let mut out = doc! {
         "ns": ns,
         "size": size / scale,
         "count": count,
         "avgObjSize": if count > 0 { size / count } else { 0 },
         "storageSize": size / scale,
         "freeStorageSize": 0_i64,
-        "capped": false,
+    };
+    super::capped::stats_fields(&c, &mut out);
+    out.extend(doc! {
         "nindexes": ix.len() as i32,
         "indexDetails": {},
         "indexBuilds": [],
@@ -385,7 +384,8 @@ pub fn coll_stats(state: &ServerState, req: &Request) -> CommandResult<Reply> {
         "indexSizes": index_sizes,
         "scaleFactor": scale as i32,
         "ok": 1.0,
-    }))
+    });
+    Ok(Reply::Doc(out))
 }
 
 /// `validate`: read every document and check that each index holds exactly the entries the

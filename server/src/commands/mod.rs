@@ -9,6 +9,9 @@ pub mod args;
 pub mod auth;
 pub mod authz;
 pub mod bulk_write;
+pub mod capped;
+pub mod change_ddl;
+pub mod change_stages;
 pub mod changes;
 pub mod crud_read;
 pub mod crud_write;
@@ -21,6 +24,7 @@ pub mod indexes;
 pub mod output;
 pub mod replset;
 pub mod roles;
+pub mod tailable;
 pub mod users;
 
 use crate::error::{CommandResult, ErrorCode, err};
@@ -177,6 +181,8 @@ commands! {
     "dropDatabase" => "Drop a database";
     "listCollections" => "List the collections of a database";
     "renameCollection" => "Rename a collection", admin true;
+    "convertToCapped" => "Make a collection capped";
+    "cloneCollectionAsCapped" => "Copy a collection into a new capped one";
     "collMod" => "Change a collection's or an index's options";
     "dbStats" => "Statistics of a database";
     "collStats" => "Statistics of a collection";
@@ -244,6 +250,8 @@ const WRITE_COMMANDS: &[&str] = &[
     "drop",
     "dropDatabase",
     "renameCollection",
+    "convertToCapped",
+    "cloneCollectionAsCapped",
     "collMod",
     "createIndexes",
     "dropIndexes",
@@ -520,7 +528,10 @@ pub async fn dispatch(
         "find" => off_thread(state, req, crud_read::find).await,
         "getMore" => match changes::get_more(state, req).await {
             Some(r) => r,
-            None => off_thread(state, req, crud_read::get_more).await,
+            None => match tailable::get_more(state, req).await {
+                Some(r) => r,
+                None => off_thread(state, req, crud_read::get_more).await,
+            },
         },
         "killCursors" => crud_read::kill_cursors(state, req),
         "count" => off_thread(state, req, crud_read::count).await,
@@ -530,6 +541,8 @@ pub async fn dispatch(
         "dropDatabase" => off_thread(state, req, ddl::drop_database).await,
         "listCollections" => off_thread(state, req, ddl::list_collections).await,
         "renameCollection" => ddl::rename_collection(state, req).await,
+        "convertToCapped" => capped::convert_to_capped(state, req).await,
+        "cloneCollectionAsCapped" => capped::clone_collection_as_capped(state, req).await,
         "collMod" => ddl::coll_mod(state, req).await,
         "dbStats" => off_thread(state, req, ddl::db_stats).await,
         "collStats" => off_thread(state, req, ddl::coll_stats).await,

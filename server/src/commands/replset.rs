@@ -451,6 +451,8 @@ pub fn check_primary(state: &ServerState, req: &Request) -> CommandResult<()> {
         "createIndexes",
         "dropIndexes",
         "renameCollection",
+        "convertToCapped",
+        "cloneCollectionAsCapped",
         "collMod",
     ];
     const READS: &[&str] = &["find", "aggregate", "count", "distinct", "getMore"];
