@@ -590,6 +590,7 @@ fn update_op(
     shared: &mut WriteOutcome,
 ) -> CommandResult<Document> {
     state.opcounters.update.fetch_add(1, Relaxed);
+    state.catalog.check_not_view(&ns.db, &ns.coll)?;
     let b = &op.body;
     let mut s = Document::new();
     for (from, to) in [
@@ -649,6 +650,7 @@ fn delete_op(
     shared: &mut WriteOutcome,
 ) -> CommandResult<i64> {
     state.opcounters.delete.fetch_add(1, Relaxed);
+    state.catalog.check_not_view(&ns.db, &ns.coll)?;
     let b = &op.body;
     let multi = b.get_bool("multi").unwrap_or(false);
     let mut s = doc! { "q": b.get("filter").cloned().unwrap_or(Bson::Document(Document::new())), "limit": if multi { 0 } else { 1 } };

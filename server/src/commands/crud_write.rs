@@ -307,6 +307,7 @@ fn insert_documents(state: &ServerState, req: &Request) -> CommandResult<WriteOu
     let ordered = args::opt_bool(&req.body, "insert", "ordered")?.unwrap_or(true);
     let docs = statements(req, "documents")?;
     crate::catalog::check_user_writable(&req.db, &coll_name)?;
+    state.catalog.check_not_view(&req.db, &coll_name)?;
     let coll = state.catalog.get_or_create(&req.db, &coll_name)?;
     let mut out = WriteOutcome::default();
     let mut pending: Vec<(usize, RawDocumentBuf)> = Vec::new();
@@ -505,6 +506,7 @@ fn update_statements(
     req: &Request,
     coll: &str,
 ) -> CommandResult<WriteOutcome> {
+    state.catalog.check_not_view(&req.db, coll)?;
     let ordered = args::opt_bool(&req.body, "update", "ordered")?.unwrap_or(true);
     let stmts = statements(req, "updates")?;
     let vars = args::let_variables(&req.body, "update")?;
@@ -719,6 +721,7 @@ fn delete_statements(
     req: &Request,
     name: &str,
 ) -> CommandResult<WriteOutcome> {
+    state.catalog.check_not_view(&req.db, name)?;
     let ordered = args::opt_bool(&req.body, "delete", "ordered")?.unwrap_or(true);
     let stmts = statements(req, "deletes")?;
     let vars = args::let_variables(&req.body, "delete")?;

@@ -41,6 +41,15 @@ const CREATE_UNSUPPORTED: &[&str] = &[
 pub fn create(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     let name = args::collection_name(&req.body, "create")?;
     validate_collection_name(&req.db, &name)?;
+    if req.body.contains_key("viewOn") || req.body.contains_key("pipeline") {
+        if name.starts_with("system.") {
+            return Err(err(
+                ErrorCode::InvalidNamespace,
+                format!("Invalid system namespace: {}.{name}", req.db),
+            ));
+        }
+        return super::views::create(state, req, &name);
+    }
     let mut options = Document::new();
     for (k, v) in req.body.iter().skip(1) {
         if CREATE_UNSUPPORTED.contains(&k.as_str()) {
@@ -65,6 +74,12 @@ pub fn create(state: &ServerState, req: &Request) -> CommandResult<Reply> {
         return Err(err(
             ErrorCode::InvalidNamespace,
             format!("Invalid system namespace: {}.{name}", req.db),
+        ));
+    }
+    if super::views::get(state, &req.db, &name)?.is_some() {
+        return Err(err(
+            ErrorCode::NamespaceExists,
+            format!("Namespace {}.{name} already exists", req.db),
         ));
     }
     match state
@@ -93,6 +108,11 @@ pub async fn drop(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult
 }
 
 fn drop_collection(state: &ServerState, req: &Request, name: &str) -> CommandResult<Reply> {
+    // Dropping a view removes its definition only; its source stays.
+    if super::views::drop(state, &req.db, name)? {
+        state.cursors.invalidate(&req.db, Some(name));
+        return Ok(Reply::ok());
+    }
     let n_indexes = state
         .catalog
         .collection(&req.db, name)
@@ -174,6 +194,18 @@ pub fn list_collections(state: &ServerState, req: &Request) -> CommandResult<Rep
                 full
             };
             docs.push(shown);
+        }
+    }
+    for view in super::views::list(state, &req.db)? {
+        let full = RawDocumentBuf::try_from(&view.list_entry(false))
+            .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?;
+        if filter.matches(&full) {
+            docs.push(if name_only {
+                RawDocumentBuf::try_from(&view.list_entry(true))
+                    .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?
+            } else {
+                full
+            });
         }
     }
     Ok(cursor_reply(
@@ -279,6 +311,13 @@ pub async fn rename_collection(
     let guard = state.catalog.lock(&from_db, &from_coll).await;
     off_thread(state, req, move |state, _| {
         let _guard = guard;
+        if super::views::get(state, &from_db, &from_coll)?.is_some() {
+            return Err(err(
+                ErrorCode::CommandNotSupportedOnView,
+                format!("cannot rename view: {from}"),
+            ));
+        }
+        state.catalog.check_not_view(&to_db, &to_coll)?;
         if state.catalog.collection(&from_db, &from_coll).is_none() {
             return Err(err(
                 ErrorCode::NamespaceNotFound,
@@ -459,6 +498,12 @@ pub async fn coll_mod(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandRe
 }
 
 fn modify_collection(state: &ServerState, req: &Request, name: &str) -> CommandResult<Reply> {
+    if req.body.contains_key("viewOn")
+        || req.body.contains_key("pipeline")
+        || super::views::get(state, &req.db, name)?.is_some()
+    {
+        return super::views::modify(state, req, name);
+    }
     for (k, _) in req.body.iter().skip(1) {
         if CREATE_UNSUPPORTED.contains(&k.as_str()) || k == "validator" {
             return Err(err(

@@ -158,6 +158,7 @@ fn find_and_change(
     name: &str,
     a: &Args,
 ) -> CommandResult<Outcome> {
+    state.catalog.check_not_view(&req.db, name)?;
     let coll = state.catalog.collection(&req.db, name);
     args::check_hint(&req.body, coll.as_deref())?;
     let target = match &coll {
