@@ -20,14 +20,52 @@ const CREATE_STORED: &[&str] = &[
     "flags",
     "autoIndexId",
 ];
+/// The validation options of `create` and `collMod`.
+const VALIDATION_OPTIONS: &[&str] = &["validator", "validationLevel", "validationAction"];
+
+/// Check the validation options of a `create` or `collMod` body and merge them into `options`
+/// (a validator given without level or action gets mongod's defaults, strict and error).
+fn merge_validation(body: &Document, options: &mut Document) -> CommandResult<bool> {
+    use crate::query::validation::{Action, Level, check_validator};
+    let mut changed = false;
+    if let Some(v) = body.get("validator") {
+        let Bson::Document(d) = v else {
+            return Err(err(
+                ErrorCode::TypeMismatch,
+                format!(
+                    "BSON field 'validator' is the wrong type '{}', expected type 'object'",
+                    args::type_name(v)
+                ),
+            ));
+        };
+        check_validator(d)?;
+        Filter::parse(d)?;
+        options.insert("validator", d.clone());
+        for (k, default) in [("validationLevel", "strict"), ("validationAction", "error")] {
+            if !options.contains_key(k) {
+                options.insert(k, default);
+            }
+        }
+        changed = true;
+    }
+    if let Some(v) = body.get("validationLevel") {
+        Level::parse(v)?;
+        options.insert("validationLevel", v.clone());
+        changed = true;
+    }
+    if let Some(v) = body.get("validationAction") {
+        Action::parse(v)?;
+        options.insert("validationAction", v.clone());
+        changed = true;
+    }
+    Ok(changed)
+}
+
 /// `create` options that need features cairn does not have yet.
 const CREATE_UNSUPPORTED: &[&str] = &[
     "capped",
     "size",
     "max",
-    "validator",
-    "validationLevel",
-    "validationAction",
     "viewOn",
     "pipeline",
     "collation",
@@ -68,8 +106,9 @@ pub fn create(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     check_fields(
         &req.body,
         "create",
-        &[CREATE_STORED, CREATE_UNSUPPORTED].concat(),
+        &[CREATE_STORED, CREATE_UNSUPPORTED, VALIDATION_OPTIONS].concat(),
     )?;
+    merge_validation(&req.body, &mut options)?;
     if name.starts_with("system.") {
         return Err(err(
             ErrorCode::InvalidNamespace,
@@ -505,14 +544,18 @@ fn modify_collection(state: &ServerState, req: &Request, name: &str) -> CommandR
         return super::views::modify(state, req, name);
     }
     for (k, _) in req.body.iter().skip(1) {
-        if CREATE_UNSUPPORTED.contains(&k.as_str()) || k == "validator" {
+        if CREATE_UNSUPPORTED.contains(&k.as_str()) {
             return Err(err(
                 ErrorCode::CommandNotSupported,
                 format!("collMod: the '{k}' option is not supported by cairn yet"),
             ));
         }
     }
-    check_fields(&req.body, "collMod", &["index", "dryRun"])?;
+    check_fields(
+        &req.body,
+        "collMod",
+        &[&["index", "dryRun"][..], VALIDATION_OPTIONS].concat(),
+    )?;
     let ns = format!("{}.{name}", req.db);
     let Some(coll) = state.catalog.collection(&req.db, name) else {
         return Err(err(
@@ -520,6 +563,15 @@ fn modify_collection(state: &ServerState, req: &Request, name: &str) -> CommandR
             format!("ns does not exist: {ns}"),
         ));
     };
+    let mut options = coll.options();
+    if merge_validation(&req.body, &mut options)? {
+        // An empty validator turns validation off (mongod keeps `validator: {}`).
+        state
+            .catalog
+            .engine()
+            .set_collection_options(&req.db, name, options)
+            .map_err(|e| storage_error(e, &req.db, name))?;
+    }
     let Some(index) = args::opt_doc(&req.body, "collMod", "index")? else {
         return Ok(Reply::ok());
     };

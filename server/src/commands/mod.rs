@@ -22,6 +22,7 @@ pub mod output;
 pub mod replset;
 pub mod roles;
 pub mod users;
+pub mod validation;
 pub mod views;
 
 use crate::error::{CommandResult, ErrorCode, err};
