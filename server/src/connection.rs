@@ -467,6 +467,7 @@ async fn run_command(
     let result = commands::dispatch(state, info, req).await;
     drop(registered);
     let elapsed_ms = started.elapsed().as_millis() as i64;
+    commands::profile::record(state, info, req, &result, elapsed_ms).await;
     if elapsed_ms > state.slowms.load(Relaxed) {
         let ns = format!(
             "{}.{}",

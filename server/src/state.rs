@@ -83,6 +83,8 @@ pub struct ServerState {
     pub repl: Option<crate::repl::ReplState>,
     /// Open change streams and oplog cursors.
     pub streams: crate::streams::StreamRegistry,
+    /// The database profiler's settings.
+    pub profiler: crate::profiler::Profiler,
     shutdown_tx: watch::Sender<bool>,
 }
 
@@ -130,6 +132,7 @@ impl ServerState {
             failpoints: crate::failpoints::FailPoints::default(),
             repl,
             streams: crate::streams::StreamRegistry::default(),
+            profiler: crate::profiler::Profiler::default(),
             shutdown_tx: watch::channel(false).0,
         })
     }

@@ -147,6 +147,12 @@ pub async fn drop(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult
 }
 
 fn drop_collection(state: &ServerState, req: &Request, name: &str) -> CommandResult<Reply> {
+    if name == crate::profiler::PROFILE_COLLECTION && state.profiler.level(&req.db) != 0 {
+        return Err(err(
+            ErrorCode::IllegalOperation,
+            "turn off profiling before dropping system.profile collection",
+        ));
+    }
     // Dropping a view removes its definition only; its source stays.
     if super::views::drop(state, &req.db, name)? {
         state.cursors.invalidate(&req.db, Some(name));

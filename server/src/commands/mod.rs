@@ -19,6 +19,7 @@ pub mod find_and_modify;
 pub mod handshake;
 pub mod indexes;
 pub mod output;
+pub mod profile;
 pub mod replset;
 pub mod roles;
 pub mod users;
@@ -444,7 +445,7 @@ pub async fn dispatch(
         "startSession" => Ok(admin::start_session()),
         "getLog" => admin::get_log(state, req),
         "shutdown" => admin::shutdown(state, conn),
-        "profile" => admin::profile(state, req),
+        "profile" => profile::profile(state, req),
         "fsync" => admin::fsync(state, req).await,
         "replSetInitiate" => off_thread(state, req, replset::initiate).await,
         "replSetReconfig" => off_thread(state, req, replset::reconfig).await,

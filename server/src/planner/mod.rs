@@ -81,6 +81,24 @@ pub enum Plan {
 }
 
 impl Plan {
+    /// mongod's `planSummary`: `COLLSCAN`, `IDHACK`, `IXSCAN { a: 1 }` (one per `$or` branch).
+    pub fn summary(&self) -> String {
+        let ixscan = |p: &IndexPlan| {
+            let fields: Vec<String> = p
+                .key_pattern
+                .iter()
+                .map(|(k, v)| format!("{k}: {v}"))
+                .collect();
+            format!("IXSCAN {{ {} }}", fields.join(", "))
+        };
+        match self {
+            Plan::CollScan { .. } => "COLLSCAN".into(),
+            Plan::IdPoint(_) => "IDHACK".into(),
+            Plan::Index(p) => ixscan(p),
+            Plan::Or { branches, .. } => branches.iter().map(ixscan).collect::<Vec<_>>().join(", "),
+        }
+    }
+
     pub fn provides_sort(&self) -> bool {
         match self {
             Plan::Index(p) => p.provides_sort,
@@ -274,6 +292,18 @@ pub fn id_point(filter: &Document) -> Option<&Bson> {
 
 /// Choose a plan. `hint` is an index name already validated by the caller.
 pub fn choose(
+    coll: &Collection,
+    filter: &Filter,
+    filter_doc: &Document,
+    sort: Option<&Document>,
+    hint: Option<&str>,
+) -> Choice {
+    let choice = choose_plan(coll, filter, filter_doc, sort, hint);
+    crate::interrupt::note_plan(|| choice.winner.summary());
+    choice
+}
+
+fn choose_plan(
     coll: &Collection,
     filter: &Filter,
     filter_doc: &Document,
