@@ -129,6 +129,9 @@ pub fn check_user_writable(db: &str, coll: &str) -> CommandResult<()> {
     Ok(())
 }
 
+/// Where a database keeps its view definitions, one document per view (mongod's layout).
+pub const VIEWS_COLLECTION: &str = "system.views";
+
 impl Catalog {
     pub fn open(engine: Engine, periodic: bool) -> Catalog {
         Catalog {
@@ -147,6 +150,49 @@ impl Catalog {
         self.engine.collection(db, coll)
     }
 
+    /// The stored definition of view `db.name` (`{_id, viewOn, pipeline[, collation]}`) and
+    /// its RecordId, or `None` when `name` is not a view. Costs one map look-up in a database
+    /// without views.
+    pub fn view_definition(
+        &self,
+        db: &str,
+        name: &str,
+    ) -> CommandResult<Option<(storage::RecordId, Document)>> {
+        let Some(views) = self.engine.collection(db, VIEWS_COLLECTION) else {
+            return Ok(None);
+        };
+        let id = format!("{db}.{name}");
+        let storage_err = |e| storage_error(e, db, VIEWS_COLLECTION);
+        let Some(rid) = views
+            .find_by_id(bson::RawBsonRef::String(&id))
+            .map_err(storage_err)?
+        else {
+            return Ok(None);
+        };
+        let Some(raw) = views.get(rid).map_err(storage_err)? else {
+            return Ok(None);
+        };
+        Document::try_from(raw.as_ref())
+            .map(|d| Some((rid, d)))
+            .map_err(|e| {
+                err(
+                    ErrorCode::InternalError,
+                    format!("{db}.{VIEWS_COLLECTION}: {e}"),
+                )
+            })
+    }
+
+    /// Writes (and index builds) on a view are refused: 166 CommandNotSupportedOnView.
+    pub fn check_not_view(&self, db: &str, coll: &str) -> CommandResult<()> {
+        if self.view_definition(db, coll)?.is_some() {
+            return Err(err(
+                ErrorCode::CommandNotSupportedOnView,
+                format!("Namespace {db}.{coll} is a view, not a collection"),
+            ));
+        }
+        Ok(())
+    }
+
     /// The collection, created (with default options) when missing, as an insert or upsert does.
     pub fn get_or_create(&self, db: &str, coll: &str) -> CommandResult<Arc<Collection>> {
         if let Some(c) = self.engine.collection(db, coll) {
@@ -154,6 +200,7 @@ impl Catalog {
         }
         validate_collection_name(db, coll)?;
         check_user_writable(db, coll)?;
+        self.check_not_view(db, coll)?;
         match self.engine.create_collection(db, coll, Document::new()) {
             Ok(c) => Ok(c),
             // Another connection created it between our look-up and our create.

@@ -471,6 +471,7 @@ async fn run_command(
         .metrics
         .record_command(&req.name, elapsed, result.is_ok());
     let elapsed_ms = elapsed.as_millis() as i64;
+    commands::profile::record(state, info, req, &result, elapsed_ms).await;
     if elapsed_ms > state.slowms.load(Relaxed) {
         log_slow(info, req, &result, elapsed_ms);
     }

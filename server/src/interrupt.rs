@@ -64,6 +64,12 @@ struct Inner {
     /// The deadline as nanoseconds after [`epoch`], plus one; 0 = none. Atomic so that `getMore`
     /// can set it from its cursor's remaining time after the request was parsed.
     deadline: AtomicU64,
+    /// Index keys and documents the operation's scans read (the profiler's `keysExamined` and
+    /// `docsExamined`): the token is the one per-operation object every scan can reach.
+    keys_examined: AtomicU64,
+    docs_examined: AtomicU64,
+    /// The last plan the planner chose for the operation (the profiler's `planSummary`).
+    plan_summary: std::sync::Mutex<Option<String>>,
 }
 
 /// One operation's interrupt token; clones share it.
@@ -75,6 +81,9 @@ impl Default for Interrupt {
         Interrupt(Arc::new(Inner {
             reason: AtomicU8::new(0),
             deadline: AtomicU64::new(0),
+            keys_examined: AtomicU64::new(0),
+            docs_examined: AtomicU64::new(0),
+            plan_summary: std::sync::Mutex::new(None),
         }))
     }
 }
@@ -95,6 +104,19 @@ fn epoch() -> Instant {
 }
 
 impl Interrupt {
+    /// `(keysExamined, docsExamined)` counted so far.
+    pub fn examined(&self) -> (u64, u64) {
+        (
+            self.0.keys_examined.load(Relaxed),
+            self.0.docs_examined.load(Relaxed),
+        )
+    }
+
+    /// The summary of the last plan chosen for the operation (`COLLSCAN`, `IXSCAN { a: 1 }`).
+    pub fn plan_summary(&self) -> Option<String> {
+        self.0.plan_summary.lock().ok().and_then(|p| p.clone())
+    }
+
     /// Tell the operation to stop; a reason already set is kept.
     pub fn interrupt(&self, reason: Reason) {
         let _ = self
@@ -167,6 +189,27 @@ pub fn check() -> CommandResult<()> {
     CURRENT.with(|c| match &*c.borrow() {
         Some(op) => op.check(),
         None => Ok(()),
+    })
+}
+
+/// Count index keys and documents a scan of the thread's current operation read.
+pub fn count_examined(keys: u64, docs: u64) {
+    CURRENT.with(|c| {
+        if let Some(op) = &*c.borrow() {
+            op.0.keys_examined.fetch_add(keys, Relaxed);
+            op.0.docs_examined.fetch_add(docs, Relaxed);
+        }
+    })
+}
+
+/// Note the plan the thread's current operation runs (built only when there is one).
+pub fn note_plan(summary: impl FnOnce() -> String) {
+    CURRENT.with(|c| {
+        if let Some(op) = &*c.borrow()
+            && let Ok(mut p) = op.0.plan_summary.lock()
+        {
+            *p = Some(summary());
+        }
     })
 }
 

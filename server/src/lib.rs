@@ -24,6 +24,7 @@ pub mod offload;
 pub mod ops;
 pub mod parameters;
 pub mod planner;
+pub mod profiler;
 pub mod query;
 pub mod repl;
 pub mod server;

@@ -89,6 +89,8 @@ pub struct ServerState {
     pub metrics: crate::metrics::Metrics,
     /// `--logpath`'s writer, for `logRotate` and SIGUSR1 (None in unit tests).
     pub log_output: Option<Arc<crate::logging::LogOutput>>,
+    /// The database profiler's settings.
+    pub profiler: crate::profiler::Profiler,
     shutdown_tx: watch::Sender<bool>,
 }
 
@@ -152,6 +154,7 @@ impl ServerState {
             sessions: Arc::default(),
             metrics: crate::metrics::Metrics::default(),
             log_output: None,
+            profiler: crate::profiler::Profiler::default(),
             shutdown_tx: watch::channel(false).0,
         })
     }

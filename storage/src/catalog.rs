@@ -107,6 +107,11 @@ pub(crate) enum CatalogOp {
         id: u64,
         name: String,
     },
+    /// The collection's options are replaced (`collMod` of a validator); its data stays.
+    SetOptions {
+        id: u64,
+        options: Document,
+    },
 }
 
 impl CatalogOp {
@@ -125,6 +130,9 @@ impl CatalogOp {
             }
             CatalogOp::DropIndex { id, name } => {
                 doc! {"op": "dropIndex", "id": *id as i64, "name": name}
+            }
+            CatalogOp::SetOptions { id, options } => {
+                doc! {"op": "setOptions", "id": *id as i64, "options": options.clone()}
             }
         }
     }
@@ -163,6 +171,13 @@ impl CatalogOp {
             "dropIndex" => CatalogOp::DropIndex {
                 id: id()?,
                 name: s("name")?,
+            },
+            "setOptions" => CatalogOp::SetOptions {
+                id: id()?,
+                options: d
+                    .get_document("options")
+                    .map_err(|_| bad("options"))?
+                    .clone(),
             },
             _ => return Err(bad("unknown op")),
         })

@@ -162,6 +162,10 @@ impl Replay<'_> {
                     ix.spec = spec;
                 }
             }
+            CatalogOp::SetOptions { id, options } => {
+                let c = self.colls.get_mut(&id).ok_or_else(|| lost("setOptions"))?;
+                c.entry.options = options;
+            }
             CatalogOp::DropIndex { id, name } => {
                 let c = self.colls.get_mut(&id).ok_or_else(|| lost("dropIndex"))?;
                 if let Some(pos) = c.state.indexes.iter().position(|i| i.spec.name == name) {

@@ -347,29 +347,6 @@ pub fn kill_op(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     ))
 }
 
-pub fn profile(state: &ServerState, req: &Request) -> CommandResult<Reply> {
-    let level = req.body.get("profile").and_then(super::as_i64);
-    match level {
-        Some(-1 | 0) => {}
-        Some(1 | 2) => {
-            return Err(err(
-                ErrorCode::IllegalOperation,
-                "the profiler (levels 1 and 2) is not available in cairn yet",
-            ));
-        }
-        _ => return Err(err(ErrorCode::BadValue, "profile must be -1, 0, 1 or 2")),
-    }
-    let was = state.slowms.load(Relaxed);
-    if let Some(v) = req.body.get("slowms") {
-        let ms =
-            super::as_i64(v).ok_or_else(|| err(ErrorCode::BadValue, "slowms must be a number"))?;
-        state.slowms.store(ms, Relaxed);
-    }
-    Ok(Reply::Doc(
-        doc! { "was": state.config.profile, "slowms": was as i32, "sampleRate": 1.0, "ok": 1.0 },
-    ))
-}
-
 /// Where mongod's fsync replies point for more.
 const FSYNC_SEE_ALSO: &str = "http://dochub.mongodb.org/core/fsynccommand";
 

@@ -111,13 +111,59 @@ pub fn run_pipeline(state: &ServerState, req: &Request) -> CommandResult<Ran> {
             )
         })?,
     };
+    let spec = Spec {
+        coll_name,
+        stages,
+        explain,
+        batch_size,
+        allow_disk_use: args::opt_bool(&req.body, "aggregate", "allowDiskUse")?.unwrap_or(false),
+        let_vars: args::opt_doc(&req.body, "aggregate", "let")?.cloned(),
+    };
+    run_spec(state, req, spec)
+}
+
+/// A parsed `aggregate` (or a read of a view turned into one).
+pub struct Spec {
+    /// The namespace aggregated (a collection or a view); `None` for `aggregate: 1`.
+    pub coll_name: Option<String>,
+    pub stages: Vec<Document>,
+    pub explain: bool,
+    pub batch_size: usize,
+    pub allow_disk_use: bool,
+    pub let_vars: Option<Document>,
+}
+
+/// Run a parsed aggregate. On a view, the view's pipeline goes in front and the input is its
+/// collection; the reply and the cursor still name the view.
+pub fn run_spec(state: &ServerState, req: &Request, spec: Spec) -> CommandResult<Ran> {
+    let Spec {
+        coll_name,
+        mut stages,
+        explain,
+        batch_size,
+        allow_disk_use,
+        let_vars,
+    } = spec;
+    let shown = coll_name.clone();
+    let mut is_view = false;
+    let coll_name = match &coll_name {
+        Some(c) => match super::views::resolve(state, &req.db, c)? {
+            Some(r) => {
+                is_view = true;
+                stages = [r.pipeline, stages].concat();
+                Some(r.base)
+            }
+            None => Some(c.clone()),
+        },
+        None => None,
+    };
     let mut ctx = ParseContext::new(&req.db, coll_name.as_deref(), bson::DateTime::now());
-    ctx.allow_disk_use = args::opt_bool(&req.body, "aggregate", "allowDiskUse")?.unwrap_or(false);
+    ctx.allow_disk_use = allow_disk_use;
     ctx.memory_max_bytes = state
         .params
         .get_i64("internalQueryMaxBlockingSortMemoryUsageBytes")
         .max(0) as usize;
-    if let Some(l) = args::opt_doc(&req.body, "aggregate", "let")? {
+    if let Some(l) = &let_vars {
         ctx = ctx.with_let(l)?;
     }
     // Stages that read server state rather than documents produce the input here.
@@ -138,14 +184,14 @@ pub fn run_pipeline(state: &ServerState, req: &Request) -> CommandResult<Ran> {
     if explain {
         return Ok(Ran::Reply(explain_reply(
             &req.db,
-            coll_name.as_deref(),
+            shown.as_deref(),
             &pipeline,
             coll.as_ref(),
         )));
     }
     if let (Some(c), Some(n)) = (&coll, driver::count_shape(&stages)) {
         let docs = driver::count_fast(c, &n, deadline)?;
-        let ns = format!("{}.{}", req.db, coll_name.clone().unwrap_or_default());
+        let ns = format!("{}.{}", req.db, shown.clone().unwrap_or_default());
         return Ok(Ran::Reply(cursor_reply(0, &ns, true, docs)));
     }
     let env = Env {
@@ -155,7 +201,7 @@ pub fn run_pipeline(state: &ServerState, req: &Request) -> CommandResult<Ran> {
     let ns = format!(
         "{}.{}",
         req.db,
-        coll_name.clone().unwrap_or_else(|| "$cmd.aggregate".into())
+        shown.clone().unwrap_or_else(|| "$cmd.aggregate".into())
     );
     if let Some(target) = pipeline.output_target() {
         let (input, done) = driver::input(source, coll.as_ref(), &pipeline, deadline)?;
@@ -186,8 +232,9 @@ pub fn run_pipeline(state: &ServerState, req: &Request) -> CommandResult<Ran> {
     }
     let cursor = Cursor {
         db: req.db.clone(),
-        coll: coll_name.unwrap_or_else(|| "$cmd.aggregate".into()),
-        uuid: coll.map(|c| c.uuid()),
+        coll: shown.unwrap_or_else(|| "$cmd.aggregate".into()),
+        // A view's cursor names the view, which has no collection to check on getMore.
+        uuid: coll.filter(|_| !is_view).map(|c| c.uuid()),
         source,
         last_used: Instant::now(),
         no_timeout: false,
@@ -339,4 +386,29 @@ fn explain_reply(
     Reply::Doc(
         doc! { "explainVersion": "1", "stages": stages, "serverInfo": { "version": super::admin::COMPAT_VERSION }, "ok": 1.0 },
     )
+}
+
+/// Every document a read of view `r` yields with `extra` stages after the view's own, run to
+/// the end on this thread (for `count` and `distinct` on a view).
+pub fn view_docs(
+    state: &ServerState,
+    req: &Request,
+    r: super::views::Resolved,
+    extra: Vec<Document>,
+) -> CommandResult<std::collections::VecDeque<bson::RawDocumentBuf>> {
+    let stages = [r.pipeline, extra].concat();
+    let mut ctx = ParseContext::new(&req.db, Some(&r.base), bson::DateTime::now());
+    ctx.memory_max_bytes = state
+        .params
+        .get_i64("internalQueryMaxBlockingSortMemoryUsageBytes")
+        .max(0) as usize;
+    let pipeline = Pipeline::parse(&stages, &ctx)?;
+    let deadline = deadline(req);
+    let coll = state.catalog.collection(&req.db, &r.base);
+    let env = Env {
+        catalog: &state.catalog,
+        deadline,
+    };
+    let input = driver::input(None, coll.as_ref(), &pipeline, deadline)?;
+    driver::run_to_raw(&pipeline, input, &env)
 }

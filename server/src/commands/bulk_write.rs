@@ -61,6 +61,8 @@ struct BulkRequest {
     namespaces: Vec<Namespace>,
     ops: Vec<Op>,
     ordered: bool,
+    /// `bypassDocumentValidation`.
+    bypass_validation: bool,
     errors_only: bool,
     vars: Option<Document>,
     /// A retryable write (`txnNumber`): its `multi: true` ops fail, as in mongod.
@@ -294,7 +296,8 @@ fn parse(req: &Request) -> CommandResult<BulkRequest> {
     }
     let ordered = args::opt_bool(&req.body, "bulkWrite", "ordered")?.unwrap_or(true);
     let errors_only = args::opt_bool(&req.body, "bulkWrite", "errorsOnly")?.unwrap_or(false);
-    args::opt_bool(&req.body, "bulkWrite", "bypassDocumentValidation")?;
+    let bypass_validation =
+        args::opt_bool(&req.body, "bulkWrite", "bypassDocumentValidation")?.unwrap_or(false);
     if let Some(c) = args::opt_doc(&req.body, "bulkWrite", "cursor")? {
         check_fields_named(c, "bulkWrite.cursor", &["batchSize"], 0)?;
         args::opt_non_negative(c, "bulkWrite.cursor", "batchSize")?;
@@ -325,6 +328,7 @@ fn parse(req: &Request) -> CommandResult<BulkRequest> {
         namespaces,
         ops,
         ordered,
+        bypass_validation,
         errors_only,
         vars,
         retryable: req.body.contains_key("txnNumber"),
@@ -448,7 +452,7 @@ fn run(state: &ServerState, bulk: &BulkRequest) -> (Results, Option<storage::Tic
             }
             Kind::Update => {
                 let r = crud_write::check_retryable_multi(bulk.retryable, multi(op))
-                    .and_then(|()| update_op(state, ns, op, i, bulk.vars.as_ref(), &mut shared));
+                    .and_then(|()| update_op(state, ns, op, i, bulk, &mut shared));
                 i += 1;
                 match r {
                     Ok(item) => {
@@ -502,6 +506,17 @@ fn insert_run(
 ) -> bool {
     let mut pending: Vec<(usize, RawDocumentBuf)> = Vec::with_capacity(len);
     let mut refused: Vec<(usize, CommandError)> = Vec::new();
+    let existing = state.catalog.collection(&ns.db, &ns.coll);
+    let checker = match crate::commands::validation::Checker::new(
+        existing.as_deref(),
+        bulk.bypass_validation,
+    ) {
+        Ok(c) => c,
+        Err(e) => {
+            refused.push((start, e));
+            crate::commands::validation::Checker::none()
+        }
+    };
     for idx in start..start + len {
         state.opcounters.insert.fetch_add(1, Relaxed);
         let raw = bulk.ops[idx]
@@ -511,7 +526,8 @@ fn insert_run(
             .and_then(|d| {
                 RawDocumentBuf::try_from(d).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))
             })
-            .and_then(crud_write::prepare_for_storage);
+            .and_then(crud_write::prepare_for_storage)
+            .and_then(|d| checker.insert(&d).map(|()| d));
         match raw {
             Ok(d) => pending.push((idx, d)),
             Err(e) => {
@@ -591,10 +607,12 @@ fn update_op(
     ns: &Namespace,
     op: &Op,
     idx: usize,
-    vars: Option<&Document>,
+    bulk: &BulkRequest,
     shared: &mut WriteOutcome,
 ) -> CommandResult<Document> {
+    let (vars, bypass) = (bulk.vars.as_ref(), bulk.bypass_validation);
     state.opcounters.update.fetch_add(1, Relaxed);
+    state.catalog.check_not_view(&ns.db, &ns.coll)?;
     let b = &op.body;
     let mut s = Document::new();
     for (from, to) in [
@@ -624,7 +642,8 @@ fn update_op(
     };
     let raw =
         RawDocumentBuf::try_from(&s).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
-    let stmt = crud_write::parse_update_stmt(&raw, &ns.db, &ns.coll, vars)?;
+    let mut stmt = crud_write::parse_update_stmt(&raw, &ns.db, &ns.coll, vars)?;
+    stmt.bypass_validation = bypass;
     let mut out = WriteOutcome::default();
     crud_write::run_update(state, &ns.db, &ns.coll, &stmt, idx, &mut out)?;
     if let Some(t) = out.ticket.take() {
@@ -658,6 +677,7 @@ fn delete_op(
     shared: &mut WriteOutcome,
 ) -> CommandResult<i64> {
     state.opcounters.delete.fetch_add(1, Relaxed);
+    state.catalog.check_not_view(&ns.db, &ns.coll)?;
     let b = &op.body;
     let multi = b.get_bool("multi").unwrap_or(false);
     let mut s = doc! { "q": b.get("filter").cloned().unwrap_or(Bson::Document(Document::new())), "limit": if multi { 0 } else { 1 } };

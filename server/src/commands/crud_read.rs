@@ -165,6 +165,9 @@ pub fn find(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     crate::catalog::validate_collection_name(&req.db, &coll_name)?;
     let ns = format!("{}.{}", req.db, coll_name);
     let a = parse_find(&req.body)?;
+    if let Some(view) = super::views::get(state, &req.db, &coll_name)? {
+        return find_on_view(state, req, &view.name, &a);
+    }
     let deadline = deadline(req);
     let Some(coll) = state.catalog.collection(&req.db, &coll_name) else {
         return Ok(cursor_reply(0, &ns, true, vec![]));
@@ -209,6 +212,65 @@ pub fn find(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     };
     let id = state.cursors.insert(cursor)?;
     Ok(cursor_reply(id, &ns, true, batch))
+}
+
+/// `find` on a view is an aggregate: the view's pipeline, then the find's filter, sort, skip,
+/// limit and projection as stages, in that order (as mongod rewrites it).
+fn find_on_view(
+    state: &ServerState,
+    req: &Request,
+    view: &str,
+    a: &FindSpec,
+) -> CommandResult<Reply> {
+    for option in ["min", "max", "returnKey", "showRecordId", "hint"] {
+        if req.body.get(option).is_some_and(|v| match v {
+            Bson::Boolean(b) => *b,
+            Bson::Document(d) => !d.is_empty(),
+            _ => true,
+        }) {
+            return Err(err(
+                ErrorCode::OptionNotSupportedOnView,
+                format!("{option} not supported on a view"),
+            ));
+        }
+    }
+    let mut stages = Vec::new();
+    if !a.filter_doc.is_empty() {
+        stages.push(doc! { "$match": a.filter_doc.clone() });
+    }
+    if let Some((_, sort)) = &a.sort {
+        stages.push(doc! { "$sort": sort.clone() });
+    }
+    if a.skip > 0 {
+        stages.push(doc! { "$skip": a.skip as i64 });
+    }
+    if let Some(l) = a.limit {
+        stages.push(doc! { "$limit": l as i64 });
+    }
+    if let Some(p) = &a.projection_doc {
+        stages.push(doc! { "$project": p.clone() });
+    }
+    let batch_size = match (a.batch_size, a.limit) {
+        (Some(b), Some(l)) => b.min(l as usize),
+        (Some(b), None) => b,
+        (None, Some(l)) if a.single_batch => l as usize,
+        (None, _) => FIRST_BATCH_COUNT_DEFAULT,
+    };
+    let spec = super::aggregate::Spec {
+        coll_name: Some(view.to_string()),
+        stages,
+        explain: false,
+        batch_size,
+        allow_disk_use: a.allow_disk_use,
+        let_vars: args::opt_doc(&req.body, "find", "let")?.cloned(),
+    };
+    match super::aggregate::run_spec(state, req, spec)? {
+        super::aggregate::Ran::Reply(r) => Ok(r),
+        super::aggregate::Ran::Output { .. } => Err(err(
+            ErrorCode::InternalError,
+            "a find on a view produced output",
+        )),
+    }
 }
 
 pub fn get_more(state: &ServerState, req: &Request) -> CommandResult<Reply> {
@@ -352,6 +414,23 @@ pub fn count(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     let limit = args::opt_i64(&req.body, "count", "limit")?
         .unwrap_or(0)
         .unsigned_abs();
+    if let Some(view) = super::views::resolve(state, &req.db, &coll_name)? {
+        let mut stages = vec![doc! { "$match": query }];
+        if skip > 0 {
+            stages.push(doc! { "$skip": skip });
+        }
+        if limit > 0 {
+            stages.push(doc! { "$limit": limit as i64 });
+        }
+        stages.push(doc! { "$count": "n" });
+        let docs = super::aggregate::view_docs(state, req, view, stages)?;
+        let n = docs
+            .front()
+            .and_then(|d| d.get("n").ok().flatten())
+            .and_then(|v| Bson::try_from(v).ok())
+            .unwrap_or(Bson::Int32(0));
+        return Ok(Reply::Doc(doc! { "n": n, "ok": 1.0 }));
+    }
     let coll = state.catalog.collection(&req.db, &coll_name);
     let hint = args::check_hint(&req.body, coll.as_deref())?;
     let Some(coll) = coll else {
@@ -409,11 +488,22 @@ pub fn distinct(state: &ServerState, req: &Request) -> CommandResult<Reply> {
         .cloned()
         .unwrap_or_default();
     let filter = Filter::parse(&query)?;
+    let mut values = Vec::new();
+    if let Some(view) = super::views::resolve(state, &req.db, &coll_name)? {
+        let path: Vec<&str> = key.split('.').collect();
+        for raw in super::aggregate::view_docs(state, req, view, vec![doc! { "$match": query }])? {
+            let d = Document::try_from(raw.as_ref())
+                .map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
+            crate::query::path::values_at(&Bson::Document(d), &path, &mut values);
+        }
+        values.sort_by(storage::order::compare_bson);
+        values.dedup_by(|a, b| storage::order::compare_bson(a, b).is_eq());
+        return Ok(Reply::Doc(doc! { "values": values, "ok": 1.0 }));
+    }
     let coll = state.catalog.collection(&req.db, &coll_name);
     let hint = args::check_hint(&req.body, coll.as_deref())?;
     let natural =
         matches!(req.body.get("hint"), Some(Bson::Document(h)) if h.contains_key("$natural"));
-    let mut values = Vec::new();
     let key_only = coll
         .as_ref()
         .filter(|_| !natural)

@@ -307,12 +307,15 @@ fn insert_documents(state: &ServerState, req: &Request) -> CommandResult<WriteOu
     let ordered = args::opt_bool(&req.body, "insert", "ordered")?.unwrap_or(true);
     let docs = statements(req, "documents")?;
     crate::catalog::check_user_writable(&req.db, &coll_name)?;
+    state.catalog.check_not_view(&req.db, &coll_name)?;
     let coll = state.catalog.get_or_create(&req.db, &coll_name)?;
+    let bypass = args::opt_bool(&req.body, "insert", "bypassDocumentValidation")?.unwrap_or(false);
+    let checker = super::validation::Checker::new(Some(&coll), bypass)?;
     let mut out = WriteOutcome::default();
     let mut pending: Vec<(usize, RawDocumentBuf)> = Vec::new();
     for (i, raw) in docs.into_iter().enumerate() {
         state.opcounters.insert.fetch_add(1, Relaxed);
-        match prepare_for_storage(raw) {
+        match prepare_for_storage(raw).and_then(|d| checker.insert(&d).map(|()| d)) {
             Ok(d) => pending.push((i, d)),
             Err(e) => {
                 insert_group(
@@ -388,6 +391,8 @@ pub(super) struct UpdateStmt {
     hint: Document,
     /// `sort` (mongod 8.0, single-document updates only): which match is updated.
     sort: Option<SortSpec>,
+    /// The command's `bypassDocumentValidation`.
+    pub(super) bypass_validation: bool,
 }
 
 pub(super) fn parse_update_stmt(
@@ -476,6 +481,7 @@ pub(super) fn parse_update_stmt(
             .get("hint")
             .map(|h| doc! { "hint": h.clone() })
             .unwrap_or_default(),
+        bypass_validation: false,
     })
 }
 
@@ -505,9 +511,11 @@ fn update_statements(
     req: &Request,
     coll: &str,
 ) -> CommandResult<WriteOutcome> {
+    state.catalog.check_not_view(&req.db, coll)?;
     let ordered = args::opt_bool(&req.body, "update", "ordered")?.unwrap_or(true);
     let stmts = statements(req, "updates")?;
     let vars = args::let_variables(&req.body, "update")?;
+    let bypass = args::opt_bool(&req.body, "update", "bypassDocumentValidation")?.unwrap_or(false);
     for raw in &stmts {
         check_sort_single(raw)?;
     }
@@ -516,8 +524,11 @@ fn update_statements(
     for (i, raw) in stmts.iter().enumerate() {
         state.opcounters.update.fetch_add(1, Relaxed);
         let result = match parse_update_stmt(raw, &req.db, coll, vars.as_ref()) {
-            Ok(stmt) => check_retryable_multi(retryable, stmt.multi)
-                .and_then(|()| run_update(state, &req.db, coll, &stmt, i, &mut out)),
+            Ok(mut stmt) => {
+                stmt.bypass_validation = bypass;
+                check_retryable_multi(retryable, stmt.multi)
+                    .and_then(|()| run_update(state, &req.db, coll, &stmt, i, &mut out))
+            }
             Err(e) => Err(e),
         };
         if let Err(e) = result {
@@ -602,6 +613,7 @@ pub(super) fn run_update(
     let coll = state.catalog.collection(db, name);
     let mut matched = 0i64;
     let mut modified = 0i64;
+    let checker = super::validation::Checker::new(coll.as_deref(), stmt.bypass_validation)?;
     if let Some(coll) = &coll {
         args::check_hint(&stmt.hint, Some(coll))?;
         // RecordIds first (8 bytes a match, and an update never sees its own output), then the
@@ -618,6 +630,17 @@ pub(super) fn run_update(
                     continue;
                 };
                 if let Some(next) = updated_doc(stmt, &raw, *pos)? {
+                    if let Err(e) = checker.update(&raw, &next) {
+                        // The documents before the failing one stay updated, as in mongod.
+                        if !ops.is_empty() {
+                            modified += ops.len() as i64;
+                            let t = coll.write(ops).map_err(|e| storage_error(e, db, name))?;
+                            out.keep_ticket(t);
+                        }
+                        out.n += modified;
+                        out.n_modified += modified;
+                        return Err(e);
+                    }
                     ops.push(update_op(stmt, *rid, next));
                 }
             }
@@ -635,6 +658,7 @@ pub(super) fn run_update(
         let id = doc.get("_id").cloned().unwrap_or(Bson::Null);
         let raw = prepare_document(doc)?;
         let coll = state.catalog.get_or_create(db, name)?;
+        super::validation::Checker::new(Some(&coll), stmt.bypass_validation)?.insert(&raw)?;
         let t = coll
             .write(vec![WriteOp::Insert(raw)])
             .map_err(|e| storage_error(e, db, name))?;
@@ -733,6 +757,7 @@ fn delete_statements(
     req: &Request,
     name: &str,
 ) -> CommandResult<WriteOutcome> {
+    state.catalog.check_not_view(&req.db, name)?;
     let ordered = args::opt_bool(&req.body, "delete", "ordered")?.unwrap_or(true);
     let stmts = statements(req, "deletes")?;
     let vars = args::let_variables(&req.body, "delete")?;

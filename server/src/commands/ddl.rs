@@ -22,11 +22,49 @@ const CREATE_STORED: &[&str] = &[
 ];
 /// `create` options of capped collections (`commands::capped`).
 const CREATE_CAPPED: &[&str] = &["capped", "size", "max"];
+/// The validation options of `create` and `collMod`.
+const VALIDATION_OPTIONS: &[&str] = &["validator", "validationLevel", "validationAction"];
+
+/// Check the validation options of a `create` or `collMod` body and merge them into `options`
+/// (a validator given without level or action gets mongod's defaults, strict and error).
+fn merge_validation(body: &Document, options: &mut Document) -> CommandResult<bool> {
+    use crate::query::validation::{Action, Level, check_validator};
+    let mut changed = false;
+    if let Some(v) = body.get("validator") {
+        let Bson::Document(d) = v else {
+            return Err(err(
+                ErrorCode::TypeMismatch,
+                format!(
+                    "BSON field 'validator' is the wrong type '{}', expected type 'object'",
+                    args::type_name(v)
+                ),
+            ));
+        };
+        check_validator(d)?;
+        Filter::parse(d)?;
+        options.insert("validator", d.clone());
+        for (k, default) in [("validationLevel", "strict"), ("validationAction", "error")] {
+            if !options.contains_key(k) {
+                options.insert(k, default);
+            }
+        }
+        changed = true;
+    }
+    if let Some(v) = body.get("validationLevel") {
+        Level::parse(v)?;
+        options.insert("validationLevel", v.clone());
+        changed = true;
+    }
+    if let Some(v) = body.get("validationAction") {
+        Action::parse(v)?;
+        options.insert("validationAction", v.clone());
+        changed = true;
+    }
+    Ok(changed)
+}
+
 /// `create` options that need features cairn does not have yet.
 const CREATE_UNSUPPORTED: &[&str] = &[
-    "validator",
-    "validationLevel",
-    "validationAction",
     "viewOn",
     "pipeline",
     "collation",
@@ -40,6 +78,15 @@ const CREATE_UNSUPPORTED: &[&str] = &[
 pub fn create(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     let name = args::collection_name(&req.body, "create")?;
     validate_collection_name(&req.db, &name)?;
+    if req.body.contains_key("viewOn") || req.body.contains_key("pipeline") {
+        if name.starts_with("system.") {
+            return Err(err(
+                ErrorCode::InvalidNamespace,
+                format!("Invalid system namespace: {}.{name}", req.db),
+            ));
+        }
+        return super::views::create(state, req, &name);
+    }
     let mut options = Document::new();
     for (k, v) in req.body.iter().skip(1) {
         if CREATE_UNSUPPORTED.contains(&k.as_str()) {
@@ -55,13 +102,26 @@ pub fn create(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     check_fields(
         &req.body,
         "create",
-        &[CREATE_STORED, CREATE_UNSUPPORTED, CREATE_CAPPED].concat(),
+        &[
+            CREATE_STORED,
+            CREATE_UNSUPPORTED,
+            CREATE_CAPPED,
+            VALIDATION_OPTIONS,
+        ]
+        .concat(),
     )?;
     super::capped::create_options(&req.body, &mut options)?;
+    merge_validation(&req.body, &mut options)?;
     if name.starts_with("system.") {
         return Err(err(
             ErrorCode::InvalidNamespace,
             format!("Invalid system namespace: {}.{name}", req.db),
+        ));
+    }
+    if super::views::get(state, &req.db, &name)?.is_some() {
+        return Err(err(
+            ErrorCode::NamespaceExists,
+            format!("Namespace {}.{name} already exists", req.db),
         ));
     }
     match state
@@ -90,6 +150,17 @@ pub async fn drop(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult
 }
 
 fn drop_collection(state: &ServerState, req: &Request, name: &str) -> CommandResult<Reply> {
+    if name == crate::profiler::PROFILE_COLLECTION && state.profiler.level(&req.db) != 0 {
+        return Err(err(
+            ErrorCode::IllegalOperation,
+            "turn off profiling before dropping system.profile collection",
+        ));
+    }
+    // Dropping a view removes its definition only; its source stays.
+    if super::views::drop(state, &req.db, name)? {
+        state.cursors.invalidate(&req.db, Some(name));
+        return Ok(Reply::ok());
+    }
     let n_indexes = state
         .catalog
         .collection(&req.db, name)
@@ -171,6 +242,18 @@ pub fn list_collections(state: &ServerState, req: &Request) -> CommandResult<Rep
                 full
             };
             docs.push(shown);
+        }
+    }
+    for view in super::views::list(state, &req.db)? {
+        let full = RawDocumentBuf::try_from(&view.list_entry(false))
+            .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?;
+        if filter.matches(&full) {
+            docs.push(if name_only {
+                RawDocumentBuf::try_from(&view.list_entry(true))
+                    .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?
+            } else {
+                full
+            });
         }
     }
     Ok(cursor_reply(
@@ -276,6 +359,13 @@ pub async fn rename_collection(
     let guard = state.catalog.lock(&from_db, &from_coll).await;
     off_thread(state, req, move |state, _| {
         let _guard = guard;
+        if super::views::get(state, &from_db, &from_coll)?.is_some() {
+            return Err(err(
+                ErrorCode::CommandNotSupportedOnView,
+                format!("cannot rename view: {from}"),
+            ));
+        }
+        state.catalog.check_not_view(&to_db, &to_coll)?;
         if state.catalog.collection(&from_db, &from_coll).is_none() {
             return Err(err(
                 ErrorCode::NamespaceNotFound,
@@ -459,15 +549,25 @@ pub async fn coll_mod(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandRe
 }
 
 fn modify_collection(state: &ServerState, req: &Request, name: &str) -> CommandResult<Reply> {
+    if req.body.contains_key("viewOn")
+        || req.body.contains_key("pipeline")
+        || super::views::get(state, &req.db, name)?.is_some()
+    {
+        return super::views::modify(state, req, name);
+    }
     for (k, _) in req.body.iter().skip(1) {
-        if CREATE_UNSUPPORTED.contains(&k.as_str()) || k == "validator" {
+        if CREATE_UNSUPPORTED.contains(&k.as_str()) {
             return Err(err(
                 ErrorCode::CommandNotSupported,
                 format!("collMod: the '{k}' option is not supported by cairn yet"),
             ));
         }
     }
-    check_fields(&req.body, "collMod", &["index", "dryRun"])?;
+    check_fields(
+        &req.body,
+        "collMod",
+        &[&["index", "dryRun"][..], VALIDATION_OPTIONS].concat(),
+    )?;
     let ns = format!("{}.{name}", req.db);
     let Some(coll) = state.catalog.collection(&req.db, name) else {
         return Err(err(
@@ -475,6 +575,15 @@ fn modify_collection(state: &ServerState, req: &Request, name: &str) -> CommandR
             format!("ns does not exist: {ns}"),
         ));
     };
+    let mut options = coll.options();
+    if merge_validation(&req.body, &mut options)? {
+        // An empty validator turns validation off (mongod keeps `validator: {}`).
+        state
+            .catalog
+            .engine()
+            .set_collection_options(&req.db, name, options)
+            .map_err(|e| storage_error(e, &req.db, name))?;
+    }
     let Some(index) = args::opt_doc(&req.body, "collMod", "index")? else {
         return Ok(Reply::ok());
     };

@@ -138,6 +138,49 @@ fn target(inner: &Document) -> CommandResult<(String, Target)> {
     Ok((name, t))
 }
 
+/// A find, count or distinct on a view is explained as the aggregate it runs as: the filter
+/// (and find's sort, skip, limit, projection) as stages after the view's pipeline, which
+/// `aggregate` adds when it resolves the view.
+fn view_read_as_aggregate(
+    state: &ServerState,
+    db: &str,
+    inner: &Document,
+) -> CommandResult<Option<Document>> {
+    let name = inner.keys().next().cloned().unwrap_or_default();
+    if !matches!(name.as_str(), "find" | "count" | "distinct") {
+        return Ok(None);
+    }
+    let Ok(coll) = args::collection_name(inner, &name) else {
+        return Ok(None);
+    };
+    if super::views::get(state, db, &coll)?.is_none() {
+        return Ok(None);
+    }
+    let filter_key = if name == "find" { "filter" } else { "query" };
+    let mut stages = Vec::new();
+    if let Ok(f) = inner.get_document(filter_key) {
+        stages.push(Bson::Document(doc! { "$match": f.clone() }));
+    }
+    if name == "find" {
+        for (field, stage) in [
+            ("sort", "$sort"),
+            ("skip", "$skip"),
+            ("limit", "$limit"),
+            ("projection", "$project"),
+        ] {
+            match inner.get(field) {
+                Some(Bson::Document(d)) if d.is_empty() => {}
+                Some(v) => stages.push(Bson::Document(doc! { stage: v.clone() })),
+                None => {}
+            }
+        }
+    }
+    if name == "count" {
+        stages.push(Bson::Document(doc! { "$count": "count" }));
+    }
+    Ok(Some(doc! { "aggregate": coll, "pipeline": stages }))
+}
+
 fn verbosity(body: &Document) -> CommandResult<String> {
     Ok(match body.get("verbosity") {
         None => "allPlansExecution".to_string(),
@@ -170,6 +213,10 @@ pub fn explain(state: &ServerState, req: &Request) -> CommandResult<Reply> {
             ));
         }
     };
+    let mut inner = inner;
+    if let Some(agg) = view_read_as_aggregate(state, &req.db, &inner)? {
+        inner = agg;
+    }
     if inner.keys().next().is_some_and(|k| k == "aggregate") {
         // The aggregate command explains itself (the planner's part for its leading stages).
         let mut body = inner.clone();

@@ -158,7 +158,9 @@ fn find_and_change(
     name: &str,
     a: &Args,
 ) -> CommandResult<Outcome> {
+    state.catalog.check_not_view(&req.db, name)?;
     let coll = state.catalog.collection(&req.db, name);
+    let bypass = args::opt_bool(&req.body, &req.name, "bypassDocumentValidation")?.unwrap_or(false);
     args::check_hint(&req.body, coll.as_deref())?;
     let target = match &coll {
         Some(c) => {
@@ -191,6 +193,7 @@ fn find_and_change(
                 .ok_or_else(|| err(ErrorCode::InternalError, "collection vanished"))?;
             let (after, ticket) = match updated_doc(stmt, &doc, pos)? {
                 Some(next) => {
+                    super::validation::Checker::new(Some(coll), bypass)?.update(&doc, &next)?;
                     let t = coll
                         .write(vec![super::crud_write::update_op(stmt, rid, next.clone())])
                         .map_err(|e| storage_error(e, &req.db, name))?;
@@ -211,6 +214,7 @@ fn find_and_change(
             let id = new_doc.get("_id").cloned().unwrap_or(Bson::Null);
             let raw = prepare_document(new_doc)?;
             let coll = state.catalog.get_or_create(&req.db, name)?;
+            super::validation::Checker::new(Some(&coll), bypass)?.insert(&raw)?;
             let t = coll
                 .write(vec![WriteOp::Insert(raw.clone())])
                 .map_err(|e| storage_error(e, &req.db, name))?;

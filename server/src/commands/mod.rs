@@ -22,10 +22,13 @@ pub mod find_and_modify;
 pub mod handshake;
 pub mod indexes;
 pub mod output;
+pub mod profile;
 pub mod replset;
 pub mod roles;
 pub mod tailable;
 pub mod users;
+pub mod validation;
+pub mod views;
 
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::interrupt::Interrupt;
@@ -496,7 +499,7 @@ pub async fn dispatch(
         "getLog" => admin::get_log(state, req),
         "logRotate" => off_thread(state, req, admin::log_rotate).await,
         "shutdown" => admin::shutdown(state, conn),
-        "profile" => admin::profile(state, req),
+        "profile" => profile::profile(state, req),
         "fsync" => admin::fsync(state, req).await,
         "replSetInitiate" => off_thread(state, req, replset::initiate).await,
         "replSetReconfig" => off_thread(state, req, replset::reconfig).await,

@@ -26,6 +26,7 @@ pub async fn write_output(
 ) -> CommandResult<()> {
     crate::catalog::validate_collection_name(&target.db, &target.coll)?;
     crate::catalog::check_user_writable(&target.db, &target.coll)?;
+    state.catalog.check_not_view(&target.db, &target.coll)?;
     match target.mode {
         OutputMode::Out => {
             let temp = format!("tmp.agg_out.{}", bson::oid::ObjectId::new());

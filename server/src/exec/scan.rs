@@ -166,6 +166,7 @@ impl ScanState {
                     *after = Some(*rid);
                 }
                 self.docs_examined += chunk.len() as u64;
+                crate::interrupt::count_examined(0, chunk.len() as u64);
                 Ok(chunk)
             }
             ScanMode::Index { .. } => self.next_index_candidates(want),
@@ -199,6 +200,7 @@ impl ScanState {
                     break;
                 };
                 self.keys_examined += entries.len() as u64;
+                crate::interrupt::count_examined(entries.len() as u64, 0);
                 for (_, rid) in entries {
                     crate::interrupt::tick()?;
                     // A RecordId is fetched and queued once, by the first branch that meets it;
@@ -208,6 +210,7 @@ impl ScanState {
                     }
                     if let Some(doc) = self.coll.get(rid).map_err(serr)? {
                         self.docs_examined += 1;
+                        crate::interrupt::count_examined(0, 1);
                         b.buf.push_back((rid, doc));
                     }
                 }
@@ -260,6 +263,7 @@ impl ScanState {
             return Ok(vec![]);
         };
         self.keys_examined += entries.len() as u64;
+        crate::interrupt::count_examined(entries.len() as u64, 0);
         // A multikey index holds a document once per distinct key; a union may reach a
         // document through several branches.
         let dedup = plan.multikey || plans.len() > 1;
@@ -273,6 +277,7 @@ impl ScanState {
                 out.push((rid, doc));
             } else if let Some(doc) = self.coll.get(rid).map_err(serr)? {
                 self.docs_examined += 1;
+                crate::interrupt::count_examined(0, 1);
                 out.push((rid, doc));
             }
         }

@@ -82,6 +82,24 @@ pub enum Plan {
 }
 
 impl Plan {
+    /// mongod's `planSummary`: `COLLSCAN`, `IDHACK`, `IXSCAN { a: 1 }` (one per `$or` branch).
+    pub fn summary(&self) -> String {
+        let ixscan = |p: &IndexPlan| {
+            let fields: Vec<String> = p
+                .key_pattern
+                .iter()
+                .map(|(k, v)| format!("{k}: {v}"))
+                .collect();
+            format!("IXSCAN {{ {} }}", fields.join(", "))
+        };
+        match self {
+            Plan::CollScan { .. } => "COLLSCAN".into(),
+            Plan::IdPoint(_) => "IDHACK".into(),
+            Plan::Index(p) => ixscan(p),
+            Plan::Or { branches, .. } => branches.iter().map(ixscan).collect::<Vec<_>>().join(", "),
+        }
+    }
+
     pub fn provides_sort(&self) -> bool {
         match self {
             Plan::Index(p) => p.provides_sort,
@@ -285,8 +303,22 @@ pub fn choose(
 }
 
 /// [`choose`], saying whether the plan came from the plan cache; with `record` false (explain)
-/// the cache is read but never written.
+/// the cache is read but never written. The winner's summary is noted on the operation (for
+/// the profiler and the slow-query line).
 pub fn choose_cached(
+    coll: &Collection,
+    filter: &Filter,
+    filter_doc: &Document,
+    sort: Option<&Document>,
+    hint: Option<&str>,
+    record: bool,
+) -> (Choice, bool) {
+    let (choice, cached) = choose_plan(coll, filter, filter_doc, sort, hint, record);
+    crate::interrupt::note_plan(|| choice.winner.summary());
+    (choice, cached)
+}
+
+fn choose_plan(
     coll: &Collection,
     filter: &Filter,
     filter_doc: &Document,

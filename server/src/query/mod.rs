@@ -14,6 +14,7 @@ pub mod projection;
 pub mod sort;
 pub mod types;
 pub mod update;
+pub mod validation;
 
 #[cfg(test)]
 mod fuzz_tests;

@@ -22,7 +22,13 @@ pub struct Schema {
     pattern: Option<RegexPred>,
     required: Vec<String>,
     properties: Vec<(String, Schema)>,
+    pattern_properties: Vec<(RegexPred, Schema)>,
     additional: Option<Box<Additional>>,
+    /// `dependencies`: when the field is present, these fields must be too, or the whole
+    /// object must satisfy the schema.
+    dependencies: Vec<(String, Dependency)>,
+    multiple_of: Option<Bson>,
+    additional_items: Option<Box<Additional>>,
     min_properties: Option<usize>,
     max_properties: Option<usize>,
     items: Option<Items>,
@@ -38,6 +44,12 @@ pub struct Schema {
 #[derive(Debug, Clone)]
 enum Additional {
     Allowed(bool),
+    Schema(Box<Schema>),
+}
+
+#[derive(Debug, Clone)]
+enum Dependency {
+    Fields(Vec<String>),
     Schema(Box<Schema>),
 }
 
@@ -200,6 +212,62 @@ impl Schema {
                         other => Additional::Schema(Box::new(sub(other, key)?)),
                     }))
                 }
+                "patternProperties" => match v {
+                    Bson::Document(props) => {
+                        for (pattern, p) in props {
+                            let re = RegexPred::new(pattern, "")?;
+                            s.pattern_properties.push((re, sub(p, key)?));
+                        }
+                    }
+                    _ => {
+                        return Err(err(
+                            ErrorCode::TypeMismatch,
+                            "$patternProperties must be an object",
+                        ));
+                    }
+                },
+                "dependencies" => {
+                    let Bson::Document(deps) = v else {
+                        return Err(err(
+                            ErrorCode::TypeMismatch,
+                            "$dependencies must be an object",
+                        ));
+                    };
+                    for (field, dep) in deps {
+                        let dep = match dep {
+                            Bson::Document(d) => Dependency::Schema(Box::new(Schema::parse(d)?)),
+                            Bson::Array(names) if !names.is_empty() => Dependency::Fields(
+                                names
+                                    .iter()
+                                    .map(|n| match n {
+                                        Bson::String(n) => Ok(n.clone()),
+                                        _ => Err(fail(
+                                            "property dependency must be an array of strings",
+                                        )),
+                                    })
+                                    .collect::<CommandResult<_>>()?,
+                            ),
+                            _ => {
+                                return Err(fail(
+                                    "property dependency must be an object or a non-empty array",
+                                ));
+                            }
+                        };
+                        s.dependencies.push((field.clone(), dep));
+                    }
+                }
+                "multipleOf" => {
+                    if !types::is_number(v) || types::as_f64(v).is_none_or(|m| m <= 0.0) {
+                        return Err(fail("$multipleOf must be a positive number"));
+                    }
+                    s.multiple_of = Some(v.clone());
+                }
+                "additionalItems" => {
+                    s.additional_items = Some(Box::new(match v {
+                        Bson::Boolean(b) => Additional::Allowed(*b),
+                        other => Additional::Schema(Box::new(sub(other, key)?)),
+                    }))
+                }
                 "minProperties" => s.min_properties = Some(count(v, key)?),
                 "maxProperties" => s.max_properties = Some(count(v, key)?),
                 "items" => {
@@ -225,6 +293,11 @@ impl Schema {
     /// True when the document satisfies the schema.
     pub fn matches(&self, doc: &RawDocument) -> bool {
         self.accepts(RawBsonRef::Document(doc))
+    }
+
+    /// True when a value (of any type) satisfies the schema.
+    pub fn accepts_value(&self, v: RawBsonRef<'_>) -> bool {
+        self.accepts(v)
     }
 
     fn accepts(&self, v: RawBsonRef<'_>) -> bool {
@@ -262,7 +335,13 @@ impl Schema {
                 o == want || (!exclusive && o == Ordering::Equal)
             }
         };
-        within(&self.minimum, Ordering::Greater) && within(&self.maximum, Ordering::Less)
+        let multiple = match (&self.multiple_of, types::raw_as_f64(v)) {
+            (Some(m), Some(x)) => types::as_f64(m).is_some_and(|m| (x % m) == 0.0),
+            _ => true,
+        };
+        multiple
+            && within(&self.minimum, Ordering::Greater)
+            && within(&self.maximum, Ordering::Less)
     }
 
     fn accepts_string(&self, s: &str) -> bool {
@@ -290,16 +369,33 @@ impl Schema {
         {
             return false;
         }
-        fields.iter().all(
-            |(k, v)| match self.properties.iter().find(|(name, _)| name == k) {
-                Some((_, s)) => s.accepts(*v),
-                None => match self.additional.as_deref() {
-                    None | Some(Additional::Allowed(true)) => true,
-                    Some(Additional::Allowed(false)) => false,
-                    Some(Additional::Schema(s)) => s.accepts(*v),
-                },
-            },
-        )
+        let present = |f: &str| fields.iter().any(|(k, _)| *k == f);
+        for (field, dep) in &self.dependencies {
+            if !present(field) {
+                continue;
+            }
+            let ok = match dep {
+                Dependency::Fields(names) => names.iter().all(|n| present(n)),
+                Dependency::Schema(s) => s.accepts_object(d),
+            };
+            if !ok {
+                return false;
+            }
+        }
+        fields.iter().all(|(k, v)| {
+            let named = self.properties.iter().find(|(name, _)| name == k);
+            let mut patterned = self
+                .pattern_properties
+                .iter()
+                .filter(|(re, _)| re.is_match(k))
+                .peekable();
+            let by_pattern = patterned.peek().is_some();
+            if named.is_some_and(|(_, s)| !s.accepts(*v)) || !patterned.all(|(_, s)| s.accepts(*v))
+            {
+                return false;
+            }
+            named.is_some() || by_pattern || additional_accepts(self.additional.as_deref(), *v)
+        })
     }
 
     fn accepts_array(&self, elements: &[RawBsonRef<'_>]) -> bool {
@@ -321,7 +417,21 @@ impl Schema {
         match &self.items {
             None => true,
             Some(Items::All(s)) => elements.iter().all(|e| s.accepts(*e)),
-            Some(Items::Each(list)) => elements.iter().zip(list).all(|(e, s)| s.accepts(*e)),
+            Some(Items::Each(list)) => {
+                elements.iter().zip(list).all(|(e, s)| s.accepts(*e))
+                    && elements
+                        .iter()
+                        .skip(list.len())
+                        .all(|e| additional_accepts(self.additional_items.as_deref(), *e))
+            }
         }
+    }
+}
+
+fn additional_accepts(rule: Option<&Additional>, v: RawBsonRef<'_>) -> bool {
+    match rule {
+        None | Some(Additional::Allowed(true)) => true,
+        Some(Additional::Allowed(false)) => false,
+        Some(Additional::Schema(s)) => s.accepts(v),
     }
 }
