@@ -292,6 +292,8 @@ error_codes! {
     APIVersionError = 322,
     Location51300 = 51300,
     Location16764 = 16764,
+    Location16766 = 16766,
+    Location31303 = 31303,
 }
 
 /// An error a command returns to its client.

@@ -38,6 +38,11 @@ pub enum KeyError {
     /// A special index type ("text", "2dsphere", "hashed", ...) this module does not build.
     #[error("index type \"{0}\" is not supported")]
     UnsupportedType(String),
+    /// mongod code 16766: a hashed field met an array.
+    #[error(
+        "Error: hashed indexes do not currently support array values. Found array at path: {0}"
+    )]
+    HashedArray(String),
     /// mongod has no such limit; ours bounds memory (code 67 as the nearest match).
     #[error("document would produce more than {KEYS_PER_DOCUMENT_MAX} index keys")]
     TooManyKeys,
@@ -50,16 +55,30 @@ impl KeyError {
             KeyError::ParallelArrays(..) => 171,
             KeyError::BadPattern(_) | KeyError::TooManyKeys => 67,
             KeyError::UnsupportedType(_) => 67,
+            KeyError::HashedArray(_) => 16766,
         }
     }
 }
 
-/// One indexed field: its path split at dots, and whether it sorts descending.
+/// What an indexed field stores for a value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldKind {
+    /// The value itself, in the key encoding (ascending or descending).
+    Ordered,
+    /// mongod's 64-bit hash of the value (`crate::hashed`), as an int64; arrays are refused.
+    Hashed,
+}
+
+/// The value a key pattern gives a hashed field.
+pub const HASHED: &str = "hashed";
+
+/// One indexed field: its path split at dots, whether it sorts descending, what it stores.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyField {
     pub path: String,
     pub components: Vec<String>,
     pub descending: bool,
+    pub kind: FieldKind,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,10 +105,11 @@ impl KeyPattern {
         }
         let mut fields = Vec::with_capacity(pattern.len());
         for (path, direction) in pattern {
-            let descending = match direction {
+            let (descending, kind) = match direction {
                 Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_) => {
-                    direction_of(direction)?
+                    (direction_of(direction)?, FieldKind::Ordered)
                 }
+                Bson::String(kind) if kind == HASHED => (false, FieldKind::Hashed),
                 Bson::String(kind) => return Err(KeyError::UnsupportedType(kind.clone())),
                 other => {
                     return Err(KeyError::BadPattern(format!(
@@ -101,6 +121,7 @@ impl KeyPattern {
                 path: path.clone(),
                 components: split_path(path)?,
                 descending,
+                kind,
             });
         }
         Ok(KeyPattern { fields })
@@ -124,6 +145,14 @@ impl KeyPattern {
             per_field.push(values);
         }
         check_parallel(&per_field)?;
+        if let Some(field) = self
+            .fields
+            .iter()
+            .zip(&per_field)
+            .find(|(f, v)| f.kind == FieldKind::Hashed && !v.arrays.is_empty())
+        {
+            return Err(KeyError::HashedArray(field.0.path.clone()));
+        }
         let multikey_fields: Vec<bool> = per_field.iter().map(|f| !f.arrays.is_empty()).collect();
         let multikey = multikey_fields.iter().any(|&m| m);
         if sparse && per_field.iter().all(|f| f.all_missing()) {
@@ -145,7 +174,7 @@ impl KeyPattern {
     fn product(&self, per_field: &[FieldValues<'_>]) -> Result<Vec<Vec<u8>>, KeyError> {
         let mut keys: Vec<Vec<u8>> = vec![Vec::new()];
         for (field, values) in self.fields.iter().zip(per_field) {
-            let encoded = values.encoded(field.descending);
+            let encoded = values.encoded(field);
             if keys.len().saturating_mul(encoded.len()) > KEYS_PER_DOCUMENT_MAX {
                 return Err(KeyError::TooManyKeys);
             }
@@ -222,14 +251,20 @@ impl FieldValues<'_> {
         self.values.iter().all(Option::is_none)
     }
 
-    fn encoded(&self, descending: bool) -> Vec<Vec<u8>> {
+    fn encoded(&self, field: &KeyField) -> Vec<Vec<u8>> {
+        let one = |v: RawBsonRef<'_>| match field.kind {
+            FieldKind::Ordered => keycode::encode_key(&[v], &[field.descending]),
+            FieldKind::Hashed => {
+                keycode::encode_key(&[RawBsonRef::Int64(crate::hashed::hash64(v))], &[false])
+            }
+        };
         let mut out: Vec<Vec<u8>> = self
             .values
             .iter()
-            .map(|v| keycode::encode_key(&[v.unwrap_or(RawBsonRef::Null)], &[descending]))
+            .map(|v| one(v.unwrap_or(RawBsonRef::Null)))
             .collect();
         if out.is_empty() {
-            out.push(keycode::encode_key(&[RawBsonRef::Null], &[descending]));
+            out.push(one(RawBsonRef::Null));
         }
         out.sort_unstable();
         out.dedup();

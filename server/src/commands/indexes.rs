@@ -42,7 +42,7 @@ const SPEC_FIELDS: &[&str] = &[
     "prepareUnique",
 ];
 /// Special index types cairn does not build yet.
-const UNSUPPORTED_TYPES: &[&str] = &["text", "2d", "2dsphere", "geoHaystack", "hashed"];
+const UNSUPPORTED_TYPES: &[&str] = &["text", "2d", "2dsphere", "geoHaystack"];
 
 /// mongod's default index name: `a_1_b_-1`.
 pub fn default_name(key: &Document) -> String {
@@ -111,6 +111,18 @@ pub fn parse_spec(d: &Document) -> CommandResult<IndexSpec> {
             }
         }
     }
+    let hashed = key
+        .values()
+        .filter(|v| v.as_str() == Some("hashed"))
+        .count();
+    if hashed > 1 {
+        return Err(err(
+            ErrorCode::Location31303,
+            format!(
+                "A maximum of one index field is allowed to be hashed but found {hashed} for 'key' {key}"
+            ),
+        ));
+    }
     for (field, v) in &key {
         if field.is_empty() {
             return Err(bad_spec(d, "Index keys cannot be an empty field."));
@@ -124,6 +136,7 @@ pub fn parse_spec(d: &Document) -> CommandResult<IndexSpec> {
                     ));
                 }
             }
+            Bson::String(t) if t == "hashed" => {}
             Bson::String(t) if UNSUPPORTED_TYPES.contains(&t.as_str()) => {
                 return Err(err(
                     ErrorCode::CannotCreateIndex,
@@ -597,6 +610,12 @@ mod tests {
             code(doc! { "key": { "a": "hashed" }, "unique": true }),
             16764
         );
+        assert_eq!(
+            code(doc! { "key": { "a": "hashed", "b": "hashed" } }),
+            31303
+        );
+        let compound = parse_spec(&doc! { "key": { "a": 1, "b": "hashed" } }).unwrap();
+        assert_eq!(compound.name, "a_1_b_hashed");
         assert_eq!(
             code(doc! { "key": { "_id": 1 }, "expireAfterSeconds": 5 }),
             197

@@ -121,6 +121,21 @@ pub(crate) fn op_intervals(op: &Op, sparse: bool) -> Option<Vec<ValueInterval>> 
     }
 }
 
+/// A hashed field answers equality only: each point becomes the point of its hash (mongod's
+/// 64-bit value as an int64). Any range: no bounds.
+pub fn hashed_points(ivs: Vec<ValueInterval>) -> Option<Vec<ValueInterval>> {
+    if !ivs.iter().all(ValueInterval::is_point) {
+        return None;
+    }
+    let mut out: Vec<ValueInterval> = ivs
+        .iter()
+        .map(|iv| ValueInterval::point(Bson::Int64(storage::hashed::hash64_bson(&iv.lo))))
+        .collect();
+    out.sort_by(|a, b| compare_bson(&a.lo, &b.lo));
+    out.dedup_by(|a, b| compare_bson(&a.lo, &b.lo).is_eq());
+    Some(out)
+}
+
 /// Intersect two single-interval ranges (non-multikey fields only).
 fn intersect(a: &ValueInterval, b: &ValueInterval) -> Option<ValueInterval> {
     let lo = if compare_bson(&a.lo, &b.lo) == Ordering::Less {

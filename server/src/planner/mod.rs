@@ -162,8 +162,14 @@ pub fn index_candidate(
     let preds = conjunction(filter);
     let mut field_bounds = Vec::new();
     let mut product = 1usize;
-    for (field, _) in &ix.spec.key {
-        match field_intervals(&preds, field, ix.multikey, ix.spec.sparse) {
+    for (field, kind) in &ix.spec.key {
+        let ivs = field_intervals(&preds, field, ix.multikey, ix.spec.sparse);
+        let ivs = if is_hashed(kind) {
+            ivs.and_then(bounds::hashed_points)
+        } else {
+            ivs
+        };
+        match ivs {
             Some(ivs)
                 if !field_bounds.is_empty()
                     && product.saturating_mul(ivs.len()) > bounds::INTERVALS_MAX =>
@@ -207,6 +213,17 @@ pub fn index_candidate(
         provides_sort,
         flags: IndexFlags::of(ix),
     })
+}
+
+/// A key-pattern value that makes the field hashed (`{a: "hashed"}`).
+pub fn is_hashed(kind: &Bson) -> bool {
+    kind.as_str() == Some(storage::keys::HASHED)
+}
+
+/// Whether every field of a key pattern stores its value as it is (no hashed or geo fields), so
+/// keys can be decoded back into values (covered plans, key-only scans).
+pub fn is_plain(key: &Document) -> bool {
+    key.values().all(|v| !matches!(v, Bson::String(_)))
 }
 
 /// The `_id` look-up as an index plan (how an `IdPoint` executes).
