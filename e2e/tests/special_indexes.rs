@@ -148,3 +148,220 @@ async fn hashed_index_answers_equality() {
         .unwrap();
     assert!(listed.contains(&doc! { "a": "hashed" }));
 }
+
+fn seed() -> u64 {
+    let seed = std::env::var("CAIRN_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random);
+    println!("CAIRN_SEED={seed}");
+    seed
+}
+
+/// A random location: anywhere, or crowded near the antimeridian and the poles.
+fn random_point(rng: &mut impl rand::Rng) -> (f64, f64) {
+    match rng.random_range(0..4) {
+        0 => (
+            rng.random_range(-180.0..=180.0),
+            rng.random_range(-90.0..=90.0),
+        ),
+        1 => (
+            if rng.random_bool(0.5) { 179.0 } else { -179.0 }
+                + rng.random_range(-1.0..1.0f64).clamp(-1.0, 1.0) * 0.99,
+            rng.random_range(-10.0..10.0),
+        ),
+        2 => (
+            rng.random_range(-180.0..=180.0),
+            rng.random_range(85.0..=90.0),
+        ),
+        _ => (rng.random_range(-20.0..20.0), rng.random_range(-20.0..20.0)),
+    }
+}
+
+fn random_box_polygon(rng: &mut impl rand::Rng) -> Bson {
+    let (x, y) = random_point(rng);
+    let (w, h) = (rng.random_range(0.5..30.0), rng.random_range(0.5..20.0));
+    let (x0, x1) = ((x - w).max(-180.0), (x + w).min(180.0));
+    let (y0, y1) = ((y - h).max(-90.0), (y + h).min(90.0));
+    // A quadrilateral with one vertex pulled inward, so it is not a plain box.
+    let mx = (x0 + x1) / 2.0;
+    Bson::Document(doc! { "type": "Polygon", "coordinates": [[
+        [x0, y0], [x1, y0], [x1, y1], [mx, (y0 + y1) / 2.0], [x0, y1], [x0, y0]
+    ]] })
+}
+
+const EARTH_RADIUS_M: f64 = 6_378_100.0;
+
+fn haversine_rad(a: (f64, f64), b: (f64, f64)) -> f64 {
+    let (lat1, lat2) = (a.1.to_radians(), b.1.to_radians());
+    let (dlat, dlng) = ((b.1 - a.1).to_radians(), (b.0 - a.0).to_radians());
+    let h = (dlat / 2.0).sin().powi(2) + lat1.cos() * lat2.cos() * (dlng / 2.0).sin().powi(2);
+    2.0 * h.sqrt().min(1.0).asin()
+}
+
+fn ids(docs: &[Document]) -> Vec<i32> {
+    docs.iter().map(|d| d.get_i32("_id").unwrap()).collect()
+}
+
+#[tokio::test]
+async fn sphere_index_answers_like_a_scan() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed());
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let db = client.database("sphere");
+    let c = db.collection::<Document>("places");
+    let mut points = Vec::new();
+    let docs: Vec<Document> = (0..1500)
+        .map(|i| {
+            let p = random_point(&mut rng);
+            points.push((i, p));
+            let loc = match i % 3 {
+                0 => Bson::Array(vec![Bson::Double(p.0), Bson::Double(p.1)]),
+                _ => Bson::Document(doc! { "type": "Point", "coordinates": [p.0, p.1] }),
+            };
+            doc! { "_id": i, "loc": loc, "k": i % 4 }
+        })
+        .collect();
+    c.insert_many(docs).await.unwrap();
+    // Some shapes too: polygons and lines.
+    let shapes: Vec<Document> = (0..100)
+        .map(|i| {
+            let shape = if i % 2 == 0 {
+                random_box_polygon(&mut rng)
+            } else {
+                let (a, b) = (random_point(&mut rng), random_point(&mut rng));
+                Bson::Document(doc! { "type": "LineString", "coordinates": [[a.0, a.1], [a.0 + (b.0 - a.0) * 0.01, a.1 + (b.1 - a.1) * 0.01]] })
+            };
+            doc! { "_id": 10_000 + i, "loc": shape, "k": i % 4 }
+        })
+        .collect();
+    c.insert_many(shapes).await.unwrap();
+    db.run_command(doc! { "createIndexes": "places", "indexes": [
+        { "key": { "loc": "2dsphere" }, "name": "loc_2dsphere" },
+        { "key": { "k": 1, "loc": "2dsphere" }, "name": "k_1_loc_2dsphere" },
+    ] })
+    .await
+    .unwrap();
+
+    for round in 0..40 {
+        let center = random_point(&mut rng);
+        let filter = match round % 4 {
+            0 => doc! { "loc": { "$geoWithin": { "$geometry": random_box_polygon(&mut rng) } } },
+            1 => {
+                doc! { "loc": { "$geoWithin": { "$centerSphere": [[center.0, center.1], rng.random_range(0.001..0.5)] } } }
+            }
+            2 => {
+                doc! { "loc": { "$geoIntersects": { "$geometry": random_box_polygon(&mut rng) } } }
+            }
+            _ => {
+                doc! { "k": 1, "loc": { "$geoWithin": { "$geometry": random_box_polygon(&mut rng) } } }
+            }
+        };
+        let indexed = find_sorted(&c, filter.clone(), false).await;
+        let scanned = find_sorted(&c, filter.clone(), true).await;
+        assert_eq!(ids(&indexed), ids(&scanned), "{filter}");
+        let e = explain(&db, doc! { "find": "places", "filter": filter.clone() }).await;
+        assert_eq!(
+            leaf(winning(&e)).get_str("stage").unwrap(),
+            "IXSCAN",
+            "{filter}"
+        );
+    }
+
+    // $near: nearest first, within the distances, equal to a brute-force ranking of the points.
+    for round in 0..20 {
+        let center = random_point(&mut rng);
+        let max_m = rng.random_range(10_000.0..3_000_000.0);
+        let min_m = if round % 2 == 0 { 0.0 } else { max_m / 4.0 };
+        let filter = doc! { "loc": { "$near": {
+        "$geometry": { "type": "Point", "coordinates": [center.0, center.1] },
+        "$maxDistance": max_m, "$minDistance": min_m } }, "_id": { "$lt": 10_000 } };
+        let got: Vec<Document> = c
+            .find(filter.clone())
+            .limit(50)
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        let mut expected: Vec<(f64, i32)> = points
+            .iter()
+            .map(|(i, p)| (haversine_rad(center, *p) * EARTH_RADIUS_M, *i))
+            .filter(|(d, _)| *d <= max_m && *d >= min_m)
+            .collect();
+        expected.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let expected: Vec<i32> = expected.into_iter().take(50).map(|(_, i)| i).collect();
+        assert_eq!(ids(&got), expected, "{filter}");
+    }
+}
+
+#[tokio::test]
+async fn sphere_errors_and_no_index() {
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let db = client.database("sphere_errors");
+    let c = db.collection::<Document>("p");
+    c.insert_many(vec![
+        doc! { "_id": 1, "loc": [1.0, 1.0] },
+        doc! { "_id": 2, "loc": [5.0, 5.0] },
+    ])
+    .await
+    .unwrap();
+    // $geoWithin and $geoIntersects need no index; $near does.
+    let within = find_sorted(
+        &c,
+        doc! { "loc": { "$geoWithin": { "$centerSphere": [[1.0, 1.0], 0.01] } } },
+        false,
+    )
+    .await;
+    assert_eq!(ids(&within), vec![1]);
+    let hit = find_sorted(
+        &c,
+        doc! { "loc": { "$geoIntersects": { "$geometry": { "type": "Polygon",
+        "coordinates": [[[4, 4], [6, 4], [6, 6], [4, 6], [4, 4]]] } } } },
+        false,
+    )
+    .await;
+    assert_eq!(ids(&hit), vec![2]);
+    let err = c
+        .find(doc! { "loc": { "$near": [1.0, 1.0] } })
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&err), 291);
+
+    db.run_command(doc! { "createIndexes": "p", "indexes": [
+    { "key": { "loc": "2dsphere" }, "name": "loc_2dsphere" } ] })
+        .await
+        .unwrap();
+    let near: Vec<Document> = c
+        .find(doc! { "loc": { "$nearSphere": [5.0, 5.0] } })
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(ids(&near), vec![2, 1]);
+    for bad in [
+        doc! { "_id": 3, "loc": [200.0, 0.0] },
+        doc! { "_id": 4, "loc": "here" },
+        doc! { "_id": 5, "loc": { "type": "Polygon", "coordinates": [[[0, 0], [1, 0], [1, 1], [0, 1]]] } },
+    ] {
+        let err = c.insert_one(bad.clone()).await.unwrap_err();
+        assert_eq!(error_code(&err), 16755, "{bad}");
+    }
+    // Documents without a location are not indexed and are still stored.
+    c.insert_one(doc! { "_id": 6 }).await.unwrap();
+    let listed = db.run_command(doc! { "listIndexes": "p" }).await.unwrap();
+    let batch = listed
+        .get_document("cursor")
+        .unwrap()
+        .get_array("firstBatch")
+        .unwrap();
+    let sphere = batch
+        .iter()
+        .filter_map(Bson::as_document)
+        .find(|d| d.get_str("name").ok() == Some("loc_2dsphere"))
+        .unwrap();
+    assert_eq!(sphere.get_i32("2dsphereIndexVersion").unwrap(), 3);
+}

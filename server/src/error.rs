@@ -116,6 +116,7 @@ error_codes! {
     NotPrimaryNoSecondaryOk = 13435,
     ExceededMemoryLimit = 146,
     BSONObjectTooLarge = 10334,
+    NoQueryExecutionPlans = 291,
     QueryExceededMemoryLimitNoDiskUseAllowed = 292,
     ClientMetadataCannotBeMutated = 186,
     ClientMetadataMissingField = 183,
@@ -292,6 +293,7 @@ error_codes! {
     APIVersionError = 322,
     Location51300 = 51300,
     Location16764 = 16764,
+    Location16755 = 16755,
     Location16766 = 16766,
     Location31303 = 31303,
 }

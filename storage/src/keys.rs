@@ -43,6 +43,9 @@ pub enum KeyError {
         "Error: hashed indexes do not currently support array values. Found array at path: {0}"
     )]
     HashedArray(String),
+    /// mongod code 16755: a `2dsphere` field holds something that is not a valid location.
+    #[error("Can't extract geo keys: {0}")]
+    Geo(String),
     /// mongod has no such limit; ours bounds memory (code 67 as the nearest match).
     #[error("document would produce more than {KEYS_PER_DOCUMENT_MAX} index keys")]
     TooManyKeys,
@@ -56,6 +59,7 @@ impl KeyError {
             KeyError::BadPattern(_) | KeyError::TooManyKeys => 67,
             KeyError::UnsupportedType(_) => 67,
             KeyError::HashedArray(_) => 16766,
+            KeyError::Geo(_) => 16755,
         }
     }
 }
@@ -67,10 +71,15 @@ pub enum FieldKind {
     Ordered,
     /// mongod's 64-bit hash of the value (`crate::hashed`), as an int64; arrays are refused.
     Hashed,
+    /// S2 cell ids of a location (`crate::geo`), as int64s; a document without a location in
+    /// this field gives no keys at all (mongod's `2dsphere` version 2 and 3 rule).
+    Sphere,
 }
 
 /// The value a key pattern gives a hashed field.
 pub const HASHED: &str = "hashed";
+/// The value a key pattern gives a spherical geo field.
+pub const SPHERE: &str = "2dsphere";
 
 /// One indexed field: its path split at dots, whether it sorts descending, what it stores.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,6 +119,7 @@ impl KeyPattern {
                     (direction_of(direction)?, FieldKind::Ordered)
                 }
                 Bson::String(kind) if kind == HASHED => (false, FieldKind::Hashed),
+                Bson::String(kind) if kind == SPHERE => (false, FieldKind::Sphere),
                 Bson::String(kind) => return Err(KeyError::UnsupportedType(kind.clone())),
                 other => {
                     return Err(KeyError::BadPattern(format!(
@@ -141,7 +151,14 @@ impl KeyPattern {
         let mut per_field: Vec<FieldValues<'_>> = Vec::with_capacity(self.fields.len());
         for field in &self.fields {
             let mut values = FieldValues::default();
-            walk(RawBsonRef::Document(doc), &field.components, 0, &mut values);
+            let geo = field.kind == FieldKind::Sphere;
+            walk(
+                RawBsonRef::Document(doc),
+                &field.components,
+                0,
+                geo,
+                &mut values,
+            );
             per_field.push(values);
         }
         check_parallel(&per_field)?;
@@ -154,7 +171,6 @@ impl KeyPattern {
             return Err(KeyError::HashedArray(field.0.path.clone()));
         }
         let multikey_fields: Vec<bool> = per_field.iter().map(|f| !f.arrays.is_empty()).collect();
-        let multikey = multikey_fields.iter().any(|&m| m);
         if sparse && per_field.iter().all(|f| f.all_missing()) {
             return Ok(ExtractedKeys {
                 keys: Vec::new(),
@@ -162,7 +178,13 @@ impl KeyPattern {
                 multikey_fields,
             });
         }
-        let keys = self.product(&per_field)?;
+        let (keys, cells) = self.product(&per_field)?;
+        // A geometry covered by several cells is in the index several times: multikey too.
+        let mut multikey_fields = multikey_fields;
+        for (flag, many) in multikey_fields.iter_mut().zip(cells) {
+            *flag |= many;
+        }
+        let multikey = multikey_fields.iter().any(|&m| m);
         Ok(ExtractedKeys {
             keys,
             multikey,
@@ -170,11 +192,20 @@ impl KeyPattern {
         })
     }
 
-    /// Every combination of one encoded value per field.
-    fn product(&self, per_field: &[FieldValues<'_>]) -> Result<Vec<Vec<u8>>, KeyError> {
+    /// Every combination of one encoded value per field, and per field whether it is a geo
+    /// field that gave several cells.
+    fn product(
+        &self,
+        per_field: &[FieldValues<'_>],
+    ) -> Result<(Vec<Vec<u8>>, Vec<bool>), KeyError> {
         let mut keys: Vec<Vec<u8>> = vec![Vec::new()];
+        let mut cells = Vec::with_capacity(self.fields.len());
         for (field, values) in self.fields.iter().zip(per_field) {
-            let encoded = values.encoded(field);
+            let encoded = values.encoded(field)?;
+            if encoded.is_empty() {
+                return Ok((Vec::new(), vec![false; self.fields.len()]));
+            }
+            cells.push(field.kind == FieldKind::Sphere && encoded.len() > 1);
             if keys.len().saturating_mul(encoded.len()) > KEYS_PER_DOCUMENT_MAX {
                 return Err(KeyError::TooManyKeys);
             }
@@ -191,7 +222,7 @@ impl KeyPattern {
         }
         keys.sort_unstable();
         keys.dedup();
-        Ok(keys)
+        Ok((keys, cells))
     }
 }
 
@@ -251,10 +282,22 @@ impl FieldValues<'_> {
         self.values.iter().all(Option::is_none)
     }
 
-    fn encoded(&self, field: &KeyField) -> Vec<Vec<u8>> {
+    fn encoded(&self, field: &KeyField) -> Result<Vec<Vec<u8>>, KeyError> {
+        if field.kind == FieldKind::Sphere {
+            let mut out = Vec::new();
+            for v in self.values.iter().flatten() {
+                let cells = crate::geo::keys_of(*v).map_err(KeyError::Geo)?;
+                for cell in cells.into_iter().flatten() {
+                    out.push(keycode::encode_key(&[RawBsonRef::Int64(cell)], &[false]));
+                }
+            }
+            out.sort_unstable();
+            out.dedup();
+            return Ok(out);
+        }
         let one = |v: RawBsonRef<'_>| match field.kind {
             FieldKind::Ordered => keycode::encode_key(&[v], &[field.descending]),
-            FieldKind::Hashed => {
+            FieldKind::Hashed | FieldKind::Sphere => {
                 keycode::encode_key(&[RawBsonRef::Int64(crate::hashed::hash64(v))], &[false])
             }
         };
@@ -268,14 +311,22 @@ impl FieldValues<'_> {
         }
         out.sort_unstable();
         out.dedup();
-        out
+        Ok(out)
     }
 }
 
-/// Follows `path[depth..]` from `value`, collecting what the path reaches.
-fn walk<'a>(value: RawBsonRef<'a>, path: &[String], depth: usize, out: &mut FieldValues<'a>) {
+/// Follows `path[depth..]` from `value`, collecting what the path reaches. With `whole`, the
+/// value at the end of the path is taken as it is, arrays included (a location like `[x, y]`).
+fn walk<'a>(
+    value: RawBsonRef<'a>,
+    path: &[String],
+    depth: usize,
+    whole: bool,
+    out: &mut FieldValues<'a>,
+) {
     let Some(step) = path.get(depth) else {
         match value {
+            other if whole => out.values.push(Some(other)),
             RawBsonRef::Array(array) => {
                 note_array(out, path, depth);
                 let before = out.values.len();
@@ -291,7 +342,7 @@ fn walk<'a>(value: RawBsonRef<'a>, path: &[String], depth: usize, out: &mut Fiel
     };
     match value {
         RawBsonRef::Document(doc) => match doc.get(step).ok().flatten() {
-            Some(next) => walk(next, path, depth + 1, out),
+            Some(next) => walk(next, path, depth + 1, whole, out),
             None => out.values.push(None),
         },
         RawBsonRef::Array(array) if is_position(step) => {
@@ -300,7 +351,7 @@ fn walk<'a>(value: RawBsonRef<'a>, path: &[String], depth: usize, out: &mut Fiel
                 .ok()
                 .and_then(|i| array.get(i).ok().flatten());
             match element {
-                Some(next) => walk(next, path, depth + 1, out),
+                Some(next) => walk(next, path, depth + 1, whole, out),
                 None => out.values.push(None),
             }
         }
@@ -309,7 +360,7 @@ fn walk<'a>(value: RawBsonRef<'a>, path: &[String], depth: usize, out: &mut Fiel
             let before = out.values.len();
             for element in array.into_iter().map_while(Result::ok) {
                 match element {
-                    RawBsonRef::Document(_) => walk(element, path, depth, out),
+                    RawBsonRef::Document(_) => walk(element, path, depth, whole, out),
                     _ => out.values.push(None),
                 }
             }

@@ -19,6 +19,7 @@ pub mod diff;
 mod engine;
 pub mod error;
 mod extsort;
+pub mod geo;
 pub mod hashed;
 pub mod history;
 mod index;

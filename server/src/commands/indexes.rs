@@ -42,7 +42,7 @@ const SPEC_FIELDS: &[&str] = &[
     "prepareUnique",
 ];
 /// Special index types cairn does not build yet.
-const UNSUPPORTED_TYPES: &[&str] = &["text", "2d", "2dsphere", "geoHaystack"];
+const UNSUPPORTED_TYPES: &[&str] = &["text", "2d", "geoHaystack"];
 
 /// mongod's default index name: `a_1_b_-1`.
 pub fn default_name(key: &Document) -> String {
@@ -136,7 +136,7 @@ pub fn parse_spec(d: &Document) -> CommandResult<IndexSpec> {
                     ));
                 }
             }
-            Bson::String(t) if t == "hashed" => {}
+            Bson::String(t) if t == "hashed" || t == "2dsphere" => {}
             Bson::String(t) if UNSUPPORTED_TYPES.contains(&t.as_str()) => {
                 return Err(err(
                     ErrorCode::CannotCreateIndex,
@@ -237,6 +237,23 @@ pub fn parse_spec(d: &Document) -> CommandResult<IndexSpec> {
         ) {
             extra.insert(k.clone(), v.clone());
         }
+    }
+    if key.values().any(|v| v.as_str() == Some("2dsphere")) {
+        let version = match d.get("2dsphereIndexVersion") {
+            None => 3,
+            Some(v) => match super::as_i64(v) {
+                Some(n @ 1..=3) => n as i32,
+                _ => {
+                    return Err(bad_spec(
+                        d,
+                        format!(
+                            "unsupported geo index version {{ 2dsphereIndexVersion : {v} }}, only versions: [1,2,3] are supported"
+                        ),
+                    ));
+                }
+            },
+        };
+        extra.insert("2dsphereIndexVersion", version);
     }
     let unique = unique && name != ID_INDEX_NAME;
     Ok(IndexSpec {

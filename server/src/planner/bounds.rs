@@ -136,6 +136,53 @@ pub fn hashed_points(ivs: Vec<ValueInterval>) -> Option<Vec<ValueInterval>> {
     Some(out)
 }
 
+/// Cell-id intervals (S2 cells as int64 keys, `storage::geo`) a `2dsphere` field must scan for a
+/// geo predicate; `None` for any other operator.
+pub fn geo_intervals(op: &Op) -> Option<Vec<ValueInterval>> {
+    use crate::query::matcher::{GeoShape, NearMetric};
+    use storage::geo;
+    let cells = match op {
+        Op::GeoWithin(shape) => match shape.as_ref() {
+            GeoShape::Box { min, max } => geo::box_intervals((min.0, min.1, max.0, max.1)),
+            GeoShape::Center { center, radius } => geo::box_intervals((
+                center.0 - radius,
+                center.1 - radius,
+                center.0 + radius,
+                center.1 + radius,
+            )),
+            GeoShape::CenterSphere { center, radius_rad } => {
+                geo::cap_intervals(*center, *radius_rad)
+            }
+            GeoShape::Polygons(polys) => {
+                let vertices: Vec<(f64, f64)> = polys.iter().flatten().flatten().copied().collect();
+                geo::box_intervals(geo::bounding_box(&vertices))
+            }
+        },
+        Op::GeoIntersects(parts) => {
+            let vertices = crate::query::matcher::geo_part_vertices(parts);
+            geo::box_intervals(geo::bounding_box(&vertices))
+        }
+        Op::Near(near) => match (near.reach(), near.metric) {
+            (None, _) => vec![(i64::MIN, i64::MAX)],
+            (Some(r), NearMetric::Flat) => {
+                let c = near.center;
+                geo::box_intervals((c.0 - r, c.1 - r, c.0 + r, c.1 + r))
+            }
+            (Some(r), _) => geo::cap_intervals(near.center, r),
+        },
+        _ => return None,
+    };
+    Some(
+        cells
+            .into_iter()
+            .map(|(lo, hi)| ValueInterval {
+                lo: Bson::Int64(lo),
+                hi: Bson::Int64(hi),
+            })
+            .collect(),
+    )
+}
+
 /// Intersect two single-interval ranges (non-multikey fields only).
 fn intersect(a: &ValueInterval, b: &ValueInterval) -> Option<ValueInterval> {
     let lo = if compare_bson(&a.lo, &b.lo) == Ordering::Less {

@@ -163,7 +163,14 @@ pub fn index_candidate(
     let mut field_bounds = Vec::new();
     let mut product = 1usize;
     for (field, kind) in &ix.spec.key {
-        let ivs = field_intervals(&preds, field, ix.multikey, ix.spec.sparse);
+        let ivs = if is_sphere(kind) {
+            preds
+                .iter()
+                .filter(|(p, _)| p == field)
+                .find_map(|(_, op)| bounds::geo_intervals(op))
+        } else {
+            field_intervals(&preds, field, ix.multikey, ix.spec.sparse)
+        };
         let ivs = if is_hashed(kind) {
             ivs.and_then(bounds::hashed_points)
         } else {
@@ -186,6 +193,16 @@ pub fn index_candidate(
             }
             None => break,
         }
+    }
+    // A geo index holds only documents with a location: it answers geo predicates only.
+    let geo_bound = |f: &String| field_bounds.iter().any(|(b, _)| b == f);
+    if ix
+        .spec
+        .key
+        .iter()
+        .any(|(f, kind)| is_sphere(kind) && !geo_bound(f))
+    {
+        return None;
     }
     let sort_dir = sort
         .and_then(|s| sort_direction_after_points(&ix.spec.key, s, &field_bounds))
@@ -218,6 +235,11 @@ pub fn index_candidate(
 /// A key-pattern value that makes the field hashed (`{a: "hashed"}`).
 pub fn is_hashed(kind: &Bson) -> bool {
     kind.as_str() == Some(storage::keys::HASHED)
+}
+
+/// A key-pattern value that makes the field a spherical geo field (`{loc: "2dsphere"}`).
+pub fn is_sphere(kind: &Bson) -> bool {
+    kind.as_str() == Some(storage::keys::SPHERE)
 }
 
 /// Whether every field of a key pattern stores its value as it is (no hashed or geo fields), so
