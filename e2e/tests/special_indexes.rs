@@ -365,3 +365,75 @@ async fn sphere_errors_and_no_index() {
         .unwrap();
     assert_eq!(sphere.get_i32("2dsphereIndexVersion").unwrap(), 3);
 }
+
+#[tokio::test]
+async fn geo_near_stage() {
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let db = client.database("geonear");
+    let c = db.collection::<Document>("p");
+    c.insert_many(vec![
+        doc! { "_id": 1, "loc": { "type": "Point", "coordinates": [0.0, 0.0] }, "t": "a" },
+        doc! { "_id": 2, "loc": { "type": "Point", "coordinates": [0.0, 1.0] }, "t": "b" },
+        doc! { "_id": 3, "loc": { "type": "Point", "coordinates": [0.0, 2.0] }, "t": "a" },
+        doc! { "_id": 4, "loc": { "type": "Point", "coordinates": [0.0, 3.0] }, "t": "a" },
+    ])
+    .await
+    .unwrap();
+    let pipeline = vec![doc! { "$geoNear": {
+        "near": { "type": "Point", "coordinates": [0.0, 0.1] },
+        "distanceField": "dist.calculated", "spherical": true,
+    } }];
+    let err = c.aggregate(pipeline.clone()).await.unwrap_err();
+    assert_eq!(error_code(&err), 27, "no geo index");
+    db.run_command(doc! { "createIndexes": "p", "indexes": [
+    { "key": { "loc": "2dsphere" }, "name": "loc_2dsphere" } ] })
+        .await
+        .unwrap();
+    let got: Vec<Document> = c
+        .aggregate(pipeline)
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(ids(&got), vec![1, 2, 3, 4]);
+    let d1 = got[0]
+        .get_document("dist")
+        .unwrap()
+        .get_f64("calculated")
+        .unwrap();
+    let expected = haversine_rad((0.0, 0.1), (0.0, 0.0)) * EARTH_RADIUS_M;
+    assert!(
+        (d1 - expected).abs() < 1e-6 * expected,
+        "{d1} vs {expected}"
+    );
+
+    let got: Vec<Document> = c
+        .aggregate(vec![
+            doc! { "$geoNear": {
+                "near": [0.0, 2.9], "distanceField": "d", "spherical": true,
+                "query": { "t": "a" }, "key": "loc", "includeLocs": "where",
+                "distanceMultiplier": 6_378_100.0, "maxDistance": 0.04,
+            } },
+            doc! { "$project": { "d": 1, "where": 1 } },
+        ])
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(ids(&got), vec![4, 3]);
+    assert_eq!(
+        got[0].get_document("where").unwrap(),
+        &doc! { "type": "Point", "coordinates": [0.0, 3.0] }
+    );
+    let err = c
+        .aggregate(vec![
+            doc! { "$match": {} },
+            doc! { "$geoNear": { "near": [0, 0], "distanceField": "d" } },
+        ])
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&err), 40602);
+}
