@@ -437,3 +437,102 @@ async fn geo_near_stage() {
         .unwrap_err();
     assert_eq!(error_code(&err), 40602);
 }
+
+#[tokio::test]
+async fn flat_index_answers_like_a_scan() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed());
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let db = client.database("flat");
+    let c = db.collection::<Document>("p");
+    let points: Vec<(i32, (f64, f64))> = (0..1000)
+        .map(|i| {
+            (
+                i,
+                (
+                    rng.random_range(-100.0..100.0),
+                    rng.random_range(-100.0..100.0),
+                ),
+            )
+        })
+        .collect();
+    let docs: Vec<Document> = points
+        .iter()
+        .map(|(i, p)| match i % 2 {
+            0 => doc! { "_id": i, "loc": [p.0, p.1] },
+            _ => doc! { "_id": i, "loc": { "x": p.0, "y": p.1 } },
+        })
+        .collect();
+    c.insert_many(docs).await.unwrap();
+    db.run_command(doc! { "createIndexes": "p", "indexes": [
+    { "key": { "loc": "2d" }, "name": "loc_2d", "min": -100, "max": 100, "bits": 20 } ] })
+        .await
+        .unwrap();
+    for round in 0..30 {
+        let (x, y) = (
+            rng.random_range(-100.0..100.0),
+            rng.random_range(-100.0..100.0),
+        );
+        let r = rng.random_range(1.0..40.0);
+        let filter = match round % 4 {
+            0 => {
+                doc! { "loc": { "$geoWithin": { "$box": [[x - r, y - r / 2.0], [x + r, y + r]] } } }
+            }
+            1 => doc! { "loc": { "$geoWithin": { "$center": [[x, y], r] } } },
+            2 => doc! { "loc": { "$geoWithin": { "$polygon": [[x, y], [x + r, y], [x, y + r]] } } },
+            _ => {
+                doc! { "loc": { "$geoWithin": { "$centerSphere": [[x / 2.0, y / 2.0], r / 100.0] } } }
+            }
+        };
+        let indexed = find_sorted(&c, filter.clone(), false).await;
+        let scanned = find_sorted(&c, filter.clone(), true).await;
+        assert_eq!(ids(&indexed), ids(&scanned), "{filter}");
+        let e = explain(&db, doc! { "find": "p", "filter": filter.clone() }).await;
+        assert_eq!(
+            leaf(winning(&e)).get_str("stage").unwrap(),
+            "IXSCAN",
+            "{filter}"
+        );
+
+        let filter = doc! { "loc": { "$near": [x, y], "$maxDistance": r } };
+        let got: Vec<Document> = c
+            .find(filter.clone())
+            .limit(20)
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        let mut expected: Vec<(f64, i32)> = points
+            .iter()
+            .map(|(i, p)| ((p.0 - x).hypot(p.1 - y), *i))
+            .filter(|(d, _)| *d <= r)
+            .collect();
+        expected.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let expected: Vec<i32> = expected.into_iter().take(20).map(|(_, i)| i).collect();
+        assert_eq!(ids(&got), expected, "{filter}");
+    }
+    let err = c
+        .insert_one(doc! { "loc": [150.0, 0.0] })
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&err), 13027);
+    let err = c
+        .insert_one(doc! { "loc": { "type": "Point", "coordinates": [1.0, 1.0] } })
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&err), 16804);
+    let err = db
+        .run_command(doc! { "createIndexes": "q", "indexes": [
+        { "key": { "loc": "2d" }, "name": "b", "bits": 40 } ] })
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&err), 13028);
+    let err = db
+        .run_command(doc! { "createIndexes": "q", "indexes": [
+        { "key": { "loc": "2d" }, "name": "m", "min": 5, "max": 5 } ] })
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&err), 13067);
+}

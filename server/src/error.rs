@@ -294,6 +294,10 @@ error_codes! {
     Location51300 = 51300,
     Location16764 = 16764,
     Location16755 = 16755,
+    Location16804 = 16804,
+    Location13027 = 13027,
+    Location13028 = 13028,
+    Location13067 = 13067,
     Location16766 = 16766,
     Location31303 = 31303,
 }

@@ -148,6 +148,59 @@ fn intervals(cells: Vec<CellID>) -> Vec<(i64, i64)> {
     merged
 }
 
+/// A `2d` coordinate pair mapped onto the longitude/latitude box: `[min, max)` on each axis
+/// becomes `[-180, 180)` and `[-90, 90)`. The map keeps each axis' order, so a box of pairs is
+/// a box of locations and the same coverings serve both kinds of index.
+pub fn flat_to_lnglat((x, y): LngLat, (min, max): (f64, f64)) -> LngLat {
+    let scale = |v: f64| ((v - min) / (max - min)).clamp(0.0, 1.0);
+    (-180.0 + 360.0 * scale(x), -90.0 + 180.0 * scale(y))
+}
+
+/// A box of `2d` coordinates as a box of locations.
+pub fn flat_box((x0, y0, x1, y1): LngLatBox, range: (f64, f64)) -> LngLatBox {
+    let (a, b) = (
+        flat_to_lnglat((x0, y0), range),
+        flat_to_lnglat((x1, y1), range),
+    );
+    (a.0, a.1, b.0, b.1)
+}
+
+/// The keys of a value in a `2d` field: one cell per pair (an array of pairs gives several);
+/// null gives none.
+pub fn flat_keys_of(
+    value: RawBsonRef<'_>,
+    range: (f64, f64),
+) -> Result<Vec<i64>, crate::keys::KeyError> {
+    use crate::keys::KeyError;
+    let pairs: Vec<LngLat> = match value {
+        RawBsonRef::Null | RawBsonRef::Undefined => return Ok(Vec::new()),
+        RawBsonRef::Document(d) if d.get("type").ok().flatten().is_some() => {
+            return Err(KeyError::FlatNotPair);
+        }
+        v => match legacy_pair(v) {
+            Some(p) if !matches!(v, RawBsonRef::Array(a) if !all_numbers(a)) => vec![p],
+            _ => match v {
+                RawBsonRef::Array(items) => items
+                    .into_iter()
+                    .map_while(Result::ok)
+                    .map(|i| legacy_pair(i).ok_or(KeyError::FlatNotPair))
+                    .collect::<Result<_, _>>()?,
+                _ => return Err(KeyError::FlatNotPair),
+            },
+        },
+    };
+    let (min, max) = range;
+    pairs
+        .into_iter()
+        .map(|(x, y)| {
+            if !(min..max).contains(&x) || !(min..max).contains(&y) {
+                return Err(KeyError::FlatOutOfRange(min.to_string(), max.to_string()));
+            }
+            Ok(point_cell(flat_to_lnglat((x, y), range)))
+        })
+        .collect()
+}
+
 fn number(v: RawBsonRef<'_>) -> Option<f64> {
     match v {
         RawBsonRef::Double(f) => Some(f),

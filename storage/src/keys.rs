@@ -46,6 +46,12 @@ pub enum KeyError {
     /// mongod code 16755: a `2dsphere` field holds something that is not a valid location.
     #[error("Can't extract geo keys: {0}")]
     Geo(String),
+    /// mongod code 16804: a `2d` field holds something other than a coordinate pair.
+    #[error("geo values must be 'legacy coordinate pairs' for 2d indexes")]
+    FlatNotPair,
+    /// mongod code 13027: a `2d` coordinate outside the index's `[min, max)`.
+    #[error("point not in interval of [ {0}, {1} )")]
+    FlatOutOfRange(String, String),
     /// mongod has no such limit; ours bounds memory (code 67 as the nearest match).
     #[error("document would produce more than {KEYS_PER_DOCUMENT_MAX} index keys")]
     TooManyKeys,
@@ -60,12 +66,14 @@ impl KeyError {
             KeyError::UnsupportedType(_) => 67,
             KeyError::HashedArray(_) => 16766,
             KeyError::Geo(_) => 16755,
+            KeyError::FlatNotPair => 16804,
+            KeyError::FlatOutOfRange(..) => 13027,
         }
     }
 }
 
 /// What an indexed field stores for a value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum FieldKind {
     /// The value itself, in the key encoding (ascending or descending).
     Ordered,
@@ -74,15 +82,22 @@ pub enum FieldKind {
     /// S2 cell ids of a location (`crate::geo`), as int64s; a document without a location in
     /// this field gives no keys at all (mongod's `2dsphere` version 2 and 3 rule).
     Sphere,
+    /// A `2d` field: a legacy pair within `[min, max)` on both axes, mapped linearly onto the
+    /// sphere's longitude/latitude box and stored as that point's S2 leaf cell (int64).
+    Flat { min: f64, max: f64 },
 }
 
 /// The value a key pattern gives a hashed field.
 pub const HASHED: &str = "hashed";
 /// The value a key pattern gives a spherical geo field.
 pub const SPHERE: &str = "2dsphere";
+/// The value a key pattern gives a flat (legacy) geo field.
+pub const FLAT: &str = "2d";
+/// The default `[min, max)` of a `2d` index.
+pub const FLAT_RANGE_DEFAULT: (f64, f64) = (-180.0, 180.0);
 
 /// One indexed field: its path split at dots, whether it sorts descending, what it stores.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct KeyField {
     pub path: String,
     pub components: Vec<String>,
@@ -90,7 +105,7 @@ pub struct KeyField {
     pub kind: FieldKind,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct KeyPattern {
     pub fields: Vec<KeyField>,
 }
@@ -120,6 +135,13 @@ impl KeyPattern {
                 }
                 Bson::String(kind) if kind == HASHED => (false, FieldKind::Hashed),
                 Bson::String(kind) if kind == SPHERE => (false, FieldKind::Sphere),
+                Bson::String(kind) if kind == FLAT => (
+                    false,
+                    FieldKind::Flat {
+                        min: FLAT_RANGE_DEFAULT.0,
+                        max: FLAT_RANGE_DEFAULT.1,
+                    },
+                ),
                 Bson::String(kind) => return Err(KeyError::UnsupportedType(kind.clone())),
                 other => {
                     return Err(KeyError::BadPattern(format!(
@@ -137,6 +159,16 @@ impl KeyPattern {
         Ok(KeyPattern { fields })
     }
 
+    /// Sets the `[min, max)` of the `2d` fields (the index's `min`/`max` options).
+    pub fn with_flat_range(mut self, range: (f64, f64)) -> KeyPattern {
+        for f in &mut self.fields {
+            if let FieldKind::Flat { min, max } = &mut f.kind {
+                (*min, *max) = range;
+            }
+        }
+        self
+    }
+
     pub fn descending(&self) -> Vec<bool> {
         self.fields.iter().map(|f| f.descending).collect()
     }
@@ -151,7 +183,7 @@ impl KeyPattern {
         let mut per_field: Vec<FieldValues<'_>> = Vec::with_capacity(self.fields.len());
         for field in &self.fields {
             let mut values = FieldValues::default();
-            let geo = field.kind == FieldKind::Sphere;
+            let geo = matches!(field.kind, FieldKind::Sphere | FieldKind::Flat { .. });
             walk(
                 RawBsonRef::Document(doc),
                 &field.components,
@@ -205,7 +237,7 @@ impl KeyPattern {
             if encoded.is_empty() {
                 return Ok((Vec::new(), vec![false; self.fields.len()]));
             }
-            cells.push(field.kind == FieldKind::Sphere && encoded.len() > 1);
+            cells.push(field.kind != FieldKind::Ordered && encoded.len() > 1);
             if keys.len().saturating_mul(encoded.len()) > KEYS_PER_DOCUMENT_MAX {
                 return Err(KeyError::TooManyKeys);
             }
@@ -295,9 +327,20 @@ impl FieldValues<'_> {
             out.dedup();
             return Ok(out);
         }
+        if let FieldKind::Flat { min, max } = field.kind {
+            let mut out = Vec::new();
+            for v in self.values.iter().flatten() {
+                for cell in crate::geo::flat_keys_of(*v, (min, max))? {
+                    out.push(keycode::encode_key(&[RawBsonRef::Int64(cell)], &[false]));
+                }
+            }
+            out.sort_unstable();
+            out.dedup();
+            return Ok(out);
+        }
         let one = |v: RawBsonRef<'_>| match field.kind {
             FieldKind::Ordered => keycode::encode_key(&[v], &[field.descending]),
-            FieldKind::Hashed | FieldKind::Sphere => {
+            FieldKind::Hashed | FieldKind::Sphere | FieldKind::Flat { .. } => {
                 keycode::encode_key(&[RawBsonRef::Int64(crate::hashed::hash64(v))], &[false])
             }
         };

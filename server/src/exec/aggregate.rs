@@ -203,7 +203,7 @@ fn geo_near_input(
                 .indexes()
                 .iter()
                 .flat_map(|ix| ix.spec.key.clone())
-                .filter(|(_, kind)| planner::is_sphere(kind))
+                .filter(|(_, kind)| planner::is_geo(kind))
                 .map(|(f, _)| f)
                 .collect();
             paths.dedup();

@@ -40,7 +40,7 @@ pub fn has_geo_index(coll: &Collection, path: &str) -> bool {
                 .spec
                 .key
                 .iter()
-                .any(|(f, kind)| f == path && planner::is_sphere(kind))
+                .any(|(f, kind)| f == path && planner::is_geo(kind))
     })
 }
 

@@ -183,6 +183,45 @@ pub fn geo_intervals(op: &Op) -> Option<Vec<ValueInterval>> {
     )
 }
 
+/// Cell-id intervals a `2d` field (coordinates in `range` on both axes, mapped onto the sphere's
+/// longitude/latitude box, `storage::geo::flat_to_lnglat`) must scan for a geo predicate.
+/// Spherical shapes (`$centerSphere`, `$nearSphere`) take the whole index: a superset.
+pub fn flat_geo_intervals(op: &Op, range: (f64, f64)) -> Option<Vec<ValueInterval>> {
+    use crate::query::matcher::{GeoShape, NearMetric};
+    use storage::geo;
+    let square = |c: (f64, f64), r: f64| (c.0 - r, c.1 - r, c.0 + r, c.1 + r);
+    let flat_box = match op {
+        Op::GeoWithin(shape) => match shape.as_ref() {
+            GeoShape::Box { min, max } => Some((min.0, min.1, max.0, max.1)),
+            GeoShape::Center { center, radius } => Some(square(*center, *radius)),
+            GeoShape::CenterSphere { .. } => None,
+            GeoShape::Polygons(polys) => {
+                let vertices: Vec<(f64, f64)> = polys.iter().flatten().flatten().copied().collect();
+                Some(geo::bounding_box(&vertices))
+            }
+        },
+        Op::Near(near) => match (near.reach(), near.metric) {
+            (Some(r), NearMetric::Flat) => Some(square(near.center, r)),
+            _ => None,
+        },
+        Op::GeoIntersects(_) => return None,
+        _ => return None,
+    };
+    let cells = match flat_box {
+        Some(b) => geo::box_intervals(geo::flat_box(b, range)),
+        None => vec![(i64::MIN, i64::MAX)],
+    };
+    Some(
+        cells
+            .into_iter()
+            .map(|(lo, hi)| ValueInterval {
+                lo: Bson::Int64(lo),
+                hi: Bson::Int64(hi),
+            })
+            .collect(),
+    )
+}
+
 /// Intersect two single-interval ranges (non-multikey fields only).
 fn intersect(a: &ValueInterval, b: &ValueInterval) -> Option<ValueInterval> {
     let lo = if compare_bson(&a.lo, &b.lo) == Ordering::Less {

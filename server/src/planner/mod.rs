@@ -168,6 +168,12 @@ pub fn index_candidate(
                 .iter()
                 .filter(|(p, _)| p == field)
                 .find_map(|(_, op)| bounds::geo_intervals(op))
+        } else if is_flat(kind) {
+            let range = storage::flat_range(&ix.spec);
+            preds
+                .iter()
+                .filter(|(p, _)| p == field)
+                .find_map(|(_, op)| bounds::flat_geo_intervals(op, range))
         } else {
             field_intervals(&preds, field, ix.multikey, ix.spec.sparse)
         };
@@ -200,7 +206,7 @@ pub fn index_candidate(
         .spec
         .key
         .iter()
-        .any(|(f, kind)| is_sphere(kind) && !geo_bound(f))
+        .any(|(f, kind)| is_geo(kind) && !geo_bound(f))
     {
         return None;
     }
@@ -240,6 +246,16 @@ pub fn is_hashed(kind: &Bson) -> bool {
 /// A key-pattern value that makes the field a spherical geo field (`{loc: "2dsphere"}`).
 pub fn is_sphere(kind: &Bson) -> bool {
     kind.as_str() == Some(storage::keys::SPHERE)
+}
+
+/// A key-pattern value that makes the field a flat (legacy) geo field (`{loc: "2d"}`).
+pub fn is_flat(kind: &Bson) -> bool {
+    kind.as_str() == Some(storage::keys::FLAT)
+}
+
+/// Either kind of geo field.
+pub fn is_geo(kind: &Bson) -> bool {
+    is_sphere(kind) || is_flat(kind)
 }
 
 /// Whether every field of a key pattern stores its value as it is (no hashed or geo fields), so
