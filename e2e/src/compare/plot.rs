@@ -394,3 +394,96 @@ mod tests {
         assert_eq!(decade_label_si(-1), "0.1");
     }
 }
+
+/// "Nice" tick step for a linear axis spanning `span`: 1, 2 or 5 times a power of ten, giving
+/// about five to ten ticks.
+fn linear_step(span: f64) -> f64 {
+    let raw = (span / 6.0).max(1e-9);
+    let decade = 10f64.powf(raw.log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * decade)
+        .find(|s| *s >= raw)
+        .unwrap_or(10.0 * decade)
+}
+
+/// PNG of lines over time on linear axes (y from 0), with an optional vertical marker (e.g.
+/// where the load stopped).
+pub fn time_lines(
+    series: &[Series],
+    title: &str,
+    x_caption: &str,
+    marker_x: Option<f64>,
+) -> Result<Vec<u8>, String> {
+    let mut canvas = Canvas::new(PANEL_W_PX, PANEL_H_PX);
+    let points = series.iter().flat_map(|s| s.points.iter());
+    let x_hi = points.clone().map(|p| p.0).fold(1.0, f64::max);
+    let y_hi = points.map(|p| p.1).fold(1.0, f64::max) * 1.05;
+    let (left, top) = (70i32, 50i32);
+    let (right, bottom) = ((PANEL_W_PX - LEGEND_PX) as i32, (PANEL_H_PX - 40) as i32);
+    let px = |x: f64, y: f64| {
+        (
+            left + (x / x_hi * f64::from(right - left)) as i32,
+            bottom - (y / y_hi * f64::from(bottom - top)) as i32,
+        )
+    };
+    let (x_step, y_step) = (linear_step(x_hi), linear_step(y_hi));
+    {
+        let (w, h) = (canvas.width, canvas.height);
+        let root = BitMapBackend::with_buffer(&mut canvas.pixels, (w, h)).into_drawing_area();
+        let mut y = 0.0;
+        while y <= y_hi {
+            let (_, py) = px(0.0, y);
+            let grid = PathElement::new(vec![(left, py), (right, py)], RGBColor(220, 220, 220));
+            root.draw(&grid).map_err(err)?;
+            y += y_step;
+        }
+        if let Some(mx) = marker_x {
+            let (x, _) = px(mx, 0.0);
+            let (r, g, b) = LEVEL_RGB;
+            let line = PathElement::new(vec![(x, top), (x, bottom)], RGBColor(r, g, b));
+            root.draw(&line).map_err(err)?;
+        }
+        for (i, s) in series.iter().enumerate() {
+            let (r, g, b) = PALETTE[i % PALETTE.len()];
+            let line: Vec<(i32, i32)> = s.points.iter().map(|p| px(p.0, p.1)).collect();
+            root.draw(&PathElement::new(line, RGBColor(r, g, b).stroke_width(2)))
+                .map_err(err)?;
+        }
+        root.present().map_err(err)?;
+    }
+    canvas.text(i64::from(left - 60), 12, title, 2, BLACK_RGB);
+    let mut y = 0.0;
+    while y <= y_hi {
+        let (_, py) = px(0.0, y);
+        canvas.text(8, i64::from(py - 4), &format!("{y:.0}"), 1, GREY_RGB);
+        y += y_step;
+    }
+    let mut x = 0.0;
+    while x <= x_hi {
+        let (qx, _) = px(x, 0.0);
+        canvas.text(
+            i64::from(qx - 8),
+            i64::from(bottom + 8),
+            &format!("{x:.0}"),
+            1,
+            GREY_RGB,
+        );
+        x += x_step;
+    }
+    canvas.text(
+        i64::from(left),
+        i64::from(PANEL_H_PX - 16),
+        x_caption,
+        1,
+        GREY_RGB,
+    );
+    for (i, s) in series.iter().enumerate() {
+        let (r, g, b) = PALETTE[i % PALETTE.len()];
+        let y = 60 + 14 * i as i64;
+        canvas.fill_rect(i64::from(right + 16), y, 18, 8, [r, g, b]);
+        let name: String = s.name.chars().take(30).collect();
+        canvas.text(i64::from(right + 40), y, &name, 1, BLACK_RGB);
+    }
+    canvas.to_png().map_err(err)
+}
