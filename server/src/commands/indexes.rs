@@ -94,7 +94,7 @@ fn flat_options(d: &Document, extra: &mut Document) -> CommandResult<()> {
         }
     };
     let (min, max) = (read("min", min_default)?, read("max", max_default)?);
-    if !(min < max) || !min.is_finite() || !max.is_finite() {
+    if !min.is_finite() || !max.is_finite() || min >= max {
         return Err(err(
             ErrorCode::Location13067,
             format!(
