@@ -121,6 +121,7 @@ error_codes! {
     NotPrimaryNoSecondaryOk = 13435,
     ExceededMemoryLimit = 146,
     BSONObjectTooLarge = 10334,
+    NoQueryExecutionPlans = 291,
     QueryExceededMemoryLimitNoDiskUseAllowed = 292,
     ClientMetadataCannotBeMutated = 186,
     ClientMetadataMissingField = 183,
@@ -298,6 +299,13 @@ error_codes! {
     APIVersionError = 322,
     Location51300 = 51300,
     Location16764 = 16764,
+    Location16755 = 16755,
+    Location16804 = 16804,
+    Location13027 = 13027,
+    Location13028 = 13028,
+    Location13067 = 13067,
+    Location16766 = 16766,
+    Location31303 = 31303,
 }
 
 /// An error a command returns to its client.

@@ -99,6 +99,18 @@ pub fn encode_index_key(pattern: &Document, values: &[Bson]) -> Vec<u8> {
     keycode::encode_bson_key(values, &descending)
 }
 
+/// The `[min, max)` of a `2d` index (its `min`/`max` options, kept in `extra`).
+pub fn flat_range(spec: &IndexSpec) -> (f64, f64) {
+    let get = |name: &str, default: f64| match spec.extra.get(name) {
+        Some(Bson::Double(f)) => *f,
+        Some(Bson::Int32(i)) => f64::from(*i),
+        Some(Bson::Int64(i)) => *i as f64,
+        _ => default,
+    };
+    let (min, max) = crate::keys::FLAT_RANGE_DEFAULT;
+    (get("min", min), get("max", max))
+}
+
 pub(crate) struct Index {
     pub spec: IndexSpec,
     /// The index's number within its collection (named by the log's removed-key lists).
@@ -125,7 +137,7 @@ pub(crate) struct KeyMaker {
 
 impl KeyMaker {
     pub fn new(spec: IndexSpec, compiler: Option<&FilterCompiler>) -> Result<KeyMaker> {
-        let pattern = KeyPattern::parse(&spec.key)?;
+        let pattern = KeyPattern::parse(&spec.key)?.with_flat_range(flat_range(&spec));
         let filter = match (&spec.partial_filter, compiler) {
             (Some(f), Some(c)) => Some(c(f)),
             _ => None,

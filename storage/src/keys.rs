@@ -38,6 +38,20 @@ pub enum KeyError {
     /// A special index type ("text", "2dsphere", "hashed", ...) this module does not build.
     #[error("index type \"{0}\" is not supported")]
     UnsupportedType(String),
+    /// mongod code 16766: a hashed field met an array.
+    #[error(
+        "Error: hashed indexes do not currently support array values. Found array at path: {0}"
+    )]
+    HashedArray(String),
+    /// mongod code 16755: a `2dsphere` field holds something that is not a valid location.
+    #[error("Can't extract geo keys: {0}")]
+    Geo(String),
+    /// mongod code 16804: a `2d` field holds something other than a coordinate pair.
+    #[error("geo values must be 'legacy coordinate pairs' for 2d indexes")]
+    FlatNotPair,
+    /// mongod code 13027: a `2d` coordinate outside the index's `[min, max)`.
+    #[error("point not in interval of [ {0}, {1} )")]
+    FlatOutOfRange(String, String),
     /// mongod has no such limit; ours bounds memory (code 67 as the nearest match).
     #[error("document would produce more than {KEYS_PER_DOCUMENT_MAX} index keys")]
     TooManyKeys,
@@ -50,19 +64,48 @@ impl KeyError {
             KeyError::ParallelArrays(..) => 171,
             KeyError::BadPattern(_) | KeyError::TooManyKeys => 67,
             KeyError::UnsupportedType(_) => 67,
+            KeyError::HashedArray(_) => 16766,
+            KeyError::Geo(_) => 16755,
+            KeyError::FlatNotPair => 16804,
+            KeyError::FlatOutOfRange(..) => 13027,
         }
     }
 }
 
-/// One indexed field: its path split at dots, and whether it sorts descending.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What an indexed field stores for a value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FieldKind {
+    /// The value itself, in the key encoding (ascending or descending).
+    Ordered,
+    /// mongod's 64-bit hash of the value (`crate::hashed`), as an int64; arrays are refused.
+    Hashed,
+    /// S2 cell ids of a location (`crate::geo`), as int64s; a document without a location in
+    /// this field gives no keys at all (mongod's `2dsphere` version 2 and 3 rule).
+    Sphere,
+    /// A `2d` field: a legacy pair within `[min, max)` on both axes, mapped linearly onto the
+    /// sphere's longitude/latitude box and stored as that point's S2 leaf cell (int64).
+    Flat { min: f64, max: f64 },
+}
+
+/// The value a key pattern gives a hashed field.
+pub const HASHED: &str = "hashed";
+/// The value a key pattern gives a spherical geo field.
+pub const SPHERE: &str = "2dsphere";
+/// The value a key pattern gives a flat (legacy) geo field.
+pub const FLAT: &str = "2d";
+/// The default `[min, max)` of a `2d` index.
+pub const FLAT_RANGE_DEFAULT: (f64, f64) = (-180.0, 180.0);
+
+/// One indexed field: its path split at dots, whether it sorts descending, what it stores.
+#[derive(Debug, Clone, PartialEq)]
 pub struct KeyField {
     pub path: String,
     pub components: Vec<String>,
     pub descending: bool,
+    pub kind: FieldKind,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct KeyPattern {
     pub fields: Vec<KeyField>,
 }
@@ -86,10 +129,19 @@ impl KeyPattern {
         }
         let mut fields = Vec::with_capacity(pattern.len());
         for (path, direction) in pattern {
-            let descending = match direction {
+            let (descending, kind) = match direction {
                 Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_) => {
-                    direction_of(direction)?
+                    (direction_of(direction)?, FieldKind::Ordered)
                 }
+                Bson::String(kind) if kind == HASHED => (false, FieldKind::Hashed),
+                Bson::String(kind) if kind == SPHERE => (false, FieldKind::Sphere),
+                Bson::String(kind) if kind == FLAT => (
+                    false,
+                    FieldKind::Flat {
+                        min: FLAT_RANGE_DEFAULT.0,
+                        max: FLAT_RANGE_DEFAULT.1,
+                    },
+                ),
                 Bson::String(kind) => return Err(KeyError::UnsupportedType(kind.clone())),
                 other => {
                     return Err(KeyError::BadPattern(format!(
@@ -101,9 +153,20 @@ impl KeyPattern {
                 path: path.clone(),
                 components: split_path(path)?,
                 descending,
+                kind,
             });
         }
         Ok(KeyPattern { fields })
+    }
+
+    /// Sets the `[min, max)` of the `2d` fields (the index's `min`/`max` options).
+    pub fn with_flat_range(mut self, range: (f64, f64)) -> KeyPattern {
+        for f in &mut self.fields {
+            if let FieldKind::Flat { min, max } = &mut f.kind {
+                (*min, *max) = range;
+            }
+        }
+        self
     }
 
     pub fn descending(&self) -> Vec<bool> {
@@ -120,12 +183,26 @@ impl KeyPattern {
         let mut per_field: Vec<FieldValues<'_>> = Vec::with_capacity(self.fields.len());
         for field in &self.fields {
             let mut values = FieldValues::default();
-            walk(RawBsonRef::Document(doc), &field.components, 0, &mut values);
+            let geo = matches!(field.kind, FieldKind::Sphere | FieldKind::Flat { .. });
+            walk(
+                RawBsonRef::Document(doc),
+                &field.components,
+                0,
+                geo,
+                &mut values,
+            );
             per_field.push(values);
         }
         check_parallel(&per_field)?;
+        if let Some(field) = self
+            .fields
+            .iter()
+            .zip(&per_field)
+            .find(|(f, v)| f.kind == FieldKind::Hashed && !v.arrays.is_empty())
+        {
+            return Err(KeyError::HashedArray(field.0.path.clone()));
+        }
         let multikey_fields: Vec<bool> = per_field.iter().map(|f| !f.arrays.is_empty()).collect();
-        let multikey = multikey_fields.iter().any(|&m| m);
         if sparse && per_field.iter().all(|f| f.all_missing()) {
             return Ok(ExtractedKeys {
                 keys: Vec::new(),
@@ -133,7 +210,13 @@ impl KeyPattern {
                 multikey_fields,
             });
         }
-        let keys = self.product(&per_field)?;
+        let (keys, cells) = self.product(&per_field)?;
+        // A geometry covered by several cells is in the index several times: multikey too.
+        let mut multikey_fields = multikey_fields;
+        for (flag, many) in multikey_fields.iter_mut().zip(cells) {
+            *flag |= many;
+        }
+        let multikey = multikey_fields.iter().any(|&m| m);
         Ok(ExtractedKeys {
             keys,
             multikey,
@@ -141,11 +224,20 @@ impl KeyPattern {
         })
     }
 
-    /// Every combination of one encoded value per field.
-    fn product(&self, per_field: &[FieldValues<'_>]) -> Result<Vec<Vec<u8>>, KeyError> {
+    /// Every combination of one encoded value per field, and per field whether it is a geo
+    /// field that gave several cells.
+    fn product(
+        &self,
+        per_field: &[FieldValues<'_>],
+    ) -> Result<(Vec<Vec<u8>>, Vec<bool>), KeyError> {
         let mut keys: Vec<Vec<u8>> = vec![Vec::new()];
+        let mut cells = Vec::with_capacity(self.fields.len());
         for (field, values) in self.fields.iter().zip(per_field) {
-            let encoded = values.encoded(field.descending);
+            let encoded = values.encoded(field)?;
+            if encoded.is_empty() {
+                return Ok((Vec::new(), vec![false; self.fields.len()]));
+            }
+            cells.push(field.kind != FieldKind::Ordered && encoded.len() > 1);
             if keys.len().saturating_mul(encoded.len()) > KEYS_PER_DOCUMENT_MAX {
                 return Err(KeyError::TooManyKeys);
             }
@@ -162,7 +254,7 @@ impl KeyPattern {
         }
         keys.sort_unstable();
         keys.dedup();
-        Ok(keys)
+        Ok((keys, cells))
     }
 }
 
@@ -222,25 +314,62 @@ impl FieldValues<'_> {
         self.values.iter().all(Option::is_none)
     }
 
-    fn encoded(&self, descending: bool) -> Vec<Vec<u8>> {
+    fn encoded(&self, field: &KeyField) -> Result<Vec<Vec<u8>>, KeyError> {
+        if field.kind == FieldKind::Sphere {
+            let mut out = Vec::new();
+            for v in self.values.iter().flatten() {
+                let cells = crate::geo::keys_of(*v).map_err(KeyError::Geo)?;
+                for cell in cells.into_iter().flatten() {
+                    out.push(keycode::encode_key(&[RawBsonRef::Int64(cell)], &[false]));
+                }
+            }
+            out.sort_unstable();
+            out.dedup();
+            return Ok(out);
+        }
+        if let FieldKind::Flat { min, max } = field.kind {
+            let mut out = Vec::new();
+            for v in self.values.iter().flatten() {
+                for cell in crate::geo::flat_keys_of(*v, (min, max))? {
+                    out.push(keycode::encode_key(&[RawBsonRef::Int64(cell)], &[false]));
+                }
+            }
+            out.sort_unstable();
+            out.dedup();
+            return Ok(out);
+        }
+        let one = |v: RawBsonRef<'_>| match field.kind {
+            FieldKind::Ordered => keycode::encode_key(&[v], &[field.descending]),
+            FieldKind::Hashed | FieldKind::Sphere | FieldKind::Flat { .. } => {
+                keycode::encode_key(&[RawBsonRef::Int64(crate::hashed::hash64(v))], &[false])
+            }
+        };
         let mut out: Vec<Vec<u8>> = self
             .values
             .iter()
-            .map(|v| keycode::encode_key(&[v.unwrap_or(RawBsonRef::Null)], &[descending]))
+            .map(|v| one(v.unwrap_or(RawBsonRef::Null)))
             .collect();
         if out.is_empty() {
-            out.push(keycode::encode_key(&[RawBsonRef::Null], &[descending]));
+            out.push(one(RawBsonRef::Null));
         }
         out.sort_unstable();
         out.dedup();
-        out
+        Ok(out)
     }
 }
 
-/// Follows `path[depth..]` from `value`, collecting what the path reaches.
-fn walk<'a>(value: RawBsonRef<'a>, path: &[String], depth: usize, out: &mut FieldValues<'a>) {
+/// Follows `path[depth..]` from `value`, collecting what the path reaches. With `whole`, the
+/// value at the end of the path is taken as it is, arrays included (a location like `[x, y]`).
+fn walk<'a>(
+    value: RawBsonRef<'a>,
+    path: &[String],
+    depth: usize,
+    whole: bool,
+    out: &mut FieldValues<'a>,
+) {
     let Some(step) = path.get(depth) else {
         match value {
+            other if whole => out.values.push(Some(other)),
             RawBsonRef::Array(array) => {
                 note_array(out, path, depth);
                 let before = out.values.len();
@@ -256,7 +385,7 @@ fn walk<'a>(value: RawBsonRef<'a>, path: &[String], depth: usize, out: &mut Fiel
     };
     match value {
         RawBsonRef::Document(doc) => match doc.get(step).ok().flatten() {
-            Some(next) => walk(next, path, depth + 1, out),
+            Some(next) => walk(next, path, depth + 1, whole, out),
             None => out.values.push(None),
         },
         RawBsonRef::Array(array) if is_position(step) => {
@@ -265,7 +394,7 @@ fn walk<'a>(value: RawBsonRef<'a>, path: &[String], depth: usize, out: &mut Fiel
                 .ok()
                 .and_then(|i| array.get(i).ok().flatten());
             match element {
-                Some(next) => walk(next, path, depth + 1, out),
+                Some(next) => walk(next, path, depth + 1, whole, out),
                 None => out.values.push(None),
             }
         }
@@ -274,7 +403,7 @@ fn walk<'a>(value: RawBsonRef<'a>, path: &[String], depth: usize, out: &mut Fiel
             let before = out.values.len();
             for element in array.into_iter().map_while(Result::ok) {
                 match element {
-                    RawBsonRef::Document(_) => walk(element, path, depth, out),
+                    RawBsonRef::Document(_) => walk(element, path, depth, whole, out),
                     _ => out.values.push(None),
                 }
             }

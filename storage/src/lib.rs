@@ -20,6 +20,8 @@ pub mod diff;
 mod engine;
 pub mod error;
 mod extsort;
+pub mod geo;
+pub mod hashed;
 pub mod histogram;
 pub mod history;
 mod index;
@@ -42,5 +44,7 @@ pub use commit::{DurableWatch, Ticket};
 pub use engine::{CacheStats, CollectionInfo, Engine, EngineOptions, EngineStats};
 pub use error::{Result, StorageError};
 pub use history::{HistoryBatch, HistoryOp, HistoryPos, HistoryRead};
-pub use index::{FilterCompiler, ID_INDEX_NAME, IndexSpec, Predicate, encode_index_key};
+pub use index::{
+    FilterCompiler, ID_INDEX_NAME, IndexSpec, Predicate, encode_index_key, flat_range,
+};
 pub use validate::ValidateReport;

@@ -1,5 +1,6 @@
 //! Proves index key extraction follows mongod's rules: dotted paths, multikey arrays, positional
-//! steps, null for missing, undefined for [], parallel-array errors, sparse, deduplication.
+//! steps, null for missing, undefined for [], parallel-array errors, sparse, deduplication,
+//! hashed fields (mongod's hash as an int64, arrays refused with 16766).
 //! How: hand-written documents and the keys expected for them, built with the key encoding.
 
 use bson::{Bson, RawDocumentBuf, doc, rawdoc};
@@ -217,8 +218,8 @@ fn bad_patterns_are_rejected() {
         );
     }
     assert_eq!(
-        KeyPattern::parse(&doc! {"a": "hashed"}),
-        Err(KeyError::UnsupportedType("hashed".into()))
+        KeyPattern::parse(&doc! {"a": "text"}),
+        Err(KeyError::UnsupportedType("text".into()))
     );
 }
 
@@ -237,4 +238,36 @@ fn prefix_end_bounds_every_key_with_that_prefix() {
     append_record_id(&mut bare, u64::MAX);
     assert!(bare < end);
     assert!(key(&[Bson::Int32(6)], &[false]) > end);
+}
+
+#[test]
+fn hashed_fields_store_the_hash() {
+    let hash = |v: Bson| storage::hashed::hash64(raw(v).get("v").expect("ok").expect("present"));
+    assert_eq!(
+        keys_of(doc! {"a": "hashed"}, rawdoc! {"a": 42}),
+        (
+            vec![key(&[Bson::Int64(hash(Bson::Int32(42)))], &[false])],
+            false
+        )
+    );
+    assert_eq!(
+        keys_of(doc! {"a": "hashed"}, rawdoc! {"b": 1}).0,
+        vec![key(&[Bson::Int64(hash(Bson::Null))], &[false])],
+        "missing hashes as null"
+    );
+    assert_eq!(
+        keys_of(doc! {"b": -1, "a": "hashed"}, rawdoc! {"a": "x", "b": 2}).0,
+        vec![key(
+            &[Bson::Int32(2), Bson::Int64(hash(Bson::String("x".into())))],
+            &[true, false]
+        )]
+    );
+    let pattern = KeyPattern::parse(&doc! {"a.b": "hashed"}).expect("valid");
+    for document in [rawdoc! {"a": {"b": [1]}}, rawdoc! {"a": [{"b": 1}]}] {
+        let error = pattern
+            .extract(&document, false)
+            .expect_err("arrays refused");
+        assert_eq!(error, KeyError::HashedArray("a.b".into()));
+        assert_eq!(error.code(), 16766);
+    }
 }

@@ -42,7 +42,7 @@ const SPEC_FIELDS: &[&str] = &[
     "prepareUnique",
 ];
 /// Special index types cairn does not build yet.
-const UNSUPPORTED_TYPES: &[&str] = &["text", "2d", "2dsphere", "geoHaystack", "hashed"];
+const UNSUPPORTED_TYPES: &[&str] = &["text", "geoHaystack"];
 
 /// mongod's default index name: `a_1_b_-1`.
 pub fn default_name(key: &Document) -> String {
@@ -68,6 +68,46 @@ fn bad_spec(spec: &Document, why: impl std::fmt::Display) -> CommandError {
         ErrorCode::CannotCreateIndex,
         format!("Error in specification {spec} :: caused by :: {why}"),
     )
+}
+
+/// A `2d` index's `bits` (1 to 32) and `min` < `max`, kept in `extra` as given.
+fn flat_options(d: &Document, extra: &mut Document) -> CommandResult<()> {
+    if let Some(b) = d.get("bits") {
+        match super::as_i64(b) {
+            Some(n @ 1..=32) => {
+                extra.insert("bits", n as i32);
+            }
+            _ => {
+                return Err(err(
+                    ErrorCode::Location13028,
+                    format!("bits for hash must be > 0 and <= 32, but {b} bits were specified"),
+                ));
+            }
+        }
+    }
+    let (min_default, max_default) = storage::keys::FLAT_RANGE_DEFAULT;
+    let read = |name: &str, default: f64| -> CommandResult<f64> {
+        match d.get(name) {
+            None => Ok(default),
+            Some(v) => crate::query::types::as_f64(v)
+                .ok_or_else(|| bad_spec(d, format!("{name} must be a number"))),
+        }
+    };
+    let (min, max) = (read("min", min_default)?, read("max", max_default)?);
+    if !min.is_finite() || !max.is_finite() || min >= max {
+        return Err(err(
+            ErrorCode::Location13067,
+            format!(
+                "region for hash must be valid and have positive area, but [{min}, {max}] was specified"
+            ),
+        ));
+    }
+    for name in ["min", "max"] {
+        if let Some(v) = d.get(name) {
+            extra.insert(name, v.clone());
+        }
+    }
+    Ok(())
 }
 
 /// Turn one element of `indexes` into an `IndexSpec`, checking it as mongod does.
@@ -111,6 +151,18 @@ pub fn parse_spec(d: &Document) -> CommandResult<IndexSpec> {
             }
         }
     }
+    let hashed = key
+        .values()
+        .filter(|v| v.as_str() == Some("hashed"))
+        .count();
+    if hashed > 1 {
+        return Err(err(
+            ErrorCode::Location31303,
+            format!(
+                "A maximum of one index field is allowed to be hashed but found {hashed} for 'key' {key}"
+            ),
+        ));
+    }
     for (field, v) in &key {
         if field.is_empty() {
             return Err(bad_spec(d, "Index keys cannot be an empty field."));
@@ -124,6 +176,7 @@ pub fn parse_spec(d: &Document) -> CommandResult<IndexSpec> {
                     ));
                 }
             }
+            Bson::String(t) if t == "hashed" || t == "2dsphere" || t == "2d" => {}
             Bson::String(t) if UNSUPPORTED_TYPES.contains(&t.as_str()) => {
                 return Err(err(
                     ErrorCode::CannotCreateIndex,
@@ -224,6 +277,26 @@ pub fn parse_spec(d: &Document) -> CommandResult<IndexSpec> {
         ) {
             extra.insert(k.clone(), v.clone());
         }
+    }
+    if key.values().any(|v| v.as_str() == Some("2d")) {
+        flat_options(d, &mut extra)?;
+    }
+    if key.values().any(|v| v.as_str() == Some("2dsphere")) {
+        let version = match d.get("2dsphereIndexVersion") {
+            None => 3,
+            Some(v) => match super::as_i64(v) {
+                Some(n @ 1..=3) => n as i32,
+                _ => {
+                    return Err(bad_spec(
+                        d,
+                        format!(
+                            "unsupported geo index version {{ 2dsphereIndexVersion : {v} }}, only versions: [1,2,3] are supported"
+                        ),
+                    ));
+                }
+            },
+        };
+        extra.insert("2dsphereIndexVersion", version);
     }
     let unique = unique && name != ID_INDEX_NAME;
     Ok(IndexSpec {
@@ -597,6 +670,12 @@ mod tests {
             code(doc! { "key": { "a": "hashed" }, "unique": true }),
             16764
         );
+        assert_eq!(
+            code(doc! { "key": { "a": "hashed", "b": "hashed" } }),
+            31303
+        );
+        let compound = parse_spec(&doc! { "key": { "a": 1, "b": "hashed" } }).unwrap();
+        assert_eq!(compound.name, "a_1_b_hashed");
         assert_eq!(
             code(doc! { "key": { "_id": 1 }, "expireAfterSeconds": 5 }),
             197

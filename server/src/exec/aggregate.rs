@@ -204,6 +204,9 @@ pub fn input_docs(
     pipeline: &Pipeline,
     deadline: Option<Instant>,
 ) -> CommandResult<(Flow<'static>, usize)> {
+    if let Some(g) = pipeline.leading_geo_near() {
+        return Ok((geo_near_input(coll, g, deadline)?, 1));
+    }
     let filter_doc = scan_filter(pipeline);
     // An unparsable $match has already failed in Pipeline::parse.
     let filter = Filter::parse(&filter_doc)?;
@@ -213,6 +216,74 @@ pub fn input_docs(
     Ok((Flow::Raw(Box::new(ScanDocs { scan, deadline })), done))
 }
 
+/// A leading `$geoNear`'s output: the matches of its query and near predicate, nearest first,
+/// with the distance (times `distanceMultiplier`) and, with `includeLocs`, the location set.
+fn geo_near_input(
+    coll: &Arc<Collection>,
+    g: &crate::query::pipeline::GeoNear,
+    deadline: Option<Instant>,
+) -> CommandResult<Flow<'static>> {
+    use crate::error::{ErrorCode, err};
+    let key = match &g.key {
+        Some(k) => k.clone(),
+        None => {
+            let mut paths: Vec<String> = coll
+                .indexes()
+                .iter()
+                .flat_map(|ix| ix.spec.key.clone())
+                .filter(|(_, kind)| planner::is_geo(kind))
+                .map(|(f, _)| f)
+                .collect();
+            paths.dedup();
+            match paths.len() {
+                0 => {
+                    return Err(err(
+                        ErrorCode::IndexNotFound,
+                        "$geoNear requires a 2d or 2dsphere index, but none were found",
+                    ));
+                }
+                1 => paths.remove(0),
+                _ => {
+                    return Err(err(
+                        ErrorCode::BadValue,
+                        "There is more than one 2dsphere index; unsure which to use for $geoNear",
+                    ));
+                }
+            }
+        }
+    };
+    let filter_doc = bson::doc! { "$and": [g.query.clone(), { key.clone(): g.near_ops.clone() }] };
+    let filter = Filter::parse(&filter_doc)?;
+    let Some((path, near)) = super::near::near_of(&filter) else {
+        return Err(err(
+            ErrorCode::InternalError,
+            "$geoNear lost its near predicate",
+        ));
+    };
+    let matches =
+        super::near::sorted_matches(coll, &filter, &filter_doc, &path, &near, None, deadline)?;
+    let distance_path = crate::query::path::split(&g.distance_field);
+    let locs_path = g.include_locs.as_deref().map(crate::query::path::split);
+    let key_path = crate::query::path::split(&path);
+    let mut out = Vec::with_capacity(matches.len());
+    for (_, raw, distance) in matches {
+        let loc = crate::query::path::get_exact(&raw, &key_path).map(crate::query::types::to_owned);
+        let mut d = to_doc(&raw)?;
+        crate::query::path::set_path(
+            &mut d,
+            &distance_path,
+            bson::Bson::Double(distance * g.distance_multiplier),
+        );
+        if let (Some(p), Some(loc)) = (&locs_path, loc) {
+            crate::query::path::set_path(&mut d, p, loc);
+        }
+        out.push(
+            RawDocumentBuf::try_from(&d).map_err(|e| err(ErrorCode::InternalError, e.to_string())),
+        );
+    }
+    Ok(Flow::Raw(Box::new(out.into_iter())))
+}
+
 /// A suspended pipeline for an aggregate over `coll` whose stages (after those the scan does)
 /// all stream: nothing runs until a batch asks for documents, and a batch runs the scan and the
 /// stages only as far as it needs. `None` when a stage blocks (or reads other collections).
@@ -220,7 +291,10 @@ pub fn streamed(
     coll: &Arc<Collection>,
     pipeline: &Arc<Pipeline>,
 ) -> CommandResult<Option<super::DocSource>> {
-    if pipeline.is_collectionless() || pipeline.output_target().is_some() {
+    if pipeline.is_collectionless()
+        || pipeline.output_target().is_some()
+        || pipeline.leading_geo_near().is_some()
+    {
         return Ok(None);
     }
     let filter_doc = scan_filter(pipeline);

@@ -66,6 +66,9 @@ pub fn open(
     deadline: Option<Instant>,
 ) -> CommandResult<DocSource> {
     let sort_doc = a.sort.as_ref().map(|(_, d)| d);
+    if let Some((path, near)) = super::near::near_of(&a.filter) {
+        return open_near(coll, a, hint, &path, &near, deadline);
+    }
     let choice = find_choice(coll, a, hint)?;
     let mut scan = ScanState::new(
         coll.clone(),
@@ -125,6 +128,29 @@ pub fn open(
     let mut docs = VecDeque::new();
     for (rid, doc, pos) in matches.into_iter().skip(a.skip as usize).take(take) {
         docs.push_back(finish_doc(doc, rid, pos, a, return_key.as_ref())?);
+    }
+    Ok(DocSource::Buffered(docs))
+}
+
+/// A `find` with `$near`: the matches nearest first (or in the requested sort), then skip,
+/// limit and projection.
+fn open_near(
+    coll: &Arc<Collection>,
+    a: &FindSpec,
+    hint: Option<&str>,
+    path: &str,
+    near: &crate::query::matcher::NearSpec,
+    deadline: Option<Instant>,
+) -> CommandResult<DocSource> {
+    let mut matches =
+        super::near::sorted_matches(coll, &a.filter, &a.filter_doc, path, near, hint, deadline)?;
+    if let Some((sort, _)) = &a.sort {
+        matches.sort_by(|x, y| sort.compare(&x.1, &y.1));
+    }
+    let take = a.limit.map_or(usize::MAX, |l| l as usize);
+    let mut docs = VecDeque::new();
+    for (rid, doc, _) in matches.into_iter().skip(a.skip as usize).take(take) {
+        docs.push_back(finish_doc(doc, rid, None, a, None)?);
     }
     Ok(DocSource::Buffered(docs))
 }

@@ -11,6 +11,7 @@ pub mod aggregate;
 pub mod covered;
 pub mod find;
 pub mod keyscan;
+pub mod near;
 pub mod scan;
 pub mod source;
 pub mod stream;

@@ -121,6 +121,107 @@ pub(crate) fn op_intervals(op: &Op, sparse: bool) -> Option<Vec<ValueInterval>> 
     }
 }
 
+/// A hashed field answers equality only: each point becomes the point of its hash (mongod's
+/// 64-bit value as an int64). Any range: no bounds.
+pub fn hashed_points(ivs: Vec<ValueInterval>) -> Option<Vec<ValueInterval>> {
+    if !ivs.iter().all(ValueInterval::is_point) {
+        return None;
+    }
+    let mut out: Vec<ValueInterval> = ivs
+        .iter()
+        .map(|iv| ValueInterval::point(Bson::Int64(storage::hashed::hash64_bson(&iv.lo))))
+        .collect();
+    out.sort_by(|a, b| compare_bson(&a.lo, &b.lo));
+    out.dedup_by(|a, b| compare_bson(&a.lo, &b.lo).is_eq());
+    Some(out)
+}
+
+/// Cell-id intervals (S2 cells as int64 keys, `storage::geo`) a `2dsphere` field must scan for a
+/// geo predicate; `None` for any other operator.
+pub fn geo_intervals(op: &Op) -> Option<Vec<ValueInterval>> {
+    use crate::query::matcher::{GeoShape, NearMetric};
+    use storage::geo;
+    let cells = match op {
+        Op::GeoWithin(shape) => match shape.as_ref() {
+            GeoShape::Box { min, max } => geo::box_intervals((min.0, min.1, max.0, max.1)),
+            GeoShape::Center { center, radius } => geo::box_intervals((
+                center.0 - radius,
+                center.1 - radius,
+                center.0 + radius,
+                center.1 + radius,
+            )),
+            GeoShape::CenterSphere { center, radius_rad } => {
+                geo::cap_intervals(*center, *radius_rad)
+            }
+            GeoShape::Polygons(polys) => {
+                let vertices: Vec<(f64, f64)> = polys.iter().flatten().flatten().copied().collect();
+                geo::box_intervals(geo::bounding_box(&vertices))
+            }
+        },
+        Op::GeoIntersects(parts) => {
+            let vertices = crate::query::matcher::geo_part_vertices(parts);
+            geo::box_intervals(geo::bounding_box(&vertices))
+        }
+        Op::Near(near) => match (near.reach(), near.metric) {
+            (None, _) => vec![(i64::MIN, i64::MAX)],
+            (Some(r), NearMetric::Flat) => {
+                let c = near.center;
+                geo::box_intervals((c.0 - r, c.1 - r, c.0 + r, c.1 + r))
+            }
+            (Some(r), _) => geo::cap_intervals(near.center, r),
+        },
+        _ => return None,
+    };
+    Some(
+        cells
+            .into_iter()
+            .map(|(lo, hi)| ValueInterval {
+                lo: Bson::Int64(lo),
+                hi: Bson::Int64(hi),
+            })
+            .collect(),
+    )
+}
+
+/// Cell-id intervals a `2d` field (coordinates in `range` on both axes, mapped onto the sphere's
+/// longitude/latitude box, `storage::geo::flat_to_lnglat`) must scan for a geo predicate.
+/// Spherical shapes (`$centerSphere`, `$nearSphere`) take the whole index: a superset.
+pub fn flat_geo_intervals(op: &Op, range: (f64, f64)) -> Option<Vec<ValueInterval>> {
+    use crate::query::matcher::{GeoShape, NearMetric};
+    use storage::geo;
+    let square = |c: (f64, f64), r: f64| (c.0 - r, c.1 - r, c.0 + r, c.1 + r);
+    let flat_box = match op {
+        Op::GeoWithin(shape) => match shape.as_ref() {
+            GeoShape::Box { min, max } => Some((min.0, min.1, max.0, max.1)),
+            GeoShape::Center { center, radius } => Some(square(*center, *radius)),
+            GeoShape::CenterSphere { .. } => None,
+            GeoShape::Polygons(polys) => {
+                let vertices: Vec<(f64, f64)> = polys.iter().flatten().flatten().copied().collect();
+                Some(geo::bounding_box(&vertices))
+            }
+        },
+        Op::Near(near) => match (near.reach(), near.metric) {
+            (Some(r), NearMetric::Flat) => Some(square(near.center, r)),
+            _ => None,
+        },
+        Op::GeoIntersects(_) => return None,
+        _ => return None,
+    };
+    let cells = match flat_box {
+        Some(b) => geo::box_intervals(geo::flat_box(b, range)),
+        None => vec![(i64::MIN, i64::MAX)],
+    };
+    Some(
+        cells
+            .into_iter()
+            .map(|(lo, hi)| ValueInterval {
+                lo: Bson::Int64(lo),
+                hi: Bson::Int64(hi),
+            })
+            .collect(),
+    )
+}
+
 /// Intersect two single-interval ranges (non-multikey fields only).
 fn intersect(a: &ValueInterval, b: &ValueInterval) -> Option<ValueInterval> {
     let lo = if compare_bson(&a.lo, &b.lo) == Ordering::Less {

@@ -93,7 +93,7 @@ pub fn covering(
     sort: Option<&Document>,
 ) -> Option<Covered> {
     let Plan::Index(p) = plan else { return None };
-    if p.multikey {
+    if p.multikey || !super::is_plain(&p.key_pattern) {
         return None;
     }
     let mut needed = projected_fields(projection?, &p.key_pattern)?;

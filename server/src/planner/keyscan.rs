@@ -45,6 +45,7 @@ pub fn key_plan(
         .iter()
         .filter(|ix| hint.map_or(!ix.spec.hidden, |h| ix.spec.name == h))
         .filter(|ix| !ix.multikey && ix.spec.partial_filter.is_none())
+        .filter(|ix| super::is_plain(&ix.spec.key))
         .filter(|ix| ix.spec.key.keys().next().is_some_and(|k| k == field))
         .filter_map(|ix| super::index_candidate(ix, filter, None, true))
         .min_by_key(|p| p.key_pattern.len())

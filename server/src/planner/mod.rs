@@ -181,8 +181,27 @@ pub fn index_candidate(
     let preds = conjunction(filter);
     let mut field_bounds = Vec::new();
     let mut product = 1usize;
-    for (field, _) in &ix.spec.key {
-        match field_intervals(&preds, field, ix.multikey, ix.spec.sparse) {
+    for (field, kind) in &ix.spec.key {
+        let ivs = if is_sphere(kind) {
+            preds
+                .iter()
+                .filter(|(p, _)| p == field)
+                .find_map(|(_, op)| bounds::geo_intervals(op))
+        } else if is_flat(kind) {
+            let range = storage::flat_range(&ix.spec);
+            preds
+                .iter()
+                .filter(|(p, _)| p == field)
+                .find_map(|(_, op)| bounds::flat_geo_intervals(op, range))
+        } else {
+            field_intervals(&preds, field, ix.multikey, ix.spec.sparse)
+        };
+        let ivs = if is_hashed(kind) {
+            ivs.and_then(bounds::hashed_points)
+        } else {
+            ivs
+        };
+        match ivs {
             Some(ivs)
                 if !field_bounds.is_empty()
                     && product.saturating_mul(ivs.len()) > bounds::INTERVALS_MAX =>
@@ -199,6 +218,16 @@ pub fn index_candidate(
             }
             None => break,
         }
+    }
+    // A geo index holds only documents with a location: it answers geo predicates only.
+    let geo_bound = |f: &String| field_bounds.iter().any(|(b, _)| b == f);
+    if ix
+        .spec
+        .key
+        .iter()
+        .any(|(f, kind)| is_geo(kind) && !geo_bound(f))
+    {
+        return None;
     }
     let sort_dir = sort
         .and_then(|s| sort_direction_after_points(&ix.spec.key, s, &field_bounds))
@@ -226,6 +255,32 @@ pub fn index_candidate(
         provides_sort,
         flags: IndexFlags::of(ix),
     })
+}
+
+/// A key-pattern value that makes the field hashed (`{a: "hashed"}`).
+pub fn is_hashed(kind: &Bson) -> bool {
+    kind.as_str() == Some(storage::keys::HASHED)
+}
+
+/// A key-pattern value that makes the field a spherical geo field (`{loc: "2dsphere"}`).
+pub fn is_sphere(kind: &Bson) -> bool {
+    kind.as_str() == Some(storage::keys::SPHERE)
+}
+
+/// A key-pattern value that makes the field a flat (legacy) geo field (`{loc: "2d"}`).
+pub fn is_flat(kind: &Bson) -> bool {
+    kind.as_str() == Some(storage::keys::FLAT)
+}
+
+/// Either kind of geo field.
+pub fn is_geo(kind: &Bson) -> bool {
+    is_sphere(kind) || is_flat(kind)
+}
+
+/// Whether every field of a key pattern stores its value as it is (no hashed or geo fields), so
+/// keys can be decoded back into values (covered plans, key-only scans).
+pub fn is_plain(key: &Document) -> bool {
+    key.values().all(|v| !matches!(v, Bson::String(_)))
 }
 
 /// The `_id` look-up as an index plan (how an `IdPoint` executes).

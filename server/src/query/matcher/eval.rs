@@ -146,6 +146,8 @@ fn op_matches(op: &Op, v: Option<RawBsonRef<'_>>) -> Option<Option<usize>> {
         Op::ElemMatchValue(f) => elem_match(v, |e| matches_value(f, e)),
         Op::Bits { test, positions } => yes(bits_match(v, *test, positions)),
         Op::GeoWithin(shape) => yes(shape.contains(v)),
+        Op::GeoIntersects(parts) => yes(super::geo::intersects(parts, v)),
+        Op::Near(near) => yes(near.matches(v)),
     }
 }
 

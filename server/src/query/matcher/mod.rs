@@ -16,7 +16,9 @@ mod schema;
 mod tests;
 
 pub use self::regex::RegexPred;
-pub use geo::GeoShape;
+pub use geo::{
+    GeoShape, NearMetric, NearSpec, Part as GeoPart, part_vertices as geo_part_vertices,
+};
 pub use schema::Schema;
 
 use crate::error::CommandResult;
@@ -75,6 +77,10 @@ pub enum Op {
     },
     /// `$geoWithin` (and the legacy `$within`), matched without an index.
     GeoWithin(Box<GeoShape>),
+    /// `$geoIntersects {$geometry}`, in the plane of the coordinates.
+    GeoIntersects(Box<Vec<geo::Part>>),
+    /// `$near`/`$nearSphere`: within the distances; the executor orders by distance.
+    Near(Box<NearSpec>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -161,6 +161,10 @@ fn parse_operators(
 ) -> CommandResult<()> {
     let mut regex: Option<&Bson> = None;
     let mut options: Option<&Bson> = None;
+    if ops.contains_key("$near") || ops.contains_key("$nearSphere") {
+        out.push(leaf(path, Op::Near(Box::new(super::geo::parse_near(ops)?))));
+        return Ok(());
+    }
     for (key, value) in ops {
         match key.as_str() {
             "$regex" => regex = Some(value),
@@ -252,12 +256,10 @@ fn parse_operator(path: &str, op: &str, value: &Bson, depth: usize) -> CommandRe
             path,
             Op::GeoWithin(Box::new(super::geo::parse_geo_within(value)?)),
         ),
-        "$near" | "$nearSphere" | "$geoIntersects" => {
-            return Err(err(
-                ErrorCode::NotImplemented,
-                format!("{op} is not supported yet"),
-            ));
-        }
+        "$geoIntersects" => leaf(
+            path,
+            Op::GeoIntersects(Box::new(super::geo::parse_geo_intersects(value)?)),
+        ),
         _ => return Err(err(ErrorCode::BadValue, format!("unknown operator: {op}"))),
     })
 }

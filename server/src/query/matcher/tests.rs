@@ -455,5 +455,12 @@ fn geo_within_without_an_index() {
         doc! {"loc": "here"}
     ));
     assert_eq!(parse_err(doc! {"loc": {"$geoWithin": {"$square": 1}}}).0, 2);
-    assert_eq!(parse_err(doc! {"loc": {"$near": [0, 0]}}).0, 238);
+    assert!(m(
+        doc! {"loc": {"$near": [0, 0], "$maxDistance": 2}},
+        doc! {"loc": [1, 1]}
+    ));
+    assert_eq!(
+        parse_err(doc! {"loc": {"$near": [0, 0], "$maxDistance": -1}}).0,
+        2
+    );
 }

@@ -37,6 +37,7 @@ use crate::error::CommandResult;
 use bson::{Bson, Document, RawDocumentBuf};
 use codes::perr;
 use run_context::RunCx;
+pub use stages::GeoNear;
 use stages::Stage;
 
 /// A stream of documents flowing between stages.
@@ -503,6 +504,11 @@ impl Pipeline {
     /// scan that applies it may run the pipeline without that stage (`run_skipping(1, ..)`).
     pub fn leading_match(&self) -> Option<&Document> {
         self.leading_filter.as_ref()
+    }
+
+    /// The options of a leading `$geoNear`.
+    pub fn leading_geo_near(&self) -> Option<&GeoNear> {
+        self.stages.first().and_then(|s| s.stage.geo_near())
     }
 
     /// The `$sort` document when the pipeline starts with one, or with `$match` then `$sort`.

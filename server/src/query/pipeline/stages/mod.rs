@@ -6,6 +6,7 @@ mod basic;
 mod bucket;
 mod densify;
 mod foreign;
+mod geo_near;
 mod group;
 mod lookup;
 mod shape;
@@ -13,6 +14,7 @@ mod sort;
 mod unwind;
 mod window;
 
+pub use geo_near::GeoNear;
 pub(crate) use sort::SortKeys;
 
 use super::codes::{self, perr};
@@ -38,6 +40,11 @@ pub trait Stage: std::fmt::Debug + Send + Sync {
     fn output_target(&self) -> Option<OutputTarget> {
         None
     }
+
+    /// For `$geoNear`: its options (the executor produces its output).
+    fn geo_near(&self) -> Option<&GeoNear> {
+        None
+    }
 }
 
 /// Stages mongod has that cairn reports as not implemented rather than unknown.
@@ -47,7 +54,6 @@ const NOT_IMPLEMENTED: &[&str] = &[
     "$currentOp",
     "$listLocalSessions",
     "$listSessions",
-    "$geoNear",
     "$changeStream",
     "$planCacheStats",
     "$search",
@@ -103,6 +109,7 @@ pub fn parse_stage(
         "$setWindowFields" => Box::new(window::SetWindowFields::parse(spec, ctx)?),
         "$densify" => Box::new(densify::Densify::parse(spec)?),
         "$fill" => Box::new(densify::Fill::parse(spec, ctx)?),
+        "$geoNear" => Box::new(geo_near::GeoNear::parse(spec, ctx)?),
         "$out" => Box::new(output::OutStage::parse_out(spec, ctx)?),
         "$merge" => Box::new(output::OutStage::parse_merge(spec, ctx)?),
         _ if NOT_IMPLEMENTED.contains(&name) => {
@@ -144,6 +151,12 @@ fn check_placement(
         return Err(perr(
             codes::STAGE_NOT_LAST,
             format!("{name} can only be the final stage in the pipeline"),
+        ));
+    }
+    if name == "$geoNear" && (index != 0 || ctx.depth > 0) {
+        return Err(err(
+            ErrorCode::Location40602,
+            "$geoNear is only valid as the first stage in a pipeline",
         ));
     }
     if name == "$documents" && index != 0 {
