@@ -6,6 +6,8 @@ use clap::{ArgAction, CommandFactory, FromArgMatches, Parser, ValueEnum};
 use std::net::IpAddr;
 use std::path::PathBuf;
 
+pub mod file;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
     /// Human-readable lines.
@@ -269,7 +271,7 @@ impl Config {
     fn merge(matches: &clap::ArgMatches) -> Result<Config, String> {
         let mut c = Config::from_arg_matches(matches).map_err(|e| e.to_string())?;
         if let Some(path) = c.config_file.clone() {
-            let file = crate::config_file::read(&path)?;
+            let file = file::read(&path)?;
             file.apply(&mut c, &|id| {
                 matches.value_source(id) == Some(ValueSource::CommandLine)
             })?;

@@ -467,9 +467,11 @@ async fn run_command(
     let result = commands::dispatch(state, info, req).await;
     drop(registered);
     let elapsed = started.elapsed();
-    state
-        .metrics
-        .record_command(&req.name, elapsed, result.is_ok());
+    crate::metrics::commands().record_command(
+        commands::lookup(&req.name).map(|s| s.name),
+        elapsed,
+        result.is_ok(),
+    );
     let elapsed_ms = elapsed.as_millis() as i64;
     commands::profile::record(state, info, req, &result, elapsed_ms).await;
     if elapsed_ms > state.slowms.load(Relaxed) {

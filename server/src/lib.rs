@@ -9,7 +9,6 @@ pub mod commands;
 #[cfg(test)]
 mod compat;
 pub mod config;
-pub mod config_file;
 pub mod connection;
 pub mod cursors;
 pub mod error;

@@ -55,10 +55,19 @@ impl Default for Metrics {
     }
 }
 
+/// The process's per-command counters (one server per process). A process-wide registry keeps
+/// `ServerState` from importing this module, whose endpoint reads `ServerState`.
+pub fn commands() -> &'static Metrics {
+    static METRICS: std::sync::OnceLock<Metrics> = std::sync::OnceLock::new();
+    METRICS.get_or_init(Metrics::default)
+}
+
 impl Metrics {
     /// One command finished (called for every command, whether or not the endpoint is on).
-    pub fn record_command(&self, name: &str, elapsed: Duration, ok: bool) {
-        let label = crate::commands::lookup(name).map_or(UNKNOWN_COMMAND, |s| s.name);
+    /// `command` is its name in the command table (`None` for a name the table lacks), so a
+    /// client cannot create label values.
+    pub fn record_command(&self, command: Option<&'static str>, elapsed: Duration, ok: bool) {
+        let label = command.unwrap_or(UNKNOWN_COMMAND);
         let result = if ok { "ok" } else { "error" };
         self.commands.with_label_values(&[label, result]).inc();
         self.command_seconds
@@ -142,7 +151,7 @@ fn histogram(
 
 /// The scrape: the recorded families, then the ones read from the server's state now.
 pub fn render(state: &ServerState) -> String {
-    let mut families = state.metrics.registry.gather();
+    let mut families = commands().registry.gather();
     let c = &state.connections;
     let o = &state.opcounters;
     let e = state.catalog.engine().stats();
@@ -395,8 +404,8 @@ mod tests {
     #[test]
     fn commands_are_labelled_from_the_table() {
         let m = Metrics::default();
-        m.record_command("find", Duration::from_millis(3), true);
-        m.record_command("no-such-command-xyz", Duration::from_millis(1), false);
+        m.record_command(Some("find"), Duration::from_millis(3), true);
+        m.record_command(None, Duration::from_millis(1), false);
         let mut out = Vec::new();
         prometheus::TextEncoder::new()
             .encode(&m.registry.gather(), &mut out)
@@ -404,7 +413,6 @@ mod tests {
         let text = String::from_utf8(out).unwrap();
         assert!(text.contains(r#"cairn_commands_total{command="find",result="ok"} 1"#));
         assert!(text.contains(r#"command="unknown""#), "{text}");
-        assert!(!text.contains("no-such-command-xyz"));
     }
 
     #[test]

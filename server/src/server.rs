@@ -55,20 +55,6 @@ pub async fn run(config: Config, argv: Vec<String>, logging: Logging) -> anyhow:
     Ok(())
 }
 
-/// `logRotate` for the command and SIGUSR1: rotate `--logpath` as `--logRotate` says.
-pub fn rotate_log(state: &ServerState) -> std::io::Result<()> {
-    let Some(out) = &state.log_output else {
-        return Ok(());
-    };
-    tracing::info!("Log rotation initiated");
-    match out.rotate(state.config.log_rotate)? {
-        Some(to) => tracing::info!(rotated = %to.display(), "Log rotated"),
-        None if state.config.logpath.is_some() => tracing::info!("Log file reopened"),
-        None => {}
-    }
-    Ok(())
-}
-
 /// SIGUSR1 rotates the log, as for mongod.
 fn spawn_rotate_handler(state: Arc<ServerState>) {
     #[cfg(unix)]
@@ -80,7 +66,7 @@ fn spawn_rotate_handler(state: Arc<ServerState>) {
         };
         tokio::spawn(async move {
             while usr1.recv().await.is_some() {
-                if let Err(e) = rotate_log(&state) {
+                if let Err(e) = crate::commands::admin::rotate_log(&state) {
                     tracing::error!(error = %e, "log rotation failed");
                 }
             }

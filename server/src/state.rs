@@ -85,8 +85,6 @@ pub struct ServerState {
     pub streams: crate::streams::StreamRegistry,
     /// Logical sessions: the retryable-write record (`crate::sessions`).
     pub sessions: Arc<crate::sessions::SessionTable>,
-    /// Per-command counts and latencies for `--metricsPort` (`crate::metrics`).
-    pub metrics: crate::metrics::Metrics,
     /// `--logpath`'s writer, for `logRotate` and SIGUSR1 (None in unit tests).
     pub log_output: Option<Arc<crate::logging::LogOutput>>,
     /// The database profiler's settings.
@@ -152,7 +150,6 @@ impl ServerState {
             repl,
             streams: crate::streams::StreamRegistry::default(),
             sessions: Arc::default(),
-            metrics: crate::metrics::Metrics::default(),
             log_output: None,
             profiler: crate::profiler::Profiler::default(),
             shutdown_tx: watch::channel(false).0,

@@ -109,7 +109,7 @@ pub fn log_rotate(state: &ServerState, req: &Request) -> CommandResult<Reply> {
         }
         _ => {}
     }
-    crate::server::rotate_log(state).map_err(|e| {
+    rotate_log(state).map_err(|e| {
         err(
             ErrorCode::InternalError,
             format!("Failed to rotate log: {e}"),
@@ -469,6 +469,20 @@ pub async fn wait_for_fail_point(state: &ServerState, req: &Request) -> CommandR
         .wait_entered(name, times as u64, Duration::from_millis(ms as u64))
         .await?;
     Ok(Reply::ok())
+}
+
+/// `logRotate` for the command and SIGUSR1: rotate `--logpath` as `--logRotate` says.
+pub fn rotate_log(state: &ServerState) -> std::io::Result<()> {
+    let Some(out) = &state.log_output else {
+        return Ok(());
+    };
+    tracing::info!("Log rotation initiated");
+    match out.rotate(state.config.log_rotate)? {
+        Some(to) => tracing::info!(rotated = %to.display(), "Log rotated"),
+        None if state.config.logpath.is_some() => tracing::info!("Log file reopened"),
+        None => {}
+    }
+    Ok(())
 }
 
 #[cfg(test)]
