@@ -468,7 +468,7 @@ async fn run_command(
     drop(registered);
     let elapsed = started.elapsed();
     crate::metrics::commands().record_command(
-        commands::lookup(&req.name).map(|s| s.name),
+        (!req.command.is_empty()).then_some(req.command),
         elapsed,
         result.is_ok(),
     );

@@ -749,10 +749,7 @@ pub async fn get_more(
     state: &Arc<ServerState>,
     req: &Arc<Request>,
 ) -> Option<CommandResult<Reply>> {
-    let id = match req.body.get("getMore") {
-        Some(Bson::Int64(i)) => *i,
-        _ => return None,
-    };
+    let id = super::get_more_id(req)?;
     let c = state.streams.take(id)?;
     Some(get_more_on(state, req, id, c).await)
 }

@@ -283,6 +283,15 @@ pub fn lookup(name: &str) -> Option<&'static CommandSpec> {
         .find(|c| c.name == name || c.aliases.contains(&name))
 }
 
+/// The cursor id of a well-formed `getMore` (None otherwise), for the cursor registries that
+/// look at a getMore before the generic one checks it.
+pub(crate) fn get_more_id(req: &Request) -> Option<i64> {
+    match req.body.get("getMore") {
+        Some(Bson::Int64(i)) => Some(*i),
+        _ => None,
+    }
+}
+
 /// Peel the generic fields off a body and build the request.
 pub fn parse_request(
     body: Document,

@@ -132,10 +132,7 @@ pub async fn get_more(
     state: &Arc<ServerState>,
     req: &Arc<Request>,
 ) -> Option<CommandResult<Reply>> {
-    let id = match req.body.get("getMore") {
-        Some(Bson::Int64(i)) => *i,
-        _ => return None,
-    };
+    let id = super::get_more_id(req)?;
     let tail = state.cursors.tail_of(id)?;
     Some(get_more_on(state, req, id, tail).await)
 }
