@@ -134,17 +134,14 @@ fn caught(ctx: &Ctx<'_>, e: rquickjs::Error) -> CommandError {
         } else {
             text
         };
-        err(
-            ErrorCode::JSInterpreterFailure,
-            format!("js error: {text}"),
-        )
+        err(ErrorCode::JSInterpreterFailure, format!("js error: {text}"))
     })
 }
 
 /// The source `$where` gives: a function, or an expression over `this`/`obj`.
 pub fn where_source(code: &str) -> String {
     if code.trim_start().starts_with("function") {
-        code.to_string()
+        format!("function() {{ var obj = this; return ({code}).call(this); }}")
     } else {
         format!("function() {{ var obj = this; return ({code}); }}")
     }
@@ -159,7 +156,9 @@ pub fn call(source: &str, this: Option<&Document>, args: &[Bson]) -> CommandResu
         }
         let engine = slot.as_mut().expect("engine just built");
         DEADLINE.with(|d| d.set(Some(Instant::now() + TIME_LIMIT)));
-        let out = engine.context.with(|ctx| run(&ctx, &mut engine.cache, source, this, args));
+        let out = engine
+            .context
+            .with(|ctx| run(&ctx, &mut engine.cache, source, this, args));
         DEADLINE.with(|d| d.set(None));
         if out.is_err() {
             // An exhausted heap or a stopped script may leave the runtime unusable: start again.
@@ -249,11 +248,16 @@ fn to_js<'js>(ctx: &Ctx<'js>, b: &Bson) -> rquickjs::Result<Value<'js>> {
             let b64 = base64::engine::general_purpose::STANDARD.encode(&bin.bytes);
             global_fn(ctx, "BinData")?.call((u8::from(bin.subtype) as i32, b64))?
         }
-        Bson::Timestamp(t) => global_fn(ctx, "Timestamp")?.call((t.time as f64, t.increment as f64))?,
+        Bson::Timestamp(t) => {
+            global_fn(ctx, "Timestamp")?.call((t.time as f64, t.increment as f64))?
+        }
         Bson::RegularExpression(r) => ctx
             .globals()
             .get::<_, rquickjs::Constructor>("RegExp")?
-            .construct((r.pattern.as_str(), r.options.as_str().replace(['l', 'x'], "")))?,
+            .construct((
+                r.pattern.as_str(),
+                r.options.as_str().replace(['l', 'x'], ""),
+            ))?,
         other => rquickjs::String::from_str(c, &other.to_string())?.into_value(),
     })
 }
@@ -295,7 +299,9 @@ fn from_js<'js>(ctx: &Ctx<'js>, v: &Value<'js>, depth: usize) -> CommandResult<B
             let date: Value = global_fn(ctx, "Date").map_err(bad)?.into_value();
             if o.is_instance_of(&date) {
                 let get: Function = o.get("getTime").map_err(bad)?;
-                let ms: f64 = get.call((rquickjs::function::This(o.clone()),)).map_err(bad)?;
+                let ms: f64 = get
+                    .call((rquickjs::function::This(o.clone()),))
+                    .map_err(bad)?;
                 return Ok(Bson::DateTime(bson::DateTime::from_millis(ms as i64)));
             }
             let tag: Option<String> = o.get("__bson").map_err(bad)?;
@@ -318,7 +324,11 @@ fn from_js<'js>(ctx: &Ctx<'js>, v: &Value<'js>, depth: usize) -> CommandResult<B
 }
 
 fn number(f: f64) -> Bson {
-    if f.fract() == 0.0 && f >= f64::from(i32::MIN) && f <= f64::from(i32::MAX) && !(f == 0.0 && f.is_sign_negative()) {
+    if f.fract() == 0.0
+        && f >= f64::from(i32::MIN)
+        && f <= f64::from(i32::MAX)
+        && !(f == 0.0 && f.is_sign_negative())
+    {
         Bson::Int32(f as i32)
     } else {
         Bson::Double(f)
@@ -329,7 +339,9 @@ fn tagged(tag: &str, o: &Object<'_>) -> rquickjs::Result<Bson> {
     let s = |k: &str| o.get::<_, String>(k);
     let fail = || rquickjs::Error::new_from_js("object", "bson value");
     Ok(match tag {
-        "ObjectId" => Bson::ObjectId(bson::oid::ObjectId::parse_str(s("str")?).map_err(|_| fail())?),
+        "ObjectId" => {
+            Bson::ObjectId(bson::oid::ObjectId::parse_str(s("str")?).map_err(|_| fail())?)
+        }
         "NumberDecimal" => Bson::Decimal128(s("str")?.parse().map_err(|_| fail())?),
         "BinData" => {
             use base64::Engine as _;
@@ -360,7 +372,10 @@ mod tests {
         let src = where_source("this.a > 1 && obj.b == 'x'");
         assert_eq!(call(&src, Some(&d), &[]).unwrap(), Bson::Boolean(true));
         let f = "function(x, y) { return x * y + 0.5; }";
-        assert_eq!(call(f, None, &[Bson::Int32(3), Bson::Int64(4)]).unwrap(), Bson::Double(12.5));
+        assert_eq!(
+            call(f, None, &[Bson::Int32(3), Bson::Int64(4)]).unwrap(),
+            Bson::Double(12.5)
+        );
     }
 
     #[test]
@@ -374,9 +389,19 @@ mod tests {
             "ts": bson::Timestamp { time: 5, increment: 7 },
             "arr": [1, "two", null, {"n": 2.5}],
         };
-        let back = call("function(x) { return x; }", None, &[Bson::Document(v.clone())]).unwrap();
+        let back = call(
+            "function(x) { return x; }",
+            None,
+            &[Bson::Document(v.clone())],
+        )
+        .unwrap();
         assert_eq!(back, Bson::Document(v));
-        let hex = call("function(x) { return x.str; }", None, &[Bson::ObjectId(oid)]).unwrap();
+        let hex = call(
+            "function(x) { return x.str; }",
+            None,
+            &[Bson::ObjectId(oid)],
+        )
+        .unwrap();
         assert_eq!(hex, Bson::String(oid.to_hex()));
     }
 
@@ -385,7 +410,15 @@ mod tests {
         let e = call("function() { throw new Error('boom'); }", None, &[]).unwrap_err();
         assert_eq!(e.code, ErrorCode::JSInterpreterFailure);
         assert!(e.message.contains("boom"), "{}", e.message);
-        for probe in ["require", "process", "std", "os", "fetch", "XMLHttpRequest", "import"] {
+        for probe in [
+            "require",
+            "process",
+            "std",
+            "os",
+            "fetch",
+            "XMLHttpRequest",
+            "import",
+        ] {
             let src = format!("function() {{ return typeof {probe}; }}");
             let t = call(&src, None, &[]);
             if let Ok(t) = t {
@@ -396,7 +429,10 @@ mod tests {
         let e = call(bomb, None, &[]).unwrap_err();
         assert_eq!(e.code, ErrorCode::JSInterpreterFailure);
         // The engine is rebuilt and usable after the bomb.
-        assert_eq!(call("function() { return 1; }", None, &[]).unwrap(), Bson::Int32(1));
+        assert_eq!(
+            call("function() { return 1; }", None, &[]).unwrap(),
+            Bson::Int32(1)
+        );
     }
 
     #[test]

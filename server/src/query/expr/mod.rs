@@ -435,9 +435,10 @@ fn eval_special(s: &Special, root: &RawDocument, scope: &mut Scope) -> CommandRe
             args,
         } => {
             let this = match this_root {
-                true => Some(Document::try_from(root).map_err(|e| {
-                    err(ErrorCode::BadValue, format!("invalid document: {e}"))
-                })?),
+                true => Some(
+                    Document::try_from(root)
+                        .map_err(|e| err(ErrorCode::BadValue, format!("invalid document: {e}")))?,
+                ),
                 false => None,
             };
             let mut vals = Vec::with_capacity(args.len());
