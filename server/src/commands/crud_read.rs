@@ -188,15 +188,6 @@ pub fn find(state: &ServerState, req: &Request) -> CommandResult<Reply> {
         (None, _) => FIRST_BATCH_COUNT_DEFAULT,
     };
     let batch = source.next_batch(first_count, deadline)?;
-    if let Some((plan_summary, keys_examined, docs_examined)) = source.figures() {
-        req.debug.set(super::ExecFigures {
-            plan_summary,
-            keys_examined,
-            docs_examined,
-            nreturned: batch.len() as u64,
-            cursor_exhausted: a.single_batch || source.is_exhausted(),
-        });
-    }
     if a.single_batch || source.is_exhausted() {
         return Ok(cursor_reply(0, &ns, true, batch));
     }
