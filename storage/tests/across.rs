@@ -47,7 +47,7 @@ fn sum(p: &Pair) -> i64 {
 }
 
 /// Runs the workload until it ends or the backend crashes: (acked, in-flight) models.
-fn workload(sim: &SimBackend, seed: u64) -> (Pair, Pair) {
+fn workload(sim: &SimBackend, seed: u64, rounds_done: &mut usize) -> (Pair, Pair) {
     let mut acked: Pair = Default::default();
     let Ok(e) = storage::Engine::open_with_backend(Arc::new(sim.clone()), opts()) else {
         return (acked.clone(), acked);
@@ -121,7 +121,10 @@ fn workload(sim: &SimBackend, seed: u64) -> (Pair, Pair) {
         ]);
         let t = match r {
             Ok(t) => t,
-            Err(StorageError::IndexKeyExists(_)) if clash => continue,
+            Err(StorageError::DuplicateKey { .. }) if clash => {
+                *rounds_done += 1;
+                continue;
+            }
             Err(_) => break,
         };
         assert!(!clash, "a duplicate `u` in b fails the whole batch");
@@ -132,6 +135,7 @@ fn workload(sim: &SimBackend, seed: u64) -> (Pair, Pair) {
             return (acked, pending);
         }
         acked = pending;
+        *rounds_done += 1;
         assert_eq!(all_docs(&a), acked.0, "a after round {round}");
         assert_eq!(all_docs(&b), acked.1, "b after round {round}");
     }
@@ -158,7 +162,9 @@ fn recovered(sim: &SimBackend) -> Pair {
 fn batches_across_collections_are_whole_at_every_crash_point() {
     let seed = seed("batches_across_collections_are_whole_at_every_crash_point");
     let clean = SimBackend::new();
-    let (full, _) = workload(&clean, seed);
+    let mut rounds = 0;
+    let (full, _) = workload(&clean, seed, &mut rounds);
+    assert_eq!(rounds, ROUNDS, "the uncrashed workload runs to its end");
     assert_eq!(full.0.len(), ACCOUNTS as usize);
     assert_eq!(sum(&full), 0, "transfers keep the total");
     history_shows_each_batch_once(&clean_engine(&clean));
@@ -169,7 +175,7 @@ fn batches_across_collections_are_whole_at_every_crash_point() {
     for k in (1..=syncs).step_by(step as usize) {
         let sim = SimBackend::new();
         sim.crash_at_sync(k);
-        let (acked, pending) = workload(&sim, seed);
+        let (acked, pending) = workload(&sim, seed, &mut 0);
         if !sim.has_crashed() {
             continue;
         }
@@ -225,4 +231,53 @@ fn history_shows_each_batch_once(e: &storage::Engine) {
     }
     // Checkpoints let old log segments go, so only the latest transfers are still there.
     assert!(transfers > 0, "no transfer batch in the history");
+}
+
+#[test]
+fn bad_batches_are_refused_and_change_nothing() {
+    let sim = SimBackend::new();
+    let e = clean_engine(&sim);
+    let a = e.create_collection("db", "a", doc! {}).expect("a");
+    let b = e.create_collection("db", "b", doc! {}).expect("b");
+    let ins = |i: i64| WriteOp::Insert(raw(&doc! {"_id": i}));
+    assert!(matches!(
+        write_across(vec![]),
+        Err(StorageError::InvalidDocument(_))
+    ));
+    assert!(matches!(
+        write_across(vec![(&a, vec![ins(1)]), (&a, vec![ins(2)])]),
+        Err(StorageError::InvalidNamespace(_))
+    ));
+    // A duplicate _id in b's part (against b's own earlier op) undoes a's part too.
+    assert!(matches!(
+        write_across(vec![(&a, vec![ins(1)]), (&b, vec![ins(7), ins(7)])]),
+        Err(StorageError::DuplicateKey { .. })
+    ));
+    assert_eq!((a.count(), b.count()), (0, 0));
+    // a's _id index kept nothing of the failed batch: the same insert now succeeds.
+    let t = write_across(vec![(&b, vec![ins(7)]), (&a, vec![ins(1)])]).expect("write");
+    t.wait_durable_blocking().expect("durable");
+    assert_eq!(t.record_ids.len(), 2, "one RecordId per op, b's then a's");
+    assert_eq!(
+        b.get(t.record_ids[0])
+            .expect("get")
+            .expect("b doc")
+            .get_i64("_id")
+            .ok(),
+        Some(7)
+    );
+    assert_eq!(
+        a.get(t.record_ids[1])
+            .expect("get")
+            .expect("a doc")
+            .get_i64("_id")
+            .ok(),
+        Some(1)
+    );
+    e.drop_collection("db", "b").expect("drop");
+    assert!(matches!(
+        write_across(vec![(&a, vec![ins(2)]), (&b, vec![ins(8)])]),
+        Err(StorageError::NamespaceNotFound(_))
+    ));
+    assert_eq!(a.count(), 1, "a refused batch leaves a as it was");
 }
