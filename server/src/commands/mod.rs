@@ -6,6 +6,7 @@
 pub mod admin;
 pub mod aggregate;
 pub mod args;
+pub mod argspec;
 pub mod auth;
 pub mod authz;
 pub mod bulk_write;
