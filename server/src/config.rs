@@ -143,6 +143,10 @@ pub struct Config {
     #[arg(long)]
     pub noauth: bool,
 
+    /// Turn server-side JavaScript off: `$where`, `$function` then fail (16395, 31264).
+    #[arg(long)]
+    pub noscripting: bool,
+
     /// TLS on the listener.
     #[arg(long = "tlsMode", value_enum, default_value_t = TlsMode::Disabled)]
     pub tls_mode: TlsMode,

@@ -66,6 +66,7 @@ error_codes! {
     NoMatchingDocument = 47,
     NamespaceExists = 48,
     MaxTimeMSExpired = 50,
+    JSInterpreterFailure = 139,
     DollarPrefixedFieldName = 52,
     InvalidIdField = 53,
     NotSingleValueField = 54,
@@ -148,6 +149,9 @@ error_codes! {
     Location51173 = 51173,
     Location51174 = 51174,
     Location51023 = 51023,
+    // Scripting turned off (`--noscripting`): `$where`/mapReduce, `$function`/`$accumulator`.
+    Location16395 = 16395,
+    Location31264 = 31264,
     // Aggregation stage argument errors (mongod's location codes).
     Location7749501 = 7749501,
     Location40323 = 40323,

@@ -125,6 +125,7 @@ impl ServerState {
         let catalog = Catalog::open(engine, config.journal_commit_interval_ms.is_some());
         let slowms = config.slowms;
         let tls = crate::tls::Tls::from_config(&config)?;
+        crate::query::js::set_enabled(!config.noscripting);
         let auth = crate::auth::AuthState::new(config.auth);
         let repl = config.repl_set.clone().map(crate::repl::ReplState::new);
         Ok(ServerState {

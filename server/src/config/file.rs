@@ -119,6 +119,8 @@ struct Replication {
 #[serde(deny_unknown_fields)]
 struct Security {
     authorization: Option<String>,
+    #[serde(rename = "javascriptEnabled")]
+    javascript_enabled: Option<bool>,
 }
 
 /// Accepted so that a stock `mongod.conf` starts: cairn carries its own time-zone database.
@@ -225,6 +227,12 @@ impl FileConfig {
             if let (Some(mb), true) = (r.oplog_size_mb, free("oplog_size_mb")) {
                 c.oplog_size_mb = in_range("replication.oplogSizeMB", mb, 1, 1024 * 1024)?;
             }
+        }
+        if let Some(sec) = &self.security
+            && sec.javascript_enabled == Some(false)
+            && free("noscripting")
+        {
+            c.noscripting = true;
         }
         if let Some(sec) = self.security
             && let Some(a) = sec.authorization

@@ -6,6 +6,7 @@
 
 pub mod decimal;
 pub mod expr;
+pub mod js;
 pub mod limits;
 pub mod matcher;
 pub mod path;

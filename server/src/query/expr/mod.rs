@@ -97,6 +97,12 @@ pub enum Special {
         op: NamedOp,
         args: Vec<Option<Expr>>,
     },
+    /// Server-side JavaScript (`$function`, and `$where` with `this` bound to the document).
+    Js {
+        source: String,
+        this_root: bool,
+        args: Vec<Expr>,
+    },
     DateToString {
         date: Expr,
         format: Option<Expr>,
@@ -423,6 +429,24 @@ fn eval_special(s: &Special, root: &RawDocument, scope: &mut Scope) -> CommandRe
             control::switch(branches, default.as_ref(), root, scope)
         }
         Special::GetField { field, input } => objects::get_field(field, input, root, scope),
+        Special::Js {
+            source,
+            this_root,
+            args,
+        } => {
+            let this = match this_root {
+                true => Some(
+                    Document::try_from(root)
+                        .map_err(|e| err(ErrorCode::BadValue, format!("invalid document: {e}")))?,
+                ),
+                false => None,
+            };
+            let mut vals = Vec::with_capacity(args.len());
+            for a in args {
+                vals.push(a.eval(root, scope)?.unwrap_or(Bson::Null));
+            }
+            crate::query::js::call(source, this.as_ref(), &vals).map(Some)
+        }
         Special::Trim {
             input,
             chars,

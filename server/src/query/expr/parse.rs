@@ -607,6 +607,43 @@ impl Parser {
                     default,
                 }
             }
+            "$function" => {
+                crate::query::js::require_enabled(ErrorCode::Location31264)?;
+                let d = Self::object_arg(op, arg)?;
+                let source = match d.get("body") {
+                    Some(Bson::String(s)) | Some(Bson::JavaScriptCode(s)) => s.clone(),
+                    _ => {
+                        return Err(err(
+                            ErrorCode::Location31264,
+                            "The body function must be specified.",
+                        ));
+                    }
+                };
+                if !matches!(d.get("lang"), Some(Bson::String(l)) if l == "js") {
+                    return Err(err(
+                        ErrorCode::Location31264,
+                        "$function currently only supports language 'js'",
+                    ));
+                }
+                let args = match d.get("args") {
+                    Some(Bson::Array(a)) => a
+                        .iter()
+                        .map(|v| self.parse(v, depth + 1))
+                        .collect::<CommandResult<Vec<_>>>()?,
+                    None => Vec::new(),
+                    Some(_) => {
+                        return Err(err(
+                            ErrorCode::Location31264,
+                            "The args field must be of type array",
+                        ));
+                    }
+                };
+                Special::Js {
+                    source,
+                    this_root: false,
+                    args,
+                }
+            }
             "$getField" => match arg {
                 Bson::Document(d) if d.contains_key("field") => {
                     let parts = self.named(d, op, &["field"], &["input"], depth)?;

@@ -3,7 +3,7 @@
 
 use super::{BitTest, Filter, Op, RegexPred, Schema};
 use crate::error::{CommandResult, ErrorCode, err};
-use crate::query::expr::Expr;
+use crate::query::expr::{Expr, Special};
 use crate::query::limits::FILTER_DEPTH_MAX;
 use crate::query::path;
 use crate::query::types;
@@ -61,10 +61,17 @@ fn parse_top_level(op: &str, value: &Bson, depth: usize) -> CommandResult<Option
             Filter::Const(op == "alwaysTrue")
         }
         "where" => {
-            return Err(err(
-                ErrorCode::NotImplemented,
-                "$where is not supported: cairn runs no server-side JavaScript; use $expr",
-            ));
+            crate::query::js::require_enabled(ErrorCode::Location16395)?;
+            let code = match value {
+                Bson::String(s) | Bson::JavaScriptCode(s) => s,
+                Bson::JavaScriptCodeWithScope(c) => &c.code,
+                _ => return Err(err(ErrorCode::BadValue, "$where got bad type")),
+            };
+            Filter::Expr(Box::new(Expr::Special(Box::new(Special::Js {
+                source: crate::query::js::where_source(code),
+                this_root: true,
+                args: Vec::new(),
+            }))))
         }
         "text" => {
             return Err(err(
