@@ -161,7 +161,8 @@ fn locale_shape_ok(locale: &str) -> bool {
     let base = locale.split('@').next().unwrap_or("");
     let mut parts = base.split(['_', '-']);
     let lang = parts.next().unwrap_or("");
-    (lang == "simple" || (2..=3).contains(&lang.len()) && lang.bytes().all(|b| b.is_ascii_lowercase()))
+    (lang == "simple"
+        || (2..=3).contains(&lang.len()) && lang.bytes().all(|b| b.is_ascii_lowercase()))
         && parts.all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_alphanumeric()))
 }
 
@@ -183,11 +184,7 @@ fn flag(spec: &Document, field: &str) -> CommandResult<bool> {
     }
 }
 
-fn choice<'a>(
-    spec: &'a Document,
-    field: &str,
-    allowed: &[&str],
-) -> CommandResult<Option<&'a str>> {
+fn choice<'a>(spec: &'a Document, field: &str, allowed: &[&str]) -> CommandResult<Option<&'a str>> {
     match spec.get(field) {
         None => Ok(None),
         Some(Bson::String(s)) if allowed.contains(&s.as_str()) => Ok(Some(s)),
@@ -226,7 +223,10 @@ mod tests {
 
     #[test]
     fn simple_alone_is_simple() {
-        assert_eq!(Spec::parse(&doc! {"locale": "simple"}).unwrap(), Spec::Simple);
+        assert_eq!(
+            Spec::parse(&doc! {"locale": "simple"}).unwrap(),
+            Spec::Simple
+        );
         assert_eq!(code(doc! {"locale": "simple", "strength": 2}), 2);
     }
 
@@ -250,10 +250,24 @@ mod tests {
             "alternate": "shifted", "maxVariable": "space", "backwards": true,
         })
         .unwrap();
-        let Spec::Locale(c) = s else { panic!("expected a locale") };
+        let Spec::Locale(c) = s else {
+            panic!("expected a locale")
+        };
         assert_eq!(
-            (c.strength, c.case_first, c.numeric_ordering, c.alternate, c.max_variable),
-            (2, CaseFirst::Upper, true, Alternate::Shifted, MaxVariable::Space)
+            (
+                c.strength,
+                c.case_first,
+                c.numeric_ordering,
+                c.alternate,
+                c.max_variable
+            ),
+            (
+                2,
+                CaseFirst::Upper,
+                true,
+                Alternate::Shifted,
+                MaxVariable::Space
+            )
         );
         assert!(c.backwards && !c.normalization && !c.case_level);
     }
