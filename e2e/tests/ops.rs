@@ -480,4 +480,43 @@ async fn slow_query_line_has_mongods_shape() {
         .unwrap_or_else(|| panic!("no IXSCAN line in {text:?}"));
     assert!(ix["attr"]["keysExamined"].as_i64().unwrap() >= 10, "{ix}");
     assert_eq!(ix["attr"]["docsExamined"], 10);
+
+    // Not only find: an aggregate and an update report their plan, work and reply counters.
+    db.run_command(
+        doc! { "aggregate": "c", "pipeline": [{ "$match": { "i": { "$lt": 7 } } }],
+        "cursor": {} },
+    )
+    .await
+    .unwrap();
+    db.run_command(
+        doc! { "update": "c", "updates": [{ "q": { "k": 4 }, "u": { "$set": { "u": 1 } },
+        "multi": true }] },
+    )
+    .await
+    .unwrap();
+    let log = admin(&s, doc! { "getLog": "global" }).await;
+    let slow: Vec<serde_json::Value> = log
+        .get_array("log")
+        .unwrap()
+        .iter()
+        .filter_map(|l| l.as_str())
+        .filter(|l| l.contains("Slow query"))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let line = |cmd: &str| {
+        slow.iter()
+            .find(|v| v["attr"]["command"][cmd] == "c")
+            .unwrap_or_else(|| panic!("no slow {cmd} line in {slow:?}"))["attr"]
+            .clone()
+    };
+    let agg = line("aggregate");
+    assert_eq!(agg["planSummary"], "COLLSCAN", "{agg}");
+    assert_eq!(agg["docsExamined"], 50, "{agg}");
+    assert_eq!(agg["nreturned"], 7, "{agg}");
+    assert_eq!(agg["cursorExhausted"], true, "{agg}");
+    let upd = line("update");
+    assert_eq!(upd["planSummary"], "IXSCAN { k: 1 }", "{upd}");
+    assert_eq!(upd["docsExamined"], 10, "{upd}");
+    assert_eq!(upd["nMatched"], 10, "{upd}");
+    assert_eq!(upd["nModified"], 10, "{upd}");
 }

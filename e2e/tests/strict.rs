@@ -226,3 +226,27 @@ async fn index_keys_have_no_size_limit_below_the_document_limit() {
         .unwrap();
     assert_eq!(got.get_i32("_id").unwrap(), 1);
 }
+
+/// The declarative checker's codes reach the driver as mongod's: a wrong type, an unknown field,
+/// a missing required field, a value below its bound, a hint that is neither name nor pattern.
+#[tokio::test]
+async fn command_arguments_fail_with_mongods_codes() {
+    let (_s, db) = setup().await;
+    let cases = [
+        (doc! { "find": "c", "limit": "x" }, 14),
+        (doc! { "find": "c", "sort": 1 }, 14),
+        (doc! { "find": "c", "nosuch": 1 }, 40415),
+        (doc! { "find": "c", "skip": -1 }, 51024),
+        (doc! { "count": "c", "hint": 1 }, 9),
+        (doc! { "distinct": "c" }, 40414),
+        (doc! { "killCursors": "c" }, 40414),
+        (doc! { "listIndexes": "c", "cursor": 1 }, 14),
+    ];
+    for (body, code) in cases {
+        let e = db.run_command(body.clone()).await.unwrap_err();
+        assert_eq!(error_code(&e), code, "{body}");
+    }
+    db.run_command(doc! { "find": "c", "filter": null, "limit": 1.0 })
+        .await
+        .unwrap();
+}

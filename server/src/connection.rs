@@ -513,12 +513,21 @@ fn log_slow(
         attr.insert("appName", app);
     }
     attr.insert("command", shown);
-    if let Some(f) = req.debug.get() {
-        attr.insert("planSummary", f.plan_summary);
-        attr.insert("keysExamined", f.keys_examined as i64);
-        attr.insert("docsExamined", f.docs_examined as i64);
-        attr.insert("cursorExhausted", f.cursor_exhausted);
-        attr.insert("nreturned", f.nreturned as i64);
+    // The work figures every operation counts on its interrupt token (the profiler reads the
+    // same ones), and the reply's counters (nreturned, ninserted, nMatched, ...).
+    if let Some(plan) = req.op.plan_summary() {
+        attr.insert("planSummary", plan);
+    }
+    let (keys, docs) = req.op.examined();
+    attr.insert("keysExamined", keys as i64);
+    attr.insert("docsExamined", docs as i64);
+    if let Some(reply) = commands::profile::reply_document(result) {
+        let mut counts = bson::Document::new();
+        commands::profile::reply_counts(req.command, &reply, &mut counts);
+        if reply.contains_key("cursor") {
+            attr.insert("cursorExhausted", !counts.contains_key("cursorid"));
+        }
+        attr.extend(counts);
     }
     if let Err(e) = result {
         attr.insert("ok", 0);

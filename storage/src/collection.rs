@@ -20,10 +20,11 @@ use crate::commit::{Commit, Ticket};
 use crate::error::{Result, StorageError};
 use crate::index::{FilterCompiler, ID_INDEX_NAME, Index, IndexSpec};
 use crate::index_build::{Build, SideOp};
-use crate::limits::{DOCUMENT_SIZE_MAX, SCAN_BATCH_COUNT_MAX, WRITE_BATCH_OPS_MAX};
-use crate::log::{Loc, Log, OutRecord, StampOps};
+use crate::limits::SCAN_BATCH_COUNT_MAX;
+use crate::log::{Loc, Log, OutRecord};
 use crate::pager::Pager;
 use crate::record::{self, Kind, RemovedKey};
+pub(crate) use crate::write::{StampDraft, write_across};
 
 /// A document's id inside its collection: increasing, never reused.
 pub type RecordId = u64;
@@ -100,20 +101,20 @@ pub struct Collection {
     pub(crate) write_ops: std::sync::atomic::AtomicU64,
 }
 
-enum Undo {
+pub(crate) enum Undo {
     Inserted(usize, Vec<u8>, RecordId),
     Removed(usize, Vec<u8>, RecordId),
 }
 
 /// One op of a write, ready to log and apply.
-struct Planned {
-    rid: RecordId,
+pub(crate) struct Planned {
+    pub rid: RecordId,
     /// Bytes of the new document (None: delete).
-    doc_size: Option<u32>,
-    record: OutRecord,
+    pub doc_size: Option<u32>,
+    pub record: OutRecord,
 }
 
-fn lock_err() -> StorageError {
+pub(crate) fn lock_err() -> StorageError {
     StorageError::Poisoned("collection lock poisoned".into())
 }
 
@@ -420,104 +421,19 @@ impl Collection {
     /// Applies `ops` as one atomic batch: every index check passes and everything is applied
     /// and logged, or nothing is. The ticket holds one RecordId per op.
     pub fn write(&self, ops: Vec<WriteOp>) -> Result<Ticket> {
-        if ops.len() > WRITE_BATCH_OPS_MAX {
-            return Err(StorageError::LimitExceeded(format!(
-                "{} ops in one write, at most {WRITE_BATCH_OPS_MAX}",
-                ops.len()
-            )));
-        }
-        for op in &ops {
-            if let WriteOp::Insert(d) | WriteOp::Replace(_, d) | WriteOp::Update(_, d) = op
-                && d.as_bytes().len() > DOCUMENT_SIZE_MAX
-            {
-                return Err(StorageError::LimitExceeded("document too large".into()));
-            }
-        }
-        let mut st = self.write_state()?;
-        if st.dropped {
-            return Err(StorageError::NamespaceNotFound(self.namespace().0));
-        }
-        // A capped collection's inserts bring the deletes that keep it inside its bounds.
-        let (ops, mine): (Vec<WriteOp>, Vec<bool>) = match self.capped_limits() {
-            Some(l) => crate::capped::with_trims(&st, self.pager(), l, ops)?
-                .into_iter()
-                .unzip(),
-            None => {
-                let n = ops.len();
-                (ops, vec![true; n])
-            }
-        };
-        let mut undo = Vec::new();
-        let mut side: Vec<Vec<SideOp>> = vec![Vec::new(); st.builds.len()];
-        let mut stamp = self.shared.stamp.then(|| StampOps {
-            ops: Vec::with_capacity(ops.len()),
-            details: Vec::new(),
-        });
-        let planned = match self.plan(&mut st, &ops, &mut undo, &mut side, stamp.as_mut()) {
-            Ok(p) => p,
-            Err(e) => {
-                self.rollback(&mut st, undo)?;
-                return Err(e);
-            }
-        };
-        let records: Vec<OutRecord> = planned
-            .iter()
-            .map(|p| OutRecord {
-                kind: p.record.kind,
-                payload: p.record.payload.clone(),
-            })
-            .collect();
-        let (seq, locs, timestamp) =
-            match self
-                .shared
-                .log
-                .append_stamped(&records, true, stamp.as_ref())
-            {
-                Ok(x) => x,
-                Err(e) => {
-                    self.rollback(&mut st, undo)?;
-                    return Err(e);
-                }
-            };
-        drop(records);
-        if let Err(e) = self.apply(&mut st, &planned, locs) {
-            // The log has the batch; memory does not. A restart replays it.
-            self.shared
-                .log
-                .poison(format!("applying a logged write failed: {e}"));
-            return Err(e);
-        }
-        for (b, ops) in st.builds.iter().zip(side) {
-            b.record(ops)?;
-        }
-        drop(st);
-        self.shared.commit.note_written(seq);
-        self.write_ops
-            .fetch_add(planned.len() as u64, std::sync::atomic::Ordering::Relaxed);
-        Ok(Ticket {
-            sequence: seq,
-            record_ids: planned
-                .iter()
-                .zip(&mine)
-                .filter(|(_, m)| **m)
-                .map(|(p, _)| p.rid)
-                .collect(),
-            commit: self.shared.commit.clone(),
-            timestamp,
-        })
+        write_across(vec![(self, ops)])
     }
 
     /// Index changes and log records for `ops`; index changes are recorded in `undo`, side
     /// table entries for running builds in `side`.
-    fn plan(
+    pub(crate) fn plan(
         &self,
         st: &mut CollState,
         ops: &[WriteOp],
         undo: &mut Vec<Undo>,
         side: &mut [Vec<SideOp>],
-        mut stamp: Option<&mut StampOps>,
+        mut stamp: Option<&mut StampDraft>,
     ) -> Result<Vec<Planned>> {
-        let mut details = Document::new();
         let mut next_rid = st.next_record_id;
         // Documents changed earlier in this batch (None = deleted), so later ops see them.
         let mut in_batch: HashMap<RecordId, Option<RawDocumentBuf>> = HashMap::new();
@@ -546,7 +462,9 @@ impl Collection {
             let old_ref = old.as_deref();
             let new_ref = new.map(|d| &**d);
             if let Some(s) = stamp.as_deref_mut() {
-                let index = out.len().to_string();
+                // Op indexes count across the whole batch (every collection of it).
+                let index = s.ops.len().to_string();
+                let details = &mut s.details;
                 let code = match op {
                     WriteOp::Insert(_) => record::OP_INSERT,
                     WriteOp::Replace(..) => record::OP_REPLACE,
@@ -584,11 +502,6 @@ impl Collection {
                 doc_size: new.map(|d| d.as_bytes().len() as u32),
                 record: OutRecord { kind, payload },
             });
-        }
-        if let Some(s) = stamp {
-            s.details = details
-                .to_vec()
-                .map_err(|e| StorageError::InvalidDocument(format!("stamp details: {e}")))?;
         }
         Ok(out)
     }
@@ -633,7 +546,7 @@ impl Collection {
         Ok(removed)
     }
 
-    fn rollback(&self, st: &mut CollState, undo: Vec<Undo>) -> Result<()> {
+    pub(crate) fn rollback(&self, st: &mut CollState, undo: Vec<Undo>) -> Result<()> {
         let pager = &*self.shared.pager;
         let mut result = Ok(());
         for u in undo.into_iter().rev() {
@@ -655,7 +568,12 @@ impl Collection {
     }
 
     /// The record-tree side of a logged batch.
-    fn apply(&self, st: &mut CollState, planned: &[Planned], locs: Vec<Loc>) -> Result<()> {
+    pub(crate) fn apply(
+        &self,
+        st: &mut CollState,
+        planned: &[Planned],
+        locs: Vec<Loc>,
+    ) -> Result<()> {
         let pager = &*self.shared.pager;
         for (p, mut loc) in planned.iter().zip(locs) {
             let old = match p.doc_size {

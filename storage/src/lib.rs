@@ -37,6 +37,7 @@ mod recovery;
 mod replay;
 pub mod sim;
 mod validate;
+mod write;
 
 pub use backend::{Backend, BackendFile, FileBackend};
 pub use collection::{Collection, Direction, IndexInfo, RecordId, WriteOp};
@@ -48,3 +49,4 @@ pub use index::{
     FilterCompiler, ID_INDEX_NAME, IndexSpec, Predicate, encode_index_key, flat_range,
 };
 pub use validate::ValidateReport;
+pub use write::write_across;

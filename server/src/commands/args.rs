@@ -6,7 +6,7 @@ use crate::error::{CommandResult, ErrorCode, err};
 use bson::{Bson, Document, RawDocument};
 
 /// Fields any command may carry (drivers add them; dispatch reads the ones it needs).
-const GENERIC_FIELDS: &[&str] = &[
+pub(super) const GENERIC_FIELDS: &[&str] = &[
     "$db",
     "lsid",
     "$clusterTime",

@@ -2,7 +2,8 @@
 //! as raw BSON bytes; a filter is evaluated on raw documents; results larger than one batch stay
 //! behind a cursor as a resumable scan (unsorted) or a buffer (sorted).
 
-use super::args::{self, check_fields};
+use super::args;
+use super::argspec;
 use super::{Reply, Request};
 use crate::cursors::{Cursor, FIRST_BATCH_COUNT_DEFAULT};
 use crate::error::{CommandResult, ErrorCode, err};
@@ -18,33 +19,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 use storage::Direction;
-
-const FIND_FIELDS: &[&str] = &[
-    "filter",
-    "projection",
-    "sort",
-    "skip",
-    "limit",
-    "batchSize",
-    "singleBatch",
-    "hint",
-    "min",
-    "max",
-    "returnKey",
-    "showRecordId",
-    "let",
-    "allowDiskUse",
-    "collation",
-    "tailable",
-    "awaitData",
-    "noCursorTimeout",
-    "oplogReplay",
-    "allowPartialResults",
-    "readOnce",
-    "term",
-    "ntoreturn",
-    "isSuffix",
-];
 
 /// Build `{cursor: {<batch>: [...], id, ns}, ok: 1}` with the documents spliced in raw.
 pub fn cursor_reply(id: i64, ns: &str, first: bool, docs: Vec<RawDocumentBuf>) -> Reply {
@@ -78,7 +52,7 @@ pub(super) fn time_left(req: &Request) -> Option<Duration> {
 }
 
 fn parse_find(body: &Document) -> CommandResult<FindSpec> {
-    check_fields(body, "find", FIND_FIELDS)?;
+    argspec::check(&argspec::specs::FIND, body)?;
     args::check_collation(body, "find")?;
     let vars = args::let_variables(body, "find")?;
     let filter_doc = args::bind_let(
@@ -188,15 +162,6 @@ pub fn find(state: &ServerState, req: &Request) -> CommandResult<Reply> {
         (None, _) => FIRST_BATCH_COUNT_DEFAULT,
     };
     let batch = source.next_batch(first_count, deadline)?;
-    if let Some((plan_summary, keys_examined, docs_examined)) = source.figures() {
-        req.debug.set(super::ExecFigures {
-            plan_summary,
-            keys_examined,
-            docs_examined,
-            nreturned: batch.len() as u64,
-            cursor_exhausted: a.single_batch || source.is_exhausted(),
-        });
-    }
     if a.single_batch || source.is_exhausted() {
         return Ok(cursor_reply(0, &ns, true, batch));
     }
@@ -275,16 +240,7 @@ fn find_on_view(
 
 pub fn get_more(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     state.opcounters.getmore.fetch_add(1, Relaxed);
-    check_fields(
-        &req.body,
-        "getMore",
-        &[
-            "collection",
-            "batchSize",
-            "term",
-            "lastKnownCommittedOpTime",
-        ],
-    )?;
+    argspec::check(&argspec::specs::GET_MORE, &req.body)?;
     let id = match req.body.get("getMore") {
         Some(Bson::Int64(i)) => *i,
         Some(v) => {
@@ -361,12 +317,12 @@ pub fn get_more(state: &ServerState, req: &Request) -> CommandResult<Reply> {
 }
 
 pub fn kill_cursors(state: &ServerState, req: &Request) -> CommandResult<Reply> {
-    check_fields(&req.body, "killCursors", &["cursors"])?;
+    argspec::check(&argspec::specs::KILL_CURSORS, &req.body)?;
     args::collection_name(&req.body, "killCursors")?;
     let Some(Bson::Array(ids)) = req.body.get("cursors") else {
         return Err(err(
-            ErrorCode::FailedToParse,
-            "BSON field 'killCursors.cursors' is missing but a required field",
+            ErrorCode::InternalError,
+            "checked: cursors is an array",
         ));
     };
     let (mut killed, mut not_found) = (Vec::new(), Vec::new());
@@ -393,11 +349,7 @@ pub fn kill_cursors(state: &ServerState, req: &Request) -> CommandResult<Reply> 
 }
 
 pub fn count(state: &ServerState, req: &Request) -> CommandResult<Reply> {
-    check_fields(
-        &req.body,
-        "count",
-        &["query", "limit", "skip", "hint", "collation", "fields"],
-    )?;
+    argspec::check(&argspec::specs::COUNT, &req.body)?;
     args::check_collation(&req.body, "count")?;
     let coll_name = args::collection_name(&req.body, "count")?;
     let query = args::opt_doc(&req.body, "count", "query")?
@@ -459,11 +411,7 @@ pub fn count(state: &ServerState, req: &Request) -> CommandResult<Reply> {
 }
 
 pub fn distinct(state: &ServerState, req: &Request) -> CommandResult<Reply> {
-    check_fields(
-        &req.body,
-        "distinct",
-        &["key", "query", "collation", "hint", "readConcern"],
-    )?;
+    argspec::check(&argspec::specs::DISTINCT, &req.body)?;
     args::check_collation(&req.body, "distinct")?;
     let coll_name = args::collection_name(&req.body, "distinct")?;
     let key = match req.body.get("key") {

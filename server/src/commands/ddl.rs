@@ -139,7 +139,7 @@ pub fn create(state: &ServerState, req: &Request) -> CommandResult<Reply> {
 }
 
 pub async fn drop(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<Reply> {
-    check_fields(&req.body, "drop", &[])?;
+    super::argspec::check(&super::argspec::specs::DROP, &req.body)?;
     let name = args::collection_name(&req.body, "drop")?;
     let guard = state.catalog.lock(&req.db, &name).await;
     off_thread(state, req, move |state, req| {
@@ -212,17 +212,7 @@ fn collection_entry(info: &storage::CollectionInfo, name_only: bool) -> Document
 }
 
 pub fn list_collections(state: &ServerState, req: &Request) -> CommandResult<Reply> {
-    check_fields(
-        &req.body,
-        "listCollections",
-        &[
-            "filter",
-            "nameOnly",
-            "authorizedCollections",
-            "cursor",
-            "includePendingDrops",
-        ],
-    )?;
+    super::argspec::check(&super::argspec::specs::LIST_COLLECTIONS, &req.body)?;
     validate_db_name(&req.db)?;
     let name_only = args::opt_bool(&req.body, "listCollections", "nameOnly")?.unwrap_or(false);
     let filter = Filter::parse(

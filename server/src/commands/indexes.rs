@@ -535,11 +535,7 @@ pub fn spec_document(spec: &IndexSpec) -> Document {
 }
 
 pub fn list_indexes(state: &ServerState, req: &Request) -> CommandResult<Reply> {
-    check_fields(
-        &req.body,
-        "listIndexes",
-        &["cursor", "includeBuildUUIDs", "includeIndexBuildInfo"],
-    )?;
+    super::argspec::check(&super::argspec::specs::LIST_INDEXES, &req.body)?;
     let name = args::collection_name(&req.body, "listIndexes")?;
     let ns = format!("{}.{name}", req.db);
     let Some(coll) = state.catalog.collection(&req.db, &name) else {

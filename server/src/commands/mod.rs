@@ -6,6 +6,7 @@
 pub mod admin;
 pub mod aggregate;
 pub mod args;
+pub mod argspec;
 pub mod auth;
 pub mod authz;
 pub mod bulk_write;
@@ -78,32 +79,6 @@ pub struct Request {
     /// while the request is in flight, `killOp` and shutdown through the operation registry;
     /// it carries the `maxTimeMS` deadline.
     pub op: Interrupt,
-    /// What the execution reports for the slow-query line (find fills it).
-    pub debug: OpDebug,
-}
-
-/// A read's figures for mongod's slow-query line: `planSummary`, `keysExamined`, ...
-#[derive(Clone, Debug, Default)]
-pub struct ExecFigures {
-    pub plan_summary: String,
-    pub keys_examined: u64,
-    pub docs_examined: u64,
-    pub nreturned: u64,
-    pub cursor_exhausted: bool,
-}
-
-/// Set once by the handler (on the storage pool), read by the connection after the reply.
-#[derive(Debug, Default)]
-pub struct OpDebug(std::sync::Mutex<Option<ExecFigures>>);
-
-impl OpDebug {
-    pub fn set(&self, f: ExecFigures) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(f);
-    }
-
-    pub fn get(&self) -> Option<ExecFigures> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
 }
 
 /// What a handler produces.
@@ -345,7 +320,6 @@ pub fn parse_request(
         max_time_ms,
         received,
         op,
-        debug: OpDebug::default(),
     })
 }
 

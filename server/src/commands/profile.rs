@@ -204,11 +204,7 @@ fn entry(
         "keysExamined": keys as i64,
         "docsExamined": docs as i64,
     };
-    let reply = match result {
-        Ok(Reply::Doc(d)) => Some(d.clone()),
-        Ok(Reply::Raw(r)) => Document::try_from(r.as_ref()).ok(),
-        _ => None,
-    };
+    let reply = reply_document(result);
     let mut response_length = 0i64;
     if let Some(r) = &reply {
         response_length = RawDocumentBuf::try_from(r).map_or(0, |v| v.as_bytes().len() as i64);
@@ -249,9 +245,19 @@ fn entry(
     e
 }
 
+/// A successful reply as a document (decoded when it is raw bytes): only slow or profiled
+/// operations pay for this.
+pub(crate) fn reply_document(result: &CommandResult<Reply>) -> Option<Document> {
+    match result {
+        Ok(Reply::Doc(d)) => Some(d.clone()),
+        Ok(Reply::Raw(r)) => Document::try_from(r.as_ref()).ok(),
+        _ => None,
+    }
+}
+
 /// The counters mongod takes from the reply: `nreturned` and `cursorid` for reads, `ninserted`,
 /// `nMatched`/`nModified`, `ndeleted` for writes.
-fn reply_counts(command: &str, r: &Document, e: &mut Document) {
+pub(crate) fn reply_counts(command: &str, r: &Document, e: &mut Document) {
     let n = r.get("n").and_then(super::as_i64);
     match command {
         "insert" => {

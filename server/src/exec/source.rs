@@ -23,15 +23,6 @@ pub enum DocSource {
 }
 
 impl DocSource {
-    /// The plan and the work done so far, for the slow-query line (scans only: a sorted or
-    /// pipeline result does not keep its scan's counts).
-    pub fn figures(&self) -> Option<(String, u64, u64)> {
-        let DocSource::Scan(s) = self else {
-            return None;
-        };
-        Some((s.plan_summary(), s.keys_examined, s.docs_examined))
-    }
-
     /// The next batch: at most `count` documents and about `BATCH_BYTES_MAX` bytes (always at
     /// least one document when any is left).
     pub fn next_batch(

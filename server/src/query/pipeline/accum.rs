@@ -61,8 +61,10 @@ pub enum State {
     Extreme(Option<Bson>),
     First(Option<Bson>),
     Last(Bson),
-    List(Vec<Bson>),
-    Set(Vec<Bson>, HashSet<Vec<u8>>),
+    /// The items and, for `$push`, the bytes they hold (bounded by `limits::PUSH_BYTES_MAX`).
+    List(Vec<Bson>, usize),
+    /// `$addToSet`: the items, their keys, and the bytes they hold.
+    Set(Vec<Bson>, HashSet<Vec<u8>>, usize),
     Merge(Document),
     Dev(StdDev),
     Ranked(Vec<(Vec<Bson>, Bson)>),
@@ -121,8 +123,8 @@ impl Acc {
             Acc::Min(_) | Acc::Max(_) => State::Extreme(None),
             Acc::First(_) => State::First(None),
             Acc::Last(_) => State::Last(Bson::Null),
-            Acc::Push(_) | Acc::ExtremeN { .. } => State::List(Vec::new()),
-            Acc::AddToSet(_) => State::Set(Vec::new(), HashSet::new()),
+            Acc::Push(_) | Acc::ExtremeN { .. } => State::List(Vec::new(), 0),
+            Acc::AddToSet(_) => State::Set(Vec::new(), HashSet::new(), 0),
             Acc::MergeObjects(_) => State::Merge(Document::new()),
             Acc::StdDev { .. } => State::Dev(StdDev::default()),
             Acc::Top { .. } => State::Ranked(Vec::new()),
@@ -186,11 +188,17 @@ impl Acc {
                 *last = e.eval_raw(doc)?.into_owned().unwrap_or(Bson::Null);
                 Ok(0)
             }
-            (Acc::Push(e), State::List(items)) => push_some(items, e.eval_raw(doc)?.into_owned()),
-            (Acc::AddToSet(e), State::Set(items, seen)) => match e.eval_raw(doc)?.into_owned() {
-                Some(v) if seen.insert(value_key(&v)) => push_some(items, Some(v)),
-                _ => Ok(0),
-            },
+            (Acc::Push(e), State::List(items, held)) => {
+                push_some("$push", items, held, e.eval_raw(doc)?.into_owned())
+            }
+            (Acc::AddToSet(e), State::Set(items, seen, held)) => {
+                match e.eval_raw(doc)?.into_owned() {
+                    Some(v) if seen.insert(value_key(&v)) => {
+                        push_some("$addToSet", items, held, Some(v))
+                    }
+                    _ => Ok(0),
+                }
+            }
             (Acc::MergeObjects(e), State::Merge(out)) => {
                 merge_into(out, e.eval_raw(doc)?.into_owned())
             }
@@ -228,7 +236,7 @@ impl Acc {
                 }
                 Ok(grows)
             }
-            (Acc::ExtremeN { input, n, max }, State::List(items)) => {
+            (Acc::ExtremeN { input, n, max }, State::List(items, _)) => {
                 let Some(v) = input
                     .eval_raw(doc)?
                     .into_owned()
@@ -276,13 +284,13 @@ impl Acc {
             (_, State::Extreme(v)) => v.clone().unwrap_or(Bson::Null),
             (_, State::First(v)) => v.clone().unwrap_or(Bson::Null),
             (_, State::Last(v)) => v.clone(),
-            (Acc::ExtremeN { n, max, .. }, State::List(items)) => {
+            (Acc::ExtremeN { n, max, .. }, State::List(items, _)) => {
                 let mut items = items.clone();
                 sort_extremes(&mut items, *max);
                 items.truncate(*n);
                 Bson::Array(items)
             }
-            (_, State::List(items)) | (_, State::Set(items, _)) => Bson::Array(items.clone()),
+            (_, State::List(items, _)) | (_, State::Set(items, ..)) => Bson::Array(items.clone()),
             (_, State::Merge(d)) => Bson::Document(d.clone()),
             (Acc::StdDev { sample, .. }, State::Dev(dev)) => dev.result(*sample),
             (Acc::Top { n, .. }, State::Ranked(rows)) => {
@@ -300,15 +308,32 @@ impl Acc {
     }
 }
 
-fn push_some(items: &mut Vec<Bson>, v: Option<Bson>) -> CommandResult<usize> {
-    match v {
-        Some(v) => {
-            let grows = value_size_bytes(&v);
-            items.push(v);
-            Ok(grows)
-        }
-        None => Ok(0),
+/// Appends `v` (when present) for `$push`/`$addToSet`, which fail with ExceededMemoryLimit once
+/// one group's array would hold more than `limits::PUSH_BYTES_MAX` (mongod's
+/// `internalQueryMaxPushBytes` / `internalQueryMaxAddToSetBytes`): spilling other groups to
+/// disk cannot shrink one array, so without the bound a single group grows without end.
+fn push_some(
+    op: &str,
+    items: &mut Vec<Bson>,
+    held: &mut usize,
+    v: Option<Bson>,
+) -> CommandResult<usize> {
+    let Some(v) = v else { return Ok(0) };
+    let grows = value_size_bytes(&v);
+    let used = held.saturating_add(grows);
+    if used > super::limits::PUSH_BYTES_MAX {
+        return Err(perr(
+            codes::EXCEEDED_MEMORY_LIMIT,
+            format!(
+                "{op} used too much memory and cannot spill to disk. Used: {used} bytes. \
+                 Memory limit: {} bytes",
+                super::limits::PUSH_BYTES_MAX
+            ),
+        ));
     }
+    *held = used;
+    items.push(v);
+    Ok(grows)
 }
 
 /// `$mergeObjects`: later fields overwrite earlier ones; null and missing are skipped.

@@ -9,6 +9,7 @@ pub const FAILED_TO_PARSE: i32 = 9;
 pub const TYPE_MISMATCH: i32 = 14;
 pub const INVALID_NAMESPACE: i32 = 73;
 pub const MAX_SUB_PIPELINE_DEPTH: i32 = 2;
+pub const EXCEEDED_MEMORY_LIMIT: i32 = 146;
 pub const MEMORY_NO_DISK_USE: i32 = 292;
 pub const PIPELINE_TOO_LONG: i32 = 7749501;
 pub const STAGE_ONE_FIELD: i32 = 40323;

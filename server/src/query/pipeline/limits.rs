@@ -9,6 +9,9 @@ pub const PIPELINE_STAGES_MAX: usize = 1000;
 pub const PIPELINE_DEPTH_MAX: usize = 20;
 /// Bytes one `$facet` output document or `$lookup` `as` array may reach (mongod: 16 MB + slack).
 pub const OUTPUT_DOCUMENT_BYTES_MAX: usize = 16 * 1024 * 1024;
+/// Bytes one group's `$push` or `$addToSet` array may hold (mongod's
+/// `internalQueryMaxPushBytes` and `internalQueryMaxAddToSetBytes`, 100 MiB each).
+pub const PUSH_BYTES_MAX: usize = 100 * 1024 * 1024;
 /// Elements `$push`/`$addToSet` and the N accumulators may hold per group before the group
 /// counts against the memory bound alone (they are also charged by bytes).
 pub const ACCUMULATOR_N_MAX: i64 = 1 << 30;

@@ -456,4 +456,32 @@ mod tests {
             .expect_err("over the bound");
         assert_eq!(code_of(&e), 292);
     }
+
+    #[test]
+    fn one_groups_push_or_add_to_set_stops_at_its_byte_bound_even_with_disk_use() {
+        // 101 distinct 1 MiB strings into one group: past the 100 MiB bound on the 101st.
+        let mib = 1024 * 1024;
+        let input: Vec<Document> = (0..101)
+            .map(|i| doc! {"k": 1, "s": format!("{i:04}{}", "x".repeat(mib))})
+            .collect();
+        for op in ["$push", "$addToSet"] {
+            let mut c = ctx();
+            c.allow_disk_use = true;
+            c.memory_max_bytes = usize::MAX;
+            let p = Pipeline::parse(
+                &stages_of(bson!([{"$group": {"_id": "$k", "p": {op: "$s"}}}])),
+                &c,
+            )
+            .expect("parses");
+            let e = p
+                .run_vec(input.clone(), &MapEnv::default())
+                .expect_err("over the bound");
+            assert_eq!(code_of(&e), 146, "{op}");
+            // Under the bound the same group succeeds.
+            let ok = p
+                .run_vec(input[..90].to_vec(), &MapEnv::default())
+                .expect("under the bound");
+            assert_eq!(ok[0].get_array("p").expect("array").len(), 90, "{op}");
+        }
+    }
 }

@@ -1,0 +1,210 @@
+//! The write path across collections: one atomic log batch for the ops of several collections
+//! of one engine (what a multi-document transaction commits). The collections' write locks are
+//! taken in collection-id order, so two such writes never wait on each other in a cycle; every
+//! collection's ops are planned (index changes checked and applied, undone for all collections
+//! if one fails), the records of all of them are appended as ONE batch (one STAMP when the
+//! engine stamps writes, its op indexes counting across the batch), and each collection's record
+//! tree is updated. Recovery applies a batch whole or not at all, so a crash leaves every
+//! collection's part there or none. `Collection::write` is the one-collection case.
+
+use std::sync::RwLockWriteGuard;
+
+use bson::Document;
+
+use crate::collection::{CollState, Collection, Planned, Undo, WriteOp};
+use crate::commit::Ticket;
+use crate::error::{Result, StorageError};
+use crate::index_build::SideOp;
+use crate::limits::{DOCUMENT_SIZE_MAX, WRITE_BATCH_OPS_MAX};
+use crate::log::{OutRecord, StampOps};
+
+/// A batch's STAMP as it is planned: one op code per record, details by op index.
+#[derive(Default)]
+pub(crate) struct StampDraft {
+    pub ops: Vec<u8>,
+    pub details: Document,
+}
+
+/// One collection's share of a batch while it is planned.
+struct Part<'a> {
+    coll: &'a Collection,
+    st: RwLockWriteGuard<'a, CollState>,
+    undo: Vec<Undo>,
+    side: Vec<Vec<SideOp>>,
+    planned: Vec<Planned>,
+    /// Per planned op: whether the caller asked for it (false: a capped collection's trim).
+    mine: Vec<bool>,
+}
+
+fn check_sizes(parts: &[(&Collection, Vec<WriteOp>)]) -> Result<()> {
+    let total: usize = parts.iter().map(|(_, ops)| ops.len()).sum();
+    if total > WRITE_BATCH_OPS_MAX {
+        return Err(StorageError::LimitExceeded(format!(
+            "{total} ops in one write, at most {WRITE_BATCH_OPS_MAX}"
+        )));
+    }
+    for (_, ops) in parts {
+        for op in ops {
+            if let WriteOp::Insert(d) | WriteOp::Replace(_, d) | WriteOp::Update(_, d) = op
+                && d.as_bytes().len() > DOCUMENT_SIZE_MAX
+            {
+                return Err(StorageError::LimitExceeded("document too large".into()));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Applies every collection's ops as one atomic batch: every index check of every collection
+/// passes and everything is logged and applied, or nothing is. The collections must belong to
+/// one engine and appear once each. The ticket holds one RecordId per op, collection after
+/// collection in the order given.
+pub fn write_across(parts: Vec<(&Collection, Vec<WriteOp>)>) -> Result<Ticket> {
+    check_sizes(&parts)?;
+    let Some(shared) = parts.first().map(|(c, _)| c.shared.clone()) else {
+        return Err(StorageError::InvalidDocument(
+            "a write names no collection".into(),
+        ));
+    };
+    if parts
+        .iter()
+        .any(|(c, _)| !std::sync::Arc::ptr_eq(&c.shared, &shared))
+    {
+        return Err(StorageError::InvalidNamespace(
+            "one write spans two engines".into(),
+        ));
+    }
+    let mut by_id: Vec<u64> = parts.iter().map(|(c, _)| c.id).collect();
+    by_id.sort_unstable();
+    if by_id.windows(2).any(|w| w[0] == w[1]) {
+        return Err(StorageError::InvalidNamespace(
+            "one write names a collection twice".into(),
+        ));
+    }
+    let guards = lock_in_id_order(&parts)?;
+    let mut stamp = shared.stamp.then(StampDraft::default);
+    let mut planned_parts: Vec<Part<'_>> = Vec::with_capacity(parts.len());
+    for ((coll, ops), st) in parts.into_iter().zip(guards) {
+        let mut part = Part {
+            coll,
+            st,
+            undo: Vec::new(),
+            side: Vec::new(),
+            planned: Vec::new(),
+            mine: Vec::new(),
+        };
+        let planned = plan_part(&mut part, ops, stamp.as_mut());
+        planned_parts.push(part);
+        if let Err(e) = planned {
+            rollback_all(&mut planned_parts)?;
+            return Err(e);
+        }
+    }
+    let stamp = match stamp {
+        Some(d) => Some(StampOps {
+            ops: d.ops,
+            details: d
+                .details
+                .to_vec()
+                .map_err(|e| StorageError::InvalidDocument(format!("stamp details: {e}")))?,
+        }),
+        None => None,
+    };
+    let records: Vec<OutRecord> = planned_parts
+        .iter_mut()
+        .flat_map(|p| p.planned.iter_mut())
+        .map(|p| OutRecord {
+            kind: p.record.kind,
+            payload: std::mem::take(&mut p.record.payload),
+        })
+        .collect();
+    let (seq, locs, timestamp) = match shared.log.append_stamped(&records, true, stamp.as_ref()) {
+        Ok(x) => x,
+        Err(e) => {
+            rollback_all(&mut planned_parts)?;
+            return Err(e);
+        }
+    };
+    drop(records);
+    let mut locs = locs.into_iter();
+    let mut record_ids = Vec::new();
+    for p in &mut planned_parts {
+        let mine: Vec<_> = locs.by_ref().take(p.planned.len()).collect();
+        if let Err(e) = p.coll.apply(&mut p.st, &p.planned, mine) {
+            // The log has the batch; memory does not. A restart replays it.
+            shared
+                .log
+                .poison(format!("applying a logged write failed: {e}"));
+            return Err(e);
+        }
+        for (b, ops) in p.st.builds.iter().zip(std::mem::take(&mut p.side)) {
+            b.record(ops)?;
+        }
+        p.coll
+            .write_ops
+            .fetch_add(p.planned.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        record_ids.extend(
+            p.planned
+                .iter()
+                .zip(&p.mine)
+                .filter(|(_, m)| **m)
+                .map(|(p, _)| p.rid),
+        );
+    }
+    drop(planned_parts);
+    shared.commit.note_written(seq);
+    Ok(Ticket {
+        sequence: seq,
+        record_ids,
+        commit: shared.commit.clone(),
+        timestamp,
+    })
+}
+
+/// Each collection's write lock, in the order given, taken in collection-id order.
+fn lock_in_id_order<'a>(
+    parts: &[(&'a Collection, Vec<WriteOp>)],
+) -> Result<Vec<RwLockWriteGuard<'a, CollState>>> {
+    let mut order: Vec<usize> = (0..parts.len()).collect();
+    order.sort_by_key(|&i| parts[i].0.id);
+    let mut guards: Vec<Option<RwLockWriteGuard<'a, CollState>>> =
+        (0..parts.len()).map(|_| None).collect();
+    for i in order {
+        let st = parts[i].0.write_state()?;
+        if st.dropped {
+            return Err(StorageError::NamespaceNotFound(parts[i].0.namespace().0));
+        }
+        guards[i] = Some(st);
+    }
+    Ok(guards.into_iter().flatten().collect())
+}
+
+/// Plans one collection's ops (a capped collection's trims added) into `part`.
+fn plan_part(part: &mut Part<'_>, ops: Vec<WriteOp>, stamp: Option<&mut StampDraft>) -> Result<()> {
+    let (ops, mine): (Vec<WriteOp>, Vec<bool>) = match part.coll.capped_limits() {
+        Some(l) => crate::capped::with_trims(&part.st, &part.coll.shared.pager, l, ops)?
+            .into_iter()
+            .unzip(),
+        None => {
+            let n = ops.len();
+            (ops, vec![true; n])
+        }
+    };
+    part.mine = mine;
+    part.side = vec![Vec::new(); part.st.builds.len()];
+    part.planned = part
+        .coll
+        .plan(&mut part.st, &ops, &mut part.undo, &mut part.side, stamp)?;
+    Ok(())
+}
+
+/// Undoes the index changes of every part planned so far.
+fn rollback_all(parts: &mut [Part<'_>]) -> Result<()> {
+    let mut result = Ok(());
+    for p in parts.iter_mut().rev() {
+        if let Err(e) = p.coll.rollback(&mut p.st, std::mem::take(&mut p.undo)) {
+            result = Err(e);
+        }
+    }
+    result
+}
