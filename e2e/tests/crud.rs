@@ -516,6 +516,19 @@ async fn bad_input_gets_errors_not_crashes() {
         ),
         (doc! { "getMore": 1_i64, "collection": "x" }, 43),
         (doc! { "find": "x", "collation": { "locale": "fr" } }, 2),
+        (doc! { "find": "x", "collation": {} }, 40414),
+        (
+            doc! { "aggregate": "x", "pipeline": [], "cursor": {}, "collation": { "locale": "en", "strength": 6 } },
+            2,
+        ),
+        (
+            doc! { "count": "x", "collation": { "locale": "en", "tint": 1 } },
+            40415,
+        ),
+        (
+            doc! { "createIndexes": "x", "indexes": [ { "key": { "a": 1 }, "name": "a_1", "collation": { "locale": "simple", "strength": 1 } } ] },
+            2,
+        ),
         (
             doc! { "update": "x", "updates": [ { "q": {}, "u": { "$set": { "a": 1 } }, "hint": "nope_1" } ] },
             2,

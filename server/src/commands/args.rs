@@ -197,22 +197,24 @@ pub fn opt_non_negative(body: &Document, command: &str, field: &str) -> CommandR
     Ok(v)
 }
 
-/// `collation`: only the simple (binary) collation exists yet.
+/// `collation`: validated as mongod does; only the simple (binary) collation compares yet.
 pub fn check_collation(body: &Document, command: &str) -> CommandResult<()> {
-    let Some(c) = opt_doc(body, command, "collation")? else {
-        return Ok(());
-    };
-    match c.get("locale") {
-        Some(Bson::String(l)) if l == "simple" => Ok(()),
-        Some(Bson::String(l)) => Err(err(
+    match opt_doc(body, command, "collation")? {
+        Some(c) => only_simple(c),
+        None => Ok(()),
+    }
+}
+
+/// A collation document that must parse and, until locales compare, be the simple one.
+pub fn only_simple(c: &Document) -> CommandResult<()> {
+    match crate::query::collation::Spec::parse(c)? {
+        crate::query::collation::Spec::Simple => Ok(()),
+        crate::query::collation::Spec::Locale(l) => Err(err(
             ErrorCode::BadValue,
             format!(
-                "collation locale '{l}' is not supported by cairn yet; only {{locale: \"simple\"}} is available"
+                "collation locale '{}' is not supported by cairn yet; only {{locale: \"simple\"}} is available",
+                l.locale
             ),
-        )),
-        _ => Err(err(
-            ErrorCode::FailedToParse,
-            "BSON field 'collation.locale' is missing but a required field",
         )),
     }
 }

@@ -210,13 +210,15 @@ pub fn parse_spec(d: &Document) -> CommandResult<IndexSpec> {
             ));
         }
     };
-    if let Some(c) = d.get("collation")
-        && c.as_document().and_then(|c| c.get_str("locale").ok()) != Some("simple")
-    {
-        return Err(err(
-            ErrorCode::BadValue,
-            "index collations other than {locale: \"simple\"} are not supported by cairn yet",
-        ));
+    match d.get("collation") {
+        None => {}
+        Some(Bson::Document(c)) => args::only_simple(c)?,
+        Some(_) => {
+            return Err(err(
+                ErrorCode::TypeMismatch,
+                "The field 'collation' must be an object",
+            ));
+        }
     }
     let expire = match d.get("expireAfterSeconds") {
         None => None,
