@@ -36,6 +36,7 @@ pub mod record;
 mod recovery;
 mod replay;
 pub mod sim;
+mod snapshot;
 mod validate;
 mod write;
 
@@ -48,5 +49,6 @@ pub use history::{HistoryBatch, HistoryOp, HistoryPos, HistoryRead};
 pub use index::{
     FilterCompiler, ID_INDEX_NAME, IndexSpec, Predicate, encode_index_key, flat_range,
 };
+pub use snapshot::Snapshot;
 pub use validate::ValidateReport;
-pub use write::write_across;
+pub use write::{write_across, write_across_at};
