@@ -158,12 +158,18 @@ impl ScanState {
         let want = self.chunk_count();
         match &mut self.mode {
             ScanMode::Collection { direction, after } => {
-                let chunk = self.coll.scan(*direction, *after, want).map_err(serr)?;
-                if chunk.len() < want {
-                    self.exhausted = true;
-                }
-                if let Some((rid, _)) = chunk.last() {
-                    *after = Some(*rid);
+                let (chunk, next) = match crate::txn::current() {
+                    Some(t) => t.scan(&self.coll, *direction, *after, want).map_err(serr)?,
+                    None => {
+                        let chunk = self.coll.scan(*direction, *after, want).map_err(serr)?;
+                        let next = chunk.last().map(|(rid, _)| *rid);
+                        let next = next.filter(|_| chunk.len() == want);
+                        (chunk, next)
+                    }
+                };
+                match next {
+                    Some(rid) => *after = Some(rid),
+                    None => self.exhausted = true,
                 }
                 self.docs_examined += chunk.len() as u64;
                 crate::interrupt::count_examined(0, chunk.len() as u64);

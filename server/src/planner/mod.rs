@@ -381,6 +381,17 @@ fn choose_plan(
     hint: Option<&str>,
     record: bool,
 ) -> (Choice, bool) {
+    if crate::txn::active() {
+        // Index entries are current, not the transaction's snapshot plus its writes: its reads
+        // scan the collection as it sees it (`crate::txn`).
+        let choice = Choice {
+            winner: Plan::CollScan {
+                direction: storage::Direction::Forward,
+            },
+            rejected: vec![],
+        };
+        return (choice, false);
+    }
     if hint.is_none()
         && let Some(id) = id_point(filter_doc)
     {
