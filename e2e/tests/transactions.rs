@@ -320,3 +320,61 @@ async fn a_standalone_refuses_transactions() {
         .expect_err("refused");
     assert_eq!(error_code(&e), 20, "{e}");
 }
+
+#[tokio::test]
+async fn a_commit_is_one_apply_ops_entry_and_its_events_carry_the_session() {
+    use futures_util::StreamExt;
+    let server = initiated().await;
+    let client = server.client().await;
+    let a = client.database("t").collection::<Document>("a");
+    let b = client.database("t").collection::<Document>("b");
+    a.insert_one(doc! { "_id": 1, "n": 0 }).await.expect("seed");
+    let mut events = client.database("t").watch().await.expect("watch");
+    let mut s = client.start_session().await.expect("session");
+    s.start_transaction().await.expect("start");
+    a.update_one(doc! { "_id": 1 }, doc! { "$inc": { "n": 1 } })
+        .session(&mut s)
+        .await
+        .expect("update");
+    b.insert_one(doc! { "_id": 2 })
+        .session(&mut s)
+        .await
+        .expect("insert");
+    s.commit_transaction().await.expect("commit");
+
+    let r = client
+        .database("local")
+        .run_command(doc! { "find": "oplog.rs", "filter": { "op": "c", "ns": "admin.$cmd" } })
+        .await
+        .expect("oplog");
+    let entries = r
+        .get_document("cursor")
+        .and_then(|c| c.get_array("firstBatch"))
+        .expect("firstBatch");
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    let e = entries[0].as_document().expect("entry");
+    let ops = e
+        .get_document("o")
+        .and_then(|o| o.get_array("applyOps"))
+        .expect("applyOps");
+    let kinds: Vec<&str> = ops
+        .iter()
+        .map(|o| {
+            o.as_document()
+                .and_then(|o| o.get_str("op").ok())
+                .unwrap_or("")
+        })
+        .collect();
+    assert_eq!(kinds, vec!["u", "i"], "{e}");
+    assert_eq!(e.get_i64("txnNumber").ok(), Some(1), "{e}");
+    assert!(
+        e.get_document("lsid").is_ok_and(|l| l.contains_key("id")),
+        "{e}"
+    );
+
+    for _ in 0..2 {
+        let ev = events.next().await.expect("event").expect("event ok");
+        assert_eq!(ev.txn_number, Some(1), "{ev:?}");
+        assert!(ev.lsid.is_some(), "{ev:?}");
+    }
+}

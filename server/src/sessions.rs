@@ -65,6 +65,17 @@ pub struct TxnStatement {
     pub start: bool,
 }
 
+impl TxnStatement {
+    /// `{lsid: {id}, txnNumber}` as the oplog and change events show a transaction.
+    pub fn note(&self) -> Document {
+        let id = bson::Binary {
+            subtype: bson::spec::BinarySubtype::Uuid,
+            bytes: self.key.clone(),
+        };
+        doc! { "lsid": { "id": id }, "txnNumber": self.txn_number }
+    }
+}
+
 /// Commands mongod 7.0 runs inside a transaction.
 const TXN_COMMANDS: &[&str] = &[
     "find",

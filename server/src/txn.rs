@@ -332,9 +332,9 @@ impl Txn {
         Ok(())
     }
 
-    /// Commits the write set as one atomic storage batch, checked against the snapshot. None
-    /// when the transaction wrote nothing.
-    pub fn commit(&self) -> storage::Result<Option<Ticket>> {
+    /// Commits the write set as one atomic storage batch, checked against the snapshot, `note`
+    /// (its session and number) in the batch's stamp. None when the transaction wrote nothing.
+    pub fn commit(&self, note: bson::Document) -> storage::Result<Option<Ticket>> {
         let writes = std::mem::take(&mut *lock(&self.writes));
         let parts: Vec<(Arc<Collection>, Vec<WriteOp>)> = writes
             .into_iter()
@@ -358,7 +358,7 @@ impl Txn {
             return Ok(None);
         }
         let borrowed = parts.iter().map(|(c, ops)| (&**c, ops.clone())).collect();
-        storage::write_across_at(borrowed, Some(&self.snapshot)).map(Some)
+        storage::write_across_at(borrowed, Some(&self.snapshot), Some(note)).map(Some)
     }
 }
 

@@ -51,4 +51,4 @@ pub use index::{
 };
 pub use snapshot::Snapshot;
 pub use validate::ValidateReport;
-pub use write::{write_across, write_across_at};
+pub use write::{STAMP_NOTE_KEY, write_across, write_across_at};

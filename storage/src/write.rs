@@ -65,15 +65,21 @@ fn check_sizes(parts: &[(&Collection, Vec<WriteOp>)]) -> Result<()> {
 /// one engine and appear once each. The ticket holds one RecordId per op, collection after
 /// collection in the order given.
 pub fn write_across(parts: Vec<(&Collection, Vec<WriteOp>)>) -> Result<Ticket> {
-    write_across_at(parts, None)
+    write_across_at(parts, None, None)
 }
+
+/// The key of a batch's STAMP details that holds the batch's `note` (op details are keyed by
+/// op index, so no op's key can be this).
+pub const STAMP_NOTE_KEY: &str = "txn";
 
 /// `write_across` for a transaction that read at snapshot `at`: if a batch committed after the
 /// snapshot changed a document this one replaces or deletes, nothing is written and the answer
-/// is `WriteConflict` (the check and the write are one step under the collections' locks).
+/// is `WriteConflict` (the check and the write are one step under the collections' locks). A
+/// stamped batch carries `note` (the transaction's session and number) for the history.
 pub fn write_across_at(
     parts: Vec<(&Collection, Vec<WriteOp>)>,
     at: Option<&Snapshot>,
+    note: Option<Document>,
 ) -> Result<Ticket> {
     check_sizes(&parts)?;
     let Some(shared) = parts.first().map(|(c, _)| c.shared.clone()) else {
@@ -120,6 +126,9 @@ pub fn write_across_at(
             rollback_all(&mut planned_parts)?;
             return Err(e);
         }
+    }
+    if let (Some(s), Some(note)) = (stamp.as_mut(), note) {
+        s.details.insert(STAMP_NOTE_KEY, note);
     }
     let stamp = match stamp {
         Some(d) => Some(StampOps {

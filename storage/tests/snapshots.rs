@@ -158,7 +158,7 @@ fn snapshots_match_a_model_of_versioned_maps() {
                         WriteOp::Insert(_) => false,
                     })
                 });
-                match write_across_at(parts(&colls, &ops), Some(snap)) {
+                match write_across_at(parts(&colls, &ops), Some(snap), None) {
                     Ok(t) => {
                         assert!(!stale, "seed {seed} step {step}: a stale write committed");
                         apply(&mut now, &ops, &t.record_ids);
@@ -207,7 +207,7 @@ fn transfer(e: &Engine, c: &Collection, rids: &[RecordId], r: &mut impl Rng) -> 
         WriteOp::Update(rid, raw(&d))
     };
     let ops = vec![moved(from, -1), moved(to, 1)];
-    match write_across_at(vec![(c, ops)], Some(&snap)) {
+    match write_across_at(vec![(c, ops)], Some(&snap), None) {
         Ok(_) => true,
         Err(StorageError::WriteConflict(_)) => false,
         Err(e) => panic!("transfer: {e}"),

@@ -55,12 +55,13 @@ async fn commit(
     ts: &TxnStatement,
 ) -> CommandResult<Reply> {
     let wc = WriteConcern::parse(req.write_concern.as_ref())?;
+    let note = ts.note();
     let reply = state
         .sessions
         .commit(ts, |txn| async move {
             let ticket =
                 crate::offload::run(state, "commitTransaction", Some(&req.op), move |_| {
-                    txn.commit().map_err(|e| storage_error(e, "", ""))
+                    txn.commit(note).map_err(|e| storage_error(e, "", ""))
                 })
                 .await?;
             if let Some(t) = &ticket {
