@@ -3,7 +3,9 @@
 //! writes (index-served queries, count via aggregate and distinct included) and its snapshot,
 //! not others' later commits; two transactions writing one document conflict (112 with the
 //! TransientTransactionError label); a retried commit gets the same answer; concurrent transfers
-//! keep the total balance; a standalone refuses transactions. How: a real server process per test.
+//! keep the total balance; a committed transaction is one applyOps oplog entry; after SIGKILL each
+//! transaction is all there or absent; a standalone refuses transactions. How: a real server
+//! process per test.
 
 use bson::{Document, doc};
 use cairn_e2e::{Server, error_code};
@@ -376,5 +378,110 @@ async fn a_commit_is_one_apply_ops_entry_and_its_events_carry_the_session() {
         let ev = events.next().await.expect("event").expect("event ok");
         assert_eq!(ev.txn_number, Some(1), "{ev:?}");
         assert!(ev.lsid.is_some(), "{ev:?}");
+    }
+}
+
+/// `t` -> how many documents of `coll` carry it.
+async fn per_txn(coll: &Collection<Document>) -> std::collections::BTreeMap<i64, i32> {
+    let groups: Vec<Document> = coll
+        .aggregate(vec![doc! { "$group": { "_id": "$t", "n": { "$sum": 1 } } }])
+        .await
+        .expect("aggregate")
+        .try_collect()
+        .await
+        .expect("groups");
+    groups
+        .iter()
+        .map(|g| (g.get_i64("_id").expect("t"), g.get_i32("n").expect("n")))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_sigkill_each_transaction_is_all_there_or_absent() {
+    const ROUNDS: i64 = 3;
+    const WRITERS: i64 = 3;
+    let seed: u64 = std::env::var("CAIRN_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random);
+    println!("CAIRN_SEED={seed}");
+    let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(seed);
+    let mut server = initiated().await;
+    let acked: std::sync::Arc<std::sync::Mutex<Vec<i64>>> = Default::default();
+    for round in 0..ROUNDS {
+        // The restarted server listens elsewhere: the writers give up on the old one quickly.
+        let client = server
+            .client_with(&["serverSelectionTimeoutMS=1000", "connectTimeoutMS=1000"])
+            .await;
+        let mut tasks = Vec::new();
+        for w in 0..WRITERS {
+            let (client, acked) = (client.clone(), acked.clone());
+            let base = (round * WRITERS + w) * 1_000_000;
+            tasks.push(tokio::spawn(async move {
+                let a = client.database("t").collection::<Document>("a");
+                let b = client.database("u").collection::<Document>("b");
+                let Ok(mut s) = client.start_session().await else {
+                    return;
+                };
+                for t in base..base + 100_000 {
+                    let a_docs: Vec<Document> =
+                        (0..3).map(|k| doc! { "_id": t * 10 + k, "t": t }).collect();
+                    let b_docs: Vec<Document> =
+                        (0..2).map(|k| doc! { "_id": t * 10 + k, "t": t }).collect();
+                    let ran = async {
+                        s.start_transaction().await?;
+                        a.insert_many(a_docs).session(&mut s).await?;
+                        b.insert_many(b_docs).session(&mut s).await?;
+                        s.commit_transaction().await
+                    };
+                    match ran.await {
+                        Ok(()) => acked.lock().expect("acked").push(t),
+                        Err(_) => return,
+                    }
+                }
+            }));
+        }
+        let before = acked.lock().expect("acked").len();
+        for _ in 0..600 {
+            if acked.lock().expect("acked").len() >= before + 20 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        let wait_ms = rand::Rng::random_range(&mut rng, 0..200);
+        tokio::time::sleep(std::time::Duration::from_millis(wait_ms)).await;
+        server.restart_after_kill();
+        for t in tasks {
+            let _ = t.await;
+        }
+        let client = server.client().await;
+        let in_a = per_txn(&client.database("t").collection("a")).await;
+        let in_b = per_txn(&client.database("u").collection("b")).await;
+        assert!(
+            in_a.values().all(|n| *n == 3),
+            "round {round} (seed {seed}): a partial transaction in a"
+        );
+        assert!(
+            in_b.values().all(|n| *n == 2),
+            "round {round} (seed {seed}): a partial transaction in b"
+        );
+        assert!(
+            in_a.keys().eq(in_b.keys()),
+            "round {round} (seed {seed}): a transaction is in one collection only"
+        );
+        let acked = acked.lock().expect("acked").clone();
+        assert!(
+            !acked.is_empty(),
+            "round {round}: nothing committed before the kill"
+        );
+        let lost: Vec<_> = acked.iter().filter(|t| !in_a.contains_key(t)).collect();
+        assert!(
+            lost.is_empty(),
+            "round {round} (seed {seed}): committed transactions lost: {lost:?}"
+        );
+        println!(
+            "round {round}: {} committed transactions all there, none partial",
+            acked.len()
+        );
     }
 }
