@@ -19,6 +19,12 @@
 //! `limits::SESSIONS_MAX`; when full, sessions idle longer than `logicalSessionTimeoutMinutes`
 //! are dropped. As in mongod, `endSessions` and `killSessions` leave the record in place (it
 //! goes when the session expires), so a late retry still cannot apply twice.
+//!
+//! A session's `txn_number` may instead start a multi-document transaction (`Phase`): open, then
+//! committed (its reply kept, so a retried commitTransaction gets it again) or aborted. Statements
+//! of the open one get its `crate::txn::Txn`; a newer number aborts it; `endSessions`,
+//! `killSessions` and the lifetime reaper abort it (a session busy with a statement is left to
+//! the next reaper pass).
 
 use crate::error::{CommandError, CommandResult, ErrorCode, err};
 use crate::limits;
@@ -783,5 +789,90 @@ mod tests {
         assert_eq!(code(r), 10107);
         let rw = retryable(&body, "update", true).unwrap().unwrap();
         assert_eq!(n_of(run_once(table, rw, || async { reply(1) }).await), 1);
+    }
+
+    fn stmt(n: i64, start: bool) -> TxnStatement {
+        let mut body = doc! { "lsid": lsid(3), "txnNumber": n, "autocommit": false };
+        if start {
+            body.insert("startTransaction", true);
+        }
+        transaction_fields(&body, "insert").unwrap().unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_transaction_moves_through_mongods_states() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = storage::Engine::open(dir.path(), storage::EngineOptions::default()).unwrap();
+        let registry = Arc::new(crate::txn::Registry::default());
+        let begin = || Ok(Txn::begin(&registry, engine.snapshot().unwrap()));
+        let table = SessionTable::default();
+        assert_eq!(code(table.statement(&stmt(1, false), begin).await), 251);
+        assert!(table.statement(&stmt(1, true), begin).await.is_ok());
+        assert!(table.statement(&stmt(1, false), begin).await.is_ok());
+        assert_eq!(code(table.statement(&stmt(1, true), begin).await), 117);
+        let committed = table
+            .commit(&stmt(1, false), |_| async { Ok(doc! { "ok": 1.0 }) })
+            .await;
+        assert!(committed.is_ok());
+        let retried = table
+            .commit(&stmt(1, false), |_| async {
+                Err(err(ErrorCode::InternalError, "ran twice"))
+            })
+            .await;
+        assert_eq!(retried.ok(), Some(doc! { "ok": 1.0 }), "a retried commit");
+        assert_eq!(code(table.abort(&stmt(1, false)).await), 256);
+        assert!(table.statement(&stmt(2, true), begin).await.is_ok());
+        assert_eq!(code(table.statement(&stmt(1, false), begin).await), 225);
+        table.abort(&stmt(2, false)).await.unwrap();
+        let after_abort = table.statement(&stmt(2, false), begin).await;
+        let e = after_abort.err().unwrap();
+        assert_eq!(e.code.code(), 251);
+        assert!(e.to_reply().get_array("errorLabels").is_ok(), "{e}");
+        assert!(table.statement(&stmt(3, true), begin).await.is_ok());
+        assert_eq!(table.reap(Duration::ZERO), 1, "past its lifetime");
+        assert!(table.statement(&stmt(4, true), begin).await.is_ok());
+        assert_eq!(table.abort_sessions(None), 1);
+        assert_eq!(
+            registry.started.load(std::sync::atomic::Ordering::Relaxed),
+            4
+        );
+        assert_eq!(
+            registry
+                .committed
+                .load(std::sync::atomic::Ordering::Relaxed),
+            1
+        );
+        assert_eq!(
+            registry.aborted.load(std::sync::atomic::Ordering::Relaxed),
+            3
+        );
+        assert_eq!(registry.open.load(std::sync::atomic::Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn transaction_fields_are_checked_as_mongod_checks_them() {
+        let f = |b: Document, c: &str| code(transaction_fields(&b, c));
+        let base = doc! { "lsid": lsid(1), "txnNumber": 1_i64 };
+        let with = |extra: Document| {
+            let mut b = base.clone();
+            b.extend(extra);
+            b
+        };
+        assert_eq!(f(with(doc! { "autocommit": true }), "insert"), 72);
+        assert_eq!(f(with(doc! { "startTransaction": true }), "insert"), 72);
+        assert_eq!(
+            f(
+                with(doc! { "autocommit": false, "startTransaction": false }),
+                "insert"
+            ),
+            72
+        );
+        assert_eq!(
+            f(doc! { "lsid": lsid(1), "autocommit": false }, "insert"),
+            72
+        );
+        assert_eq!(f(with(doc! { "autocommit": false }), "count"), 263);
+        assert_eq!(f(with(doc! { "autocommit": false }), "find"), 0);
+        assert_eq!(f(doc! {}, "find"), 0);
     }
 }

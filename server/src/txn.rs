@@ -416,3 +416,104 @@ pub fn write(coll: &Arc<Collection>, ops: Vec<WriteOp>) -> storage::Result<Optio
         None => coll.write(ops).map(Some),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(d: bson::Document) -> RawDocumentBuf {
+        RawDocumentBuf::try_from(&d).expect("encodes")
+    }
+
+    fn setup() -> (
+        tempfile::TempDir,
+        storage::Engine,
+        Arc<Collection>,
+        Vec<RecordId>,
+    ) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine =
+            storage::Engine::open(dir.path(), storage::EngineOptions::default()).expect("engine");
+        let coll = engine.create_collection("t", "c", doc! {}).expect("create");
+        let ops = (0..4)
+            .map(|i| WriteOp::Insert(raw(doc! {"_id": i})))
+            .collect();
+        let rids = coll.write(ops).expect("seed").record_ids;
+        (dir, engine, coll, rids)
+    }
+
+    /// Every `_id` the transaction sees, scanned in steps of `step`.
+    fn seen(t: &Txn, coll: &Arc<Collection>, direction: Direction, step: usize) -> Vec<i32> {
+        let mut out = Vec::new();
+        let mut after = None;
+        loop {
+            let (docs, next) = t.scan(coll, direction, after, step).expect("scan");
+            out.extend(docs.iter().map(|(_, d)| d.get_i32("_id").expect("_id")));
+            match next {
+                Some(n) => after = Some(n),
+                None => return out,
+            }
+        }
+    }
+
+    #[test]
+    fn scans_merge_the_snapshot_and_the_write_set_in_both_directions() {
+        let (_dir, engine, coll, rids) = setup();
+        let registry = Arc::new(Registry::default());
+        let t = Txn::begin(&registry, engine.snapshot().expect("snapshot"));
+        coll.write(vec![WriteOp::Insert(raw(doc! {"_id": 99}))])
+            .expect("a later commit");
+        t.buffer(
+            &coll,
+            vec![
+                WriteOp::Delete(rids[1]),
+                WriteOp::Replace(rids[2], raw(doc! {"_id": 20})),
+                WriteOp::Insert(raw(doc! {"_id": 5})),
+                WriteOp::Insert(raw(doc! {"_id": 6})),
+            ],
+        )
+        .expect("buffer");
+        for step in [1, 2, 10] {
+            assert_eq!(
+                seen(&t, &coll, Direction::Forward, step),
+                vec![0, 20, 3, 5, 6]
+            );
+            assert_eq!(
+                seen(&t, &coll, Direction::Backward, step),
+                vec![6, 5, 3, 20, 0]
+            );
+        }
+        assert_eq!(t.get(&coll, rids[1]).expect("get"), None, "its own delete");
+        let e = t
+            .buffer(&coll, vec![WriteOp::Insert(raw(doc! {"_id": 3}))])
+            .expect_err("a duplicate _id");
+        assert!(matches!(e, StorageError::DuplicateKey { .. }), "{e}");
+        let e = t
+            .buffer(&coll, vec![WriteOp::Insert(raw(doc! {"_id": 99}))])
+            .expect_err("an _id committed after the snapshot");
+        assert!(matches!(e, StorageError::WriteConflict(_)), "{e}");
+    }
+
+    #[test]
+    fn a_document_is_written_by_one_open_transaction_at_a_time() {
+        let (_dir, engine, coll, rids) = setup();
+        let registry = Arc::new(Registry::default());
+        let first = Txn::begin(&registry, engine.snapshot().expect("snapshot"));
+        let second = Txn::begin(&registry, engine.snapshot().expect("snapshot"));
+        first
+            .buffer(&coll, vec![WriteOp::Delete(rids[0])])
+            .expect("first writer");
+        let e = second
+            .buffer(&coll, vec![WriteOp::Delete(rids[0])])
+            .expect_err("second writer");
+        assert!(matches!(e, StorageError::WriteConflict(_)), "{e}");
+        assert_eq!(registry.open.load(Relaxed), 2);
+        drop(first);
+        second
+            .buffer(&coll, vec![WriteOp::Delete(rids[0])])
+            .expect("free once the first is gone");
+        let ticket = second.commit(doc! {}).expect("commit").expect("a ticket");
+        assert_eq!(ticket.record_ids, vec![rids[0]]);
+        assert!(!coll.contains(rids[0]).expect("contains"));
+    }
+}
