@@ -156,6 +156,11 @@ async fn a_transaction_reads_its_own_writes_and_its_snapshot() {
         .expect("delete");
     assert_eq!(ids_in(&c, &mut s, doc! { "k": 1 }).await, vec![7]);
     assert_eq!(ids_in(&c, &mut s, doc! { "_id": 3 }).await, vec![3]);
+    // `_id` look-ups go through the index and still see the snapshot plus its own writes.
+    assert!(ids_in(&c, &mut s, doc! { "_id": 10 }).await.is_empty());
+    assert!(ids_in(&c, &mut s, doc! { "_id": 1 }).await.is_empty());
+    assert_eq!(ids_in(&c, &mut s, doc! { "_id": 7 }).await, vec![7]);
+    assert_eq!(ids_in(&c, &mut s, doc! { "_id": 0, "k": 0 }).await, vec![0]);
     let counted = c
         .count_documents(doc! { "k": 0 })
         .session(&mut s)

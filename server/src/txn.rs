@@ -145,6 +145,21 @@ impl Txn {
         coll.get_at(&self.snapshot, rid)
     }
 
+    /// RecordIds whose version for this transaction an index may not show: those changed by
+    /// commits after its snapshot and those it wrote itself.
+    pub fn changed_rids(&self, coll: &Arc<Collection>) -> storage::Result<Vec<RecordId>> {
+        let mut rids = coll.changed_since(&self.snapshot)?;
+        if let Some(w) = lock(&self.writes)
+            .iter()
+            .find(|w| Arc::ptr_eq(&w.coll, coll))
+        {
+            rids.extend(w.pending.keys());
+        }
+        rids.sort_unstable();
+        rids.dedup();
+        Ok(rids)
+    }
+
     /// One step of a scan in RecordId order as the transaction sees the collection; the second
     /// value is where to resume (None: done).
     pub fn scan(

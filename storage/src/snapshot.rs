@@ -303,6 +303,15 @@ impl Collection {
         snap.versions.changed_after(self.id, rid, snap.seq)
     }
 
+    /// The RecordIds that writes committed after the snapshot changed (what an index scan in
+    /// the snapshot must look at besides the entries it finds now), in order.
+    pub fn changed_since(&self, snap: &Snapshot) -> Result<Vec<RecordId>> {
+        self.check_engine(snap)?;
+        let _st = self.read()?;
+        snap.versions
+            .changed_in(self.id, snap.seq, Bound::Unbounded, Bound::Unbounded)
+    }
+
     /// One step of a scan in RecordId order as the snapshot sees the collection: the documents
     /// strictly after `after` among the next `limit` current records and the records changed
     /// since the snapshot in the same range, and where to resume (None: the scan is done). A

@@ -248,6 +248,7 @@ impl ScanState {
         want: usize,
     ) -> CommandResult<Vec<(RecordId, RawDocumentBuf)>> {
         let serr = |e| crate::error::storage_error(e, "", "");
+        let txn = crate::txn::current();
         let ScanMode::Index {
             plans,
             branch,
@@ -266,22 +267,41 @@ impl ScanState {
             *branch += 1;
             *interval = 0;
             *after = None;
+            if let Some(t) = txn.as_ref().filter(|_| *branch == plans.len()) {
+                // The index shows what is stored now: a transaction also looks at what changed
+                // since its snapshot and what it wrote; the filter decides.
+                let mut out = Vec::new();
+                for rid in t.changed_rids(&self.coll).map_err(serr)? {
+                    if seen.insert(rid)
+                        && let Some(doc) = t.get(&self.coll, rid).map_err(serr)?
+                    {
+                        out.push((rid, doc));
+                    }
+                }
+                return Ok(out);
+            }
             return Ok(vec![]);
         };
         self.keys_examined += entries.len() as u64;
         crate::interrupt::count_examined(entries.len() as u64, 0);
         // A multikey index holds a document once per distinct key; a union may reach a
         // document through several branches.
-        let dedup = plan.multikey || plans.len() > 1;
+        let dedup = plan.multikey || plans.len() > 1 || txn.is_some();
         let mut out = Vec::with_capacity(entries.len());
         for (key, rid) in entries {
             crate::interrupt::tick()?;
             if dedup && !seen.insert(rid) {
                 continue;
             }
-            if let Some(doc) = self.covered.as_ref().and_then(|c| c.rebuild(&key)) {
+            let covered = self.covered.as_ref().filter(|_| txn.is_none());
+            if let Some(doc) = covered.and_then(|c| c.rebuild(&key)) {
                 out.push((rid, doc));
-            } else if let Some(doc) = self.coll.get(rid).map_err(serr)? {
+            } else if let Some(doc) = match &txn {
+                Some(t) => t.get(&self.coll, rid),
+                None => self.coll.get(rid),
+            }
+            .map_err(serr)?
+            {
                 self.docs_examined += 1;
                 crate::interrupt::count_examined(0, 1);
                 out.push((rid, doc));

@@ -381,22 +381,23 @@ fn choose_plan(
     hint: Option<&str>,
     record: bool,
 ) -> (Choice, bool) {
-    if crate::txn::active() {
-        // Index entries are current, not the transaction's snapshot plus its writes: its reads
-        // scan the collection as it sees it (`crate::txn`).
-        let choice = Choice {
-            winner: Plan::CollScan {
-                direction: storage::Direction::Forward,
-            },
-            rejected: vec![],
-        };
-        return (choice, false);
-    }
     if hint.is_none()
         && let Some(id) = id_point(filter_doc)
     {
         let choice = Choice {
             winner: Plan::IdPoint(id.clone()),
+            rejected: vec![],
+        };
+        return (choice, false);
+    }
+    if crate::txn::active() {
+        // Index entries are current, not the transaction's snapshot plus its writes: beyond an
+        // `_id` look-up (which the scan completes with the changed documents, `exec::scan`), its
+        // reads scan the collection as it sees it (`crate::txn`).
+        let choice = Choice {
+            winner: Plan::CollScan {
+                direction: storage::Direction::Forward,
+            },
             rejected: vec![],
         };
         return (choice, false);
