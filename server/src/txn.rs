@@ -168,7 +168,7 @@ impl Txn {
         direction: Direction,
         after: Option<RecordId>,
         limit: usize,
-    ) -> storage::Result<(Vec<(RecordId, RawDocumentBuf)>, Option<RecordId>)> {
+    ) -> storage::Result<storage::ScanStep> {
         let stored_phase = match direction {
             Direction::Forward => after.is_none_or(|a| a < STORED_END),
             Direction::Backward => after.is_some_and(|a| a <= INSERT_RID_BASE),

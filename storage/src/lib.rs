@@ -49,6 +49,6 @@ pub use history::{HistoryBatch, HistoryOp, HistoryPos, HistoryRead};
 pub use index::{
     FilterCompiler, ID_INDEX_NAME, IndexSpec, Predicate, encode_index_key, flat_range,
 };
-pub use snapshot::Snapshot;
+pub use snapshot::{ScanStep, Snapshot};
 pub use validate::ValidateReport;
 pub use write::{STAMP_NOTE_KEY, write_across, write_across_at};

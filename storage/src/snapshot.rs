@@ -92,6 +92,10 @@ impl Drop for Snapshot {
     }
 }
 
+/// One step of a snapshot scan: documents with their RecordIds, and where to resume (None:
+/// the scan is done).
+pub type ScanStep = (Vec<(RecordId, RawDocumentBuf)>, Option<RecordId>);
+
 /// How a snapshot sees one RecordId.
 pub(crate) enum Seen {
     /// As it is now.
@@ -322,7 +326,7 @@ impl Collection {
         direction: Direction,
         after: Option<RecordId>,
         limit: usize,
-    ) -> Result<(Vec<(RecordId, RawDocumentBuf)>, Option<RecordId>)> {
+    ) -> Result<ScanStep> {
         self.check_engine(snap)?;
         let limit = limit.clamp(1, SCAN_BATCH_COUNT_MAX);
         let st = self.read()?;
