@@ -158,18 +158,25 @@ impl ScanState {
         let want = self.chunk_count();
         match &mut self.mode {
             ScanMode::Collection { direction, after } => {
-                let (chunk, next) = match crate::txn::current() {
-                    Some(t) => t.scan(&self.coll, *direction, *after, want).map_err(serr)?,
+                let (chunk, next, done) = match crate::txn::current() {
+                    Some(t) => {
+                        let (chunk, next) =
+                            t.scan(&self.coll, *direction, *after, want).map_err(serr)?;
+                        (chunk, next, next.is_none())
+                    }
                     None => {
                         let chunk = self.coll.scan(*direction, *after, want).map_err(serr)?;
-                        let next = chunk.last().map(|(rid, _)| *rid);
-                        let next = next.filter(|_| chunk.len() == want);
-                        (chunk, next)
+                        let done = chunk.len() < want;
+                        let last = chunk.last().map(|(rid, _)| *rid);
+                        (chunk, last, done)
                     }
                 };
-                match next {
-                    Some(rid) => *after = Some(rid),
-                    None => self.exhausted = true,
+                // A tailable cursor resumes after the last record read, even at the end.
+                if let Some(rid) = next {
+                    *after = Some(rid);
+                }
+                if done {
+                    self.exhausted = true;
                 }
                 self.docs_examined += chunk.len() as u64;
                 crate::interrupt::count_examined(0, chunk.len() as u64);
