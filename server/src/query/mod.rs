@@ -19,6 +19,7 @@ pub mod sort;
 pub mod types;
 pub mod update;
 pub mod validation;
+pub mod vocabulary;
 
 #[cfg(test)]
 mod fuzz_tests;
