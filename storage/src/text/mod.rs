@@ -114,8 +114,9 @@ impl TextSpec {
     /// The language of `doc`: its `language_override` field, else the index default.
     pub fn language_of(&self, doc: &RawDocument) -> Result<&'static Language, KeyError> {
         match doc.get(&self.language_override).ok().flatten() {
-            Some(RawBsonRef::String(name)) => language::lookup(name)
-                .ok_or_else(|| KeyError::LanguageOverride(name.to_string())),
+            Some(RawBsonRef::String(name)) => {
+                language::lookup(name).ok_or_else(|| KeyError::LanguageOverride(name.to_string()))
+            }
             _ => Ok(self.default_language),
         }
     }

@@ -111,7 +111,10 @@ fn language_override_picks_the_stemmer() {
     assert_eq!(err.code(), 17262);
     let custom = spec(doc! { "t": 1 }, doc! { "language_override": "idioma" });
     assert_eq!(
-        custom.language_of(&raw(doc! { "idioma": "de" })).unwrap().name,
+        custom
+            .language_of(&raw(doc! { "idioma": "de" }))
+            .unwrap()
+            .name,
         "german"
     );
 }

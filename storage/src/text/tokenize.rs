@@ -13,7 +13,8 @@ pub struct Fold {
     pub diacritic_sensitive: bool,
 }
 
-fn is_word_char(c: char) -> bool {
+/// Letters, digits and combining marks make words; anything else separates them.
+pub fn is_word_char(c: char) -> bool {
     c.is_alphanumeric() || is_combining(c)
 }
 
@@ -107,7 +108,10 @@ mod tests {
 
     #[test]
     fn spanish() {
-        assert_eq!(t("Los corredores corriendo", "spanish"), ["corredor", "corr"]);
+        assert_eq!(
+            t("Los corredores corriendo", "spanish"),
+            ["corredor", "corr"]
+        );
         assert!(t("el la de y", "es").is_empty());
     }
 
@@ -119,13 +123,19 @@ mod tests {
 
     #[test]
     fn french() {
-        assert_eq!(t("Les chanteuses chantaient", "french"), ["chanteux", "chant"]);
+        assert_eq!(
+            t("Les chanteuses chantaient", "french"),
+            ["chanteux", "chant"]
+        );
         assert!(t("le la les et à", "fr").is_empty());
     }
 
     #[test]
     fn russian() {
-        assert_eq!(t("Красивые книги и книга", "russian"), ["красив", "книг", "книг"]);
+        assert_eq!(
+            t("Красивые книги и книга", "russian"),
+            ["красив", "книг", "книг"]
+        );
         assert!(t("и в не на", "ru").is_empty());
     }
 
