@@ -2,7 +2,7 @@
 //! taking each document's score for the term from the entry's key and summing per document;
 //! TEXT_MATCH then fetches the candidates in RecordId order and applies the whole filter (the
 //! bound `$text` checks phrases, negations and sensitivity; the other predicates check the
-//! rest). The result is every match with its score, for `{$meta: "textScore"}`.
+//! rest; a bare `$text` of plain terms skips that check, the index having decided). The result is every match with its score, for `{$meta: "textScore"}`.
 
 use super::scan::check_deadline;
 use crate::error::CommandResult;
@@ -64,6 +64,8 @@ pub fn run(
             after = batch.into_iter().last();
         }
     }
+    // A filter that is only a `$text` the index decides needs no TEXT_MATCH check.
+    let recheck = !(matches!(filter, Filter::Text(_)) && query.index_decides());
     let mut hits = Vec::new();
     let mut docs_examined = 0u64;
     for (rid, score) in scores {
@@ -75,7 +77,7 @@ pub fn run(
             continue;
         };
         docs_examined += 1;
-        if filter.try_matches(&doc)?.is_some() {
+        if !recheck || filter.try_matches(&doc)?.is_some() {
             hits.push((rid, doc, score));
         }
     }

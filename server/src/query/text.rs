@@ -140,6 +140,15 @@ impl TextQuery {
         });
     }
 
+    /// Whether every document holding one of the lookup terms matches: no phrases, no
+    /// negations, default folding (then the index's candidates need no second look).
+    pub fn index_decides(&self) -> bool {
+        self.search.phrases.is_empty()
+            && self.search.negated_phrases.is_empty()
+            && self.search.negated_words.is_empty()
+            && self.fold == Fold::default()
+    }
+
     pub fn bound(&self) -> Option<&Bound> {
         self.bound.get()
     }
