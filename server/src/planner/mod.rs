@@ -369,7 +369,7 @@ pub fn bind_text(coll: &Collection, filter: &Filter) {
     if query.bound().is_some() {
         return;
     }
-    for ix in coll.indexes() {
+    for ix in coll.indexes().into_iter().filter(|ix| !ix.spec.hidden) {
         if let Ok(Some(spec)) = storage::text::TextSpec::from_index(&ix.spec.key, &ix.spec.extra) {
             query.bind(&ix.spec.name, spec);
             return;
