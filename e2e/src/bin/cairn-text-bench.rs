@@ -105,7 +105,11 @@ async fn main() -> Result<()> {
         build.as_secs_f64(),
         cli.docs as f64 / build.as_secs_f64()
     );
-    for (label, rank) in [("rare", cli.vocabulary / 2), ("middling", 100), ("common", 3)] {
+    for (label, rank) in [
+        ("rare", cli.vocabulary / 2),
+        ("middling", 100),
+        ("common", 3),
+    ] {
         let w = word(rank);
         let mut text = Vec::new();
         let mut scan = Vec::new();
