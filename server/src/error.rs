@@ -138,6 +138,7 @@ error_codes! {
     Location15974 = 15974,
     Location15998 = 15998,
     Location16020 = 16020,
+    Location17217 = 17217,
     Location17287 = 17287,
     Location31249 = 31249,
     Location31250 = 31250,

@@ -7,6 +7,7 @@
 pub mod budget;
 pub mod collation;
 pub mod decimal;
+pub mod distinct;
 pub mod expr;
 pub mod js;
 pub mod limits;
