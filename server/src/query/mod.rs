@@ -16,6 +16,7 @@ pub mod path;
 pub mod pipeline;
 pub mod projection;
 pub mod sort;
+pub mod text;
 pub mod types;
 pub mod update;
 pub mod validation;
