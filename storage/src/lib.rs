@@ -37,6 +37,7 @@ mod recovery;
 mod replay;
 pub mod sim;
 mod snapshot;
+pub mod text;
 mod validate;
 mod write;
 
