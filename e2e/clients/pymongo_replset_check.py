@@ -1,7 +1,9 @@
 """pymongo against cairn started with --replSet rs0: initiate, discover the set, then a change
 stream on a collection sees insert, update and delete in mongod's shapes and resumes from a
 token; a retryable write whose reply is lost (the onPrimaryTransactionalWrite fail point, when
-the server runs with enableTestCommands) is retried by pymongo and applied once. Exits non-zero
+the server runs with enableTestCommands) is retried by pymongo and applied once; a transfer in
+`with_transaction` is seen inside the transaction only until it commits, and an aborted
+transaction leaves nothing. Exits non-zero
 on the first thing that looks wrong."""
 import os
 
@@ -54,4 +56,22 @@ with pymongo.MongoClient(f"mongodb://{me}/?replicaSet=rs0", serverSelectionTimeo
     if lost:
         retried = c.admin.command("serverStatus")["transactions"]["retriedCommandsCount"]
         assert retried >= 1, retried
-print("pymongo replica set, change streams and retryable writes: ok")
+    # Multi-document transactions.
+    accounts = c.rs_check.accounts
+    accounts.drop()
+    accounts.insert_many([{"_id": "a", "b": 100}, {"_id": "b", "b": 0}])
+
+    def transfer(session):
+        accounts.update_one({"_id": "a"}, {"$inc": {"b": -10}}, session=session)
+        accounts.update_one({"_id": "b"}, {"$inc": {"b": 10}}, session=session)
+        assert accounts.find_one({"_id": "b"}, session=session)["b"] == 10  # its own write
+        assert accounts.find_one({"_id": "b"})["b"] == 0  # not seen outside before commit
+
+    with c.start_session() as s:
+        s.with_transaction(transfer)
+        s.start_transaction()
+        accounts.insert_one({"_id": "c", "b": 1}, session=s)
+        s.abort_transaction()
+    balances = sorted((d["_id"], d["b"]) for d in accounts.find())
+    assert balances == [("a", 90), ("b", 10)], balances
+print("pymongo replica set, change streams, retryable writes and transactions: ok")

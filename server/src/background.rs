@@ -11,7 +11,32 @@ const CURSOR_REAP_INTERVAL_MS: u64 = 4_000;
 
 pub fn spawn(state: Arc<ServerState>) {
     tokio::spawn(cursor_reaper(state.clone()));
+    tokio::spawn(transaction_reaper(state.clone()));
     tokio::spawn(crate::ttl::monitor(state));
+}
+
+/// How often transactions past `transactionLifetimeLimitSeconds` are looked for.
+const TRANSACTION_REAP_INTERVAL_MS: u64 = 1_000;
+
+async fn transaction_reaper(state: Arc<ServerState>) {
+    let mut shutdown = state.shutdown_requested();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(TRANSACTION_REAP_INTERVAL_MS)) => {}
+            _ = shutdown.changed() => return,
+        }
+        let limit_s = state
+            .params
+            .get_i64("transactionLifetimeLimitSeconds")
+            .max(1) as u64;
+        let reaped = state.sessions.reap(Duration::from_secs(limit_s));
+        if reaped > 0 {
+            tracing::info!(
+                count = reaped as u64,
+                "aborted transactions past their lifetime"
+            );
+        }
+    }
 }
 
 async fn cursor_reaper(state: Arc<ServerState>) {

@@ -96,6 +96,12 @@ error_codes! {
     UnknownReplWriteConcern = 79,
     CannotBackfillArray = 108,
     ConflictingOperationInProgress = 117,
+    WriteConflict = 112,
+    SnapshotTooOld = 239,
+    NoSuchTransaction = 251,
+    TransactionCommitted = 256,
+    OperationNotSupportedInTransaction = 263,
+    TransactionExceededLifetimeLimitSeconds = 290,
     CommandNotSupported = 115,
     NamespaceNotSharded = 118,
     InvalidSyncSource = 119,
@@ -339,6 +345,14 @@ impl CommandError {
         self
     }
 
+    /// Adds `TransientTransactionError` to `errorLabels`: the whole transaction may be retried.
+    pub fn transient(mut self) -> Self {
+        let mut extra = self.extra.take().unwrap_or_default();
+        extra.insert("errorLabels", vec!["TransientTransactionError"]);
+        self.extra = Some(extra);
+        self
+    }
+
     /// The whole `{ok: 0.0, errmsg, code, codeName}` reply document.
     pub fn to_reply(&self) -> Document {
         let mut reply = doc! {
@@ -446,6 +460,8 @@ pub fn storage_error(e: StorageError, db: &str, coll: &str) -> CommandError {
         }
         StorageError::InvalidDocument(m) => err(ErrorCode::InvalidBSON, m),
         StorageError::LimitExceeded(m) => err(ErrorCode::BadValue, m),
+        StorageError::WriteConflict(m) => err(ErrorCode::WriteConflict, m).transient(),
+        StorageError::SnapshotTooOld(m) => err(ErrorCode::SnapshotTooOld, m),
         // A full disk is mongod's OutOfDiskSpace; writes resume by themselves once it has room.
         e @ StorageError::LogUnavailable {
             out_of_space: true, ..

@@ -33,6 +33,7 @@ pub mod streams;
 pub mod sysinfo;
 pub mod tls;
 pub mod ttl;
+pub mod txn;
 
 /// cairn's own version (buildInfo reports the mongod version it follows separately).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

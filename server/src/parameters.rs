@@ -39,6 +39,13 @@ const DEFS: &[Def] = &[
         startup: true,
     },
     Def {
+        name: "transactionLifetimeLimitSeconds",
+        kind: Kind::Int,
+        default: || Bson::Int32(60),
+        runtime: true,
+        startup: true,
+    },
+    Def {
         name: "cursorTimeoutMillis",
         kind: Kind::Int,
         default: || Bson::Int64(600_000),

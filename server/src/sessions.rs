@@ -19,9 +19,16 @@
 //! `limits::SESSIONS_MAX`; when full, sessions idle longer than `logicalSessionTimeoutMinutes`
 //! are dropped. As in mongod, `endSessions` and `killSessions` leave the record in place (it
 //! goes when the session expires), so a late retry still cannot apply twice.
+//!
+//! A session's `txn_number` may instead start a multi-document transaction (`Phase`): open, then
+//! committed (its reply kept, so a retried commitTransaction gets it again) or aborted. Statements
+//! of the open one get its `crate::txn::Txn`; a newer number aborts it; `endSessions`,
+//! `killSessions` and the lifetime reaper abort it (a session busy with a statement is left to
+//! the next reaper pass).
 
-use crate::error::{CommandResult, ErrorCode, err};
+use crate::error::{CommandError, CommandResult, ErrorCode, err};
 use crate::limits;
+use crate::txn::Txn;
 use bson::{Bson, Document, doc};
 use std::collections::HashMap;
 use std::future::Future;
@@ -43,7 +50,52 @@ pub struct SessionTxn {
     reply_bytes: usize,
     /// The write under `txn_number` ran (`reply` may still be None: not kept, over the bound).
     executed: bool,
+    /// The multi-document transaction `txn_number` started, if it is one.
+    phase: Option<Phase>,
 }
+
+/// Where a session's transaction is.
+pub enum Phase {
+    Open(Arc<Txn>),
+    /// Committed, with the reply a retried commitTransaction gets again.
+    Committed(Document),
+    Aborted,
+}
+
+/// A statement of a multi-document transaction: its session and `txnNumber`, and whether it
+/// starts the transaction.
+pub struct TxnStatement {
+    key: Vec<u8>,
+    id_text: String,
+    pub txn_number: i64,
+    pub start: bool,
+}
+
+impl TxnStatement {
+    /// `{lsid: {id}, txnNumber}` as the oplog and change events show a transaction.
+    pub fn note(&self) -> Document {
+        let id = bson::Binary {
+            subtype: bson::spec::BinarySubtype::Uuid,
+            bytes: self.key.clone(),
+        };
+        doc! { "lsid": { "id": id }, "txnNumber": self.txn_number }
+    }
+}
+
+/// Commands mongod 7.0 runs inside a transaction.
+const TXN_COMMANDS: &[&str] = &[
+    "find",
+    "getMore",
+    "killCursors",
+    "insert",
+    "update",
+    "delete",
+    "findAndModify",
+    "aggregate",
+    "distinct",
+    "commitTransaction",
+    "abortTransaction",
+];
 
 struct Entry {
     txn: Arc<tokio::sync::Mutex<SessionTxn>>,
@@ -189,7 +241,264 @@ pub fn retryable(body: &Document, command: &str, repl: bool) -> CommandResult<Op
     }))
 }
 
+/// Checks the transaction fields of a request (replica-set mode) as mongod does: `autocommit`
+/// must be false and come with `lsid` and `txnNumber`; `startTransaction` must be true; only the
+/// commands a transaction may hold. None: the request is not part of a transaction.
+pub fn transaction_fields(body: &Document, command: &str) -> CommandResult<Option<TxnStatement>> {
+    let autocommit = body.get("autocommit");
+    let start = body.get("startTransaction");
+    if autocommit.is_none() && start.is_none() {
+        return Ok(None);
+    }
+    let invalid = |m: &str| Err(err(ErrorCode::InvalidOptions, m));
+    match autocommit {
+        Some(Bson::Boolean(false)) => {}
+        Some(Bson::Boolean(true)) => return invalid("autocommit:true is not allowed"),
+        Some(_) => {
+            return Err(err(
+                ErrorCode::TypeMismatch,
+                "BSON field 'OperationSessionInfo.autocommit' is the wrong type, expected type 'bool'",
+            ));
+        }
+        None => {
+            return invalid(
+                "txnNumber may only be provided for multi-document transactions and retryable write commands. autocommit:false was not provided",
+            );
+        }
+    }
+    let start = match start {
+        None => false,
+        Some(Bson::Boolean(true)) => true,
+        Some(Bson::Boolean(false)) => {
+            return invalid("specifying startTransaction=false is not allowed");
+        }
+        Some(_) => {
+            return Err(err(
+                ErrorCode::TypeMismatch,
+                "BSON field 'OperationSessionInfo.startTransaction' is the wrong type, expected type 'bool'",
+            ));
+        }
+    };
+    let Some(lsid) = body.get("lsid") else {
+        return invalid("Transaction number requires a session ID to also be specified");
+    };
+    let Some(n) = txn_number(body)? else {
+        return invalid("'autocommit' field requires a transaction number to also be specified");
+    };
+    let (key, id_text) = session_key(lsid)?;
+    if !TXN_COMMANDS.contains(&command) {
+        return Err(err(
+            ErrorCode::OperationNotSupportedInTransaction,
+            format!("Cannot run '{command}' in a multi-document transaction."),
+        ));
+    }
+    Ok(Some(TxnStatement {
+        key,
+        id_text,
+        txn_number: n,
+        start,
+    }))
+}
+
+fn no_such_transaction(message: String) -> CommandError {
+    err(ErrorCode::NoSuchTransaction, message).transient()
+}
+
+impl SessionTxn {
+    /// The open transaction `st` names, or mongod's error for why there is none.
+    fn open_txn(&self, st: &TxnStatement) -> CommandResult<Arc<Txn>> {
+        self.check_not_older(st)?;
+        match &self.phase {
+            Some(Phase::Open(t)) if st.txn_number == self.txn_number => Ok(t.clone()),
+            Some(Phase::Aborted) if st.txn_number == self.txn_number => {
+                Err(no_such_transaction(format!(
+                    "Transaction with {{ txnNumber: {} }} has been aborted.",
+                    st.txn_number
+                )))
+            }
+            Some(Phase::Committed(_)) if st.txn_number == self.txn_number => Err(err(
+                ErrorCode::TransactionCommitted,
+                format!(
+                    "Transaction with {{ txnNumber: {} }} has been committed.",
+                    st.txn_number
+                ),
+            )),
+            _ => Err(no_such_transaction(format!(
+                "Given transaction number {} does not match any in-progress transactions. The \
+                 active transaction number is {}",
+                st.txn_number, self.txn_number
+            ))),
+        }
+    }
+
+    fn check_not_older(&self, st: &TxnStatement) -> CommandResult<()> {
+        if st.txn_number < self.txn_number {
+            return Err(err(
+                ErrorCode::TransactionTooOld,
+                format!(
+                    "Cannot start transaction {} on session {} because a newer transaction {} \
+                     has already started.",
+                    st.txn_number, st.id_text, self.txn_number
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Ends the open transaction as aborted (its snapshot and write set go with it).
+    fn abort(&mut self) -> bool {
+        if let Some(Phase::Open(t)) = &self.phase {
+            t.counters()
+                .aborted
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.phase = Some(Phase::Aborted);
+            return true;
+        }
+        false
+    }
+}
+
 impl SessionTable {
+    /// The transaction a statement runs in: a new one for `startTransaction` (made by `begin`),
+    /// else the session's open one.
+    pub async fn statement(
+        &self,
+        st: &TxnStatement,
+        begin: impl FnOnce() -> CommandResult<Arc<Txn>>,
+    ) -> CommandResult<Arc<Txn>> {
+        let entry = self.entry(&st.key)?;
+        let mut s = entry.lock().await;
+        if !st.start {
+            return s.open_txn(st);
+        }
+        s.check_not_older(st)?;
+        if st.txn_number == s.txn_number {
+            return Err(err(
+                ErrorCode::ConflictingOperationInProgress,
+                format!(
+                    "Cannot start a transaction at given transaction number {} on session {}: a \
+                     transaction or retryable write with the same number already ran",
+                    st.txn_number, st.id_text
+                ),
+            ));
+        }
+        let txn = begin()?;
+        s.abort();
+        self.release(s.reply_bytes);
+        *s = SessionTxn {
+            txn_number: st.txn_number,
+            phase: Some(Phase::Open(txn.clone())),
+            ..SessionTxn::default()
+        };
+        Ok(txn)
+    }
+
+    /// Aborts the session's open transaction `st` after a statement of it failed.
+    pub async fn abort_after_error(&self, st: &TxnStatement) {
+        if let Ok(entry) = self.entry(&st.key) {
+            let mut s = entry.lock().await;
+            if s.txn_number == st.txn_number {
+                s.abort();
+            }
+        }
+    }
+
+    /// `commitTransaction`: runs `commit` on the open transaction (holding the session, so a
+    /// retry waits for it) and remembers its reply; a retry of a committed one gets that reply.
+    pub async fn commit<F, Fut>(&self, st: &TxnStatement, commit: F) -> CommandResult<Document>
+    where
+        F: FnOnce(Arc<Txn>) -> Fut,
+        Fut: Future<Output = CommandResult<Document>>,
+    {
+        let entry = self.entry(&st.key)?;
+        let mut s = entry.lock().await;
+        if let Some(Phase::Committed(reply)) = &s.phase
+            && st.txn_number == s.txn_number
+        {
+            return Ok(reply.clone());
+        }
+        let txn = s.open_txn(st)?;
+        let result = commit(txn.clone()).await;
+        let counters = txn.counters();
+        drop(txn);
+        match &result {
+            Ok(reply) => {
+                counters
+                    .committed
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                s.phase = Some(Phase::Committed(retried_form(reply)));
+            }
+            Err(_) => {
+                s.abort();
+            }
+        }
+        result
+    }
+
+    /// `abortTransaction`.
+    pub async fn abort(&self, st: &TxnStatement) -> CommandResult<()> {
+        let entry = self.entry(&st.key)?;
+        let mut s = entry.lock().await;
+        s.open_txn(st)?;
+        s.abort();
+        Ok(())
+    }
+
+    /// Aborts the open transactions of the sessions with these keys (endSessions, killSessions),
+    /// or of every session; returns how many.
+    pub fn abort_sessions(&self, keys: Option<&[Vec<u8>]>) -> usize {
+        let entries: Vec<_> = {
+            let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+            map.iter()
+                .filter(|(k, _)| keys.is_none_or(|ks| ks.contains(k)))
+                .map(|(_, e)| e.txn.clone())
+                .collect()
+        };
+        // A session busy with a statement is skipped; the reaper gets it later.
+        entries
+            .into_iter()
+            .filter(|e| e.try_lock().is_ok_and(|mut s| s.abort()))
+            .count()
+    }
+
+    /// Aborts open transactions older than `limit` (`transactionLifetimeLimitSeconds`).
+    pub fn reap(&self, limit: Duration) -> usize {
+        let entries: Vec<_> = {
+            let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+            map.values().map(|e| e.txn.clone()).collect()
+        };
+        entries
+            .into_iter()
+            .filter(|e| {
+                e.try_lock().is_ok_and(|mut s| match &s.phase {
+                    Some(Phase::Open(t)) if t.started.elapsed() > limit => s.abort(),
+                    _ => false,
+                })
+            })
+            .count()
+    }
+
+    /// The open transactions, for currentOp: (session id text, txnNumber, seconds open).
+    pub fn open_transactions(&self) -> Vec<(bson::Bson, i64, u64)> {
+        let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        map.iter()
+            .filter_map(|(k, e)| {
+                let s = e.txn.try_lock().ok()?;
+                match &s.phase {
+                    Some(Phase::Open(t)) => Some((
+                        bson::Bson::Binary(bson::Binary {
+                            subtype: bson::spec::BinarySubtype::Uuid,
+                            bytes: k.clone(),
+                        }),
+                        s.txn_number,
+                        t.started.elapsed().as_secs(),
+                    )),
+                    _ => None,
+                }
+            })
+            .collect()
+    }
+
     /// The session's state, created on first use. Full table: idle sessions are dropped first;
     /// still full, the request fails as mongod's full session cache does.
     fn entry(&self, key: &[u8]) -> CommandResult<Arc<tokio::sync::Mutex<SessionTxn>>> {
@@ -337,18 +646,20 @@ fn retried_form(d: &Document) -> Document {
     out
 }
 
-/// `serverStatus.transactions`: what there is to report without multi-document transactions.
-pub fn server_status(table: &SessionTable) -> Document {
+/// `serverStatus.transactions`.
+pub fn server_status(table: &SessionTable, txns: &crate::txn::Registry) -> Document {
+    use std::sync::atomic::Ordering::Relaxed;
+    let open = txns.open.load(Relaxed).max(0);
     doc! {
         "retriedCommandsCount": table.retried_commands.load(std::sync::atomic::Ordering::Relaxed) as i64,
         "retriedStatementsCount": 0_i64,
         "transactionsCollectionWriteCount": 0_i64,
         "currentActive": 0_i64,
-        "currentInactive": 0_i64,
-        "currentOpen": 0_i64,
-        "totalAborted": 0_i64,
-        "totalCommitted": 0_i64,
-        "totalStarted": 0_i64,
+        "currentInactive": open,
+        "currentOpen": open,
+        "totalAborted": txns.aborted.load(Relaxed) as i64,
+        "totalCommitted": txns.committed.load(Relaxed) as i64,
+        "totalStarted": txns.started.load(Relaxed) as i64,
     }
 }
 
@@ -478,5 +789,90 @@ mod tests {
         assert_eq!(code(r), 10107);
         let rw = retryable(&body, "update", true).unwrap().unwrap();
         assert_eq!(n_of(run_once(table, rw, || async { reply(1) }).await), 1);
+    }
+
+    fn stmt(n: i64, start: bool) -> TxnStatement {
+        let mut body = doc! { "lsid": lsid(3), "txnNumber": n, "autocommit": false };
+        if start {
+            body.insert("startTransaction", true);
+        }
+        transaction_fields(&body, "insert").unwrap().unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_transaction_moves_through_mongods_states() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = storage::Engine::open(dir.path(), storage::EngineOptions::default()).unwrap();
+        let registry = Arc::new(crate::txn::Registry::default());
+        let begin = || Ok(Txn::begin(&registry, engine.snapshot().unwrap()));
+        let table = SessionTable::default();
+        assert_eq!(code(table.statement(&stmt(1, false), begin).await), 251);
+        assert!(table.statement(&stmt(1, true), begin).await.is_ok());
+        assert!(table.statement(&stmt(1, false), begin).await.is_ok());
+        assert_eq!(code(table.statement(&stmt(1, true), begin).await), 117);
+        let committed = table
+            .commit(&stmt(1, false), |_| async { Ok(doc! { "ok": 1.0 }) })
+            .await;
+        assert!(committed.is_ok());
+        let retried = table
+            .commit(&stmt(1, false), |_| async {
+                Err(err(ErrorCode::InternalError, "ran twice"))
+            })
+            .await;
+        assert_eq!(retried.ok(), Some(doc! { "ok": 1.0 }), "a retried commit");
+        assert_eq!(code(table.abort(&stmt(1, false)).await), 256);
+        assert!(table.statement(&stmt(2, true), begin).await.is_ok());
+        assert_eq!(code(table.statement(&stmt(1, false), begin).await), 225);
+        table.abort(&stmt(2, false)).await.unwrap();
+        let after_abort = table.statement(&stmt(2, false), begin).await;
+        let e = after_abort.err().unwrap();
+        assert_eq!(e.code.code(), 251);
+        assert!(e.to_reply().get_array("errorLabels").is_ok(), "{e}");
+        assert!(table.statement(&stmt(3, true), begin).await.is_ok());
+        assert_eq!(table.reap(Duration::ZERO), 1, "past its lifetime");
+        assert!(table.statement(&stmt(4, true), begin).await.is_ok());
+        assert_eq!(table.abort_sessions(None), 1);
+        assert_eq!(
+            registry.started.load(std::sync::atomic::Ordering::Relaxed),
+            4
+        );
+        assert_eq!(
+            registry
+                .committed
+                .load(std::sync::atomic::Ordering::Relaxed),
+            1
+        );
+        assert_eq!(
+            registry.aborted.load(std::sync::atomic::Ordering::Relaxed),
+            3
+        );
+        assert_eq!(registry.open.load(std::sync::atomic::Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn transaction_fields_are_checked_as_mongod_checks_them() {
+        let f = |b: Document, c: &str| code(transaction_fields(&b, c));
+        let base = doc! { "lsid": lsid(1), "txnNumber": 1_i64 };
+        let with = |extra: Document| {
+            let mut b = base.clone();
+            b.extend(extra);
+            b
+        };
+        assert_eq!(f(with(doc! { "autocommit": true }), "insert"), 72);
+        assert_eq!(f(with(doc! { "startTransaction": true }), "insert"), 72);
+        assert_eq!(
+            f(
+                with(doc! { "autocommit": false, "startTransaction": false }),
+                "insert"
+            ),
+            72
+        );
+        assert_eq!(
+            f(doc! { "lsid": lsid(1), "autocommit": false }, "insert"),
+            72
+        );
+        assert_eq!(f(with(doc! { "autocommit": false }), "count"), 263);
+        assert_eq!(f(with(doc! { "autocommit": false }), "find"), 0);
+        assert_eq!(f(doc! {}, "find"), 0);
     }
 }

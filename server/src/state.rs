@@ -85,6 +85,8 @@ pub struct ServerState {
     pub streams: crate::streams::StreamRegistry,
     /// Logical sessions: the retryable-write record (`crate::sessions`).
     pub sessions: Arc<crate::sessions::SessionTable>,
+    /// Multi-document transactions' document locks and counters (`crate::txn`).
+    pub txns: Arc<crate::txn::Registry>,
     /// `--logpath`'s writer, for `logRotate` and SIGUSR1 (None in unit tests).
     pub log_output: Option<Arc<crate::logging::LogOutput>>,
     /// The database profiler's settings.
@@ -151,6 +153,7 @@ impl ServerState {
             repl,
             streams: crate::streams::StreamRegistry::default(),
             sessions: Arc::default(),
+            txns: Arc::default(),
             log_output: None,
             profiler: crate::profiler::Profiler::default(),
             shutdown_tx: watch::channel(false).0,

@@ -65,6 +65,10 @@ pub(crate) struct Shared {
     pub filter_compiler: Option<FilterCompiler>,
     /// Stamp every write batch (`EngineOptions::history_bytes`).
     pub stamp: bool,
+    /// Open snapshots and the before-images they need (`snapshot`).
+    pub versions: Arc<crate::snapshot::Versions>,
+    /// The highest sequence a `write_across` has applied (a new snapshot's sequence).
+    pub applied: std::sync::atomic::AtomicU64,
 }
 
 pub(crate) struct CollState {
@@ -433,6 +437,7 @@ impl Collection {
         undo: &mut Vec<Undo>,
         side: &mut [Vec<SideOp>],
         mut stamp: Option<&mut StampDraft>,
+        mut befores: Option<&mut Vec<(RecordId, crate::snapshot::Body)>>,
     ) -> Result<Vec<Planned>> {
         let mut next_rid = st.next_record_id;
         // Documents changed earlier in this batch (None = deleted), so later ops see them.
@@ -447,6 +452,7 @@ impl Collection {
                 WriteOp::Replace(rid, d) | WriteOp::Update(rid, d) => (*rid, Some(d)),
                 WriteOp::Delete(rid) => (*rid, None),
             };
+            let first = !in_batch.contains_key(&rid);
             let old = match (in_batch.get(&rid), op) {
                 (Some(d), _) => d.clone(),
                 // A new RecordId has no earlier version: no tree lookup.
@@ -458,6 +464,9 @@ impl Collection {
             };
             if old.is_none() && !matches!(op, WriteOp::Insert(_)) {
                 return Err(StorageError::RecordNotFound(rid));
+            }
+            if let Some(b) = befores.as_deref_mut().filter(|_| first) {
+                b.push((rid, old.clone().map(Arc::new)));
             }
             let old_ref = old.as_deref();
             let new_ref = new.map(|d| &**d);

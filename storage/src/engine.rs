@@ -341,6 +341,10 @@ impl Engine {
             pager: pager.clone(),
             filter_compiler: compiler.clone(),
             stamp: opts.history_bytes.is_some(),
+            versions: Arc::new(crate::snapshot::Versions::new(
+                crate::limits::SNAPSHOT_HISTORY_BYTES_MAX,
+            )),
+            applied: std::sync::atomic::AtomicU64::new(rec.last_sequence),
         });
         let colls = collections.finish(&shared, &backend)?;
         let mut catalog = Catalog {
@@ -486,6 +490,19 @@ impl Engine {
             .by_name
             .get(&(db.to_string(), name.to_string()))
             .cloned()
+    }
+
+    /// A read view of every collection as of the last applied write (see `snapshot`).
+    pub fn snapshot(&self) -> Result<crate::snapshot::Snapshot> {
+        let shared = &self.inner.shared;
+        shared
+            .versions
+            .open(|| shared.applied.load(std::sync::atomic::Ordering::Acquire))
+    }
+
+    /// (open snapshots, bytes of before-images kept for them).
+    pub fn snapshot_stats(&self) -> (usize, usize) {
+        self.inner.shared.versions.stats()
     }
 
     /// Creates `db.name` with its `_id` index; waits until durable.

@@ -58,6 +58,12 @@ pub enum StorageError {
     /// (see `log`). Nothing acknowledged is lost.
     #[error("cannot write the log ({reason}); writes resume once it can be written again")]
     LogUnavailable { reason: String, out_of_space: bool },
+    /// A transaction's write meets a change committed after its snapshot.
+    #[error("write conflict: {0}")]
+    WriteConflict(String),
+    /// A snapshot needs history that is no longer kept.
+    #[error("snapshot too old: {0}")]
+    SnapshotTooOld(String),
     #[error("the engine is closed")]
     Closed,
     #[error("simulated crash")]

@@ -44,6 +44,8 @@ pub struct HistoryBatch {
     pub wall_ms: i64,
     pub pos: HistoryPos,
     pub ops: Vec<HistoryOp>,
+    /// What the writer noted about the whole batch (a transaction: `{lsid, txnNumber}`).
+    pub note: Option<Document>,
 }
 
 /// A read's batches and where the next read goes on.
@@ -152,6 +154,11 @@ impl Engine {
                                 offset: open.start,
                             },
                             ops: Vec::with_capacity(s.ops.len()),
+                            note: open
+                                .details
+                                .get_document(crate::write::STAMP_NOTE_KEY)
+                                .ok()
+                                .cloned(),
                         });
                     }
                     (Kind::Put | Kind::Delete, Some(open)) if open.batch.is_some() => {

@@ -36,6 +36,7 @@ pub mod record;
 mod recovery;
 mod replay;
 pub mod sim;
+mod snapshot;
 pub mod text;
 mod validate;
 mod write;
@@ -49,5 +50,6 @@ pub use history::{HistoryBatch, HistoryOp, HistoryPos, HistoryRead};
 pub use index::{
     FilterCompiler, ID_INDEX_NAME, IndexSpec, Predicate, encode_index_key, flat_range,
 };
+pub use snapshot::{ScanStep, Snapshot};
 pub use validate::ValidateReport;
-pub use write::write_across;
+pub use write::{STAMP_NOTE_KEY, write_across, write_across_at};

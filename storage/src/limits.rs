@@ -14,6 +14,9 @@ pub const RECORD_PAYLOAD_SIZE_MAX: usize = (16 << 20) + (1 << 20);
 /// Largest BSON document the engine stores (mongod's `maxBsonObjectSize` plus the 16 KiB it
 /// allows internally for command overhead).
 pub const DOCUMENT_SIZE_MAX: usize = (16 << 20) + (16 << 10);
+/// Most bytes of before-images kept for open snapshots; past it the oldest go and snapshots
+/// older than what is left get `SnapshotTooOld`.
+pub const SNAPSHOT_HISTORY_BYTES_MAX: usize = 256 << 20;
 /// Most operations in one atomic write batch.
 pub const WRITE_BATCH_OPS_MAX: usize = 100_000;
 /// Most bytes of log records one write batch may produce (a batch never spans segments).

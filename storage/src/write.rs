@@ -8,15 +8,17 @@
 //! collection's part there or none. `Collection::write` is the one-collection case.
 
 use std::sync::RwLockWriteGuard;
+use std::sync::atomic::Ordering;
 
 use bson::Document;
 
-use crate::collection::{CollState, Collection, Planned, Undo, WriteOp};
+use crate::collection::{CollState, Collection, Planned, RecordId, Undo, WriteOp};
 use crate::commit::Ticket;
 use crate::error::{Result, StorageError};
 use crate::index_build::SideOp;
 use crate::limits::{DOCUMENT_SIZE_MAX, WRITE_BATCH_OPS_MAX};
 use crate::log::{OutRecord, StampOps};
+use crate::snapshot::{Body, Snapshot};
 
 /// A batch's STAMP as it is planned: one op code per record, details by op index.
 #[derive(Default)]
@@ -34,6 +36,9 @@ struct Part<'a> {
     planned: Vec<Planned>,
     /// Per planned op: whether the caller asked for it (false: a capped collection's trim).
     mine: Vec<bool>,
+    /// The version before the batch of each RecordId it touches, kept for open snapshots
+    /// (None: no snapshot is open).
+    befores: Option<Vec<(RecordId, Body)>>,
 }
 
 fn check_sizes(parts: &[(&Collection, Vec<WriteOp>)]) -> Result<()> {
@@ -60,6 +65,22 @@ fn check_sizes(parts: &[(&Collection, Vec<WriteOp>)]) -> Result<()> {
 /// one engine and appear once each. The ticket holds one RecordId per op, collection after
 /// collection in the order given.
 pub fn write_across(parts: Vec<(&Collection, Vec<WriteOp>)>) -> Result<Ticket> {
+    write_across_at(parts, None, None)
+}
+
+/// The key of a batch's STAMP details that holds the batch's `note` (op details are keyed by
+/// op index, so no op's key can be this).
+pub const STAMP_NOTE_KEY: &str = "txn";
+
+/// `write_across` for a transaction that read at snapshot `at`: if a batch committed after the
+/// snapshot changed a document this one replaces or deletes, nothing is written and the answer
+/// is `WriteConflict` (the check and the write are one step under the collections' locks). A
+/// stamped batch carries `note` (the transaction's session and number) for the history.
+pub fn write_across_at(
+    parts: Vec<(&Collection, Vec<WriteOp>)>,
+    at: Option<&Snapshot>,
+    note: Option<Document>,
+) -> Result<Ticket> {
     check_sizes(&parts)?;
     let Some(shared) = parts.first().map(|(c, _)| c.shared.clone()) else {
         return Err(StorageError::InvalidDocument(
@@ -82,6 +103,11 @@ pub fn write_across(parts: Vec<(&Collection, Vec<WriteOp>)>) -> Result<Ticket> {
         ));
     }
     let guards = lock_in_id_order(&parts)?;
+    let _writing = shared.versions.writing()?;
+    if let Some(snap) = at {
+        check_conflicts(&parts, snap)?;
+    }
+    let keep = shared.versions.keeping()?;
     let mut stamp = shared.stamp.then(StampDraft::default);
     let mut planned_parts: Vec<Part<'_>> = Vec::with_capacity(parts.len());
     for ((coll, ops), st) in parts.into_iter().zip(guards) {
@@ -92,6 +118,7 @@ pub fn write_across(parts: Vec<(&Collection, Vec<WriteOp>)>) -> Result<Ticket> {
             side: Vec::new(),
             planned: Vec::new(),
             mine: Vec::new(),
+            befores: keep.then(Vec::new),
         };
         let planned = plan_part(&mut part, ops, stamp.as_mut());
         planned_parts.push(part);
@@ -99,6 +126,9 @@ pub fn write_across(parts: Vec<(&Collection, Vec<WriteOp>)>) -> Result<Ticket> {
             rollback_all(&mut planned_parts)?;
             return Err(e);
         }
+    }
+    if let (Some(s), Some(note)) = (stamp.as_mut(), note) {
+        s.details.insert(STAMP_NOTE_KEY, note);
     }
     let stamp = match stamp {
         Some(d) => Some(StampOps {
@@ -130,6 +160,9 @@ pub fn write_across(parts: Vec<(&Collection, Vec<WriteOp>)>) -> Result<Ticket> {
     let mut record_ids = Vec::new();
     for p in &mut planned_parts {
         let mine: Vec<_> = locs.by_ref().take(p.planned.len()).collect();
+        if let Some(befores) = p.befores.take() {
+            shared.versions.record(p.coll.id, seq, befores)?;
+        }
         if let Err(e) = p.coll.apply(&mut p.st, &p.planned, mine) {
             // The log has the batch; memory does not. A restart replays it.
             shared
@@ -152,6 +185,7 @@ pub fn write_across(parts: Vec<(&Collection, Vec<WriteOp>)>) -> Result<Ticket> {
         );
     }
     drop(planned_parts);
+    shared.applied.fetch_max(seq, Ordering::AcqRel);
     shared.commit.note_written(seq);
     Ok(Ticket {
         sequence: seq,
@@ -159,6 +193,28 @@ pub fn write_across(parts: Vec<(&Collection, Vec<WriteOp>)>) -> Result<Ticket> {
         commit: shared.commit.clone(),
         timestamp,
     })
+}
+
+/// `WriteConflict` if a batch after `snap` changed a document that `parts` replace or delete.
+fn check_conflicts(parts: &[(&Collection, Vec<WriteOp>)], snap: &Snapshot) -> Result<()> {
+    for (coll, ops) in parts {
+        for op in ops {
+            let rid = match op {
+                WriteOp::Insert(_) => continue,
+                WriteOp::Replace(rid, _) | WriteOp::Update(rid, _) | WriteOp::Delete(rid) => *rid,
+            };
+            if snap
+                .versions()
+                .changed_after(coll.id, rid, snap.sequence())?
+            {
+                let (db, name) = coll.namespace();
+                return Err(StorageError::WriteConflict(format!(
+                    "record {rid} of {db}.{name} was changed after the transaction's snapshot"
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Each collection's write lock, in the order given, taken in collection-id order.
@@ -192,9 +248,14 @@ fn plan_part(part: &mut Part<'_>, ops: Vec<WriteOp>, stamp: Option<&mut StampDra
     };
     part.mine = mine;
     part.side = vec![Vec::new(); part.st.builds.len()];
-    part.planned = part
-        .coll
-        .plan(&mut part.st, &ops, &mut part.undo, &mut part.side, stamp)?;
+    part.planned = part.coll.plan(
+        &mut part.st,
+        &ops,
+        &mut part.undo,
+        &mut part.side,
+        stamp,
+        part.befores.as_mut(),
+    )?;
     Ok(())
 }
 

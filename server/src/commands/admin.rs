@@ -246,7 +246,7 @@ pub fn server_status(state: &ServerState) -> Reply {
             "getmore": o.getmore.load(Relaxed) as i64,
             "command": o.command.load(Relaxed) as i64,
         },
-        "transactions": crate::sessions::server_status(&state.sessions),
+        "transactions": crate::sessions::server_status(&state.sessions, &state.txns),
         "mem": { "bits": 64, "resident": resident as i32, "virtual": virt as i32, "supported": true },
         "network": {
             "bytesIn": n.bytes_in.load(Relaxed) as i64,
@@ -430,7 +430,19 @@ pub async fn fsync_unlock(state: &ServerState) -> CommandResult<Reply> {
 
 /// `currentOp`: the operations in flight, and `fsyncLock` while the server is locked.
 pub fn current_op(state: &ServerState) -> Reply {
-    let mut r = doc! { "inprog": state.ops.in_progress() };
+    let mut inprog = state.ops.in_progress();
+    for (lsid, txn_number, open_s) in state.sessions.open_transactions() {
+        inprog.push(doc! {
+            "type": "idleSession",
+            "active": false,
+            "lsid": { "id": lsid },
+            "transaction": {
+                "parameters": { "txnNumber": txn_number, "autocommit": false },
+                "timeOpenMicros": (open_s * 1_000_000) as i64,
+            },
+        });
+    }
+    let mut r = doc! { "inprog": inprog };
     if state.catalog.fsync.is_locked() {
         r.insert("fsyncLock", true);
         r.insert(

@@ -94,6 +94,13 @@ pub fn run_pipeline(state: &ServerState, req: &Request) -> CommandResult<Ran> {
             ));
         }
     };
+    let writes_out = |s: &Document| s.contains_key("$out") || s.contains_key("$merge");
+    if req.txn.get().is_some() && stages.iter().any(writes_out) {
+        return Err(err(
+            ErrorCode::OperationNotSupportedInTransaction,
+            "$out and $merge cannot be used in a transaction",
+        ));
+    }
     let explain = args::opt_bool(&req.body, "aggregate", "explain")?.unwrap_or(false);
     let cursor_opts = args::opt_doc(&req.body, "aggregate", "cursor")?.cloned();
     if cursor_opts.is_none() && !explain {

@@ -80,6 +80,8 @@ pub const RULES: &[(&str, Rule)] = &[
     ("listCommands", Open),
     ("startSession", Open),
     ("endSessions", Open),
+    ("commitTransaction", Open),
+    ("abortTransaction", Open),
     ("refreshSessions", Open),
     ("killSessions", Authenticated),
     ("killAllSessions", Cluster(&["killAnySession"])),

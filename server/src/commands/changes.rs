@@ -178,6 +178,43 @@ fn oplog_entry(
     e
 }
 
+/// A transaction's batch as mongod 7 logs it: one `applyOps` command entry holding every op,
+/// with the transaction's `lsid` and `txnNumber`, at the batch's last timestamp.
+fn applied_entry(
+    state: &ServerState,
+    c: &mut StreamCursor,
+    b: &HistoryBatch,
+    note: &Document,
+    term: i64,
+) -> (Document, u64) {
+    let mut ops = Vec::with_capacity(b.ops.len());
+    for (i, op) in b.ops.iter().enumerate() {
+        let Some((db, coll, uuid)) = name_of(state, c, op.collection_id) else {
+            continue;
+        };
+        let ts = b.timestamp + i as u64;
+        let mut e = oplog_entry(&format!("{db}.{coll}"), uuid, op, ts, b.wall_ms, term);
+        for k in ["ts", "t", "v", "wall"] {
+            e.remove(k);
+        }
+        ops.push(e);
+    }
+    let last = b.timestamp + b.ops.len().saturating_sub(1) as u64;
+    let mut e = note.clone();
+    e.insert("op", "c");
+    e.insert("ns", "admin.$cmd");
+    e.insert("o", doc! { "applyOps": ops });
+    e.insert("ts", ts_of(last));
+    e.insert("t", term);
+    e.insert("v", 2_i64);
+    e.insert("wall", bson::DateTime::from_millis(b.wall_ms));
+    e.insert(
+        "prevOpTime",
+        doc! { "ts": bson::Timestamp { time: 0, increment: 0 }, "t": -1_i64 },
+    );
+    (e, last)
+}
+
 /// `updateDescription` from a `$v: 2` diff.
 fn update_description(diff: &Document) -> Document {
     let mut updated = Document::new();
@@ -361,6 +398,24 @@ fn fill_batch(
     out: &mut Vec<RawDocumentBuf>,
     bytes: &mut usize,
 ) -> CommandResult<Option<u32>> {
+    if let (Some(note), Kind::Oplog { .. }) = (&b.note, &c.kind) {
+        // The whole batch is one entry: it is returned whole or not yet.
+        if skip > 0 {
+            return Ok(None);
+        }
+        if out.len() >= want || *bytes >= FILL_BYTES_MAX {
+            return Ok(Some(0));
+        }
+        let (doc, last) = applied_entry(state, c, b, note, term);
+        c.pos.last_ts = last;
+        if last >= c.pos.min_ts
+            && let Some(raw) = select.apply(doc)?
+        {
+            *bytes += raw.as_bytes().len();
+            out.push(raw);
+        }
+        return Ok(None);
+    }
     for (i, op) in b.ops.iter().enumerate().skip(skip as usize) {
         if out.len() >= want || *bytes >= FILL_BYTES_MAX {
             return Ok(Some(i as u32));
@@ -412,7 +467,7 @@ fn fill_batch(
                     continue;
                 }
                 let id = token(ts, b.pos, i as u32 + 1);
-                change_event(
+                let mut e = change_event(
                     state,
                     *full_document,
                     *before_change,
@@ -422,7 +477,12 @@ fn fill_batch(
                     ts,
                     b.wall_ms,
                     id,
-                )?
+                )?;
+                // A transaction's events carry its session and number, as mongod's do.
+                if let Some(note) = &b.note {
+                    e.extend(note.clone());
+                }
+                e
             }
         };
         if let Some(raw) = select.apply(doc)? {

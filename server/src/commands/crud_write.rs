@@ -46,6 +46,13 @@ impl WriteOutcome {
         self
     }
 
+    /// `keep_ticket` for a write that may have been buffered in a transaction (no ticket).
+    pub(super) fn keep(&mut self, t: Option<Ticket>) {
+        if let Some(t) = t {
+            self.keep_ticket(t);
+        }
+    }
+
     pub(super) fn keep_ticket(&mut self, t: Ticket) {
         if self
             .ticket
@@ -345,7 +352,7 @@ fn insert_documents(state: &ServerState, req: &Request) -> CommandResult<WriteOu
 /// Insert a run of valid documents: one atomic storage write when it succeeds; otherwise one
 /// document at a time so that each failure is reported at its own index.
 pub(super) fn insert_group(
-    coll: &Collection,
+    coll: &Arc<Collection>,
     db: &str,
     name: &str,
     docs: Vec<(usize, RawDocumentBuf)>,
@@ -359,16 +366,16 @@ pub(super) fn insert_group(
         .iter()
         .map(|(_, d)| WriteOp::Insert(d.clone()))
         .collect();
-    if let Ok(t) = coll.write(ops) {
+    if let Ok(t) = crate::txn::write(coll, ops) {
         out.n += docs.len() as i64;
-        out.keep_ticket(t);
+        out.keep(t);
         return;
     }
     for (i, d) in docs {
-        match coll.write(vec![WriteOp::Insert(d)]) {
+        match crate::txn::write(coll, vec![WriteOp::Insert(d)]) {
             Ok(t) => {
                 out.n += 1;
-                out.keep_ticket(t);
+                out.keep(t);
             }
             Err(e) => {
                 out.error(i, storage_error(e, db, name));
@@ -519,7 +526,7 @@ fn update_statements(
     for raw in &stmts {
         check_sort_single(raw)?;
     }
-    let retryable = req.body.contains_key("txnNumber");
+    let retryable = is_retryable(req);
     let mut out = WriteOutcome::default();
     for (i, raw) in stmts.iter().enumerate() {
         state.opcounters.update.fetch_add(1, Relaxed);
@@ -539,6 +546,11 @@ fn update_statements(
         }
     }
     Ok(out)
+}
+
+/// A `txnNumber` outside a transaction makes a write retryable.
+pub(super) fn is_retryable(req: &Request) -> bool {
+    req.body.contains_key("txnNumber") && req.txn.get().is_none()
 }
 
 /// A retryable write (`txnNumber` outside a transaction) cannot hold a multi-document update or
@@ -626,7 +638,9 @@ pub(super) fn run_update(
         for chunk in targets.chunks(WRITE_CHUNK_COUNT) {
             let mut ops = Vec::with_capacity(chunk.len());
             for (rid, pos) in chunk {
-                let Some(raw) = coll.get(*rid).map_err(|e| storage_error(e, db, name))? else {
+                let Some(raw) =
+                    crate::txn::get(coll, *rid).map_err(|e| storage_error(e, db, name))?
+                else {
                     continue;
                 };
                 if let Some(next) = updated_doc(stmt, &raw, *pos)? {
@@ -634,8 +648,9 @@ pub(super) fn run_update(
                         // The documents before the failing one stay updated, as in mongod.
                         if !ops.is_empty() {
                             modified += ops.len() as i64;
-                            let t = coll.write(ops).map_err(|e| storage_error(e, db, name))?;
-                            out.keep_ticket(t);
+                            let t = crate::txn::write(coll, ops)
+                                .map_err(|e| storage_error(e, db, name))?;
+                            out.keep(t);
                         }
                         out.n += modified;
                         out.n_modified += modified;
@@ -648,8 +663,8 @@ pub(super) fn run_update(
                 continue;
             }
             let n = ops.len() as i64;
-            let t = coll.write(ops).map_err(|e| storage_error(e, db, name))?;
-            out.keep_ticket(t);
+            let t = crate::txn::write(coll, ops).map_err(|e| storage_error(e, db, name))?;
+            out.keep(t);
             modified += n;
         }
     }
@@ -659,10 +674,9 @@ pub(super) fn run_update(
         let raw = prepare_document(doc)?;
         let coll = state.catalog.get_or_create(db, name)?;
         super::validation::Checker::new(Some(&coll), stmt.bypass_validation)?.insert(&raw)?;
-        let t = coll
-            .write(vec![WriteOp::Insert(raw)])
+        let t = crate::txn::write(&coll, vec![WriteOp::Insert(raw)])
             .map_err(|e| storage_error(e, db, name))?;
-        out.keep_ticket(t);
+        out.keep(t);
         out.n += 1;
         out.upserted.push(doc! { "index": index as i32, "_id": id });
         return Ok(());
@@ -763,7 +777,7 @@ fn delete_statements(
     let vars = args::let_variables(&req.body, "delete")?;
     let mut out = WriteOutcome::default();
     let coll = state.catalog.collection(&req.db, name);
-    let retryable = req.body.contains_key("txnNumber");
+    let retryable = is_retryable(req);
     for (i, raw) in stmts.iter().enumerate() {
         state.opcounters.delete.fetch_add(1, Relaxed);
         let multi = matches!(raw.get("limit"), Ok(Some(v)) if v.as_i32() == Some(0)
@@ -825,8 +839,8 @@ pub(super) fn run_delete(
     let n = targets.len() as i64;
     for chunk in targets.chunks(WRITE_CHUNK_COUNT) {
         let ops = chunk.iter().map(|(rid, _)| WriteOp::Delete(*rid)).collect();
-        let t = coll.write(ops).map_err(|e| storage_error(e, db, name))?;
-        out.keep_ticket(t);
+        let t = crate::txn::write(coll, ops).map_err(|e| storage_error(e, db, name))?;
+        out.keep(t);
     }
     out.n += n;
     Ok(())

@@ -233,6 +233,7 @@ pub fn explain(state: &ServerState, req: &Request) -> CommandResult<Reply> {
             max_time_ms: req.max_time_ms,
             received: req.received,
             op: req.op.clone(),
+            txn: Default::default(),
         };
         return match super::aggregate::run_pipeline(state, &sub)? {
             super::aggregate::Ran::Reply(reply) => Ok(reply),

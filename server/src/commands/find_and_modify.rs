@@ -181,10 +181,9 @@ fn find_and_change(
             let coll = coll
                 .as_ref()
                 .ok_or_else(|| err(ErrorCode::InternalError, "collection vanished"))?;
-            let t = coll
-                .write(vec![WriteOp::Delete(rid)])
+            let t = crate::txn::write(coll, vec![WriteOp::Delete(rid)])
                 .map_err(|e| storage_error(e, &req.db, name))?;
-            (project(&a.fields, &doc)?, doc! { "n": 1 }, Some(t))
+            (project(&a.fields, &doc)?, doc! { "n": 1 }, t)
         }
         (Some((rid, doc, pos)), Some(stmt)) => {
             state.opcounters.update.fetch_add(1, Relaxed);
@@ -194,10 +193,10 @@ fn find_and_change(
             let (after, ticket) = match updated_doc(stmt, &doc, pos)? {
                 Some(next) => {
                     super::validation::Checker::new(Some(coll), bypass)?.update(&doc, &next)?;
-                    let t = coll
-                        .write(vec![super::crud_write::update_op(stmt, rid, next.clone())])
+                    let op = super::crud_write::update_op(stmt, rid, next.clone());
+                    let t = crate::txn::write(coll, vec![op])
                         .map_err(|e| storage_error(e, &req.db, name))?;
-                    (next, Some(t))
+                    (next, t)
                 }
                 None => (doc.clone(), None),
             };
@@ -215,8 +214,7 @@ fn find_and_change(
             let raw = prepare_document(new_doc)?;
             let coll = state.catalog.get_or_create(&req.db, name)?;
             super::validation::Checker::new(Some(&coll), bypass)?.insert(&raw)?;
-            let t = coll
-                .write(vec![WriteOp::Insert(raw.clone())])
+            let t = crate::txn::write(&coll, vec![WriteOp::Insert(raw.clone())])
                 .map_err(|e| storage_error(e, &req.db, name))?;
             let value = if a.return_new {
                 project(&a.fields, &raw)?
@@ -226,7 +224,7 @@ fn find_and_change(
             (
                 value,
                 doc! { "n": 1, "updatedExisting": false, "upserted": id },
-                Some(t),
+                t,
             )
         }
         (None, Some(_)) => (Bson::Null, doc! { "n": 0, "updatedExisting": false }, None),

@@ -27,6 +27,7 @@ pub mod profile;
 pub mod replset;
 pub mod roles;
 pub mod tailable;
+pub mod transactions;
 pub mod users;
 pub mod validation;
 pub mod views;
@@ -79,6 +80,8 @@ pub struct Request {
     /// while the request is in flight, `killOp` and shutdown through the operation registry;
     /// it carries the `maxTimeMS` deadline.
     pub op: Interrupt,
+    /// The multi-document transaction the command runs in (set by `dispatch`; see `crate::txn`).
+    pub txn: std::sync::OnceLock<Arc<crate::txn::Txn>>,
 }
 
 /// What a handler produces.
@@ -139,6 +142,8 @@ commands! {
     "killSessions" => "Kill logical sessions";
     "killAllSessions" => "Kill all logical sessions";
     "killAllSessionsByPattern" => "Kill the logical sessions matching patterns";
+    "commitTransaction" => "Commit a session's multi-document transaction", admin true;
+    "abortTransaction" => "Abort a session's multi-document transaction", admin true;
     "getLog" => "Recent log lines", admin true;
     "logRotate" => "Rotate the server's log file (--logpath)", admin true;
     "shutdown" => "Stop the server cleanly", admin true;
@@ -320,6 +325,7 @@ pub fn parse_request(
         max_time_ms,
         received,
         op,
+        txn: Default::default(),
     })
 }
 
@@ -358,7 +364,11 @@ where
     F: FnOnce(&ServerState, &Request) -> CommandResult<T> + Send + 'static,
 {
     let r = req.clone();
-    crate::offload::run(state, req.command, Some(&req.op), move |s| f(s, &r)).await
+    crate::offload::run(state, req.command, Some(&req.op), move |s| {
+        let _txn = r.txn.get().map(|t| t.install());
+        f(s, &r)
+    })
+    .await
 }
 
 /// Run one command. Never panics on client input; every failure is a `CommandError`. Commands
@@ -379,19 +389,21 @@ pub async fn dispatch(
     };
     // A standalone has no transactions or retryable writes; mongod refuses their fields rather
     // than running the write outside the transaction the client believes it is in. A replica
-    // set member runs retryable writes at most once (`crate::sessions`), not transactions.
+    // set member runs retryable writes at most once (`crate::sessions`) and transactions
+    // (`transactions`).
     let repl = state.repl.is_some();
     let in_txn = ["startTransaction", "autocommit"]
         .iter()
         .any(|k| req.body.contains_key(*k));
-    if repl && in_txn {
-        return Err(err(
-            ErrorCode::IllegalOperation,
-            "Multi-document transactions are not supported by cairn",
-        ));
-    }
-    let retryable = crate::sessions::retryable(&req.body, spec.name, repl)?;
-    if in_txn {
+    let txn_stmt = match repl && in_txn {
+        true => crate::sessions::transaction_fields(&req.body, spec.name)?,
+        false => None,
+    };
+    let retryable = match txn_stmt {
+        Some(_) => None,
+        None => crate::sessions::retryable(&req.body, spec.name, repl)?,
+    };
+    if in_txn && !repl {
         return Err(err(
             ErrorCode::IllegalOperation,
             "Transaction numbers are only allowed on a replica set member or mongos",
@@ -422,6 +434,12 @@ pub async fn dispatch(
     } else {
         None
     };
+    if let Some(ts) = &txn_stmt {
+        if let Some(result) = transactions::end(state, req, ts).await {
+            return authz::finish(state, conn, spec.name, req, result).await;
+        }
+        transactions::attach(state, req, ts).await?;
+    }
     if let Some(rw) = retryable {
         let (s, r) = (state.clone(), req.clone());
         let result = crate::sessions::run_once(state.sessions.clone(), rw, move || async move {
@@ -443,10 +461,15 @@ pub async fn dispatch(
     let result = match spec.name {
         "hello" => handshake::hello(state, conn, req, false),
         "isMaster" => handshake::hello(state, conn, req, true),
-        "ping" | "refreshSessions" | "endSessions" => Ok(Reply::ok()),
-        "killSessions" | "killAllSessions" | "killAllSessionsByPattern" => {
-            diagnostic::kill_sessions(req)
+        "ping" | "refreshSessions" => Ok(Reply::ok()),
+        "endSessions" => {
+            transactions::end_sessions(state, req);
+            Ok(Reply::ok())
         }
+        "killSessions" | "killAllSessions" | "killAllSessionsByPattern" => {
+            diagnostic::kill_sessions(req).inspect(|_| transactions::end_sessions(state, req))
+        }
+        "commitTransaction" | "abortTransaction" => transactions::not_in_transaction(req),
         "logout" => auth::logout(conn, req),
         "saslStart" => auth::sasl_start(state, conn, req).await,
         "saslContinue" => auth::sasl_continue(state, conn, req).await,
@@ -545,6 +568,10 @@ pub async fn dispatch(
             ErrorCode::InternalError,
             format!("command {other} has no handler"),
         )),
+    };
+    let result = match &txn_stmt {
+        Some(ts) => transactions::after_statement(state, ts, result).await,
+        None => result,
     };
     authz::finish(state, conn, spec.name, req, result).await
 }

@@ -63,8 +63,7 @@ impl PipelineEnv for Env<'_> {
         let Some(c) = self.catalog.collection(db, coll) else {
             return Ok(None);
         };
-        c.get(id)
-            .map_err(|e| crate::error::storage_error(e, db, coll))
+        crate::txn::get(&c, id).map_err(|e| crate::error::storage_error(e, db, coll))
     }
 
     /// An equality `$lookup` goes through the foreign collection's index on `field` when it has
@@ -392,7 +391,8 @@ pub fn count_fast(
     deadline: Option<Instant>,
 ) -> CommandResult<Vec<RawDocumentBuf>> {
     let filter = Filter::parse(&shape.filter)?;
-    let total = if filter.is_empty() {
+    // A transaction counts what it sees, not what is stored.
+    let total = if filter.is_empty() && !crate::txn::active() {
         coll.count()
     } else {
         let mut scan = planned_scan(coll, filter, &shape.filter, None);

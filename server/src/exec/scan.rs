@@ -158,12 +158,25 @@ impl ScanState {
         let want = self.chunk_count();
         match &mut self.mode {
             ScanMode::Collection { direction, after } => {
-                let chunk = self.coll.scan(*direction, *after, want).map_err(serr)?;
-                if chunk.len() < want {
-                    self.exhausted = true;
+                let (chunk, next, done) = match crate::txn::current() {
+                    Some(t) => {
+                        let (chunk, next) =
+                            t.scan(&self.coll, *direction, *after, want).map_err(serr)?;
+                        (chunk, next, next.is_none())
+                    }
+                    None => {
+                        let chunk = self.coll.scan(*direction, *after, want).map_err(serr)?;
+                        let done = chunk.len() < want;
+                        let last = chunk.last().map(|(rid, _)| *rid);
+                        (chunk, last, done)
+                    }
+                };
+                // A tailable cursor resumes after the last record read, even at the end.
+                if let Some(rid) = next {
+                    *after = Some(rid);
                 }
-                if let Some((rid, _)) = chunk.last() {
-                    *after = Some(*rid);
+                if done {
+                    self.exhausted = true;
                 }
                 self.docs_examined += chunk.len() as u64;
                 crate::interrupt::count_examined(0, chunk.len() as u64);
@@ -242,6 +255,7 @@ impl ScanState {
         want: usize,
     ) -> CommandResult<Vec<(RecordId, RawDocumentBuf)>> {
         let serr = |e| crate::error::storage_error(e, "", "");
+        let txn = crate::txn::current();
         let ScanMode::Index {
             plans,
             branch,
@@ -260,22 +274,41 @@ impl ScanState {
             *branch += 1;
             *interval = 0;
             *after = None;
+            if let Some(t) = txn.as_ref().filter(|_| *branch == plans.len()) {
+                // The index shows what is stored now: a transaction also looks at what changed
+                // since its snapshot and what it wrote; the filter decides.
+                let mut out = Vec::new();
+                for rid in t.changed_rids(&self.coll).map_err(serr)? {
+                    if seen.insert(rid)
+                        && let Some(doc) = t.get(&self.coll, rid).map_err(serr)?
+                    {
+                        out.push((rid, doc));
+                    }
+                }
+                return Ok(out);
+            }
             return Ok(vec![]);
         };
         self.keys_examined += entries.len() as u64;
         crate::interrupt::count_examined(entries.len() as u64, 0);
         // A multikey index holds a document once per distinct key; a union may reach a
         // document through several branches.
-        let dedup = plan.multikey || plans.len() > 1;
+        let dedup = plan.multikey || plans.len() > 1 || txn.is_some();
         let mut out = Vec::with_capacity(entries.len());
         for (key, rid) in entries {
             crate::interrupt::tick()?;
             if dedup && !seen.insert(rid) {
                 continue;
             }
-            if let Some(doc) = self.covered.as_ref().and_then(|c| c.rebuild(&key)) {
+            let covered = self.covered.as_ref().filter(|_| txn.is_none());
+            if let Some(doc) = covered.and_then(|c| c.rebuild(&key)) {
                 out.push((rid, doc));
-            } else if let Some(doc) = self.coll.get(rid).map_err(serr)? {
+            } else if let Some(doc) = match &txn {
+                Some(t) => t.get(&self.coll, rid),
+                None => self.coll.get(rid),
+            }
+            .map_err(serr)?
+            {
                 self.docs_examined += 1;
                 crate::interrupt::count_examined(0, 1);
                 out.push((rid, doc));

@@ -38,7 +38,8 @@ pub fn key_plan(
     filter: &Filter,
     hint: Option<&str>,
 ) -> Option<IndexPlan> {
-    if !only_on(filter, field) {
+    // A transaction's reads see its snapshot, which index entries do not show.
+    if !only_on(filter, field) || crate::txn::active() {
         return None;
     }
     indexes

@@ -411,6 +411,18 @@ fn choose_plan(
         };
         return (choice, false);
     }
+    if crate::txn::active() {
+        // Index entries are current, not the transaction's snapshot plus its writes: beyond an
+        // `_id` look-up (which the scan completes with the changed documents, `exec::scan`), its
+        // reads scan the collection as it sees it (`crate::txn`).
+        let choice = Choice {
+            winner: Plan::CollScan {
+                direction: storage::Direction::Forward,
+            },
+            rejected: vec![],
+        };
+        return (choice, false);
+    }
     let indexes = coll.indexes();
     if let Some(name) = hint
         && let Some(ix) = indexes.iter().find(|i| i.spec.name == name)

@@ -1,0 +1,534 @@
+//! A multi-document transaction's data: the storage snapshot taken at its first statement and
+//! the write set it buffers per collection, and the read/write calls that see both. A statement
+//! of a transaction runs with its `Txn` installed on the thread (as `interrupt` installs the
+//! operation), so the scan, fetch and write helpers below serve every read and write of the
+//! command from the snapshot plus the transaction's own writes, and buffer its writes, without
+//! every handler passing the transaction along. The session state machine that owns a `Txn`
+//! is in `crate::sessions`; the commands in `commands::transactions`.
+//!
+//! Invariants: a transaction's reads never see a write committed after its snapshot nor
+//! another transaction's pending write. A document it writes is locked for it in the
+//! `Registry` (first writer wins: a second transaction's write gets WriteConflict at once), and
+//! a write to a document changed after the snapshot conflicts at once too. A non-transactional
+//! write is not stopped by these locks (mongod makes it wait); the transaction that holds the
+//! document then conflicts at commit, where `storage::write_across_at` checks again under the
+//! collections' locks. Inserts get RecordIds from `INSERT_RID_BASE` up, above every stored one,
+//! so a scan returns the snapshot's records, then the transaction's inserts.
+//!
+//! Not done here: secondary unique indexes are checked at commit only (the `_id` index at the
+//! statement); collections and indexes created inside a transaction are created at once, not
+//! at commit.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use bson::{RawDocumentBuf, doc};
+use storage::{Collection, Direction, RecordId, Snapshot, StorageError, Ticket, WriteOp};
+
+/// RecordIds of a transaction's inserts start here (stored ones never get near it).
+pub const INSERT_RID_BASE: RecordId = 1 << 62;
+/// Where a forward scan resumes once it has read every stored record.
+const STORED_END: RecordId = INSERT_RID_BASE - 1;
+
+/// Engine-wide transaction bookkeeping: who holds which document, and the counters
+/// `serverStatus.transactions` reports.
+#[derive(Default)]
+pub struct Registry {
+    /// (collection UUID, RecordId) -> the id of the transaction that wrote it.
+    locks: Mutex<HashMap<([u8; 16], RecordId), u64>>,
+    next_id: AtomicU64,
+    pub started: AtomicU64,
+    pub committed: AtomicU64,
+    pub aborted: AtomicU64,
+    pub open: AtomicI64,
+}
+
+/// A document's version in the write set (None: deleted).
+struct Pending {
+    doc: Option<RawDocumentBuf>,
+    /// Made by update operators (the oplog records a diff) rather than a replacement.
+    by_operators: bool,
+}
+
+/// One collection's part of the write set.
+struct NsWrites {
+    coll: Arc<Collection>,
+    pending: BTreeMap<RecordId, Pending>,
+    next_insert: RecordId,
+}
+
+/// An open transaction.
+pub struct Txn {
+    id: u64,
+    registry: Arc<Registry>,
+    snapshot: Snapshot,
+    writes: Mutex<Vec<NsWrites>>,
+    locked: Mutex<Vec<([u8; 16], RecordId)>>,
+    pub started: Instant,
+}
+
+fn conflict(what: &str) -> StorageError {
+    StorageError::WriteConflict(format!(
+        "{what}; this write conflicted with another and should be retried"
+    ))
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Txn {
+    pub fn begin(registry: &Arc<Registry>, snapshot: Snapshot) -> Arc<Txn> {
+        registry.started.fetch_add(1, Relaxed);
+        registry.open.fetch_add(1, Relaxed);
+        Arc::new(Txn {
+            id: registry.next_id.fetch_add(1, Relaxed),
+            registry: registry.clone(),
+            snapshot,
+            writes: Mutex::new(Vec::new()),
+            locked: Mutex::new(Vec::new()),
+            started: Instant::now(),
+        })
+    }
+
+    /// Makes this the thread's transaction until the guard drops.
+    pub fn install(self: &Arc<Self>) -> Installed {
+        Installed {
+            previous: CURRENT.with(|c| c.replace(Some(self.clone()))),
+        }
+    }
+
+    /// The registry's counters (serverStatus.transactions).
+    pub fn counters(&self) -> Arc<Registry> {
+        self.registry.clone()
+    }
+
+    /// Documents in the write set.
+    pub fn pending_count(&self) -> usize {
+        lock(&self.writes).iter().map(|w| w.pending.len()).sum()
+    }
+
+    fn ns<'a>(writes: &'a mut Vec<NsWrites>, coll: &Arc<Collection>) -> &'a mut NsWrites {
+        let i = match writes.iter().position(|w| Arc::ptr_eq(&w.coll, coll)) {
+            Some(i) => i,
+            None => {
+                writes.push(NsWrites {
+                    coll: coll.clone(),
+                    pending: BTreeMap::new(),
+                    next_insert: INSERT_RID_BASE,
+                });
+                writes.len() - 1
+            }
+        };
+        &mut writes[i]
+    }
+
+    /// The document as this transaction sees it.
+    pub fn get(
+        &self,
+        coll: &Arc<Collection>,
+        rid: RecordId,
+    ) -> storage::Result<Option<RawDocumentBuf>> {
+        if let Some(w) = lock(&self.writes)
+            .iter()
+            .find(|w| Arc::ptr_eq(&w.coll, coll))
+            && let Some(p) = w.pending.get(&rid)
+        {
+            return Ok(p.doc.clone());
+        }
+        if rid >= INSERT_RID_BASE {
+            return Ok(None);
+        }
+        coll.get_at(&self.snapshot, rid)
+    }
+
+    /// RecordIds whose version for this transaction an index may not show: those changed by
+    /// commits after its snapshot and those it wrote itself.
+    pub fn changed_rids(&self, coll: &Arc<Collection>) -> storage::Result<Vec<RecordId>> {
+        let mut rids = coll.changed_since(&self.snapshot)?;
+        if let Some(w) = lock(&self.writes)
+            .iter()
+            .find(|w| Arc::ptr_eq(&w.coll, coll))
+        {
+            rids.extend(w.pending.keys());
+        }
+        rids.sort_unstable();
+        rids.dedup();
+        Ok(rids)
+    }
+
+    /// One step of a scan in RecordId order as the transaction sees the collection; the second
+    /// value is where to resume (None: done).
+    pub fn scan(
+        &self,
+        coll: &Arc<Collection>,
+        direction: Direction,
+        after: Option<RecordId>,
+        limit: usize,
+    ) -> storage::Result<storage::ScanStep> {
+        let stored_phase = match direction {
+            Direction::Forward => after.is_none_or(|a| a < STORED_END),
+            Direction::Backward => after.is_some_and(|a| a <= INSERT_RID_BASE),
+        };
+        if stored_phase {
+            let (docs, next) = coll.scan_at(&self.snapshot, direction, after, limit)?;
+            let writes = lock(&self.writes);
+            let ns = writes.iter().find(|w| Arc::ptr_eq(&w.coll, coll));
+            let docs = docs
+                .into_iter()
+                .filter_map(|(rid, d)| match ns.and_then(|w| w.pending.get(&rid)) {
+                    Some(p) => p.doc.clone().map(|d| (rid, d)),
+                    None => Some((rid, d)),
+                })
+                .collect();
+            let next = match (next, direction) {
+                (None, Direction::Forward) => Some(STORED_END),
+                (next, _) => next,
+            };
+            return Ok((docs, next));
+        }
+        let writes = lock(&self.writes);
+        let inserts: Vec<(RecordId, RawDocumentBuf)> =
+            match writes.iter().find(|w| Arc::ptr_eq(&w.coll, coll)) {
+                None => Vec::new(),
+                Some(w) => {
+                    let range = w.pending.range(INSERT_RID_BASE..);
+                    let live = |(rid, p): (&RecordId, &Pending)| p.doc.clone().map(|d| (*rid, d));
+                    match direction {
+                        Direction::Forward => range
+                            .filter(|(rid, _)| after.is_none_or(|a| **rid > a))
+                            .filter_map(live)
+                            .take(limit + 1)
+                            .collect(),
+                        Direction::Backward => range
+                            .rev()
+                            .filter(|(rid, _)| after.is_none_or(|a| **rid < a))
+                            .filter_map(live)
+                            .take(limit + 1)
+                            .collect(),
+                    }
+                }
+            };
+        let mut inserts = inserts;
+        let more = inserts.len() > limit;
+        inserts.truncate(limit);
+        let next = match (more, direction) {
+            (true, _) => inserts.last().map(|(rid, _)| *rid),
+            (false, Direction::Forward) => None,
+            (false, Direction::Backward) => Some(INSERT_RID_BASE),
+        };
+        Ok((inserts, next))
+    }
+
+    /// Claims a stored document for this transaction's write: WriteConflict when another open
+    /// transaction holds it or a commit after the snapshot changed it.
+    fn claim(&self, coll: &Collection, rid: RecordId) -> storage::Result<()> {
+        let key = (coll.uuid().bytes(), rid);
+        {
+            let mut locks = lock(&self.registry.locks);
+            match locks.get(&key) {
+                Some(holder) if *holder != self.id => {
+                    return Err(conflict("another transaction is writing this document"));
+                }
+                Some(_) => {}
+                None => {
+                    locks.insert(key, self.id);
+                    lock(&self.locked).push(key);
+                }
+            }
+        }
+        if coll.changed_after(&self.snapshot, rid)? {
+            return Err(conflict(
+                "the document was changed after the transaction started",
+            ));
+        }
+        Ok(())
+    }
+
+    /// DuplicateKey when the transaction already sees a document with this `_id`; WriteConflict
+    /// when one was committed after its snapshot.
+    fn check_new_id(
+        &self,
+        w: &NsWrites,
+        staged: &[(RecordId, Option<Pending>)],
+        d: &RawDocumentBuf,
+    ) -> storage::Result<()> {
+        let Ok(Some(id)) = d.get("_id") else {
+            return Ok(());
+        };
+        let dup = || {
+            let key_value = bson::Bson::try_from(bson::RawBson::from(id))
+                .map(|v| doc! {"_id": v})
+                .unwrap_or_default();
+            StorageError::DuplicateKey {
+                index: storage::ID_INDEX_NAME.into(),
+                key_pattern: Box::new(doc! {"_id": 1}),
+                key_value: Box::new(key_value),
+            }
+        };
+        let same_id = |doc: &RawDocumentBuf| doc.get("_id").ok().flatten() == Some(id);
+        let staged_docs = staged.iter().filter_map(|(_, p)| p.as_ref());
+        if w.pending
+            .values()
+            .chain(staged_docs)
+            .filter_map(|p| p.doc.as_ref())
+            .any(same_id)
+        {
+            return Err(dup());
+        }
+        let Some(rid) = w.coll.find_by_id(id)? else {
+            return Ok(());
+        };
+        match w.pending.get(&rid) {
+            Some(p) if p.doc.is_none() => Ok(()),
+            Some(_) => Err(dup()),
+            None if w.coll.get_at(&self.snapshot, rid)?.is_some() => Err(dup()),
+            None => Err(conflict(
+                "a document with this _id was inserted after the transaction started",
+            )),
+        }
+    }
+
+    /// Buffers `ops` in the write set (all or none of them).
+    pub fn buffer(&self, coll: &Arc<Collection>, ops: Vec<WriteOp>) -> storage::Result<()> {
+        let mut writes = lock(&self.writes);
+        let w = Self::ns(&mut writes, coll);
+        let mut staged: Vec<(RecordId, Option<Pending>)> = Vec::with_capacity(ops.len());
+        let mut next_insert = w.next_insert;
+        for op in ops {
+            let (rid, pending) = match op {
+                WriteOp::Insert(d) => {
+                    self.check_new_id(w, &staged, &d)?;
+                    next_insert += 1;
+                    let p = Pending {
+                        doc: Some(d),
+                        by_operators: false,
+                    };
+                    (next_insert - 1, Some(p))
+                }
+                WriteOp::Replace(rid, d) | WriteOp::Update(rid, d) if rid >= INSERT_RID_BASE => {
+                    let p = Pending {
+                        doc: Some(d),
+                        by_operators: false,
+                    };
+                    (rid, Some(p))
+                }
+                // An insert of this transaction deleted again leaves nothing to commit.
+                WriteOp::Delete(rid) if rid >= INSERT_RID_BASE => (rid, None),
+                op => {
+                    let (rid, doc, by_operators) = match op {
+                        WriteOp::Replace(rid, d) => (rid, Some(d), false),
+                        WriteOp::Update(rid, d) => (rid, Some(d), true),
+                        WriteOp::Delete(rid) => (rid, None, false),
+                        WriteOp::Insert(_) => unreachable!("inserts handled above"),
+                    };
+                    self.claim(&w.coll, rid)?;
+                    let by_operators =
+                        by_operators && w.pending.get(&rid).is_none_or(|p| p.by_operators);
+                    (rid, Some(Pending { doc, by_operators }))
+                }
+            };
+            staged.push((rid, pending));
+        }
+        w.next_insert = next_insert;
+        for (rid, p) in staged {
+            match p {
+                Some(p) => {
+                    w.pending.insert(rid, p);
+                }
+                None => {
+                    w.pending.remove(&rid);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Commits the write set as one atomic storage batch, checked against the snapshot, `note`
+    /// (its session and number) in the batch's stamp. None when the transaction wrote nothing.
+    pub fn commit(&self, note: bson::Document) -> storage::Result<Option<Ticket>> {
+        let writes = std::mem::take(&mut *lock(&self.writes));
+        let parts: Vec<(Arc<Collection>, Vec<WriteOp>)> = writes
+            .into_iter()
+            .map(|w| {
+                let ops = w
+                    .pending
+                    .into_iter()
+                    .filter_map(|(rid, p)| match (rid >= INSERT_RID_BASE, p.doc) {
+                        (true, Some(d)) => Some(WriteOp::Insert(d)),
+                        (true, None) => None,
+                        (false, None) => Some(WriteOp::Delete(rid)),
+                        (false, Some(d)) if p.by_operators => Some(WriteOp::Update(rid, d)),
+                        (false, Some(d)) => Some(WriteOp::Replace(rid, d)),
+                    })
+                    .collect::<Vec<_>>();
+                (w.coll, ops)
+            })
+            .filter(|(_, ops)| !ops.is_empty())
+            .collect();
+        if parts.is_empty() {
+            return Ok(None);
+        }
+        let borrowed = parts.iter().map(|(c, ops)| (&**c, ops.clone())).collect();
+        storage::write_across_at(borrowed, Some(&self.snapshot), Some(note)).map(Some)
+    }
+}
+
+impl Drop for Txn {
+    fn drop(&mut self) {
+        let keys = std::mem::take(&mut *lock(&self.locked));
+        let mut locks = lock(&self.registry.locks);
+        for k in keys {
+            if locks.get(&k) == Some(&self.id) {
+                locks.remove(&k);
+            }
+        }
+        self.registry.open.fetch_sub(1, Relaxed);
+    }
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Arc<Txn>>> = const { RefCell::new(None) };
+}
+
+/// Restores the thread's previous transaction (usually none) when dropped.
+pub struct Installed {
+    previous: Option<Arc<Txn>>,
+}
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        let previous = self.previous.take();
+        CURRENT.with(|c| *c.borrow_mut() = previous);
+    }
+}
+
+/// The thread's transaction, if its command runs in one.
+pub fn current() -> Option<Arc<Txn>> {
+    CURRENT.with(|c| c.borrow().clone())
+}
+
+/// Whether the thread's command runs in a transaction (its plans must not trust indexes).
+pub fn active() -> bool {
+    CURRENT.with(|c| c.borrow().is_some())
+}
+
+/// A document by RecordId, as the thread's transaction sees it (or as stored now).
+pub fn get(coll: &Arc<Collection>, rid: RecordId) -> storage::Result<Option<RawDocumentBuf>> {
+    match current() {
+        Some(t) => t.get(coll, rid),
+        None => coll.get(rid),
+    }
+}
+
+/// A write: buffered in the thread's transaction (no ticket), or written now.
+pub fn write(coll: &Arc<Collection>, ops: Vec<WriteOp>) -> storage::Result<Option<Ticket>> {
+    match current() {
+        Some(t) => t.buffer(coll, ops).map(|()| None),
+        None => coll.write(ops).map(Some),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(d: bson::Document) -> RawDocumentBuf {
+        RawDocumentBuf::try_from(&d).expect("encodes")
+    }
+
+    fn setup() -> (
+        tempfile::TempDir,
+        storage::Engine,
+        Arc<Collection>,
+        Vec<RecordId>,
+    ) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine =
+            storage::Engine::open(dir.path(), storage::EngineOptions::default()).expect("engine");
+        let coll = engine.create_collection("t", "c", doc! {}).expect("create");
+        let ops = (0..4)
+            .map(|i| WriteOp::Insert(raw(doc! {"_id": i})))
+            .collect();
+        let rids = coll.write(ops).expect("seed").record_ids;
+        (dir, engine, coll, rids)
+    }
+
+    /// Every `_id` the transaction sees, scanned in steps of `step`.
+    fn seen(t: &Txn, coll: &Arc<Collection>, direction: Direction, step: usize) -> Vec<i32> {
+        let mut out = Vec::new();
+        let mut after = None;
+        loop {
+            let (docs, next) = t.scan(coll, direction, after, step).expect("scan");
+            out.extend(docs.iter().map(|(_, d)| d.get_i32("_id").expect("_id")));
+            match next {
+                Some(n) => after = Some(n),
+                None => return out,
+            }
+        }
+    }
+
+    #[test]
+    fn scans_merge_the_snapshot_and_the_write_set_in_both_directions() {
+        let (_dir, engine, coll, rids) = setup();
+        let registry = Arc::new(Registry::default());
+        let t = Txn::begin(&registry, engine.snapshot().expect("snapshot"));
+        coll.write(vec![WriteOp::Insert(raw(doc! {"_id": 99}))])
+            .expect("a later commit");
+        t.buffer(
+            &coll,
+            vec![
+                WriteOp::Delete(rids[1]),
+                WriteOp::Replace(rids[2], raw(doc! {"_id": 20})),
+                WriteOp::Insert(raw(doc! {"_id": 5})),
+                WriteOp::Insert(raw(doc! {"_id": 6})),
+            ],
+        )
+        .expect("buffer");
+        for step in [1, 2, 10] {
+            assert_eq!(
+                seen(&t, &coll, Direction::Forward, step),
+                vec![0, 20, 3, 5, 6]
+            );
+            assert_eq!(
+                seen(&t, &coll, Direction::Backward, step),
+                vec![6, 5, 3, 20, 0]
+            );
+        }
+        assert_eq!(t.get(&coll, rids[1]).expect("get"), None, "its own delete");
+        let e = t
+            .buffer(&coll, vec![WriteOp::Insert(raw(doc! {"_id": 3}))])
+            .expect_err("a duplicate _id");
+        assert!(matches!(e, StorageError::DuplicateKey { .. }), "{e}");
+        let e = t
+            .buffer(&coll, vec![WriteOp::Insert(raw(doc! {"_id": 99}))])
+            .expect_err("an _id committed after the snapshot");
+        assert!(matches!(e, StorageError::WriteConflict(_)), "{e}");
+    }
+
+    #[test]
+    fn a_document_is_written_by_one_open_transaction_at_a_time() {
+        let (_dir, engine, coll, rids) = setup();
+        let registry = Arc::new(Registry::default());
+        let first = Txn::begin(&registry, engine.snapshot().expect("snapshot"));
+        let second = Txn::begin(&registry, engine.snapshot().expect("snapshot"));
+        first
+            .buffer(&coll, vec![WriteOp::Delete(rids[0])])
+            .expect("first writer");
+        let e = second
+            .buffer(&coll, vec![WriteOp::Delete(rids[0])])
+            .expect_err("second writer");
+        assert!(matches!(e, StorageError::WriteConflict(_)), "{e}");
+        assert_eq!(registry.open.load(Relaxed), 2);
+        drop(first);
+        second
+            .buffer(&coll, vec![WriteOp::Delete(rids[0])])
+            .expect("free once the first is gone");
+        let ticket = second.commit(doc! {}).expect("commit").expect("a ticket");
+        assert_eq!(ticket.record_ids, vec![rids[0]]);
+        assert!(!coll.contains(rids[0]).expect("contains"));
+    }
+}
