@@ -332,6 +332,28 @@ async fn bad_commands_get_mongods_codes() {
         "factor undefined"
     );
 
+    // maxTimeMS stops an endless map with 50; the server serves on.
+    let mut endless = base.clone();
+    endless.insert("map", "function() { for (;;) {} }");
+    endless.insert("maxTimeMS", 300);
+    assert_eq!(error_code(&db.run_command(endless).await.unwrap_err()), 50);
+    // A missing collection reduces nothing.
+    let mut missing = base.clone();
+    missing.insert("mapReduce", "nope");
+    let reply = db.run_command(missing).await.unwrap();
+    assert_eq!(reply, doc! {"results": [], "ok": 1.0});
+    // $where's code-with-scope sees its scope.
+    let with_scope = Bson::JavaScriptCodeWithScope(bson::JavaScriptCodeWithScope {
+        code: "this._id < limit".into(),
+        scope: doc! {"limit": 5},
+    });
+    let n = db
+        .collection::<Document>("orders")
+        .count_documents(doc! {"$where": with_scope})
+        .await
+        .unwrap();
+    assert_eq!(n, 5);
+
     let off = Server::start(BIN, &["--noscripting"]);
     let e = off
         .client()
