@@ -492,7 +492,12 @@ mod tests {
     #[test]
     fn number_long_keeps_its_digits_and_helpers_exist() {
         let big = Bson::Int64(9_007_199_254_740_993);
-        let same = call("function(x) { return x; }", None, &[big.clone()]).unwrap();
+        let same = call(
+            "function(x) { return x; }",
+            None,
+            std::slice::from_ref(&big),
+        )
+        .unwrap();
         assert_eq!(same, big);
         let sum = call("function(x) { return x + 1; }", None, &[Bson::Int64(41)]).unwrap();
         assert_eq!(sum, Bson::Int32(42));
