@@ -159,6 +159,21 @@ error_codes! {
     // Scripting turned off (`--noscripting`): `$where`/mapReduce, `$function`/`$accumulator`.
     Location16395 = 16395,
     Location31264 = 31264,
+    // `$accumulator` and mapReduce's `$_internalJsReduce` argument errors.
+    Location4544702 = 4544702,
+    Location4544703 = 4544703,
+    Location4544704 = 4544704,
+    Location4544705 = 4544705,
+    Location4544706 = 4544706,
+    Location4544707 = 4544707,
+    Location4544708 = 4544708,
+    Location4544709 = 4544709,
+    Location4544710 = 4544710,
+    Location4544711 = 4544711,
+    Location4544712 = 4544712,
+    Location31244 = 31244,
+    Location31251 = 31251,
+    Location31349 = 31349,
     // Aggregation stage argument errors (mongod's location codes).
     Location7749501 = 7749501,
     Location40323 = 40323,

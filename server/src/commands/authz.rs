@@ -121,6 +121,7 @@ pub const RULES: &[(&str, Rule)] = &[
     ("currentOp", Cluster(&["inprog"])),
     ("killOp", Cluster(&["killop"])),
     ("aggregate", Custom(aggregate)),
+    ("mapReduce", Custom(map_reduce)),
     ("explain", Custom(explain)),
     (
         "getFreeMonitoringStatus",
@@ -372,6 +373,33 @@ fn rename_collection(db: &str, body: &Document, _: &[Sequence]) -> Vec<Need> {
 
 /// Most nested pipelines (`$lookup`, `$unionWith`, `$facet`) walked for their namespaces.
 const PIPELINE_DEPTH_MAX: usize = 20;
+
+/// `mapReduce` reads its collection; `out` to a collection writes there (`out.db` may name
+/// another database).
+fn map_reduce(db: &str, body: &Document, _: &[Sequence]) -> Vec<Need> {
+    let mut out = Vec::new();
+    if let Some((_, Bson::String(c))) = body.iter().next() {
+        out.push(Need::coll(db, c, &["find"]));
+    }
+    let target = match body.get("out") {
+        Some(Bson::String(c)) => Some((db.to_string(), c.clone(), "replace")),
+        Some(Bson::Document(o)) => ["replace", "merge", "reduce"].iter().find_map(|m| {
+            let c = o.get_str(m).ok()?;
+            let d = o.get_str("db").unwrap_or(db);
+            Some((d.to_string(), c.to_string(), *m))
+        }),
+        _ => None,
+    };
+    if let Some((d, c, mode)) = target {
+        let second = if mode == "replace" {
+            "remove"
+        } else {
+            "update"
+        };
+        out.push(Need::coll(&d, &c, &["insert", second]));
+    }
+    out
+}
 
 fn aggregate(db: &str, body: &Document, _: &[Sequence]) -> Vec<Need> {
     let mut out = Vec::new();

@@ -22,6 +22,7 @@ pub mod explain;
 pub mod find_and_modify;
 pub mod handshake;
 pub mod indexes;
+pub mod map_reduce;
 pub mod output;
 pub mod profile;
 pub mod replset;
@@ -176,6 +177,7 @@ commands! {
     "currentOp" => "Operations in progress", admin true;
     "killOp" => "Interrupt an operation by the opid currentOp shows", admin true;
     "aggregate" => "Run an aggregation pipeline";
+    "mapReduce" ["mapreduce"] => "Map, reduce and finalize documents with JavaScript";
     "explain" => "How a command would run: the query plan and its execution statistics";
     "getFreeMonitoringStatus" => "Free monitoring is not offered; reports disabled", admin true;
     "logout" => "Ends the authentication of this connection on the database";
@@ -561,6 +563,7 @@ pub async fn dispatch(
         "dropIndexes" => indexes::drop_indexes(state, req).await,
         "explain" => off_thread(state, req, explain::explain).await,
         "aggregate" => aggregate::aggregate(state, req).await,
+        "mapReduce" => map_reduce::map_reduce(state, req).await,
         "currentOp" => Ok(admin::current_op(state)),
         "killOp" => admin::kill_op(state, req),
         "getFreeMonitoringStatus" => Ok(Reply::Doc(bson::doc! { "state": "disabled", "ok": 1.0 })),

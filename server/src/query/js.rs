@@ -9,10 +9,14 @@
 //! also stops it once the thread's current operation is interrupted (`maxTimeMS`, `killOp`,
 //! client gone: see `crate::interrupt`).
 //!
-//! Values: documents and arrays become objects and arrays, numbers (int, long, double) become
-//! JS numbers, dates become `Date`, and ObjectId / NumberDecimal / BinData / Timestamp become
-//! small tagged objects (`ObjectId(hex)` with `str`, `toString()`) that map back to the same BSON.
-//! A JS integer-valued number comes back as int32 when it fits, else double (as mongod).
+//! Values: documents and arrays become objects and arrays, int32 and double become JS numbers,
+//! dates become `Date`, and NumberLong / ObjectId / NumberDecimal / BinData / Timestamp become
+//! small tagged objects (`ObjectId(hex)` with `str`, `toString()`) that map back to the same BSON
+//! (a NumberLong keeps its exact digits and reads as a number in arithmetic, as in mongod's
+//! shell types). A JS integer-valued number comes back as int32 when it fits, else double.
+//!
+//! `scope` (mapReduce's, `$where`'s code-with-scope) is a document whose fields the function
+//! sees as variables: [`call_scoped`] wraps the function in a `with` block over it.
 
 use crate::error::{CommandError, CommandResult, ErrorCode, err};
 use bson::{Bson, Document};
@@ -73,6 +77,42 @@ const PRELUDE: &str = r#"
     this.t = t; this.i = i;
   };
   Object.defineProperty(g.Timestamp.prototype, '__bson', { value: 'Timestamp' });
+  // 64-bit integers keep their exact digits; arithmetic sees the nearest double (valueOf).
+  g.NumberLong = function (v) {
+    if (!(this instanceof g.NumberLong)) return new g.NumberLong(v);
+    this.str = typeof v === 'number' ? String(Math.trunc(v)) : String(v === undefined ? 0 : v);
+    this.floatApprox = Number(this.str);
+  };
+  g.NumberLong.prototype.valueOf = function () { return Number(this.str); };
+  g.NumberLong.prototype.toNumber = g.NumberLong.prototype.valueOf;
+  g.NumberLong.prototype.toString = function () { return 'NumberLong(' + this.str + ')'; };
+  g.NumberLong.prototype.toJSON = function () { return this.str; };
+  Object.defineProperty(g.NumberLong.prototype, '__bson', { value: 'NumberLong' });
+  g.NumberInt = function (v) {
+    if (!(this instanceof g.NumberInt)) return new g.NumberInt(v);
+    this.num = Number(v === undefined ? 0 : v) | 0;
+  };
+  g.NumberInt.prototype.valueOf = function () { return this.num; };
+  g.NumberInt.prototype.toNumber = g.NumberInt.prototype.valueOf;
+  g.NumberInt.prototype.toString = function () { return 'NumberInt(' + this.num + ')'; };
+  Object.defineProperty(g.NumberInt.prototype, '__bson', { value: 'NumberInt' });
+  // The helpers mapReduce functions commonly call (mongod's shell defines them too).
+  Array.sum = function (a) {
+    if (a.length === 0) return null;
+    var s = a[0];
+    for (var i = 1; i < a.length; i++) s += a[i];
+    return s;
+  };
+  Array.avg = function (a) { return a.length === 0 ? null : Array.sum(a) / a.length; };
+  Array.contains = function (a, x) { return a.indexOf(x) >= 0; };
+  Array.unique = function (a) {
+    var out = [];
+    for (var i = 0; i < a.length; i++) if (out.indexOf(a[i]) < 0) out.push(a[i]);
+    return out;
+  };
+  g.tojson = function (v) { return JSON.stringify(v); };
+  g.print = function () {};
+  g.printjson = function () {};
 })(globalThis);
 "#;
 
@@ -168,6 +208,44 @@ pub fn call(source: &str, this: Option<&Document>, args: &[Bson]) -> CommandResu
     })
 }
 
+/// [`call`] with the fields of `scope` visible to the function as variables.
+pub fn call_scoped(
+    source: &str,
+    scope: Option<&Document>,
+    this: Option<&Document>,
+    args: &[Bson],
+) -> CommandResult<Bson> {
+    match scope {
+        Some(s) if !s.is_empty() => {
+            let wrapped = format!(
+                "function(__scope) {{ with (__scope) {{ return ({source})\
+                 .apply(this, Array.prototype.slice.call(arguments, 1)); }} }}"
+            );
+            let mut all = Vec::with_capacity(args.len() + 1);
+            all.push(Bson::Document(s.clone()));
+            all.extend_from_slice(args);
+            call(&wrapped, this, &all)
+        }
+        _ => call(source, this, args),
+    }
+}
+
+/// Runs mapReduce's `map` with `this` bound to `doc` and returns what it emitted, as
+/// `{k, v}` documents in emit order (the shape mongod's `$_internalJsEmit` produces).
+pub fn emits(map: &str, scope: Option<&Document>, doc: &Document) -> CommandResult<Vec<Bson>> {
+    let wrapped = format!(
+        "function() {{ var __out = []; \
+         var emit = function(k, v) {{ \
+           if (arguments.length !== 2) throw new Error('emit takes 2 args'); \
+           __out.push({{k: k === undefined ? null : k, v: v}}); }}; \
+         ({map}).call(this); return __out; }}"
+    );
+    match call_scoped(&wrapped, scope, Some(doc), &[])? {
+        Bson::Array(items) => Ok(items),
+        _ => Ok(Vec::new()),
+    }
+}
+
 fn run(
     ctx: &Ctx<'_>,
     cache: &mut HashMap<String, Persistent<Function<'static>>>,
@@ -178,8 +256,12 @@ fn run(
     let f = match cache.get(source) {
         Some(p) => p.clone().restore(ctx).map_err(js_failure)?,
         None => {
+            // User code runs in sloppy mode, as mongod's engine runs it (undeclared
+            // assignments, `with` for scopes).
+            let mut options = rquickjs::context::EvalOptions::default();
+            options.strict = false;
             let v: Value = ctx
-                .eval(format!("({source})"))
+                .eval_with_options(format!("({source})"), options)
                 .map_err(|e| caught(ctx, e))?;
             let Some(f) = v.into_function() else {
                 return Err(err(
@@ -218,7 +300,7 @@ fn to_js<'js>(ctx: &Ctx<'js>, b: &Bson) -> rquickjs::Result<Value<'js>> {
         Bson::Undefined => Value::new_undefined(c),
         Bson::Boolean(v) => Value::new_bool(c, *v),
         Bson::Int32(v) => Value::new_int(c, *v),
-        Bson::Int64(v) => Value::new_float(c, *v as f64),
+        Bson::Int64(v) => global_fn(ctx, "NumberLong")?.call((v.to_string(),))?,
         Bson::Double(v) => Value::new_float(c, *v),
         Bson::String(s) | Bson::Symbol(s) | Bson::JavaScriptCode(s) => {
             rquickjs::String::from_str(c, s)?.into_value()
@@ -354,6 +436,8 @@ fn tagged(tag: &str, o: &Object<'_>) -> rquickjs::Result<Bson> {
                 bytes,
             })
         }
+        "NumberLong" => Bson::Int64(s("str")?.parse().map_err(|_| fail())?),
+        "NumberInt" => Bson::Int32(o.get("num")?),
         _ => Bson::Timestamp(bson::Timestamp {
             time: o.get::<_, f64>("t")? as u32,
             increment: o.get::<_, f64>("i")? as u32,
@@ -403,6 +487,61 @@ mod tests {
         )
         .unwrap();
         assert_eq!(hex, Bson::String(oid.to_hex()));
+    }
+
+    #[test]
+    fn number_long_keeps_its_digits_and_helpers_exist() {
+        let big = Bson::Int64(9_007_199_254_740_993);
+        let same = call(
+            "function(x) { return x; }",
+            None,
+            std::slice::from_ref(&big),
+        )
+        .unwrap();
+        assert_eq!(same, big);
+        let sum = call("function(x) { return x + 1; }", None, &[Bson::Int64(41)]).unwrap();
+        assert_eq!(sum, Bson::Int32(42));
+        let made = call(
+            "function() { return [NumberLong(5), NumberInt(6)]; }",
+            None,
+            &[],
+        );
+        assert_eq!(
+            made.unwrap(),
+            Bson::Array(vec![Bson::Int64(5), Bson::Int32(6)])
+        );
+        let s = call(
+            "function(a) { return Array.sum(a) + Array.avg(a); }",
+            None,
+            &[Bson::Array(vec![
+                Bson::Int32(1),
+                Bson::Int32(2),
+                Bson::Int32(3),
+            ])],
+        );
+        assert_eq!(s.unwrap(), Bson::Int32(8));
+    }
+
+    #[test]
+    fn scope_and_emit() {
+        let scope = doc! {"factor": 3};
+        let f = "function(x) { return x * factor + (this.a || 0); }";
+        let this = doc! {"a": 1};
+        assert_eq!(
+            call_scoped(f, Some(&scope), Some(&this), &[Bson::Int32(2)]).unwrap(),
+            Bson::Int32(7)
+        );
+        let map = "function() { for (var i = 0; i < this.n; i++) emit(this.k, i * factor); }";
+        let out = emits(map, Some(&scope), &doc! {"k": "a", "n": 2}).unwrap();
+        assert_eq!(
+            out,
+            vec![
+                Bson::Document(doc! {"k": "a", "v": 0}),
+                Bson::Document(doc! {"k": "a", "v": 3})
+            ]
+        );
+        let e = emits("function() { emit(1); }", None, &doc! {}).unwrap_err();
+        assert_eq!(e.code, ErrorCode::JSInterpreterFailure);
     }
 
     #[test]

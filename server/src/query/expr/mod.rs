@@ -102,6 +102,14 @@ pub enum Special {
         source: String,
         this_root: bool,
         args: Vec<Expr>,
+        /// Variables the function sees (`$where` code-with-scope, mapReduce's `scope`).
+        scope: Option<Document>,
+    },
+    /// `$_internalJsEmit` (mapReduce's map): the `{k, v}` pairs `source` emits for `this`.
+    JsEmit {
+        source: String,
+        this: Expr,
+        scope: Option<Document>,
     },
     DateToString {
         date: Expr,
@@ -433,6 +441,7 @@ fn eval_special(s: &Special, root: &RawDocument, scope: &mut Scope) -> CommandRe
             source,
             this_root,
             args,
+            scope: js_scope,
         } => {
             let this = match this_root {
                 true => Some(
@@ -445,7 +454,24 @@ fn eval_special(s: &Special, root: &RawDocument, scope: &mut Scope) -> CommandRe
             for a in args {
                 vals.push(a.eval(root, scope)?.unwrap_or(Bson::Null));
             }
-            crate::query::js::call(source, this.as_ref(), &vals).map(Some)
+            crate::query::js::call_scoped(source, js_scope.as_ref(), this.as_ref(), &vals).map(Some)
+        }
+        Special::JsEmit {
+            source,
+            this,
+            scope: js_scope,
+        } => {
+            let this = match this.eval(root, scope)? {
+                Some(Bson::Document(d)) => d,
+                _ => {
+                    return Err(err(
+                        ErrorCode::BadValue,
+                        "$_internalJsEmit 'this' must evaluate to an object",
+                    ));
+                }
+            };
+            crate::query::js::emits(source, js_scope.as_ref(), &this)
+                .map(|pairs| Some(Bson::Array(pairs)))
         }
         Special::Trim {
             input,

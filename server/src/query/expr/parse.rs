@@ -642,6 +642,57 @@ impl Parser {
                     source,
                     this_root: false,
                     args,
+                    scope: None,
+                }
+            }
+            // mapReduce's pieces (see commands/map_reduce.rs): `{eval, this, scope?}` emits
+            // `{k, v}` pairs; `{eval, args, scope?}` calls a function with mapReduce's scope.
+            "$_internalJsEmit" | "$_internalJsCall" => {
+                crate::query::js::require_enabled(ErrorCode::Location31264)?;
+                let d = Self::object_arg(op, arg)?;
+                let source = match d.get("eval") {
+                    Some(Bson::String(s)) | Some(Bson::JavaScriptCode(s)) => s.clone(),
+                    _ => {
+                        return Err(err(
+                            ErrorCode::BadValue,
+                            format!("{op} requires 'eval' to be a string or code"),
+                        ));
+                    }
+                };
+                let scope = match d.get("scope") {
+                    None | Some(Bson::Null) => None,
+                    Some(Bson::Document(s)) => Some(s.clone()),
+                    Some(_) => {
+                        return Err(err(
+                            ErrorCode::BadValue,
+                            format!("{op} requires 'scope' to be an object"),
+                        ));
+                    }
+                };
+                if op == "$_internalJsEmit" {
+                    let this = d
+                        .get("this")
+                        .cloned()
+                        .unwrap_or(Bson::String("$$ROOT".into()));
+                    Special::JsEmit {
+                        source,
+                        this: self.parse(&this, depth + 1)?,
+                        scope,
+                    }
+                } else {
+                    let args = match d.get("args") {
+                        Some(Bson::Array(a)) => a
+                            .iter()
+                            .map(|v| self.parse(v, depth + 1))
+                            .collect::<CommandResult<Vec<_>>>()?,
+                        _ => Vec::new(),
+                    };
+                    Special::Js {
+                        source,
+                        this_root: false,
+                        args,
+                        scope,
+                    }
                 }
             }
             "$getField" => match arg {

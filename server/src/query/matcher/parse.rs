@@ -62,15 +62,16 @@ fn parse_top_level(op: &str, value: &Bson, depth: usize) -> CommandResult<Option
         }
         "where" => {
             crate::query::js::require_enabled(ErrorCode::Location16395)?;
-            let code = match value {
-                Bson::String(s) | Bson::JavaScriptCode(s) => s,
-                Bson::JavaScriptCodeWithScope(c) => &c.code,
+            let (code, scope) = match value {
+                Bson::String(s) | Bson::JavaScriptCode(s) => (s, None),
+                Bson::JavaScriptCodeWithScope(c) => (&c.code, Some(c.scope.clone())),
                 _ => return Err(err(ErrorCode::BadValue, "$where got bad type")),
             };
             Filter::Expr(Box::new(Expr::Special(Box::new(Special::Js {
                 source: crate::query::js::where_source(code),
                 this_root: true,
                 args: Vec::new(),
+                scope,
             }))))
         }
         "text" => Filter::Text(std::sync::Arc::new(crate::query::text::TextQuery::parse(

@@ -7,6 +7,7 @@
 
 use super::ParseContext;
 use super::codes::{self, perr};
+use super::js_accum::{JsAccumulator, JsReduce, JsState};
 use super::numeric::{NumSum, StdDev};
 use super::run_context::value_size_bytes;
 use super::stages::SortKeys;
@@ -52,6 +53,10 @@ pub enum Acc {
         n: usize,
         max: bool,
     },
+    /// `$accumulator`.
+    Js(Box<JsAccumulator>),
+    /// mapReduce's reduce, `$_internalJsReduce`.
+    JsReduce(Box<JsReduce>),
 }
 
 /// The running state of one accumulator in one group.
@@ -69,6 +74,7 @@ pub enum State {
     Dev(StdDev),
     Ranked(Vec<(Vec<Bson>, Bson)>),
     Window(VecDeque<Bson>),
+    Js(JsState),
 }
 
 impl Acc {
@@ -112,6 +118,8 @@ impl Acc {
             },
             "$top" | "$bottom" | "$topN" | "$bottomN" => parse_top(op, arg, ctx)?,
             "$firstN" | "$lastN" | "$maxN" | "$minN" => parse_n(op, arg, ctx)?,
+            "$accumulator" => Acc::Js(Box::new(JsAccumulator::parse(arg, ctx)?)),
+            "$_internalJsReduce" => Acc::JsReduce(Box::new(JsReduce::parse(arg, ctx)?)),
             _ => return Ok(None),
         };
         Ok(Some(acc))
@@ -129,7 +137,14 @@ impl Acc {
             Acc::StdDev { .. } => State::Dev(StdDev::default()),
             Acc::Top { .. } => State::Ranked(Vec::new()),
             Acc::FirstN { .. } => State::Window(VecDeque::new()),
+            Acc::Js(_) | Acc::JsReduce(_) => State::Js(JsState::default()),
         }
+    }
+
+    /// True for the JavaScript accumulators, which only `$group` and `$bucket`/`$bucketAuto`
+    /// take (not `$setWindowFields`, as mongod).
+    pub fn is_js(&self) -> bool {
+        matches!(self, Acc::Js(_) | Acc::JsReduce(_))
     }
 
     /// Folds one document into `state`; returns the bytes the state grew by (roughly).
@@ -252,6 +267,8 @@ impl Acc {
                 }
                 Ok(grows)
             }
+            (Acc::Js(a), State::Js(s)) => a.add(s, doc),
+            (Acc::JsReduce(r), State::Js(s)) => r.add(s, doc),
             _ => Ok(0),
         }
     }
@@ -276,9 +293,11 @@ impl Acc {
         }
     }
 
-    /// The final value of `state`.
-    pub fn finish(&self, state: &State) -> Bson {
-        match (self, state) {
+    /// The final value of `state` (only the JavaScript accumulators can fail here).
+    pub fn finish(&self, state: &State) -> CommandResult<Bson> {
+        Ok(match (self, state) {
+            (Acc::Js(a), State::Js(s)) => return a.finish(s),
+            (Acc::JsReduce(r), State::Js(s)) => return r.finish(s),
             (Acc::Avg(_), State::Sum(s)) => s.avg(),
             (_, State::Sum(s)) => s.sum(),
             (_, State::Extreme(v)) => v.clone().unwrap_or(Bson::Null),
@@ -304,7 +323,7 @@ impl Acc {
             }
             (_, State::Window(items)) => Bson::Array(items.iter().cloned().collect()),
             _ => Bson::Null,
-        }
+        })
     }
 }
 

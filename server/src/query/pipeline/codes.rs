@@ -123,6 +123,21 @@ pub const LOOKUP_NOT_OBJECT: i32 = 40319;
 pub const LOOKUP_NO_FROM: i32 = 40320;
 pub const LOOKUP_FROM_TYPE: i32 = 40321;
 
+pub const JS_ACC_NOT_CODE: i32 = 4544702;
+pub const JS_ACC_NOT_OBJECT: i32 = 4544703;
+pub const JS_ACC_LANG_TYPE: i32 = 4544704;
+pub const JS_ACC_LANG: i32 = 4544705;
+pub const JS_ACC_UNKNOWN_FIELD: i32 = 4544706;
+pub const JS_ACC_NO_INIT: i32 = 4544707;
+pub const JS_ACC_NO_ACCUMULATE: i32 = 4544708;
+pub const JS_ACC_NO_MERGE: i32 = 4544709;
+pub const JS_ACC_NO_ARGS: i32 = 4544710;
+pub const JS_ACC_INIT_ARGS: i32 = 4544711;
+pub const JS_ACC_ARGS: i32 = 4544712;
+pub const JS_REDUCE_EVAL: i32 = 31244;
+pub const JS_REDUCE_DATA: i32 = 31251;
+pub const JS_REDUCE_NO_DATA: i32 = 31349;
+
 /// Every code above, for the lead to check against `crate::error::ErrorCode`.
 pub const ALL: &[i32] = &[
     FAILED_TO_PARSE,
@@ -238,6 +253,20 @@ pub const ALL: &[i32] = &[
     LOOKUP_NOT_OBJECT,
     LOOKUP_NO_FROM,
     LOOKUP_FROM_TYPE,
+    JS_ACC_NOT_CODE,
+    JS_ACC_NOT_OBJECT,
+    JS_ACC_LANG_TYPE,
+    JS_ACC_LANG,
+    JS_ACC_UNKNOWN_FIELD,
+    JS_ACC_NO_INIT,
+    JS_ACC_NO_ACCUMULATE,
+    JS_ACC_NO_MERGE,
+    JS_ACC_NO_ARGS,
+    JS_ACC_INIT_ARGS,
+    JS_ACC_ARGS,
+    JS_REDUCE_EVAL,
+    JS_REDUCE_DATA,
+    JS_REDUCE_NO_DATA,
 ];
 
 /// An error with mongod's numeric `code` (see the module note on missing table rows).

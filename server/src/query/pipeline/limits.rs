@@ -21,3 +21,8 @@ pub const DENSIFY_GENERATED_MAX: usize = 1_000_000;
 pub const GRAPH_LOOKUP_DEPTH_MAX: usize = 10_000;
 /// Fixed per-entry overhead charged in memory accounting (bytes).
 pub const ENTRY_OVERHEAD_BYTES: usize = 64;
+/// Calls a JavaScript accumulator (`$accumulator`, mapReduce's reduce) buffers per group before
+/// it runs them in one script call (mongod batches its pending calls the same way).
+pub const JS_BATCH_COUNT_MAX: usize = 1000;
+/// Bytes of buffered arguments per group before the batch is run, whatever its count.
+pub const JS_BATCH_BYTES_MAX: usize = 4 * 1024 * 1024;

@@ -18,6 +18,7 @@
 
 mod accum;
 mod codes;
+mod js_accum;
 pub mod limits;
 mod numeric;
 pub mod output;

@@ -270,10 +270,10 @@ impl Stage for Bucket {
             .map(|(key, states)| {
                 let mut out = Document::new();
                 out.insert("_id", key);
-                self.output.finish_into(&mut out, &states);
-                out
+                self.output.finish_into(&mut out, &states)?;
+                Ok(out)
             })
-            .collect();
+            .collect::<CommandResult<_>>()?;
         Ok(Box::new(docs.into_iter().map(Ok)))
     }
 }
@@ -383,7 +383,7 @@ impl BucketAuto {
             let mut doc = Document::new();
             doc.insert("_id", bson::doc! {"min": min, "max": max});
             if let Some((_, states)) = groups.first() {
-                self.output.finish_into(&mut doc, states);
+                self.output.finish_into(&mut doc, states)?;
             }
             out.push(doc);
             start = end;

@@ -148,10 +148,11 @@ impl GroupSpec {
     }
 
     /// The output fields of one group, after `_id`.
-    pub fn finish_into(&self, out: &mut Document, states: &[State]) {
+    pub fn finish_into(&self, out: &mut Document, states: &[State]) -> CommandResult<()> {
         for ((name, acc), state) in self.accs.iter().zip(states) {
-            out.insert(name.clone(), acc.finish(state));
+            out.insert(name.clone(), acc.finish(state)?);
         }
+        Ok(())
     }
 }
 
@@ -181,11 +182,11 @@ impl Group {
         Ok(self.id.eval(raw)?.unwrap_or(Bson::Null))
     }
 
-    fn output(&self, key: Bson, states: &[State]) -> Document {
+    fn output(&self, key: Bson, states: &[State]) -> CommandResult<Document> {
         let mut out = Document::new();
         out.insert("_id", key);
-        self.spec.finish_into(&mut out, states);
-        out
+        self.spec.finish_into(&mut out, states)?;
+        Ok(out)
     }
 
     /// Folds `doc` into `states`, returning the bytes the states grew by.
@@ -276,7 +277,7 @@ impl Group {
         }
         let in_memory = groups
             .into_iter()
-            .map(|(key, states)| Ok(self.output(key, &states)));
+            .map(|(key, states)| self.output(key, &states));
         match spilled {
             None => Ok(holding(Box::new(in_memory), held)),
             Some(sorter) => Ok(holding(
@@ -315,7 +316,7 @@ impl Group {
                         self.add(&mut states, &to_raw(&d)?)?;
                     }
                 }
-                Ok(Some(self.output(id, &states)))
+                Ok(Some(self.output(id, &states)?))
             };
             match one() {
                 Ok(Some(d)) => Some(Ok(d)),

@@ -238,8 +238,8 @@ fn parse_func(op: &str, arg: &Bson, ctx: &ParseContext) -> CommandResult<Func> {
             })
         }
         _ => match Acc::parse(op, arg, ctx)? {
-            Some(acc) => Ok(Func::Acc(acc)),
-            None => Err(bad(format!("Unrecognized window function, {op}"))),
+            Some(acc) if !acc.is_js() => Ok(Func::Acc(acc)),
+            _ => Err(bad(format!("Unrecognized window function, {op}"))),
         },
     }
 }
@@ -467,14 +467,14 @@ impl SetWindowFields {
                     acc.add(&mut state, &part[added].raw)?;
                     added += 1;
                 }
-                out.push(Some(acc.finish(&state)));
+                out.push(Some(acc.finish(&state)?));
                 continue;
             }
             let mut s = acc.new_state();
             for row in part.iter().take(hi).skip(lo) {
                 acc.add(&mut s, &row.raw)?;
             }
-            out.push(Some(acc.finish(&s)));
+            out.push(Some(acc.finish(&s)?));
         }
         Ok(out)
     }
