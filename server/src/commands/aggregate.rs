@@ -64,7 +64,10 @@ pub fn run_pipeline(state: &ServerState, req: &Request) -> CommandResult<Ran> {
     };
     // The table checked `pipeline`: an array of objects.
     let stages: Vec<Document> = match req.body.get("pipeline") {
-        Some(Bson::Array(items)) => items.iter().filter_map(|s| s.as_document().cloned()).collect(),
+        Some(Bson::Array(items)) => items
+            .iter()
+            .filter_map(|s| s.as_document().cloned())
+            .collect(),
         _ => Vec::new(),
     };
     let explain = args::opt_bool(&req.body, "aggregate", "explain")?.unwrap_or(false);

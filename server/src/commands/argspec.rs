@@ -601,7 +601,9 @@ mod tests {
     /// Whether `v` passes as a value of `ty` (an `array<object>` element by element).
     fn valid(ty: Ty, v: &Bson) -> bool {
         match (ty, v) {
-            (Ty::ObjectArray, Bson::Array(items)) => items.iter().all(|i| i.as_document().is_some()),
+            (Ty::ObjectArray, Bson::Array(items)) => {
+                items.iter().all(|i| i.as_document().is_some())
+            }
             _ => ty.accepts(v),
         }
     }
@@ -609,7 +611,9 @@ mod tests {
     /// The checks the tests run: each command table with a target first, each statement table.
     fn tables() -> Vec<(&'static CommandSpec, bool)> {
         let commands = specs::ALL.iter().map(|s| (*s, true));
-        commands.chain(specs::ENTRIES.iter().map(|s| (*s, false))).collect()
+        commands
+            .chain(specs::ENTRIES.iter().map(|s| (*s, false)))
+            .collect()
     }
 
     fn run(spec: &CommandSpec, command: bool, body: &Document) -> CommandResult<()> {
@@ -644,7 +648,12 @@ mod tests {
     #[test]
     fn every_field_times_every_type() {
         for (spec, command) in tables() {
-            assert_eq!(code(run(spec, command, &base(spec, command))), None, "{}", spec.name);
+            assert_eq!(
+                code(run(spec, command, &base(spec, command))),
+                None,
+                "{}",
+                spec.name
+            );
             for field in spec.fields {
                 for v in every_type() {
                     let mut body = base(spec, command);
@@ -662,7 +671,12 @@ mod tests {
         for (spec, command) in tables() {
             let mut body = base(spec, command);
             body.insert("noSuchField", 1);
-            assert_eq!(code(run(spec, command, &body)), Some(40415), "{}", spec.name);
+            assert_eq!(
+                code(run(spec, command, &body)),
+                Some(40415),
+                "{}",
+                spec.name
+            );
             // The generic fields pass on a command, and are unknown in a statement.
             let mut body = base(spec, command);
             body.insert("comment", 1);

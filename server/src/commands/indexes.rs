@@ -140,17 +140,21 @@ pub fn parse_spec(d: &Document) -> CommandResult<IndexSpec> {
             "Currently hashed indexes cannot guarantee uniqueness. Use a regular index.",
         ));
     }
-    if key == doc! { "_id": 1 } {
-        for option in ["expireAfterSeconds", "hidden"] {
-            if d.contains_key(option) {
-                return Err(err(
-                    ErrorCode::InvalidIndexSpecificationOption,
-                    format!(
-                        "The field '{option}' is not valid for an _id index specification. Specification: {d}"
-                    ),
-                ));
-            }
-        }
+    // An `_id` key pattern takes only these fields (mongod: TTL, hidden, unique, sparse, ... 197).
+    if key == doc! { "_id": 1 }
+        && let Some(option) = d.keys().find(|k| {
+            !matches!(
+                k.as_str(),
+                "key" | "name" | "v" | "ns" | "collation" | "_id"
+            )
+        })
+    {
+        return Err(err(
+            ErrorCode::InvalidIndexSpecificationOption,
+            format!(
+                "The field '{option}' is not valid for an _id index specification. Specification: {d}"
+            ),
+        ));
     }
     let hashed = key
         .values()
@@ -664,6 +668,12 @@ mod tests {
             code(doc! { "key": { "_id": 1 }, "name": "_id_", "hidden": true }),
             197
         );
+        for option in ["unique", "sparse", "background", "partialFilterExpression"] {
+            let spec = doc! { "key": { "_id": 1 }, "name": "_id_1", option: true };
+            assert_eq!(code(spec), 197, "{option}");
+        }
+        let plain = doc! { "key": { "_id": 1 }, "name": "_id_", "v": 2, "collation": { "locale": "simple" } };
+        assert!(parse_spec(&plain).is_ok());
     }
 
     #[test]
