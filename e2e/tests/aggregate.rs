@@ -278,6 +278,92 @@ async fn sort_and_group_spill_with_allow_disk_use() {
     assert!(groups.iter().all(|g| g.get_i32("n").unwrap() == 3));
 }
 
+/// The server's budget for all running queries together (`queryMemoryBudgetBytes`) bounds each
+/// blocking stage below its own per-stage bound: past it a stage fails with 146 unless
+/// `allowDiskUse`, then spills and answers in full; every charge is given back afterwards.
+#[tokio::test]
+async fn the_query_memory_budget_bounds_blocking_stages() {
+    let budget: i64 = 1 << 20;
+    let server = Server::start(
+        BIN,
+        &[
+            "--setParameter",
+            &format!("queryMemoryBudgetBytes={budget}"),
+        ],
+    );
+    let client = server.client().await;
+    let db = client.database("budget");
+    let c = db.collection::<Document>("c");
+    let n = 12_000;
+    c.insert_many((0..n).map(|i| doc! { "_id": i, "k": (i * 7919) % n, "pad": "p".repeat(100) }))
+        .await
+        .unwrap();
+    let sort = vec![
+        doc! { "$sort": { "k": 1 } },
+        doc! { "$project": { "k": 1 } },
+    ];
+    let group = vec![doc! { "$group": { "_id": "$k", "n": { "$sum": 1 } } }];
+    for pipeline in [&sort, &group] {
+        let e = c.aggregate(pipeline.clone()).await.unwrap_err();
+        assert_eq!(error_code(&e), 146, "{e}");
+        assert!(e.to_string().contains("queryMemoryBudgetBytes"), "{e}");
+        let out: Vec<Document> = c
+            .aggregate(pipeline.clone())
+            .allow_disk_use(true)
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        assert_eq!(
+            out.len(),
+            n as usize,
+            "{pipeline:?} spills and answers in full"
+        );
+    }
+    let e = c.find(doc! {}).sort(doc! { "k": 1 }).await.unwrap_err();
+    assert_eq!(
+        error_code(&e),
+        146,
+        "a find's in-memory sort is charged too: {e}"
+    );
+    let status = db.run_command(doc! { "serverStatus": 1 }).await.unwrap();
+    let memory = status
+        .get_document("metrics")
+        .and_then(|m| m.get_document("queryMemory"))
+        .unwrap();
+    assert_eq!(
+        memory.get_i64("usedBytes").unwrap(),
+        0,
+        "every charge given back"
+    );
+    assert_eq!(memory.get_i64("budgetBytes").unwrap(), budget);
+    client
+        .database("admin")
+        .run_command(doc! { "setParameter": 1, "queryMemoryBudgetBytes": 1_i64 << 30 })
+        .await
+        .unwrap();
+    let sorted: Vec<Document> = c
+        .aggregate(sort)
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(sorted.len(), n as usize);
+    assert!(
+        sorted
+            .windows(2)
+            .all(|w| w[0].get_i32("k").unwrap() < w[1].get_i32("k").unwrap())
+    );
+    // A count no index answers streams the matches instead of holding them.
+    let counted = c
+        .count_documents(doc! { "pad": { "$exists": true } })
+        .await
+        .unwrap();
+    assert_eq!(counted, n as u64);
+}
+
 /// The scan performs a leading `$match` (once, with the pipeline's `let` variables) and a
 /// leading `$sort` its index gives; results equal those of the same pipeline that cannot use an
 /// index, and explain lists only the stages still run after `$cursor`.

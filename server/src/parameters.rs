@@ -53,6 +53,15 @@ const DEFS: &[Def] = &[
         startup: true,
     },
     Def {
+        // cairn's own: what all running queries' blocking stages may hold together
+        // (`query::budget`); a quarter of the machine's memory by default.
+        name: "queryMemoryBudgetBytes",
+        kind: Kind::Int,
+        default: || Bson::Int64((crate::sysinfo::memory_bytes() / 4).min(i64::MAX as u64) as i64),
+        runtime: true,
+        startup: true,
+    },
+    Def {
         name: "logLevel",
         kind: Kind::Int,
         default: || Bson::Int32(0),
@@ -139,6 +148,9 @@ const DEFS: &[Def] = &[
     },
 ];
 
+/// The smallest `queryMemoryBudgetBytes` accepted (1 MiB).
+const QUERY_MEMORY_BUDGET_BYTES_MIN: i64 = 1 << 20;
+
 fn def(name: &str) -> Option<&'static Def> {
     DEFS.iter().find(|d| d.name == name)
 }
@@ -175,6 +187,7 @@ fn check_range(name: &str, v: &Bson) -> CommandResult<()> {
         "authFailedDelayMs" => (0, 5000),
         "maxUnauthenticatedConnections" => (1, crate::limits::CONNECTIONS_MAX as i64),
         "unauthenticatedIdleTimeoutMS" => (1, i32::MAX as i64),
+        "queryMemoryBudgetBytes" => (QUERY_MEMORY_BUDGET_BYTES_MIN, i64::MAX),
         _ => return Ok(()),
     };
     if !(lo..=hi).contains(&n) {
@@ -242,7 +255,14 @@ impl Parameters {
             check_range(d.name, &v).map_err(|e| e.message)?;
             self.write().insert(d.name, v);
         }
+        self.apply_budget();
         Ok(())
+    }
+
+    /// Hands `queryMemoryBudgetBytes` to the budget the query stages charge.
+    fn apply_budget(&self) {
+        let bytes = self.get_i64("queryMemoryBudgetBytes").max(0) as u64;
+        crate::query::budget::GLOBAL.set_max(usize::try_from(bytes).unwrap_or(usize::MAX));
     }
 
     /// `setParameter` command: returns the previous value (`was`).
@@ -255,6 +275,9 @@ impl Parameters {
         let was = self.set_table(name, value)?;
         if name == "logLevel" {
             crate::logging::set_global_verbosity(self.get_i64("logLevel").clamp(0, 5) as i32);
+        }
+        if name == "queryMemoryBudgetBytes" {
+            self.apply_budget();
         }
         Ok(was)
     }

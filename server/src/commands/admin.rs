@@ -243,6 +243,11 @@ pub fn server_status(state: &ServerState) -> Reply {
                 "passes": state.ttl.passes.load(Relaxed) as i64,
             },
             "cursor": { "open": { "total": state.cursors.len() as i64 } },
+            // cairn's own: what running queries' blocking stages hold of the shared budget.
+            "queryMemory": {
+                "usedBytes": crate::query::budget::GLOBAL.used() as i64,
+                "budgetBytes": crate::query::budget::GLOBAL.max().min(i64::MAX as usize) as i64,
+            },
         },
         "ok": 1.0,
     })

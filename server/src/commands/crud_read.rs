@@ -7,8 +7,8 @@ use super::argspec;
 use super::{Reply, Request};
 use crate::cursors::{Cursor, FIRST_BATCH_COUNT_DEFAULT};
 use crate::error::{CommandResult, ErrorCode, err};
+use crate::exec;
 use crate::exec::find::FindSpec;
-use crate::exec::{self, collect_matches};
 use crate::planner;
 use crate::query::matcher::Filter;
 use crate::query::projection::Projection;
@@ -398,7 +398,12 @@ pub fn count(state: &ServerState, req: &Request) -> CommandResult<Reply> {
         let mut stats = exec::keyscan::KeyStats::default();
         exec::keyscan::count_keys(&coll, &plan, &filter, &mut stats)?
     } else {
-        collect_matches(&coll, &filter, &query, deadline(req), None, None)?.len() as u64
+        let mut n = 0u64;
+        exec::for_each_match(&coll, &filter, &query, deadline(req), |_| {
+            n += 1;
+            Ok(())
+        })?;
+        n
     };
     let mut n = total.saturating_sub(skip as u64);
     if limit > 0 {
@@ -461,11 +466,12 @@ pub fn distinct(state: &ServerState, req: &Request) -> CommandResult<Reply> {
         values = exec::keyscan::distinct_keys(coll, &plan, &filter, &key, &mut stats)?;
     } else if let Some(coll) = coll {
         let path: Vec<&str> = key.split('.').collect();
-        for (_, doc, _) in collect_matches(&coll, &filter, &query, deadline(req), None, None)? {
+        exec::for_each_match(&coll, &filter, &query, deadline(req), |doc| {
             let d = Document::try_from(doc.as_ref())
                 .map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
             crate::query::path::values_at(&Bson::Document(d), &path, &mut values);
-        }
+            Ok(())
+        })?;
     }
     values.sort_by(storage::order::compare_bson);
     values.dedup_by(|a, b| storage::order::compare_bson(a, b).is_eq());

@@ -6,6 +6,7 @@ use super::scan::{ScanState, index_key_of, scan_mode, sort_memory_error};
 use super::source::DocSource;
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::planner;
+use crate::query::budget::{self, Held};
 use crate::query::matcher::Filter;
 use crate::query::projection::Projection;
 use crate::query::sort::SortSpec;
@@ -104,6 +105,7 @@ pub fn open(
     };
     let mut matches = Vec::new();
     let mut bytes = 0usize;
+    let mut held = Held::global();
     // With a limit only the best skip+limit documents are kept (a top-k sort).
     let keep = a.limit.map(|l| (l + a.skip) as usize);
     while let Some(m) = scan.next_match(deadline)? {
@@ -120,6 +122,9 @@ pub fn open(
             && bytes > max
         {
             return Err(sort_memory_error(max));
+        }
+        if !held.set(bytes) {
+            return Err(budget::exhausted("Sort", bytes));
         }
     }
     // A stable sort keeps ties in scan (RecordId) order.

@@ -17,7 +17,7 @@ pub mod source;
 pub mod stream;
 
 pub use scan::{
-    MergeBranch, ScanMode, ScanState, check_deadline, collect_matches, index_key_of, planned_scan,
-    scan_mode, sort_memory_error,
+    MergeBranch, ScanMode, ScanState, check_deadline, collect_matches, for_each_match,
+    index_key_of, planned_scan, scan_mode, sort_memory_error,
 };
 pub use source::{BATCH_BYTES_MAX, DocSource};

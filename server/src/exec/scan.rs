@@ -397,6 +397,22 @@ pub fn scan_mode(plan: &Plan) -> ScanMode {
     }
 }
 
+/// Calls `each` with every matching document of `coll`, in the chosen plan's order, keeping none
+/// of them (count and distinct over a filter no index answers).
+pub fn for_each_match(
+    coll: &Arc<Collection>,
+    filter: &Filter,
+    filter_doc: &Document,
+    deadline: Option<Instant>,
+    mut each: impl FnMut(&RawDocumentBuf) -> CommandResult<()>,
+) -> CommandResult<()> {
+    let mut scan = planned_scan(coll, filter.clone(), filter_doc, None);
+    while let Some((_, doc, _)) = scan.next_match(deadline)? {
+        each(&doc)?;
+    }
+    Ok(())
+}
+
 /// Every matching document of `coll` (in the chosen plan's order) with the array position of
 /// its match; `memory_bytes_max` bounds the bytes held, `limit` the count.
 pub fn collect_matches(

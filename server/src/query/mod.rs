@@ -4,6 +4,7 @@
 //! returns values or `CommandError`s with mongod's codes; no storage or network I/O happens in
 //! this module tree.
 
+pub mod budget;
 pub mod collation;
 pub mod decimal;
 pub mod expr;

@@ -330,11 +330,12 @@ impl Stage for Sample {
         let mut rng = rand::rng();
         let mut reservoir: Vec<Document> = Vec::new();
         let mut used_bytes = 0usize;
+        let mut held = crate::query::budget::Held::global();
         for (seen, item) in input.enumerate() {
             let doc = item?;
             if reservoir.len() < self.size {
                 used_bytes += crate::query::pipeline::run_context::doc_size_bytes(&doc);
-                cx.charge(used_bytes, "$sample")?;
+                cx.charge(&mut held, used_bytes, "$sample")?;
                 reservoir.push(doc);
             } else {
                 let j = rng.random_range(0..=seen);

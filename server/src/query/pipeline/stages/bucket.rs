@@ -11,26 +11,13 @@ use super::{Stage, spec_doc};
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::query::pipeline::codes::{self, perr};
 use crate::query::pipeline::limits::OUTPUT_DOCUMENT_BYTES_MAX;
-use crate::query::pipeline::run_context::{RunCx, doc_size_bytes};
+use crate::query::pipeline::run_context::{RunCx, collect};
 use crate::query::pipeline::values::{integral, to_raw, type_name};
 use crate::query::pipeline::variables::AggExpr;
 use crate::query::pipeline::{DocStream, ParseContext, Pipeline};
 use bson::{Bson, Document};
 use std::cmp::Ordering;
 use storage::order;
-
-/// Collects a stream, charging its size against the blocking-stage bound.
-fn collect(input: DocStream<'_>, cx: RunCx<'_>, stage: &str) -> CommandResult<Vec<Document>> {
-    let mut docs = Vec::new();
-    let mut used_bytes = 0usize;
-    for item in input {
-        let d = item?;
-        used_bytes += doc_size_bytes(&d);
-        cx.charge(used_bytes, stage)?;
-        docs.push(d);
-    }
-    Ok(docs)
-}
 
 /// `$facet`.
 #[derive(Debug)]
@@ -93,7 +80,7 @@ impl Facet {
 
 impl Stage for Facet {
     fn run<'a>(&'a self, input: DocStream<'a>, cx: RunCx<'a>) -> CommandResult<DocStream<'a>> {
-        let docs = collect(input, cx, "$facet")?;
+        let (docs, _held) = collect(input, cx, "$facet")?;
         let mut out = Document::new();
         for (name, pipeline) in &self.facets {
             let results = pipeline.run_vec(docs.clone(), cx.env)?;
@@ -407,7 +394,7 @@ impl BucketAuto {
 
 impl Stage for BucketAuto {
     fn run<'a>(&'a self, input: DocStream<'a>, cx: RunCx<'a>) -> CommandResult<DocStream<'a>> {
-        let docs = collect(input, cx, "$bucketAuto")?;
+        let (docs, _held) = collect(input, cx, "$bucketAuto")?;
         let mut rows = Vec::with_capacity(docs.len());
         for d in docs {
             let v = self.group_by.eval(&to_raw(&d)?)?.unwrap_or(Bson::Null);

@@ -14,7 +14,7 @@ use crate::error::{CommandResult, ErrorCode, err};
 use crate::query::path::{get_path, set_path};
 use crate::query::pipeline::codes::{self, perr};
 use crate::query::pipeline::limits::DENSIFY_GENERATED_MAX;
-use crate::query::pipeline::run_context::{RunCx, doc_size_bytes};
+use crate::query::pipeline::run_context::{RunCx, collect};
 use crate::query::pipeline::values::{split_field_path, to_raw};
 use crate::query::pipeline::variables::AggExpr;
 use crate::query::pipeline::{DocStream, ParseContext};
@@ -28,18 +28,6 @@ fn bad(stage: &str, message: impl Into<String>) -> crate::error::CommandError {
         codes::FAILED_TO_PARSE,
         format!("{stage}: {}", message.into()),
     )
-}
-
-fn collect(input: DocStream<'_>, cx: RunCx<'_>, stage: &str) -> CommandResult<Vec<Document>> {
-    let mut docs = Vec::new();
-    let mut used_bytes = 0usize;
-    for item in input {
-        let d = item?;
-        used_bytes += doc_size_bytes(&d);
-        cx.charge(used_bytes, stage)?;
-        docs.push(d);
-    }
-    Ok(docs)
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -231,7 +219,7 @@ impl Densify {
 
 impl Stage for Densify {
     fn run<'a>(&'a self, input: DocStream<'a>, cx: RunCx<'a>) -> CommandResult<DocStream<'a>> {
-        let docs = collect(input, cx, "$densify")?;
+        let (docs, _held) = collect(input, cx, "$densify")?;
         let mut out = Vec::with_capacity(docs.len());
         let mut rows: Vec<(Bson, f64, Document)> = Vec::new();
         for d in docs {
@@ -446,7 +434,7 @@ impl Fill {
 
 impl Stage for Fill {
     fn run<'a>(&'a self, input: DocStream<'a>, cx: RunCx<'a>) -> CommandResult<DocStream<'a>> {
-        let docs = collect(input, cx, "$fill")?;
+        let (docs, _held) = collect(input, cx, "$fill")?;
         let mut rows = Vec::with_capacity(docs.len());
         for d in docs {
             let raw = to_raw(&d)?;

@@ -11,10 +11,11 @@
 
 use super::{Stage, spec_doc};
 use crate::error::CommandResult;
+use crate::query::budget::Held;
 use crate::query::pipeline::accum::{Acc, State};
 use crate::query::pipeline::codes::{self, perr};
 use crate::query::pipeline::limits::ENTRY_OVERHEAD_BYTES;
-use crate::query::pipeline::run_context::{RunCx, doc_size_bytes, value_size_bytes};
+use crate::query::pipeline::run_context::{RunCx, doc_size_bytes, holding, value_size_bytes};
 use crate::query::pipeline::spill::{KeyOf, KeyOrder, RowStream, Sorter};
 use crate::query::pipeline::values::{raw_value_key, to_doc, to_raw, value_key};
 use crate::query::pipeline::variables::{AggExpr, Value};
@@ -121,6 +122,7 @@ impl GroupSpec {
         let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
         let mut groups: Vec<(Bson, Vec<State>)> = Vec::new();
         let mut used_bytes = 0usize;
+        let mut held = Held::global();
         for item in input {
             let doc = item?;
             let raw = to_raw(&doc)?;
@@ -140,7 +142,7 @@ impl GroupSpec {
             for ((_, acc), state) in self.accs.iter().zip(states.iter_mut()) {
                 used_bytes += acc.add(state, &raw)?;
             }
-            cx.charge(used_bytes, stage)?;
+            cx.charge(&mut held, used_bytes, stage)?;
         }
         Ok(groups)
     }
@@ -215,8 +217,10 @@ impl Group {
         let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
         let mut groups: Vec<(Bson, Vec<State>)> = Vec::new();
         let mut used_bytes = 0usize;
+        let mut held = Held::global();
         let mut spilled: Option<Sorter<'a, Vec<u8>>> = None;
         let mut spilled_bytes = 0usize;
+        let mut spilled_held = Held::global();
         let mut key = Vec::new();
         // A constant `_id` (`null`, `1`, ...) is evaluated once, with the first document.
         let is_constant = self.id.is_constant();
@@ -242,11 +246,11 @@ impl Group {
                     let doc = to_doc(&raw)?;
                     spilled_bytes += doc_size_bytes(&doc);
                     sorter.push((key.clone(), seq, doc));
-                    if spilled_bytes > cx.memory_max_bytes {
+                    if cx.charge_spillable(&mut spilled_held, spilled_bytes, "$group")? {
                         sorter.spill()?;
                         spilled_bytes = 0;
+                        spilled_held.set(0);
                     }
-                    cx.charge(0, "$group")?;
                     continue;
                 }
                 (None, None) => {
@@ -262,8 +266,9 @@ impl Group {
                 }
             };
             used_bytes += self.add(&mut groups[slot].1, &raw)?;
-            cx.charge(used_bytes, "$group")?;
-            if cx.allow_disk_use && used_bytes > cx.memory_max_bytes && spilled.is_none() {
+            // Past the bound (the stage's or the server's), with `allowDiskUse`, the table stops
+            // taking new groups: their documents go to an external sort instead.
+            if cx.charge_spillable(&mut held, used_bytes, "$group")? && spilled.is_none() {
                 let order: KeyOrder<'a, Vec<u8>> = Rc::new(|a, b| a.cmp(b));
                 let key_of: KeyOf<'a, Vec<u8>> = Rc::new(|raw| Ok(value_key(&self.id_of(raw)?)));
                 spilled = Some(Sorter::new(order, key_of));
@@ -273,9 +278,10 @@ impl Group {
             .into_iter()
             .map(|(key, states)| Ok(self.output(key, &states)));
         match spilled {
-            None => Ok(Box::new(in_memory)),
-            Some(sorter) => Ok(Box::new(
-                in_memory.chain(self.fold_sorted(sorter.finish()?)),
+            None => Ok(holding(Box::new(in_memory), held)),
+            Some(sorter) => Ok(holding(
+                Box::new(in_memory.chain(self.fold_sorted(sorter.finish()?))),
+                held,
             )),
         }
     }

@@ -8,9 +8,10 @@
 
 use super::Stage;
 use crate::error::{CommandResult, ErrorCode, err};
+use crate::query::budget::Held;
 use crate::query::path;
 use crate::query::pipeline::codes::{self, perr};
-use crate::query::pipeline::run_context::{RunCx, doc_size_bytes};
+use crate::query::pipeline::run_context::{RunCx, doc_size_bytes, holding};
 use crate::query::pipeline::spill::{KeyOf, KeyOrder, Sorter};
 use crate::query::pipeline::values::{integral, to_raw};
 use crate::query::pipeline::{DocStream, Flow, RawStream};
@@ -275,6 +276,7 @@ fn top_k_raw(
     // loses, the sort being stable).
     let mut threshold: Option<Vec<u8>> = None;
     let mut used_bytes = 0usize;
+    let mut held = Held::global();
     let (mut key, mut scratch) = (Vec::new(), Vec::new());
     let trim = |rows: &mut Vec<(Vec<u8>, RawDocumentBuf)>| {
         rows.sort_by(|a, b| a.0.cmp(&b.0));
@@ -284,7 +286,7 @@ fn top_k_raw(
         let raw = item?;
         keys.encoded_key_of(&raw, &mut key, &mut scratch);
         if threshold.as_ref().is_some_and(|t| key >= *t) {
-            cx.charge(used_bytes, "Sort")?;
+            cx.charge(&mut held, used_bytes, "Sort")?;
             continue;
         }
         used_bytes += raw.as_bytes().len() + key.len();
@@ -295,7 +297,7 @@ fn top_k_raw(
             used_bytes = rows.iter().map(|(k, d)| k.len() + d.as_bytes().len()).sum();
             threshold = rows.get(k.saturating_sub(1)).map(|(key, _)| key.clone());
         }
-        cx.charge(used_bytes, "Sort")?;
+        cx.charge(&mut held, used_bytes, "Sort")?;
     }
     trim(&mut rows);
     Ok(rows.into_iter().map(|(_, d)| d).collect())
@@ -312,18 +314,20 @@ pub fn sort_documents<'a>(
     let key_of: KeyOf<'a, Vec<Bson>> = Rc::new(|raw| Ok(keys.key_of(raw)));
     let mut sorter = Sorter::new(order, key_of);
     let mut used_bytes = 0usize;
+    let mut held = Held::global();
     for (seq, item) in (0u64..).zip(input) {
         let doc = item?;
         let key = keys.key_of(&to_raw(&doc)?);
         used_bytes += doc_size_bytes(&doc);
         sorter.push((key, seq, doc));
-        cx.charge(used_bytes, "Sort")?;
-        if cx.allow_disk_use && used_bytes > cx.memory_max_bytes {
+        if cx.charge_spillable(&mut held, used_bytes, "Sort")? {
             sorter.spill()?;
             used_bytes = 0;
+            held.set(0);
         }
     }
-    Ok(Box::new(sorter.finish()?.map(|r| r.map(|(_, _, d)| d))))
+    let sorted = Box::new(sorter.finish()?.map(|r| r.map(|(_, _, d)| d)));
+    Ok(holding(sorted, held))
 }
 
 /// Keeps the best `k` documents of a stream, in order (stable); holds O(k) documents.
@@ -336,6 +340,7 @@ fn top_k_documents(
     let k = usize::try_from(k).unwrap_or(usize::MAX);
     let mut rows: Vec<(Vec<Bson>, Document)> = Vec::new();
     let mut used_bytes = 0usize;
+    let mut held = Held::global();
     for item in input {
         let doc = item?;
         let key = keys.key_of(&to_raw(&doc)?);
@@ -347,7 +352,7 @@ fn top_k_documents(
             rows.truncate(k);
             used_bytes = rows.iter().map(|(_, d)| doc_size_bytes(d)).sum();
         }
-        cx.charge(used_bytes, "Sort")?;
+        cx.charge(&mut held, used_bytes, "Sort")?;
     }
     rows.sort_by(|a, b| keys.compare(&a.0, &b.0));
     rows.truncate(k);

@@ -13,6 +13,7 @@
 use super::sort::SortKeys;
 use super::{Stage, spec_doc};
 use crate::error::{CommandResult, ErrorCode, err};
+use crate::query::budget::Held;
 use crate::query::path::set_path;
 use crate::query::pipeline::accum::Acc;
 use crate::query::pipeline::codes::{self, perr};
@@ -343,13 +344,15 @@ impl SetWindowFields {
         })
     }
 
-    fn rows(&self, input: DocStream<'_>, cx: RunCx<'_>) -> CommandResult<Vec<Row>> {
+    /// The input as rows, and the charge for them (held while the windows are computed).
+    fn rows(&self, input: DocStream<'_>, cx: RunCx<'_>) -> CommandResult<(Vec<Row>, Held)> {
         let mut rows = Vec::new();
         let mut used_bytes = 0usize;
+        let mut held = Held::global();
         for item in input {
             let doc = item?;
             used_bytes += doc_size_bytes(&doc) * 2;
-            cx.charge(used_bytes, "$setWindowFields")?;
+            cx.charge(&mut held, used_bytes, "$setWindowFields")?;
             let raw = to_raw(&doc)?;
             let partition = match &self.partition_by {
                 Some(p) => p.eval(&raw)?.unwrap_or(Bson::Null),
@@ -373,7 +376,7 @@ impl SetWindowFields {
                 None => Ordering::Equal,
             })
         });
-        Ok(rows)
+        Ok((rows, held))
     }
 
     fn compute(&self, field: &OutputField, part: &[Row]) -> CommandResult<Vec<Option<Bson>>> {
@@ -577,7 +580,7 @@ fn doc_index(b: Bound, i: usize, n: usize, lower: bool) -> usize {
 
 impl Stage for SetWindowFields {
     fn run<'a>(&'a self, input: DocStream<'a>, cx: RunCx<'a>) -> CommandResult<DocStream<'a>> {
-        let rows = self.rows(input, cx)?;
+        let (rows, _held) = self.rows(input, cx)?;
         let mut out = Vec::with_capacity(rows.len());
         let mut start = 0;
         while start < rows.len() {
