@@ -275,7 +275,7 @@ fn source_stage(
                 out.insert("storageStats", stats);
             }
             if spec.contains_key("count") {
-                out.insert("count", doc! { "count": c.count() as i64 });
+                out.insert("count", c.count() as i64);
             }
             Ok(Some(vec![out]))
         }
