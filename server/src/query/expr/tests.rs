@@ -681,3 +681,31 @@ fn numeric_conversions_fail_as_mongod() {
         Bson::Int32(i32::MAX)
     );
 }
+
+#[test]
+fn operator_location_codes() {
+    let at = Bson::DateTime(bson::DateTime::from_millis(0));
+    let cases = [
+        (
+            doc! { "$dateAdd": { "startDate": at.clone(), "unit": "day", "amount": 1.5 } },
+            5166405,
+        ),
+        (
+            doc! { "$dateSubtract": { "startDate": at, "unit": "day", "amount": "x" } },
+            5166405,
+        ),
+        (doc! { "$concat": ["a", "$"] }, 16872),
+        (doc! { "$concat": ["a", "$b."] }, 40353),
+        (doc! { "$concat": ["a", "$b..c"] }, 15998),
+        (doc! { "$year": "2020-01-01" }, 16006),
+        (doc! { "$dayOfWeek": 5 }, 16006),
+        (doc! { "$toUpper": { "$literal": { "a": 1 } } }, 16007),
+        (
+            doc! { "$convert": { "input": { "$literal": { "a": 1 } }, "to": "int" } },
+            241,
+        ),
+    ];
+    for (e, want) in cases {
+        assert_eq!(code(Bson::Document(e.clone())), want, "{e}");
+    }
+}
