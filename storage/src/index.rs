@@ -137,7 +137,9 @@ pub(crate) struct KeyMaker {
 
 impl KeyMaker {
     pub fn new(spec: IndexSpec, compiler: Option<&FilterCompiler>) -> Result<KeyMaker> {
-        let pattern = KeyPattern::parse(&spec.key)?.with_flat_range(flat_range(&spec));
+        let pattern = KeyPattern::parse(&spec.key)?
+            .with_flat_range(flat_range(&spec))
+            .with_text(crate::text::TextSpec::from_index(&spec.key, &spec.extra)?);
         let filter = match (&spec.partial_filter, compiler) {
             (Some(f), Some(c)) => Some(c(f)),
             _ => None,

@@ -52,6 +52,9 @@ pub enum KeyError {
     /// mongod code 13027: a `2d` coordinate outside the index's `[min, max)`.
     #[error("point not in interval of [ {0}, {1} )")]
     FlatOutOfRange(String, String),
+    /// mongod code 17262: a document's `language_override` field names an unknown language.
+    #[error("language override unsupported: {0}")]
+    LanguageOverride(String),
     /// mongod has no such limit; ours bounds memory (code 67 as the nearest match).
     #[error("document would produce more than {KEYS_PER_DOCUMENT_MAX} index keys")]
     TooManyKeys,
@@ -68,6 +71,7 @@ impl KeyError {
             KeyError::Geo(_) => 16755,
             KeyError::FlatNotPair => 16804,
             KeyError::FlatOutOfRange(..) => 13027,
+            KeyError::LanguageOverride(_) => 17262,
         }
     }
 }
@@ -85,6 +89,8 @@ pub enum FieldKind {
     /// A `2d` field: a legacy pair within `[min, max)` on both axes, mapped linearly onto the
     /// sphere's longitude/latitude box and stored as that point's S2 leaf cell (int64).
     Flat { min: f64, max: f64 },
+    /// A text index's `_fts` field: the keys come from `crate::text` (see `KeyPattern::text`).
+    Text,
 }
 
 /// The value a key pattern gives a hashed field.
@@ -108,6 +114,8 @@ pub struct KeyField {
 #[derive(Debug, Clone, PartialEq)]
 pub struct KeyPattern {
     pub fields: Vec<KeyField>,
+    /// What a text index indexes; set by `with_text`, required when a field is `Text`.
+    pub text: Option<Box<crate::text::TextSpec>>,
 }
 
 /// The keys of one document.
@@ -135,6 +143,9 @@ impl KeyPattern {
                 }
                 Bson::String(kind) if kind == HASHED => (false, FieldKind::Hashed),
                 Bson::String(kind) if kind == SPHERE => (false, FieldKind::Sphere),
+                Bson::String(kind) if kind == crate::text::TEXT && path == crate::text::FTS => {
+                    (false, FieldKind::Text)
+                }
                 Bson::String(kind) if kind == FLAT => (
                     false,
                     FieldKind::Flat {
@@ -156,7 +167,13 @@ impl KeyPattern {
                 kind,
             });
         }
-        Ok(KeyPattern { fields })
+        Ok(KeyPattern { fields, text: None })
+    }
+
+    /// Sets what a text index indexes (`None` for other index types).
+    pub fn with_text(mut self, text: Option<crate::text::TextSpec>) -> KeyPattern {
+        self.text = text.map(Box::new);
+        self
     }
 
     /// Sets the `[min, max)` of the `2d` fields (the index's `min`/`max` options).
@@ -180,6 +197,12 @@ impl KeyPattern {
 
     /// The keys `doc` produces. With `sparse`, a document missing every indexed field gives none.
     pub fn extract(&self, doc: &RawDocument, sparse: bool) -> Result<ExtractedKeys, KeyError> {
+        if let Some(text) = &self.text {
+            return text.extract(doc);
+        }
+        if self.fields.iter().any(|f| f.kind == FieldKind::Text) {
+            return Err(KeyError::UnsupportedType(crate::text::TEXT.into()));
+        }
         let mut per_field: Vec<FieldValues<'_>> = Vec::with_capacity(self.fields.len());
         for field in &self.fields {
             let mut values = FieldValues::default();
@@ -340,7 +363,7 @@ impl FieldValues<'_> {
         }
         let one = |v: RawBsonRef<'_>| match field.kind {
             FieldKind::Ordered => keycode::encode_key(&[v], &[field.descending]),
-            FieldKind::Hashed | FieldKind::Sphere | FieldKind::Flat { .. } => {
+            FieldKind::Hashed | FieldKind::Sphere | FieldKind::Flat { .. } | FieldKind::Text => {
                 keycode::encode_key(&[RawBsonRef::Int64(crate::hashed::hash64(v))], &[false])
             }
         };
@@ -356,6 +379,14 @@ impl FieldValues<'_> {
         out.dedup();
         Ok(out)
     }
+}
+
+/// The values `path` reaches in `doc` (arrays fanned out as for index keys; missing places
+/// left out).
+pub(crate) fn values_at<'a>(doc: &'a RawDocument, path: &[String]) -> Vec<RawBsonRef<'a>> {
+    let mut out = FieldValues::default();
+    walk(RawBsonRef::Document(doc), path, 0, false, &mut out);
+    out.values.into_iter().flatten().collect()
 }
 
 /// Follows `path[depth..]` from `value`, collecting what the path reaches. With `whole`, the

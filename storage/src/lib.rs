@@ -36,6 +36,7 @@ pub mod record;
 mod recovery;
 mod replay;
 pub mod sim;
+pub mod text;
 mod validate;
 mod write;
 

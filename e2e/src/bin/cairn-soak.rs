@@ -65,11 +65,41 @@ struct Counters {
     hostile: AtomicU64,
 }
 
-fn rss_mb(pid: u32) -> Option<f64> {
+/// A number field of `/proc/<pid>/status` (`VmRSS:` in kB, `Threads:`).
+fn proc_status(pid: u32, field: &str) -> Option<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb / 1024.0)
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn rss_mb(pid: u32) -> Option<f64> {
+    proc_status(pid, "VmRSS:").map(|kb| kb / 1024.0)
+}
+
+/// The allocator's counters (`serverStatus.jemalloc`), in MB.
+async fn heap_mb(client: &mongodb::Client) -> Result<Heap> {
+    let st = client
+        .database("admin")
+        .run_command(doc! {"serverStatus": 1})
+        .await?;
+    let j = st.get_document("jemalloc").ok();
+    let mb = |name: &str| {
+        j.and_then(|j| j.get(name))
+            .and_then(bson::Bson::as_i64)
+            .unwrap_or(0) as f64
+            / (1 << 20) as f64
+    };
+    Ok(Heap {
+        allocated: mb("allocated"),
+        resident: mb("resident"),
+    })
+}
+
+/// Live heap bytes, and what the allocator keeps resident for them (MB).
+#[derive(Clone, Copy, serde::Serialize)]
+struct Heap {
+    allocated: f64,
+    resident: f64,
 }
 
 /// The page cache's bytes and the open cursors, from `serverStatus`.
@@ -261,7 +291,9 @@ async fn run(cli: &Cli) -> Result<()> {
     let coll = client.database("soak").collection::<Document>("items");
     load(&coll, cli.docs).await?;
     let baseline = rss_mb(pid).context("rss")?;
+    let loaded_threads = proc_status(pid, "Threads:").unwrap_or(0.0);
     let (cache_loaded, _) = cache_and_cursors(&client).await?;
+    let heap_loaded = heap_mb(&client).await?;
     eprintln!(
         "loaded {} documents; RSS {baseline:.1} MB (empty server {idle_before_load:.1} MB)",
         cli.docs
@@ -338,6 +370,9 @@ async fn run(cli: &Cli) -> Result<()> {
         cache_loaded,
         cache_end,
         cursors_end,
+        heap_loaded,
+        heap_end: heap_mb(&client).await?,
+        threads: [loaded_threads, proc_status(pid, "Threads:").unwrap_or(0.0)],
     };
     report(cli, baseline, idle_before_load, &samples, &counters, &end)
 }
@@ -345,6 +380,11 @@ async fn run(cli: &Cli) -> Result<()> {
 /// What `serverStatus` said after loading and after the idle phase.
 struct End {
     cache_loaded: f64,
+    /// The allocator's live bytes (MB), after loading and after idling.
+    heap_loaded: Heap,
+    heap_end: Heap,
+    /// The server's threads after loading and after idling.
+    threads: [f64; 2],
     cache_end: f64,
     cursors_end: i64,
 }
@@ -368,6 +408,8 @@ fn report(
         "hostile_clients": cli.hostile, "docs": cli.docs,
         "rss_mb": {"empty": empty, "baseline_after_load": baseline, "peak": peak, "after_idle": last},
         "cache_mb": {"after_load": end.cache_loaded, "after_idle": end.cache_end},
+        "heap_mb": {"after_load": end.heap_loaded, "after_idle": end.heap_end},
+        "threads": {"after_load": end.threads[0], "after_idle": end.threads[1]},
         "open_cursors_after_idle": end.cursors_end,
         "ops": ops, "hostile_ops": hostile, "errors": errors,
         "samples": samples,
@@ -412,7 +454,10 @@ fn report(
          |---|---|---|---|---|---|\n\
          | RSS | {empty:.1} MB | {baseline:.1} MB | {peak:.1} MB | {last:.1} MB | {:+.1}% |\n\
          | page cache | | {:.1} MB | | {:.1} MB | |\n\
-         | RSS outside the page cache | | {base_rest:.1} MB | | {last_rest:.1} MB | {:+.1}% |\n\n\
+         | RSS outside the page cache | | {base_rest:.1} MB | | {last_rest:.1} MB | {:+.1}% |\n\
+         | heap allocated (`serverStatus.jemalloc.allocated`, cache included) | | {:.1} MB | | {:.1} MB | |\n\
+         | allocator resident (`serverStatus.jemalloc.resident`) | | {:.1} MB | | {:.1} MB | |\n\
+         | server threads | | {} | | {} | |\n\n\
          {ops} driver operations ({:.0}/s), {errors} failed; {hostile} hostile connections (abandoned cursors, hang-ups, cut-short queries); {} cursors open after the idle phase.\n",
         cli.docs,
         cli.idle_secs,
@@ -420,6 +465,12 @@ fn report(
         end.cache_loaded,
         end.cache_end,
         (last_rest / base_rest - 1.0) * 100.0,
+        end.heap_loaded.allocated,
+        end.heap_end.allocated,
+        end.heap_loaded.resident,
+        end.heap_end.resident,
+        end.threads[0],
+        end.threads[1],
         ops as f64 / load_secs,
         end.cursors_end,
     );

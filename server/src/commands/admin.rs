@@ -196,6 +196,25 @@ fn storage_jobs_section(state: &ServerState) -> Document {
     }
 }
 
+/// `serverStatus.jemalloc` (cairn's own, as mongod's `tcmalloc` section is its allocator's):
+/// bytes the program holds (`allocated`), in the pages those sit in (`active`), resident in
+/// memory for the allocator including its metadata (`resident`), mapped, and kept mapped but
+/// returned to the OS (`retained`). RSS well above `resident` is not the heap's.
+fn jemalloc_section() -> Document {
+    use tikv_jemalloc_ctl::{epoch, stats};
+    // The counters are a snapshot refreshed by advancing the epoch.
+    let _ = epoch::advance();
+    let n = |r: tikv_jemalloc_ctl::Result<usize>| r.map_or(-1, |v| v as i64);
+    doc! {
+        "allocated": n(stats::allocated::read()),
+        "active": n(stats::active::read()),
+        "resident": n(stats::resident::read()),
+        "metadata": n(stats::metadata::read()),
+        "mapped": n(stats::mapped::read()),
+        "retained": n(stats::retained::read()),
+    }
+}
+
 pub fn server_status(state: &ServerState) -> Reply {
     let engine_stats = state.catalog.engine().stats();
     let uptime = state.started.elapsed();
@@ -236,6 +255,7 @@ pub fn server_status(state: &ServerState) -> Reply {
         },
         "storageEngine": { "name": "cairn", "supportsCommittedReads": false, "persistent": true },
         "wiredTiger": wired_tiger_section(&engine_stats),
+        "jemalloc": jemalloc_section(),
         "metrics": {
             "storageJobs": storage_jobs_section(state),
             "ttl": {

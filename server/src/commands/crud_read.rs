@@ -10,7 +10,9 @@ use crate::error::{CommandResult, ErrorCode, err};
 use crate::exec;
 use crate::exec::find::FindSpec;
 use crate::planner;
+use crate::query::distinct::DistinctValues;
 use crate::query::matcher::Filter;
+use crate::query::pipeline::values::to_doc;
 use crate::query::projection::Projection;
 use crate::query::sort::SortSpec;
 use crate::state::ServerState;
@@ -441,17 +443,13 @@ pub fn distinct(state: &ServerState, req: &Request) -> CommandResult<Reply> {
         .cloned()
         .unwrap_or_default();
     let filter = Filter::parse(&query)?;
-    let mut values = Vec::new();
+    let path: Vec<&str> = key.split('.').collect();
+    let mut found = DistinctValues::default();
     if let Some(view) = super::views::resolve(state, &req.db, &coll_name)? {
-        let path: Vec<&str> = key.split('.').collect();
         for raw in super::aggregate::view_docs(state, req, view, vec![doc! { "$match": query }])? {
-            let d = Document::try_from(raw.as_ref())
-                .map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
-            crate::query::path::values_at(&Bson::Document(d), &path, &mut values);
+            found.add_from(&to_doc(&raw)?, &path)?;
         }
-        values.sort_by(storage::order::compare_bson);
-        values.dedup_by(|a, b| storage::order::compare_bson(a, b).is_eq());
-        return Ok(Reply::Doc(doc! { "values": values, "ok": 1.0 }));
+        return Ok(Reply::Doc(doc! { "values": found.finish(), "ok": 1.0 }));
     }
     let coll = state.catalog.collection(&req.db, &coll_name);
     let hint = args::check_hint(&req.body, coll.as_deref())?;
@@ -463,17 +461,13 @@ pub fn distinct(state: &ServerState, req: &Request) -> CommandResult<Reply> {
         .and_then(|c| planner::keyscan::key_plan(&c.indexes(), &key, &filter, hint.as_deref()));
     if let (Some(coll), Some(plan)) = (&coll, key_only) {
         let mut stats = exec::keyscan::KeyStats::default();
-        values = exec::keyscan::distinct_keys(coll, &plan, &filter, &key, &mut stats)?;
+        for v in exec::keyscan::distinct_keys(coll, &plan, &filter, &key, &mut stats)? {
+            found.add(v)?;
+        }
     } else if let Some(coll) = coll {
-        let path: Vec<&str> = key.split('.').collect();
         exec::for_each_match(&coll, &filter, &query, deadline(req), |doc| {
-            let d = Document::try_from(doc.as_ref())
-                .map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
-            crate::query::path::values_at(&Bson::Document(d), &path, &mut values);
-            Ok(())
+            found.add_from(&to_doc(doc)?, &path)
         })?;
     }
-    values.sort_by(storage::order::compare_bson);
-    values.dedup_by(|a, b| storage::order::compare_bson(a, b).is_eq());
-    Ok(Reply::Doc(doc! { "values": values, "ok": 1.0 }))
+    Ok(Reply::Doc(doc! { "values": found.finish(), "ok": 1.0 }))
 }

@@ -269,8 +269,10 @@ pub fn explain(state: &ServerState, req: &Request) -> CommandResult<Reply> {
         Some(c) => {
             let started = Instant::now();
             let key_only = key_only_plan(c, &name, &t, &filter, hint.as_deref());
+            let text = crate::query::text::text_of(&filter);
             let (winner, rejected, mut s, all) = match key_only {
                 _ if name == "count" && t.filter.is_empty() => fast_count(c, &verbosity),
+                _ if let Some(q) = &text => text_explained(c, &filter, q, &verbosity)?,
                 Some(k) => (
                     k.tree(&t),
                     vec![],
@@ -473,6 +475,32 @@ fn all_plans_trials(
 }
 
 /// The planner's choice for a command, its explain trees and (unless `queryPlanner`) its run.
+/// A `$text` query's explain: its TEXT_MATCH tree, run unless only the plan is asked for.
+fn text_explained(
+    c: &Arc<storage::Collection>,
+    filter: &Filter,
+    query: &crate::query::text::TextQuery,
+    verbosity: &str,
+) -> CommandResult<Planned> {
+    planner::bind_text(c, filter);
+    if query.bound().is_none() {
+        return Err(crate::query::text::no_index_error());
+    }
+    let mut stats = Stats {
+        n_returned: 0,
+        keys_examined: 0,
+        docs_examined: 0,
+        millis: 0,
+    };
+    if verbosity != "queryPlanner" {
+        let run = exec::text::run(c, filter, query, None)?;
+        stats.n_returned = run.hits.len() as u64;
+        stats.keys_examined = run.keys_examined;
+        stats.docs_examined = run.docs_examined;
+    }
+    Ok((exec::text::explain_tree(query), vec![], stats, vec![]))
+}
+
 fn planned(
     c: &Arc<storage::Collection>,
     filter: &Filter,

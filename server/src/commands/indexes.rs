@@ -43,7 +43,7 @@ const SPEC_FIELDS: &[&str] = &[
     "prepareUnique",
 ];
 /// Special index types cairn does not build yet.
-const UNSUPPORTED_TYPES: &[&str] = &["text", "geoHaystack"];
+const UNSUPPORTED_TYPES: &[&str] = &["geoHaystack"];
 
 /// mongod's default index name: `a_1_b_-1`.
 pub fn default_name(key: &Document) -> String {
@@ -109,6 +109,79 @@ fn flat_options(d: &Document, extra: &mut Document) -> CommandResult<()> {
         }
     }
     Ok(())
+}
+
+/// Whether a key pattern asks for a text index (`{a: "text"}` or the stored `_fts` form).
+fn is_text(key: &Document) -> bool {
+    key.values()
+        .any(|v| v.as_str() == Some(storage::text::TEXT))
+}
+
+/// A text index in mongod's stored form: the key `{_fts: "text", _ftsx: 1}` and, as options,
+/// the text fields in `weights` (1 unless given), `default_language`, `language_override` and
+/// `textIndexVersion`. Compound text indexes (other key fields beside the text ones) are not
+/// built yet.
+fn text_options(d: &Document, key: &Document) -> CommandResult<(Document, Document)> {
+    use storage::text::{self, language};
+    let stored = doc! { text::FTS: text::TEXT, text::FTSX: 1 };
+    let already = text::is_text_key(key);
+    if already && key != &stored || !already && key.values().any(|v| v.as_str() != Some(text::TEXT))
+    {
+        return Err(err(
+            ErrorCode::CannotCreateIndex,
+            "compound text indexes (text and other key fields) are not supported by cairn yet",
+        ));
+    }
+    let mut weights: std::collections::BTreeMap<String, Bson> = Default::default();
+    if !already {
+        for field in key.keys() {
+            weights.insert(field.clone(), Bson::Int32(1));
+        }
+    }
+    match d.get("weights") {
+        None => {}
+        Some(Bson::Document(w)) => {
+            for (field, v) in w {
+                if !crate::query::types::is_number(v) {
+                    return Err(bad_spec(d, "weight for text index needs numeric type"));
+                }
+                weights.insert(field.clone(), v.clone());
+            }
+        }
+        Some(Bson::String(s)) if s == text::WILDCARD => {
+            weights.insert(s.clone(), Bson::Int32(1));
+        }
+        Some(_) => return Err(bad_spec(d, "text index option 'weights' must be an object")),
+    }
+    let string_option = |name: &str, default: &str| match d.get(name) {
+        None => Ok(default.to_string()),
+        Some(Bson::String(s)) => Ok(s.clone()),
+        Some(_) => Err(bad_spec(
+            d,
+            format!("text index option '{name}' must be a string"),
+        )),
+    };
+    let default_language = string_option("default_language", language::DEFAULT_LANGUAGE)?;
+    let language_override = string_option("language_override", text::LANGUAGE_OVERRIDE_DEFAULT)?;
+    if let Some(v) = d.get("textIndexVersion")
+        && super::as_i64(v) != Some(i64::from(text::TEXT_INDEX_VERSION))
+    {
+        return Err(bad_spec(
+            d,
+            format!(
+                "cairn builds textIndexVersion {} only, not {v}",
+                text::TEXT_INDEX_VERSION
+            ),
+        ));
+    }
+    let options = doc! {
+        "weights": weights.into_iter().collect::<Document>(),
+        "default_language": default_language,
+        "language_override": language_override,
+        "textIndexVersion": text::TEXT_INDEX_VERSION,
+    };
+    text::TextSpec::from_index(&stored, &options).map_err(|e| bad_spec(d, e))?;
+    Ok((stored, options))
 }
 
 /// Turn one element of `indexes` into an `IndexSpec`, checking it as mongod does.
@@ -181,7 +254,7 @@ pub fn parse_spec(d: &Document) -> CommandResult<IndexSpec> {
                     ));
                 }
             }
-            Bson::String(t) if t == "hashed" || t == "2dsphere" || t == "2d" => {}
+            Bson::String(t) if t == "hashed" || t == "2dsphere" || t == "2d" || t == "text" => {}
             Bson::String(t) if UNSUPPORTED_TYPES.contains(&t.as_str()) => {
                 return Err(err(
                     ErrorCode::CannotCreateIndex,
@@ -306,6 +379,15 @@ pub fn parse_spec(d: &Document) -> CommandResult<IndexSpec> {
         extra.insert("2dsphereIndexVersion", version);
     }
     let unique = unique && name != ID_INDEX_NAME;
+    let key = if is_text(&key) {
+        let (stored, options) = text_options(d, &key)?;
+        extra.remove("weights");
+        extra.remove("default_language");
+        extra.extend(options);
+        stored
+    } else {
+        key
+    };
     Ok(IndexSpec {
         name,
         key,
@@ -329,7 +411,24 @@ fn same_options(a: &IndexSpec, b: &IndexSpec) -> bool {
 }
 
 /// How a requested spec relates to the existing ones: `Ok(true)` exists already, `Ok(false)` new.
+/// A collection has at most one text index: another one, or the same name with other options,
+/// is 85.
 fn compare_existing(requested: &IndexSpec, existing: &[IndexSpec]) -> CommandResult<bool> {
+    if storage::text::is_text_key(&requested.key)
+        && let Some(e) = existing.iter().find(|e| storage::text::is_text_key(&e.key))
+    {
+        if e.name == requested.name && e.extra == requested.extra && same_options(e, requested) {
+            return Ok(true);
+        }
+        return Err(err(
+            ErrorCode::IndexOptionsConflict,
+            format!(
+                "An equivalent index already exists with a different name and options. Requested index: {}, existing index: {}",
+                spec_document(requested),
+                spec_document(e)
+            ),
+        ));
+    }
     if let Some(e) = existing.iter().find(|e| e.name == requested.name) {
         if e.key != requested.key {
             return Err(err(
@@ -639,7 +738,7 @@ mod tests {
             ErrorCode::CannotCreateIndex
         );
         assert_eq!(
-            parse_spec(&doc! { "key": { "a": "text" } })
+            parse_spec(&doc! { "key": { "a": "geoHaystack" } })
                 .unwrap_err()
                 .code,
             ErrorCode::CannotCreateIndex
@@ -674,6 +773,49 @@ mod tests {
         }
         let plain = doc! { "key": { "_id": 1 }, "name": "_id_", "v": 2, "collation": { "locale": "simple" } };
         assert!(parse_spec(&plain).is_ok());
+    }
+
+    #[test]
+    fn text_specs_take_mongods_stored_form() {
+        let spec = parse_spec(&doc! {
+            "key": { "title": "text", "body": "text" },
+            "weights": { "title": 10 },
+            "default_language": "spanish",
+        })
+        .unwrap();
+        assert_eq!(spec.name, "title_text_body_text");
+        let listed = spec_document(&spec);
+        assert_eq!(
+            listed.get_document("key").unwrap(),
+            &doc! { "_fts": "text", "_ftsx": 1 }
+        );
+        assert_eq!(
+            listed.get_document("weights").unwrap(),
+            &doc! { "body": 1, "title": 10 }
+        );
+        assert_eq!(listed.get_str("default_language").unwrap(), "spanish");
+        assert_eq!(listed.get_str("language_override").unwrap(), "language");
+        assert_eq!(listed.get_i32("textIndexVersion").unwrap(), 3);
+        let code = |d: Document| parse_spec(&d).unwrap_err().code.code();
+        assert_eq!(code(doc! { "key": { "a": "text", "b": 1 } }), 67);
+        assert_eq!(
+            code(doc! { "key": { "a": "text" }, "weights": { "a": "x" } }),
+            67
+        );
+        assert_eq!(
+            code(doc! { "key": { "a": "text" }, "weights": { "a": 0 } }),
+            67
+        );
+        assert_eq!(
+            code(doc! { "key": { "a": "text" }, "default_language": "klingon" }),
+            67
+        );
+        let other = parse_spec(&doc! { "key": { "c": "text" } }).unwrap();
+        assert!(compare_existing(&spec, std::slice::from_ref(&spec)).unwrap());
+        assert_eq!(
+            compare_existing(&other, &[spec]).unwrap_err().code,
+            ErrorCode::IndexOptionsConflict
+        );
     }
 
     #[test]

@@ -67,6 +67,23 @@ pub fn open(
     deadline: Option<Instant>,
 ) -> CommandResult<DocSource> {
     let sort_doc = a.sort.as_ref().map(|(_, d)| d);
+    if let Some(query) = crate::query::text::text_of(&a.filter) {
+        if super::near::near_of(&a.filter).is_some() {
+            return Err(err(
+                ErrorCode::BadValue,
+                "text and geoNear not allowed in same query",
+            ));
+        }
+        return open_text(coll, a, &query, deadline);
+    }
+    if a.sort.as_ref().is_some_and(|(s, _)| s.has_text_score())
+        || a.projection.as_ref().is_some_and(|p| p.wants_text_score())
+    {
+        return Err(err(
+            ErrorCode::Location40218,
+            "query requires text score metadata, but it is not available",
+        ));
+    }
     if let Some((path, near)) = super::near::near_of(&a.filter) {
         return open_near(coll, a, hint, &path, &near, deadline);
     }
@@ -132,7 +149,7 @@ pub fn open(
     let take = a.limit.map_or(usize::MAX, |l| l as usize);
     let mut docs = VecDeque::new();
     for (rid, doc, pos) in matches.into_iter().skip(a.skip as usize).take(take) {
-        docs.push_back(finish_doc(doc, rid, pos, a, return_key.as_ref())?);
+        docs.push_back(finish_doc(doc, rid, pos, None, a, return_key.as_ref())?);
     }
     Ok(DocSource::Buffered(docs))
 }
@@ -155,7 +172,27 @@ fn open_near(
     let take = a.limit.map_or(usize::MAX, |l| l as usize);
     let mut docs = VecDeque::new();
     for (rid, doc, _) in matches.into_iter().skip(a.skip as usize).take(take) {
-        docs.push_back(finish_doc(doc, rid, None, a, None)?);
+        docs.push_back(finish_doc(doc, rid, None, None, a, None)?);
+    }
+    Ok(DocSource::Buffered(docs))
+}
+
+/// A `find` with `$text`: the matches with their scores (see `super::text`), sorted as asked
+/// (`{$meta: "textScore"}` included), then skip, limit and projection.
+fn open_text(
+    coll: &Arc<Collection>,
+    a: &FindSpec,
+    query: &crate::query::text::TextQuery,
+    deadline: Option<Instant>,
+) -> CommandResult<DocSource> {
+    let mut hits = super::text::run(coll, &a.filter, query, deadline)?.hits;
+    if let Some((sort, _)) = &a.sort {
+        hits.sort_by(|x, y| sort.compare_scored((&x.1, x.2), (&y.1, y.2)));
+    }
+    let take = a.limit.map_or(usize::MAX, |l| l as usize);
+    let mut docs = VecDeque::new();
+    for (rid, doc, score) in hits.into_iter().skip(a.skip as usize).take(take) {
+        docs.push_back(finish_doc(doc, rid, None, Some(score), a, None)?);
     }
     Ok(DocSource::Buffered(docs))
 }
@@ -165,11 +202,13 @@ fn finish_doc(
     doc: RawDocumentBuf,
     rid: u64,
     pos: Option<usize>,
+    score: Option<f64>,
     a: &FindSpec,
     return_key: Option<&Document>,
 ) -> CommandResult<RawDocumentBuf> {
     let mut out = match (return_key, &a.projection) {
         (Some(pattern), _) => index_key_of(&doc, pattern)?,
+        (None, Some(p)) if score.is_some() => p.apply_scored(&doc, pos, score.unwrap_or(0.0))?,
         (None, Some(p)) => RawDocumentBuf::try_from(&p.apply(&doc, pos)?)
             .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?,
         (None, None) => doc,

@@ -15,6 +15,7 @@ pub mod near;
 pub mod scan;
 pub mod source;
 pub mod stream;
+pub mod text;
 
 pub use scan::{
     MergeBranch, ScanMode, ScanState, check_deadline, collect_matches, for_each_match,

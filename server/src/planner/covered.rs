@@ -54,7 +54,7 @@ pub fn filter_paths<'a>(filter: &'a Filter, out: &mut Vec<&'a str>) -> bool {
             out.push(path.as_str());
             plain && !path.is_empty()
         }
-        Filter::Expr(_) | Filter::Schema(_) => false,
+        Filter::Expr(_) | Filter::Schema(_) | Filter::Text(_) => false,
     }
 }
 

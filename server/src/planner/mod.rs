@@ -178,6 +178,10 @@ pub fn index_candidate(
     sort: Option<&Document>,
     forced: bool,
 ) -> Option<IndexPlan> {
+    // A text index answers `$text` only, through its own stage (`exec::text`).
+    if storage::text::is_text_key(&ix.spec.key) {
+        return None;
+    }
     let preds = conjunction(filter);
     let mut field_bounds = Vec::new();
     let mut product = 1usize;
@@ -357,6 +361,22 @@ pub fn choose(
     choose_cached(coll, filter, filter_doc, sort, hint, true).0
 }
 
+/// Ties a filter's `$text` to the collection's text index, if it has one (see `query::text`).
+pub fn bind_text(coll: &Collection, filter: &Filter) {
+    let Some(query) = crate::query::text::text_of(filter) else {
+        return;
+    };
+    if query.bound().is_some() {
+        return;
+    }
+    for ix in coll.indexes().into_iter().filter(|ix| !ix.spec.hidden) {
+        if let Ok(Some(spec)) = storage::text::TextSpec::from_index(&ix.spec.key, &ix.spec.extra) {
+            query.bind(&ix.spec.name, spec);
+            return;
+        }
+    }
+}
+
 /// [`choose`], saying whether the plan came from the plan cache; with `record` false (explain)
 /// the cache is read but never written. The winner's summary is noted on the operation (for
 /// the profiler and the slow-query line).
@@ -368,6 +388,7 @@ pub fn choose_cached(
     hint: Option<&str>,
     record: bool,
 ) -> (Choice, bool) {
+    bind_text(coll, filter);
     let (choice, cached) = choose_plan(coll, filter, filter_doc, sort, hint, record);
     crate::interrupt::note_plan(|| choice.winner.summary());
     (choice, cached)

@@ -7,6 +7,7 @@
 pub mod budget;
 pub mod collation;
 pub mod decimal;
+pub mod distinct;
 pub mod expr;
 pub mod js;
 pub mod limits;
@@ -15,9 +16,11 @@ pub mod path;
 pub mod pipeline;
 pub mod projection;
 pub mod sort;
+pub mod text;
 pub mod types;
 pub mod update;
 pub mod validation;
+pub mod vocabulary;
 
 #[cfg(test)]
 mod fuzz_tests;

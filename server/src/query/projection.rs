@@ -31,6 +31,9 @@ enum Node {
 #[derive(Debug, Clone)]
 pub struct Projection {
     nodes: Vec<(String, Node)>,
+    /// Top-level fields set to the text score (`{f: {$meta: "textScore"}}`); they make the
+    /// projection neither an inclusion nor an exclusion.
+    text_score: Vec<String>,
     inclusion: bool,
     id_included: bool,
 }
@@ -178,7 +181,12 @@ impl Projection {
     pub fn parse(spec: &Document) -> CommandResult<Projection> {
         let mut nodes = Vec::new();
         let mut positional = 0;
+        let mut text_score = Vec::new();
         for (key, v) in spec {
+            if crate::query::sort::is_text_score(v) && !key.starts_with('$') && !key.contains('.') {
+                text_score.push(key.clone());
+                continue;
+            }
             if let Some(base) = key.strip_suffix(".$") {
                 if base.split('.').any(|c| c == "$" || c.is_empty())
                     || !types::as_f64(v).is_some_and(|d| d != 0.0)
@@ -212,7 +220,33 @@ impl Projection {
                 "Cannot specify more than one positional proj. per query.",
             ));
         }
-        Self::classify(nodes)
+        let mut p = Self::classify(nodes)?;
+        p.text_score = text_score;
+        Ok(p)
+    }
+
+    /// Whether the projection asks for `{$meta: "textScore"}`.
+    pub fn wants_text_score(&self) -> bool {
+        !self.text_score.is_empty()
+    }
+
+    /// [`Projection::apply_raw`], then the text-score fields set to `score`.
+    pub fn apply_scored(
+        &self,
+        doc: &RawDocument,
+        positional: Option<usize>,
+        score: f64,
+    ) -> CommandResult<RawDocumentBuf> {
+        let raw = self.apply_raw(doc, positional)?;
+        if self.text_score.is_empty() {
+            return Ok(raw);
+        }
+        let internal = |e: bson::error::Error| err(ErrorCode::InternalError, e.to_string());
+        let mut d = Document::try_from(raw.as_ref()).map_err(internal)?;
+        for f in &self.text_score {
+            d.insert(f.clone(), score);
+        }
+        RawDocumentBuf::try_from(&d).map_err(internal)
     }
 
     /// Decides inclusion vs exclusion, refusing mixtures (only `_id` may differ).
@@ -242,6 +276,7 @@ impl Projection {
                 let inclusion = inclusion || mode.is_none() && kind(&nodes[0].1) == Some(true);
                 return Ok(Projection {
                     nodes,
+                    text_score: Vec::new(),
                     inclusion,
                     id_included: true,
                 });
@@ -249,6 +284,7 @@ impl Projection {
         }
         Ok(Projection {
             nodes,
+            text_score: Vec::new(),
             inclusion,
             id_included,
         })

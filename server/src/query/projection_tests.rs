@@ -132,7 +132,7 @@ fn errors_like_mongod() {
     assert_eq!(code(doc! {"a": 0, "b": 1}), 31253);
     assert_eq!(code(doc! {"a": 1, "a.b": 1}), 31250);
     assert_eq!(code(doc! {"a.b": 1, "a": 1}), 31249);
-    assert_eq!(code(doc! {"a": {"$meta": "textScore"}}), 238);
+    assert_eq!(code(doc! {"a": {"$meta": "searchScore"}}), 238);
     assert_eq!(code(doc! {"a.b": {"$elemMatch": {"x": 1}}}), 31275);
     assert_eq!(code(doc! {"a.$": 1, "b.$": 1}), 31276);
     assert_eq!(code(doc! {"a": {"$slice": [1, 0]}}), 28724);
@@ -155,4 +155,22 @@ fn corpus_values_survive_inclusion() {
         );
         assert_eq!(types::type_code(got), types::type_code(&v));
     }
+}
+
+#[test]
+fn text_score_fields_are_added_and_keep_the_mode() {
+    let d = bson::rawdoc! {"_id": 1, "a": 1, "b": 2, "s": "old"};
+    let p = Projection::parse(&doc! {"s": {"$meta": "textScore"}}).unwrap();
+    assert!(p.wants_text_score());
+    let out = p.apply_scored(&d, None, 1.5).unwrap();
+    assert_eq!(
+        Document::try_from(out.as_ref()).unwrap(),
+        doc! {"_id": 1, "a": 1, "b": 2, "s": 1.5}
+    );
+    let p = Projection::parse(&doc! {"a": 1, "score": {"$meta": "textScore"}}).unwrap();
+    let out = p.apply_scored(&d, None, 0.75).unwrap();
+    assert_eq!(
+        Document::try_from(out.as_ref()).unwrap(),
+        doc! {"_id": 1, "a": 1, "score": 0.75}
+    );
 }

@@ -18,6 +18,8 @@ pub struct SortField {
     pub path: String,
     pub components: Vec<String>,
     pub ascending: bool,
+    /// `{$meta: "textScore"}`: the document's text score, highest first.
+    pub text_score: bool,
 }
 
 /// A parsed `sort` document.
@@ -31,6 +33,11 @@ pub struct SortSpec {
 /// The values a document sorts by, one per sort field.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SortKey(pub Vec<Bson>);
+
+/// `{$meta: "textScore"}` (as a sort direction or a projection value).
+pub fn is_text_score(v: &Bson) -> bool {
+    matches!(v, Bson::Document(d) if d.len() == 1 && d.get_str("$meta").is_ok_and(|m| m == "textScore"))
+}
 
 fn direction(path: &str, v: &Bson) -> CommandResult<bool> {
     if let Bson::Document(d) = v
@@ -71,11 +78,13 @@ impl SortSpec {
                     format!("FieldPath field names may not start with '$'. Given: '{path}'"),
                 ));
             }
-            let ascending = direction(path, v)?;
+            let text_score = is_text_score(v);
+            let ascending = text_score || direction(path, v)?;
             out.fields.push(SortField {
                 path: path.clone(),
                 components: path::split(path),
-                ascending,
+                ascending: !text_score && ascending,
+                text_score,
             });
         }
         if out.natural.is_some() && !out.fields.is_empty() {
@@ -85,6 +94,33 @@ impl SortSpec {
             ));
         }
         Ok(out)
+    }
+
+    /// Whether a field sorts by `{$meta: "textScore"}`.
+    pub fn has_text_score(&self) -> bool {
+        self.fields.iter().any(|f| f.text_score)
+    }
+
+    /// Orders two documents that carry text scores (`compare` treats score fields as equal).
+    pub fn compare_scored(
+        &self,
+        (a, a_score): (&RawDocument, f64),
+        (b, b_score): (&RawDocument, f64),
+    ) -> Ordering {
+        for f in &self.fields {
+            let o = if f.text_score {
+                b_score.total_cmp(&a_score)
+            } else {
+                let x = field_view(a, &f.components, f.ascending);
+                let y = field_view(b, &f.components, f.ascending);
+                let o = order::compare_views(x, y);
+                if f.ascending { o } else { o.reverse() }
+            };
+            if o != Ordering::Equal {
+                return o;
+            }
+        }
+        Ordering::Equal
     }
 
     /// True when there are no field keys (possibly only `$natural`).
@@ -120,7 +156,7 @@ impl SortSpec {
     /// Orders two documents. Copies nothing: keys are compared as borrowed views, field by
     /// field, stopping at the first difference.
     pub fn compare(&self, a: &RawDocument, b: &RawDocument) -> Ordering {
-        for f in &self.fields {
+        for f in self.fields.iter().filter(|f| !f.text_score) {
             let x = field_view(a, &f.components, f.ascending);
             let y = field_view(b, &f.components, f.ascending);
             let o = order::compare_views(x, y);
@@ -312,11 +348,20 @@ mod tests {
             2
         );
         assert_eq!(
-            SortSpec::parse(&doc! {"a": {"$meta": "textScore"}})
+            SortSpec::parse(&doc! {"a": {"$meta": "searchScore"}})
                 .expect_err("meta")
                 .code
                 .code(),
             238
+        );
+        let scored = SortSpec::parse(&doc! {"s": {"$meta": "textScore"}, "a": 1}).expect("ok");
+        assert!(scored.has_text_score());
+        let (x, y) = (bson::rawdoc! {"a": 1}, bson::rawdoc! {"a": 0});
+        // Higher score first, then the other fields.
+        assert_eq!(scored.compare_scored((&x, 2.0), (&y, 1.0)), Ordering::Less);
+        assert_eq!(
+            scored.compare_scored((&x, 1.0), (&y, 1.0)),
+            Ordering::Greater
         );
         assert!(SortSpec::parse(&doc! {"a": 1.0, "b": -1i64}).is_ok());
     }

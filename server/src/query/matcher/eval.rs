@@ -55,6 +55,7 @@ pub(super) fn eval(
         Filter::Expr(e) => types::is_truthy(&e.evaluate(doc)?),
         Filter::Schema(s) => s.matches(doc),
         Filter::Const(b) => *b,
+        Filter::Text(q) => q.matches(doc)?,
     })
 }
 

@@ -44,6 +44,8 @@ pub enum Filter {
     Schema(Box<Schema>),
     /// `$alwaysTrue` / `$alwaysFalse`.
     Const(bool),
+    /// `$text` (see `query::text`): only in the top-level conjunction.
+    Text(std::sync::Arc<crate::query::text::TextQuery>),
 }
 
 /// A test on one value.
@@ -101,7 +103,9 @@ pub struct MatchDetails {
 impl Filter {
     /// Parses a filter document, strictly.
     pub fn parse(filter: &Document) -> CommandResult<Filter> {
-        parse::parse_filter(filter, 0)
+        let f = parse::parse_filter(filter, 0)?;
+        crate::query::text::check_placement(&f)?;
+        Ok(f)
     }
 
     /// True when `doc` matches. A runtime error inside `$expr` counts as no match; use

@@ -73,12 +73,9 @@ fn parse_top_level(op: &str, value: &Bson, depth: usize) -> CommandResult<Option
                 args: Vec::new(),
             }))))
         }
-        "text" => {
-            return Err(err(
-                ErrorCode::IndexNotFound,
-                "text index required for $text query",
-            ));
-        }
+        "text" => Filter::Text(std::sync::Arc::new(crate::query::text::TextQuery::parse(
+            value,
+        )?)),
         _ => {
             return Err(err(
                 ErrorCode::BadValue,

@@ -240,6 +240,15 @@ pub struct Pipeline {
     memory_max_bytes: usize,
 }
 
+/// Whether a `$match` spec has `$text` in its top-level conjunction.
+fn mentions_text(spec: &Bson) -> bool {
+    let Bson::Document(d) = spec else {
+        return false;
+    };
+    d.contains_key("$text")
+        || matches!(d.get("$and"), Some(Bson::Array(items)) if items.iter().any(mentions_text))
+}
+
 impl Pipeline {
     /// Parses `stages` with mongod's checks (one field per stage, known stage names, `$out` and
     /// `$merge` only last, stage-specific argument errors).
@@ -266,6 +275,12 @@ impl Pipeline {
                     ));
                 }
             };
+            if i > 0 && name == "$match" && mentions_text(spec) {
+                return Err(crate::error::err(
+                    crate::error::ErrorCode::Location17313,
+                    "$match with $text is only allowed as the first pipeline stage",
+                ));
+            }
             let is_last = i + 1 == stages.len();
             let following = &stages[i + 1..];
             let stage = stages::parse_stage(name, spec, ctx, i, is_last, following)?;
