@@ -241,9 +241,50 @@ async fn command_arguments_fail_with_mongods_codes() {
         (doc! { "distinct": "c" }, 40414),
         (doc! { "killCursors": "c" }, 40414),
         (doc! { "listIndexes": "c", "cursor": 1 }, 14),
+        (doc! { "insert": "c", "documents": [{}], "ordered": 1 }, 14),
+        (doc! { "insert": "c", "documents": [{}, 2] }, 14),
+        (
+            doc! { "update": "c", "updates": [{ "q": {}, "u": {}, "x": 1 }] },
+            40415,
+        ),
+        (
+            doc! { "update": "c", "updates": [{ "q": {}, "u": {}, "upsert": 1 }] },
+            14,
+        ),
+        (doc! { "update": "c", "updates": [{ "u": {} }] }, 40414),
+        (doc! { "delete": "c", "deletes": [{ "q": {} }] }, 40414),
+        (
+            doc! { "delete": "c", "deletes": [{ "q": {}, "limit": 1, "hint": 1 }] },
+            9,
+        ),
+        (doc! { "findAndModify": "c", "remove": true, "sort": 1 }, 14),
+        (doc! { "aggregate": "c", "cursor": {} }, 40414),
+        (doc! { "aggregate": "c", "pipeline": [], "explain": 1 }, 14),
+        (doc! { "createIndexes": "c", "indexes": [1] }, 14),
+        (
+            doc! { "createIndexes": "c", "indexes": [{ "key": { "_id": 1 }, "name": "i", "unique": true }] },
+            197,
+        ),
+        (doc! { "create": "c", "validationLevel": 1 }, 14),
+        (doc! { "dropDatabase": 1, "x": 1 }, 40415),
+        (doc! { "collMod": "c", "dryRun": 1 }, 14),
+        (doc! { "dropIndexes": "c" }, 40414),
+        (doc! { "explain": { "find": "c" }, "verbosity": 1 }, 14),
     ];
     for (body, code) in cases {
         let e = db.run_command(body.clone()).await.unwrap_err();
+        assert_eq!(error_code(&e), code, "{body}");
+    }
+    let admin = db.client().database("admin");
+    for (body, code) in [
+        (doc! { "listDatabases": 1, "nameOnly": "x" }, 14),
+        (doc! { "renameCollection": "strict.c" }, 40414),
+        (
+            doc! { "renameCollection": "strict.c", "to": "strict.d", "dropTarget": 1 },
+            14,
+        ),
+    ] {
+        let e = admin.run_command(body.clone()).await.unwrap_err();
         assert_eq!(error_code(&e), code, "{body}");
     }
     db.run_command(doc! { "find": "c", "filter": null, "limit": 1.0 })

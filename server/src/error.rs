@@ -307,6 +307,10 @@ error_codes! {
     Location28724 = 28724,
     // Date operators and time zones.
     ConversionFailure = 241,
+    Location16006 = 16006,
+    Location16007 = 16007,
+    Location16872 = 16872,
+    Location5166405 = 5166405,
     Location18533 = 18533,
     Location18535 = 18535,
     Location18536 = 18536,

@@ -2,7 +2,8 @@
 //! through the planner, so indexes serve it), run it on the storage pool, hand `$out`/`$merge`
 //! output to `commands/output.rs`, and return the results through a cursor.
 
-use super::args::{self, check_fields};
+use super::args;
+use super::argspec::{self, specs};
 use super::crud_read::{cursor_reply, deadline};
 use super::{Reply, Request};
 use crate::cursors::{Cursor, FIRST_BATCH_COUNT_DEFAULT};
@@ -17,20 +18,6 @@ use bson::{Bson, Document, doc};
 use std::sync::Arc;
 use std::time::Instant;
 use storage::Collection;
-
-const FIELDS: &[&str] = &[
-    "pipeline",
-    "cursor",
-    "explain",
-    "allowDiskUse",
-    "bypassDocumentValidation",
-    "collation",
-    "hint",
-    "let",
-    "fromMongos",
-    "needsMerge",
-    "isMapReduceCommand",
-];
 
 /// What the storage part of `aggregate` produced.
 pub enum Ran {
@@ -63,7 +50,7 @@ pub async fn aggregate(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandR
 /// Parse and run the pipeline over its input (on the blocking pool); with `explain: true`, the
 /// explain reply.
 pub fn run_pipeline(state: &ServerState, req: &Request) -> CommandResult<Ran> {
-    check_fields(&req.body, "aggregate", FIELDS)?;
+    argspec::check(&specs::AGGREGATE, &req.body)?;
     args::check_collation(&req.body, "aggregate")?;
     let coll_name = match req.body.get("aggregate") {
         Some(Bson::String(s)) => Some(s.clone()),
@@ -75,24 +62,13 @@ pub fn run_pipeline(state: &ServerState, req: &Request) -> CommandResult<Ran> {
             ));
         }
     };
+    // The table checked `pipeline`: an array of objects.
     let stages: Vec<Document> = match req.body.get("pipeline") {
         Some(Bson::Array(items)) => items
             .iter()
-            .map(|s| {
-                s.as_document().cloned().ok_or_else(|| {
-                    err(
-                        ErrorCode::TypeMismatch,
-                        "Each element of the 'pipeline' array must be an object",
-                    )
-                })
-            })
-            .collect::<CommandResult<_>>()?,
-        _ => {
-            return Err(err(
-                ErrorCode::TypeMismatch,
-                "'pipeline' option must be specified as an array",
-            ));
-        }
+            .filter_map(|s| s.as_document().cloned())
+            .collect(),
+        _ => Vec::new(),
     };
     let writes_out = |s: &Document| s.contains_key("$out") || s.contains_key("$merge");
     if req.txn.get().is_some() && stages.iter().any(writes_out) {
@@ -306,7 +282,7 @@ fn source_stage(
                 out.insert("storageStats", stats);
             }
             if spec.contains_key("count") {
-                out.insert("count", doc! { "count": c.count() as i64 });
+                out.insert("count", c.count() as i64);
             }
             Ok(Some(vec![out]))
         }

@@ -4,7 +4,8 @@
 //! durability so concurrent writers share one group commit. Per-statement failures become
 //! `writeErrors` inside an `ok: 1` reply, as in mongod.
 
-use super::args::{self, check_fields};
+use super::args;
+use super::argspec::{self, specs};
 use super::{Reply, Request};
 use crate::catalog::WriteConcern;
 use crate::error::{CommandError, CommandResult, ErrorCode, err, storage_error};
@@ -305,11 +306,7 @@ pub async fn insert(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResu
 
 /// The storage part of `insert`: every valid run of documents written, the ticket kept.
 fn insert_documents(state: &ServerState, req: &Request) -> CommandResult<WriteOutcome> {
-    check_fields(
-        &req.body,
-        "insert",
-        &["documents", "ordered", "bypassDocumentValidation"],
-    )?;
+    argspec::check(&specs::INSERT, &req.body)?;
     let coll_name = args::collection_name(&req.body, "insert")?;
     let ordered = args::opt_bool(&req.body, "insert", "ordered")?.unwrap_or(true);
     let docs = statements(req, "documents")?;
@@ -408,19 +405,7 @@ pub(super) fn parse_update_stmt(
     coll: &str,
     vars: Option<&Document>,
 ) -> CommandResult<UpdateStmt> {
-    let s =
-        Document::try_from(raw.as_ref()).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
-    for k in s.keys() {
-        if !matches!(
-            k.as_str(),
-            "q" | "u" | "upsert" | "multi" | "arrayFilters" | "hint" | "collation" | "c" | "sort"
-        ) {
-            return Err(err(
-                ErrorCode::Location40415,
-                format!("BSON field 'update.updates.{k}' is an unknown field."),
-            ));
-        }
-    }
+    let s = to_document(raw)?;
     args::check_collation(&s, "update.updates")?;
     let filter_doc = match s.get("q") {
         Some(Bson::Document(d)) => args::bind_let(d, vars),
@@ -493,11 +478,7 @@ pub(super) fn parse_update_stmt(
 }
 
 pub async fn update(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<Reply> {
-    check_fields(
-        &req.body,
-        "update",
-        &["updates", "ordered", "bypassDocumentValidation", "let"],
-    )?;
+    argspec::check(&specs::UPDATE, &req.body)?;
     let coll_name = args::collection_name(&req.body, "update")?;
     let wc = WriteConcern::parse(req.write_concern.as_ref())?;
     crate::catalog::check_user_writable(&req.db, &coll_name)?;
@@ -523,6 +504,7 @@ fn update_statements(
     let stmts = statements(req, "updates")?;
     let vars = args::let_variables(&req.body, "update")?;
     let bypass = args::opt_bool(&req.body, "update", "bypassDocumentValidation")?.unwrap_or(false);
+    check_entries(&specs::UPDATE_ENTRY, &stmts)?;
     for raw in &stmts {
         check_sort_single(raw)?;
     }
@@ -551,6 +533,19 @@ fn update_statements(
 /// A `txnNumber` outside a transaction makes a write retryable.
 pub(super) fn is_retryable(req: &Request) -> bool {
     req.body.contains_key("txnNumber") && req.txn.get().is_none()
+}
+
+fn to_document(raw: &bson::RawDocument) -> CommandResult<Document> {
+    Document::try_from(raw).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))
+}
+
+/// Check every statement of a write command against its table before any of them runs: a
+/// malformed statement fails the whole command, as mongod's parser fails it.
+fn check_entries(spec: &argspec::CommandSpec, stmts: &[RawDocumentBuf]) -> CommandResult<()> {
+    for raw in stmts {
+        argspec::check_entry(spec, &to_document(raw)?)?;
+    }
+    Ok(())
 }
 
 /// A retryable write (`txnNumber` outside a transaction) cannot hold a multi-document update or
@@ -752,7 +747,7 @@ pub(super) fn upsert_document(stmt: &UpdateStmt) -> CommandResult<Document> {
 }
 
 pub async fn delete(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<Reply> {
-    check_fields(&req.body, "delete", &["deletes", "ordered", "let"])?;
+    argspec::check(&specs::DELETE, &req.body)?;
     let coll_name = args::collection_name(&req.body, "delete")?;
     let wc = WriteConcern::parse(req.write_concern.as_ref())?;
     let guard = state.catalog.lock(&req.db, &coll_name).await;
@@ -774,6 +769,7 @@ fn delete_statements(
     state.catalog.check_not_view(&req.db, name)?;
     let ordered = args::opt_bool(&req.body, "delete", "ordered")?.unwrap_or(true);
     let stmts = statements(req, "deletes")?;
+    check_entries(&specs::DELETE_ENTRY, &stmts)?;
     let vars = args::let_variables(&req.body, "delete")?;
     let mut out = WriteOutcome::default();
     let coll = state.catalog.collection(&req.db, name);
@@ -802,16 +798,7 @@ pub(super) fn run_delete(
     vars: Option<&Document>,
     out: &mut WriteOutcome,
 ) -> CommandResult<()> {
-    let s =
-        Document::try_from(raw.as_ref()).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
-    for k in s.keys() {
-        if !matches!(k.as_str(), "q" | "limit" | "hint" | "collation") {
-            return Err(err(
-                ErrorCode::Location40415,
-                format!("BSON field 'delete.deletes.{k}' is an unknown field."),
-            ));
-        }
-    }
+    let s = to_document(raw)?;
     args::check_collation(&s, "delete.deletes")?;
     let filter_doc = match s.get("q") {
         Some(Bson::Document(d)) => args::bind_let(d, vars),

@@ -3,6 +3,7 @@
 //! Options cairn cannot honour yet are refused with a clear error, never silently ignored.
 
 use super::args::{self, check_fields};
+use super::argspec::{self, specs};
 use super::crud_read::cursor_reply;
 use super::{Reply, Request, off_thread};
 use crate::catalog::{validate_collection_name, validate_db_name};
@@ -20,10 +21,6 @@ const CREATE_STORED: &[&str] = &[
     "flags",
     "autoIndexId",
 ];
-/// `create` options of capped collections (`commands::capped`).
-const CREATE_CAPPED: &[&str] = &["capped", "size", "max"];
-/// The validation options of `create` and `collMod`.
-const VALIDATION_OPTIONS: &[&str] = &["validator", "validationLevel", "validationAction"];
 
 /// Check the validation options of a `create` or `collMod` body and merge them into `options`
 /// (a validator given without level or action gets mongod's defaults, strict and error).
@@ -76,6 +73,7 @@ const CREATE_UNSUPPORTED: &[&str] = &[
 ];
 
 pub fn create(state: &ServerState, req: &Request) -> CommandResult<Reply> {
+    argspec::check(&specs::CREATE, &req.body)?;
     let name = args::collection_name(&req.body, "create")?;
     validate_collection_name(&req.db, &name)?;
     if req.body.contains_key("viewOn") || req.body.contains_key("pipeline") {
@@ -99,17 +97,6 @@ pub fn create(state: &ServerState, req: &Request) -> CommandResult<Reply> {
             options.insert(k.clone(), v.clone());
         }
     }
-    check_fields(
-        &req.body,
-        "create",
-        &[
-            CREATE_STORED,
-            CREATE_UNSUPPORTED,
-            CREATE_CAPPED,
-            VALIDATION_OPTIONS,
-        ]
-        .concat(),
-    )?;
     super::capped::create_options(&req.body, &mut options)?;
     merge_validation(&req.body, &mut options)?;
     if name.starts_with("system.") {
@@ -139,7 +126,7 @@ pub fn create(state: &ServerState, req: &Request) -> CommandResult<Reply> {
 }
 
 pub async fn drop(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<Reply> {
-    super::argspec::check(&super::argspec::specs::DROP, &req.body)?;
+    argspec::check(&specs::DROP, &req.body)?;
     let name = args::collection_name(&req.body, "drop")?;
     let guard = state.catalog.lock(&req.db, &name).await;
     off_thread(state, req, move |state, req| {
@@ -182,7 +169,7 @@ fn drop_collection(state: &ServerState, req: &Request, name: &str) -> CommandRes
 }
 
 pub fn drop_database(state: &ServerState, req: &Request) -> CommandResult<Reply> {
-    check_fields(&req.body, "dropDatabase", &[])?;
+    argspec::check(&specs::DROP_DATABASE, &req.body)?;
     validate_db_name(&req.db)?;
     state
         .catalog
@@ -212,7 +199,7 @@ fn collection_entry(info: &storage::CollectionInfo, name_only: bool) -> Document
 }
 
 pub fn list_collections(state: &ServerState, req: &Request) -> CommandResult<Reply> {
-    super::argspec::check(&super::argspec::specs::LIST_COLLECTIONS, &req.body)?;
+    argspec::check(&specs::LIST_COLLECTIONS, &req.body)?;
     validate_db_name(&req.db)?;
     let name_only = args::opt_bool(&req.body, "listCollections", "nameOnly")?.unwrap_or(false);
     let filter = Filter::parse(
@@ -255,11 +242,7 @@ pub fn list_collections(state: &ServerState, req: &Request) -> CommandResult<Rep
 }
 
 pub fn list_databases(state: &ServerState, req: &Request) -> CommandResult<Reply> {
-    check_fields(
-        &req.body,
-        "listDatabases",
-        &["filter", "nameOnly", "authorizedDatabases"],
-    )?;
+    argspec::check(&specs::LIST_DATABASES, &req.body)?;
     let name_only = args::opt_bool(&req.body, "listDatabases", "nameOnly")?.unwrap_or(false);
     let filter = Filter::parse(
         &args::opt_doc(&req.body, "listDatabases", "filter")?
@@ -324,11 +307,7 @@ pub async fn rename_collection(
     state: &Arc<ServerState>,
     req: &Arc<Request>,
 ) -> CommandResult<Reply> {
-    check_fields(
-        &req.body,
-        "renameCollection",
-        &["to", "dropTarget", "stayTemp"],
-    )?;
+    argspec::check(&specs::RENAME_COLLECTION, &req.body)?;
     let from = match req.body.get("renameCollection") {
         Some(Bson::String(s)) => s.clone(),
         _ => {
@@ -539,6 +518,7 @@ pub async fn coll_mod(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandRe
 }
 
 fn modify_collection(state: &ServerState, req: &Request, name: &str) -> CommandResult<Reply> {
+    argspec::check(&specs::COLL_MOD, &req.body)?;
     if req.body.contains_key("viewOn")
         || req.body.contains_key("pipeline")
         || super::views::get(state, &req.db, name)?.is_some()
@@ -553,11 +533,6 @@ fn modify_collection(state: &ServerState, req: &Request, name: &str) -> CommandR
             ));
         }
     }
-    check_fields(
-        &req.body,
-        "collMod",
-        &[&["index", "dryRun"][..], VALIDATION_OPTIONS].concat(),
-    )?;
     let ns = format!("{}.{name}", req.db);
     let Some(coll) = state.catalog.collection(&req.db, name) else {
         return Err(err(

@@ -204,6 +204,7 @@ fn verbosity(body: &Document) -> CommandResult<String> {
 }
 
 pub fn explain(state: &ServerState, req: &Request) -> CommandResult<Reply> {
+    super::argspec::check(&super::argspec::specs::EXPLAIN, &req.body)?;
     let inner = match req.body.get("explain") {
         Some(Bson::Document(d)) if !d.is_empty() => d.clone(),
         _ => {

@@ -1,7 +1,8 @@
 //! `findAndModify`: find one document (by `query` and `sort`), then remove it or update it (or
 //! upsert), and return the document before or after, all under the namespace's write lock.
 
-use super::args::{self, check_fields};
+use super::args;
+use super::argspec::{self, specs};
 use super::crud_write::{UpdateStmt, prepare_document, stmt_from, updated_doc, upsert_document};
 use super::{Reply, Request};
 use crate::catalog::WriteConcern;
@@ -15,21 +16,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use storage::WriteOp;
 
-const FIELDS: &[&str] = &[
-    "query",
-    "sort",
-    "remove",
-    "update",
-    "new",
-    "fields",
-    "upsert",
-    "arrayFilters",
-    "bypassDocumentValidation",
-    "hint",
-    "collation",
-    "let",
-];
-
 struct Args {
     filter_doc: Document,
     filter: Filter,
@@ -40,7 +26,7 @@ struct Args {
 }
 
 fn parse(body: &Document, db: &str, coll: &str) -> CommandResult<Args> {
-    check_fields(body, "findAndModify", FIELDS)?;
+    argspec::check(&specs::FIND_AND_MODIFY, body)?;
     args::check_collation(body, "findAndModify")?;
     let vars = args::let_variables(body, "findAndModify")?;
     let filter_doc = args::bind_let(

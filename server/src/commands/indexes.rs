@@ -4,7 +4,8 @@
 //! Builds over existing data use the engine's bulk build and log their progress; the namespace
 //! lock covers the checks only, never the build (see `create_indexes`).
 
-use super::args::{self, check_fields};
+use super::args;
+use super::argspec::{self, specs};
 use super::crud_read::cursor_reply;
 use super::{Reply, Request, truthy};
 use crate::catalog::validate_collection_name;
@@ -212,17 +213,21 @@ pub fn parse_spec(d: &Document) -> CommandResult<IndexSpec> {
             "Currently hashed indexes cannot guarantee uniqueness. Use a regular index.",
         ));
     }
-    if key == doc! { "_id": 1 } {
-        for option in ["expireAfterSeconds", "hidden"] {
-            if d.contains_key(option) {
-                return Err(err(
-                    ErrorCode::InvalidIndexSpecificationOption,
-                    format!(
-                        "The field '{option}' is not valid for an _id index specification. Specification: {d}"
-                    ),
-                ));
-            }
-        }
+    // An `_id` key pattern takes only these fields (mongod: TTL, hidden, unique, sparse, ... 197).
+    if key == doc! { "_id": 1 }
+        && let Some(option) = d.keys().find(|k| {
+            !matches!(
+                k.as_str(),
+                "key" | "name" | "v" | "ns" | "collation" | "_id"
+            )
+        })
+    {
+        return Err(err(
+            ErrorCode::InvalidIndexSpecificationOption,
+            format!(
+                "The field '{option}' is not valid for an _id index specification. Specification: {d}"
+            ),
+        ));
     }
     let hashed = key
         .values()
@@ -460,39 +465,20 @@ fn compare_existing(requested: &IndexSpec, existing: &[IndexSpec]) -> CommandRes
 }
 
 pub async fn create_indexes(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<Reply> {
-    check_fields(
-        &req.body,
-        "createIndexes",
-        &[
-            "indexes",
-            "commitQuorum",
-            "ignoreUnknownIndexOptions",
-            "isTimeseriesNamespace",
-        ],
-    )?;
+    argspec::check(&specs::CREATE_INDEXES, &req.body)?;
     let name = args::collection_name(&req.body, "createIndexes")?;
     validate_collection_name(&req.db, &name)?;
+    // The table checked `indexes`: an array of objects.
     let specs = match req.body.get("indexes") {
         Some(Bson::Array(items)) if !items.is_empty() => items
             .iter()
-            .map(|i| match i {
-                Bson::Document(d) => parse_spec(d),
-                _ => Err(err(
-                    ErrorCode::TypeMismatch,
-                    "The 'indexes' field must be an array of objects",
-                )),
-            })
+            .filter_map(Bson::as_document)
+            .map(parse_spec)
             .collect::<CommandResult<Vec<_>>>()?,
-        Some(Bson::Array(_)) => {
+        _ => {
             return Err(err(
                 ErrorCode::BadValue,
                 "Must specify at least one index to create",
-            ));
-        }
-        _ => {
-            return Err(err(
-                ErrorCode::FailedToParse,
-                "BSON field 'createIndexes.indexes' is missing but a required field",
             ));
         }
     };
@@ -634,7 +620,7 @@ pub fn spec_document(spec: &IndexSpec) -> Document {
 }
 
 pub fn list_indexes(state: &ServerState, req: &Request) -> CommandResult<Reply> {
-    super::argspec::check(&super::argspec::specs::LIST_INDEXES, &req.body)?;
+    argspec::check(&specs::LIST_INDEXES, &req.body)?;
     let name = args::collection_name(&req.body, "listIndexes")?;
     let ns = format!("{}.{name}", req.db);
     let Some(coll) = state.catalog.collection(&req.db, &name) else {
@@ -655,7 +641,7 @@ pub fn list_indexes(state: &ServerState, req: &Request) -> CommandResult<Reply> 
 }
 
 pub async fn drop_indexes(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<Reply> {
-    check_fields(&req.body, "dropIndexes", &["index"])?;
+    argspec::check(&specs::DROP_INDEXES, &req.body)?;
     let name = args::collection_name(&req.body, &req.name)?;
     let guard = state.catalog.lock(&req.db, &name).await;
     super::off_thread(state, req, move |state, req| {
@@ -781,6 +767,12 @@ mod tests {
             code(doc! { "key": { "_id": 1 }, "name": "_id_", "hidden": true }),
             197
         );
+        for option in ["unique", "sparse", "background", "partialFilterExpression"] {
+            let spec = doc! { "key": { "_id": 1 }, "name": "_id_1", option: true };
+            assert_eq!(code(spec), 197, "{option}");
+        }
+        let plain = doc! { "key": { "_id": 1 }, "name": "_id_", "v": 2, "collation": { "locale": "simple" } };
+        assert!(parse_spec(&plain).is_ok());
     }
 
     #[test]

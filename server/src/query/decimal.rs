@@ -1,246 +1,173 @@
-//! Exact decimal128 addition and multiplication for `$inc`, `$mul`, `$add`, `$subtract`,
-//! `$multiply` and `$sum`, so that money-like values (`0.1 + 0.2`) stay exact instead of
-//! passing through a double. Results keep at most 34 significant digits, rounded half to even
-//! as IEEE 754 decimal arithmetic does; the rare operands whose alignment would not fit in
-//! 128 bits fall back to double arithmetic (documented limitation).
+//! decimal128 arithmetic through decNumber (the `dec` crate): IEEE 754-2008 decimal128 with 34
+//! digits, rounding half to even, gradual underflow to subnormals and overflow to ±Infinity
+//! exactly where the standard puts them. mongod computes with Intel's BID library; both follow
+//! the standard, so results agree digit for digit.
+//!
+//! BSON stores decimal128 in the binary-integer (BID) encoding and decNumber in the densely
+//! packed (DPD) one: values cross between the two as sign, coefficient and exponent
+//! (`storage::order::number` reads and writes BID).
+//!
+//! Operands of other types take mongod's conversions: integers exactly, a double rounded to 15
+//! significant digits (mongod's `Decimal128(double)` default, so `2.5` is `2.50000000000000`).
 
-use crate::query::types;
 use bson::{Bson, Decimal128};
+use dec::{Context, Decimal128 as Dec, Rounding};
 use storage::order::number::{
     Decimal, decimal_infinity, decimal_nan, decode_decimal, encode_decimal,
 };
 
-/// Largest coefficient a decimal128 holds: 34 nines.
-const COEFFICIENT_MAX: u128 = 9_999_999_999_999_999_999_999_999_999_999_999;
-const EXPONENT_MIN: i32 = -6176;
-const EXPONENT_MAX: i32 = 6111;
-
-/// A number read as a decimal.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Value {
-    NaN,
-    Infinity {
-        negative: bool,
-    },
-    Finite {
-        negative: bool,
-        coefficient: u128,
-        exponent: i32,
-    },
+fn context(rounding: Rounding) -> Context<Dec> {
+    let mut cx = Context::<Dec>::default();
+    cx.set_rounding(rounding);
+    cx
 }
 
-fn read(v: &Bson) -> Option<Value> {
-    let finite = |negative, coefficient, exponent| Value::Finite {
-        negative,
-        coefficient,
-        exponent,
-    };
+/// A numeric BSON value as a decNumber; `None` for other types.
+fn read(v: &Bson) -> Option<Dec> {
+    let mut cx = Context::<Dec>::default();
     Some(match v {
-        Bson::Int32(i) => finite(*i < 0, u128::from(i.unsigned_abs()), 0),
-        Bson::Int64(i) => finite(*i < 0, u128::from(i.unsigned_abs()), 0),
+        Bson::Int32(i) => cx.from_i128(i128::from(*i)),
+        Bson::Int64(i) => cx.from_i128(i128::from(*i)),
+        Bson::Double(d) if d.is_nan() => Dec::NAN,
+        Bson::Double(d) if d.is_infinite() => infinity(*d < 0.0),
+        Bson::Double(d) => cx.parse(format!("{d:.14e}")).ok()?,
         Bson::Decimal128(d) => match decode_decimal(d.bytes()) {
-            Decimal::NaN => Value::NaN,
-            Decimal::Infinity { negative } => Value::Infinity { negative },
+            Decimal::NaN => Dec::NAN,
+            Decimal::Infinity { negative } => infinity(negative),
             Decimal::Finite {
                 negative,
                 coefficient,
                 exponent,
-            } => finite(negative, coefficient, exponent),
-        },
-        Bson::Double(d) if d.is_nan() => Value::NaN,
-        Bson::Double(d) if d.is_infinite() => Value::Infinity { negative: *d < 0.0 },
-        // The shortest text that reads back as the same double ("0.1", not 0.1000000000000000055...).
-        Bson::Double(d) => match format!("{d:e}").parse::<Decimal128>() {
-            Ok(x) => return read(&Bson::Decimal128(x)),
-            Err(_) => return None,
+            } => {
+                let sign = if negative { "-" } else { "" };
+                cx.parse(format!("{sign}{coefficient}E{exponent}")).ok()?
+            }
         },
         _ => return None,
     })
 }
 
-fn write(v: Value) -> Bson {
-    let bytes = match v {
-        Value::NaN => decimal_nan(),
-        Value::Infinity { negative } => decimal_infinity(negative),
-        Value::Finite {
-            negative,
-            coefficient,
-            exponent,
-        } => {
-            let (coefficient, exponent) = normalize(coefficient, exponent);
-            if exponent > EXPONENT_MAX {
-                decimal_infinity(negative)
-            } else {
-                encode_decimal(negative, coefficient, exponent.max(EXPONENT_MIN))
-            }
-        }
+fn infinity(negative: bool) -> Dec {
+    let inf = Context::<Dec>::default()
+        .parse("Infinity")
+        .unwrap_or(Dec::NAN);
+    if negative { -inf } else { inf }
+}
+
+fn write(d: Dec) -> Bson {
+    let bytes = if d.is_nan() {
+        decimal_nan()
+    } else if d.is_infinite() {
+        decimal_infinity(d.is_negative())
+    } else {
+        encode_decimal(
+            d.is_negative(),
+            d.coefficient().unsigned_abs(),
+            d.exponent(),
+        )
     };
     Bson::Decimal128(Decimal128::from_bytes(bytes))
 }
 
-/// Rounds the coefficient to 34 digits (half to even) and brings the exponent into range.
-fn normalize(mut c: u128, mut e: i32) -> (u128, i32) {
-    let mut dropped_any = false;
-    let mut last_dropped = 0u128;
-    while c > COEFFICIENT_MAX || e < EXPONENT_MIN {
-        dropped_any |= last_dropped != 0;
-        last_dropped = c % 10;
-        c /= 10;
-        e += 1;
-        if c == 0 {
-            break;
-        }
-    }
-    let round_up = last_dropped > 5 || (last_dropped == 5 && (dropped_any || c % 2 == 1));
-    if round_up {
-        c += 1;
-        if c > COEFFICIENT_MAX {
-            c /= 10;
-            e += 1;
-        }
-    }
-    (c, e)
+fn binary(a: &Bson, b: &Bson, op: fn(&mut Context<Dec>, Dec, Dec) -> Dec) -> Option<Bson> {
+    let (x, y) = (read(a)?, read(b)?);
+    Some(write(op(&mut Context::default(), x, y)))
 }
 
-fn pow10(n: u32) -> Option<u128> {
-    10u128.checked_pow(n)
-}
-
-fn signed_add(na: bool, ca: u128, nb: bool, cb: u128) -> (bool, u128) {
-    if na == nb {
-        return (na, ca.saturating_add(cb));
-    }
-    if ca >= cb {
-        (na, ca - cb)
-    } else {
-        (nb, cb - ca)
-    }
-}
-
-/// `a + b` exactly when both are numbers and one is a decimal; `None` when not applicable.
+/// `a + b` as decimals (`$add`, `$sum`, `$inc`).
 pub fn add(a: &Bson, b: &Bson) -> Option<Bson> {
-    let (x, y) = (read(a)?, read(b)?);
-    Some(write(match (x, y) {
-        (Value::NaN, _) | (_, Value::NaN) => Value::NaN,
-        (Value::Infinity { negative: p }, Value::Infinity { negative: q }) if p != q => Value::NaN,
-        (inf @ Value::Infinity { .. }, _) | (_, inf @ Value::Infinity { .. }) => inf,
-        (
-            Value::Finite {
-                negative: na,
-                coefficient: ca,
-                exponent: ea,
-            },
-            Value::Finite {
-                negative: nb,
-                coefficient: cb,
-                exponent: eb,
-            },
-        ) => {
-            let e = ea.min(eb);
-            let scale = |c: u128, from: i32| {
-                pow10((from - e).unsigned_abs()).and_then(|p| c.checked_mul(p))
-            };
-            match (scale(ca, ea), scale(cb, eb)) {
-                (Some(sa), Some(sb)) if sa.checked_add(sb).is_some() => {
-                    let (negative, coefficient) = signed_add(na, sa, nb, sb);
-                    Value::Finite {
-                        negative: negative && coefficient != 0,
-                        coefficient,
-                        exponent: e,
-                    }
-                }
-                _ => return fallback(a, b, |p, q| p + q),
-            }
-        }
-    }))
+    binary(a, b, Context::<Dec>::add)
 }
 
-/// `a * b` exactly when both are numbers and one is a decimal.
+/// `a - b` as decimals (`$subtract`).
+pub fn sub(a: &Bson, b: &Bson) -> Option<Bson> {
+    binary(a, b, Context::<Dec>::sub)
+}
+
+/// `a * b` as decimals (`$multiply`, `$mul`).
 pub fn mul(a: &Bson, b: &Bson) -> Option<Bson> {
-    let (x, y) = (read(a)?, read(b)?);
-    Some(write(match (x, y) {
-        (Value::NaN, _) | (_, Value::NaN) => Value::NaN,
-        (
-            Value::Infinity { negative: p },
-            Value::Finite {
-                negative: q,
-                coefficient: 0,
-                ..
-            },
-        )
-        | (
-            Value::Finite {
-                negative: q,
-                coefficient: 0,
-                ..
-            },
-            Value::Infinity { negative: p },
-        ) => {
-            let _ = (p, q);
-            Value::NaN
-        }
-        (Value::Infinity { negative: p }, other) | (other, Value::Infinity { negative: p }) => {
-            let q = match other {
-                Value::Infinity { negative } | Value::Finite { negative, .. } => negative,
-                Value::NaN => false,
-            };
-            Value::Infinity { negative: p != q }
-        }
-        (
-            Value::Finite {
-                negative: na,
-                coefficient: ca,
-                exponent: ea,
-            },
-            Value::Finite {
-                negative: nb,
-                coefficient: cb,
-                exponent: eb,
-            },
-        ) => match ca.checked_mul(cb) {
-            Some(c) => Value::Finite {
-                negative: (na != nb) && c != 0,
-                coefficient: c,
-                exponent: ea + eb,
-            },
-            None => return fallback(a, b, |p, q| p * q),
-        },
-    }))
+    binary(a, b, Context::<Dec>::mul)
 }
 
-/// Double arithmetic, then back to decimal: only for operands too far apart for 128 bits.
-fn fallback(a: &Bson, b: &Bson, f: fn(f64, f64) -> f64) -> Option<Bson> {
-    let r = f(types::as_f64(a)?, types::as_f64(b)?);
-    format!("{r:e}")
-        .parse::<Decimal128>()
-        .ok()
-        .map(Bson::Decimal128)
+/// `a / b` as decimals (`$divide`; the caller refuses a zero divisor first, as mongod does).
+pub fn div(a: &Bson, b: &Bson) -> Option<Bson> {
+    binary(a, b, Context::<Dec>::div)
 }
 
-/// Negates a number (for `$subtract`).
+/// The remainder of `a / b` truncated toward zero, sign of `a` (`$mod`).
+pub fn rem(a: &Bson, b: &Bson) -> Option<Bson> {
+    binary(a, b, Context::<Dec>::rem)
+}
+
+/// `-v`: IEEE's copy-negate, the sign bit flipped (so `-0` from `0`).
 pub fn negate(v: &Bson) -> Option<Bson> {
-    Some(write(match read(v)? {
-        Value::NaN => Value::NaN,
-        Value::Infinity { negative } => Value::Infinity {
-            negative: !negative,
-        },
-        Value::Finite {
-            negative,
-            coefficient,
-            exponent,
-        } => Value::Finite {
-            negative: !negative && coefficient != 0,
-            coefficient,
-            exponent,
-        },
-    }))
+    let Bson::Decimal128(x) = write(read(v)?) else {
+        return None;
+    };
+    let mut bytes = x.bytes();
+    bytes[15] ^= 0x80;
+    Some(Bson::Decimal128(Decimal128::from_bytes(bytes)))
+}
+
+/// `|v|` (`$abs`): exact at every magnitude.
+pub fn abs(v: &Bson) -> Option<Bson> {
+    if read(v)?.is_negative() {
+        negate(v)
+    } else {
+        read(v).map(write)
+    }
+}
+
+/// Whether `v` is a numeric zero of any sign (a divisor check).
+pub fn is_zero(v: &Bson) -> bool {
+    read(v).is_some_and(|x| x.is_zero())
+}
+
+/// `$round` (half to even) or `$trunc` (toward zero) to `places` decimal places (negative:
+/// tens, hundreds, ...). A value with no digit past the place is returned as it is.
+pub fn round(v: &Bson, places: i64, truncate: bool) -> Option<Bson> {
+    let x = read(v)?;
+    let target = i32::try_from(-places).ok()?;
+    if !x.is_finite() || x.exponent() >= target {
+        return Some(write(x));
+    }
+    let mut cx = context(if truncate {
+        Rounding::Down
+    } else {
+        Rounding::HalfEven
+    });
+    let quantum = cx.parse(format!("1E{target}")).ok()?;
+    Some(write(cx.quantize(x, quantum)))
+}
+
+/// The integer part of a decimal (truncated toward zero), `None` for NaN, ±Infinity or a
+/// value beyond 128 bits (`$toInt`/`$toLong` then fail as mongod does).
+pub fn trunc_to_i128(v: &Bson) -> Option<i128> {
+    let x = read(v)?;
+    if !x.is_finite() {
+        return None;
+    }
+    let whole = context(Rounding::Down).round(x);
+    let exponent = u32::try_from(whole.exponent()).unwrap_or(0);
+    10i128
+        .checked_pow(exponent)
+        .and_then(|scale| whole.coefficient().checked_mul(scale))
+}
+
+/// A double as mongod turns it into a decimal: rounded to 15 significant digits.
+pub fn from_f64(d: f64) -> Bson {
+    read(&Bson::Double(d)).map_or(Bson::Double(d), write)
 }
 
 #[cfg(test)]
 mod tests {
-    // Proves decimal arithmetic is exact where mongod's is (0.1 + 0.2 == 0.3, scale kept) and
-    // rounds to 34 digits half to even, by hand-checked cases.
+    // Proves the decimal operations give IEEE 754-2008 decimal128 results (mongod's) at the
+    // edges: the largest and smallest finite values, the smallest subnormal, NaN, ±0,
+    // overflow to Infinity, rounding half to even to 34 digits, and the BID round trip.
     use super::*;
+
+    const MAX: &str = "9.999999999999999999999999999999999E+6144";
+    const MIN_SUBNORMAL: &str = "1E-6176";
 
     fn d(s: &str) -> Bson {
         Bson::Decimal128(s.parse().expect("valid decimal"))
@@ -257,7 +184,7 @@ mod tests {
     fn exact_sums_and_products() {
         assert_eq!(text(add(&d("0.1"), &d("0.2"))), "0.3");
         assert_eq!(text(add(&d("1.10"), &Bson::Int32(2))), "3.10");
-        assert_eq!(text(add(&d("0.1"), &Bson::Double(0.2))), "0.3");
+        assert_eq!(text(sub(&d("5"), &d("7"))), "-2");
         assert_eq!(text(add(&d("5"), &negate(&d("7")).expect("number"))), "-2");
         assert_eq!(text(mul(&d("1.5"), &Bson::Int64(3))), "4.5");
         assert_eq!(text(mul(&d("-0.5"), &d("0.5"))), "-0.25");
@@ -268,5 +195,85 @@ mod tests {
         assert_eq!(text(add(&d("NaN"), &d("1"))), "NaN");
         assert_eq!(text(add(&d("Infinity"), &d("-Infinity"))), "NaN");
         assert_eq!(add(&Bson::String("x".into()), &d("1")), None);
+    }
+
+    #[test]
+    fn doubles_enter_with_15_digits() {
+        assert_eq!(text(Some(from_f64(2.5))), "2.50000000000000");
+        assert_eq!(
+            text(add(&d("0.1"), &Bson::Double(0.2))),
+            "0.300000000000000"
+        );
+        assert_eq!(text(Some(from_f64(f64::INFINITY))), "Infinity");
+        assert_eq!(text(Some(from_f64(f64::NAN))), "NaN");
+    }
+
+    #[test]
+    fn edges_of_the_range() {
+        // Every edge value survives the BID -> decNumber -> BID trip unchanged (x * 1 keeps
+        // coefficient and exponent).
+        let negative_max = format!("-{MAX}");
+        for s in [
+            MAX,
+            &negative_max,
+            MIN_SUBNORMAL,
+            "0E-6176",
+            "1E+6111",
+            "-1E-6143",
+            "123.4500",
+            "NaN",
+            "Infinity",
+            "-Infinity",
+        ] {
+            assert_eq!(text(mul(&d(s), &Bson::Int32(1))), text(Some(d(s))), "{s}");
+        }
+        assert_eq!(text(abs(&d(&format!("-{MAX}")))), MAX);
+        assert_eq!(text(abs(&d(MIN_SUBNORMAL))), MIN_SUBNORMAL);
+        assert_eq!(text(abs(&d("-0"))), "0");
+        assert_eq!(text(negate(&d("0"))), "-0");
+        // Overflow goes to Infinity, underflow to a subnormal, then to zero.
+        assert_eq!(text(mul(&d(MAX), &d("10"))), "Infinity");
+        assert_eq!(text(mul(&d(MAX), &d("-10"))), "-Infinity");
+        assert_eq!(text(add(&d(MAX), &d(MAX))), "Infinity");
+        assert_eq!(text(div(&d("1E-6175"), &d("10"))), MIN_SUBNORMAL);
+        assert_eq!(text(div(&d(MIN_SUBNORMAL), &d("10"))), "0E-6176");
+        // 34 digits, half to even.
+        assert_eq!(
+            text(div(&d("2"), &d("3"))),
+            "0.6666666666666666666666666666666667"
+        );
+        assert_eq!(
+            text(add(&d("1E+34"), &d("5"))),
+            "1.000000000000000000000000000000000E+34"
+        );
+        assert_eq!(
+            text(add(&d("1E+34"), &d("15"))),
+            "1.000000000000000000000000000000002E+34"
+        );
+        assert_eq!(text(div(&d("1"), &d("0"))), "Infinity");
+        assert_eq!(text(div(&d("0"), &d("0"))), "NaN");
+    }
+
+    #[test]
+    fn remainders_rounding_and_integers() {
+        assert_eq!(text(rem(&d("7.5"), &d("2"))), "1.5");
+        assert_eq!(text(rem(&d("-7.5"), &d("2"))), "-1.5");
+        assert_eq!(text(round(&d("2.5"), 0, false)), "2");
+        assert_eq!(text(round(&d("3.5"), 0, false)), "4");
+        assert_eq!(text(round(&d("-2.567"), 2, false)), "-2.57");
+        assert_eq!(text(round(&d("-2.567"), 2, true)), "-2.56");
+        assert_eq!(text(round(&d("1234.5"), -2, false)), "1.2E+3");
+        assert_eq!(text(round(&d("1.5"), 3, false)), "1.5");
+        assert_eq!(text(round(&d(MAX), 0, false)), MAX);
+        assert_eq!(text(round(&d(MIN_SUBNORMAL), 0, true)), "0");
+        assert_eq!(trunc_to_i128(&d("-9.99")), Some(-9));
+        assert_eq!(trunc_to_i128(&d("1E+3")), Some(1000));
+        assert_eq!(
+            trunc_to_i128(&d("9223372036854775807.9")),
+            Some(i128::from(i64::MAX))
+        );
+        assert_eq!(trunc_to_i128(&d(MAX)), None);
+        assert_eq!(trunc_to_i128(&d("NaN")), None);
+        assert!(is_zero(&d("-0E+5")) && !is_zero(&d(MIN_SUBNORMAL)));
     }
 }

@@ -82,7 +82,7 @@ pub(super) fn to_text(v: &Option<Bson>) -> CommandResult<String> {
         Some(Bson::Decimal128(d)) => d.to_string(),
         other => {
             return Err(err(
-                ErrorCode::TypeMismatch,
+                ErrorCode::Location16007,
                 format!(
                     "can't convert from BSON type {} to String",
                     type_name(other)

@@ -194,6 +194,12 @@ pub(super) fn divide(values: &[Option<Bson>]) -> CommandResult<Option<Bson>> {
     let Some(n) = numbers_only("$divide", values)? else {
         return Ok(Some(Bson::Null));
     };
+    if kind(&n[0]).max(kind(&n[1])) == 3 {
+        if crate::query::decimal::is_zero(&n[1]) {
+            return Err(err(ErrorCode::Location16608, "can't $divide by zero"));
+        }
+        return Ok(crate::query::decimal::div(&n[0], &n[1]));
+    }
     let (a, b) = (
         types::as_f64(&n[0]).unwrap_or(f64::NAN),
         types::as_f64(&n[1]).unwrap_or(f64::NAN),
@@ -201,12 +207,7 @@ pub(super) fn divide(values: &[Option<Bson>]) -> CommandResult<Option<Bson>> {
     if b == 0.0 {
         return Err(err(ErrorCode::Location16608, "can't $divide by zero"));
     }
-    let widest = kind(&n[0]).max(kind(&n[1]));
-    Ok(Some(if widest == 3 {
-        decimal(a / b)
-    } else {
-        Bson::Double(a / b)
-    }))
+    Ok(Some(Bson::Double(a / b)))
 }
 
 pub(super) fn modulo(values: &[Option<Bson>]) -> CommandResult<Option<Bson>> {
@@ -229,6 +230,12 @@ pub(super) fn modulo(values: &[Option<Bson>]) -> CommandResult<Option<Bson>> {
             Bson::Int64(r)
         }));
     }
+    if widest == 3 {
+        if crate::query::decimal::is_zero(&n[1]) {
+            return Err(err(ErrorCode::Location16610, "can't $mod by zero"));
+        }
+        return Ok(crate::query::decimal::rem(&n[0], &n[1]));
+    }
     let (a, b) = (
         types::as_f64(&n[0]).unwrap_or(f64::NAN),
         types::as_f64(&n[1]).unwrap_or(f64::NAN),
@@ -236,11 +243,7 @@ pub(super) fn modulo(values: &[Option<Bson>]) -> CommandResult<Option<Bson>> {
     if b == 0.0 {
         return Err(err(ErrorCode::Location16610, "can't $mod by zero"));
     }
-    Ok(Some(if widest == 3 {
-        decimal(a % b)
-    } else {
-        Bson::Double(a % b)
-    }))
+    Ok(Some(Bson::Double(a % b)))
 }
 
 pub(super) fn abs(values: &[Option<Bson>]) -> CommandResult<Option<Bson>> {
@@ -255,7 +258,7 @@ pub(super) fn abs(values: &[Option<Bson>]) -> CommandResult<Option<Bson>> {
             Some(a) => Bson::Int64(a),
             None => return Err(err(ErrorCode::Overflow, "can't take $abs of long long min")),
         },
-        Bson::Decimal128(_) => decimal(types::as_f64(&n[0]).unwrap_or(f64::NAN).abs()),
+        d @ Bson::Decimal128(_) => crate::query::decimal::abs(d).unwrap_or(Bson::Null),
         other => Bson::Double(types::as_f64(other).unwrap_or(f64::NAN).abs()),
     }))
 }
@@ -291,6 +294,10 @@ pub(super) fn math(op: Operator, values: &[Value]) -> CommandResult<Value> {
             };
             if integral && places >= 0 {
                 return Ok(Some(x));
+            }
+            if kind(&x) == 3 {
+                let truncate = op == Operator::Trunc;
+                return Ok(crate::query::decimal::round(&x, places, truncate));
             }
             let scale = 10f64.powi(i32::try_from(places.clamp(-20, 100)).unwrap_or(0));
             let scaled = f * scale;

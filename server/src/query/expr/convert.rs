@@ -3,7 +3,6 @@
 
 use super::Operator;
 use super::args::*;
-use super::arithmetic::decimal;
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::query::types;
 use bson::oid::ObjectId;
@@ -29,7 +28,7 @@ pub(super) fn convert(op: Operator, v: &Value) -> CommandResult<Value> {
     };
     let fail = || {
         err(
-            ErrorCode::BadValue,
+            ErrorCode::ConversionFailure,
             format!(
                 "Unsupported conversion from {} to {} in $convert with no onError value",
                 type_name(v),
@@ -69,6 +68,9 @@ pub(super) fn convert(op: Operator, v: &Value) -> CommandResult<Value> {
                 Bson::DateTime(d) if op == ToLong => d.timestamp_millis(),
                 Bson::String(s) => s.trim().parse::<i64>().map_err(|_| fail())?,
                 Bson::DateTime(_) => return Err(fail()),
+                d @ Bson::Decimal128(_) => crate::query::decimal::trunc_to_i128(d)
+                    .and_then(|n| i64::try_from(n).ok())
+                    .ok_or_else(fail)?,
                 _ => {
                     let f = number().ok_or_else(fail)?;
                     types::f64_to_i64_exact(f.trunc()).ok_or_else(fail)?
@@ -86,11 +88,10 @@ pub(super) fn convert(op: Operator, v: &Value) -> CommandResult<Value> {
             Bson::String(s) => {
                 Bson::Decimal128(s.trim().parse::<bson::Decimal128>().map_err(|_| fail())?)
             }
-            Bson::Int32(i) => decimal(f64::from(*i)),
-            Bson::Int64(i) => format!("{i}")
-                .parse::<bson::Decimal128>()
-                .map_or_else(|_| decimal(*i as f64), Bson::Decimal128),
-            _ => decimal(number().ok_or_else(fail)?),
+            n @ (Bson::Int32(_) | Bson::Int64(_)) => {
+                crate::query::decimal::add(n, &Bson::Int32(0)).ok_or_else(fail)?
+            }
+            _ => crate::query::decimal::from_f64(number().ok_or_else(fail)?),
         },
         _ => return Err(err(ErrorCode::InternalError, "conversion out of place")),
     }))
@@ -98,7 +99,7 @@ pub(super) fn convert(op: Operator, v: &Value) -> CommandResult<Value> {
 
 pub(super) fn conversion_error(v: &Value, to: &str) -> crate::error::CommandError {
     err(
-        ErrorCode::BadValue,
+        ErrorCode::ConversionFailure,
         format!(
             "Unsupported conversion from {} to {to} in $convert with no onError value",
             type_name(v)

@@ -77,7 +77,7 @@ pub(super) fn apply_named(op: NamedOp, values: Vec<Option<Value>>) -> CommandRes
                 .and_then(types::as_i64_exact)
                 .ok_or_else(|| {
                     err(
-                        ErrorCode::BadValue,
+                        ErrorCode::Location5166405,
                         format!("{name} expects integer amount of time units"),
                     )
                 })?;

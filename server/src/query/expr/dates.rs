@@ -12,10 +12,6 @@ use bson::{Bson, RawDocument};
 
 type Value = Option<Bson>;
 
-fn mismatch(message: String) -> crate::error::CommandError {
-    err(ErrorCode::TypeMismatch, message)
-}
-
 fn null() -> CommandResult<Value> {
     Ok(Some(Bson::Null))
 }
@@ -28,10 +24,13 @@ pub(super) fn millis(v: &Value, op: &str) -> CommandResult<Option<i64>> {
         Some(Bson::Timestamp(t)) => Some(i64::from(t.time) * 1000),
         Some(Bson::ObjectId(o)) => Some(o.timestamp().timestamp_millis()),
         other => {
-            return Err(mismatch(format!(
-                "{op}: can't convert from BSON type {} to Date",
-                type_name(other)
-            )));
+            return Err(err(
+                ErrorCode::Location16006,
+                format!(
+                    "{op}: can't convert from BSON type {} to Date",
+                    type_name(other)
+                ),
+            ));
         }
     })
 }

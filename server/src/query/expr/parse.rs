@@ -237,6 +237,29 @@ fn bad_path(s: &str) -> crate::error::CommandError {
     )
 }
 
+/// mongod's `FieldPath` checks, each with its own code.
+fn field_path_ok(path: &str) -> CommandResult<()> {
+    if path.is_empty() {
+        return Err(err(
+            ErrorCode::Location16872,
+            "'$' by itself is not a valid FieldPath",
+        ));
+    }
+    if path.ends_with('.') {
+        return Err(err(
+            ErrorCode::Location40353,
+            "FieldPath must not end with a '.'.",
+        ));
+    }
+    if path.split('.').any(str::is_empty) {
+        return Err(err(
+            ErrorCode::Location15998,
+            "FieldPath field names may not be empty strings.",
+        ));
+    }
+    Ok(())
+}
+
 impl Parser {
     fn parse(&mut self, v: &Bson, depth: usize) -> CommandResult<Expr> {
         if depth > EXPR_DEPTH_MAX {
@@ -246,9 +269,7 @@ impl Parser {
             Bson::String(s) if s.starts_with("$$") => self.variable(&s[2..]),
             Bson::String(s) if s.starts_with('$') => {
                 let path = &s[1..];
-                if path.is_empty() || path.split('.').any(str::is_empty) {
-                    return Err(bad_path(s));
-                }
+                field_path_ok(path)?;
                 Ok(Expr::Field(path.split('.').map(str::to_string).collect()))
             }
             Bson::Array(items) => {

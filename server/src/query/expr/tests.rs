@@ -618,3 +618,94 @@ fn regex_find_all_indexes_in_code_points_and_builders_stop_at_the_bson_limit() {
     .unwrap_err();
     assert_eq!(e.code.code(), 10334);
 }
+
+#[test]
+fn decimal_operators_are_exact_at_the_edges() {
+    let dec = |s: &str| Bson::Decimal128(s.parse().expect("decimal"));
+    let max = "9.999999999999999999999999999999999E+6144";
+    let text = |e: Document| match ev(Bson::Document(e)) {
+        Bson::Decimal128(d) => d.to_string(),
+        other => format!("{other:?}"),
+    };
+    assert_eq!(text(doc! { "$abs": dec(&format!("-{max}")) }), max);
+    assert_eq!(text(doc! { "$abs": dec("-1E-6176") }), "1E-6176");
+    assert_eq!(
+        text(doc! { "$divide": [dec("1"), dec("1E-6176")] }),
+        "Infinity"
+    );
+    assert_eq!(text(doc! { "$divide": [dec("1"), 8] }), "0.125");
+    assert_eq!(text(doc! { "$mod": [dec("10.5"), 3] }), "1.5");
+    assert_eq!(text(doc! { "$subtract": [dec("0.3"), dec("0.1")] }), "0.2");
+    assert_eq!(text(doc! { "$round": [dec("2.675"), 2] }), "2.68");
+    assert_eq!(text(doc! { "$trunc": [dec("-2.679"), 1] }), "-2.6");
+    assert_eq!(text(doc! { "$toDecimal": 2.5 }), "2.50000000000000");
+    assert_eq!(text(doc! { "$toDecimal": i64::MAX }), "9223372036854775807");
+    assert_eq!(
+        code(Bson::Document(doc! { "$divide": [dec("1"), dec("-0")] })),
+        16608
+    );
+    assert_eq!(
+        code(Bson::Document(doc! { "$mod": [dec("1"), dec("0E+3")] })),
+        16610
+    );
+}
+
+#[test]
+fn numeric_conversions_fail_as_mongod() {
+    let dec = |s: &str| Bson::Decimal128(s.parse().expect("decimal"));
+    // Out of the target's range: ConversionFailure, never a saturated value.
+    assert_eq!(
+        code(Bson::Document(doc! { "$toInt": 2_147_483_648_i64 })),
+        241
+    );
+    assert_eq!(
+        code(Bson::Document(doc! { "$toInt": 2_147_483_648.0 })),
+        241
+    );
+    assert_eq!(code(Bson::Document(doc! { "$toLong": 9.3e18 })), 241);
+    assert_eq!(code(Bson::Document(doc! { "$toLong": dec("1E+19") })), 241);
+    assert_eq!(code(Bson::Document(doc! { "$toInt": dec("NaN") })), 241);
+    assert_eq!(code(Bson::Document(doc! { "$toInt": "12x" })), 241);
+    assert_eq!(
+        ev(Bson::Document(
+            doc! { "$toLong": dec("9223372036854775807.9") }
+        )),
+        Bson::Int64(i64::MAX)
+    );
+    assert_eq!(
+        ev(Bson::Document(doc! { "$toInt": dec("-2147483648.5") })),
+        Bson::Int32(i32::MIN)
+    );
+    assert_eq!(
+        ev(Bson::Document(doc! { "$toInt": 2_147_483_647.9 })),
+        Bson::Int32(i32::MAX)
+    );
+}
+
+#[test]
+fn operator_location_codes() {
+    let at = Bson::DateTime(bson::DateTime::from_millis(0));
+    let cases = [
+        (
+            doc! { "$dateAdd": { "startDate": at.clone(), "unit": "day", "amount": 1.5 } },
+            5166405,
+        ),
+        (
+            doc! { "$dateSubtract": { "startDate": at, "unit": "day", "amount": "x" } },
+            5166405,
+        ),
+        (doc! { "$concat": ["a", "$"] }, 16872),
+        (doc! { "$concat": ["a", "$b."] }, 40353),
+        (doc! { "$concat": ["a", "$b..c"] }, 15998),
+        (doc! { "$year": "2020-01-01" }, 16006),
+        (doc! { "$dayOfWeek": 5 }, 16006),
+        (doc! { "$toUpper": { "$literal": { "a": 1 } } }, 16007),
+        (
+            doc! { "$convert": { "input": { "$literal": { "a": 1 } }, "to": "int" } },
+            241,
+        ),
+    ];
+    for (e, want) in cases {
+        assert_eq!(code(Bson::Document(e.clone())), want, "{e}");
+    }
+}
