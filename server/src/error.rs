@@ -145,6 +145,8 @@ error_codes! {
     Location15998 = 15998,
     Location16020 = 16020,
     Location17217 = 17217,
+    Location28765 = 28765,
+    Location50989 = 50989,
     Location17287 = 17287,
     Location31249 = 31249,
     Location31250 = 31250,

@@ -26,6 +26,7 @@ mod sets;
 mod strings;
 #[cfg(test)]
 mod tests;
+mod trig;
 mod tz;
 #[cfg(test)]
 mod tz_tests;
@@ -178,6 +179,22 @@ pub enum Operator {
     Exp,
     Ln,
     Log10,
+    // Trigonometry.
+    Sin,
+    Cos,
+    Tan,
+    Asin,
+    Acos,
+    Atan,
+    Atan2,
+    Sinh,
+    Cosh,
+    Tanh,
+    Asinh,
+    Acosh,
+    Atanh,
+    DegreesToRadians,
+    RadiansToDegrees,
     Log,
     Sum,
     Avg,
@@ -363,6 +380,8 @@ fn apply(op: Operator, values: Vec<Value>) -> CommandResult<Value> {
         Floor | Ceil | Sqrt | Exp | Ln | Log10 | Trunc | Round | Pow | Log => {
             arithmetic::math(op, &values)
         }
+        Sin | Cos | Tan | Asin | Acos | Atan | Atan2 | Sinh | Cosh | Tanh | Asinh | Acosh
+        | Atanh | DegreesToRadians | RadiansToDegrees => trig::trig(op, &values),
         Sum | Avg | Min | Max => arithmetic::accumulate(op, values),
         Rand => arithmetic::rand(),
         Size => arrays::size(&values),
