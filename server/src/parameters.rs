@@ -334,6 +334,15 @@ impl Parameters {
         }
     }
 
+    /// What one blocking stage may hold (`internalQueryMaxBlockingSortMemoryUsageBytes`).
+    pub fn blocking_stage_bytes_max(&self) -> usize {
+        usize::try_from(
+            self.get_i64("internalQueryMaxBlockingSortMemoryUsageBytes")
+                .max(0),
+        )
+        .unwrap_or(usize::MAX)
+    }
+
     pub fn get_bool(&self, name: &str) -> bool {
         matches!(self.read().get(name), Some(Bson::Boolean(true)))
     }

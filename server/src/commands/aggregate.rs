@@ -142,10 +142,7 @@ pub fn run_spec(state: &ServerState, req: &Request, spec: Spec) -> CommandResult
     };
     let mut ctx = ParseContext::new(&req.db, coll_name.as_deref(), bson::DateTime::now());
     ctx.allow_disk_use = allow_disk_use;
-    ctx.memory_max_bytes = state
-        .params
-        .get_i64("internalQueryMaxBlockingSortMemoryUsageBytes")
-        .max(0) as usize;
+    ctx.memory_max_bytes = state.params.blocking_stage_bytes_max();
     if let Some(l) = &let_vars {
         ctx = ctx.with_let(l)?;
     }
@@ -381,10 +378,7 @@ pub fn view_docs(
 ) -> CommandResult<std::collections::VecDeque<bson::RawDocumentBuf>> {
     let stages = [r.pipeline, extra].concat();
     let mut ctx = ParseContext::new(&req.db, Some(&r.base), bson::DateTime::now());
-    ctx.memory_max_bytes = state
-        .params
-        .get_i64("internalQueryMaxBlockingSortMemoryUsageBytes")
-        .max(0) as usize;
+    ctx.memory_max_bytes = state.params.blocking_stage_bytes_max();
     let pipeline = Pipeline::parse(&stages, &ctx)?;
     let deadline = deadline(req);
     let coll = state.catalog.collection(&req.db, &r.base);

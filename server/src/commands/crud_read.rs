@@ -152,10 +152,7 @@ pub fn find(state: &ServerState, req: &Request) -> CommandResult<Reply> {
         return super::tailable::find(state, req, coll, a, tail);
     }
     let hint = args::check_hint(&req.body, Some(&coll))?;
-    let sort_memory_max = state
-        .params
-        .get_i64("internalQueryMaxBlockingSortMemoryUsageBytes")
-        .max(0) as usize;
+    let sort_memory_max = state.params.blocking_stage_bytes_max();
     let mut source = exec::find::open(&coll, &a, hint.as_deref(), sort_memory_max, deadline)?;
     let first_count = match (a.batch_size, a.limit) {
         (Some(b), Some(l)) => b.min(l as usize),
