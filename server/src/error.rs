@@ -341,6 +341,24 @@ error_codes! {
     Location13067 = 13067,
     Location16766 = 16766,
     Location31303 = 31303,
+    // The N-array, quantile, size and timestamp expressions and accumulators.
+    Location5787801 = 5787801,
+    Location5787900 = 5787900,
+    Location5787903 = 5787903,
+    Location5787907 = 5787907,
+    Location5788200 = 5788200,
+    Location7436100 = 7436100,
+    Location7436200 = 7436200,
+    Location7436201 = 7436201,
+    Location7429703 = 7429703,
+    Location7750300 = 7750300,
+    Location7750301 = 7750301,
+    Location7750302 = 7750302,
+    Location7750303 = 7750303,
+    Location31393 = 31393,
+    Location51276 = 51276,
+    Location5687301 = 5687301,
+    Location5687302 = 5687302,
 }
 
 /// An error a command returns to its client.

@@ -205,6 +205,7 @@ pub const EXPRESSIONS: &[&str] = &[
     "$tsSecond",
     "$tsIncrement",
     "$stdDevPop",
+    "$stdDevSamp",
 ];
 
 /// Aggregation pipeline stages.

@@ -404,6 +404,13 @@ pub(super) fn accumulate(op: Operator, values: Vec<Value>) -> CommandResult<Valu
                 0,
             )))
         }
+        Operator::StdDevPop | Operator::StdDevSamp => {
+            let mut dev = crate::query::pipeline::numeric::StdDev::default();
+            for v in items.iter().filter(|v| types::is_number(v)) {
+                dev.add(v);
+            }
+            Ok(Some(dev.result(op == Operator::StdDevSamp)))
+        }
         _ => {
             let want = if op == Operator::Min {
                 Ordering::Less

@@ -11,7 +11,9 @@
 // One file per topic; `apply`, `apply_named` and `eval_special` below are the dispatch tables.
 mod args;
 mod arithmetic;
+pub(crate) mod array_n;
 mod arrays;
+mod bson_values;
 mod comparison;
 mod control;
 mod convert;
@@ -22,6 +24,7 @@ mod dates;
 mod objects;
 pub mod outer;
 mod parse;
+pub(crate) mod quantile;
 mod sets;
 mod strings;
 #[cfg(test)]
@@ -117,6 +120,18 @@ pub enum Special {
         format: Option<Expr>,
         on_null: Option<Expr>,
         timezone: Option<Expr>,
+    },
+    /// `$firstN`/`$lastN`/`$maxN`/`$minN` over an array.
+    ArrayN {
+        op: array_n::ArrayNOp,
+        n: Expr,
+        input: Expr,
+    },
+    /// `$percentile` / `$median` over an array or a number; `ps` are constant.
+    Quantile {
+        op: quantile::QuantileOp,
+        ps: Vec<f64>,
+        input: Expr,
     },
 }
 
@@ -256,6 +271,14 @@ pub enum Operator {
     IsoWeek,
     IsoWeekYear,
     IsoDayOfWeek,
+    // BSON shapes and timestamps.
+    BsonSize,
+    BinarySize,
+    TsSecond,
+    TsIncrement,
+    // Statistics over the arguments (or one array argument).
+    StdDevPop,
+    StdDevSamp,
 }
 
 /// Bound variables, innermost last.
@@ -382,7 +405,8 @@ fn apply(op: Operator, values: Vec<Value>) -> CommandResult<Value> {
         }
         Sin | Cos | Tan | Asin | Acos | Atan | Atan2 | Sinh | Cosh | Tanh | Asinh | Acosh
         | Atanh | DegreesToRadians | RadiansToDegrees => trig::trig(op, &values),
-        Sum | Avg | Min | Max => arithmetic::accumulate(op, values),
+        Sum | Avg | Min | Max | StdDevPop | StdDevSamp => arithmetic::accumulate(op, values),
+        BsonSize | BinarySize | TsSecond | TsIncrement => bson_values::apply(op, &values[0]),
         Rand => arithmetic::rand(),
         Size => arrays::size(&values),
         In => arrays::in_array(&values),
@@ -521,6 +545,13 @@ fn eval_special(s: &Special, root: &RawDocument, scope: &mut Scope) -> CommandRe
             root,
             scope,
         ),
+        Special::ArrayN { op, n, input } => {
+            let n = n.eval(root, scope)?;
+            array_n::evaluate(*op, n, input.eval(root, scope)?)
+        }
+        Special::Quantile { op, ps, input } => {
+            Ok(Some(quantile::evaluate(*op, ps, input.eval(root, scope)?)))
+        }
     }
 }
 
