@@ -359,6 +359,13 @@ error_codes! {
     Location51276 = 51276,
     Location5687301 = 5687301,
     Location5687302 = 5687302,
+    // $convert's binData arguments (mongod 8.0).
+    Location4341106 = 4341106,
+    Location4341107 = 4341107,
+    Location4341108 = 4341108,
+    Location4341114 = 4341114,
+    Location4341115 = 4341115,
+    Location4341125 = 4341125,
 }
 
 /// An error a command returns to its client.

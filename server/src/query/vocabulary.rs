@@ -150,6 +150,7 @@ pub const EXPRESSIONS: &[&str] = &[
     "$toString",
     "$toDate",
     "$toObjectId",
+    "$toUUID",
     "$toBool",
     "$isNumber",
     "$year",

@@ -13,6 +13,7 @@ mod args;
 mod arithmetic;
 pub(crate) mod array_n;
 mod arrays;
+mod bindata;
 mod bson_values;
 mod comparison;
 mod control;
@@ -265,6 +266,7 @@ pub enum Operator {
     SetIsSubset,
     ToObjectId,
     ToDate,
+    ToUuid,
     IndexOfCp,
     Rand,
     Week,
@@ -425,6 +427,7 @@ fn apply(op: Operator, values: Vec<Value>) -> CommandResult<Value> {
         }
         ToObjectId => convert::to_object_id(&values[0]),
         ToDate => convert::to_date(&values[0]),
+        ToUuid => bindata::to_uuid(&values[0]),
         MergeObjects => objects::merge_objects(values),
         Year | Month | DayOfMonth | Hour | Minute | Second | Millisecond | DayOfWeek
         | DayOfYear | Week | IsoWeek | IsoWeekYear | IsoDayOfWeek => dates::date_part(op, &values),

@@ -116,6 +116,7 @@ const OPERATORS: &[(&str, Operator, Arity)] = &[
     ("$setIsSubset", Operator::SetIsSubset, Exact(2)),
     ("$toObjectId", Operator::ToObjectId, Exact(1)),
     ("$toDate", Operator::ToDate, Exact(1)),
+    ("$toUUID", Operator::ToUuid, Exact(1)),
     ("$indexOfCP", Operator::IndexOfCp, Range(2, 4)),
     ("$rand", Operator::Rand, Exact(0)),
     ("$week", Operator::Week, Exact(1)),
@@ -167,7 +168,7 @@ const NAMED: &[(&str, NamedOp, &[&str], &[&str])] = &[
         "$convert",
         NamedOp::Convert,
         &["input", "to"],
-        &["onError", "onNull"],
+        &["onError", "onNull", "format"],
     ),
     (
         "$dateAdd",
