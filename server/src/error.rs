@@ -366,6 +366,17 @@ error_codes! {
     Location4341114 = 4341114,
     Location4341115 = 4341115,
     Location4341125 = 4341125,
+    // The math expressions' domain and type errors.
+    Location28714 = 28714,
+    Location28756 = 28756,
+    Location28757 = 28757,
+    Location28758 = 28758,
+    Location28759 = 28759,
+    Location28761 = 28761,
+    Location28762 = 28762,
+    Location28763 = 28763,
+    Location28764 = 28764,
+    Location28766 = 28766,
 }
 
 /// An error a command returns to its client.

@@ -22,6 +22,8 @@ mod date_math;
 mod date_parts;
 mod date_string;
 mod dates;
+#[cfg(test)]
+mod decimal_tests;
 mod objects;
 pub mod outer;
 mod parse;
