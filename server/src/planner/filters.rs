@@ -19,7 +19,7 @@ fn filters() -> std::sync::MutexGuard<'static, BTreeMap<String, Vec<Document>>> 
     FILTERS.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn field<'d>(d: &'d Document, key: &str) -> Document {
+fn field(d: &Document, key: &str) -> Document {
     d.get_document(key).cloned().unwrap_or_default()
 }
 

@@ -135,7 +135,7 @@ fn decode(s: &str, format: Format, subtype: BinarySubtype) -> Result<Vec<u8>, St
 }
 
 fn decode_hex(s: &str) -> Result<Vec<u8>, String> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return Err("Hex blob has an odd number of digits".into());
     }
     s.as_bytes()
