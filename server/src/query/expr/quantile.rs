@@ -76,12 +76,14 @@ pub(crate) fn parse_spec(
             )
         })
     };
+    // The IDL parser reports every missing field before `p`'s value is looked at.
     let input = required("input")?;
-    let ps = match op {
-        QuantileOp::Percentile => parse_p(required("p")?)?,
-        QuantileOp::Median => vec![0.5],
-    };
+    let p = if wants_p { Some(required("p")?) } else { None };
     required("method")?;
+    let ps = match p {
+        Some(p) => parse_p(p)?,
+        None => vec![0.5],
+    };
     Ok(QuantileSpec { input, ps })
 }
 
@@ -288,6 +290,10 @@ mod tests {
         assert_eq!(
             code(doc! { "$percentile": { "input": "$x", "p": [], "method": "approximate" } }),
             7750301
+        );
+        assert_eq!(
+            code(doc! { "$percentile": { "input": "$x", "p": [] } }),
+            40414
         );
         assert_eq!(
             code(doc! { "$percentile": { "input": "$x", "p": ["a"], "method": "approximate" } }),
