@@ -252,3 +252,105 @@ async fn plan_cache_commands_and_explain() {
     assert_ne!(qp.get_str("planCacheKey").unwrap(), key);
     assert!(!winning(&e).get_bool("isCached").unwrap());
 }
+
+/// The index a plan reads (`indexName` of its IXSCAN), or its leaf stage when it reads none.
+fn plan_index(plan: &Document) -> String {
+    if let Ok(name) = plan.get_str("indexName") {
+        return name.to_string();
+    }
+    match plan.get_document("inputStage") {
+        Ok(input) => plan_index(input),
+        Err(_) => plan.get_str("stage").unwrap_or("?").to_string(),
+    }
+}
+
+#[tokio::test]
+async fn index_filters_steer_the_planner_and_show_in_explain() {
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let db = client.database("pc3");
+    let coll = db.collection::<Document>("c");
+    // `a` is unique, `b` has two values: left alone the planner picks a_1 for {a, b}.
+    let docs: Vec<Document> = (0..300)
+        .map(|i| doc! { "_id": i, "a": i, "b": i % 2 })
+        .collect();
+    coll.insert_many(docs).await.unwrap();
+    for keys in [doc! { "a": 1 }, doc! { "b": 1 }] {
+        coll.create_index(mongodb::IndexModel::builder().keys(keys).build())
+            .await
+            .unwrap();
+    }
+    let explain = async |filter: Document, hint: Option<Document>| {
+        let mut find = doc! { "find": "c", "filter": filter };
+        if let Some(h) = hint {
+            find.insert("hint", h);
+        }
+        let e = db
+            .run_command(doc! { "explain": find, "verbosity": "queryPlanner" })
+            .await
+            .unwrap();
+        let filtered = e
+            .get_document("queryPlanner")
+            .unwrap()
+            .get_bool("indexFilterSet")
+            .unwrap();
+        (plan_index(winning(&e)), filtered)
+    };
+    let count = async |filter: Document| coll.count_documents(filter).await.unwrap();
+    assert_eq!(
+        explain(doc! { "a": 7, "b": 1 }, None).await,
+        ("a_1".into(), false)
+    );
+
+    db.run_command(
+        doc! { "planCacheSetFilter": "c", "query": { "a": 1, "b": 1 }, "indexes": ["b_1"] },
+    )
+    .await
+    .unwrap();
+    // Any values of the shape plan with b_1 only; a hint is ignored, as mongod does.
+    assert_eq!(
+        explain(doc! { "a": 7, "b": 1 }, None).await,
+        ("b_1".into(), true)
+    );
+    assert_eq!(
+        explain(doc! { "a": 8, "b": 0 }, Some(doc! { "a": 1 })).await,
+        ("b_1".into(), true)
+    );
+    assert_eq!(count(doc! { "a": 7, "b": 1 }).await, 1);
+    // Another shape is not filtered.
+    assert_eq!(explain(doc! { "a": 7 }, None).await, ("a_1".into(), false));
+
+    // A filter whose indexes cannot serve the shape leaves the collection scan (by key pattern).
+    db.run_command(
+        doc! { "planCacheSetFilter": "c", "query": { "a": 1 }, "indexes": [{ "b": 1 }] },
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        explain(doc! { "a": 7 }, None).await,
+        ("COLLSCAN".into(), true)
+    );
+    assert_eq!(count(doc! { "a": 7 }).await, 1);
+    let listed = db
+        .run_command(doc! { "planCacheListFilters": "c" })
+        .await
+        .unwrap();
+    assert_eq!(listed.get_array("filters").unwrap().len(), 2);
+
+    // Clearing one shape leaves the other; clearing all restores the planner's own choice.
+    db.run_command(doc! { "planCacheClearFilters": "c", "query": { "a": 99 } })
+        .await
+        .unwrap();
+    assert_eq!(explain(doc! { "a": 7 }, None).await, ("a_1".into(), false));
+    assert_eq!(
+        explain(doc! { "a": 7, "b": 1 }, None).await,
+        ("b_1".into(), true)
+    );
+    db.run_command(doc! { "planCacheClearFilters": "c" })
+        .await
+        .unwrap();
+    assert_eq!(
+        explain(doc! { "a": 7, "b": 1 }, None).await,
+        ("a_1".into(), false)
+    );
+}

@@ -1,8 +1,8 @@
 //! Diagnostic and maintenance commands that tools and ODMs call, answered with mongod's argument
 //! checks and reply shapes from what cairn has: `dataSize`, `compact` (the engine's log
 //! compaction, engine-wide: cairn keeps every collection in one log), `validateDBMetadata`,
-//! `top`, `lockInfo`, `connPoolStats`, the plan-cache commands (there is no plan cache: the cache
-//! is empty; index filters are recorded and listed, but the planner does not apply them), the
+//! `top`, `lockInfo`, `connPoolStats`, the plan-cache commands (over `planner::cache`; index
+//! filters are kept and applied by `planner::filters`), the
 //! cluster parameters (kept in memory, not persisted), the session-killing commands (argument
 //! checks only: sessions are not tracked), and the read/write concern defaults, which mongod
 //! refuses on a standalone.
@@ -272,13 +272,6 @@ pub fn conn_pool_stats() -> Reply {
     })
 }
 
-/// Index filters set with `planCacheSetFilter`, by namespace. Listed back, never applied.
-static INDEX_FILTERS: Mutex<BTreeMap<String, Vec<Document>>> = Mutex::new(BTreeMap::new());
-
-fn filters() -> std::sync::MutexGuard<'static, BTreeMap<String, Vec<Document>>> {
-    INDEX_FILTERS.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 /// The query shape a plan-cache command names: `query` (required where `required`), `sort`,
 /// `projection`, `collation`, each an object.
 fn query_shape(body: &Document, command: &str, required: bool) -> CommandResult<Document> {
@@ -375,10 +368,7 @@ pub fn plan_cache_set_filter(req: &Request) -> CommandResult<Reply> {
         }
     }
     shape.insert("indexes", indexes);
-    let mut all = filters();
-    let list = all.entry(ns).or_default();
-    list.retain(|f| f.get("query") != shape.get("query") || f.get("sort") != shape.get("sort"));
-    list.push(shape);
+    crate::planner::filters::set(&ns, shape);
     Ok(Reply::ok())
 }
 
@@ -391,17 +381,9 @@ pub fn plan_cache_clear_filters(req: &Request) -> CommandResult<Reply> {
         &["query", "sort", "projection", "collation"],
     )?;
     let shape = query_shape(&req.body, "planCacheClearFilters", false)?;
-    let mut all = filters();
-    match shape.get("query") {
-        None => {
-            all.remove(&ns);
-        }
-        Some(q) => {
-            if let Some(list) = all.get_mut(&ns) {
-                list.retain(|f| f.get("query") != Some(q));
-            }
-        }
-    }
+    let sort = shape.get_document("sort").cloned().unwrap_or_default();
+    let query = shape.get_document("query").ok();
+    crate::planner::filters::clear(&ns, query.map(|q| (q, &sort)));
     Ok(Reply::ok())
 }
 
@@ -409,7 +391,7 @@ pub fn plan_cache_clear_filters(req: &Request) -> CommandResult<Reply> {
 pub fn plan_cache_list_filters(req: &Request) -> CommandResult<Reply> {
     let ns = plan_cache_ns(req, "planCacheListFilters")?;
     check_fields(&req.body, "planCacheListFilters", &[])?;
-    let list = filters().get(&ns).cloned().unwrap_or_default();
+    let list = crate::planner::filters::list(&ns);
     Ok(Reply::Doc(doc! { "filters": list, "ok": 1.0 }))
 }
 

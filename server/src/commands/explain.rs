@@ -299,13 +299,15 @@ pub fn explain(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     };
     // The shape's hashes, and whether the plan came from the plan cache (explain reads the
     // cache, never adds to it).
-    let (query_hash, plan_cache_key, is_cached) = match &coll {
+    let (query_hash, plan_cache_key, is_cached, index_filter_set) = match &coll {
         Some(c) => {
-            let key = planner::cache::Key::of(c, &t.filter, t.shape.sort.as_ref());
-            let cached = hint.is_none() && planner::cache::peek(&key, c);
-            (key.query_hash, key.plan_cache_key, cached)
+            let sort = t.shape.sort.as_ref();
+            let key = planner::cache::Key::of(c, &t.filter, sort);
+            let filtered = planner::filters::allowed(c, &t.filter, sort).is_some();
+            let cached = hint.is_none() && !filtered && planner::cache::peek(&key, c);
+            (key.query_hash, key.plan_cache_key, cached, filtered)
         }
-        None => (String::new(), String::new(), false),
+        None => (String::new(), String::new(), false, false),
     };
     let mut winner = winner;
     if winner.get_str("stage").is_ok_and(|s| s != "EOF") {
@@ -315,7 +317,7 @@ pub fn explain(state: &ServerState, req: &Request) -> CommandResult<Reply> {
         "explainVersion": "1",
         "queryPlanner": {
             "namespace": ns,
-            "indexFilterSet": false,
+            "indexFilterSet": index_filter_set,
             "parsedQuery": t.filter.clone(),
             "queryHash": query_hash.clone(),
             "planCacheShapeHash": query_hash,

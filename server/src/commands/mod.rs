@@ -217,7 +217,7 @@ commands! {
     "planCacheClear" => "Drop cached query plans";
     "planCacheClearFilters" => "Forget index filters";
     "planCacheListFilters" => "List index filters";
-    "planCacheSetFilter" => "Record an index filter (listed back; the planner does not apply it)";
+    "planCacheSetFilter" => "Limit a query shape to some indexes (the planner honours it)";
     "getClusterParameter" => "Read cluster parameters (kept in memory)", admin true;
     "setClusterParameter" => "Set a cluster parameter (in memory, not persisted)", admin true;
     "getDefaultRWConcern" => "Default read and write concern (replica sets only)", admin true;

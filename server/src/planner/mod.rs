@@ -15,6 +15,7 @@ pub mod bounds;
 pub mod cache;
 pub mod covered;
 pub mod explain;
+pub mod filters;
 pub mod keyscan;
 pub mod minmax;
 pub mod or;
@@ -423,7 +424,14 @@ fn choose_plan(
         };
         return (choice, false);
     }
-    let indexes = coll.indexes();
+    // An index filter for this shape limits the candidates and overrides `hint` (mongod); the
+    // plan cache is bypassed, so its entries never name an index the filter excludes.
+    let allowed = filters::allowed(coll, filter_doc, sort);
+    let hint = hint.filter(|_| allowed.is_none());
+    let mut indexes = coll.indexes();
+    if let Some(allowed) = &allowed {
+        indexes.retain(|ix| filters::permits(allowed, ix));
+    }
     if let Some(name) = hint
         && let Some(ix) = indexes.iter().find(|i| i.spec.name == name)
         && let Some(p) = index_candidate(ix, filter, sort, true)
@@ -434,9 +442,7 @@ fn choose_plan(
         };
         return (choice, false);
     }
-    let key = hint
-        .is_none()
-        .then(|| cache::Key::of(coll, filter_doc, sort));
+    let key = (hint.is_none() && allowed.is_none()).then(|| cache::Key::of(coll, filter_doc, sort));
     if let Some(key) = &key
         && let Some(name) = cache::get(key, coll)
     {

@@ -58,13 +58,10 @@ fn write(d: Dec) -> Bson {
     let bytes = if d.is_nan() {
         decimal_nan()
     } else if d.is_infinite() {
-        decimal_infinity(d.is_negative())
+        decimal_infinity(d.is_signed())
     } else {
-        encode_decimal(
-            d.is_negative(),
-            d.coefficient().unsigned_abs(),
-            d.exponent(),
-        )
+        // `is_signed`, not `is_negative`: the sign of a zero is kept (-0 stays -0).
+        encode_decimal(d.is_signed(), d.coefficient().unsigned_abs(), d.exponent())
     };
     Bson::Decimal128(Decimal128::from_bytes(bytes))
 }
@@ -111,10 +108,25 @@ pub fn negate(v: &Bson) -> Option<Bson> {
 
 /// `|v|` (`$abs`): exact at every magnitude.
 pub fn abs(v: &Bson) -> Option<Bson> {
-    if read(v)?.is_negative() {
+    if read(v)?.is_signed() {
         negate(v)
     } else {
         read(v).map(write)
+    }
+}
+
+/// How a numeric value compares with zero, exactly (a decimal too small for a double is still
+/// above zero); `None` for NaN or a non-number.
+pub fn cmp_zero(v: &Bson) -> Option<std::cmp::Ordering> {
+    let x = read(v)?;
+    if x.is_nan() {
+        None
+    } else if x.is_zero() {
+        Some(std::cmp::Ordering::Equal)
+    } else if x.is_negative() {
+        Some(std::cmp::Ordering::Less)
+    } else {
+        Some(std::cmp::Ordering::Greater)
     }
 }
 
@@ -138,6 +150,77 @@ pub fn round(v: &Bson, places: i64, truncate: bool) -> Option<Bson> {
     });
     let quantum = cx.parse(format!("1E{target}")).ok()?;
     Some(write(cx.quantize(x, quantum)))
+}
+
+/// The transcendental functions run in decNumber's arbitrary-precision type at decimal128's
+/// 34 digits, then round once into decimal128 (which brings overflow to ±Infinity and
+/// subnormals where IEEE puts them).
+type Wide = dec::Decimal<12>;
+
+fn wide_context() -> Context<Wide> {
+    let mut cx = Context::<Wide>::default();
+    // 34 digits always fit the 36 of `Decimal<12>`; decNumber's exp, ln, log10 and power
+    // want exponent limits within ±999999 (far beyond decimal128's, so nothing rounds twice).
+    let _ = cx.set_precision(34);
+    let _ = cx.set_max_exponent(999_999);
+    let _ = cx.set_min_exponent(-999_999);
+    cx
+}
+
+fn narrow(w: &Wide) -> Bson {
+    write(Context::<Dec>::default().from_decimal(w))
+}
+
+fn unary_wide(v: &Bson, f: fn(&mut Context<Wide>, &mut Wide)) -> Option<Bson> {
+    let mut x = Wide::from(read(v)?);
+    f(&mut wide_context(), &mut x);
+    Some(narrow(&x))
+}
+
+/// `sqrt(v)` (`$sqrt`; the caller refuses a negative argument first).
+pub fn sqrt(v: &Bson) -> Option<Bson> {
+    unary_wide(v, |cx, x| cx.sqrt(x))
+}
+
+/// `e^v` (`$exp`).
+pub fn exp(v: &Bson) -> Option<Bson> {
+    unary_wide(v, |cx, x| cx.exp(x))
+}
+
+/// The natural logarithm (`$ln`; the caller refuses a non-positive argument first).
+pub fn ln(v: &Bson) -> Option<Bson> {
+    unary_wide(v, |cx, x| cx.ln(x))
+}
+
+/// The base-10 logarithm (`$log10`).
+pub fn log10(v: &Bson) -> Option<Bson> {
+    unary_wide(v, |cx, x| cx.log10(x))
+}
+
+/// `log_base(v)` as mongod computes it: `ln(v) / ln(base)`, each a decimal128.
+pub fn log(v: &Bson, base: &Bson) -> Option<Bson> {
+    div(&ln(v)?, &ln(base)?)
+}
+
+/// `base^exponent` (`$pow`; a negative base with a fractional exponent is NaN, as IEEE says).
+pub fn pow(base: &Bson, exponent: &Bson) -> Option<Bson> {
+    let mut x = Wide::from(read(base)?);
+    let y = Wide::from(read(exponent)?);
+    wide_context().pow(&mut x, &y);
+    Some(narrow(&x))
+}
+
+/// `$floor` / `$ceil`: the integral value below / above, at exponent 0 (IEEE's quantize: a
+/// value too large to write with exponent 0 in 34 digits becomes NaN, as mongod's BID does).
+pub fn floor_ceil(v: &Bson, ceil: bool) -> Option<Bson> {
+    let x = read(v)?;
+    let mut cx = context(if ceil {
+        Rounding::Ceiling
+    } else {
+        Rounding::Floor
+    });
+    let one = cx.from_i128(1);
+    Some(write(cx.quantize(x, one)))
 }
 
 /// The integer part of a decimal (truncated toward zero), `None` for NaN, ±Infinity or a

@@ -150,6 +150,7 @@ pub const EXPRESSIONS: &[&str] = &[
     "$toString",
     "$toDate",
     "$toObjectId",
+    "$toUUID",
     "$toBool",
     "$isNumber",
     "$year",
@@ -205,6 +206,7 @@ pub const EXPRESSIONS: &[&str] = &[
     "$tsSecond",
     "$tsIncrement",
     "$stdDevPop",
+    "$stdDevSamp",
 ];
 
 /// Aggregation pipeline stages.

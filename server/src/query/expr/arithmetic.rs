@@ -263,30 +263,63 @@ pub(super) fn abs(values: &[Option<Bson>]) -> CommandResult<Option<Bson>> {
     }))
 }
 
+/// The operand checks of the math operators: `$pow` and `$log` name their two arguments with
+/// their own codes, the single-argument ones share 28765.
+fn math_operand(op: Operator, values: &[Value], i: usize) -> CommandResult<f64> {
+    let v = &values[i];
+    if let Some(f) = v
+        .as_ref()
+        .filter(|b| types::is_number(b))
+        .and_then(types::as_f64)
+    {
+        return Ok(f);
+    }
+    let found = type_name(v);
+    Err(match (op, i) {
+        (Operator::Pow, 0) => err(
+            ErrorCode::Location28762,
+            format!("$pow's base must be numeric, not {found}"),
+        ),
+        (Operator::Pow, _) => err(
+            ErrorCode::Location28763,
+            format!("$pow's exponent must be numeric, not {found}"),
+        ),
+        (Operator::Log, 0) => err(
+            ErrorCode::Location28756,
+            format!("$log's argument must be numeric, not {found}"),
+        ),
+        (Operator::Log, _) => err(
+            ErrorCode::Location28757,
+            format!("$log's base must be numeric, not {found}"),
+        ),
+        _ => err(
+            ErrorCode::Location28765,
+            format!("{} only supports numeric types, not {found}", op_name(op)),
+        ),
+    })
+}
+
+/// `$floor`, `$ceil`, `$trunc`, `$round`, `$sqrt`, `$pow`, `$exp`, `$ln`, `$log10`, `$log`,
+/// as mongod: null or missing gives null; a decimal operand computes in decimal128 and gives a
+/// decimal; otherwise doubles (integers stay integers where mongod keeps them).
 pub(super) fn math(op: Operator, values: &[Value]) -> CommandResult<Value> {
     if values.iter().any(is_nullish) {
         return null();
     }
     let x = values[0].clone().unwrap_or(Bson::Null);
     let name = op_name(op);
-    let Some(f) = types::as_f64(&x) else {
-        return Err(mismatch(format!(
-            "{name} only supports numeric types, not {}",
-            type_name(&values[0])
-        )));
-    };
-    let wrap = |r: f64| {
-        if kind(&x) == 3 {
-            decimal(r)
-        } else {
-            Bson::Double(r)
-        }
-    };
+    let f = math_operand(op, values, 0)?;
+    let is_decimal = kind(&x) == 3;
     let integral = matches!(x, Bson::Int32(_) | Bson::Int64(_));
+    let decimal_or = |d: Option<Bson>, r: f64| d.unwrap_or(Bson::Double(r));
+    use crate::query::decimal as dec;
     Ok(Some(match op {
         Operator::Floor | Operator::Ceil if integral => x,
-        Operator::Floor => wrap(f.floor()),
-        Operator::Ceil => wrap(f.ceil()),
+        Operator::Floor | Operator::Ceil if is_decimal => {
+            decimal_or(dec::floor_ceil(&x, op == Operator::Ceil), f64::NAN)
+        }
+        Operator::Floor => Bson::Double(f.floor()),
+        Operator::Ceil => Bson::Double(f.ceil()),
         Operator::Trunc | Operator::Round => {
             let places = match values.get(1) {
                 Some(p) => as_int(p, &name, "place")?,
@@ -295,9 +328,9 @@ pub(super) fn math(op: Operator, values: &[Value]) -> CommandResult<Value> {
             if integral && places >= 0 {
                 return Ok(Some(x));
             }
-            if kind(&x) == 3 {
+            if is_decimal {
                 let truncate = op == Operator::Trunc;
-                return Ok(crate::query::decimal::round(&x, places, truncate));
+                return Ok(dec::round(&x, places, truncate));
             }
             let scale = 10f64.powi(i32::try_from(places.clamp(-20, 100)).unwrap_or(0));
             let scaled = f * scale;
@@ -309,57 +342,102 @@ pub(super) fn math(op: Operator, values: &[Value]) -> CommandResult<Value> {
             match x {
                 Bson::Int32(_) => Bson::Int32(r as i32),
                 Bson::Int64(_) => Bson::Int64(r as i64),
-                _ => wrap(r),
+                _ => Bson::Double(r),
             }
         }
-        Operator::Sqrt if f < 0.0 => {
+        // NaN passes through every domain check, as in mongod; a decimal is checked exactly.
+        Operator::Sqrt if is_decimal && dec::cmp_zero(&x) == Some(Ordering::Less) => {
             return Err(err(
-                ErrorCode::BadValue,
+                ErrorCode::Location28714,
                 "$sqrt's argument must be greater than or equal to 0",
             ));
         }
-        Operator::Sqrt => wrap(f.sqrt()),
-        Operator::Exp => wrap(f.exp()),
-        Operator::Ln | Operator::Log10 | Operator::Log if f <= 0.0 => {
+        Operator::Sqrt if !is_decimal && f < 0.0 => {
             return Err(err(
-                ErrorCode::BadValue,
+                ErrorCode::Location28714,
+                "$sqrt's argument must be greater than or equal to 0",
+            ));
+        }
+        Operator::Sqrt if is_decimal => decimal_or(dec::sqrt(&x), f.sqrt()),
+        Operator::Sqrt => Bson::Double(f.sqrt()),
+        Operator::Exp if is_decimal => decimal_or(dec::exp(&x), f.exp()),
+        Operator::Exp => Bson::Double(f.exp()),
+        // A positive decimal computes in decimal; anything else takes the double path, whose
+        // check fails on a non-positive value (a decimal NaN gives a double NaN, as mongod).
+        Operator::Ln if positive_decimal(&x) => decimal_or(dec::ln(&x), f.ln()),
+        Operator::Log10 if positive_decimal(&x) => decimal_or(dec::log10(&x), f.log10()),
+        Operator::Ln | Operator::Log10 if f <= 0.0 => {
+            let code = if op == Operator::Ln {
+                ErrorCode::Location28766
+            } else {
+                ErrorCode::Location28761
+            };
+            return Err(err(
+                code,
                 format!("{name}'s argument must be a positive number, but is {f}"),
             ));
         }
-        Operator::Ln => wrap(f.ln()),
-        Operator::Log10 => wrap(f.log10()),
+        Operator::Ln => Bson::Double(f.ln()),
+        Operator::Log10 => Bson::Double(f.log10()),
         Operator::Log | Operator::Pow => {
             let y = values[1].clone().unwrap_or(Bson::Null);
-            let Some(g) = types::as_f64(&y) else {
-                return Err(mismatch(format!(
-                    "{name} only supports numeric types, not {}",
-                    type_name(&values[1])
-                )));
-            };
-            if op == Operator::Log {
-                if g <= 0.0 || g == 1.0 {
-                    return Err(err(
-                        ErrorCode::BadValue,
-                        format!("$log's base must be a positive number not equal to 1, but is {g}"),
-                    ));
-                }
-                wrap(f.ln() / g.ln())
-            } else {
+            let g = math_operand(op, values, 1)?;
+            if op == Operator::Pow {
                 power(&x, &y, f, g)?
+            } else {
+                log(&x, &y, f, g)?
             }
         }
         _ => return Err(err(ErrorCode::InternalError, "math operator out of place")),
     }))
 }
 
-pub(super) fn power(x: &Bson, y: &Bson, f: f64, g: f64) -> CommandResult<Bson> {
-    if f == 0.0 && g < 0.0 {
+/// A decimal above zero (the operand mongod takes down the decimal path of `$ln`, `$log`...).
+fn positive_decimal(v: &Bson) -> bool {
+    kind(v) == 3 && crate::query::decimal::cmp_zero(v) == Some(Ordering::Greater)
+}
+
+fn log(x: &Bson, base: &Bson, f: f64, g: f64) -> CommandResult<Bson> {
+    let any_decimal = kind(x).max(kind(base)) == 3;
+    let positive = |v: &Bson| crate::query::decimal::cmp_zero(v) == Some(Ordering::Greater);
+    if any_decimal
+        && positive(x)
+        && positive(base)
+        && order::compare_bson(base, &Bson::Int32(1)) != Ordering::Equal
+        && let Some(r) = crate::query::decimal::log(x, base)
+    {
+        return Ok(r);
+    }
+    if f <= 0.0 {
         return Err(err(
-            ErrorCode::BadValue,
+            ErrorCode::Location28758,
+            format!("$log's argument must be a positive number, but is {f}"),
+        ));
+    }
+    if g <= 0.0 || g == 1.0 {
+        return Err(err(
+            ErrorCode::Location28759,
+            format!("$log's base must be a positive number not equal to 1, but is {g}"),
+        ));
+    }
+    Ok(Bson::Double(f.ln() / g.ln()))
+}
+
+pub(super) fn power(x: &Bson, y: &Bson, f: f64, g: f64) -> CommandResult<Bson> {
+    let widest = kind(x).max(kind(y));
+    // For decimals the check is exact (a tiny decimal base is not zero).
+    let zero_base_negative_exponent = if widest == 3 {
+        crate::query::decimal::cmp_zero(x) == Some(Ordering::Equal)
+            && crate::query::decimal::cmp_zero(y) == Some(Ordering::Less)
+    } else {
+        f == 0.0 && g < 0.0
+    };
+    if zero_base_negative_exponent {
+        return Err(err(
+            ErrorCode::Location28764,
             "$pow cannot take a base of 0 and a negative exponent",
         ));
     }
-    let widest = kind(x).max(kind(y));
     if widest <= 1
         && let (Some(b), Some(e)) = (types::as_i64_exact(x), types::as_i64_exact(y))
         && e >= 0
@@ -368,7 +446,7 @@ pub(super) fn power(x: &Bson, y: &Bson, f: f64, g: f64) -> CommandResult<Bson> {
         return Ok(int_result(r, widest == 0));
     }
     Ok(if widest == 3 {
-        decimal(f.powf(g))
+        crate::query::decimal::pow(x, y).unwrap_or(Bson::Double(f.powf(g)))
     } else {
         Bson::Double(f.powf(g))
     })
@@ -403,6 +481,13 @@ pub(super) fn accumulate(op: Operator, values: Vec<Value>) -> CommandResult<Valu
                 |a, b| a + b,
                 0,
             )))
+        }
+        Operator::StdDevPop | Operator::StdDevSamp => {
+            let mut dev = crate::query::pipeline::numeric::StdDev::default();
+            for v in items.iter().filter(|v| types::is_number(v)) {
+                dev.add(v);
+            }
+            Ok(Some(dev.result(op == Operator::StdDevSamp)))
         }
         _ => {
             let want = if op == Operator::Min {

@@ -1,8 +1,10 @@
 //! Types and conversion: `$type`, `$isNumber`, `$toString`/`$toInt`/`$toLong`/`$toDouble`/
-//! `$toDecimal`/`$toBool`, `$toObjectId`, `$toDate` and `$convert`.
+//! `$toDecimal`/`$toBool`, `$toObjectId`, `$toDate` and `$convert` (its binData side is in
+//! `bindata.rs`).
 
 use super::Operator;
 use super::args::*;
+use super::bindata::{self, Format};
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::query::types;
 use bson::oid::ObjectId;
@@ -54,6 +56,7 @@ pub(super) fn convert(op: Operator, v: &Value) -> CommandResult<Value> {
             Bson::String(s) => s.clone(),
             Bson::Boolean(b) => b.to_string(),
             Bson::ObjectId(o) => o.to_hex(),
+            Bson::Binary(b) => bindata::to_string(b, Format::Auto)?,
             Bson::DateTime(d) => d.try_to_rfc3339_string().map_err(|_| fail())?,
             Bson::Double(d) if d.fract() == 0.0 && d.is_finite() && d.abs() < 1e15 => {
                 format!("{d:.0}")
@@ -112,7 +115,7 @@ pub(super) fn to_object_id(v: &Value) -> CommandResult<Value> {
         _ if is_nullish(v) => Some(Bson::Null),
         Some(Bson::ObjectId(o)) => Some(Bson::ObjectId(*o)),
         Some(Bson::String(s)) => Some(Bson::ObjectId(ObjectId::parse_str(s).map_err(|_| {
-            err(ErrorCode::BadValue, format!("Failed to parse objectId '{s}' in $convert with no onError value: Invalid string length for parsing to OID, expected 24 but found {}", s.len()))
+            err(ErrorCode::ConversionFailure, format!("Failed to parse objectId '{s}' in $convert with no onError value: Invalid string length for parsing to OID, expected 24 but found {}", s.len()))
         })?)),
         other => return Err(conversion_error(other, "objectId")),
     })
@@ -134,7 +137,7 @@ pub(super) fn to_date(v: &Value) -> CommandResult<Value> {
         Some(Bson::String(s)) => match DateTime::parse_rfc3339_str(s) {
             Ok(d) => Ok(Some(Bson::DateTime(d))),
             Err(_) => Err(err(
-                ErrorCode::BadValue,
+                ErrorCode::ConversionFailure,
                 format!("Error parsing date string '{s}'"),
             )),
         },
@@ -144,16 +147,48 @@ pub(super) fn to_date(v: &Value) -> CommandResult<Value> {
     }
 }
 
-pub(super) fn convert_to(input: &Value, to: Value) -> CommandResult<Value> {
-    let target = match &to {
-        Some(Bson::String(s)) => s.clone(),
+/// The evaluated `to` of `$convert`: a type (its mongod name) and, for binData, a subtype.
+struct Target {
+    name: &'static str,
+    subtype: Bson,
+}
+
+/// Reads `to` (a type name or code, or `{type, subtype}`); nullish is `None`. Errors here are
+/// not conversion failures: `onError` does not catch them, as in mongod.
+fn parse_target(to: &Value) -> CommandResult<Option<Target>> {
+    let (ty, subtype) = match to {
+        Some(Bson::Document(d)) => (d.get("type").cloned(), d.get("subtype").cloned()),
+        other => (other.clone(), None),
+    };
+    let subtype = subtype
+        .filter(|s| !matches!(s, Bson::Null | Bson::Undefined))
+        .unwrap_or(Bson::Int32(0));
+    let code = match &ty {
+        _ if is_nullish(&ty) => return Ok(None),
+        Some(Bson::String(s)) => types::code_for_alias(s)
+            .ok_or_else(|| err(ErrorCode::BadValue, format!("Unknown type name: {s}")))?,
         Some(n) if types::is_number(n) => {
-            types::type_name(i32::try_from(types::as_i64_exact(n).unwrap_or(0)).unwrap_or(0))
-                .to_string()
+            let code = types::as_i64_exact(n).ok_or_else(|| {
+                err(
+                    ErrorCode::FailedToParse,
+                    "In $convert, numeric 'to' argument is not an integer",
+                )
+            })?;
+            i32::try_from(code)
+                .ok()
+                .filter(|c| types::is_valid_code(*c))
+                .ok_or_else(|| {
+                    err(
+                        ErrorCode::FailedToParse,
+                        format!(
+                            "In $convert, numeric value for 'to' does not correspond to a BSON type: {code}"
+                        ),
+                    )
+                })?
         }
         other => {
             return Err(err(
-                ErrorCode::BadValue,
+                ErrorCode::FailedToParse,
                 format!(
                     "$convert's 'to' argument must be a string or number, but is {}",
                     type_name(other)
@@ -161,38 +196,61 @@ pub(super) fn convert_to(input: &Value, to: Value) -> CommandResult<Value> {
             ));
         }
     };
-    let op = match target.as_str() {
-        "int" => Operator::ToInt,
-        "long" => Operator::ToLong,
-        "double" => Operator::ToDouble,
-        "decimal" => Operator::ToDecimal,
-        "bool" => Operator::ToBool,
-        "string" => Operator::ToString,
-        "objectId" => return to_object_id(input),
-        "date" => return to_date(input),
-        other => {
-            return Err(err(
-                ErrorCode::BadValue,
-                format!("Unknown type name: {other}"),
-            ));
+    Ok(Some(Target {
+        name: types::type_name(code),
+        subtype,
+    }))
+}
+
+/// Converts a present, non-null `input` to `target`.
+fn convert_to(input: &Value, target: &Target, format: Option<Format>) -> CommandResult<Value> {
+    let op = match (target.name, input) {
+        ("binData", Some(Bson::String(s))) => {
+            let format = bindata::require_format(format, "string", "binData")?;
+            let subtype = bindata::subtype(&target.subtype)?;
+            return bindata::from_string(s, format, subtype).map(Some);
         }
+        ("binData", Some(Bson::Binary(b))) => {
+            return bindata::to_bindata(b, bindata::subtype(&target.subtype)?).map(Some);
+        }
+        ("string", Some(Bson::Binary(b))) => {
+            let format = bindata::require_format(format, "binData", "string")?;
+            return Ok(Some(Bson::String(bindata::to_string(b, format)?)));
+        }
+        ("int", _) => Operator::ToInt,
+        ("long", _) => Operator::ToLong,
+        ("double", _) => Operator::ToDouble,
+        ("decimal", _) => Operator::ToDecimal,
+        ("bool", _) => Operator::ToBool,
+        ("string", _) => Operator::ToString,
+        ("objectId", _) => return to_object_id(input),
+        ("date", _) => return to_date(input),
+        (other, _) => return Err(conversion_error(input, other)),
     };
     convert(op, input)
 }
 
-/// `$convert`: arguments `input, to, onError, onNull`.
+/// `$convert`: arguments `input, to, onError, onNull, format`. `to` is read first (its errors
+/// stand even for a null input); a nullish input gives `onNull`, a nullish `to` null; only a
+/// conversion failure gives `onError`.
 pub(super) fn convert_named(values: &[Option<Value>]) -> CommandResult<Value> {
     let arg = |i: usize| values.get(i).cloned().flatten().flatten();
+    let target = parse_target(&arg(1))?;
     let input = arg(0);
-    let on_null = values.get(3).cloned().flatten();
     if is_nullish(&input) {
-        return Ok(on_null.unwrap_or(Some(Bson::Null)));
+        return Ok(values.get(3).cloned().flatten().unwrap_or(Some(Bson::Null)));
     }
-    match convert_to(&input, arg(1)) {
-        Ok(v) => Ok(v),
-        Err(e) => match values.get(2).cloned().flatten() {
-            Some(on_error) => Ok(on_error),
-            None => Err(e),
-        },
+    let Some(target) = target else {
+        return null();
+    };
+    let format = bindata::parse_format(&arg(4))?;
+    match convert_to(&input, &target, format) {
+        Err(e) if e.code == ErrorCode::ConversionFailure => {
+            match values.get(2).cloned().flatten() {
+                Some(on_error) => Ok(on_error),
+                None => Err(e),
+            }
+        }
+        other => other,
     }
 }

@@ -11,7 +11,10 @@
 // One file per topic; `apply`, `apply_named` and `eval_special` below are the dispatch tables.
 mod args;
 mod arithmetic;
+pub(crate) mod array_n;
 mod arrays;
+mod bindata;
+mod bson_values;
 mod comparison;
 mod control;
 mod convert;
@@ -19,9 +22,12 @@ mod date_math;
 mod date_parts;
 mod date_string;
 mod dates;
+#[cfg(test)]
+mod decimal_tests;
 mod objects;
 pub mod outer;
 mod parse;
+pub(crate) mod quantile;
 mod sets;
 mod strings;
 #[cfg(test)]
@@ -117,6 +123,18 @@ pub enum Special {
         format: Option<Expr>,
         on_null: Option<Expr>,
         timezone: Option<Expr>,
+    },
+    /// `$firstN`/`$lastN`/`$maxN`/`$minN` over an array.
+    ArrayN {
+        op: array_n::ArrayNOp,
+        n: Expr,
+        input: Expr,
+    },
+    /// `$percentile` / `$median` over an array or a number; `ps` are constant.
+    Quantile {
+        op: quantile::QuantileOp,
+        ps: Vec<f64>,
+        input: Expr,
     },
 }
 
@@ -250,12 +268,21 @@ pub enum Operator {
     SetIsSubset,
     ToObjectId,
     ToDate,
+    ToUuid,
     IndexOfCp,
     Rand,
     Week,
     IsoWeek,
     IsoWeekYear,
     IsoDayOfWeek,
+    // BSON shapes and timestamps.
+    BsonSize,
+    BinarySize,
+    TsSecond,
+    TsIncrement,
+    // Statistics over the arguments (or one array argument).
+    StdDevPop,
+    StdDevSamp,
 }
 
 /// Bound variables, innermost last.
@@ -382,7 +409,8 @@ fn apply(op: Operator, values: Vec<Value>) -> CommandResult<Value> {
         }
         Sin | Cos | Tan | Asin | Acos | Atan | Atan2 | Sinh | Cosh | Tanh | Asinh | Acosh
         | Atanh | DegreesToRadians | RadiansToDegrees => trig::trig(op, &values),
-        Sum | Avg | Min | Max => arithmetic::accumulate(op, values),
+        Sum | Avg | Min | Max | StdDevPop | StdDevSamp => arithmetic::accumulate(op, values),
+        BsonSize | BinarySize | TsSecond | TsIncrement => bson_values::apply(op, &values[0]),
         Rand => arithmetic::rand(),
         Size => arrays::size(&values),
         In => arrays::in_array(&values),
@@ -401,6 +429,7 @@ fn apply(op: Operator, values: Vec<Value>) -> CommandResult<Value> {
         }
         ToObjectId => convert::to_object_id(&values[0]),
         ToDate => convert::to_date(&values[0]),
+        ToUuid => bindata::to_uuid(&values[0]),
         MergeObjects => objects::merge_objects(values),
         Year | Month | DayOfMonth | Hour | Minute | Second | Millisecond | DayOfWeek
         | DayOfYear | Week | IsoWeek | IsoWeekYear | IsoDayOfWeek => dates::date_part(op, &values),
@@ -521,6 +550,13 @@ fn eval_special(s: &Special, root: &RawDocument, scope: &mut Scope) -> CommandRe
             root,
             scope,
         ),
+        Special::ArrayN { op, n, input } => {
+            let n = n.eval(root, scope)?;
+            array_n::evaluate(*op, n, input.eval(root, scope)?)
+        }
+        Special::Quantile { op, ps, input } => {
+            Ok(Some(quantile::evaluate(*op, ps, input.eval(root, scope)?)))
+        }
     }
 }
 

@@ -116,12 +116,19 @@ const OPERATORS: &[(&str, Operator, Arity)] = &[
     ("$setIsSubset", Operator::SetIsSubset, Exact(2)),
     ("$toObjectId", Operator::ToObjectId, Exact(1)),
     ("$toDate", Operator::ToDate, Exact(1)),
+    ("$toUUID", Operator::ToUuid, Exact(1)),
     ("$indexOfCP", Operator::IndexOfCp, Range(2, 4)),
     ("$rand", Operator::Rand, Exact(0)),
     ("$week", Operator::Week, Exact(1)),
     ("$isoWeek", Operator::IsoWeek, Exact(1)),
     ("$isoWeekYear", Operator::IsoWeekYear, Exact(1)),
     ("$isoDayOfWeek", Operator::IsoDayOfWeek, Exact(1)),
+    ("$bsonSize", Operator::BsonSize, Exact(1)),
+    ("$binarySize", Operator::BinarySize, Exact(1)),
+    ("$tsSecond", Operator::TsSecond, Exact(1)),
+    ("$tsIncrement", Operator::TsIncrement, Exact(1)),
+    ("$stdDevPop", Operator::StdDevPop, Any),
+    ("$stdDevSamp", Operator::StdDevSamp, Any),
 ];
 
 /// `(name, operator, required arguments, optional arguments)` for named-argument operators.
@@ -161,7 +168,7 @@ const NAMED: &[(&str, NamedOp, &[&str], &[&str])] = &[
         "$convert",
         NamedOp::Convert,
         &["input", "to"],
-        &["onError", "onNull"],
+        &["onError", "onNull", "format"],
     ),
     (
         "$dateAdd",
@@ -234,8 +241,14 @@ const NAMED: &[(&str, NamedOp, &[&str], &[&str])] = &[
 
 /// Operators whose single argument is an array taken whole rather than an argument list
 /// (`{$sum: [1, 2]}` sums the array's elements only when it is one expression).
-const VARIADIC_ACCUMULATORS: &[Operator] =
-    &[Operator::Sum, Operator::Avg, Operator::Min, Operator::Max];
+const VARIADIC_ACCUMULATORS: &[Operator] = &[
+    Operator::Sum,
+    Operator::Avg,
+    Operator::Min,
+    Operator::Max,
+    Operator::StdDevPop,
+    Operator::StdDevSamp,
+];
 
 struct Parser {
     scope: Vec<String>,
@@ -769,6 +782,31 @@ impl Parser {
                     super::dates::check_constant_args(op, names, &args)?;
                 }
                 Special::Named { op: *named, args }
+            }
+            name if super::array_n::ArrayNOp::from_name(name).is_some() => {
+                let Some(array_op) = super::array_n::ArrayNOp::from_name(name) else {
+                    return Ok(None);
+                };
+                let (n, input) = super::array_n::parse_args(array_op, arg)?;
+                Special::ArrayN {
+                    op: array_op,
+                    n: self.parse(n, depth + 1)?,
+                    input: self.parse(input, depth + 1)?,
+                }
+            }
+            "$percentile" | "$median" => {
+                use super::quantile::{QuantileOp, parse_spec};
+                let q = if op == "$median" {
+                    QuantileOp::Median
+                } else {
+                    QuantileOp::Percentile
+                };
+                let spec = parse_spec(q, arg, false)?;
+                Special::Quantile {
+                    op: q,
+                    input: self.parse(spec.input, depth + 1)?,
+                    ps: spec.ps,
+                }
             }
             "$dateToString" => {
                 let d = Self::object_arg(op, arg)?;

@@ -709,3 +709,30 @@ fn operator_location_codes() {
         assert_eq!(code(Bson::Document(e.clone())), want, "{e}");
     }
 }
+
+#[test]
+fn std_dev_over_arrays_and_arguments() {
+    // Population: the mean of [3, 1, 2] is 2, the squared deviations sum to 2, 2/3 under the root.
+    let pop = ev(Bson::Document(doc! {"$stdDevPop": "$xs"}));
+    assert!(matches!(pop, Bson::Double(f) if (f - (2.0f64 / 3.0).sqrt()).abs() < 1e-12));
+    assert_eq!(
+        ev(Bson::Document(doc! {"$stdDevSamp": "$xs"})),
+        Bson::Double(1.0)
+    );
+    // Several arguments are the values; non-numbers are ignored.
+    assert_eq!(
+        ev(Bson::Document(doc! {"$stdDevSamp": [1, "x", 3, null]})),
+        Bson::Double(2.0f64.sqrt())
+    );
+    assert_eq!(
+        ev(Bson::Document(doc! {"$stdDevPop": "$a"})),
+        Bson::Double(0.0)
+    );
+    // One value has no sample deviation; no numbers have none at all.
+    assert_eq!(ev(Bson::Document(doc! {"$stdDevSamp": "$a"})), Bson::Null);
+    assert_eq!(
+        ev(Bson::Document(doc! {"$stdDevPop": "$missing"})),
+        Bson::Null
+    );
+    assert_eq!(ev(Bson::Document(doc! {"$stdDevPop": [[]]})), Bson::Null);
+}

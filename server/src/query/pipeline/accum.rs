@@ -11,9 +11,11 @@ use super::js_accum::{JsAccumulator, JsReduce, JsState};
 use super::numeric::{NumSum, StdDev};
 use super::run_context::value_size_bytes;
 use super::stages::SortKeys;
-use super::values::{integral, type_name, value_key};
+use super::values::{type_name, value_key};
 use super::variables::{AggExpr, Value};
 use crate::error::CommandResult;
+use crate::query::expr::array_n::{self, ArrayNOp, validate_n};
+use crate::query::expr::quantile::{self, QuantileOp};
 use bson::{Bson, Document, RawDocument};
 use std::cmp::Ordering;
 use std::collections::{HashSet, VecDeque};
@@ -52,6 +54,13 @@ pub enum Acc {
         input: AggExpr,
         n: usize,
         max: bool,
+    },
+    /// `$percentile` / `$median`: the numbers are kept (as doubles, in a `State::List`) and
+    /// ranked at the end.
+    Quantile {
+        input: AggExpr,
+        op: QuantileOp,
+        ps: Vec<f64>,
     },
     /// `$accumulator`.
     Js(Box<JsAccumulator>),
@@ -118,6 +127,19 @@ impl Acc {
             },
             "$top" | "$bottom" | "$topN" | "$bottomN" => parse_top(op, arg, ctx)?,
             "$firstN" | "$lastN" | "$maxN" | "$minN" => parse_n(op, arg, ctx)?,
+            "$percentile" | "$median" => {
+                let q = if op == "$median" {
+                    QuantileOp::Median
+                } else {
+                    QuantileOp::Percentile
+                };
+                let spec = quantile::parse_spec(q, arg, true)?;
+                Acc::Quantile {
+                    input: AggExpr::parse(spec.input, ctx)?,
+                    op: q,
+                    ps: spec.ps,
+                }
+            }
             "$accumulator" => Acc::Js(Box::new(JsAccumulator::parse(arg, ctx)?)),
             "$_internalJsReduce" => Acc::JsReduce(Box::new(JsReduce::parse(arg, ctx)?)),
             _ => return Ok(None),
@@ -131,7 +153,9 @@ impl Acc {
             Acc::Min(_) | Acc::Max(_) => State::Extreme(None),
             Acc::First(_) => State::First(None),
             Acc::Last(_) => State::Last(Bson::Null),
-            Acc::Push(_) | Acc::ExtremeN { .. } => State::List(Vec::new(), 0),
+            Acc::Push(_) | Acc::ExtremeN { .. } | Acc::Quantile { .. } => {
+                State::List(Vec::new(), 0)
+            }
             Acc::AddToSet(_) => State::Set(Vec::new(), HashSet::new(), 0),
             Acc::MergeObjects(_) => State::Merge(Document::new()),
             Acc::StdDev { .. } => State::Dev(StdDev::default()),
@@ -267,6 +291,17 @@ impl Acc {
                 }
                 Ok(grows)
             }
+            (Acc::Quantile { input, .. }, State::List(items, held)) => {
+                let Some(x) = input
+                    .eval_raw(doc)?
+                    .into_owned()
+                    .as_ref()
+                    .and_then(quantile::sample)
+                else {
+                    return Ok(0);
+                };
+                push_some("$percentile", items, held, Some(Bson::Double(x)))
+            }
             (Acc::Js(a), State::Js(s)) => a.add(s, doc),
             (Acc::JsReduce(r), State::Js(s)) => r.add(s, doc),
             _ => Ok(0),
@@ -308,6 +343,10 @@ impl Acc {
                 sort_extremes(&mut items, *max);
                 items.truncate(*n);
                 Bson::Array(items)
+            }
+            (Acc::Quantile { op, ps, .. }, State::List(items, _)) => {
+                let mut samples: Vec<f64> = items.iter().filter_map(quantile::sample).collect();
+                quantile::format(*op, ps.len(), quantile::percentiles(&mut samples, ps))
             }
             (_, State::List(items, _)) | (_, State::Set(items, ..)) => Bson::Array(items.clone()),
             (_, State::Merge(d)) => Bson::Document(d.clone()),
@@ -390,18 +429,7 @@ fn parse_count_n(op: &str, spec: Option<&Bson>, ctx: &ParseContext) -> CommandRe
     let value = AggExpr::parse(spec, ctx)?
         .eval_on(&Document::new())?
         .unwrap_or(Bson::Null);
-    let n = integral(&value).ok_or_else(|| {
-        perr(
-            codes::N_NOT_INTEGRAL,
-            format!("Value for 'n' must be of integral type, but found {value}"),
-        )
-    })?;
-    if n <= 0 {
-        return Err(perr(
-            codes::N_NOT_POSITIVE,
-            format!("'n' must be greater than 0, found {n}"),
-        ));
-    }
+    let n = validate_n(&value)?;
     Ok(usize::try_from(n.min(super::limits::ACCUMULATOR_N_MAX)).unwrap_or(usize::MAX))
 }
 
@@ -416,20 +444,14 @@ fn arg_doc<'s>(op: &str, arg: &'s Bson) -> CommandResult<&'s Document> {
 }
 
 fn parse_n(op: &str, arg: &Bson, ctx: &ParseContext) -> CommandResult<Acc> {
-    let d = arg_doc(op, arg)?;
-    if let Some(extra) = d.keys().find(|k| !matches!(k.as_str(), "input" | "n")) {
+    let Some(array_op) = ArrayNOp::from_name(op) else {
         return Err(perr(
             codes::N_UNKNOWN_FIELD,
-            format!("Unknown argument for 'n' accumulator: {extra}"),
+            format!("{op} is not an 'n' accumulator"),
         ));
-    }
-    let n = parse_count_n(op, d.get("n"), ctx)?;
-    let input = d.get("input").ok_or_else(|| {
-        perr(
-            codes::N_MISSING,
-            format!("Missing value for 'input' in {op}"),
-        )
-    })?;
+    };
+    let (n, input) = array_n::parse_args(array_op, arg)?;
+    let n = parse_count_n(op, Some(n), ctx)?;
     let input = AggExpr::parse(input, ctx)?;
     Ok(match op {
         "$firstN" => Acc::FirstN {

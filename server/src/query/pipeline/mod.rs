@@ -20,7 +20,7 @@ mod accum;
 mod codes;
 mod js_accum;
 pub mod limits;
-mod numeric;
+pub(crate) mod numeric;
 pub mod output;
 pub mod run_context;
 mod spill;

@@ -214,7 +214,61 @@ fn first_last_push_add_to_set() {
             bson!([{"$group": {"_id": null, "r": {"$firstN": {"input": "$v", "n": 1.5}}}}]),
             vec![]
         ),
-        5787902
+        5787903
+    );
+    assert_eq!(
+        fails(
+            bson!([{"$group": {"_id": null, "r": {"$maxN": [1]}}}]),
+            vec![]
+        ),
+        5787900
+    );
+}
+
+#[test]
+fn percentile_and_median() {
+    let values = vec![
+        Some(bson!(10)),
+        None,
+        Some(Bson::Null),
+        Some(bson!("x")),
+        Some(bson!(5.5)),
+        Some(bson!(27_i64)),
+    ];
+    assert_eq!(
+        acc(
+            bson!({"$percentile": {"input": "$v", "p": [0.0, 0.5, 1.0], "method": "approximate"}}),
+            values.clone()
+        ),
+        bson!([5.5, 10.0, 27.0])
+    );
+    assert_eq!(
+        acc(
+            bson!({"$median": {"input": "$v", "method": "approximate"}}),
+            values
+        ),
+        bson!(10.0)
+    );
+    assert_eq!(
+        acc(
+            bson!({"$percentile": {"input": "$v", "p": [0.5, 0.9], "method": "approximate"}}),
+            vec![Some(bson!("a"))]
+        ),
+        bson!([null, null])
+    );
+    assert_eq!(
+        fails(
+            bson!([{"$group": {"_id": null, "r": {"$median": "$v"}}}]),
+            vec![]
+        ),
+        7436100
+    );
+    assert_eq!(
+        fails(
+            bson!([{"$group": {"_id": null, "r": {"$percentile": []}}}]),
+            vec![]
+        ),
+        7429703
     );
 }
 
