@@ -188,7 +188,11 @@ fn text_options(d: &Document, key: &Document) -> CommandResult<(Document, Docume
 /// projection itself is checked by `storage::wildcard`. Compound wildcard indexes (mongod 7)
 /// are not built yet and are refused.
 fn wildcard_rules(d: &Document, key: &Document) -> CommandResult<()> {
-    use storage::wildcard::{PROJECTION, is_wildcard_field};
+    use storage::wildcard::{PROJECTION, WildcardSpec, is_wildcard_field};
+    // `{"$**": "text"}` is a text index over every string (`text_options`).
+    if is_text(key) {
+        return Ok(());
+    }
     let terms: Vec<(&String, &Bson)> = key.iter().filter(|(k, _)| is_wildcard_field(k)).collect();
     let Some((field, direction)) = terms.first() else {
         if d.contains_key(PROJECTION) {
@@ -229,6 +233,7 @@ fn wildcard_rules(d: &Document, key: &Document) -> CommandResult<()> {
             "The field 'wildcardProjection' is only allowed in an index with a key of { \"$**\": ... }",
         ));
     }
+    WildcardSpec::from_index(key, d).map_err(|e| bad_spec(d, e))?;
     Ok(())
 }
 
@@ -427,7 +432,6 @@ pub fn parse_spec(d: &Document) -> CommandResult<IndexSpec> {
         };
         extra.insert("2dsphereIndexVersion", version);
     }
-    storage::wildcard::WildcardSpec::from_index(&key, &extra).map_err(|e| bad_spec(d, e))?;
     let unique = unique && name != ID_INDEX_NAME;
     let key = if is_text(&key) {
         let (stored, options) = text_options(d, &key)?;
@@ -810,6 +814,7 @@ mod tests {
         );
         let compound = parse_spec(&doc! { "key": { "a": 1, "b": "hashed" } }).unwrap();
         assert_eq!(compound.name, "a_1_b_hashed");
+        assert!(parse_spec(&doc! { "key": { "$**": "text" } }).is_ok());
         // Wildcard specs: the options mongod refuses, each 67.
         for bad in [
             doc! { "key": { "$**": 1 }, "unique": true },
