@@ -358,3 +358,67 @@ async fn wildcard_index_survives_restart() {
         .unwrap();
     assert!(v.get_bool("valid").unwrap(), "{v}");
 }
+
+#[tokio::test]
+async fn wildcard_index_serves_other_commands() {
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let db = client.database("wild");
+    seeded(&db, "o", 5, 300).await;
+    db.run_command(doc! { "createIndexes": "o", "indexes": [{ "key": { "$**": 1 }, "name": "w" }] })
+        .await
+        .unwrap();
+    let c = db.collection::<Document>("o");
+    let filter = doc! { "a.b": { "$gte": 2 } };
+    let expected = find_ids(&c, filter.clone(), true).await;
+    assert!(!expected.is_empty());
+
+    // Hinted by key pattern, through count, distinct and an aggregate's leading $match.
+    let hinted: Vec<Document> = c
+        .find(filter.clone())
+        .hint(mongodb::options::Hint::Keys(doc! { "$**": 1 }))
+        .sort(doc! { "_id": 1 })
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(hinted.len(), expected.len());
+    assert_eq!(c.count_documents(filter.clone()).await.unwrap(), expected.len() as u64);
+    let mut ids = c.distinct("_id", filter.clone()).await.unwrap();
+    ids.sort_by_key(|v| v.as_i32());
+    assert_eq!(ids, expected);
+    let agg: Vec<Document> = c
+        .aggregate(vec![doc! { "$match": filter.clone() }, doc! { "$sort": { "_id": 1 } }])
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(agg.len(), expected.len());
+
+    // `$or` of two wildcard paths: an index union.
+    let or = doc! { "$or": [{ "a": 1 }, { "c.a": "x" }] };
+    assert_eq!(find_ids(&c, or.clone(), false).await, find_ids(&c, or.clone(), true).await);
+    let e = explain(&db, doc! { "find": "o", "filter": or }).await;
+    assert!(e.to_string().contains("\"OR\""), "{e}");
+
+    // A multi-update moving keys forward inside the scanned range changes each document once.
+    let s = db.collection::<Document>("s");
+    s.insert_many((0..50).map(|i| doc! { "_id": i, "n": { "v": i } }))
+        .await
+        .unwrap();
+    db.run_command(doc! { "createIndexes": "s", "indexes": [{ "key": { "n.$**": 1 }, "name": "w" }] })
+        .await
+        .unwrap();
+    let r = s
+        .update_many(doc! { "n.v": { "$gte": 0 } }, doc! { "$inc": { "n.v": 10 } })
+        .await
+        .unwrap();
+    assert_eq!(r.modified_count, 50);
+    let moved = find_ids(&s, doc! { "n.v": { "$gte": 10, "$lt": 60 } }, false).await;
+    assert_eq!(moved.len(), 50);
+    let gone = s.delete_many(doc! { "n.v": { "$lt": 35 } }).await.unwrap();
+    assert_eq!(gone.deleted_count, 25);
+    assert_eq!(find_ids(&s, doc! { "n.v": { "$exists": true } }, false).await.len(), 25);
+}

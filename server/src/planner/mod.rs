@@ -266,6 +266,19 @@ pub fn index_candidate(
     })
 }
 
+/// Every unforced candidate plan of one index: its `index_candidate`, or for a wildcard index
+/// one plan per usable path (`wildcard::candidates`).
+pub(crate) fn candidates_of(
+    coll: &Collection,
+    ix: &IndexInfo,
+    filter: &Filter,
+    sort: Option<&Document>,
+) -> Vec<IndexPlan> {
+    let mut plans: Vec<IndexPlan> = index_candidate(ix, filter, sort, false).into_iter().collect();
+    plans.extend(wildcard::candidates(coll, ix, filter, sort));
+    plans
+}
+
 /// A key-pattern value that makes the field hashed (`{a: "hashed"}`).
 pub fn is_hashed(kind: &Bson) -> bool {
     kind.as_str() == Some(storage::keys::HASHED)
@@ -497,12 +510,7 @@ fn choose_by_trial(
                 .as_ref()
                 .is_none_or(|p| implies(filter_doc, p))
         })
-        .flat_map(|ix| {
-            let mut plans: Vec<IndexPlan> =
-                index_candidate(ix, filter, sort, false).into_iter().collect();
-            plans.extend(wildcard::candidates(coll, ix, filter, sort));
-            plans
-        })
+        .flat_map(|ix| candidates_of(coll, ix, filter, sort))
         .filter(|p| !p.field_bounds.is_empty() || p.provides_sort)
         .collect();
     let union = or::or_candidate(coll, indexes, filter_doc, sort);
