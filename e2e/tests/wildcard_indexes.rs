@@ -92,11 +92,7 @@ fn random_predicate(rng: &mut StdRng) -> (String, Document, bool) {
     (path, filter, usable)
 }
 
-async fn find_ids(
-    c: &mongodb::Collection<Document>,
-    filter: Document,
-    natural: bool,
-) -> Vec<Bson> {
+async fn find_ids(c: &mongodb::Collection<Document>, filter: Document, natural: bool) -> Vec<Bson> {
     let mut find = c.find(filter).sort(doc! { "_id": 1 });
     if natural {
         find = find.hint(mongodb::options::Hint::Keys(doc! { "$natural": 1 }));
@@ -135,15 +131,16 @@ async fn seeded(db: &mongodb::Database, name: &str, seed: u64, n: i32) {
         .unwrap();
 }
 
-/// Index specs under test and, per spec, whether it covers a path.
-fn specs() -> Vec<(&'static str, Document, fn(&str) -> bool)> {
+/// An index spec under test: collection name, spec, whether it covers a path.
+type Case = (&'static str, Document, fn(&str) -> bool);
+
+/// Index specs under test.
+fn specs() -> Vec<Case> {
     vec![
         ("all", doc! { "key": { "$**": 1 }, "name": "w" }, |_| true),
-        (
-            "sub",
-            doc! { "key": { "a.$**": 1 }, "name": "w" },
-            |p| p == "a" || p.starts_with("a."),
-        ),
+        ("sub", doc! { "key": { "a.$**": 1 }, "name": "w" }, |p| {
+            p == "a" || p.starts_with("a.")
+        }),
         (
             "incl",
             doc! { "key": { "$**": 1 }, "name": "w", "wildcardProjection": { "a.b": 1, "c": 1 } },
@@ -177,9 +174,17 @@ async fn wildcard_index_matches_collection_scan() {
             assert_eq!(indexed, scanned, "{name}: {filter}");
             let stage = winning_leaf(&db, name, &filter).await;
             // `$exists` under an exclusion cut below the path cannot use the index.
-            let cut = name == "excl" && path == "a" && filter.get_document(&path).is_ok_and(|d| d.contains_key("$exists"));
+            let cut = name == "excl"
+                && path == "a"
+                && filter
+                    .get_document(&path)
+                    .is_ok_and(|d| d.contains_key("$exists"));
             if usable && covers(&path) && !cut {
-                assert_eq!(stage.get_str("stage").unwrap(), "IXSCAN", "{name}: {filter}");
+                assert_eq!(
+                    stage.get_str("stage").unwrap(),
+                    "IXSCAN",
+                    "{name}: {filter}"
+                );
                 assert_eq!(
                     stage.get_document("keyPattern").unwrap(),
                     &doc! { "$_path": 1, path.clone(): 1 }
@@ -189,10 +194,17 @@ async fn wildcard_index_matches_collection_scan() {
                 assert_eq!(shown[0], Bson::String(format!("[\"{path}\", \"{path}\"]")));
                 used += 1;
             } else {
-                assert_eq!(stage.get_str("stage").unwrap(), "COLLSCAN", "{name}: {filter}");
+                assert_eq!(
+                    stage.get_str("stage").unwrap(),
+                    "COLLSCAN",
+                    "{name}: {filter}"
+                );
             }
         }
-        assert!(used > 10, "{name}: the index answered only {used} predicates");
+        assert!(
+            used > 10,
+            "{name}: the index answered only {used} predicates"
+        );
     }
 }
 
@@ -209,20 +221,35 @@ async fn wildcard_explain_multikey_and_sort() {
     ])
     .await
     .unwrap();
-    c.create_index(mongodb::IndexModel::builder().keys(doc! { "$**": 1 }).build())
-        .await
-        .unwrap();
+    c.create_index(
+        mongodb::IndexModel::builder()
+            .keys(doc! { "$**": 1 })
+            .build(),
+    )
+    .await
+    .unwrap();
 
     // `a` is multikey: the two ranges are not intersected, the answer stays right.
     let filter = doc! { "a": { "$gt": 2, "$lt": 4 } };
-    assert_eq!(find_ids(&c, filter.clone(), false).await, vec![Bson::Int32(1), Bson::Int32(2)]);
+    assert_eq!(
+        find_ids(&c, filter.clone(), false).await,
+        vec![Bson::Int32(1), Bson::Int32(2)]
+    );
     let stage = winning_leaf(&db, "m", &filter).await;
     assert!(stage.get_bool("isMultiKey").unwrap());
     assert_eq!(
         stage.get_document("multiKeyPaths").unwrap(),
         &doc! { "$_path": [], "a": ["a"] }
     );
-    assert_eq!(stage.get_document("indexBounds").unwrap().get_array("a").unwrap().len(), 1);
+    assert_eq!(
+        stage
+            .get_document("indexBounds")
+            .unwrap()
+            .get_array("a")
+            .unwrap()
+            .len(),
+        1
+    );
 
     // `s` is not multikey: its ranges intersect and the scan gives the sort.
     let e = explain(
@@ -247,7 +274,13 @@ async fn wildcard_explain_multikey_and_sort() {
         .try_collect()
         .await
         .unwrap();
-    assert_eq!(sorted.iter().map(|d| d.get_i32("_id").unwrap()).collect::<Vec<_>>(), vec![3, 2]);
+    assert_eq!(
+        sorted
+            .iter()
+            .map(|d| d.get_i32("_id").unwrap())
+            .collect::<Vec<_>>(),
+        vec![3, 2]
+    );
 
     // A sort over a path under an array (`o.p` in document 2) needs a SORT stage.
     let e = explain(
@@ -293,10 +326,7 @@ async fn wildcard_specs_list_and_errors() {
     ] })
     .await
     .unwrap();
-    let list = db
-        .run_command(doc! { "listIndexes": "s" })
-        .await
-        .unwrap();
+    let list = db.run_command(doc! { "listIndexes": "s" }).await.unwrap();
     let batch = list
         .get_document("cursor")
         .unwrap()
@@ -314,7 +344,10 @@ async fn wildcard_specs_list_and_errors() {
         by_name("w1"),
         doc! { "v": 2, "key": { "$**": 1 }, "name": "w1", "wildcardProjection": { "a": 1 } }
     );
-    assert_eq!(by_name("x.$**_1").get_document("key").unwrap(), &doc! { "x.$**": 1 });
+    assert_eq!(
+        by_name("x.$**_1").get_document("key").unwrap(),
+        &doc! { "x.$**": 1 }
+    );
     // The same projection under another name conflicts (85).
     let e = db
         .run_command(doc! { "createIndexes": "s", "indexes": [
@@ -333,9 +366,11 @@ async fn wildcard_index_survives_restart() {
         let client = server.client().await;
         let db = client.database("wild");
         seeded(&db, "r", 7, 300).await;
-        db.run_command(doc! { "createIndexes": "r", "indexes": [{ "key": { "$**": 1 }, "name": "w" }] })
-            .await
-            .unwrap();
+        db.run_command(
+            doc! { "createIndexes": "r", "indexes": [{ "key": { "$**": 1 }, "name": "w" }] },
+        )
+        .await
+        .unwrap();
         // Writes after the build go through the live index.
         let c = db.collection::<Document>("r");
         c.insert_one(doc! { "_id": 1000, "a": { "b": [9, { "c": 1 }] } })
@@ -351,11 +386,14 @@ async fn wildcard_index_survives_restart() {
     assert_eq!(find_ids(&c, filter.clone(), false).await, before);
     assert_eq!(find_ids(&c, filter.clone(), true).await, before);
     assert!(before.contains(&Bson::Int32(1000)));
-    assert_eq!(winning_leaf(&db, "r", &filter).await.get_str("stage").unwrap(), "IXSCAN");
-    let v = db
-        .run_command(doc! { "validate": "r" })
-        .await
-        .unwrap();
+    assert_eq!(
+        winning_leaf(&db, "r", &filter)
+            .await
+            .get_str("stage")
+            .unwrap(),
+        "IXSCAN"
+    );
+    let v = db.run_command(doc! { "validate": "r" }).await.unwrap();
     assert!(v.get_bool("valid").unwrap(), "{v}");
 }
 
@@ -365,9 +403,11 @@ async fn wildcard_index_serves_other_commands() {
     let client = server.client().await;
     let db = client.database("wild");
     seeded(&db, "o", 5, 300).await;
-    db.run_command(doc! { "createIndexes": "o", "indexes": [{ "key": { "$**": 1 }, "name": "w" }] })
-        .await
-        .unwrap();
+    db.run_command(
+        doc! { "createIndexes": "o", "indexes": [{ "key": { "$**": 1 }, "name": "w" }] },
+    )
+    .await
+    .unwrap();
     let c = db.collection::<Document>("o");
     let filter = doc! { "a.b": { "$gte": 2 } };
     let expected = find_ids(&c, filter.clone(), true).await;
@@ -384,12 +424,18 @@ async fn wildcard_index_serves_other_commands() {
         .await
         .unwrap();
     assert_eq!(hinted.len(), expected.len());
-    assert_eq!(c.count_documents(filter.clone()).await.unwrap(), expected.len() as u64);
+    assert_eq!(
+        c.count_documents(filter.clone()).await.unwrap(),
+        expected.len() as u64
+    );
     let mut ids = c.distinct("_id", filter.clone()).await.unwrap();
     ids.sort_by_key(|v| v.as_i32());
     assert_eq!(ids, expected);
     let agg: Vec<Document> = c
-        .aggregate(vec![doc! { "$match": filter.clone() }, doc! { "$sort": { "_id": 1 } }])
+        .aggregate(vec![
+            doc! { "$match": filter.clone() },
+            doc! { "$sort": { "_id": 1 } },
+        ])
         .await
         .unwrap()
         .try_collect()
@@ -399,7 +445,10 @@ async fn wildcard_index_serves_other_commands() {
 
     // `$or` of two wildcard paths: an index union.
     let or = doc! { "$or": [{ "a": 1 }, { "c.a": "x" }] };
-    assert_eq!(find_ids(&c, or.clone(), false).await, find_ids(&c, or.clone(), true).await);
+    assert_eq!(
+        find_ids(&c, or.clone(), false).await,
+        find_ids(&c, or.clone(), true).await
+    );
     let e = explain(&db, doc! { "find": "o", "filter": or }).await;
     assert!(e.to_string().contains("\"OR\""), "{e}");
 
@@ -408,11 +457,16 @@ async fn wildcard_index_serves_other_commands() {
     s.insert_many((0..50).map(|i| doc! { "_id": i, "n": { "v": i } }))
         .await
         .unwrap();
-    db.run_command(doc! { "createIndexes": "s", "indexes": [{ "key": { "n.$**": 1 }, "name": "w" }] })
-        .await
-        .unwrap();
+    db.run_command(
+        doc! { "createIndexes": "s", "indexes": [{ "key": { "n.$**": 1 }, "name": "w" }] },
+    )
+    .await
+    .unwrap();
     let r = s
-        .update_many(doc! { "n.v": { "$gte": 0 } }, doc! { "$inc": { "n.v": 10 } })
+        .update_many(
+            doc! { "n.v": { "$gte": 0 } },
+            doc! { "$inc": { "n.v": 10 } },
+        )
         .await
         .unwrap();
     assert_eq!(r.modified_count, 50);
@@ -420,5 +474,10 @@ async fn wildcard_index_serves_other_commands() {
     assert_eq!(moved.len(), 50);
     let gone = s.delete_many(doc! { "n.v": { "$lt": 35 } }).await.unwrap();
     assert_eq!(gone.deleted_count, 25);
-    assert_eq!(find_ids(&s, doc! { "n.v": { "$exists": true } }, false).await.len(), 25);
+    assert_eq!(
+        find_ids(&s, doc! { "n.v": { "$exists": true } }, false)
+            .await
+            .len(),
+        25
+    );
 }

@@ -89,7 +89,10 @@ impl WildcardSpec {
             }
             let prefix = &field[..field.len() - ".$**".len()];
             let components: Vec<String> = prefix.split('.').map(str::to_owned).collect();
-            if components.iter().any(|c| c.is_empty() || c.starts_with('$')) {
+            if components
+                .iter()
+                .any(|c| c.is_empty() || c.starts_with('$'))
+            {
                 return Err(KeyError::BadPattern(format!(
                     "Index key contains an illegal field name: {field}"
                 )));
@@ -211,7 +214,10 @@ pub fn key(path: &str, value: RawBsonRef<'_>) -> Vec<u8> {
 
 /// The entry a document with an array at dotted `path` adds (see the module comment).
 pub fn multikey_key(path: &str) -> Vec<u8> {
-    keycode::encode_key(&[RawBsonRef::Int32(1), RawBsonRef::String(path)], &[false, false])
+    keycode::encode_key(
+        &[RawBsonRef::Int32(1), RawBsonRef::String(path)],
+        &[false, false],
+    )
 }
 
 /// A projection document as `(dotted path, included)` pairs, nested documents flattened.

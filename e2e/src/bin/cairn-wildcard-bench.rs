@@ -15,7 +15,10 @@ use rand::{Rng, SeedableRng};
 use std::time::Instant;
 
 #[derive(Parser)]
-#[command(name = "cairn-wildcard-bench", about = "wildcard index vs a collection scan")]
+#[command(
+    name = "cairn-wildcard-bench",
+    about = "wildcard index vs a collection scan"
+)]
 struct Cli {
     /// The server, host:port.
     #[arg(long, default_value = "127.0.0.1:27017")]
@@ -83,7 +86,10 @@ async fn main() -> Result<()> {
     for (label, filter) in [
         ("equality", doc! { "attrs.k7": 123 }),
         ("$in of 3", doc! { "attrs.k7": { "$in": [1, 500, 999] } }),
-        ("range 10%", doc! { "attrs.k7": { "$gte": 100, "$lt": 200 } }),
+        (
+            "range 10%",
+            doc! { "attrs.k7": { "$gte": 100, "$lt": 200 } },
+        ),
     ] {
         let (mut index, mut scan, mut hits) = (Vec::new(), Vec::new(), (0, 0));
         for _ in 0..cli.runs {
@@ -94,8 +100,16 @@ async fn main() -> Result<()> {
             scan.push(t);
             hits.1 = n;
         }
-        anyhow::ensure!(hits.0 == hits.1, "{label}: index {} hits, scan {}", hits.0, hits.1);
-        let (i, s) = (median(&index).unwrap_or(f64::NAN), median(&scan).unwrap_or(f64::NAN));
+        anyhow::ensure!(
+            hits.0 == hits.1,
+            "{label}: index {} hits, scan {}",
+            hits.0,
+            hits.1
+        );
+        let (i, s) = (
+            median(&index).unwrap_or(f64::NAN),
+            median(&scan).unwrap_or(f64::NAN),
+        );
         println!(
             "{label} {filter}: {} hits; index median {i:.2} ms; scan median {s:.2} ms; scan/index = {:.1}",
             hits.0,

@@ -573,7 +573,8 @@ fn modify_collection(state: &ServerState, req: &Request, name: &str) -> CommandR
     };
     let mut options = coll.options();
     let images = merge_pre_and_post_images(&req.body, &mut options)?;
-    if merge_validation(&req.body, &mut options)? || images {
+    let bounds = super::capped::coll_mod_options(&req.body, &mut options)?;
+    if merge_validation(&req.body, &mut options)? || images || bounds {
         // An empty validator turns validation off (mongod keeps `validator: {}`).
         state
             .catalog

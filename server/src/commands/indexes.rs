@@ -831,7 +831,10 @@ mod tests {
         assert_eq!(wild.name, "a.$**_1");
         let projected =
             parse_spec(&doc! { "key": { "$**": 1 }, "wildcardProjection": { "a": 0 } }).unwrap();
-        assert_eq!(projected.extra.get_document("wildcardProjection").unwrap(), &doc! { "a": 0 });
+        assert_eq!(
+            projected.extra.get_document("wildcardProjection").unwrap(),
+            &doc! { "a": 0 }
+        );
         assert_eq!(
             code(doc! { "key": { "_id": 1 }, "expireAfterSeconds": 5 }),
             197

@@ -31,7 +31,8 @@ fn ixscan(p: &IndexPlan) -> Document {
         .key_pattern
         .keys()
         .map(|k| {
-            let paths = if p.multikey && (single || wildcard && k != storage::wildcard::PATH_FIELD) {
+            let paths = if p.multikey && (single || wildcard && k != storage::wildcard::PATH_FIELD)
+            {
                 vec![Bson::String(k.clone())]
             } else {
                 vec![]

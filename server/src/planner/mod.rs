@@ -274,7 +274,9 @@ pub(crate) fn candidates_of(
     filter: &Filter,
     sort: Option<&Document>,
 ) -> Vec<IndexPlan> {
-    let mut plans: Vec<IndexPlan> = index_candidate(ix, filter, sort, false).into_iter().collect();
+    let mut plans: Vec<IndexPlan> = index_candidate(ix, filter, sort, false)
+        .into_iter()
+        .collect();
     plans.extend(wildcard::candidates(coll, ix, filter, sort));
     plans
 }
@@ -303,9 +305,9 @@ pub fn is_geo(kind: &Bson) -> bool {
 /// keys can be decoded back into values (covered plans, key-only scans).
 pub fn is_plain(key: &Document) -> bool {
     key.values().all(|v| !matches!(v, Bson::String(_)))
-        && !key.keys().any(|k| {
-            k == storage::wildcard::PATH_FIELD || storage::wildcard::is_wildcard_field(k)
-        })
+        && !key
+            .keys()
+            .any(|k| k == storage::wildcard::PATH_FIELD || storage::wildcard::is_wildcard_field(k))
 }
 
 /// The `_id` look-up as an index plan (how an `IdPoint` executes).
@@ -447,8 +449,11 @@ fn choose_plan(
     let indexes = coll.indexes();
     if let Some(name) = hint
         && let Some(ix) = indexes.iter().find(|i| i.spec.name == name)
-        && let Some(p) = index_candidate(ix, filter, sort, true)
-            .or_else(|| wildcard::candidates(coll, ix, filter, sort).into_iter().next())
+        && let Some(p) = index_candidate(ix, filter, sort, true).or_else(|| {
+            wildcard::candidates(coll, ix, filter, sort)
+                .into_iter()
+                .next()
+        })
     {
         let choice = Choice {
             winner: Plan::Index(p),

@@ -6,7 +6,9 @@
 //! from an index (one interval, or points on the fields before the sort), the branches are
 //! merged in sort order (SORT_MERGE); otherwise the union is followed by a blocking SORT.
 
-use super::{IndexPlan, OR_BRANCHES_MAX, Plan, TRIAL_KEYS_MAX, candidates_of, implies, trial_count};
+use super::{
+    IndexPlan, OR_BRANCHES_MAX, Plan, TRIAL_KEYS_MAX, candidates_of, implies, trial_count,
+};
 use crate::query::matcher::Filter;
 use crate::query::sort::SortSpec;
 use bson::{Bson, Document};

@@ -53,9 +53,8 @@ fn candidate(
     sort: Option<&Document>,
 ) -> Option<IndexPlan> {
     let components: Vec<&str> = path.split('.').collect();
-    let unusable = |c: &&str| {
-        c.is_empty() || c.starts_with('$') || c.bytes().all(|b| b.is_ascii_digit())
-    };
+    let unusable =
+        |c: &&str| c.is_empty() || c.starts_with('$') || c.bytes().all(|b| b.is_ascii_digit());
     if components.iter().any(unusable) || spec.coverage(&components) != Coverage::Included {
         return None;
     }
@@ -104,7 +103,10 @@ fn candidate(
         key_pattern: doc! { PATH_FIELD: 1, path: 1 },
         // Several keys of one document may fall in the bounds: the scan must skip repeats.
         multikey: multikey || subpaths,
-        field_bounds: vec![(PATH_FIELD.to_owned(), path_bounds), (path.to_owned(), values)],
+        field_bounds: vec![
+            (PATH_FIELD.to_owned(), path_bounds),
+            (path.to_owned(), values),
+        ],
         intervals,
         direction: sort_dir.unwrap_or(Direction::Forward),
         provides_sort: sort_dir.is_some(),
