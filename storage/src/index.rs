@@ -50,6 +50,13 @@ impl IndexSpec {
         }
     }
 
+    /// Whether both index the same keys: the same key pattern and, for wildcard indexes, the
+    /// same `wildcardProjection` (mongod lets `{$**: 1}` exist once per projection).
+    pub fn same_key(&self, other: &IndexSpec) -> bool {
+        let projection = |s: &IndexSpec| s.extra.get(crate::wildcard::PROJECTION).cloned();
+        self.key == other.key && projection(self) == projection(other)
+    }
+
     /// The catalog form.
     pub fn to_document(&self) -> Document {
         let mut d = doc! {"name": &self.name, "key": self.key.clone()};
@@ -139,7 +146,11 @@ impl KeyMaker {
     pub fn new(spec: IndexSpec, compiler: Option<&FilterCompiler>) -> Result<KeyMaker> {
         let pattern = KeyPattern::parse(&spec.key)?
             .with_flat_range(flat_range(&spec))
-            .with_text(crate::text::TextSpec::from_index(&spec.key, &spec.extra)?);
+            .with_text(crate::text::TextSpec::from_index(&spec.key, &spec.extra)?)
+            .with_wildcard(crate::wildcard::WildcardSpec::from_index(
+                &spec.key,
+                &spec.extra,
+            )?);
         let filter = match (&spec.partial_filter, compiler) {
             (Some(f), Some(c)) => Some(c(f)),
             _ => None,

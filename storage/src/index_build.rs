@@ -335,7 +335,7 @@ impl Engine {
         if let Some(b) = st.builds.iter().find(|b| b.maker.spec == spec) {
             return Ok(Registered::Wait(b.clone()));
         }
-        if let Some(ix) = st.indexes.iter().find(|i| i.spec.key == spec.key) {
+        if let Some(ix) = st.indexes.iter().find(|i| i.spec.same_key(&spec)) {
             return Err(StorageError::IndexKeyExists(ix.spec.name.clone()));
         }
         if st

@@ -116,6 +116,8 @@ pub struct KeyPattern {
     pub fields: Vec<KeyField>,
     /// What a text index indexes; set by `with_text`, required when a field is `Text`.
     pub text: Option<Box<crate::text::TextSpec>>,
+    /// What a wildcard index indexes; set by `with_wildcard` (`crate::wildcard`).
+    pub wildcard: Option<Box<crate::wildcard::WildcardSpec>>,
 }
 
 /// The keys of one document.
@@ -160,14 +162,29 @@ impl KeyPattern {
                     )));
                 }
             };
+            let components = if crate::wildcard::is_wildcard_field(path) {
+                path.split('.').map(str::to_owned).collect()
+            } else {
+                split_path(path)?
+            };
             fields.push(KeyField {
                 path: path.clone(),
-                components: split_path(path)?,
+                components,
                 descending,
                 kind,
             });
         }
-        Ok(KeyPattern { fields, text: None })
+        Ok(KeyPattern {
+            fields,
+            text: None,
+            wildcard: None,
+        })
+    }
+
+    /// Sets what a wildcard index indexes (`None` for other index types).
+    pub fn with_wildcard(mut self, spec: Option<crate::wildcard::WildcardSpec>) -> KeyPattern {
+        self.wildcard = spec.map(Box::new);
+        self
     }
 
     /// Sets what a text index indexes (`None` for other index types).
@@ -199,6 +216,9 @@ impl KeyPattern {
     pub fn extract(&self, doc: &RawDocument, sparse: bool) -> Result<ExtractedKeys, KeyError> {
         if let Some(text) = &self.text {
             return text.extract(doc);
+        }
+        if let Some(wildcard) = &self.wildcard {
+            return wildcard.extract(doc);
         }
         if self.fields.iter().any(|f| f.kind == FieldKind::Text) {
             return Err(KeyError::UnsupportedType(crate::text::TEXT.into()));

@@ -39,6 +39,7 @@ pub mod sim;
 mod snapshot;
 pub mod text;
 mod validate;
+pub mod wildcard;
 mod write;
 
 pub use backend::{Backend, BackendFile, FileBackend};

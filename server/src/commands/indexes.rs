@@ -184,6 +184,59 @@ fn text_options(d: &Document, key: &Document) -> CommandResult<(Document, Docume
     Ok((stored, options))
 }
 
+/// mongod's rules for wildcard key patterns (`$**`, `a.$**`) and `wildcardProjection`; the
+/// projection itself is checked by `storage::wildcard`. Compound wildcard indexes (mongod 7)
+/// are not built yet and are refused.
+fn wildcard_rules(d: &Document, key: &Document) -> CommandResult<()> {
+    use storage::wildcard::{PROJECTION, WildcardSpec, is_wildcard_field};
+    // `{"$**": "text"}` is a text index over every string (`text_options`).
+    if is_text(key) {
+        return Ok(());
+    }
+    let terms: Vec<(&String, &Bson)> = key.iter().filter(|(k, _)| is_wildcard_field(k)).collect();
+    let Some((field, direction)) = terms.first() else {
+        if d.contains_key(PROJECTION) {
+            return Err(bad_spec(
+                d,
+                "The field 'wildcardProjection' is only allowed in an 'wildcard' index",
+            ));
+        }
+        return Ok(());
+    };
+    if key.len() > 1 {
+        return Err(bad_spec(
+            d,
+            "compound wildcard indexes are not supported by cairn yet",
+        ));
+    }
+    if !crate::query::types::as_f64(direction).is_some_and(|f| f > 0.0) {
+        return Err(bad_spec(
+            d,
+            format!("cairn builds ascending wildcard indexes only, not {{ {field}: {direction} }}"),
+        ));
+    }
+    for option in ["unique", "sparse", "expireAfterSeconds"] {
+        let set = match option {
+            "expireAfterSeconds" => d.contains_key(option),
+            _ => d.get(option).is_some_and(truthy),
+        };
+        if set {
+            return Err(bad_spec(
+                d,
+                format!("Index type 'wildcard' does not support the '{option}' option"),
+            ));
+        }
+    }
+    if field.as_str() != storage::wildcard::WILDCARD && d.contains_key(PROJECTION) {
+        return Err(bad_spec(
+            d,
+            "The field 'wildcardProjection' is only allowed in an index with a key of { \"$**\": ... }",
+        ));
+    }
+    WildcardSpec::from_index(key, d).map_err(|e| bad_spec(d, e))?;
+    Ok(())
+}
+
 /// Turn one element of `indexes` into an `IndexSpec`, checking it as mongod does.
 pub fn parse_spec(d: &Document) -> CommandResult<IndexSpec> {
     for k in d.keys() {
@@ -269,6 +322,7 @@ pub fn parse_spec(d: &Document) -> CommandResult<IndexSpec> {
             }
         }
     }
+    wildcard_rules(d, &key)?;
     let name = match d.get("name") {
         Some(Bson::String(n)) if !n.is_empty() && n != "*" => n.clone(),
         Some(Bson::String(n)) if n == "*" => {
@@ -408,6 +462,7 @@ fn same_options(a: &IndexSpec, b: &IndexSpec) -> bool {
         && a.partial_filter == b.partial_filter
         && a.expire_after_seconds == b.expire_after_seconds
         && a.hidden == b.hidden
+        && a.extra.get(storage::wildcard::PROJECTION) == b.extra.get(storage::wildcard::PROJECTION)
 }
 
 /// How a requested spec relates to the existing ones: `Ok(true)` exists already, `Ok(false)` new.
@@ -759,6 +814,27 @@ mod tests {
         );
         let compound = parse_spec(&doc! { "key": { "a": 1, "b": "hashed" } }).unwrap();
         assert_eq!(compound.name, "a_1_b_hashed");
+        assert!(parse_spec(&doc! { "key": { "$**": "text" } }).is_ok());
+        // Wildcard specs: the options mongod refuses, each 67.
+        for bad in [
+            doc! { "key": { "$**": 1 }, "unique": true },
+            doc! { "key": { "$**": 1 }, "sparse": true },
+            doc! { "key": { "$**": 1 }, "expireAfterSeconds": 5 },
+            doc! { "key": { "a": 1 }, "wildcardProjection": { "a": 1 } },
+            doc! { "key": { "a.$**": 1 }, "wildcardProjection": { "a": 1 } },
+            doc! { "key": { "$**": 1 }, "wildcardProjection": { "a": 1, "b": 0 } },
+            doc! { "key": { "$**": 1, "b": 1 } },
+        ] {
+            assert_eq!(code(bad.clone()), 67, "{bad}");
+        }
+        let wild = parse_spec(&doc! { "key": { "a.$**": 1 } }).unwrap();
+        assert_eq!(wild.name, "a.$**_1");
+        let projected =
+            parse_spec(&doc! { "key": { "$**": 1 }, "wildcardProjection": { "a": 0 } }).unwrap();
+        assert_eq!(
+            projected.extra.get_document("wildcardProjection").unwrap(),
+            &doc! { "a": 0 }
+        );
         assert_eq!(
             code(doc! { "key": { "_id": 1 }, "expireAfterSeconds": 5 }),
             197

@@ -253,9 +253,19 @@ pub fn field_intervals(
     multikey: bool,
     sparse: bool,
 ) -> Option<Vec<ValueInterval>> {
+    field_intervals_by(preds, field, multikey, |op| op_intervals(op, sparse))
+}
+
+/// [`field_intervals`] with the intervals of one operator given by `of`.
+pub fn field_intervals_by(
+    preds: &[(&str, &Op)],
+    field: &str,
+    multikey: bool,
+    of: impl Fn(&Op) -> Option<Vec<ValueInterval>>,
+) -> Option<Vec<ValueInterval>> {
     let mut result: Option<Vec<ValueInterval>> = None;
     for (_, op) in preds.iter().filter(|(p, _)| *p == field) {
-        let Some(ivs) = op_intervals(op, sparse) else {
+        let Some(ivs) = of(op) else {
             continue;
         };
         result = match result {

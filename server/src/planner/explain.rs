@@ -26,11 +26,13 @@ fn ixscan(p: &IndexPlan) -> Document {
     }
     // Storage knows only that some path is multikey: name it when the index has one field.
     let single = p.key_pattern.len() == 1;
+    let wildcard = super::wildcard::is_wildcard_plan(p);
     let multikey_paths: Document = p
         .key_pattern
         .keys()
         .map(|k| {
-            let paths = if p.multikey && single {
+            let paths = if p.multikey && (single || wildcard && k != storage::wildcard::PATH_FIELD)
+            {
                 vec![Bson::String(k.clone())]
             } else {
                 vec![]

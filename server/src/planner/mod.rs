@@ -19,6 +19,7 @@ pub mod filters;
 pub mod keyscan;
 pub mod minmax;
 pub mod or;
+pub mod wildcard;
 
 use crate::query::matcher::Filter;
 use crate::query::sort::SortSpec;
@@ -183,6 +184,10 @@ pub fn index_candidate(
     if storage::text::is_text_key(&ix.spec.key) {
         return None;
     }
+    // A wildcard index plans per path (`wildcard::candidates`).
+    if storage::wildcard::is_wildcard_key(&ix.spec.key) {
+        return None;
+    }
     let preds = conjunction(filter);
     let mut field_bounds = Vec::new();
     let mut product = 1usize;
@@ -262,6 +267,21 @@ pub fn index_candidate(
     })
 }
 
+/// Every unforced candidate plan of one index: its `index_candidate`, or for a wildcard index
+/// one plan per usable path (`wildcard::candidates`).
+pub(crate) fn candidates_of(
+    coll: &Collection,
+    ix: &IndexInfo,
+    filter: &Filter,
+    sort: Option<&Document>,
+) -> Vec<IndexPlan> {
+    let mut plans: Vec<IndexPlan> = index_candidate(ix, filter, sort, false)
+        .into_iter()
+        .collect();
+    plans.extend(wildcard::candidates(coll, ix, filter, sort));
+    plans
+}
+
 /// A key-pattern value that makes the field hashed (`{a: "hashed"}`).
 pub fn is_hashed(kind: &Bson) -> bool {
     kind.as_str() == Some(storage::keys::HASHED)
@@ -286,6 +306,9 @@ pub fn is_geo(kind: &Bson) -> bool {
 /// keys can be decoded back into values (covered plans, key-only scans).
 pub fn is_plain(key: &Document) -> bool {
     key.values().all(|v| !matches!(v, Bson::String(_)))
+        && !key
+            .keys()
+            .any(|k| k == storage::wildcard::PATH_FIELD || storage::wildcard::is_wildcard_field(k))
 }
 
 /// The `_id` look-up as an index plan (how an `IdPoint` executes).
@@ -434,7 +457,11 @@ fn choose_plan(
     }
     if let Some(name) = hint
         && let Some(ix) = indexes.iter().find(|i| i.spec.name == name)
-        && let Some(p) = index_candidate(ix, filter, sort, true)
+        && let Some(p) = index_candidate(ix, filter, sort, true).or_else(|| {
+            wildcard::candidates(coll, ix, filter, sort)
+                .into_iter()
+                .next()
+        })
     {
         let choice = Choice {
             winner: Plan::Index(p),
@@ -463,7 +490,10 @@ fn choose_plan(
         }
     }
     let choice = choose_by_trial(coll, &indexes, filter, filter_doc, sort);
-    if record && let (Some(key), Some((works, Plan::Index(p)))) = (&key, &choice.1) {
+    if record
+        && let (Some(key), Some((works, Plan::Index(p)))) = (&key, &choice.1)
+        && !wildcard::is_wildcard_plan(p)
+    {
         let from = doc! {
             "query": filter_doc.clone(),
             "sort": sort.cloned().unwrap_or_default(),
@@ -491,7 +521,7 @@ fn choose_by_trial(
                 .as_ref()
                 .is_none_or(|p| implies(filter_doc, p))
         })
-        .filter_map(|ix| index_candidate(ix, filter, sort, false))
+        .flat_map(|ix| candidates_of(coll, ix, filter, sort))
         .filter(|p| !p.field_bounds.is_empty() || p.provides_sort)
         .collect();
     let union = or::or_candidate(coll, indexes, filter_doc, sort);

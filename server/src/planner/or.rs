@@ -7,7 +7,7 @@
 //! merged in sort order (SORT_MERGE); otherwise the union is followed by a blocking SORT.
 
 use super::{
-    IndexPlan, OR_BRANCHES_MAX, Plan, TRIAL_KEYS_MAX, implies, index_candidate, trial_count,
+    IndexPlan, OR_BRANCHES_MAX, Plan, TRIAL_KEYS_MAX, candidates_of, implies, trial_count,
 };
 use crate::query::matcher::Filter;
 use crate::query::sort::SortSpec;
@@ -33,7 +33,7 @@ fn branch_plans(
                 .as_ref()
                 .is_none_or(|p| implies(branch, p))
         })
-        .filter_map(|ix| index_candidate(ix, &filter, sort, false))
+        .flat_map(|ix| candidates_of(coll, ix, &filter, sort))
         .filter(|p| !p.field_bounds.is_empty())
         .map(|p| (trial_count(coll, &p, TRIAL_KEYS_MAX), p))
         .collect();
