@@ -60,11 +60,23 @@ fn merge_validation(body: &Document, options: &mut Document) -> CommandResult<bo
     Ok(changed)
 }
 
+/// `create`'s `collation`: the collection's default collation, stored normalised (as
+/// listCollections shows it); the simple collation is the absence of one.
+fn default_collation(body: &Document, options: &mut Document) -> CommandResult<()> {
+    let Some(c) = args::opt_doc(body, "create", "collation")? else {
+        return Ok(());
+    };
+    let spec = crate::query::collation::Spec::parse(c)?;
+    if crate::query::collator::for_spec(&spec)?.is_some() {
+        options.insert("collation", spec.to_document());
+    }
+    Ok(())
+}
+
 /// `create` options that need features cairn does not have yet.
 const CREATE_UNSUPPORTED: &[&str] = &[
     "viewOn",
     "pipeline",
-    "collation",
     "timeseries",
     "clusteredIndex",
     "changeStreamPreAndPostImages",
@@ -99,6 +111,7 @@ pub fn create(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     }
     super::capped::create_options(&req.body, &mut options)?;
     merge_validation(&req.body, &mut options)?;
+    default_collation(&req.body, &mut options)?;
     if name.starts_with("system.") {
         return Err(err(
             ErrorCode::InvalidNamespace,
