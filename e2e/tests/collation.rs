@@ -188,7 +188,7 @@ async fn commands_apply_the_collation() {
         .collation(secondary.clone())
         .await
         .unwrap();
-    assert_eq!(r.matched_count, 3);
+    assert_eq!(r.matched_count, 2);
     let found = c
         .find_one_and_update(doc! { "name": "bob" }, doc! { "$set": { "n": 7 } })
         .collation(secondary.clone())
