@@ -92,7 +92,7 @@ async fn server_sort_equals_icu_order() {
         // $sort in a pipeline follows the same order.
         let piped: Vec<i32> = c
             .aggregate(vec![doc! { "$sort": { "s": -1, "_id": -1 } }])
-            .collation(spec)
+            .collation(spec.clone())
             .await
             .unwrap()
             .try_collect::<Vec<Document>>()
@@ -103,6 +103,22 @@ async fn server_sort_equals_icu_order() {
             .collect();
         want.reverse();
         assert_eq!(piped, want, "$sort under {locale} {strength:?}");
+        // $sort then $limit keeps the top k by encoded keys: the same order.
+        let top: Vec<i32> = c
+            .aggregate(vec![
+                doc! { "$sort": { "s": -1, "_id": -1 } },
+                doc! { "$limit": 10 },
+            ])
+            .collation(spec)
+            .await
+            .unwrap()
+            .try_collect::<Vec<Document>>()
+            .await
+            .unwrap()
+            .iter()
+            .map(|d| d.get_i32("_id").unwrap())
+            .collect();
+        assert_eq!(top, want[..10], "top-k under {locale} {strength:?}");
     }
     // Without a collation strings still sort by bytes.
     let plain: Vec<String> = c

@@ -262,5 +262,22 @@ pub fn key(v: &Bson) -> Cow<'_, Bson> {
     }
 }
 
+/// Appends `v` in the index key encoding as the current collation orders it (strings as their
+/// key strings): byte order of the output is the collated order, equal bytes mean equal values.
+pub fn encode_value(out: &mut Vec<u8>, v: RawBsonRef<'_>) {
+    let Some(c) = current() else {
+        storage::keycode::encode_value(out, v);
+        return;
+    };
+    let keyed = Bson::try_from(bson::RawBson::from(v))
+        .ok()
+        .map(|owned| c.key(&owned).into_owned())
+        .and_then(|k| bson::RawBson::try_from(k).ok());
+    match keyed {
+        Some(k) => storage::keycode::encode_value(out, k.as_raw_bson_ref()),
+        None => storage::keycode::encode_value(out, v),
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -75,12 +75,6 @@ pub fn value_key(v: &Bson) -> Vec<u8> {
 
 /// [`value_key`] of a raw value, written into `out` (cleared first) without decoding it.
 pub fn raw_value_key(out: &mut Vec<u8>, v: bson::RawBsonRef<'_>) {
-    if crate::query::collator::current().is_some()
-        && let Ok(owned) = Bson::try_from(bson::RawBson::from(v))
-    {
-        *out = value_key(&owned);
-        return;
-    }
     out.clear();
-    storage::keycode::encode_value(out, v);
+    crate::query::collator::encode_value(out, v);
 }

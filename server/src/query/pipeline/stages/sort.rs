@@ -179,11 +179,11 @@ fn encoded_key_for_path(
         };
         if !saw_any {
             saw_any = true;
-            keycode::encode_value(out, v);
+            crate::query::collator::encode_value(out, v);
             return ControlFlow::Continue(());
         }
         scratch.clear();
-        keycode::encode_value(scratch, v);
+        crate::query::collator::encode_value(scratch, v);
         let o = scratch.as_slice().cmp(&out[start..]);
         let better = if descending {
             o == Ordering::Greater
