@@ -16,10 +16,64 @@ use mongodb::options::{Collation, CollationStrength};
 const BIN: &str = env!("CARGO_BIN_EXE_cairn");
 
 const CORPUS: &[&str] = &[
-    "a", "A", "á", "Á", "à", "ä", "Ä", "b", "B", "ab", "Ab", "aB", "a-b", "a b", "ab1", "ab10",
-    "ab2", "1", "2", "10", "100", "09", "ß", "ss", "SS", "st", "i", "I", "ı", "İ", "h", "j", "z",
-    "å", "Å", "ö", "o", "ø", "é", "e", "E", "ê", "côte", "coté", "cote", "côté", "", " ", "-",
-    "日本", "中文", "Ωμέγα", "ωμέγα", "straße", "strasse", "Straße", "résumé", "resume",
+    "a",
+    "A",
+    "á",
+    "Á",
+    "à",
+    "ä",
+    "Ä",
+    "b",
+    "B",
+    "ab",
+    "Ab",
+    "aB",
+    "a-b",
+    "a b",
+    "ab1",
+    "ab10",
+    "ab2",
+    "1",
+    "2",
+    "10",
+    "100",
+    "09",
+    "ß",
+    "ss",
+    "SS",
+    "st",
+    "i",
+    "I",
+    "ı",
+    "İ",
+    "h",
+    "j",
+    "z",
+    "å",
+    "Å",
+    "ö",
+    "o",
+    "ø",
+    "é",
+    "e",
+    "E",
+    "ê",
+    "côte",
+    "coté",
+    "cote",
+    "côté",
+    "",
+    " ",
+    "-",
+    "日本",
+    "中文",
+    "Ωμέγα",
+    "ωμέγα",
+    "straße",
+    "strasse",
+    "Straße",
+    "résumé",
+    "resume",
 ];
 
 fn reference(locale: &str, strength: Strength, numeric: bool) -> CollatorBorrowed<'static> {
@@ -62,7 +116,12 @@ async fn server_sort_equals_icu_order() {
     let cases = [
         ("en", CollationStrength::Tertiary, Strength::Tertiary, false),
         ("en", CollationStrength::Primary, Strength::Primary, false),
-        ("en", CollationStrength::Secondary, Strength::Secondary, true),
+        (
+            "en",
+            CollationStrength::Secondary,
+            Strength::Secondary,
+            true,
+        ),
         ("tr", CollationStrength::Tertiary, Strength::Tertiary, false),
         ("de", CollationStrength::Tertiary, Strength::Tertiary, false),
         ("sv", CollationStrength::Tertiary, Strength::Tertiary, false),
@@ -162,18 +221,48 @@ async fn commands_apply_the_collation() {
         }
     };
     // Equality tables: strength 1 ignores accents and case, 2 only case, 3 neither.
-    assert_eq!(count(doc! { "name": "andre" }, Some(primary.clone())).await, 4);
-    assert_eq!(count(doc! { "name": "andre" }, Some(secondary.clone())).await, 2);
     assert_eq!(
-        count(doc! { "name": "andre" }, Some(collation("en", CollationStrength::Tertiary))).await,
+        count(doc! { "name": "andre" }, Some(primary.clone())).await,
+        4
+    );
+    assert_eq!(
+        count(doc! { "name": "andre" }, Some(secondary.clone())).await,
+        2
+    );
+    assert_eq!(
+        count(
+            doc! { "name": "andre" },
+            Some(collation("en", CollationStrength::Tertiary))
+        )
+        .await,
         1
     );
     assert_eq!(count(doc! { "name": "andre" }, None).await, 1);
-    assert_eq!(count(doc! { "name": { "$ne": "andre" } }, Some(primary.clone())).await, 1);
-    assert_eq!(count(doc! { "name": { "$in": ["BOB", "zed"] } }, Some(secondary.clone())).await, 1);
-    assert_eq!(count(doc! { "name": { "$gt": "ANDRÉ" } }, Some(primary.clone())).await, 2);
+    assert_eq!(
+        count(doc! { "name": { "$ne": "andre" } }, Some(primary.clone())).await,
+        1
+    );
+    assert_eq!(
+        count(
+            doc! { "name": { "$in": ["BOB", "zed"] } },
+            Some(secondary.clone())
+        )
+        .await,
+        1
+    );
+    assert_eq!(
+        count(doc! { "name": { "$gt": "ANDRÉ" } }, Some(primary.clone())).await,
+        2
+    );
     // Regex is never collated.
-    assert_eq!(count(doc! { "name": { "$regex": "^andre$" } }, Some(primary.clone())).await, 1);
+    assert_eq!(
+        count(
+            doc! { "name": { "$regex": "^andre$" } },
+            Some(primary.clone())
+        )
+        .await,
+        1
+    );
 
     // distinct collapses values equal at the strength.
     let values = c
@@ -255,18 +344,28 @@ async fn collection_default_collation_and_indexes() {
         .as_document()
         .unwrap()
         .clone();
-    let shown = info.get_document("options").unwrap().get_document("collation").unwrap();
+    let shown = info
+        .get_document("options")
+        .unwrap()
+        .get_document("collation")
+        .unwrap();
     assert_eq!(shown.get_str("locale").unwrap(), "en");
     assert_eq!(shown.get_i32("strength").unwrap(), 2);
     let c = db.collection::<Document>("ci");
-    c.insert_many(vec![doc! { "_id": 1, "k": "abc" }, doc! { "_id": 2, "k": "ABC" }])
-        .await
-        .unwrap();
+    c.insert_many(vec![
+        doc! { "_id": 1, "k": "abc" },
+        doc! { "_id": 2, "k": "ABC" },
+    ])
+    .await
+    .unwrap();
     // The default applies when the command names no collation; `simple` overrides it.
     assert_eq!(c.count_documents(doc! { "k": "Abc" }).await.unwrap(), 2);
     let simple = Collation::builder().locale("simple".to_string()).build();
     assert_eq!(
-        c.count_documents(doc! { "k": "abc" }).collation(simple).await.unwrap(),
+        c.count_documents(doc! { "k": "abc" })
+            .collation(simple)
+            .await
+            .unwrap(),
         1
     );
 
@@ -275,9 +374,11 @@ async fn collection_default_collation_and_indexes() {
     p.insert_many((0..50).map(|i| doc! { "_id": i, "k": format!("v{i}") }))
         .await
         .unwrap();
-    db.run_command(doc! { "createIndexes": "plain", "indexes": [{ "key": { "k": 1 }, "name": "k_1" }] })
-        .await
-        .unwrap();
+    db.run_command(
+        doc! { "createIndexes": "plain", "indexes": [{ "key": { "k": 1 }, "name": "k_1" }] },
+    )
+    .await
+    .unwrap();
     let stage = |e: &Document| winning(e).get_str("stage").unwrap().to_string();
     let simple_plan = explain(&db, doc! { "find": "plain", "filter": { "k": "v7" } }).await;
     assert_eq!(stage(&simple_plan), "FETCH", "{simple_plan}");

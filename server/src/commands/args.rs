@@ -238,7 +238,9 @@ pub fn collation_scope(
     command: &str,
     coll: Option<&storage::Collection>,
 ) -> CommandResult<crate::query::collator::Scope> {
-    Ok(crate::query::collator::scope(collator(body, command, coll)?))
+    Ok(crate::query::collator::scope(collator(
+        body, command, coll,
+    )?))
 }
 
 /// `collation` where cairn does not apply one yet (views, mapReduce, index keys): validated as

@@ -628,10 +628,8 @@ pub(super) fn run_update(
     out: &mut WriteOutcome,
 ) -> CommandResult<()> {
     let coll = state.catalog.collection(db, name);
-    let _collation = crate::query::collator::scope(args::collator_of(
-        stmt.collation.as_ref(),
-        coll.as_deref(),
-    )?);
+    let _collation =
+        crate::query::collator::scope(args::collator_of(stmt.collation.as_ref(), coll.as_deref())?);
     let mut matched = 0i64;
     let mut modified = 0i64;
     let checker = super::validation::Checker::new(coll.as_deref(), stmt.bypass_validation)?;

@@ -40,7 +40,9 @@ pub fn key_plan(
 ) -> Option<IndexPlan> {
     // A transaction's reads see its snapshot, which index entries do not show; under a
     // collation, equal values may have distinct keys.
-    if !only_on(filter, field) || crate::txn::active() || crate::query::collator::current().is_some()
+    if !only_on(filter, field)
+        || crate::txn::active()
+        || crate::query::collator::current().is_some()
     {
         return None;
     }

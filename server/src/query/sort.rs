@@ -195,7 +195,9 @@ fn field_view<'a>(doc: &'a RawDocument, components: &[String], ascending: bool) 
     });
     // Missing reaches count as null and empty arrays as undefined, competing with the rest.
     for (present, stand_in) in [(missing, View::Null), (empty_array, View::Undefined)] {
-        if present && best.is_none_or(|b| better(crate::query::collator::compare_views(stand_in, b))) {
+        if present
+            && best.is_none_or(|b| better(crate::query::collator::compare_views(stand_in, b)))
+        {
             best = Some(stand_in);
         }
     }

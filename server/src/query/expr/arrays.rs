@@ -140,7 +140,9 @@ pub(super) fn arrays(op: Operator, values: Vec<Value>) -> CommandResult<Value> {
                 None => len,
             };
             let found = (start.max(0)..end.min(len)).find(|&i| {
-                at(i).is_some_and(|e| crate::query::collator::compare_bson(&e, &needle) == Ordering::Equal)
+                at(i).is_some_and(|e| {
+                    crate::query::collator::compare_bson(&e, &needle) == Ordering::Equal
+                })
             });
             Some(Bson::Int32(
                 found.and_then(|i| i32::try_from(i).ok()).unwrap_or(-1),
