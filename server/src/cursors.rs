@@ -31,6 +31,8 @@ pub struct Cursor {
     /// A tailable cursor on a capped collection (`commands::tailable`): it stays open at the
     /// end of the collection and resumes after its last document.
     pub tail: Option<Tail>,
+    /// The operation's collator, current again in every getMore.
+    pub collator: Option<std::sync::Arc<crate::query::collator::Collator>>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -134,6 +136,7 @@ mod tests {
             no_timeout: false,
             time_left: None,
             tail: None,
+            collator: None,
         }
     }
 

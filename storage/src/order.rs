@@ -222,25 +222,40 @@ pub fn compare_raw_bson(a: RawBsonRef<'_>, b: &Bson) -> Ordering {
 
 /// Compares two raw documents as mongod's `BSONObj::woCompare` does.
 pub fn compare_docs(a: &RawDocument, b: &RawDocument) -> Ordering {
-    compare_doc_views(DocView::Raw(a), DocView::Raw(b))
+    compare_doc_views(DocView::Raw(a), DocView::Raw(b), &by_bytes)
 }
 
 /// Compares two owned documents as mongod's `BSONObj::woCompare` does.
 pub fn compare_documents(a: &Document, b: &Document) -> Ordering {
-    compare_doc_views(DocView::Owned(a), DocView::Owned(b))
+    compare_doc_views(DocView::Owned(a), DocView::Owned(b), &by_bytes)
+}
+
+/// How strings (and symbols) compare inside [`compare_views_with`]: by bytes in the simple
+/// collation, by a collator's order otherwise. Field names, regexes and code always compare by
+/// bytes, as in mongod.
+pub type StrOrder<'s> = &'s dyn Fn(&str, &str) -> Ordering;
+
+fn by_bytes(a: &str, b: &str) -> Ordering {
+    a.as_bytes().cmp(b.as_bytes())
 }
 
 /// Compares two views; the heart of this module.
 pub fn compare_views(a: View<'_>, b: View<'_>) -> Ordering {
+    compare_views_with(a, b, &by_bytes)
+}
+
+/// [`compare_views`] with strings compared by `strings`, at any depth (inside objects and arrays
+/// too): the order under a collation.
+pub fn compare_views_with(a: View<'_>, b: View<'_>, strings: StrOrder<'_>) -> Ordering {
     let by_rank = a.rank().cmp(&b.rank());
     if by_rank != Ordering::Equal {
         return by_rank;
     }
     match (a, b) {
         (View::Number(x), View::Number(y)) => compare_numbers(x, y),
-        (View::String(x), View::String(y)) => x.as_bytes().cmp(y.as_bytes()),
-        (View::Object(x), View::Object(y)) => compare_doc_views(x, y),
-        (View::Array(x), View::Array(y)) => compare_arrays(x, y),
+        (View::String(x), View::String(y)) => strings(x, y),
+        (View::Object(x), View::Object(y)) => compare_doc_views(x, y, strings),
+        (View::Array(x), View::Array(y)) => compare_arrays(x, y, strings),
         (
             View::Binary {
                 subtype: sa,
@@ -286,7 +301,7 @@ pub fn compare_views(a: View<'_>, b: View<'_>) -> Ordering {
         ) => ca
             .as_bytes()
             .cmp(cb.as_bytes())
-            .then_with(|| compare_doc_views(sa, sb)),
+            .then_with(|| compare_doc_views(sa, sb, strings)),
         // MinKey, MaxKey, null and undefined are alone in their brackets.
         _ => Ordering::Equal,
     }
@@ -316,7 +331,7 @@ impl<'a> ArrView<'a> {
     }
 }
 
-fn compare_doc_views(a: DocView<'_>, b: DocView<'_>) -> Ordering {
+fn compare_doc_views(a: DocView<'_>, b: DocView<'_>, strings: StrOrder<'_>) -> Ordering {
     let mut left = a.fields();
     let mut right = b.fields();
     loop {
@@ -329,7 +344,7 @@ fn compare_doc_views(a: DocView<'_>, b: DocView<'_>) -> Ordering {
                     .rank()
                     .cmp(&vb.rank())
                     .then_with(|| ka.as_bytes().cmp(kb.as_bytes()))
-                    .then_with(|| compare_views(va, vb));
+                    .then_with(|| compare_views_with(va, vb, strings));
                 if c != Ordering::Equal {
                     return c;
                 }
@@ -339,7 +354,7 @@ fn compare_doc_views(a: DocView<'_>, b: DocView<'_>) -> Ordering {
 }
 
 /// Arrays compare as objects keyed "0", "1", ...: the keys always agree, so element by element.
-fn compare_arrays(a: ArrView<'_>, b: ArrView<'_>) -> Ordering {
+fn compare_arrays(a: ArrView<'_>, b: ArrView<'_>, strings: StrOrder<'_>) -> Ordering {
     let mut left = a.elements();
     let mut right = b.elements();
     loop {
@@ -348,7 +363,7 @@ fn compare_arrays(a: ArrView<'_>, b: ArrView<'_>) -> Ordering {
             (None, Some(_)) => return Ordering::Less,
             (Some(_), None) => return Ordering::Greater,
             (Some(x), Some(y)) => {
-                let c = compare_views(x, y);
+                let c = compare_views_with(x, y, strings);
                 if c != Ordering::Equal {
                     return c;
                 }

@@ -51,7 +51,6 @@ pub async fn aggregate(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandR
 /// explain reply.
 pub fn run_pipeline(state: &ServerState, req: &Request) -> CommandResult<Ran> {
     argspec::check(&specs::AGGREGATE, &req.body)?;
-    args::check_collation(&req.body, "aggregate")?;
     let coll_name = match req.body.get("aggregate") {
         Some(Bson::String(s)) => Some(s.clone()),
         Some(v) if super::as_i64(v) == Some(1) => None,
@@ -62,6 +61,14 @@ pub fn run_pipeline(state: &ServerState, req: &Request) -> CommandResult<Ran> {
             ));
         }
     };
+    let _collation = args::collation_scope(
+        &req.body,
+        "aggregate",
+        coll_name
+            .as_deref()
+            .and_then(|n| state.catalog.collection(&req.db, n))
+            .as_deref(),
+    )?;
     // The table checked `pipeline`: an array of objects.
     let stages: Vec<Document> = match req.body.get("pipeline") {
         Some(Bson::Array(items)) => items
@@ -220,6 +227,7 @@ pub fn run_spec(state: &ServerState, req: &Request, spec: Spec) -> CommandResult
         no_timeout: false,
         time_left: deadline.map(|d| d.saturating_duration_since(Instant::now())),
         tail: None,
+        collator: crate::query::collator::current(),
     };
     let id = state.cursors.insert(cursor)?;
     Ok(Ran::Reply(cursor_reply(id, &ns, true, batch)))

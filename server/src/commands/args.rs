@@ -197,7 +197,54 @@ pub fn opt_non_negative(body: &Document, command: &str, field: &str) -> CommandR
     Ok(v)
 }
 
-/// `collation`: validated as mongod does; only the simple (binary) collation compares yet.
+/// The operation's collator (see `query::collator`): the command's `collation`, else the
+/// collection's default, else the simple collation (`None`).
+pub fn collator(
+    body: &Document,
+    command: &str,
+    coll: Option<&storage::Collection>,
+) -> CommandResult<Option<std::sync::Arc<crate::query::collator::Collator>>> {
+    let spec = match opt_doc(body, command, "collation")? {
+        Some(c) => Some(crate::query::collation::Spec::parse(c)?),
+        None => None,
+    };
+    collator_of(spec.as_ref(), coll)
+}
+
+/// The collator of a statement's own collation spec, else the collection's default.
+pub fn collator_of(
+    spec: Option<&crate::query::collation::Spec>,
+    coll: Option<&storage::Collection>,
+) -> CommandResult<Option<std::sync::Arc<crate::query::collator::Collator>>> {
+    match spec {
+        Some(s) => crate::query::collator::for_spec(s),
+        None => default_collator(coll),
+    }
+}
+
+/// The collection's default collator (its `create` `collation` option), if it has one.
+pub fn default_collator(
+    coll: Option<&storage::Collection>,
+) -> CommandResult<Option<std::sync::Arc<crate::query::collator::Collator>>> {
+    match coll.and_then(|c| c.options().get_document("collation").ok().cloned()) {
+        Some(c) => crate::query::collator::for_spec(&crate::query::collation::Spec::parse(&c)?),
+        None => Ok(None),
+    }
+}
+
+/// [`collator`] made the current one until the returned scope drops.
+pub fn collation_scope(
+    body: &Document,
+    command: &str,
+    coll: Option<&storage::Collection>,
+) -> CommandResult<crate::query::collator::Scope> {
+    Ok(crate::query::collator::scope(collator(
+        body, command, coll,
+    )?))
+}
+
+/// `collation` where cairn does not apply one yet (views, mapReduce, index keys): validated as
+/// mongod does, and only the simple collation accepted.
 pub fn check_collation(body: &Document, command: &str) -> CommandResult<()> {
     match opt_doc(body, command, "collation")? {
         Some(c) => only_simple(c),
@@ -205,7 +252,7 @@ pub fn check_collation(body: &Document, command: &str) -> CommandResult<()> {
     }
 }
 
-/// A collation document that must parse and, until locales compare, be the simple one.
+/// A collation document that must parse and be the simple one.
 pub fn only_simple(c: &Document) -> CommandResult<()> {
     match crate::query::collation::Spec::parse(c)? {
         crate::query::collation::Spec::Simple => Ok(()),

@@ -55,7 +55,6 @@ pub(super) fn time_left(req: &Request) -> Option<Duration> {
 
 fn parse_find(body: &Document) -> CommandResult<FindSpec> {
     argspec::check(&argspec::specs::FIND, body)?;
-    args::check_collation(body, "find")?;
     let vars = args::let_variables(body, "find")?;
     let filter_doc = args::bind_let(
         &args::opt_doc(body, "find", "filter")?
@@ -141,6 +140,11 @@ pub fn find(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     crate::catalog::validate_collection_name(&req.db, &coll_name)?;
     let ns = format!("{}.{}", req.db, coll_name);
     let a = parse_find(&req.body)?;
+    let _collation = args::collation_scope(
+        &req.body,
+        "find",
+        state.catalog.collection(&req.db, &coll_name).as_deref(),
+    )?;
     if let Some(view) = super::views::get(state, &req.db, &coll_name)? {
         return find_on_view(state, req, &view.name, &a);
     }
@@ -173,6 +177,7 @@ pub fn find(state: &ServerState, req: &Request) -> CommandResult<Reply> {
         no_timeout: a.no_timeout,
         time_left: time_left(req),
         tail: None,
+        collator: crate::query::collator::current(),
     };
     let id = state.cursors.insert(cursor)?;
     Ok(cursor_reply(id, &ns, true, batch))
@@ -304,6 +309,7 @@ pub fn get_more(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     if let Some(left) = cursor.time_left {
         req.op.set_deadline(Some(req.received + left));
     }
+    let _collation = crate::query::collator::scope(cursor.collator.clone());
     let batch = cursor
         .source
         .next_batch(batch_size.unwrap_or(usize::MAX), deadline(req))?;
@@ -349,8 +355,12 @@ pub fn kill_cursors(state: &ServerState, req: &Request) -> CommandResult<Reply> 
 
 pub fn count(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     argspec::check(&argspec::specs::COUNT, &req.body)?;
-    args::check_collation(&req.body, "count")?;
     let coll_name = args::collection_name(&req.body, "count")?;
+    let _collation = args::collation_scope(
+        &req.body,
+        "count",
+        state.catalog.collection(&req.db, &coll_name).as_deref(),
+    )?;
     let query = args::opt_doc(&req.body, "count", "query")?
         .cloned()
         .unwrap_or_default();
@@ -416,8 +426,12 @@ pub fn count(state: &ServerState, req: &Request) -> CommandResult<Reply> {
 
 pub fn distinct(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     argspec::check(&argspec::specs::DISTINCT, &req.body)?;
-    args::check_collation(&req.body, "distinct")?;
     let coll_name = args::collection_name(&req.body, "distinct")?;
+    let _collation = args::collation_scope(
+        &req.body,
+        "distinct",
+        state.catalog.collection(&req.db, &coll_name).as_deref(),
+    )?;
     let key = match req.body.get("key") {
         Some(Bson::String(k)) => k.clone(),
         Some(v) => {

@@ -419,6 +419,8 @@ pub(super) struct UpdateStmt {
     sort: Option<SortSpec>,
     /// The command's `bypassDocumentValidation`.
     pub(super) bypass_validation: bool,
+    /// The statement's `collation` (else the collection's default applies).
+    collation: Option<crate::query::collation::Spec>,
 }
 
 pub(super) fn parse_update_stmt(
@@ -428,7 +430,14 @@ pub(super) fn parse_update_stmt(
     vars: Option<&Document>,
 ) -> CommandResult<UpdateStmt> {
     let s = to_document(raw)?;
-    args::check_collation(&s, "update.updates")?;
+    let collation = match args::opt_doc(&s, "update.updates", "collation")? {
+        Some(c) => {
+            let spec = crate::query::collation::Spec::parse(c)?;
+            crate::query::collator::for_spec(&spec)?;
+            Some(spec)
+        }
+        None => None,
+    };
     let filter_doc = match s.get("q") {
         Some(Bson::Document(d)) => args::bind_let(d, vars),
         _ => {
@@ -496,6 +505,7 @@ pub(super) fn parse_update_stmt(
             .map(|h| doc! { "hint": h.clone() })
             .unwrap_or_default(),
         bypass_validation: false,
+        collation,
     })
 }
 
@@ -640,6 +650,8 @@ pub(super) fn run_update(
     out: &mut WriteOutcome,
 ) -> CommandResult<()> {
     let coll = state.catalog.collection(db, name);
+    let _collation =
+        crate::query::collator::scope(args::collator_of(stmt.collation.as_ref(), coll.as_deref())?);
     let mut matched = 0i64;
     let mut modified = 0i64;
     let checker = super::validation::Checker::new(coll.as_deref(), stmt.bypass_validation)?;
@@ -821,7 +833,7 @@ pub(super) fn run_delete(
     out: &mut WriteOutcome,
 ) -> CommandResult<()> {
     let s = to_document(raw)?;
-    args::check_collation(&s, "delete.deletes")?;
+    let _collation = args::collation_scope(&s, "delete.deletes", coll.map(|c| c.as_ref()))?;
     let filter_doc = match s.get("q") {
         Some(Bson::Document(d)) => args::bind_let(d, vars),
         _ => {

@@ -60,6 +60,19 @@ fn merge_validation(body: &Document, options: &mut Document) -> CommandResult<bo
     Ok(changed)
 }
 
+/// `create`'s `collation`: the collection's default collation, stored normalised (as
+/// listCollections shows it); the simple collation is the absence of one.
+fn default_collation(body: &Document, options: &mut Document) -> CommandResult<()> {
+    let Some(c) = args::opt_doc(body, "create", "collation")? else {
+        return Ok(());
+    };
+    let spec = crate::query::collation::Spec::parse(c)?;
+    if crate::query::collator::for_spec(&spec)?.is_some() {
+        options.insert("collation", spec.to_document());
+    }
+    Ok(())
+}
+
 /// `changeStreamPreAndPostImages: {enabled: <bool>}` as mongod's IDL has it.
 const PRE_AND_POST_IMAGES: argspec::CommandSpec = argspec::CommandSpec {
     name: "changeStreamPreAndPostImages",
@@ -95,7 +108,6 @@ fn merge_pre_and_post_images(body: &Document, options: &mut Document) -> Command
 const CREATE_UNSUPPORTED: &[&str] = &[
     "viewOn",
     "pipeline",
-    "collation",
     "timeseries",
     "clusteredIndex",
     "expireAfterSeconds",
@@ -129,6 +141,7 @@ pub fn create(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     }
     super::capped::create_options(&req.body, &mut options)?;
     merge_validation(&req.body, &mut options)?;
+    default_collation(&req.body, &mut options)?;
     merge_pre_and_post_images(&req.body, &mut options)?;
     if name.starts_with("system.") {
         return Err(err(

@@ -251,6 +251,7 @@ pub fn explain(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     let ns = format!("{}.{}", req.db, t.coll);
     let filter = Filter::parse(&t.filter)?;
     let coll = state.catalog.collection(&req.db, &t.coll);
+    let _collation = args::collation_scope(&inner, &name, coll.as_deref())?;
     let mut hint_doc = Document::new();
     if let Some(h) = &t.hint {
         hint_doc.insert("hint", h.clone());

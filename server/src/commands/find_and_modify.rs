@@ -27,7 +27,8 @@ struct Args {
 
 fn parse(body: &Document, db: &str, coll: &str) -> CommandResult<Args> {
     argspec::check(&specs::FIND_AND_MODIFY, body)?;
-    args::check_collation(body, "findAndModify")?;
+    // Validated here, before the lock; made current in `find_and_change`.
+    args::collator(body, "findAndModify", None)?;
     let vars = args::let_variables(body, "findAndModify")?;
     let filter_doc = args::bind_let(
         &args::opt_doc(body, "findAndModify", "query")?
@@ -145,6 +146,11 @@ fn find_and_change(
     a: &Args,
 ) -> CommandResult<Outcome> {
     state.catalog.check_not_view(&req.db, name)?;
+    let _collation = args::collation_scope(
+        &req.body,
+        "findAndModify",
+        state.catalog.collection(&req.db, name).as_deref(),
+    )?;
     let coll = state.catalog.collection(&req.db, name);
     let bypass = args::opt_bool(&req.body, &req.name, "bypassDocumentValidation")?.unwrap_or(false);
     args::check_hint(&req.body, coll.as_deref())?;

@@ -110,6 +110,7 @@ pub fn find(
         no_timeout: a.no_timeout,
         time_left: time_left(req),
         tail: Some(tail),
+        collator: crate::query::collator::current(),
     };
     let id = state.cursors.insert(cursor)?;
     Ok(cursor_reply(id, &ns, true, batch))

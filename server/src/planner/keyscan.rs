@@ -38,8 +38,12 @@ pub fn key_plan(
     filter: &Filter,
     hint: Option<&str>,
 ) -> Option<IndexPlan> {
-    // A transaction's reads see its snapshot, which index entries do not show.
-    if !only_on(filter, field) || crate::txn::active() {
+    // A transaction's reads see its snapshot, which index entries do not show; under a
+    // collation, equal values may have distinct keys.
+    if !only_on(filter, field)
+        || crate::txn::active()
+        || crate::query::collator::current().is_some()
+    {
         return None;
     }
     indexes

@@ -188,7 +188,15 @@ pub fn index_candidate(
     if storage::wildcard::is_wildcard_key(&ix.spec.key) {
         return None;
     }
-    let preds = conjunction(filter);
+    // Index keys are in the simple order: under another collation they give neither bounds
+    // nor order (a hint still gets its full scan, the filter deciding).
+    let collated_apart = crate::query::collator::current().is_some();
+    let sort = sort.filter(|_| !collated_apart);
+    let preds = if collated_apart {
+        Vec::new()
+    } else {
+        conjunction(filter)
+    };
     let mut field_bounds = Vec::new();
     let mut product = 1usize;
     for (field, kind) in &ix.spec.key {
@@ -427,6 +435,7 @@ fn choose_plan(
     record: bool,
 ) -> (Choice, bool) {
     if hint.is_none()
+        && crate::query::collator::current().is_none()
         && let Some(id) = id_point(filter_doc)
     {
         let choice = Choice {

@@ -9,7 +9,7 @@ use bson::{Bson, Document, doc};
 use crate::error::{CommandResult, ErrorCode, err};
 
 /// `caseFirst`: which case sorts first at the tertiary level.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CaseFirst {
     Upper,
     Lower,
@@ -17,21 +17,21 @@ pub enum CaseFirst {
 }
 
 /// `alternate`: whether whitespace and punctuation are base characters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Alternate {
     NonIgnorable,
     Shifted,
 }
 
 /// `maxVariable`: with `alternate: "shifted"`, the characters that are ignorable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MaxVariable {
     Punct,
     Space,
 }
 
 /// A validated, non-simple collation with every option resolved.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Collation {
     pub locale: String,
     pub strength: u8,

@@ -42,7 +42,7 @@ impl DistinctValues {
 
     /// The values in BSON order.
     pub fn finish(mut self) -> Vec<Bson> {
-        self.values.sort_by(storage::order::compare_bson);
+        self.values.sort_by(crate::query::collator::compare_bson);
         self.values
     }
 }

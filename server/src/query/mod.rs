@@ -6,6 +6,7 @@
 
 pub mod budget;
 pub mod collation;
+pub mod collator;
 pub mod decimal;
 pub mod distinct;
 pub mod expr;

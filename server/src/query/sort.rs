@@ -10,7 +10,7 @@ use crate::query::types;
 use bson::{Bson, Document, RawBsonRef, RawDocument};
 use std::cmp::Ordering;
 use std::ops::ControlFlow;
-use storage::order::{self, View};
+use storage::order::View;
 
 /// One sort key: a dotted path and a direction.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,7 +113,7 @@ impl SortSpec {
             } else {
                 let x = field_view(a, &f.components, f.ascending);
                 let y = field_view(b, &f.components, f.ascending);
-                let o = order::compare_views(x, y);
+                let o = crate::query::collator::compare_views(x, y);
                 if f.ascending { o } else { o.reverse() }
             };
             if o != Ordering::Equal {
@@ -145,7 +145,7 @@ impl SortSpec {
                 a.0.get(i).unwrap_or(&Bson::Null),
                 b.0.get(i).unwrap_or(&Bson::Null),
             );
-            let o = order::compare_bson(x, y);
+            let o = crate::query::collator::compare_bson(x, y);
             if o != Ordering::Equal {
                 return if f.ascending { o } else { o.reverse() };
             }
@@ -159,7 +159,7 @@ impl SortSpec {
         for f in self.fields.iter().filter(|f| !f.text_score) {
             let x = field_view(a, &f.components, f.ascending);
             let y = field_view(b, &f.components, f.ascending);
-            let o = order::compare_views(x, y);
+            let o = crate::query::collator::compare_views(x, y);
             if o != Ordering::Equal {
                 return if f.ascending { o } else { o.reverse() };
             }
@@ -186,7 +186,7 @@ fn field_view<'a>(doc: &'a RawDocument, components: &[String], ascending: bool) 
             Some(RawBsonRef::Array(a)) if !c.expanded => empty_array |= a.is_empty(),
             Some(v) => {
                 let v = View::from_raw(v);
-                if best.is_none_or(|b| better(order::compare_views(v, b))) {
+                if best.is_none_or(|b| better(crate::query::collator::compare_views(v, b))) {
                     best = Some(v);
                 }
             }
@@ -195,7 +195,9 @@ fn field_view<'a>(doc: &'a RawDocument, components: &[String], ascending: bool) 
     });
     // Missing reaches count as null and empty arrays as undefined, competing with the rest.
     for (present, stand_in) in [(missing, View::Null), (empty_array, View::Undefined)] {
-        if present && best.is_none_or(|b| better(order::compare_views(stand_in, b))) {
+        if present
+            && best.is_none_or(|b| better(crate::query::collator::compare_views(stand_in, b)))
+        {
             best = Some(stand_in);
         }
     }
@@ -218,7 +220,7 @@ fn owned_best(doc: &RawDocument, components: &[String], ascending: bool) -> Bson
     let _ = path::walk::<()>(doc, components, &mut |c: Candidate<'_>| {
         if let Some(v) = c.value
             && (!matches!(v, RawBsonRef::Array(_)) || c.expanded)
-            && order::compare_views(View::from_raw(v), target) == Ordering::Equal
+            && crate::query::collator::compare_views(View::from_raw(v), target) == Ordering::Equal
         {
             found = Some(types::to_owned(v));
             return ControlFlow::Break(());

@@ -9,7 +9,6 @@ use crate::query::sort::{SortKey, SortSpec};
 use crate::query::types;
 use bson::{Bson, Document, RawDocumentBuf};
 use std::cmp::Ordering;
-use storage::order;
 
 /// `$size`.
 pub(super) fn size(values: &[Value]) -> CommandResult<Value> {
@@ -35,7 +34,7 @@ pub(super) fn in_array(values: &[Value]) -> CommandResult<Value> {
         Some(Bson::Array(items)) => {
             let needle = first.unwrap_or(Bson::Undefined);
             Ok(Some(Bson::Boolean(items.iter().any(|i| {
-                order::compare_bson(i, &needle) == Ordering::Equal
+                crate::query::collator::compare_bson(i, &needle) == Ordering::Equal
             }))))
         }
         other => Err(err(
@@ -141,7 +140,9 @@ pub(super) fn arrays(op: Operator, values: Vec<Value>) -> CommandResult<Value> {
                 None => len,
             };
             let found = (start.max(0)..end.min(len)).find(|&i| {
-                at(i).is_some_and(|e| order::compare_bson(&e, &needle) == Ordering::Equal)
+                at(i).is_some_and(|e| {
+                    crate::query::collator::compare_bson(&e, &needle) == Ordering::Equal
+                })
             });
             Some(Bson::Int32(
                 found.and_then(|i| i32::try_from(i).ok()).unwrap_or(-1),
@@ -215,7 +216,7 @@ pub(super) fn sort_array(input: Value, by: Value) -> CommandResult<Value> {
         Some(n) if matches!(types::as_f64(&n), Some(1.0) | Some(-1.0)) => {
             let ascending = types::as_f64(&n) == Some(1.0);
             items.sort_by(|a, b| {
-                let o = order::compare_bson(a, b);
+                let o = crate::query::collator::compare_bson(a, b);
                 if ascending { o } else { o.reverse() }
             });
         }

@@ -7,12 +7,11 @@ use super::args::Value;
 use crate::error::CommandResult;
 use bson::Bson;
 use std::cmp::Ordering;
-use storage::order;
 
 /// Missing reads as undefined in comparisons, which orders it just below null.
 pub(super) fn cmp_values(a: &Option<Bson>, b: &Option<Bson>) -> Ordering {
     let undefined = Bson::Undefined;
-    order::compare_bson(
+    crate::query::collator::compare_bson(
         a.as_ref().unwrap_or(&undefined),
         b.as_ref().unwrap_or(&undefined),
     )

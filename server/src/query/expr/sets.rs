@@ -6,12 +6,11 @@ use super::args::*;
 use crate::error::CommandResult;
 use bson::Bson;
 use std::cmp::Ordering;
-use storage::order;
 
 pub(super) fn contains(items: &[Bson], v: &Bson) -> bool {
     items
         .iter()
-        .any(|x| order::compare_bson(x, v) == Ordering::Equal)
+        .any(|x| crate::query::collator::compare_bson(x, v) == Ordering::Equal)
 }
 
 pub(super) fn distinct(items: impl IntoIterator<Item = Bson>) -> Vec<Bson> {
@@ -57,7 +56,7 @@ pub(super) fn sets(op: Operator, values: &[Value]) -> CommandResult<Value> {
     };
     let sorted = |v: Vec<Bson>| {
         let mut v = distinct(v);
-        v.sort_by(order::compare_bson);
+        v.sort_by(crate::query::collator::compare_bson);
         Some(Bson::Array(v))
     };
     Ok(match op {

@@ -167,9 +167,10 @@ fn elem_match(
 const IN_SCAN_MAX: usize = 8;
 
 /// `$in` equality against a list sorted in the one BSON order. Equality in that order implies
-/// the same type bracket, so a binary search finds exactly what a scan would.
+/// the same type bracket, so a binary search finds exactly what a scan would. Under a collation
+/// the list is not in the collated order, so it is scanned.
 fn in_matches(v: RawBsonRef<'_>, values: &[Bson]) -> bool {
-    if values.len() <= IN_SCAN_MAX {
+    if values.len() <= IN_SCAN_MAX || crate::query::collator::current().is_some() {
         return values
             .iter()
             .any(|x| compare_matches(v, x, |o| o == Ordering::Equal, true));
@@ -234,7 +235,7 @@ fn compare_matches(
     if is_nan_raw(v) || is_nan(x) {
         return inclusive && is_nan_raw(v) && is_nan(x);
     }
-    accept(order::compare_views(vv, xv))
+    accept(crate::query::collator::compare_views(vv, xv))
 }
 
 fn mod_matches(v: RawBsonRef<'_>, divisor: i64, remainder: i64) -> bool {

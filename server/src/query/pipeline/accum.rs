@@ -19,7 +19,6 @@ use crate::query::expr::quantile::{self, QuantileOp};
 use bson::{Bson, Document, RawDocument};
 use std::cmp::Ordering;
 use std::collections::{HashSet, VecDeque};
-use storage::order;
 
 /// A parsed accumulator.
 #[derive(Debug, Clone)]
@@ -206,7 +205,7 @@ impl Acc {
                     let grows = value_size_bytes(&v);
                     if best
                         .as_ref()
-                        .is_none_or(|b| order::compare_bson(&v, b) == want)
+                        .is_none_or(|b| crate::query::collator::compare_bson(&v, b) == want)
                     {
                         *best = Some(v);
                         return Ok(grows);
@@ -417,7 +416,7 @@ pub fn merge_into(out: &mut Document, v: Option<Bson>) -> CommandResult<usize> {
 
 fn sort_extremes(items: &mut [Bson], max: bool) {
     items.sort_by(|a, b| {
-        let o = order::compare_bson(a, b);
+        let o = crate::query::collator::compare_bson(a, b);
         if max { o.reverse() } else { o }
     });
 }

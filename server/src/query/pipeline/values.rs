@@ -62,10 +62,12 @@ pub fn integral(v: &Bson) -> Option<i64> {
 }
 
 /// A byte key equal for values that `storage::order` calls equal (1, 1.0 and 1L share one),
-/// used to hash group keys and set members.
+/// used to hash group keys and set members. Under a collation, strings equal in it share one
+/// (`"abc"` and `"ABC"` at strength 2).
 pub fn value_key(v: &Bson) -> Vec<u8> {
     let mut out = Vec::new();
-    if let Ok(raw) = bson::RawBson::try_from(v.clone()) {
+    let v = crate::query::collator::key(v);
+    if let Ok(raw) = bson::RawBson::try_from(v.into_owned()) {
         storage::keycode::encode_value(&mut out, raw.as_raw_bson_ref());
     }
     out
@@ -74,5 +76,5 @@ pub fn value_key(v: &Bson) -> Vec<u8> {
 /// [`value_key`] of a raw value, written into `out` (cleared first) without decoding it.
 pub fn raw_value_key(out: &mut Vec<u8>, v: bson::RawBsonRef<'_>) {
     out.clear();
-    storage::keycode::encode_value(out, v);
+    crate::query::collator::encode_value(out, v);
 }

@@ -212,7 +212,7 @@ fn run(
                 Ordering::Greater
             };
             match slot.get() {
-                Some(old) if order::compare_bson(v, old) != want => Ok(false),
+                Some(old) if crate::query::collator::compare_bson(v, old) != want => Ok(false),
                 _ => Ok(set_if_different(&mut slot, v.clone())),
             }
         }
@@ -239,7 +239,7 @@ fn run(
         (Arg::PullAll(values), _) => arrays::pull(&mut slot, |e| {
             values
                 .iter()
-                .any(|v| order::compare_bson(v, e) == Ordering::Equal)
+                .any(|v| crate::query::collator::compare_bson(v, e) == Ordering::Equal)
         }),
         _ => Err(err(
             ErrorCode::InternalError,

@@ -9,7 +9,6 @@ use crate::query::sort::SortKey;
 use crate::query::types;
 use bson::{Bson, RawDocumentBuf, doc};
 use std::cmp::Ordering;
-use storage::order;
 
 fn type_of(v: &Bson) -> &'static str {
     types::type_name(types::type_code(v))
@@ -44,7 +43,7 @@ pub(super) fn push(
     items.splice(at..at, spec.each.iter().cloned());
     match &spec.sort {
         Some(PushSort::Whole(asc)) => {
-            items.sort_by(|a, b| directed(order::compare_bson(a, b), *asc))
+            items.sort_by(|a, b| directed(crate::query::collator::compare_bson(a, b), *asc))
         }
         Some(PushSort::Fields(sort)) => {
             let mut keyed: Vec<(SortKey, Bson)> = items
@@ -106,7 +105,7 @@ pub(super) fn add_to_set(slot: &mut Slot<'_>, values: &[Bson], field: &str) -> C
     for v in values {
         if !items
             .iter()
-            .any(|e| order::compare_bson(e, v) == Ordering::Equal)
+            .any(|e| crate::query::collator::compare_bson(e, v) == Ordering::Equal)
         {
             items.push(v.clone());
             added = true;
@@ -157,7 +156,7 @@ pub(super) fn pull(slot: &mut Slot<'_>, matches: impl Fn(&Bson) -> bool) -> Comm
 
 pub(super) fn pull_matches(cond: &PullCondition, e: &Bson) -> bool {
     match cond {
-        PullCondition::Equal(v) => order::compare_bson(v, e) == Ordering::Equal,
+        PullCondition::Equal(v) => crate::query::collator::compare_bson(v, e) == Ordering::Equal,
         PullCondition::Regex(r) => match e {
             Bson::String(s) | Bson::Symbol(s) => r.is_match(s),
             Bson::RegularExpression(x) => {

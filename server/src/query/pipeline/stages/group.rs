@@ -380,7 +380,7 @@ impl Stage for SortByCount {
             .collect::<CommandResult<Vec<_>>>()?;
         docs.sort_by(|a, b| {
             let count = |d: &Document| d.get("count").cloned().unwrap_or(Bson::Null);
-            storage::order::compare_bson(&count(b), &count(a))
+            crate::query::collator::compare_bson(&count(b), &count(a))
         });
         Ok(Box::new(docs.into_iter().map(Ok)))
     }
@@ -434,7 +434,7 @@ mod tests {
         let mut out = p.run_vec(input.to_vec(), &MapEnv::default()).expect("runs");
         out.sort_by(|a, b| {
             let id = |d: &Document| d.get("_id").cloned().unwrap_or(Bson::Null);
-            storage::order::compare_bson(&id(a), &id(b))
+            crate::query::collator::compare_bson(&id(a), &id(b))
         });
         out
     }

@@ -20,7 +20,7 @@ use bson::{Bson, Document, RawBsonRef, RawDocument, RawDocumentBuf};
 use std::cmp::Ordering;
 use std::ops::ControlFlow;
 use std::rc::Rc;
-use storage::{keycode, order};
+use storage::keycode;
 
 /// A parsed sort specification.
 #[derive(Debug, Clone)]
@@ -110,7 +110,7 @@ impl SortKeys {
             let (Some(x), Some(y)) = (a.get(i), b.get(i)) else {
                 break;
             };
-            let o = order::compare_bson(x, y);
+            let o = crate::query::collator::compare_bson(x, y);
             let o = if *descending { o.reverse() } else { o };
             if o != Ordering::Equal {
                 return o;
@@ -141,7 +141,7 @@ fn key_for_path(doc: &RawDocument, path: &[String], descending: bool) -> Bson {
         };
         saw_any = true;
         let better = best.as_ref().is_none_or(|b| {
-            let o = order::compare_bson(&v, b);
+            let o = crate::query::collator::compare_bson(&v, b);
             if descending {
                 o == Ordering::Greater
             } else {
@@ -179,11 +179,11 @@ fn encoded_key_for_path(
         };
         if !saw_any {
             saw_any = true;
-            keycode::encode_value(out, v);
+            crate::query::collator::encode_value(out, v);
             return ControlFlow::Continue(());
         }
         scratch.clear();
-        keycode::encode_value(scratch, v);
+        crate::query::collator::encode_value(scratch, v);
         let o = scratch.as_slice().cmp(&out[start..]);
         let better = if descending {
             o == Ordering::Greater
