@@ -144,37 +144,34 @@ async fn reads_equal_a_plain_collection() {
         assert_eq!(normalized(got), normalized(want), "seed {seed}: {p:?}");
     }
     // find with filter, sort, skip, limit and projection.
-    let find = |c: &str| {
-        db.collection::<Document>(c)
+    let (ts, plain) = (
+        db.collection::<Document>("ts"),
+        db.collection::<Document>("plain"),
+    );
+    let mut results = Vec::new();
+    for c in [&ts, &plain] {
+        let docs: Vec<Document> = c
             .find(doc! { "m.site": "b", "t": { "$gte": at(1.0) } })
             .sort(doc! { "t": 1, "_id": 1 })
             .skip(10)
             .limit(50)
             .projection(doc! { "v": 1, "t": 1 })
-    };
-    let got: Vec<Document> = find("ts").await.unwrap().try_collect().await.unwrap();
-    let want: Vec<Document> = find("plain").await.unwrap().try_collect().await.unwrap();
-    assert_eq!(want.len(), 50);
-    assert_eq!(normalized(got), normalized(want), "seed {seed}: find");
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        results.push(normalized(docs));
+    }
+    assert_eq!(results[1].len(), 50);
+    assert_eq!(results[0], results[1], "seed {seed}: find");
     for filter in [doc! {}, range.clone(), doc! { "m.sensor": 0 }] {
-        let got = db
-            .collection::<Document>("ts")
-            .count_documents(filter.clone())
-            .await
-            .unwrap();
-        let want = db
-            .collection::<Document>("plain")
-            .count_documents(filter.clone())
-            .await
-            .unwrap();
+        let got = ts.count_documents(filter.clone()).await.unwrap();
+        let want = plain.count_documents(filter.clone()).await.unwrap();
         assert_eq!(got, want, "seed {seed}: count {filter:?}");
     }
-    let distinct = |c: &str| {
-        db.collection::<Document>(c)
-            .distinct("m.sensor", range.clone())
-    };
-    let mut got = distinct("ts").await.unwrap();
-    let mut want = distinct("plain").await.unwrap();
+    let mut got = ts.distinct("m.sensor", range.clone()).await.unwrap();
+    let mut want = plain.distinct("m.sensor", range.clone()).await.unwrap();
     let key = |b: &Bson| b.as_i32().unwrap();
     got.sort_by_key(key);
     want.sort_by_key(key);
@@ -312,7 +309,7 @@ async fn listing_indexes_deletes_and_drop() {
         batch
             .iter()
             .filter_map(Bson::as_document)
-            .find(|d| d.get_str("name") == Ok(name))
+            .find(|d| d.get_str("name").ok() == Some(name))
             .cloned()
             .unwrap_or_else(|| panic!("{name} not listed: {batch:?}"))
     };

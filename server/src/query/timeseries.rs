@@ -226,7 +226,12 @@ impl Options {
 
     /// The options back from `to_document` (as stored in the buckets collection's options).
     pub fn from_document(d: &Document) -> Option<Options> {
-        Options::parse(d).ok()
+        let mut spec = d.clone();
+        // Stored with a granularity, the span is that granularity's and implied.
+        if spec.contains_key("granularity") {
+            spec.remove("bucketMaxSpanSeconds");
+        }
+        Options::parse(&spec).ok()
     }
 
     /// The unpacking stage a read of the collection starts with.
@@ -603,6 +608,18 @@ mod tests {
             "bucketMaxSpanSeconds": 86400, "bucketRoundingSeconds": 3600 })
         .unwrap();
         assert_eq!(o.granularity, Some(Granularity::Minutes));
+    }
+
+    #[test]
+    fn stored_options_read_back() {
+        for spec in [
+            doc! { "timeField": "t", "metaField": "m" },
+            doc! { "timeField": "t", "granularity": "minutes" },
+            doc! { "timeField": "t", "bucketMaxSpanSeconds": 30, "bucketRoundingSeconds": 30 },
+        ] {
+            let o = opts(spec).unwrap();
+            assert_eq!(Options::from_document(&o.to_document()), Some(o));
+        }
     }
 
     #[test]
