@@ -3,8 +3,9 @@
 //! alternates batch by batch), so both see the same machine load. Per round it reports the
 //! insert rate of each, and after the last round the live bytes of each (documents and
 //! indexes, from `collStats`; for the time-series collection those of its buckets) and the
-//! time of a one-hour range count of one sensor on each (both served by their `{m, t}` index). The plain collection gets the `{m: 1, t: 1}` index
-//! the time-series collection creates for itself. See docs/BENCHMARKS.md.
+//! time of a one-hour range count of one sensor on each. The plain collection gets the
+//! `{m: 1, t: 1}` index the time-series collection creates for itself, so both counts are
+//! served by an index on the meta value and time. See docs/BENCHMARKS.md.
 
 use anyhow::{Result, bail};
 use bson::{DateTime, Document, doc};
