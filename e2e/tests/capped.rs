@@ -297,3 +297,55 @@ async fn bounds_hold_across_sigkill() {
     let stats = db.run_command(doc! { "collStats": "k" }).await.unwrap();
     assert_eq!(stats.get_i64("max").ok(), Some(5));
 }
+
+#[tokio::test]
+async fn coll_mod_changes_the_bounds_and_the_next_insert_trims() {
+    let mut server = Server::start(BIN, &[]);
+    let db = server.client().await.database("t");
+    db.run_command(doc! { "create": "plain" }).await.unwrap();
+    let e = db
+        .run_command(doc! { "collMod": "plain", "cappedSize": 4096 })
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&e), 72, "not capped");
+    db.run_command(doc! { "create": "c", "capped": true, "size": 100_000, "max": 10 })
+        .await
+        .unwrap();
+    for (cmd, code) in [
+        (doc! { "collMod": "c", "cappedSize": 0 }, 72),
+        (doc! { "collMod": "c", "cappedSize": "big" }, 14),
+        (doc! { "collMod": "c", "cappedMax": "many" }, 14),
+    ] {
+        let e = db.run_command(cmd.clone()).await.unwrap_err();
+        assert_eq!(error_code(&e), code, "{cmd}");
+    }
+    let coll = db.collection::<Document>("c");
+    for i in 0..10 {
+        coll.insert_one(doc! { "_id": i }).await.unwrap();
+    }
+    db.run_command(doc! { "collMod": "c", "cappedMax": 4 })
+        .await
+        .unwrap();
+    // The bound holds from the next insert on, which trims the oldest.
+    assert_eq!(ids(&coll).await.len(), 10);
+    coll.insert_one(doc! { "_id": 10 }).await.unwrap();
+    assert_eq!(ids(&coll).await, vec![7, 8, 9, 10]);
+    let stats = db.run_command(doc! { "collStats": "c" }).await.unwrap();
+    assert_eq!(stats.get_i64("max").ok(), Some(4), "{stats}");
+    // No count bound, then a size bound of 100 bytes (the six documents are about 120).
+    db.run_command(doc! { "collMod": "c", "cappedMax": 0, "cappedSize": 100 })
+        .await
+        .unwrap();
+    coll.insert_one(doc! { "_id": 11, "pad": "x".repeat(40) })
+        .await
+        .unwrap();
+    let left = ids(&coll).await;
+    assert!(left.len() < 5 && left.last() == Some(&11), "{left:?}");
+    // The new bounds are durable.
+    server.kill();
+    server.restart_after_kill();
+    let db = server.client().await.database("t");
+    let stats = db.run_command(doc! { "collStats": "c" }).await.unwrap();
+    assert_eq!(stats.get_i64("maxSize").ok(), Some(100), "{stats}");
+    assert_eq!(stats.get_i64("max").ok(), Some(i64::MAX), "{stats}");
+}

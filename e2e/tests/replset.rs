@@ -631,3 +631,159 @@ async fn oplog_find_reads_past_one_history_read() {
     }
     assert_eq!(n, 1200);
 }
+
+#[tokio::test]
+async fn pre_and_post_images_follow_the_collection_option_and_survive_sigkill() {
+    use futures_util::StreamExt;
+    use mongodb::change_stream::event::OperationType as Op;
+    use mongodb::options::{FullDocumentBeforeChangeType as Before, FullDocumentType as Full};
+    let mut server = initiated(&[]).await;
+    let client = server.client().await;
+    let db = client.database("t");
+    // mongod's IDL checks on the option.
+    for (bad, code) in [
+        (Bson::Int32(1), 14),
+        (Bson::Document(doc! {}), 40414),
+        (Bson::Document(doc! { "enabled": 1 }), 14),
+        (Bson::Document(doc! { "enabled": true, "x": 1 }), 40415),
+    ] {
+        let e = db
+            .run_command(doc! { "create": "bad", "changeStreamPreAndPostImages": bad })
+            .await
+            .unwrap_err();
+        assert_eq!(error_code(&e), code);
+    }
+    db.run_command(doc! { "create": "kept", "changeStreamPreAndPostImages": { "enabled": true } })
+        .await
+        .unwrap();
+    let listed = db
+        .run_command(doc! { "listCollections": 1, "filter": { "name": "kept" } })
+        .await
+        .unwrap();
+    let first = listed
+        .get_document("cursor")
+        .unwrap()
+        .get_array("firstBatch")
+        .unwrap()[0]
+        .as_document()
+        .unwrap()
+        .clone();
+    assert_eq!(
+        first.get_document("options").unwrap(),
+        &doc! { "changeStreamPreAndPostImages": { "enabled": true } }
+    );
+    let kept = db.collection::<Document>("kept");
+    let mut stream = kept
+        .watch()
+        .full_document(Full::Required)
+        .full_document_before_change(Before::Required)
+        .await
+        .unwrap();
+    kept.insert_one(doc! { "_id": 1, "a": 1 }).await.unwrap();
+    kept.update_one(doc! { "_id": 1 }, doc! { "$inc": { "a": 1 } })
+        .await
+        .unwrap();
+    kept.replace_one(doc! { "_id": 1 }, doc! { "b": 1 })
+        .await
+        .unwrap();
+    kept.delete_one(doc! { "_id": 1 }).await.unwrap();
+    let mut events = Vec::new();
+    for _ in 0..4 {
+        events.push(stream.next().await.unwrap().unwrap());
+    }
+    let kinds: Vec<Op> = events.iter().map(|e| e.operation_type.clone()).collect();
+    assert_eq!(kinds, [Op::Insert, Op::Update, Op::Replace, Op::Delete]);
+    let before: Vec<Option<Document>> = events
+        .iter()
+        .map(|e| e.full_document_before_change.clone())
+        .collect();
+    assert_eq!(
+        before,
+        [
+            None,
+            Some(doc! { "_id": 1, "a": 1 }),
+            Some(doc! { "_id": 1, "a": 2 }),
+            Some(doc! { "_id": 1, "b": 1 }),
+        ]
+    );
+    assert_eq!(events[1].full_document, Some(doc! { "_id": 1, "a": 2 }));
+    let token = events[0].id.clone();
+
+    // A collection without the option: whenAvailable gives null, required fails with 47.
+    let plain = db.collection::<Document>("plain");
+    plain.insert_one(doc! { "_id": 1, "a": 1 }).await.unwrap();
+    let mut soft = plain
+        .watch()
+        .full_document(Full::WhenAvailable)
+        .full_document_before_change(Before::WhenAvailable)
+        .await
+        .unwrap();
+    let mut strict = plain
+        .watch()
+        .full_document_before_change(Before::Required)
+        .await
+        .unwrap();
+    plain
+        .update_one(doc! { "_id": 1 }, doc! { "$set": { "a": 5 } })
+        .await
+        .unwrap();
+    let e = soft.next().await.unwrap().unwrap();
+    assert_eq!(e.operation_type, Op::Update);
+    assert!(e.full_document.is_none() && e.full_document_before_change.is_none());
+    let failed = strict.next().await.unwrap().unwrap_err();
+    assert_eq!(error_code(&failed), 47);
+
+    // collMod turns it on for later writes, and off again.
+    db.run_command(
+        doc! { "collMod": "plain", "changeStreamPreAndPostImages": { "enabled": true } },
+    )
+    .await
+    .unwrap();
+    plain.delete_one(doc! { "_id": 1 }).await.unwrap();
+    let e = soft.next().await.unwrap().unwrap();
+    assert_eq!(
+        e.full_document_before_change,
+        Some(doc! { "_id": 1, "a": 5 })
+    );
+    db.run_command(
+        doc! { "collMod": "plain", "changeStreamPreAndPostImages": { "enabled": false } },
+    )
+    .await
+    .unwrap();
+    let listed = db
+        .run_command(doc! { "listCollections": 1, "filter": { "name": "plain" } })
+        .await
+        .unwrap();
+    let first = listed
+        .get_document("cursor")
+        .unwrap()
+        .get_array("firstBatch")
+        .unwrap()[0]
+        .as_document()
+        .unwrap()
+        .clone();
+    assert!(
+        !first
+            .get_document("options")
+            .unwrap()
+            .contains_key("changeStreamPreAndPostImages")
+    );
+
+    // The images are in the log: after kill -9, a resumed stream still has them.
+    server.kill();
+    server.restart_after_kill();
+    let client = server.client().await;
+    let kept = client.database("t").collection::<Document>("kept");
+    let mut resumed = kept
+        .watch()
+        .full_document_before_change(Before::Required)
+        .resume_after(token)
+        .await
+        .unwrap();
+    let e = resumed.next().await.unwrap().unwrap();
+    assert_eq!(e.operation_type, Op::Update);
+    assert_eq!(
+        e.full_document_before_change,
+        Some(doc! { "_id": 1, "a": 1 })
+    );
+}

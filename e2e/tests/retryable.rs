@@ -299,3 +299,72 @@ async fn the_driver_retries_a_write_whose_reply_was_lost_and_it_applies_once() {
         .expect("serverStatus.transactions");
     assert_eq!(retried, 3);
 }
+
+#[test]
+fn a_retry_after_kill_9_gets_the_first_reply_and_applies_once() {
+    let mut server = initiated();
+    let mut conn = RawConn::connect(&server.addr());
+    let insert = retryable(
+        doc! { "insert": "c", "documents": [{ "_id": 1, "n": 0 }, { "_id": 2, "n": 0 }] },
+        7,
+        1,
+    );
+    assert_eq!(command(&mut conn, &insert).get_i32("n").ok(), Some(2));
+    let update = retryable(
+        doc! { "update": "c", "updates": [
+            { "q": { "_id": 1 }, "u": { "$inc": { "n": 1 } } },
+            { "q": { "_id": 3 }, "u": { "$set": { "n": 10 } }, "upsert": true },
+        ] },
+        7,
+        2,
+    );
+    let first = command(&mut conn, &update);
+    assert_eq!(first.get_i32("n").ok(), Some(2), "{first}");
+    let fam = retryable(
+        doc! { "findAndModify": "c", "query": { "_id": 2 }, "update": { "$inc": { "n": 5 } }, "new": true },
+        8,
+        1,
+    );
+    let fam_first = command(&mut conn, &fam);
+    // mongod's record of the session, readable as config.transactions.
+    let r = command(
+        &mut conn,
+        &doc! { "find": "transactions", "filter": { "_id.id": lsid(7).get("id").unwrap().clone() }, "$db": "config" },
+    );
+    let rec = r
+        .get_document("cursor")
+        .unwrap()
+        .get_array("firstBatch")
+        .unwrap()[0]
+        .as_document()
+        .unwrap()
+        .clone();
+    assert_eq!(rec.get_i64("txnNum").ok(), Some(2), "{rec}");
+    assert!(rec.get_datetime("lastWriteDate").is_ok(), "{rec}");
+
+    server.kill();
+    server.restart_after_kill();
+    let mut conn = RawConn::connect(&server.addr());
+    let again = command(&mut conn, &update);
+    assert_eq!(again.get("n"), first.get("n"));
+    assert_eq!(again.get("nModified"), first.get("nModified"));
+    assert_eq!(again.get("upserted"), first.get("upserted"));
+    assert_eq!(
+        command(&mut conn, &fam).get("value"),
+        fam_first.get("value")
+    );
+    assert_eq!(counter(&mut conn, 1), Bson::Int32(1), "the $inc ran once");
+    assert_eq!(
+        counter(&mut conn, 2),
+        Bson::Int32(5),
+        "the findAndModify ran once"
+    );
+    // The session's first number is now too old: a restart keeps the session's latest.
+    assert_eq!(code(&command(&mut conn, &insert)), 225, "TransactionTooOld");
+    let status = command(&mut conn, &doc! { "serverStatus": 1, "$db": "admin" });
+    let retried = status
+        .get_document("transactions")
+        .and_then(|t| t.get_i64("retriedCommandsCount"))
+        .expect("serverStatus.transactions");
+    assert_eq!(retried, 2);
+}

@@ -30,12 +30,43 @@ async fn transaction_reaper(state: Arc<ServerState>) {
             .get_i64("transactionLifetimeLimitSeconds")
             .max(1) as u64;
         let reaped = state.sessions.reap(Duration::from_secs(limit_s));
+        expire_retry_records(&state).await;
         if reaped > 0 {
             tracing::info!(
                 count = reaped as u64,
                 "aborted transactions past their lifetime"
             );
         }
+    }
+}
+
+/// How often `config.transactions` is swept for sessions idle past their timeout.
+const RETRY_RECORD_SWEEP_INTERVAL_MS: u64 = 60_000;
+
+/// Removes the retryable-write records of sessions idle past `logicalSessionTimeoutMinutes`
+/// (at most once per `RETRY_RECORD_SWEEP_INTERVAL_MS`).
+async fn expire_retry_records(state: &Arc<ServerState>) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static LAST_MS: AtomicU64 = AtomicU64::new(0);
+    let now = bson::DateTime::now().timestamp_millis().max(0) as u64;
+    let last = LAST_MS.load(Ordering::Relaxed);
+    if now.saturating_sub(last) < RETRY_RECORD_SWEEP_INTERVAL_MS
+        || LAST_MS
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+    {
+        return;
+    }
+    let idle_ms = crate::limits::SESSION_TIMEOUT_MINUTES as i64 * 60_000;
+    let done = crate::offload::run(state, "sessionSweep", None, move |s| {
+        crate::retry_record::expire(s.catalog.engine(), idle_ms)
+            .map_err(|e| crate::error::storage_error(e, "config", "transactions"))
+    })
+    .await;
+    match done {
+        Ok(n) if n > 0 => tracing::info!(count = n as u64, "expired retryable-write records"),
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e.message, "could not expire retryable-write records"),
     }
 }
 

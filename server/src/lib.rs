@@ -26,6 +26,7 @@ pub mod planner;
 pub mod profiler;
 pub mod query;
 pub mod repl;
+pub mod retry_record;
 pub mod server;
 pub mod sessions;
 pub mod state;

@@ -11,8 +11,10 @@
 //! command-level error means no statement ran, so the retry runs it); per-statement write errors,
 //! interruptions included, are part of the stored reply: at most once, never twice.
 //!
-//! What this does not do (yet): the table lives in memory, so a retry after a server restart
-//! runs again; results are kept per command, not per statement (`stmtId`), so a retry that
+//! The table lives in memory and is durable through `crate::retry_record` (`config.transactions`):
+//! a write's first batch records that its number ran, its reply is recorded before it goes out,
+//! and the table is loaded from there at start-up, so a retry after a restart gets the first
+//! reply too. Results are kept per command, not per statement (`stmtId`), so a retry that
 //! re-batches the statements differently gets the first reply. Kept replies are bounded in bytes
 //! (`limits::SESSION_REPLIES_BYTES_MAX`): a reply past the bound is not kept, and a retry of its
 //! write gets IncompleteTransactionHistory (217), never a second run. Bounded by
@@ -110,6 +112,13 @@ pub struct SessionTable {
     pub retried_commands: std::sync::atomic::AtomicU64,
     /// Bytes of the kept replies (bounded by `limits::SESSION_REPLIES_BYTES_MAX`).
     reply_bytes: std::sync::atomic::AtomicUsize,
+}
+
+impl Retryable {
+    /// The durable record this write keeps in `coll` (`config.transactions`).
+    pub fn record(&self, coll: Arc<storage::Collection>) -> Arc<crate::retry_record::RetryRecord> {
+        crate::retry_record::RetryRecord::new(coll, self.key.clone(), self.txn_number)
+    }
 }
 
 /// A retryable write's identity: the session key and its `txnNumber`.
@@ -558,6 +567,34 @@ impl SessionTable {
             .fetch_sub(bytes, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// A session as `config.transactions` kept it over a restart: its write under `txn_number`
+    /// ran; `reply` is what a retry gets (None: the server stopped before it was recorded, so a
+    /// retry gets IncompleteTransactionHistory, never a second run).
+    pub fn restore(&self, key: Vec<u8>, txn_number: i64, reply: Option<Document>) {
+        let Ok(entry) = self.entry(&key) else {
+            return;
+        };
+        let Ok(mut s) = entry.try_lock() else {
+            return;
+        };
+        if s.txn_number > txn_number {
+            return;
+        }
+        let bytes = reply
+            .as_ref()
+            .and_then(|d| bson::RawDocumentBuf::try_from(d).ok())
+            .map_or(0, |r| r.as_bytes().len());
+        let kept = reply.filter(|_| self.reserve(bytes));
+        self.release(s.reply_bytes);
+        *s = SessionTxn {
+            txn_number,
+            reply_bytes: if kept.is_some() { bytes } else { 0 },
+            reply: kept,
+            executed: true,
+            phase: None,
+        };
+    }
+
     pub fn len(&self) -> usize {
         self.map.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
@@ -599,7 +636,8 @@ where
                     ErrorCode::IncompleteTransactionHistory,
                     format!(
                         "Incomplete history detected for transaction {} on session {}: the \
-                         write ran, but its reply was not kept (too many kept replies)",
+                         write ran, but its reply was not kept (over the bound of kept replies, or the \
+                         server stopped before recording it)",
                         rw.txn_number, rw.id_text
                     ),
                 ));
@@ -640,7 +678,7 @@ where
 
 /// The reply a retry gets: the first reply without the fields that describe that one attempt's
 /// wait (a retry has nothing to wait for: the write was durable before the first reply).
-fn retried_form(d: &Document) -> Document {
+pub fn retried_form(d: &Document) -> Document {
     let mut out = d.clone();
     out.remove("writeConcernError");
     out

@@ -28,8 +28,20 @@ pub enum Scope {
 pub enum FullDocument {
     Default,
     UpdateLookup,
-    /// The post-image from the log (`whenAvailable` and `required`: cairn always has it).
-    PostImage,
+    /// `whenAvailable` / `required`: an update's post-image, which exists (as in mongod) only
+    /// when the collection kept pre- and post-images at the time of the write.
+    PostImage(Image),
+}
+
+/// Whether a change stream asks for an image it may not find (`fullDocumentBeforeChange`,
+/// or the post-image of `fullDocument`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Image {
+    Off,
+    /// Null when the write kept no image.
+    WhenAvailable,
+    /// An error (47 NoMatchingDocument) when the write kept no image.
+    Required,
 }
 
 #[derive(Clone, Debug)]
@@ -41,8 +53,8 @@ pub enum Kind {
         full_document: FullDocument,
         /// The stages after `$changeStream` (`commands::change_stages`), applied to events.
         matches: Vec<Document>,
-        /// `fullDocumentBeforeChange: whenAvailable` (cairn has no pre-images: null).
-        before_change: bool,
+        /// `fullDocumentBeforeChange`: the pre-image the log kept for the op.
+        before_change: Image,
     },
 }
 

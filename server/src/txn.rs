@@ -428,7 +428,7 @@ pub fn get(coll: &Arc<Collection>, rid: RecordId) -> storage::Result<Option<RawD
 pub fn write(coll: &Arc<Collection>, ops: Vec<WriteOp>) -> storage::Result<Option<Ticket>> {
     match current() {
         Some(t) => t.buffer(coll, ops).map(|()| None),
-        None => coll.write(ops).map(Some),
+        None => crate::retry_record::write(coll, ops).map(Some),
     }
 }
 

@@ -116,6 +116,9 @@ pub(crate) struct Planned {
     /// Bytes of the new document (None: delete).
     pub doc_size: Option<u32>,
     pub record: OutRecord,
+    /// The document's version before this op, logged just before `record` when the
+    /// collection keeps pre-images (`record::Kind::PreImage`).
+    pub pre_image: Option<OutRecord>,
 }
 
 pub(crate) fn lock_err() -> StorageError {
@@ -288,6 +291,18 @@ impl Collection {
     }
 
     /// The bounds of a capped collection (None: not capped).
+    /// Whether writes log the version they replace or delete, for change streams'
+    /// `fullDocumentBeforeChange` (the `changeStreamPreAndPostImages: {enabled: true}` option).
+    pub fn keeps_pre_images(&self) -> bool {
+        self.meta.read().ok().is_some_and(|m| {
+            m.options
+                .get_document("changeStreamPreAndPostImages")
+                .ok()
+                .and_then(|d| d.get_bool("enabled").ok())
+                == Some(true)
+        })
+    }
+
     pub fn capped_limits(&self) -> Option<crate::capped::CappedLimits> {
         self.meta
             .read()
@@ -443,6 +458,8 @@ impl Collection {
         // Documents changed earlier in this batch (None = deleted), so later ops see them.
         let mut in_batch: HashMap<RecordId, Option<RawDocumentBuf>> = HashMap::new();
         let mut out = Vec::with_capacity(ops.len());
+        // Pre-images only describe stamped batches (the history is what reads them).
+        let pre_images = stamp.is_some() && self.keeps_pre_images();
         for op in ops {
             let (rid, new) = match op {
                 WriteOp::Insert(d) => {
@@ -505,11 +522,19 @@ impl Collection {
             } else {
                 Kind::Delete
             };
+            let pre_image = match old_ref {
+                Some(o) if pre_images => Some(OutRecord {
+                    kind: Kind::PreImage,
+                    payload: record::data_payload(self.id, rid, Some(o.as_bytes()), &[]),
+                }),
+                _ => None,
+            };
             in_batch.insert(rid, new.cloned());
             out.push(Planned {
                 rid,
                 doc_size: new.map(|d| d.as_bytes().len() as u32),
                 record: OutRecord { kind, payload },
+                pre_image,
             });
         }
         Ok(out)

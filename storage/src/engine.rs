@@ -308,7 +308,10 @@ impl Engine {
                     let n = (s.ops.len() as u64).max(1);
                     last_timestamp = last_timestamp.max(s.timestamp + n - 1);
                 }
-                if !matches!(item.kind, Kind::BatchBegin | Kind::BatchEnd | Kind::Stamp) {
+                if !matches!(
+                    item.kind,
+                    Kind::BatchBegin | Kind::BatchEnd | Kind::Stamp | Kind::PreImage
+                ) {
                     replayed += 1;
                 }
                 replay.apply(item)

@@ -34,6 +34,9 @@ pub struct HistoryOp {
     pub document: Option<RawDocumentBuf>,
     /// Updates: the `$v: 2` diff; deletes: `{_id}`.
     pub details: Option<Document>,
+    /// The version before this op (replacements, updates, deletes), when the collection kept
+    /// pre-images at the time of the write (`changeStreamPreAndPostImages`).
+    pub pre_image: Option<RawDocumentBuf>,
 }
 
 /// One committed, stamped write batch.
@@ -173,6 +176,16 @@ impl Engine {
                         bytes += document.as_ref().map_or(0, |d| d.as_bytes().len());
                         open.push(data.collection_id, data.record_id, document);
                     }
+                    (Kind::PreImage, Some(open)) if open.batch.is_some() => {
+                        let data = record::parse_data(r.kind, r.payload).map_err(bad)?;
+                        let image = data
+                            .document
+                            .map(|d| RawDocumentBuf::from_bytes(d.to_vec()))
+                            .transpose()
+                            .map_err(|e| bad(&e.to_string()))?;
+                        bytes += image.as_ref().map_or(0, |d| d.as_bytes().len());
+                        open.pre_image = image;
+                    }
                     (Kind::Catalog, Some(open)) if open.batch.is_some() => {
                         let i = open.batch.as_ref().map_or(0, |b| b.ops.len());
                         let id = open
@@ -235,6 +248,8 @@ struct Open {
     codes: Vec<u8>,
     details: Document,
     batch: Option<HistoryBatch>,
+    /// A pre-image read, for the next data record.
+    pre_image: Option<RawDocumentBuf>,
 }
 
 impl Open {
@@ -244,6 +259,7 @@ impl Open {
             codes: Vec::new(),
             details: Document::new(),
             batch: None,
+            pre_image: None,
         }
     }
 
@@ -258,6 +274,7 @@ impl Open {
             record_id,
             document,
             details: self.details.get_document(i.to_string()).ok().cloned(),
+            pre_image: self.pre_image.take(),
         });
     }
 }
@@ -337,6 +354,75 @@ mod tests {
                 e.close().unwrap();
             }
         }
+    }
+
+    #[test]
+    fn pre_images_follow_the_collection_option_and_survive_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = open(dir.path());
+        let start = e.history_end().unwrap();
+        let kept = e
+            .create_collection(
+                "t",
+                "kept",
+                bson::doc! { "changeStreamPreAndPostImages": { "enabled": true } },
+            )
+            .unwrap();
+        let plain = e.create_collection("t", "plain", Document::new()).unwrap();
+        for c in [&kept, &plain] {
+            let t = c
+                .write(vec![WriteOp::Insert(rawdoc! { "_id": 1, "v": 0 })])
+                .unwrap();
+            let rid = t.record_ids[0];
+            c.write(vec![
+                WriteOp::Update(rid, rawdoc! { "_id": 1, "v": 1 }),
+                // A second op on the same document in one batch sees the first's version.
+                WriteOp::Replace(rid, rawdoc! { "_id": 1, "w": 2 }),
+            ])
+            .unwrap();
+            c.write(vec![WriteOp::Delete(rid)])
+                .unwrap()
+                .wait_durable_blocking()
+                .unwrap();
+        }
+        // Turned off: later writes keep none.
+        e.set_collection_options("t", "kept", Document::new())
+            .unwrap();
+        let t = kept
+            .write(vec![WriteOp::Insert(rawdoc! { "_id": 2 })])
+            .unwrap();
+        kept.write(vec![WriteOp::Delete(t.record_ids[0])])
+            .unwrap()
+            .wait_durable_blocking()
+            .unwrap();
+        e.close().unwrap();
+        let e = open(dir.path());
+        assert_eq!(e.collection("t", "kept").unwrap().count(), 0);
+        let read = e.history_read(start, 100, 1 << 20).unwrap();
+        let images = |id: u64| -> Vec<Option<Document>> {
+            read.batches
+                .iter()
+                .flat_map(|b| &b.ops)
+                .filter(|o| o.collection_id == id && o.code != OP_COMMAND)
+                .map(|o| {
+                    o.pre_image
+                        .as_ref()
+                        .map(|d| Document::try_from(d.as_ref()).unwrap())
+                })
+                .collect()
+        };
+        assert_eq!(
+            images(kept.id),
+            vec![
+                None,
+                Some(bson::doc! { "_id": 1, "v": 0 }),
+                Some(bson::doc! { "_id": 1, "v": 1 }),
+                Some(bson::doc! { "_id": 1, "w": 2 }),
+                None,
+                None,
+            ]
+        );
+        assert_eq!(images(plain.id), vec![None; 4]);
     }
 
     #[test]

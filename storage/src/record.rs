@@ -59,6 +59,11 @@ pub enum Kind {
     /// first record of a batch): timestamp u64, wall clock ms i64, op count u32, one op code
     /// byte per data record of the batch, then a BSON document of per-op details.
     Stamp = 8,
+    /// Payload as `Put` (collection id u64, record id u64, BSON document, an empty removed-key
+    /// list): the version a document had before the batch's next data record changed it,
+    /// written just before that record when the collection keeps pre-images
+    /// (`changeStreamPreAndPostImages`). Read only by the history; replay passes over it.
+    PreImage = 9,
 }
 
 impl Kind {
@@ -71,6 +76,7 @@ impl Kind {
             5 => Kind::Catalog,
             7 => Kind::Move,
             8 => Kind::Stamp,
+            9 => Kind::PreImage,
             _ => return None,
         })
     }

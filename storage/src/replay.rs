@@ -108,6 +108,10 @@ impl Replay<'_> {
                 self.apply_op(CatalogOp::from_document(&d)?)?;
             }
             Kind::BatchBegin | Kind::BatchEnd => {}
+            // Pre-images are for the history (change streams); the data is in the next record.
+            Kind::PreImage => {
+                record::parse_data(item.kind, item.payload).map_err(bad)?;
+            }
             // A stamp describes its batch for the history; replay needs nothing from it.
             Kind::Stamp => {
                 record::parse_stamp(item.payload).map_err(bad)?;

@@ -140,14 +140,20 @@ pub fn write_across_at(
         }),
         None => None,
     };
-    let records: Vec<OutRecord> = planned_parts
-        .iter_mut()
-        .flat_map(|p| p.planned.iter_mut())
-        .map(|p| OutRecord {
+    // Each op's record, preceded by its pre-image where the collection keeps them.
+    let mut records: Vec<OutRecord> = Vec::new();
+    let mut is_pre_image: Vec<bool> = Vec::new();
+    for p in planned_parts.iter_mut().flat_map(|p| p.planned.iter_mut()) {
+        if let Some(pre) = p.pre_image.take() {
+            records.push(pre);
+            is_pre_image.push(true);
+        }
+        records.push(OutRecord {
             kind: p.record.kind,
             payload: std::mem::take(&mut p.record.payload),
-        })
-        .collect();
+        });
+        is_pre_image.push(false);
+    }
     let (seq, locs, timestamp) = match shared.log.append_stamped(&records, true, stamp.as_ref()) {
         Ok(x) => x,
         Err(e) => {
@@ -156,7 +162,11 @@ pub fn write_across_at(
         }
     };
     drop(records);
-    let mut locs = locs.into_iter();
+    let mut locs = locs
+        .into_iter()
+        .zip(is_pre_image)
+        .filter(|(_, pre)| !pre)
+        .map(|(loc, _)| loc);
     let mut record_ids = Vec::new();
     for p in &mut planned_parts {
         let mine: Vec<_> = locs.by_ref().take(p.planned.len()).collect();

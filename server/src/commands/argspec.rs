@@ -514,6 +514,8 @@ pub mod specs {
             opt("expireAfterSeconds", Ty::Any),
             opt("timeseries", Ty::Object),
             opt("changeStreamPreAndPostImages", Ty::Object),
+            opt("cappedSize", Ty::SafeInt64),
+            opt("cappedMax", Ty::SafeInt64),
             opt("dryRun", Ty::Bool),
         ],
     };

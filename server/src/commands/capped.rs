@@ -114,6 +114,62 @@ pub fn create_options(body: &Document, options: &mut Document) -> CommandResult<
     Ok(())
 }
 
+/// `collMod`'s `cappedSize` / `cappedMax` (mongod 6.0+): new bounds for a capped collection,
+/// merged into `options`; whether the body had either. A smaller bound takes effect at the next
+/// insert, which trims to it (as in mongod). `cappedMax` of 0 or less removes the count bound.
+pub fn coll_mod_options(body: &Document, options: &mut Document) -> CommandResult<bool> {
+    let size = body.get("cappedSize");
+    let max = body.get("cappedMax");
+    if size.is_none() && max.is_none() {
+        return Ok(false);
+    }
+    if storage::capped::limits_of(options).is_none() {
+        return Err(err(
+            ErrorCode::InvalidOptions,
+            "Collection must be capped to change its cappedSize or cappedMax",
+        ));
+    }
+    if let Some(v) = size {
+        let n = match v {
+            Bson::Null => None,
+            v => number(v),
+        };
+        let n = n.ok_or_else(|| {
+            err(
+                ErrorCode::TypeMismatch,
+                format!(
+                    "BSON field 'collMod.cappedSize' is the wrong type '{}', expected types '[long, int, decimal, double']",
+                    type_name(v)
+                ),
+            )
+        })?;
+        if !(1..=CAPPED_SIZE_BYTES_MAX).contains(&n) {
+            return Err(err(
+                ErrorCode::InvalidOptions,
+                format!("cappedSize must be between 1 and {CAPPED_SIZE_BYTES_MAX} bytes, got {n}"),
+            ));
+        }
+        options.insert("size", n);
+    }
+    if let Some(v) = max {
+        let n = number(v).ok_or_else(|| {
+            err(
+                ErrorCode::TypeMismatch,
+                format!(
+                    "BSON field 'collMod.cappedMax' is the wrong type '{}', expected types '[long, int, decimal, double']",
+                    type_name(v)
+                ),
+            )
+        })?;
+        if n > 0 {
+            options.insert("max", n);
+        } else {
+            options.remove("max");
+        }
+    }
+    Ok(true)
+}
+
 /// The capped fields of `collStats` / `$collStats.storageStats`.
 pub fn stats_fields(c: &Collection, out: &mut Document) {
     match c.capped_limits() {

@@ -16,7 +16,7 @@ use crate::error::{CommandResult, ErrorCode, err, storage_error};
 use crate::limits::{CHANGE_AWAIT_MS_MAX, CHANGE_BATCH_COUNT_MAX};
 use crate::query::matcher::Filter;
 use crate::state::ServerState;
-use crate::streams::{FullDocument, Kind, Position, Scope, StreamCursor};
+use crate::streams::{FullDocument, Image, Kind, Position, Scope, StreamCursor};
 use bson::{Bson, Document, RawDocumentBuf, cstr, doc};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -257,7 +257,7 @@ pub(super) fn in_scope(scope: &Scope, db: &str, coll: &str) -> bool {
 fn change_event(
     state: &ServerState,
     full: FullDocument,
-    before_change: bool,
+    before_change: Image,
     db: &str,
     coll: &str,
     op: &HistoryOp,
@@ -278,9 +278,18 @@ fn change_event(
         "clusterTime": ts_of(ts),
         "wallTime": bson::DateTime::from_millis(wall_ms),
     };
+    let post_image = |image: Image, e: &Document| -> CommandResult<Option<Document>> {
+        match (&op.pre_image, image) {
+            // The log's version after the op is the post-image; it counts as kept only when
+            // the pre-image was (the collection's `changeStreamPreAndPostImages`).
+            (Some(_), _) => Ok(op.document.as_ref().map(owned)),
+            (None, Image::Required) => Err(image_not_found("post", e)),
+            (None, _) => Ok(None),
+        }
+    };
     let full_doc = match (op.code, full) {
         (record::OP_INSERT, _) | (record::OP_REPLACE, _) => op.document.as_ref().map(owned),
-        (record::OP_UPDATE, FullDocument::PostImage) => op.document.as_ref().map(owned),
+        (record::OP_UPDATE, FullDocument::PostImage(image)) => post_image(image, &e)?,
         (record::OP_UPDATE, FullDocument::UpdateLookup) => {
             Some(lookup(state, db, coll, &key)?.unwrap_or_default()).filter(|d| !d.is_empty())
         }
@@ -295,9 +304,6 @@ fn change_event(
         }
         _ => {}
     }
-    if before_change && op.code != record::OP_INSERT {
-        e.insert("fullDocumentBeforeChange", Bson::Null);
-    }
     e.insert("ns", doc! { "db": db, "coll": coll });
     e.insert("documentKey", key);
     if op.code == record::OP_UPDATE {
@@ -306,7 +312,28 @@ fn change_event(
             update_description(op.details.as_ref().unwrap_or(&Document::new())),
         );
     }
+    if before_change != Image::Off && op.code != record::OP_INSERT {
+        match &op.pre_image {
+            Some(d) => {
+                e.insert("fullDocumentBeforeChange", owned(d));
+            }
+            None if before_change == Image::Required => return Err(image_not_found("pre", &e)),
+            None => {
+                e.insert("fullDocumentBeforeChange", Bson::Null);
+            }
+        }
+    }
     Ok(e)
+}
+
+/// A `required` image the write did not keep: mongod's error, naming the event.
+fn image_not_found(which: &str, event: &Document) -> crate::error::CommandError {
+    err(
+        ErrorCode::NoMatchingDocument,
+        format!(
+            "Change stream was configured to require a {which}-image for all update, delete and replace events, but the {which}-image was not found for event: {event}"
+        ),
+    )
 }
 
 /// `fullDocument: updateLookup`: the document's current version.
@@ -678,7 +705,8 @@ fn open_stream(
     let full_document = match spec.get_str("fullDocument").unwrap_or("default") {
         "default" => FullDocument::Default,
         "updateLookup" => FullDocument::UpdateLookup,
-        "whenAvailable" | "required" => FullDocument::PostImage,
+        "whenAvailable" => FullDocument::PostImage(Image::WhenAvailable),
+        "required" => FullDocument::PostImage(Image::Required),
         other => {
             return Err(err(
                 ErrorCode::BadValue,
@@ -689,14 +717,9 @@ fn open_stream(
         }
     };
     let before_change = match spec.get_str("fullDocumentBeforeChange").unwrap_or("off") {
-        "off" => false,
-        "whenAvailable" => true,
-        "required" => {
-            return Err(err(
-                ErrorCode::NoMatchingDocument,
-                "cairn keeps no pre-images: fullDocumentBeforeChange 'required' cannot be served",
-            ));
-        }
+        "off" => Image::Off,
+        "whenAvailable" => Image::WhenAvailable,
+        "required" => Image::Required,
         other => {
             return Err(err(
                 ErrorCode::BadValue,

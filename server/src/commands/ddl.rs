@@ -60,6 +60,37 @@ fn merge_validation(body: &Document, options: &mut Document) -> CommandResult<bo
     Ok(changed)
 }
 
+/// `changeStreamPreAndPostImages: {enabled: <bool>}` as mongod's IDL has it.
+const PRE_AND_POST_IMAGES: argspec::CommandSpec = argspec::CommandSpec {
+    name: "changeStreamPreAndPostImages",
+    fields: &[argspec::req("enabled", argspec::Ty::Bool)],
+};
+
+/// Check a `create` or `collMod` body's `changeStreamPreAndPostImages` and set it in
+/// `options` (kept only while enabled, so listCollections shows it as mongod does); whether
+/// the body had it. The storage engine reads the option and logs pre-images while it is on.
+fn merge_pre_and_post_images(body: &Document, options: &mut Document) -> CommandResult<bool> {
+    let Some(v) = body.get("changeStreamPreAndPostImages") else {
+        return Ok(false);
+    };
+    let Bson::Document(d) = v else {
+        return Err(err(
+            ErrorCode::TypeMismatch,
+            format!(
+                "BSON field 'changeStreamPreAndPostImages' is the wrong type '{}', expected type 'object'",
+                args::type_name(v)
+            ),
+        ));
+    };
+    argspec::check_entry(&PRE_AND_POST_IMAGES, d)?;
+    if d.get_bool("enabled").unwrap_or(false) {
+        options.insert("changeStreamPreAndPostImages", doc! { "enabled": true });
+    } else {
+        options.remove("changeStreamPreAndPostImages");
+    }
+    Ok(true)
+}
+
 /// `create` options that need features cairn does not have yet.
 const CREATE_UNSUPPORTED: &[&str] = &[
     "viewOn",
@@ -67,7 +98,6 @@ const CREATE_UNSUPPORTED: &[&str] = &[
     "collation",
     "timeseries",
     "clusteredIndex",
-    "changeStreamPreAndPostImages",
     "expireAfterSeconds",
     "encryptedFields",
 ];
@@ -102,6 +132,7 @@ pub fn create(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     }
     super::capped::create_options(&req.body, &mut options)?;
     merge_validation(&req.body, &mut options)?;
+    merge_pre_and_post_images(&req.body, &mut options)?;
     if name.starts_with("system.") {
         return Err(err(
             ErrorCode::InvalidNamespace,
@@ -550,7 +581,9 @@ fn modify_collection(state: &ServerState, req: &Request, name: &str) -> CommandR
         ));
     };
     let mut options = coll.options();
-    if merge_validation(&req.body, &mut options)? {
+    let images = merge_pre_and_post_images(&req.body, &mut options)?;
+    let bounds = super::capped::coll_mod_options(&req.body, &mut options)?;
+    if merge_validation(&req.body, &mut options)? || images || bounds {
         // An empty validator turns validation off (mongod keeps `validator: {}`).
         state
             .catalog

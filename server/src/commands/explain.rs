@@ -235,6 +235,7 @@ pub fn explain(state: &ServerState, req: &Request) -> CommandResult<Reply> {
             received: req.received,
             op: req.op.clone(),
             txn: Default::default(),
+            retry: Default::default(),
         };
         return match super::aggregate::run_pipeline(state, &sub)? {
             super::aggregate::Ran::Reply(reply) => Ok(reply),

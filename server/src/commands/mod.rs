@@ -34,7 +34,7 @@ pub mod users;
 pub mod validation;
 pub mod views;
 
-use crate::error::{CommandResult, ErrorCode, err};
+use crate::error::{CommandResult, ErrorCode, err, storage_error};
 use crate::interrupt::Interrupt;
 use crate::state::ServerState;
 use bson::{Bson, Document, RawDocumentBuf};
@@ -84,6 +84,8 @@ pub struct Request {
     pub op: Interrupt,
     /// The multi-document transaction the command runs in (set by `dispatch`; see `crate::txn`).
     pub txn: std::sync::OnceLock<Arc<crate::txn::Txn>>,
+    /// The retryable write the command is (set by `dispatch`; see `crate::retry_record`).
+    pub retry: std::sync::OnceLock<Arc<crate::retry_record::RetryRecord>>,
 }
 
 /// What a handler produces.
@@ -329,6 +331,7 @@ pub fn parse_request(
         received,
         op,
         txn: Default::default(),
+        retry: Default::default(),
     })
 }
 
@@ -369,6 +372,7 @@ where
     let r = req.clone();
     crate::offload::run(state, req.command, Some(&req.op), move |s| {
         let _txn = r.txn.get().map(|t| t.install());
+        let _retry = r.retry.get().map(|t| t.install());
         f(s, &r)
     })
     .await
@@ -444,11 +448,29 @@ pub async fn dispatch(
         transactions::attach(state, req, ts).await?;
     }
     if let Some(rw) = retryable {
+        let existing = state.catalog.collection(
+            crate::retry_record::CONFIG_DB,
+            crate::retry_record::TRANSACTIONS_COLLECTION,
+        );
+        let record_coll = match existing {
+            Some(c) => c,
+            None => {
+                crate::offload::run(state, req.command, Some(&req.op), |s| {
+                    crate::retry_record::collection(s.catalog.engine()).map_err(|e| {
+                        storage_error(e, crate::retry_record::CONFIG_DB, "transactions")
+                    })
+                })
+                .await?
+            }
+        };
+        let _ = req.retry.set(rw.record(record_coll));
         let (s, r) = (state.clone(), req.clone());
         let result = crate::sessions::run_once(state.sessions.clone(), rw, move || async move {
             // The fsync gate goes with the write: it must outlive a client that hangs up.
             let _gate = _write_gate;
-            retryable_write(&s, &r).await
+            let result = retryable_write(&s, &r).await;
+            record_reply(&s, &r, &result).await;
+            result
         })
         .await;
         let lost = result.is_ok()
@@ -596,6 +618,32 @@ impl crate::sessions::Storable for Reply {
 }
 
 /// The handlers of the commands `crate::sessions::RETRYABLE_COMMANDS` names.
+/// A retryable write that wrote data: its reply goes into the session's durable record before
+/// the client sees it (`crate::retry_record`). A failure is logged; the in-memory record still
+/// answers retries until a restart.
+async fn record_reply(state: &Arc<ServerState>, req: &Arc<Request>, result: &CommandResult<Reply>) {
+    use crate::sessions::Storable;
+    let Some(record) = req.retry.get().filter(|r| r.wrote()).cloned() else {
+        return;
+    };
+    let Some(reply) = result.as_ref().ok().and_then(Storable::stored) else {
+        return;
+    };
+    if reply.get_f64("ok").ok() != Some(1.0) {
+        return;
+    }
+    let reply = crate::sessions::retried_form(&reply);
+    let done = crate::offload::run(state, req.command, None, move |_| {
+        record
+            .record_reply(reply)
+            .map_err(|e| storage_error(e, crate::retry_record::CONFIG_DB, "transactions"))
+    })
+    .await;
+    if let Err(e) = done {
+        tracing::warn!(error = %e.message, "could not record a retryable write's reply");
+    }
+}
+
 async fn retryable_write(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<Reply> {
     match req.command {
         "insert" => crud_write::insert(state, req).await,

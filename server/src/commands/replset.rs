@@ -51,6 +51,7 @@ pub fn start(state: &ServerState, port: u16) -> CommandResult<()> {
         _ => default_host(state, port),
     };
     let _ = repl.me.set(me);
+    restore_sessions(state);
     if let Some(mut cfg) = stored {
         let term = cfg.get_i64("term").unwrap_or(0) + 1;
         cfg.insert("term", term);
@@ -62,6 +63,22 @@ pub fn start(state: &ServerState, port: u16) -> CommandResult<()> {
         tracing::info!(set = %repl.set_name, "replica set not initiated; run replSetInitiate");
     }
     Ok(())
+}
+
+/// The retryable writes' records kept over the restart (`crate::retry_record`).
+fn restore_sessions(state: &ServerState) {
+    match crate::retry_record::load(state.catalog.engine()) {
+        Ok(records) => {
+            let n = records.len();
+            for (key, txn_number, reply) in records {
+                state.sessions.restore(key, txn_number, reply);
+            }
+            if n > 0 {
+                tracing::info!(sessions = n as u64, "retryable-write records restored");
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "could not read config.transactions"),
+    }
 }
 
 fn become_primary(state: &ServerState) {

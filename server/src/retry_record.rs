@@ -1,0 +1,201 @@
+//! The durable record of retryable writes: `config.transactions`, one document per logical
+//! session, `{_id: {id: <lsid UUID>}, txnNum, lastWriteDate, reply?}`, as mongod keeps it (plus
+//! the reply cairn gives a retry, which mongod rebuilds from its oplog instead).
+//!
+//! A retryable write's first data batch carries the session's record (`txnNum` set, no reply)
+//! in the same atomic batch (`storage::write_across`), so no restart can keep the write and lose
+//! the fact that it ran. When the command has finished, its reply is written into the record and
+//! made durable before the reply goes out. After a restart the session table is loaded from the
+//! collection: a retry gets the stored reply, and a retry of a write whose reply was never
+//! recorded (the server died between the two) gets IncompleteTransactionHistory (217), never a
+//! second run. Records of sessions idle past `logicalSessionTimeoutMinutes` are removed by the
+//! background sweep, as mongod's session reaper does.
+//!
+//! Invariant: a session's record is read and rewritten only while its session is checked out
+//! (`sessions::run_once` holds it), so the two writes of one command never race another's.
+
+use bson::{Bson, Document, RawDocumentBuf, doc};
+use std::cell::RefCell;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use storage::{Collection, Direction, StorageError, WriteOp};
+
+pub const CONFIG_DB: &str = "config";
+pub const TRANSACTIONS_COLLECTION: &str = "transactions";
+
+/// One running retryable write: where its session's record goes and whether a batch carried it.
+pub struct RetryRecord {
+    coll: Arc<Collection>,
+    key: Vec<u8>,
+    txn_number: i64,
+    wrote: AtomicBool,
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Arc<RetryRecord>>> = const { RefCell::new(None) };
+}
+
+/// Restores the thread's previous record (usually none) when dropped.
+pub struct Installed {
+    previous: Option<Arc<RetryRecord>>,
+}
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        let previous = self.previous.take();
+        CURRENT.with(|c| *c.borrow_mut() = previous);
+    }
+}
+
+fn session_id(key: &[u8]) -> Document {
+    let id = bson::Binary {
+        subtype: bson::spec::BinarySubtype::Uuid,
+        bytes: key.to_vec(),
+    };
+    doc! { "id": id }
+}
+
+fn encode(d: &Document) -> storage::Result<RawDocumentBuf> {
+    RawDocumentBuf::try_from(d).map_err(|e| StorageError::InvalidDocument(e.to_string()))
+}
+
+/// `config.transactions`, created on first use.
+pub fn collection(engine: &storage::Engine) -> storage::Result<Arc<Collection>> {
+    if let Some(c) = engine.collection(CONFIG_DB, TRANSACTIONS_COLLECTION) {
+        return Ok(c);
+    }
+    match engine.create_collection(CONFIG_DB, TRANSACTIONS_COLLECTION, Document::new()) {
+        Ok(c) => Ok(c),
+        Err(StorageError::NamespaceExists(_)) => engine
+            .collection(CONFIG_DB, TRANSACTIONS_COLLECTION)
+            .ok_or_else(|| StorageError::NamespaceNotFound(TRANSACTIONS_COLLECTION.into())),
+        Err(e) => Err(e),
+    }
+}
+
+impl RetryRecord {
+    pub fn new(coll: Arc<Collection>, key: Vec<u8>, txn_number: i64) -> Arc<RetryRecord> {
+        Arc::new(RetryRecord {
+            coll,
+            key,
+            txn_number,
+            wrote: AtomicBool::new(false),
+        })
+    }
+
+    /// Makes this the thread's retryable write until the guard drops.
+    pub fn install(self: &Arc<Self>) -> Installed {
+        Installed {
+            previous: CURRENT.with(|c| c.replace(Some(self.clone()))),
+        }
+    }
+
+    /// Whether a data batch of the command carried the record.
+    pub fn wrote(&self) -> bool {
+        self.wrote.load(Ordering::Acquire)
+    }
+
+    /// The op that sets the session's record to `txnNum` (with `reply`, once known).
+    fn record_op(&self, reply: Option<Document>) -> storage::Result<WriteOp> {
+        let id = session_id(&self.key);
+        let mut d = doc! {
+            "_id": id.clone(),
+            "txnNum": self.txn_number,
+            "lastWriteDate": bson::DateTime::now(),
+        };
+        if let Some(r) = reply {
+            d.insert("reply", r);
+        }
+        let raw = encode(&d)?;
+        let key = encode(&doc! { "_id": id })?;
+        let existing = match key.iter().next() {
+            Some(Ok((_, v))) => self.coll.find_by_id(v)?,
+            _ => None,
+        };
+        Ok(match existing {
+            Some(rid) => WriteOp::Replace(rid, raw),
+            None => WriteOp::Insert(raw),
+        })
+    }
+
+    /// Writes the command's reply into the record, durably.
+    pub fn record_reply(&self, reply: Document) -> storage::Result<()> {
+        let op = self.record_op(Some(reply))?;
+        self.coll.write(vec![op])?.wait_durable_blocking()
+    }
+}
+
+/// A write outside a transaction: the thread's retryable write's first batch also sets its
+/// session's record, atomically with the data.
+pub fn write(coll: &Arc<Collection>, ops: Vec<WriteOp>) -> storage::Result<storage::Ticket> {
+    let record = CURRENT.with(|c| c.borrow().clone());
+    let Some(r) = record.filter(|r| !r.wrote() && !Arc::ptr_eq(&r.coll, coll)) else {
+        return coll.write(ops);
+    };
+    let op = r.record_op(None)?;
+    let mut t = storage::write_across(vec![(&**coll, ops), (&*r.coll, vec![op])])?;
+    // The record's own RecordId comes last: callers see only their ops' ids.
+    t.record_ids.pop();
+    r.wrote.store(true, Ordering::Release);
+    Ok(t)
+}
+
+/// Every document of `c`, page by page.
+fn scan_all(c: &Collection) -> storage::Result<Vec<(storage::RecordId, RawDocumentBuf)>> {
+    let mut out = Vec::new();
+    loop {
+        let after = out
+            .last()
+            .map(|(rid, _): &(storage::RecordId, RawDocumentBuf)| *rid);
+        let page = c.scan(Direction::Forward, after, usize::MAX)?;
+        if page.is_empty() {
+            return Ok(out);
+        }
+        out.extend(page);
+    }
+}
+
+/// One session's record as loaded: its key (the lsid UUID's bytes), `txnNum`, the kept reply.
+pub type Loaded = (Vec<u8>, i64, Option<Document>);
+
+/// Every record.
+pub fn load(engine: &storage::Engine) -> storage::Result<Vec<Loaded>> {
+    let Some(c) = engine.collection(CONFIG_DB, TRANSACTIONS_COLLECTION) else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for (_, raw) in scan_all(&c)? {
+        let Ok(d) = Document::try_from(raw.as_ref()) else {
+            continue;
+        };
+        let key = match d.get_document("_id").ok().and_then(|i| i.get("id")) {
+            Some(Bson::Binary(b)) => b.bytes.clone(),
+            _ => continue,
+        };
+        let Ok(n) = d.get_i64("txnNum") else { continue };
+        out.push((key, n, d.get_document("reply").ok().cloned()));
+    }
+    Ok(out)
+}
+
+/// Removes the records whose last write is older than `idle_ms`; how many.
+pub fn expire(engine: &storage::Engine, idle_ms: i64) -> storage::Result<usize> {
+    let Some(c) = engine.collection(CONFIG_DB, TRANSACTIONS_COLLECTION) else {
+        return Ok(0);
+    };
+    let cutoff = bson::DateTime::now().timestamp_millis() - idle_ms;
+    let old: Vec<WriteOp> = scan_all(&c)?
+        .into_iter()
+        .filter(|(_, raw)| {
+            raw.get_datetime("lastWriteDate")
+                .ok()
+                .is_some_and(|t| t.timestamp_millis() < cutoff)
+        })
+        .map(|(rid, _)| WriteOp::Delete(rid))
+        .collect();
+    let n = old.len();
+    if n > 0 {
+        c.write(old)?;
+    }
+    Ok(n)
+}
