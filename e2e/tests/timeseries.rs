@@ -112,7 +112,10 @@ async fn reads_equal_a_plain_collection() {
     let range = doc! { "t": { "$gte": at(2.5), "$lt": at(5.25) } };
     let pipelines: Vec<Vec<Document>> = vec![
         vec![doc! { "$sort": { "_id": 1 } }],
-        vec![doc! { "$match": range.clone() }, doc! { "$sort": { "_id": 1 } }],
+        vec![
+            doc! { "$match": range.clone() },
+            doc! { "$sort": { "_id": 1 } },
+        ],
         vec![
             doc! { "$match": { "m.sensor": 3, "v": { "$gt": 40 } } },
             doc! { "$sort": { "_id": 1 } },
@@ -140,7 +143,10 @@ async fn reads_equal_a_plain_collection() {
     for p in &pipelines {
         let got = aggregate(&db, "ts", p).await;
         let want = aggregate(&db, "plain", p).await;
-        assert!(!want.is_empty(), "seed {seed}: {p:?} should select something");
+        assert!(
+            !want.is_empty(),
+            "seed {seed}: {p:?} should select something"
+        );
         assert_eq!(normalized(got), normalized(want), "seed {seed}: {p:?}");
     }
     // find with filter, sort, skip, limit and projection.
@@ -214,7 +220,10 @@ async fn time_range_filters_skip_buckets_in_explain() {
         })
         .await
         .unwrap();
-    assert!(touched >= 1 && touched * 4 < all, "{touched} of {all} buckets");
+    assert!(
+        touched >= 1 && touched * 4 < all,
+        "{touched} of {all} buckets"
+    );
 }
 
 #[tokio::test]
@@ -251,7 +260,10 @@ async fn create_and_insert_errors_are_mongods() {
         assert_eq!(error_code(&e), code, "{spec:?}");
     }
     let listed = db.list_collection_names().await.unwrap();
-    assert!(listed.is_empty(), "a refused create leaves nothing: {listed:?}");
+    assert!(
+        listed.is_empty(),
+        "a refused create leaves nothing: {listed:?}"
+    );
 
     create_ts(&db, "ts", doc! {}).await;
     // The same create again is fine; other options for the same name are 48.
@@ -262,7 +274,11 @@ async fn create_and_insert_errors_are_mongods() {
         .unwrap_err();
     assert_eq!(error_code(&e), 48);
     let ts = db.collection::<Document>("ts");
-    for bad in [doc! { "m": 1 }, doc! { "t": 5, "m": 1 }, doc! { "t": "today" }] {
+    for bad in [
+        doc! { "m": 1 },
+        doc! { "t": 5, "m": 1 },
+        doc! { "t": "today" },
+    ] {
         let e = ts.insert_one(bad.clone()).await.unwrap_err();
         assert_eq!(error_code(&e), 2, "{bad:?}");
     }
@@ -272,7 +288,9 @@ async fn create_and_insert_errors_are_mongods() {
         .unwrap_err();
     assert_eq!(error_code(&e), 72);
     let e = db
-        .run_command(doc! { "createIndexes": "ts", "indexes": [{ "key": { "v": 1 }, "name": "v_1" }] })
+        .run_command(
+            doc! { "createIndexes": "ts", "indexes": [{ "key": { "v": 1 }, "name": "v_1" }] },
+        )
         .await
         .unwrap_err();
     assert_eq!(error_code(&e), 67);
@@ -284,12 +302,7 @@ async fn listing_indexes_deletes_and_drop() {
     let server = Server::start(BIN, &[]);
     let client = server.client().await;
     let db = client.database("tsl");
-    create_ts(
-        &db,
-        "ts",
-        doc! { "expireAfterSeconds": 86_400 },
-    )
-    .await;
+    create_ts(&db, "ts", doc! { "expireAfterSeconds": 86_400 }).await;
     db.run_command(doc! {
         "create": "custom",
         "timeseries": { "timeField": "t", "bucketMaxSpanSeconds": 300, "bucketRoundingSeconds": 300 },
@@ -328,12 +341,19 @@ async fn listing_indexes_deletes_and_drop() {
     );
     let buckets = entry("system.buckets.ts");
     assert_eq!(buckets.get_str("type").unwrap(), "collection");
-    assert!(buckets.get_document("options").unwrap().contains_key("timeseries"));
+    assert!(
+        buckets
+            .get_document("options")
+            .unwrap()
+            .contains_key("timeseries")
+    );
 
     // The meta-and-time index mongod creates, and a user index on a meta subfield.
-    db.run_command(doc! { "createIndexes": "ts", "indexes": [{ "key": { "m.site": 1 }, "name": "site" }] })
-        .await
-        .unwrap();
+    db.run_command(
+        doc! { "createIndexes": "ts", "indexes": [{ "key": { "m.site": 1 }, "name": "site" }] },
+    )
+    .await
+    .unwrap();
     let idx = db.run_command(doc! { "listIndexes": "ts" }).await.unwrap();
     let keys: Vec<Document> = idx
         .get_document("cursor")
@@ -352,14 +372,24 @@ async fn listing_indexes_deletes_and_drop() {
     let plain = db.collection::<Document>("plain");
     c.insert_many(docs.clone()).await.unwrap();
     plain.insert_many(docs).await.unwrap();
-    for filter in [doc! { "m.sensor": 4 }, doc! { "v": { "$lt": 20 }, "m.site": "b" }] {
+    for filter in [
+        doc! { "m.sensor": 4 },
+        doc! { "v": { "$lt": 20 }, "m.site": "b" },
+    ] {
         let got = c.delete_many(filter.clone()).await.unwrap().deleted_count;
-        let want = plain.delete_many(filter.clone()).await.unwrap().deleted_count;
+        let want = plain
+            .delete_many(filter.clone())
+            .await
+            .unwrap()
+            .deleted_count;
         assert!(want > 0);
         assert_eq!(got, want, "{filter:?}");
     }
     assert_eq!(
-        c.delete_one(doc! { "m.sensor": 1 }).await.unwrap().deleted_count,
+        c.delete_one(doc! { "m.sensor": 1 })
+            .await
+            .unwrap()
+            .deleted_count,
         1
     );
     plain.delete_one(doc! { "m.sensor": 1 }).await.unwrap();

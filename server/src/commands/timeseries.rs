@@ -140,7 +140,9 @@ pub fn create(state: &ServerState, req: &Request, name: &str) -> CommandResult<R
             Err(exists())
         };
     }
-    if state.catalog.collection(&req.db, name).is_some() || views::get(state, &req.db, name)?.is_some() {
+    if state.catalog.collection(&req.db, name).is_some()
+        || views::get(state, &req.db, name)?.is_some()
+    {
         return Err(exists());
     }
     let mut options = doc! { "clusteredIndex": true, "timeseries": opts.to_document() };
@@ -546,7 +548,9 @@ pub fn expire(state: &ServerState, now: DateTime) -> u64 {
             let Some(secs) = ns.expire_after_seconds else {
                 continue;
             };
-            let cutoff = now.timestamp_millis().saturating_sub(secs.saturating_mul(1000));
+            let cutoff = now
+                .timestamp_millis()
+                .saturating_sub(secs.saturating_mul(1000));
             let max_path = ["control", "max", ns.opts.time_field.as_str()];
             let Ok(buckets) = all_buckets(&ns, &db) else {
                 continue;
@@ -578,7 +582,10 @@ mod tests {
     fn index_keys_translate_both_ways() {
         let o = Options::parse(&doc! { "timeField": "t", "metaField": "m" }).unwrap();
         let k = bucket_key(&o, &doc! { "m.site": 1, "t": -1 }).unwrap();
-        assert_eq!(k, doc! { "meta.site": 1, "control.max.t": -1, "control.min.t": -1 });
+        assert_eq!(
+            k,
+            doc! { "meta.site": 1, "control.max.t": -1, "control.min.t": -1 }
+        );
         assert_eq!(user_key(&o, &k), Some(doc! { "m.site": 1, "t": -1 }));
         assert_eq!(user_key(&o, &doc! { "_id": 1 }), None);
         let e = bucket_key(&o, &doc! { "v": 1 }).unwrap_err();

@@ -163,7 +163,10 @@ impl Options {
             }
             _ => {}
         }
-        let granularity = spec.get("granularity").map(Granularity::parse).transpose()?;
+        let granularity = spec
+            .get("granularity")
+            .map(Granularity::parse)
+            .transpose()?;
         let span = bucket_seconds(spec, "bucketMaxSpanSeconds")?;
         let rounding = bucket_seconds(spec, "bucketRoundingSeconds")?;
         let (granularity, rounding_seconds, span_seconds) = match (granularity, rounding, span) {
@@ -581,10 +584,18 @@ mod tests {
         assert_eq!(code(opts(doc! { "timeField": "t", "x": 1 })), 40415);
         assert_eq!(code(opts(doc! { "timeField": 1 })), 14);
         assert_eq!(code(opts(doc! { "timeField": "t", "metaField": "t" })), 72);
-        assert_eq!(code(opts(doc! { "timeField": "t", "metaField": "_id" })), 72);
-        assert_eq!(code(opts(doc! { "timeField": "t", "granularity": "days" })), 2);
         assert_eq!(
-            code(opts(doc! { "timeField": "t", "bucketMaxSpanSeconds": 3600 })),
+            code(opts(doc! { "timeField": "t", "metaField": "_id" })),
+            72
+        );
+        assert_eq!(
+            code(opts(doc! { "timeField": "t", "granularity": "days" })),
+            2
+        );
+        assert_eq!(
+            code(opts(
+                doc! { "timeField": "t", "bucketMaxSpanSeconds": 3600 }
+            )),
             72
         );
         assert_eq!(
@@ -601,11 +612,11 @@ mod tests {
         );
         assert_eq!(
             code(opts(doc! { "timeField": "t", "granularity": "minutes",
-                "bucketMaxSpanSeconds": 4000, "bucketRoundingSeconds": 4000 })),
+            "bucketMaxSpanSeconds": 4000, "bucketRoundingSeconds": 4000 })),
             72
         );
         let o = opts(doc! { "timeField": "t", "granularity": "minutes",
-            "bucketMaxSpanSeconds": 86400, "bucketRoundingSeconds": 3600 })
+        "bucketMaxSpanSeconds": 86400, "bucketRoundingSeconds": 3600 })
         .unwrap();
         assert_eq!(o.granularity, Some(Granularity::Minutes));
     }
@@ -645,9 +656,17 @@ mod tests {
             o.bucket_id(Some(&a), at(7200), 0),
             o.bucket_id(Some(&a), at(7200), 1)
         );
-        assert_ne!(o.bucket_id(None, at(7200), 0), o.bucket_id(Some(&a), at(7200), 0));
+        assert_ne!(
+            o.bucket_id(None, at(7200), 0),
+            o.bucket_id(Some(&a), at(7200), 0)
+        );
         // The OID timestamp is the window start, as mongod's is the bucket's start.
-        assert_eq!(o.bucket_id(None, at(7300), 0).timestamp().timestamp_millis(), 7_200_000);
+        assert_eq!(
+            o.bucket_id(None, at(7300), 0)
+                .timestamp()
+                .timestamp_millis(),
+            7_200_000
+        );
         let e = o.measurement_time(&doc! { "t": 1 }).unwrap_err();
         assert_eq!(e.code.code(), 2);
         assert!(o.measurement_time(&doc! { "m": 1 }).is_err());
@@ -661,7 +680,14 @@ mod tests {
             doc! { "_id": 2, "t": DateTime::from_millis(61_000), "m": "s1" },
             doc! { "t": DateTime::from_millis(90_000), "m": "s1", "_id": 3, "v": 1, "w": "x" },
         ];
-        let mut b = Bucket::new(o.bucket_id(Some(&Bson::from("s1")), ms[0].get_datetime("t").copied().unwrap(), 0), Some(Bson::from("s1")));
+        let mut b = Bucket::new(
+            o.bucket_id(
+                Some(&Bson::from("s1")),
+                ms[0].get_datetime("t").copied().unwrap(),
+                0,
+            ),
+            Some(Bson::from("s1")),
+        );
         b.push(&o, &ms[0]);
         // Stored and read back between appends, as inserts do.
         let mut b = Bucket::from_document(&b.to_document()).unwrap();
@@ -672,14 +698,27 @@ mod tests {
         let control = d.get_document("control").unwrap();
         // control.min's time is rounded down to bucketRoundingSeconds (60 s).
         assert_eq!(
-            control.get_document("min").unwrap().get_datetime("t").unwrap().timestamp_millis(),
+            control
+                .get_document("min")
+                .unwrap()
+                .get_datetime("t")
+                .unwrap()
+                .timestamp_millis(),
             60_000
         );
         assert_eq!(
-            control.get_document("max").unwrap().get_datetime("t").unwrap().timestamp_millis(),
+            control
+                .get_document("max")
+                .unwrap()
+                .get_datetime("t")
+                .unwrap()
+                .timestamp_millis(),
             90_000
         );
-        assert_eq!(control.get_document("min").unwrap().get_i32("v").unwrap(), 1);
+        assert_eq!(
+            control.get_document("min").unwrap().get_i32("v").unwrap(),
+            1
+        );
         assert_eq!(d.get_str("meta").unwrap(), "s1");
         assert_eq!(
             d.get_document("data").unwrap().get_document("w").unwrap(),
@@ -713,7 +752,10 @@ mod tests {
             bucket_filter(&o, &doc! { "m.site": "a" }),
             Some(doc! { "meta.site": "a" })
         );
-        assert_eq!(bucket_filter(&o, &doc! { "mx": 1, "v": { "$gt": 1 } }), None);
+        assert_eq!(
+            bucket_filter(&o, &doc! { "mx": 1, "v": { "$gt": 1 } }),
+            None
+        );
         assert_eq!(
             bucket_filter(&o, &doc! { "$and": [{ "t": t }] }),
             Some(doc! { "$and": [

@@ -4,9 +4,9 @@
 
 use super::{Stage, spec_doc};
 use crate::error::{CommandResult, ErrorCode, err};
+use crate::query::pipeline::DocStream;
 use crate::query::pipeline::codes;
 use crate::query::pipeline::run_context::RunCx;
-use crate::query::pipeline::DocStream;
 use crate::query::timeseries::unpack;
 use bson::Bson;
 
@@ -18,7 +18,11 @@ pub struct UnpackBucket {
 
 impl UnpackBucket {
     pub fn parse(spec: &Bson) -> CommandResult<UnpackBucket> {
-        let d = spec_doc(spec, codes::FAILED_TO_PARSE, "$_internalUnpackBucket specification")?;
+        let d = spec_doc(
+            spec,
+            codes::FAILED_TO_PARSE,
+            "$_internalUnpackBucket specification",
+        )?;
         let field = |k: &str| match d.get(k) {
             None => Ok(None),
             Some(Bson::String(s)) => Ok(Some(s.clone())),
