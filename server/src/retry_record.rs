@@ -4,11 +4,12 @@
 //!
 //! A retryable write's first data batch carries the session's record (`txnNum` set, no reply)
 //! in the same atomic batch (`storage::write_across`), so no restart can keep the write and lose
-//! the fact that it ran. When the command has finished, its reply is written into the record and
-//! made durable before the reply goes out. After a restart the session table is loaded from the
+//! the fact that it ran. When the command has finished, its reply is written into the record
+//! before the reply goes out; it becomes durable with the log's next sync, which is not waited
+//! for (a second sync per write would double the latency of every retryable write). After a restart the session table is loaded from the
 //! collection: a retry gets the stored reply, and a retry of a write whose reply was never
-//! recorded (the server died between the two) gets IncompleteTransactionHistory (217), never a
-//! second run. Records of sessions idle past `logicalSessionTimeoutMinutes` are removed by the
+//! recorded or not yet synced (the server died in between) gets IncompleteTransactionHistory
+//! (217), never a second run. Records of sessions idle past `logicalSessionTimeoutMinutes` are removed by the
 //! background sweep, as mongod's session reaper does.
 //!
 //! Invariant: a session's record is read and rewritten only while its session is checked out
@@ -29,6 +30,10 @@ pub struct RetryRecord {
     key: Vec<u8>,
     txn_number: i64,
     wrote: AtomicBool,
+    /// The reply is in the record (written by the command's own job, or after it).
+    replied: AtomicBool,
+    /// The record's RecordId once the first batch wrote it (0: not yet).
+    rid: std::sync::atomic::AtomicU64,
 }
 
 thread_local! {
@@ -80,6 +85,8 @@ impl RetryRecord {
             key,
             txn_number,
             wrote: AtomicBool::new(false),
+            replied: AtomicBool::new(false),
+            rid: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -95,6 +102,11 @@ impl RetryRecord {
         self.wrote.load(Ordering::Acquire)
     }
 
+    /// Whether the command's reply is already in the record.
+    pub fn replied(&self) -> bool {
+        self.replied.load(Ordering::Acquire)
+    }
+
     /// The op that sets the session's record to `txnNum` (with `reply`, once known).
     fn record_op(&self, reply: Option<Document>) -> storage::Result<WriteOp> {
         let id = session_id(&self.key);
@@ -107,10 +119,15 @@ impl RetryRecord {
             d.insert("reply", r);
         }
         let raw = encode(&d)?;
-        let key = encode(&doc! { "_id": id })?;
-        let existing = match key.iter().next() {
-            Some(Ok((_, v))) => self.coll.find_by_id(v)?,
-            _ => None,
+        let existing = match self.rid.load(Ordering::Acquire) {
+            0 => {
+                let key = encode(&doc! { "_id": id })?;
+                match key.iter().next() {
+                    Some(Ok((_, v))) => self.coll.find_by_id(v)?,
+                    _ => None,
+                }
+            }
+            rid => Some(rid),
         };
         Ok(match existing {
             Some(rid) => WriteOp::Replace(rid, raw),
@@ -118,10 +135,15 @@ impl RetryRecord {
         })
     }
 
-    /// Writes the command's reply into the record, durably.
+    /// Writes the command's reply into the record. It is not waited for: it becomes durable
+    /// with the log's next sync (a few milliseconds at most), so a retryable write costs one
+    /// sync, not two. Should the server die in between, the record still says the write ran
+    /// (that part went with the data), so a retry gets 217 rather than a second run.
     pub fn record_reply(&self, reply: Document) -> storage::Result<()> {
         let op = self.record_op(Some(reply))?;
-        self.coll.write(vec![op])?.wait_durable_blocking()
+        self.coll.write(vec![op])?;
+        self.replied.store(true, Ordering::Release);
+        Ok(())
     }
 }
 
@@ -135,7 +157,9 @@ pub fn write(coll: &Arc<Collection>, ops: Vec<WriteOp>) -> storage::Result<stora
     let op = r.record_op(None)?;
     let mut t = storage::write_across(vec![(&**coll, ops), (&*r.coll, vec![op])])?;
     // The record's own RecordId comes last: callers see only their ops' ids.
-    t.record_ids.pop();
+    if let Some(rid) = t.record_ids.pop() {
+        r.rid.store(rid, Ordering::Release);
+    }
     r.wrote.store(true, Ordering::Release);
     Ok(t)
 }

@@ -2,7 +2,8 @@
 //! measures the floor (a TCP echo round trip on loopback, and fdatasync of a small write to a
 //! preallocated file in `--dir`, the disk the log lives on) and, against a running server,
 //! `ping` and a one-document `insert` over raw OP_MSG (no driver in the way) and `insertOne`
-//! through the Rust driver. The kinds take turns in slices, so that the machine's load weighs on
+//! through the Rust driver, and the same as a retryable write (which it is only against a
+//! `--replSet` member: then it also keeps the session's `config.transactions` record). The kinds take turns in slices, so that the machine's load weighs on
 //! all of them alike. Prints median, p90 and p99 in microseconds. See docs/BENCHMARKS.md.
 
 use anyhow::{Context, Result, bail};
@@ -199,6 +200,14 @@ fn main() -> Result<()> {
         .block_on(mongodb::Client::with_uri_str(&uri))?
         .database(db)
         .collection::<Document>("driver");
+    // Against a replica-set member the driver makes this one's writes retryable (lsid +
+    // txnNumber), so the two driver kinds side by side show what the session record costs.
+    let retrying = rt
+        .block_on(mongodb::Client::with_uri_str(
+            uri.replace("retryWrites=false", "retryWrites=true"),
+        ))?
+        .database(db)
+        .collection::<Document>("retrying");
     let mut echo_buf = [7u8; ECHO_BYTES];
     let mut kinds: Vec<Op<'_>> = vec![
         (
@@ -230,6 +239,14 @@ fn main() -> Result<()> {
             Box::new(|i| {
                 let d = doc! { "_id": i as i64, "v": "x".repeat(100) };
                 rt.block_on(async { driver.insert_one(d).await })?;
+                Ok(())
+            }),
+        ),
+        (
+            "insertOne, retryable (Rust driver)",
+            Box::new(|i| {
+                let d = doc! { "_id": i as i64, "v": "x".repeat(100) };
+                rt.block_on(async { retrying.insert_one(d).await })?;
                 Ok(())
             }),
         ),

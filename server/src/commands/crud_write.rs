@@ -73,21 +73,41 @@ impl WriteOutcome {
         if let Some(t) = &self.ticket {
             state.catalog.finish_write(t, wc).await?;
         }
-        let mut r = doc! { "n": self.n as i32 };
-        if update {
-            r.insert("nModified", self.n_modified as i32);
-            if !self.upserted.is_empty() {
-                r.insert("upserted", self.upserted);
-            }
-        }
-        if !self.errors.is_empty() {
-            r.insert("writeErrors", self.errors);
-        }
+        let mut r = self.body(update);
         if let Some(wce) = wc.error() {
             r.insert("writeConcernError", wce);
         }
         r.insert("ok", 1.0);
         Ok(Reply::Doc(r))
+    }
+
+    /// The reply's fields that say what the statements did.
+    fn body(&self, update: bool) -> Document {
+        let mut r = doc! { "n": self.n as i32 };
+        if update {
+            r.insert("nModified", self.n_modified as i32);
+            if !self.upserted.is_empty() {
+                r.insert("upserted", self.upserted.clone());
+            }
+        }
+        if !self.errors.is_empty() {
+            r.insert("writeErrors", self.errors.clone());
+        }
+        r
+    }
+
+    /// At the end of the job, before its sync: a retryable write's reply goes into its
+    /// session's record here (the form a retry gets: no writeConcernError), so the one sync
+    /// covers both and no second job is needed (`crate::retry_record`).
+    pub(super) fn record_reply(self, req: &Request, update: bool) -> Self {
+        if let Some(r) = req.retry.get().filter(|r| r.wrote()) {
+            let mut d = self.body(update);
+            d.insert("ok", 1.0);
+            if let Err(e) = r.record_reply(d) {
+                tracing::warn!(error = %e, "could not record a retryable write's reply");
+            }
+        }
+        self
     }
 }
 
@@ -301,7 +321,7 @@ pub async fn insert(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResu
     let out = super::off_thread(state, req, move |state, req| {
         let out = insert_documents(state, req);
         drop(ts_guard);
-        Ok(out?.sync_if_idle(state, &job_wc))
+        Ok(out?.record_reply(req, false).sync_if_idle(state, &job_wc))
     })
     .await?;
     out.reply(state, &wc, false).await
@@ -496,7 +516,7 @@ pub async fn update(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResu
     let out = super::off_thread(state, req, move |state, req| {
         let out = update_statements(state, req, &coll_name);
         drop(guard);
-        Ok(out?.sync_if_idle(state, &job_wc))
+        Ok(out?.record_reply(req, true).sync_if_idle(state, &job_wc))
     })
     .await?;
     out.reply(state, &wc, true).await
@@ -774,7 +794,7 @@ pub async fn delete(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResu
     let out = super::off_thread(state, req, move |state, req| {
         let out = delete_statements(state, req, &coll_name);
         drop(guard);
-        Ok(out?.sync_if_idle(state, &job_wc))
+        Ok(out?.record_reply(req, false).sync_if_idle(state, &job_wc))
     })
     .await?;
     out.reply(state, &wc, false).await

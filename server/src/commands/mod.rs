@@ -619,11 +619,17 @@ impl crate::sessions::Storable for Reply {
 
 /// The handlers of the commands `crate::sessions::RETRYABLE_COMMANDS` names.
 /// A retryable write that wrote data: its reply goes into the session's durable record before
-/// the client sees it (`crate::retry_record`). A failure is logged; the in-memory record still
+/// the client sees it (`crate::retry_record`); insert, update and delete do it in their own job
+/// (`WriteOutcome::record_reply`), findAndModify and bulkWrite here. A failure is logged; the in-memory record still
 /// answers retries until a restart.
 async fn record_reply(state: &Arc<ServerState>, req: &Arc<Request>, result: &CommandResult<Reply>) {
     use crate::sessions::Storable;
-    let Some(record) = req.retry.get().filter(|r| r.wrote()).cloned() else {
+    let Some(record) = req
+        .retry
+        .get()
+        .filter(|r| r.wrote() && !r.replied())
+        .cloned()
+    else {
         return;
     };
     let Some(reply) = result.as_ref().ok().and_then(Storable::stored) else {
