@@ -81,6 +81,12 @@ pub async fn pass(state: &Arc<ServerState>, now: DateTime) -> u64 {
         let cutoff = DateTime::from_millis(now.timestamp_millis().saturating_sub(expire_ms));
         deleted += expire_index(state, Arc::new((db, name, spec)), cutoff).await;
     }
+    // Time-series collections expire whole buckets (their measurements are not indexed).
+    let buckets = offload::run(state, JOB, None, move |st| {
+        Ok(crate::commands::timeseries::expire(st, now))
+    })
+    .await;
+    deleted += buckets.unwrap_or(0);
     state.ttl.deleted_documents.fetch_add(deleted, Relaxed);
     deleted
 }

@@ -141,6 +141,7 @@ pub fn run_spec(state: &ServerState, req: &Request, spec: Spec) -> CommandResult
             Some(r) => {
                 is_view = true;
                 stages = [r.pipeline, stages].concat();
+                crate::query::timeseries::push_down(&mut stages);
                 Some(r.base)
             }
             None => Some(c.clone()),
@@ -384,7 +385,8 @@ pub fn view_docs(
     r: super::views::Resolved,
     extra: Vec<Document>,
 ) -> CommandResult<std::collections::VecDeque<bson::RawDocumentBuf>> {
-    let stages = [r.pipeline, extra].concat();
+    let mut stages = [r.pipeline, extra].concat();
+    crate::query::timeseries::push_down(&mut stages);
     let mut ctx = ParseContext::new(&req.db, Some(&r.base), bson::DateTime::now());
     ctx.memory_max_bytes = state.params.blocking_stage_bytes_max();
     let pipeline = Pipeline::parse(&stages, &ctx)?;

@@ -31,7 +31,7 @@ pub(super) struct WriteOutcome {
 }
 
 impl WriteOutcome {
-    fn error(&mut self, index: usize, e: CommandError) {
+    pub(super) fn error(&mut self, index: usize, e: CommandError) {
         let mut d = doc! { "index": index as i32, "code": e.code.code(), "errmsg": e.message };
         if let Some(extra) = e.extra {
             d.extend(extra);
@@ -317,10 +317,11 @@ fn check_size(raw: &RawDocumentBuf) -> CommandResult<()> {
 pub async fn insert(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<Reply> {
     let wc = WriteConcern::parse(req.write_concern.as_ref())?;
     let job_wc = wc.clone();
+    let ts_guard = super::timeseries::insert_guard(state, req).await;
     let out = super::off_thread(state, req, move |state, req| {
-        Ok(insert_documents(state, req)?
-            .record_reply(req, false)
-            .sync_if_idle(state, &job_wc))
+        let out = insert_documents(state, req);
+        drop(ts_guard);
+        Ok(out?.record_reply(req, false).sync_if_idle(state, &job_wc))
     })
     .await?;
     out.reply(state, &wc, false).await
@@ -333,6 +334,11 @@ fn insert_documents(state: &ServerState, req: &Request) -> CommandResult<WriteOu
     let ordered = args::opt_bool(&req.body, "insert", "ordered")?.unwrap_or(true);
     let docs = statements(req, "documents")?;
     crate::catalog::check_user_writable(&req.db, &coll_name)?;
+    if let Some(ts) = super::timeseries::lookup(state, &req.db, &coll_name) {
+        let mut out = WriteOutcome::default();
+        super::timeseries::insert(&ts, &req.db, docs, ordered, &mut out)?;
+        return Ok(out);
+    }
     state.catalog.check_not_view(&req.db, &coll_name)?;
     let coll = state.catalog.get_or_create(&req.db, &coll_name)?;
     let bypass = args::opt_bool(&req.body, "insert", "bypassDocumentValidation")?.unwrap_or(false);
@@ -531,9 +537,20 @@ fn update_statements(
     req: &Request,
     coll: &str,
 ) -> CommandResult<WriteOutcome> {
-    state.catalog.check_not_view(&req.db, coll)?;
     let ordered = args::opt_bool(&req.body, "update", "ordered")?.unwrap_or(true);
     let stmts = statements(req, "updates")?;
+    if super::timeseries::lookup(state, &req.db, coll).is_some() {
+        let mut out = WriteOutcome::default();
+        for (i, raw) in stmts.iter().enumerate() {
+            let multi = matches!(raw.get("multi"), Ok(Some(bson::RawBsonRef::Boolean(true))));
+            out.error(i, super::timeseries::update_refusal(multi));
+            if ordered {
+                break;
+            }
+        }
+        return Ok(out);
+    }
+    state.catalog.check_not_view(&req.db, coll)?;
     let vars = args::let_variables(&req.body, "update")?;
     let bypass = args::opt_bool(&req.body, "update", "bypassDocumentValidation")?.unwrap_or(false);
     check_entries(&specs::UPDATE_ENTRY, &stmts)?;
@@ -800,7 +817,10 @@ fn delete_statements(
     req: &Request,
     name: &str,
 ) -> CommandResult<WriteOutcome> {
-    state.catalog.check_not_view(&req.db, name)?;
+    let ts = super::timeseries::lookup(state, &req.db, name);
+    if ts.is_none() {
+        state.catalog.check_not_view(&req.db, name)?;
+    }
     let ordered = args::opt_bool(&req.body, "delete", "ordered")?.unwrap_or(true);
     let stmts = statements(req, "deletes")?;
     check_entries(&specs::DELETE_ENTRY, &stmts)?;
@@ -812,8 +832,16 @@ fn delete_statements(
         state.opcounters.delete.fetch_add(1, Relaxed);
         let multi = matches!(raw.get("limit"), Ok(Some(v)) if v.as_i32() == Some(0)
             || v.as_i64() == Some(0) || v.as_f64() == Some(0.0));
-        let result = check_retryable_multi(retryable, multi)
-            .and_then(|()| run_delete(coll.as_ref(), &req.db, name, raw, vars.as_ref(), &mut out));
+        let result = check_retryable_multi(retryable, multi).and_then(|()| match &ts {
+            Some(ts) => {
+                let q = to_document(raw)?
+                    .get_document("q")
+                    .map(|q| args::bind_let(q, vars.as_ref()))
+                    .unwrap_or_default();
+                super::timeseries::delete(ts, &req.db, &q, multi, &mut out)
+            }
+            None => run_delete(coll.as_ref(), &req.db, name, raw, vars.as_ref(), &mut out),
+        });
         if let Err(e) = result {
             out.error(i, e);
             if ordered {

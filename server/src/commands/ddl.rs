@@ -127,6 +127,9 @@ pub fn create(state: &ServerState, req: &Request) -> CommandResult<Reply> {
         }
         return super::views::create(state, req, &name);
     }
+    if req.body.contains_key("timeseries") {
+        return super::timeseries::create(state, req, &name);
+    }
     let mut options = Document::new();
     for (k, v) in req.body.iter().skip(1) {
         if CREATE_UNSUPPORTED.contains(&k.as_str()) {
@@ -188,7 +191,11 @@ fn drop_collection(state: &ServerState, req: &Request, name: &str) -> CommandRes
         ));
     }
     // Dropping a view removes its definition only; its source stays.
+    let buckets_too = super::timeseries::lookup(state, &req.db, name).is_some();
     if super::views::drop(state, &req.db, name)? {
+        if buckets_too {
+            super::timeseries::drop_buckets(state, &req.db, name)?;
+        }
         state.cursors.invalidate(&req.db, Some(name));
         return Ok(Reply::ok());
     }
@@ -266,11 +273,13 @@ pub fn list_collections(state: &ServerState, req: &Request) -> CommandResult<Rep
         }
     }
     for view in super::views::list(state, &req.db)? {
-        let full = RawDocumentBuf::try_from(&view.list_entry(false))
+        let (full, short) = super::timeseries::list_entries(state, &req.db, &view)
+            .unwrap_or_else(|| (view.list_entry(false), view.list_entry(true)));
+        let full = RawDocumentBuf::try_from(&full)
             .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?;
         if filter.matches(&full) {
             docs.push(if name_only {
-                RawDocumentBuf::try_from(&view.list_entry(true))
+                RawDocumentBuf::try_from(&short)
                     .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?
             } else {
                 full

@@ -537,6 +537,7 @@ pub async fn create_indexes(state: &Arc<ServerState>, req: &Arc<Request>) -> Com
             ));
         }
     };
+    let (name, specs) = super::timeseries::index_target(state, &req.db, name, specs)?;
     // The namespace lock covers the checks (and the implicit create), not the build: writers
     // and readers of the collection go on while the engine builds.
     let guard = state.catalog.lock(&req.db, &name).await;
@@ -678,17 +679,22 @@ pub fn list_indexes(state: &ServerState, req: &Request) -> CommandResult<Reply> 
     argspec::check(&specs::LIST_INDEXES, &req.body)?;
     let name = args::collection_name(&req.body, "listIndexes")?;
     let ns = format!("{}.{name}", req.db);
-    let Some(coll) = state.catalog.collection(&req.db, &name) else {
-        return Err(err(
-            ErrorCode::NamespaceNotFound,
-            format!("ns does not exist: {ns}"),
-        ));
+    let specs = match super::timeseries::list_index_specs(state, &req.db, &name) {
+        Some(specs) => specs,
+        None => match state.catalog.collection(&req.db, &name) {
+            Some(coll) => coll.indexes().into_iter().map(|i| i.spec).collect(),
+            None => {
+                return Err(err(
+                    ErrorCode::NamespaceNotFound,
+                    format!("ns does not exist: {ns}"),
+                ));
+            }
+        },
     };
-    let docs = coll
-        .indexes()
+    let docs = specs
         .iter()
-        .map(|i| {
-            RawDocumentBuf::try_from(&spec_document(&i.spec))
+        .map(|spec| {
+            RawDocumentBuf::try_from(&spec_document(spec))
                 .map_err(|e| err(ErrorCode::InternalError, e.to_string()))
         })
         .collect::<CommandResult<Vec<_>>>()?;

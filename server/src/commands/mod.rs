@@ -28,6 +28,7 @@ pub mod profile;
 pub mod replset;
 pub mod roles;
 pub mod tailable;
+pub mod timeseries;
 pub mod transactions;
 pub mod users;
 pub mod validation;

@@ -181,21 +181,27 @@ pub fn create(state: &ServerState, req: &Request, name: &str) -> CommandResult<R
         ));
     }
     check_definition(state, &req.db, &view)?;
-    let views = views_collection(state, &req.db)?;
-    let raw = raw(&view.to_document(&req.db))?;
+    store(state, &req.db, &view)?;
+    Ok(Reply::ok())
+}
+
+/// Writes a new definition to `system.views` and waits until it is durable (48 when one of
+/// that name is there already).
+pub fn store(state: &ServerState, db: &str, view: &View) -> CommandResult<()> {
+    let views = views_collection(state, db)?;
+    let raw = raw(&view.to_document(db))?;
     let ticket = views
         .write(vec![WriteOp::Insert(raw)])
         .map_err(|e| match e {
             storage::StorageError::DuplicateKey { .. } => err(
                 ErrorCode::NamespaceExists,
-                format!("Namespace {}.{name} already exists", req.db),
+                format!("Namespace {db}.{} already exists", view.name),
             ),
-            e => storage_error(e, &req.db, VIEWS_COLLECTION),
+            e => storage_error(e, db, VIEWS_COLLECTION),
         })?;
     ticket
         .wait_durable_blocking()
-        .map_err(|e| storage_error(e, &req.db, VIEWS_COLLECTION))?;
-    Ok(Reply::ok())
+        .map_err(|e| storage_error(e, db, VIEWS_COLLECTION))
 }
 
 /// `collMod {collMod: view, viewOn, pipeline}`: both must be given, as mongod requires.

@@ -18,6 +18,7 @@ pub mod pipeline;
 pub mod projection;
 pub mod sort;
 pub mod text;
+pub mod timeseries;
 pub mod types;
 pub mod update;
 pub mod validation;

@@ -11,6 +11,7 @@ mod group;
 mod lookup;
 mod shape;
 mod sort;
+mod unpack;
 mod unwind;
 mod window;
 
@@ -112,6 +113,7 @@ pub fn parse_stage(
         "$geoNear" => Box::new(geo_near::GeoNear::parse(spec, ctx)?),
         "$out" => Box::new(output::OutStage::parse_out(spec, ctx)?),
         "$merge" => Box::new(output::OutStage::parse_merge(spec, ctx)?),
+        crate::query::timeseries::UNPACK_STAGE => Box::new(unpack::UnpackBucket::parse(spec)?),
         _ if NOT_IMPLEMENTED.contains(&name) => {
             return Err(err(
                 ErrorCode::NotImplemented,
