@@ -252,6 +252,21 @@ pub fn error_message(e: &mongodb::error::Error) -> String {
 }
 
 /// `explain` of a command at `executionStats` verbosity.
+/// The `listCollections` entry of collection `name` (panics when there is none).
+pub async fn collection_entry(db: &mongodb::Database, name: &str) -> bson::Document {
+    let list = db
+        .run_command(bson::doc! { "listCollections": 1, "filter": { "name": name } })
+        .await
+        .expect("listCollections");
+    list.get_document("cursor")
+        .and_then(|c| c.get_array("firstBatch"))
+        .expect("firstBatch")
+        .first()
+        .and_then(|e| e.as_document())
+        .unwrap_or_else(|| panic!("no collection {name}"))
+        .clone()
+}
+
 pub async fn explain(db: &mongodb::Database, inner: bson::Document) -> bson::Document {
     db.run_command(bson::doc! { "explain": inner, "verbosity": "executionStats" })
         .await

@@ -39,18 +39,7 @@ async fn create_errors_options_and_stats() {
     db.run_command(doc! { "create": "a", "capped": true, "size": 100_000, "max": 3 })
         .await
         .unwrap();
-    let list = db
-        .run_command(doc! { "listCollections": 1, "filter": { "name": "a" } })
-        .await
-        .unwrap();
-    let entry = list
-        .get_document("cursor")
-        .unwrap()
-        .get_array("firstBatch")
-        .unwrap()[0]
-        .as_document()
-        .unwrap()
-        .clone();
+    let entry = cairn_e2e::collection_entry(&db, "a").await;
     let options = entry.get_document("options").unwrap();
     assert_eq!(options.get_bool("capped").ok(), Some(true));
     assert_eq!(options.get_i64("size").ok(), Some(100_000));

@@ -656,18 +656,7 @@ async fn pre_and_post_images_follow_the_collection_option_and_survive_sigkill() 
     db.run_command(doc! { "create": "kept", "changeStreamPreAndPostImages": { "enabled": true } })
         .await
         .unwrap();
-    let listed = db
-        .run_command(doc! { "listCollections": 1, "filter": { "name": "kept" } })
-        .await
-        .unwrap();
-    let first = listed
-        .get_document("cursor")
-        .unwrap()
-        .get_array("firstBatch")
-        .unwrap()[0]
-        .as_document()
-        .unwrap()
-        .clone();
+    let first = cairn_e2e::collection_entry(&db, "kept").await;
     assert_eq!(
         first.get_document("options").unwrap(),
         &doc! { "changeStreamPreAndPostImages": { "enabled": true } }
@@ -750,18 +739,7 @@ async fn pre_and_post_images_follow_the_collection_option_and_survive_sigkill() 
     )
     .await
     .unwrap();
-    let listed = db
-        .run_command(doc! { "listCollections": 1, "filter": { "name": "plain" } })
-        .await
-        .unwrap();
-    let first = listed
-        .get_document("cursor")
-        .unwrap()
-        .get_array("firstBatch")
-        .unwrap()[0]
-        .as_document()
-        .unwrap()
-        .clone();
+    let first = cairn_e2e::collection_entry(&db, "plain").await;
     assert!(
         !first
             .get_document("options")

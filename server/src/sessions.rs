@@ -143,7 +143,7 @@ pub fn session_key(lsid: &Bson) -> CommandResult<(Vec<u8>, String)> {
     };
     match d.get("id") {
         Some(Bson::Binary(b)) if b.subtype == bson::spec::BinarySubtype::Uuid => {
-            let text = uuid_text(&b.bytes);
+            let text = crate::query::types::uuid_text(&b.bytes);
             Ok((b.bytes.clone(), text))
         }
         Some(_) => Err(err(
@@ -155,21 +155,6 @@ pub fn session_key(lsid: &Bson) -> CommandResult<(Vec<u8>, String)> {
             "BSON field 'LogicalSessionId.id' is missing but a required field",
         )),
     }
-}
-
-fn uuid_text(bytes: &[u8]) -> String {
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    if hex.len() != 32 {
-        return hex;
-    }
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
 }
 
 /// The `txnNumber` of a request: mongod takes only a 64-bit integer, never negative.

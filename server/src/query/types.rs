@@ -5,6 +5,22 @@
 use bson::{Bson, RawBsonRef};
 
 /// The `$type` number of a value: the BSON element type byte, with MinKey as -1.
+/// A UUID's 16 bytes as 8-4-4-4-12 lower-case hex (other lengths: plain hex).
+pub fn uuid_text(bytes: &[u8]) -> String {
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    if hex.len() != 32 {
+        return hex;
+    }
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
 pub fn type_code_raw(v: RawBsonRef<'_>) -> i32 {
     match v {
         RawBsonRef::MinKey => -1,

@@ -166,7 +166,7 @@ fn parse_uuid(s: &str) -> Result<Vec<u8>, String> {
 pub(super) fn to_string(b: &Binary, format: Format) -> CommandResult<String> {
     let is_uuid = u8::from(b.subtype) == UUID_SUBTYPE && b.bytes.len() == UUID_BYTES;
     let encoded = match format {
-        Format::Auto | Format::Uuid if is_uuid => Ok(uuid_text(&b.bytes)),
+        Format::Auto | Format::Uuid if is_uuid => Ok(crate::query::types::uuid_text(&b.bytes)),
         Format::Uuid => Err("BinData does not represent a valid UUID"),
         Format::Auto | Format::Base64 => Ok(STANDARD.encode(&b.bytes)),
         Format::Base64Url => Ok(URL_SAFE_NO_PAD.encode(&b.bytes)),
@@ -185,18 +185,6 @@ pub(super) fn to_string(b: &Binary, format: Format) -> CommandResult<String> {
 
 fn hex_upper(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02X}")).collect()
-}
-
-fn uuid_text(bytes: &[u8]) -> String {
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
 }
 
 /// binData to binData: only to its own subtype.
