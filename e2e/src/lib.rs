@@ -125,6 +125,21 @@ impl Server {
     pub fn log_text(&self) -> String {
         self.log.lock().map(|l| l.join("\n")).unwrap_or_default()
     }
+
+    /// Whether the server's log shows `needle` within `timeout`: its lines reach the test
+    /// through a reader thread, so a line logged before a reply may arrive after it.
+    pub fn log_shows(&self, needle: &str, timeout: Duration) -> bool {
+        let until = Instant::now() + timeout;
+        loop {
+            if self.log_text().contains(needle) {
+                return true;
+            }
+            if Instant::now() >= until {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
 }
 
 impl Drop for Server {

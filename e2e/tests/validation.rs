@@ -5,6 +5,7 @@
 
 use bson::{Bson, Document, doc};
 use cairn_e2e::Server;
+use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_cairn");
 
@@ -170,7 +171,7 @@ async fn levels_actions_and_coll_mod() {
     )
     .await;
     assert_eq!(r.get_i32("n").unwrap(), 1);
-    assert!(server.log_text().contains("Document would fail validation"));
+    assert!(server.log_shows("Document would fail validation", Duration::from_secs(10)));
     // off, then durable across SIGKILL.
     run(
         &db,
