@@ -103,6 +103,8 @@ async fn a_full_disk_fails_writes_until_space_is_freed_then_writes_resume() {
         .await
         .expect("reads work on a full disk");
     assert_eq!(count as usize, acked.len());
+    // Lines reach the test through a reader thread: wait for the first, then count.
+    server.log_shows("the log refuses writes", Duration::from_secs(10));
     let logged = server.log_text().matches("the log refuses writes").count();
     assert_eq!(
         logged,
@@ -127,7 +129,7 @@ async fn a_full_disk_fails_writes_until_space_is_freed_then_writes_resume() {
         acked.push(id);
     }
     assert!(
-        server.log_text().contains("writes resume"),
+        server.log_shows("writes resume", Duration::from_secs(10)),
         "{}",
         server.log_text()
     );
