@@ -27,6 +27,7 @@ pub mod profiler;
 pub mod query;
 pub mod repl;
 pub mod retry_record;
+pub mod scoped;
 pub mod server;
 pub mod sessions;
 pub mod state;

@@ -40,18 +40,6 @@ thread_local! {
     static CURRENT: RefCell<Option<Arc<RetryRecord>>> = const { RefCell::new(None) };
 }
 
-/// Restores the thread's previous record (usually none) when dropped.
-pub struct Installed {
-    previous: Option<Arc<RetryRecord>>,
-}
-
-impl Drop for Installed {
-    fn drop(&mut self) {
-        let previous = self.previous.take();
-        CURRENT.with(|c| *c.borrow_mut() = previous);
-    }
-}
-
 fn session_id(key: &[u8]) -> Document {
     let id = bson::Binary {
         subtype: bson::spec::BinarySubtype::Uuid,
@@ -91,10 +79,8 @@ impl RetryRecord {
     }
 
     /// Makes this the thread's retryable write until the guard drops.
-    pub fn install(self: &Arc<Self>) -> Installed {
-        Installed {
-            previous: CURRENT.with(|c| c.replace(Some(self.clone()))),
-        }
+    pub fn install(self: &Arc<Self>) -> crate::scoped::Installed<RetryRecord> {
+        crate::scoped::install(&CURRENT, self.clone())
     }
 
     /// Whether a data batch of the command carried the record.
@@ -150,7 +136,7 @@ impl RetryRecord {
 /// A write outside a transaction: the thread's retryable write's first batch also sets its
 /// session's record, atomically with the data.
 pub fn write(coll: &Arc<Collection>, ops: Vec<WriteOp>) -> storage::Result<storage::Ticket> {
-    let record = CURRENT.with(|c| c.borrow().clone());
+    let record = crate::scoped::current(&CURRENT);
     let Some(r) = record.filter(|r| !r.wrote() && !Arc::ptr_eq(&r.coll, coll)) else {
         return coll.write(ops);
     };

@@ -95,10 +95,8 @@ impl Txn {
     }
 
     /// Makes this the thread's transaction until the guard drops.
-    pub fn install(self: &Arc<Self>) -> Installed {
-        Installed {
-            previous: CURRENT.with(|c| c.replace(Some(self.clone()))),
-        }
+    pub fn install(self: &Arc<Self>) -> crate::scoped::Installed<Txn> {
+        crate::scoped::install(&CURRENT, self.clone())
     }
 
     /// The registry's counters (serverStatus.transactions).
@@ -394,21 +392,9 @@ thread_local! {
     static CURRENT: RefCell<Option<Arc<Txn>>> = const { RefCell::new(None) };
 }
 
-/// Restores the thread's previous transaction (usually none) when dropped.
-pub struct Installed {
-    previous: Option<Arc<Txn>>,
-}
-
-impl Drop for Installed {
-    fn drop(&mut self) {
-        let previous = self.previous.take();
-        CURRENT.with(|c| *c.borrow_mut() = previous);
-    }
-}
-
 /// The thread's transaction, if its command runs in one.
 pub fn current() -> Option<Arc<Txn>> {
-    CURRENT.with(|c| c.borrow().clone())
+    crate::scoped::current(&CURRENT)
 }
 
 /// Whether the thread's command runs in a transaction (its plans must not trust indexes).
