@@ -3,7 +3,8 @@
 //! 16-page cache runs on the simulated backend once to count syncs, then once per sync point with
 //! a crash armed there; the recovered state must equal the model after the last acknowledged
 //! write, or after the write in flight when the crash hit, and the index must match it. With a
-//! write history (stamped batches), the history read back must also rebuild exactly that state.
+//! write history (stamped batches), the history read back must also rebuild exactly that state,
+//! and with pre-images kept each replace and delete in it must carry the version it replaced.
 
 mod common;
 
@@ -25,13 +26,18 @@ const RUNS_MAX: u64 = 160;
 type Model = BTreeMap<u64, Document>;
 
 /// Runs the workload until it ends or the backend crashes. Returns (acked, in-flight) models.
-fn workload(sim: &SimBackend, seed: u64, opts: &EngineOptions) -> (Model, Model) {
+fn workload(sim: &SimBackend, seed: u64, opts: &EngineOptions, pre_images: bool) -> (Model, Model) {
     let mut rng: StdRng = rng(seed);
     let mut acked = Model::new();
     let Ok(engine) = Engine::open_with_backend(Arc::new(sim.clone()), opts.clone()) else {
         return (acked.clone(), acked);
     };
-    let Ok(c) = engine.create_collection("db", "c", doc! {}) else {
+    let options = if pre_images {
+        doc! {"changeStreamPreAndPostImages": {"enabled": true}}
+    } else {
+        doc! {}
+    };
+    let Ok(c) = engine.create_collection("db", "c", options) else {
         return (acked.clone(), acked);
     };
     let spec = IndexSpec {
@@ -99,7 +105,7 @@ fn workload(sim: &SimBackend, seed: u64, opts: &EngineOptions) -> (Model, Model)
     (acked, pending)
 }
 
-fn recovered(sim: &SimBackend, opts: &EngineOptions) -> Model {
+fn recovered(sim: &SimBackend, opts: &EngineOptions, pre_images: bool) -> Model {
     let engine =
         Engine::open_with_backend(Arc::new(sim.clone()), opts.clone()).expect("recovery succeeds");
     let Some(c) = engine.collection("db", "c") else {
@@ -108,7 +114,7 @@ fn recovered(sim: &SimBackend, opts: &EngineOptions) -> Model {
     let docs = all_docs(&c);
     if opts.history_bytes.is_some() {
         assert_eq!(
-            from_history(&engine),
+            from_history(&engine, pre_images).0,
             docs,
             "the history rebuilds the documents"
         );
@@ -145,8 +151,11 @@ fn recovered(sim: &SimBackend, opts: &EngineOptions) -> Model {
 }
 
 /// The documents of `db.c` rebuilt from the write history alone; timestamps must increase.
-fn from_history(engine: &Engine) -> Model {
+/// With `pre_images`, every replace and delete must carry exactly the version it replaced and
+/// an insert none. Also returns how many pre-images it checked.
+fn from_history(engine: &Engine, pre_images: bool) -> (Model, usize) {
     let mut model = Model::new();
+    let mut images = 0;
     let mut last_ts = 0;
     let mut coll_id = None;
     let mut pos = engine.history_start();
@@ -171,6 +180,17 @@ fn from_history(engine: &Engine) -> Model {
                 if Some(op.collection_id) != coll_id {
                     continue;
                 }
+                let before = model.get(&op.record_id);
+                let image = op
+                    .pre_image
+                    .as_ref()
+                    .map(|d| Document::try_from(d.clone()).expect("pre-image"));
+                if pre_images {
+                    assert_eq!(image.as_ref(), before, "pre-image of {}", op.record_id);
+                    images += usize::from(image.is_some());
+                } else {
+                    assert!(image.is_none(), "no pre-images unless the option is on");
+                }
                 match &op.document {
                     Some(d) => {
                         model.insert(op.record_id, Document::try_from(d.clone()).expect("doc"));
@@ -182,7 +202,7 @@ fn from_history(engine: &Engine) -> Model {
             }
         }
         if read.batches.is_empty() {
-            return model;
+            return (model, images);
         }
         pos = read.next;
     }
@@ -190,7 +210,7 @@ fn from_history(engine: &Engine) -> Model {
 
 #[test]
 fn crash_at_every_sync_point() {
-    crash_at_every_sync_point_with(small_opts(), "crash_at_every_sync_point");
+    crash_at_every_sync_point_with(small_opts(), false, "crash_at_every_sync_point");
 }
 
 #[test]
@@ -199,13 +219,33 @@ fn crash_at_every_sync_point_with_history() {
         history_bytes: Some(8 << 20),
         ..small_opts()
     };
-    crash_at_every_sync_point_with(opts, "crash_at_every_sync_point_with_history");
+    crash_at_every_sync_point_with(opts, false, "crash_at_every_sync_point_with_history");
 }
 
-fn crash_at_every_sync_point_with(opts: EngineOptions, name: &str) {
+/// Pre-image records (`Kind::PreImage`) ride in the same batches as the writes they describe:
+/// a crash keeps or drops both.
+#[test]
+fn crash_at_every_sync_point_with_pre_images() {
+    let opts = EngineOptions {
+        history_bytes: Some(8 << 20),
+        ..small_opts()
+    };
+    crash_at_every_sync_point_with(opts, true, "crash_at_every_sync_point_with_pre_images");
+}
+
+fn crash_at_every_sync_point_with(opts: EngineOptions, pre_images: bool, name: &str) {
     let seed = seed(name);
     let clean = SimBackend::new();
-    let (full, _) = workload(&clean, seed, &opts);
+    let (full, _) = workload(&clean, seed, &opts, pre_images);
+    if pre_images {
+        let engine =
+            Engine::open_with_backend(Arc::new(clean.clone()), opts.clone()).expect("open");
+        let (_, images) = from_history(&engine, true);
+        assert!(
+            images > 10,
+            "the workload's history holds pre-images ({images})"
+        );
+    }
     let syncs = clean.sync_count();
     assert!(syncs > 20, "workload syncs {syncs} times");
     let step = syncs.div_ceil(RUNS_MAX).max(1);
@@ -214,7 +254,7 @@ fn crash_at_every_sync_point_with(opts: EngineOptions, name: &str) {
     for k in (1..=syncs).step_by(step as usize) {
         let sim = SimBackend::new();
         sim.crash_at_sync(k);
-        let (acked, pending) = workload(&sim, seed, &opts);
+        let (acked, pending) = workload(&sim, seed, &opts, pre_images);
         if !sim.has_crashed() {
             // Sync counts vary a little with commit-thread timing; this point was not reached.
             assert_eq!(acked, full, "uncrashed run matches the clean run");
@@ -223,7 +263,7 @@ fn crash_at_every_sync_point_with(opts: EngineOptions, name: &str) {
         let torn = [0.0, 0.3, 1.0][torn_rng.random_range(0..3)];
         let image = sim.crash_image(torn);
         eprintln!("crash point {k} torn {torn}");
-        let got = recovered(&image, &opts);
+        let got = recovered(&image, &opts, pre_images);
         assert!(
             got == acked || got == pending,
             "crash at sync {k} (torn {torn}): recovered {} docs, acked {}, in flight {}",
