@@ -4,7 +4,8 @@
 //! older txnNumber, a txnNumber without a session, on a non-write command, or with multi=true.
 //! How: raw OP_MSG commands (the driver would add its own session fields) against a real server,
 //! and the Rust driver retrying by itself when the `onPrimaryTransactionalWrite` fail point
-//! closes the connection after the write ran.
+//! closes the connection after the write ran; a kill -9 inside the `hangBeforeRecordingRetryReply`
+//! window, after which the retry gets 217.
 
 use bson::{Bson, Document, doc};
 use cairn_e2e::{RawConn, Server};
@@ -367,4 +368,59 @@ fn a_retry_after_kill_9_gets_the_first_reply_and_applies_once() {
         .and_then(|t| t.get_i64("retriedCommandsCount"))
         .expect("serverStatus.transactions");
     assert_eq!(retried, 2);
+}
+
+/// The one window where a retry cannot get the first reply: the data batch (and with it the
+/// record that the write ran) is durable, the reply is not yet recorded, and the server dies.
+/// The retry after the restart must get IncompleteTransactionHistory, never a second run.
+#[test]
+fn a_retry_of_a_write_killed_before_its_reply_was_recorded_gets_217_and_applies_once() {
+    let mut server = initiated_with(&["--setParameter", "enableTestCommands=1"]);
+    let mut conn = RawConn::connect(&server.addr());
+    let on = doc! {
+        "configureFailPoint": "hangBeforeRecordingRetryReply", "mode": "alwaysOn", "$db": "admin",
+    };
+    assert_eq!(command(&mut conn, &on).get_f64("ok").ok(), Some(1.0));
+    let insert = retryable(
+        doc! { "insert": "c", "documents": [{ "_id": 1, "n": 0 }] },
+        9,
+        1,
+    );
+    let mut hung = RawConn::connect(&server.addr());
+    send(&mut hung, &insert);
+    let wait = doc! {
+        "waitForFailPoint": "hangBeforeRecordingRetryReply", "timesEntered": 1_i64,
+        "maxTimeMS": 30_000, "$db": "admin",
+    };
+    let r = command(&mut conn, &wait);
+    assert_eq!(r.get_f64("ok").ok(), Some(1.0), "{r}");
+    // A journaled write elsewhere syncs the log, and with it the hung insert's data batch.
+    let other = doc! {
+        "insert": "other", "documents": [{}], "writeConcern": { "w": 1, "j": true }, "$db": "rw2",
+    };
+    assert_eq!(command(&mut conn, &other).get_i32("n").ok(), Some(1));
+
+    server.kill();
+    server.restart_after_kill();
+    let mut conn = RawConn::connect(&server.addr());
+    assert_eq!(
+        counter(&mut conn, 1),
+        Bson::Int32(0),
+        "the insert is durable"
+    );
+    let r = command(&mut conn, &insert);
+    assert_eq!(
+        (code(&r), r.get_str("codeName").ok()),
+        (217, Some("IncompleteTransactionHistory")),
+        "{r}"
+    );
+    let count = command(&mut conn, &doc! { "count": "c", "$db": "rw" });
+    assert_eq!(count.get_i32("n").ok(), Some(1), "applied once: {count}");
+    // A new txnNumber on the same session runs normally.
+    let next = retryable(
+        doc! { "insert": "c", "documents": [{ "_id": 2, "n": 0 }] },
+        9,
+        2,
+    );
+    assert_eq!(command(&mut conn, &next).get_i32("n").ok(), Some(1));
 }

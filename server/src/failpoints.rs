@@ -15,6 +15,9 @@
 //! - `fsyncLockedWrite` (the one entered on an async worker; it never blocks): counted each time
 //!   a write command finds the server fsync-locked and starts waiting, so a test knows the write
 //!   is held back.
+//! - `hangBeforeRecordingRetryReply` (cairn's own): an insert, update or delete with a retryable
+//!   write's session, once its data batch is written and before its reply goes into the session's
+//!   record, waits while the point is on (a test kills the server in that window).
 //! - `onPrimaryTransactionalWrite` (async worker, never blocks): after a retryable write ran and
 //!   its reply was recorded, the connection is closed instead of answering (unless
 //!   `data.closeConnection` is false), as mongod's point does: the reply is lost, the driver
@@ -33,12 +36,16 @@ pub const HANG_AFTER_STARTING_INDEX_BUILD: &str = "hangAfterStartingIndexBuild";
 pub const HANG_INDEX_BUILD_DURING_SCAN: &str = "hangIndexBuildDuringScan";
 pub const FSYNC_LOCKED_WRITE: &str = "fsyncLockedWrite";
 pub const ON_PRIMARY_TRANSACTIONAL_WRITE: &str = "onPrimaryTransactionalWrite";
+/// cairn's own: a retryable write hangs after its data batch and before its reply goes into the
+/// session's record (the window `retry_record` answers with 217 after a crash).
+pub const HANG_BEFORE_RECORDING_RETRY_REPLY: &str = "hangBeforeRecordingRetryReply";
 const NAMES: &[&str] = &[
     BLOCK_STORAGE_CALL,
     HANG_AFTER_STARTING_INDEX_BUILD,
     HANG_INDEX_BUILD_DURING_SCAN,
     FSYNC_LOCKED_WRITE,
     ON_PRIMARY_TRANSACTIONAL_WRITE,
+    HANG_BEFORE_RECORDING_RETRY_REPLY,
 ];
 
 /// Longest a hang re-checks its point without being woken (a safety net; configure wakes it).

@@ -99,8 +99,11 @@ impl WriteOutcome {
     /// At the end of the job, before its sync: a retryable write's reply goes into its
     /// session's record here (the form a retry gets: no writeConcernError), so the one sync
     /// covers both and no second job is needed (`crate::retry_record`).
-    pub(super) fn record_reply(self, req: &Request, update: bool) -> Self {
+    pub(super) fn record_reply(self, state: &ServerState, req: &Request, update: bool) -> Self {
         if let Some(r) = req.retry.get().filter(|r| r.wrote()) {
+            state
+                .failpoints
+                .hang_while_on_entered(crate::failpoints::HANG_BEFORE_RECORDING_RETRY_REPLY);
             let mut d = self.body(update);
             d.insert("ok", 1.0);
             if let Err(e) = r.record_reply(d) {
@@ -321,7 +324,9 @@ pub async fn insert(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResu
     let out = super::off_thread(state, req, move |state, req| {
         let out = insert_documents(state, req);
         drop(ts_guard);
-        Ok(out?.record_reply(req, false).sync_if_idle(state, &job_wc))
+        Ok(out?
+            .record_reply(state, req, false)
+            .sync_if_idle(state, &job_wc))
     })
     .await?;
     out.reply(state, &wc, false).await
@@ -526,7 +531,9 @@ pub async fn update(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResu
     let out = super::off_thread(state, req, move |state, req| {
         let out = update_statements(state, req, &coll_name);
         drop(guard);
-        Ok(out?.record_reply(req, true).sync_if_idle(state, &job_wc))
+        Ok(out?
+            .record_reply(state, req, true)
+            .sync_if_idle(state, &job_wc))
     })
     .await?;
     out.reply(state, &wc, true).await
@@ -806,7 +813,9 @@ pub async fn delete(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResu
     let out = super::off_thread(state, req, move |state, req| {
         let out = delete_statements(state, req, &coll_name);
         drop(guard);
-        Ok(out?.record_reply(req, false).sync_if_idle(state, &job_wc))
+        Ok(out?
+            .record_reply(state, req, false)
+            .sync_if_idle(state, &job_wc))
     })
     .await?;
     out.reply(state, &wc, false).await
