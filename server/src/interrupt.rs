@@ -162,8 +162,7 @@ impl Interrupt {
 
     /// Makes this token the current operation of this thread until the guard drops.
     pub fn install(&self) -> Installed {
-        let previous = CURRENT.with(|c| c.replace(Some(self.clone())));
-        Installed { previous }
+        crate::scoped::replace(&CURRENT, Some(self.clone()))
     }
 }
 
@@ -173,16 +172,7 @@ thread_local! {
 }
 
 /// Restores the thread's previous operation (usually none) when dropped.
-pub struct Installed {
-    previous: Option<Interrupt>,
-}
-
-impl Drop for Installed {
-    fn drop(&mut self) {
-        let previous = self.previous.take();
-        CURRENT.with(|c| *c.borrow_mut() = previous);
-    }
-}
+pub type Installed = crate::scoped::Installed<Interrupt>;
 
 /// A yield point: fails when the thread's current operation must stop.
 pub fn check() -> CommandResult<()> {

@@ -79,7 +79,7 @@ impl RetryRecord {
     }
 
     /// Makes this the thread's retryable write until the guard drops.
-    pub fn install(self: &Arc<Self>) -> crate::scoped::Installed<RetryRecord> {
+    pub fn install(self: &Arc<Self>) -> crate::scoped::Installed<Arc<RetryRecord>> {
         crate::scoped::install(&CURRENT, self.clone())
     }
 

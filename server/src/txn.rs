@@ -95,7 +95,7 @@ impl Txn {
     }
 
     /// Makes this the thread's transaction until the guard drops.
-    pub fn install(self: &Arc<Self>) -> crate::scoped::Installed<Txn> {
+    pub fn install(self: &Arc<Self>) -> crate::scoped::Installed<Arc<Txn>> {
         crate::scoped::install(&CURRENT, self.clone())
     }
 

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, u32)] = &[
     ("error", 0),
     ("limits", 0),
+    ("scoped", 0),
     ("interrupt", 1),
     ("query", 2),
     ("planner", 3),

@@ -214,24 +214,17 @@ thread_local! {
 }
 
 /// Restores the previous collator when dropped.
-#[must_use = "the collator is current only while the scope lives"]
-pub struct Scope(Option<Arc<Collator>>);
+pub type Scope = crate::scoped::Installed<Arc<Collator>>;
 
-/// Makes `c` the current operation's collator until the returned scope is dropped.
+/// Makes `c` the current operation's collator until the returned scope is dropped (`None`: the
+/// simple collation, also inside an outer scope with another one).
 pub fn scope(c: Option<Arc<Collator>>) -> Scope {
-    Scope(CURRENT.with(|cur| cur.replace(c)))
-}
-
-impl Drop for Scope {
-    fn drop(&mut self) {
-        let previous = self.0.take();
-        CURRENT.with(|cur| *cur.borrow_mut() = previous);
-    }
+    crate::scoped::replace(&CURRENT, c)
 }
 
 /// The current operation's collator, `None` for the simple collation.
 pub fn current() -> Option<Arc<Collator>> {
-    CURRENT.with(|cur| cur.borrow().clone())
+    crate::scoped::current(&CURRENT)
 }
 
 /// mongod's order of two values under the current collation.
