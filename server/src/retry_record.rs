@@ -18,7 +18,7 @@
 use bson::{Bson, Document, RawDocumentBuf, doc};
 use std::cell::RefCell;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use storage::{Collection, Direction, StorageError, WriteOp};
 
 pub const CONFIG_DB: &str = "config";
@@ -35,6 +35,10 @@ pub struct RetryRecord {
     /// The record's RecordId once the first batch wrote it (0: not yet).
     rid: std::sync::atomic::AtomicU64,
 }
+
+/// Writes of `config.transactions` by retryable writes, one per write that committed a new
+/// statement (`serverStatus.transactions.transactionsCollectionWriteCount`, as mongod counts).
+pub static COLLECTION_WRITES: AtomicU64 = AtomicU64::new(0);
 
 thread_local! {
     static CURRENT: RefCell<Option<Arc<RetryRecord>>> = const { RefCell::new(None) };
@@ -147,6 +151,7 @@ pub fn write(coll: &Arc<Collection>, ops: Vec<WriteOp>) -> storage::Result<stora
         r.rid.store(rid, Ordering::Release);
     }
     r.wrote.store(true, Ordering::Release);
+    COLLECTION_WRITES.fetch_add(1, Ordering::Relaxed);
     Ok(t)
 }
 

@@ -676,7 +676,8 @@ pub fn server_status(table: &SessionTable, txns: &crate::txn::Registry) -> Docum
     doc! {
         "retriedCommandsCount": table.retried_commands.load(std::sync::atomic::Ordering::Relaxed) as i64,
         "retriedStatementsCount": 0_i64,
-        "transactionsCollectionWriteCount": 0_i64,
+        "transactionsCollectionWriteCount":
+            crate::retry_record::COLLECTION_WRITES.load(Relaxed) as i64,
         "currentActive": 0_i64,
         "currentInactive": open,
         "currentOpen": open,

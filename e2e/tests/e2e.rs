@@ -1,0 +1,41 @@
+//! The end-to-end tests: each file of this directory is one module of a single test binary
+//! (built as a test of the `cairn` package, so `CARGO_BIN_EXE_cairn` is its fresh binary). One
+//! binary instead of one per file: each links the driver, the server and their debug info, and
+//! those links were most of the build time. Run one file's tests with
+//! `cargo test -p cairn --test e2e <module>::`.
+
+mod aggregate;
+mod auth;
+mod bulkwrite;
+mod capped;
+mod change_ddl;
+mod collation;
+mod crud;
+mod diagnostic;
+mod diskfull;
+mod durability;
+mod handshake;
+mod interrupt;
+mod javascript;
+mod load;
+mod map_reduce;
+mod offthread;
+mod ops;
+mod plancache;
+mod planner;
+mod planner2;
+mod powercut;
+mod profiler;
+mod replset;
+mod retryable;
+mod special_indexes;
+mod strict;
+mod sweep;
+mod text_indexes;
+mod timeseries;
+mod tls;
+mod tools;
+mod transactions;
+mod validation;
+mod views;
+mod wildcard_indexes;
