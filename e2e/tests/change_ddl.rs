@@ -304,13 +304,31 @@ async fn expanded_events_show_creates_index_changes_and_modifications() {
     let db = client.database("x");
     let (plain, plain_ns) = open(&db, None, doc! {}).await;
     let (id, ns) = open(&db, None, doc! { "showExpandedEvents": true }).await;
-    run(&db, doc! { "create": "c", "capped": true, "size": 1_i64 << 20 }).await;
-    run(&db, doc! { "createIndexes": "c", "indexes": [{ "key": { "a": 1 }, "name": "a_1" }] }).await;
-    run(&db, doc! { "collMod": "c", "index": { "name": "a_1", "hidden": true } }).await;
-    run(&db, doc! { "collMod": "c", "validator": { "a": { "$exists": true } } }).await;
+    run(
+        &db,
+        doc! { "create": "c", "capped": true, "size": 1_i64 << 20 },
+    )
+    .await;
+    run(
+        &db,
+        doc! { "createIndexes": "c", "indexes": [{ "key": { "a": 1 }, "name": "a_1" }] },
+    )
+    .await;
+    run(
+        &db,
+        doc! { "collMod": "c", "index": { "name": "a_1", "hidden": true } },
+    )
+    .await;
+    run(
+        &db,
+        doc! { "collMod": "c", "validator": { "a": { "$exists": true } } },
+    )
+    .await;
     run(&db, doc! { "dropIndexes": "c", "index": "a_1" }).await;
     let c = db.collection::<Document>("c");
-    c.insert_one(doc! { "_id": 1, "a": 1, "m": {} }).await.unwrap();
+    c.insert_one(doc! { "_id": 1, "a": 1, "m": {} })
+        .await
+        .unwrap();
     c.update_one(doc! { "_id": 1 }, doc! { "$set": { "m.0": 5, "a": 2 } })
         .await
         .unwrap();
@@ -338,23 +356,43 @@ async fn expanded_events_show_creates_index_changes_and_modifications() {
         ]
     );
     // Every event names the collection by its uuid, the same one throughout.
-    let uuids: Vec<&Bson> = all.iter().map(|e| e.get("collectionUUID").unwrap()).collect();
+    let uuids: Vec<&Bson> = all
+        .iter()
+        .map(|e| e.get("collectionUUID").unwrap())
+        .collect();
     assert!(uuids.windows(2).all(|w| w[0] == w[1]), "{uuids:?}");
     let desc = |i: usize| all[i].get_document("operationDescription").unwrap();
     assert_eq!(desc(0).get_bool("capped").ok(), Some(true));
-    assert_eq!(desc(0).get_document("idIndex").unwrap().get_str("name").ok(), Some("_id_"));
-    let built = desc(1).get_array("indexes").unwrap()[0].as_document().unwrap();
+    assert_eq!(
+        desc(0)
+            .get_document("idIndex")
+            .unwrap()
+            .get_str("name")
+            .ok(),
+        Some("_id_")
+    );
+    let built = desc(1).get_array("indexes").unwrap()[0]
+        .as_document()
+        .unwrap();
     assert_eq!(built.get_str("name").ok(), Some("a_1"));
     assert_eq!(built.get_document("key").unwrap(), &doc! { "a": 1 });
-    assert_eq!(desc(2), &doc! { "index": { "name": "a_1", "hidden": true } });
+    assert_eq!(
+        desc(2),
+        &doc! { "index": { "name": "a_1", "hidden": true } }
+    );
     let before = all[2].get_document("stateBeforeChange").unwrap();
-    assert_eq!(before.get_document("indexOptions").unwrap(), &doc! { "hidden": false });
+    assert_eq!(
+        before.get_document("indexOptions").unwrap(),
+        &doc! { "hidden": false }
+    );
     assert!(desc(3).contains_key("validator"), "{:?}", desc(3));
     let before = all[3].get_document("stateBeforeChange").unwrap();
     let old = before.get_document("collectionOptions").unwrap();
     assert_eq!(old.get_bool("capped").ok(), Some(true));
     assert_eq!(old.get("uuid"), Some(uuids[0]));
-    let dropped = desc(4).get_array("indexes").unwrap()[0].as_document().unwrap();
+    let dropped = desc(4).get_array("indexes").unwrap()[0]
+        .as_document()
+        .unwrap();
     assert_eq!(dropped.get_str("name").ok(), Some("a_1"));
     let update = all[6].get_document("updateDescription").unwrap();
     assert_eq!(
@@ -377,7 +415,11 @@ async fn expanded_events_show_creates_index_changes_and_modifications() {
         doc! { "find": "oplog.rs", "filter": { "op": "c", "ns": "x.$cmd" } },
     )
     .await;
-    let entries = r.get_document("cursor").unwrap().get_array("firstBatch").unwrap();
+    let entries = r
+        .get_document("cursor")
+        .unwrap()
+        .get_array("firstBatch")
+        .unwrap();
     let commands: Vec<String> = entries
         .iter()
         .map(|e| {
@@ -398,8 +440,14 @@ async fn expanded_events_show_creates_index_changes_and_modifications() {
         ]
     );
     let drop_ix = entries[4].as_document().unwrap();
-    assert_eq!(drop_ix.get_document("o").unwrap(), &doc! { "dropIndexes": "c", "index": "a_1" });
-    assert_eq!(drop_ix.get_document("o2").unwrap().get_str("name").ok(), Some("a_1"));
+    assert_eq!(
+        drop_ix.get_document("o").unwrap(),
+        &doc! { "dropIndexes": "c", "index": "a_1" }
+    );
+    assert_eq!(
+        drop_ix.get_document("o2").unwrap().get_str("name").ok(),
+        Some("a_1")
+    );
 }
 
 #[tokio::test]

@@ -502,16 +502,59 @@ mod tests {
         let ops: Vec<&str> = notes.iter().map(|n| n.get_str("op").unwrap()).collect();
         assert_eq!(
             ops,
-            ["create", "createIndexes", "collMod", "collMod", "dropIndexes"]
+            [
+                "create",
+                "createIndexes",
+                "collMod",
+                "collMod",
+                "dropIndexes"
+            ]
         );
-        assert_eq!(notes[0].get_document("options").unwrap().get_i64("size").ok(), Some(4096));
+        assert_eq!(
+            notes[0]
+                .get_document("options")
+                .unwrap()
+                .get_i64("size")
+                .ok(),
+            Some(4096)
+        );
         let built = notes[1].get_document("spec").unwrap();
         assert_eq!(built.get_str("name").ok(), Some("t_1"));
-        assert_eq!(notes[2].get_document("index").unwrap().get_bool("hidden").ok(), Some(true));
-        assert!(notes[2].get_document("oldIndex").unwrap().get("hidden").is_none());
-        assert_eq!(notes[3].get_document("oldOptions").unwrap().get_i64("size").ok(), Some(4096));
-        assert_eq!(notes[3].get_document("options").unwrap().get_i64("size").ok(), Some(8192));
-        assert_eq!(notes[4].get_document("spec").unwrap().get_str("name").ok(), Some("t_1"));
+        assert_eq!(
+            notes[2]
+                .get_document("index")
+                .unwrap()
+                .get_bool("hidden")
+                .ok(),
+            Some(true)
+        );
+        assert!(
+            notes[2]
+                .get_document("oldIndex")
+                .unwrap()
+                .get("hidden")
+                .is_none()
+        );
+        assert_eq!(
+            notes[3]
+                .get_document("oldOptions")
+                .unwrap()
+                .get_i64("size")
+                .ok(),
+            Some(4096)
+        );
+        assert_eq!(
+            notes[3]
+                .get_document("options")
+                .unwrap()
+                .get_i64("size")
+                .ok(),
+            Some(8192)
+        );
+        assert_eq!(
+            notes[4].get_document("spec").unwrap().get_str("name").ok(),
+            Some("t_1")
+        );
         assert!(notes.iter().all(|n| n.get_str("coll").ok() == Some("c")));
     }
 }

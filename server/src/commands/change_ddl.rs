@@ -245,7 +245,8 @@ fn events(
 /// With `showExpandedEvents`, the drop and rename events also carry the collection's uuid, and
 /// a rename its `operationDescription`.
 fn expand(e: &mut Document, what: &str, note: &Document) {
-    if !matches!(what, "drop" | "rename") || matches!(e.get_str("operationType"), Ok("invalidate")) {
+    if !matches!(what, "drop" | "rename") || matches!(e.get_str("operationType"), Ok("invalidate"))
+    {
         return;
     }
     if let Some(u) = note.get("uuid") {
@@ -301,14 +302,19 @@ fn expanded_event(
 fn create_description(note: &Document) -> Document {
     let mut d = note.get_document("options").cloned().unwrap_or_default();
     if !d.contains_key("clusteredIndex") {
-        d.insert("idIndex", doc! { "v": 2, "key": { "_id": 1 }, "name": "_id_" });
+        d.insert(
+            "idIndex",
+            doc! { "v": 2, "key": { "_id": 1 }, "name": "_id_" },
+        );
     }
     d
 }
 
 /// The index spec a note carries, in listIndexes form.
 fn index_of(note: &Document, field: &str) -> Document {
-    note.get_document(field).map(index_options).unwrap_or_default()
+    note.get_document(field)
+        .map(index_options)
+        .unwrap_or_default()
 }
 
 /// What a collMod changed and the state before it: for an index, `{index: {name, <changed
@@ -328,7 +334,13 @@ fn modification(note: &Document) -> (Document, Document) {
             if n == o {
                 continue;
             }
-            let falsy = |k: &str| if k == "expireAfterSeconds" { Bson::Null } else { Bson::Boolean(false) };
+            let falsy = |k: &str| {
+                if k == "expireAfterSeconds" {
+                    Bson::Null
+                } else {
+                    Bson::Boolean(false)
+                }
+            };
             change.insert(k, n.cloned().unwrap_or_else(|| falsy(k)));
             was.insert(k, o.cloned().unwrap_or_else(|| falsy(k)));
         }

@@ -232,7 +232,8 @@ fn update_description(diff: &Document, expanded: bool) -> Document {
 /// like an array index (cairn's diffs update arrays whole, so every part is a field name).
 fn note_path(parts: &[&str], ambiguous: &mut Document) -> String {
     let path = parts.join(".");
-    let unclear = |p: &&str| p.contains('.') || (!p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    let unclear =
+        |p: &&str| p.contains('.') || (!p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
     if parts.iter().any(unclear) {
         let list: Vec<Bson> = parts.iter().map(|p| Bson::String(p.to_string())).collect();
         ambiguous.insert(path.clone(), list);
@@ -262,7 +263,13 @@ fn flatten_diff(
                 }
             }
             (s, Bson::Document(sub)) if s.starts_with('s') && s.len() > 1 => {
-                flatten_diff(sub, &[prefix, &[&s[1..]]].concat(), updated, removed, ambiguous);
+                flatten_diff(
+                    sub,
+                    &[prefix, &[&s[1..]]].concat(),
+                    updated,
+                    removed,
+                    ambiguous,
+                );
             }
             _ => {}
         }
