@@ -1,6 +1,7 @@
 //! Proves catalog changes in the oplog and change streams against a real `cairn --replSet rs0`:
 //! drop, rename and dropDatabase events, invalidate (and the stream closing) for collection and
-//! database streams, startAfter an invalidate, and the oplog's `op: "c"` entries.
+//! database streams, startAfter an invalidate, the oplog's `op: "c"` entries, and what
+//! `showExpandedEvents` adds (create, createIndexes, dropIndexes, modify, uuids, paths).
 
 use bson::{Bson, Document, doc};
 use cairn_e2e::{Server, error_code};
@@ -286,4 +287,182 @@ async fn shaping_stages_after_change_stream() {
         .await
         .unwrap_err();
     assert_eq!(error_code(&e), 280);
+}
+
+/// Runs `cmd` on `db`, panicking with the command on failure.
+async fn run(db: &mongodb::Database, cmd: Document) -> Document {
+    let shown = cmd.to_string();
+    db.run_command(cmd)
+        .await
+        .unwrap_or_else(|e| panic!("{shown}: {e}"))
+}
+
+#[tokio::test]
+async fn expanded_events_show_creates_index_changes_and_modifications() {
+    let server = initiated().await;
+    let client = server.client().await;
+    let db = client.database("x");
+    let (plain, plain_ns) = open(&db, None, doc! {}).await;
+    let (id, ns) = open(&db, None, doc! { "showExpandedEvents": true }).await;
+    run(
+        &db,
+        doc! { "create": "c", "capped": true, "size": 1_i64 << 20 },
+    )
+    .await;
+    run(
+        &db,
+        doc! { "createIndexes": "c", "indexes": [{ "key": { "a": 1 }, "name": "a_1" }] },
+    )
+    .await;
+    run(
+        &db,
+        doc! { "collMod": "c", "index": { "name": "a_1", "hidden": true } },
+    )
+    .await;
+    run(
+        &db,
+        doc! { "collMod": "c", "validator": { "a": { "$exists": true } } },
+    )
+    .await;
+    run(&db, doc! { "dropIndexes": "c", "index": "a_1" }).await;
+    let c = db.collection::<Document>("c");
+    c.insert_one(doc! { "_id": 1, "a": 1, "m": {} })
+        .await
+        .unwrap();
+    c.update_one(doc! { "_id": 1 }, doc! { "$set": { "m.0": 5, "a": 2 } })
+        .await
+        .unwrap();
+    run(
+        &client.database("admin"),
+        doc! { "renameCollection": "x.c", "to": "x.d" },
+    )
+    .await;
+    run(&db, doc! { "drop": "d" }).await;
+
+    let (all, open_still) = events(&db, id, &ns, 9).await;
+    assert!(open_still, "a database stream is not invalidated by a drop");
+    assert_eq!(
+        kinds(&all),
+        [
+            "create",
+            "createIndexes",
+            "modify",
+            "modify",
+            "dropIndexes",
+            "insert",
+            "update",
+            "rename",
+            "drop"
+        ]
+    );
+    // Every event names the collection by its uuid, the same one throughout.
+    let uuids: Vec<&Bson> = all
+        .iter()
+        .map(|e| e.get("collectionUUID").unwrap())
+        .collect();
+    assert!(uuids.windows(2).all(|w| w[0] == w[1]), "{uuids:?}");
+    let desc = |i: usize| all[i].get_document("operationDescription").unwrap();
+    assert_eq!(desc(0).get_bool("capped").ok(), Some(true));
+    assert_eq!(
+        desc(0)
+            .get_document("idIndex")
+            .unwrap()
+            .get_str("name")
+            .ok(),
+        Some("_id_")
+    );
+    let built = desc(1).get_array("indexes").unwrap()[0]
+        .as_document()
+        .unwrap();
+    assert_eq!(built.get_str("name").ok(), Some("a_1"));
+    assert_eq!(built.get_document("key").unwrap(), &doc! { "a": 1 });
+    assert_eq!(
+        desc(2),
+        &doc! { "index": { "name": "a_1", "hidden": true } }
+    );
+    let before = all[2].get_document("stateBeforeChange").unwrap();
+    assert_eq!(
+        before.get_document("indexOptions").unwrap(),
+        &doc! { "hidden": false }
+    );
+    assert!(desc(3).contains_key("validator"), "{:?}", desc(3));
+    let before = all[3].get_document("stateBeforeChange").unwrap();
+    let old = before.get_document("collectionOptions").unwrap();
+    assert_eq!(old.get_bool("capped").ok(), Some(true));
+    assert_eq!(old.get("uuid"), Some(uuids[0]));
+    let dropped = desc(4).get_array("indexes").unwrap()[0]
+        .as_document()
+        .unwrap();
+    assert_eq!(dropped.get_str("name").ok(), Some("a_1"));
+    let update = all[6].get_document("updateDescription").unwrap();
+    assert_eq!(
+        update.get_document("disambiguatedPaths").unwrap(),
+        &doc! { "m.0": ["m", "0"] }
+    );
+    assert_eq!(desc(7), &doc! { "to": { "db": "x", "coll": "d" } });
+
+    // A stream without the option sees the data events and the rename and drop, as before.
+    let (seen, _) = events(&db, plain, &plain_ns, 4).await;
+    assert_eq!(kinds(&seen), ["insert", "update", "rename", "drop"]);
+    assert!(seen.iter().all(|e| !e.contains_key("collectionUUID")));
+    let update = seen[1].get_document("updateDescription").unwrap();
+    assert!(!update.contains_key("disambiguatedPaths"));
+    assert!(!seen[2].contains_key("operationDescription"));
+
+    // The oplog has the index and collMod entries as mongod writes them.
+    let r = run(
+        &client.database("local"),
+        doc! { "find": "oplog.rs", "filter": { "op": "c", "ns": "x.$cmd" } },
+    )
+    .await;
+    let entries = r
+        .get_document("cursor")
+        .unwrap()
+        .get_array("firstBatch")
+        .unwrap();
+    let commands: Vec<String> = entries
+        .iter()
+        .map(|e| {
+            let o = e.as_document().unwrap().get_document("o").unwrap();
+            o.keys().next().unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(
+        commands,
+        [
+            "create",
+            "createIndexes",
+            "collMod",
+            "collMod",
+            "dropIndexes",
+            "renameCollection",
+            "drop"
+        ]
+    );
+    let drop_ix = entries[4].as_document().unwrap();
+    assert_eq!(
+        drop_ix.get_document("o").unwrap(),
+        &doc! { "dropIndexes": "c", "index": "a_1" }
+    );
+    assert_eq!(
+        drop_ix.get_document("o2").unwrap().get_str("name").ok(),
+        Some("a_1")
+    );
+}
+
+#[tokio::test]
+async fn change_stream_spec_fields_are_checked() {
+    let server = initiated().await;
+    let db = server.client().await.database("x");
+    for (spec, code) in [
+        (doc! { "showExpandedEvents": 1 }, 14),
+        (doc! { "fullDocument": 1 }, 14),
+        (doc! { "bogus": true }, 40415),
+    ] {
+        let e = db
+            .run_command(doc! { "aggregate": 1, "pipeline": [{ "$changeStream": spec.clone() }], "cursor": {} })
+            .await
+            .expect_err("refused");
+        assert_eq!(error_code(&e), code, "{spec}");
+    }
 }

@@ -55,6 +55,10 @@ pub enum Kind {
         matches: Vec<Document>,
         /// `fullDocumentBeforeChange`: the pre-image the log kept for the op.
         before_change: Image,
+        /// `showExpandedEvents`: also create, createIndexes, dropIndexes and modify events,
+        /// `collectionUUID` on every event, `operationDescription` on renames and
+        /// `updateDescription.disambiguatedPaths`.
+        expanded: bool,
     },
 }
 

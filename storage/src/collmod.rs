@@ -36,10 +36,14 @@ impl Engine {
         if new == old {
             return Ok(old);
         }
-        let ticket = self.log_catalog(&[CatalogOp::ModifyIndex {
+        let mut note = crate::engine::ddl_note("collMod", c.id, db, coll, c.uuid);
+        note.insert("index", new.to_document());
+        note.insert("oldIndex", old.to_document());
+        let op = CatalogOp::ModifyIndex {
             id: c.id,
             spec: new.clone(),
-        }])?;
+        };
+        let ticket = self.log_catalog_noted(&[op], &[note])?;
         ix.spec = new;
         drop(st);
         ticket.wait_durable_blocking()?;
@@ -58,10 +62,14 @@ impl Engine {
         let c = self.existing(db, coll)?;
         // The state lock orders this change with checkpoints' cuts, as for index changes.
         let st = c.write_state()?;
-        let ticket = self.log_catalog(&[CatalogOp::SetOptions {
+        let mut note = crate::engine::ddl_note("collMod", c.id, db, coll, c.uuid);
+        note.insert("options", options.clone());
+        note.insert("oldOptions", c.options());
+        let op = CatalogOp::SetOptions {
             id: c.id,
             options: options.clone(),
-        }])?;
+        };
+        let ticket = self.log_catalog_noted(&[op], &[note])?;
         let old = {
             let mut meta = c
                 .meta

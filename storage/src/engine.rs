@@ -533,7 +533,10 @@ impl Engine {
         };
         let shared = &self.inner.shared;
         let state = CollState::new(&shared.pager, shared.filter_compiler.as_ref())?;
-        let note = ddl_note("create", id, db, name, entry.uuid);
+        let mut note = ddl_note("create", id, db, name, entry.uuid);
+        if !options.is_empty() {
+            note.insert("options", options.clone());
+        }
         let ticket = self.log_catalog_noted(&[CatalogOp::Create(entry.clone())], &[note])?;
         cat.next_collection_id = id + 1;
         let coll = Arc::new(Collection {
@@ -709,10 +712,13 @@ impl Engine {
             }
             return Err(StorageError::IndexNotFound(name.to_string()));
         };
-        let ticket = self.log_catalog(&[CatalogOp::DropIndex {
+        let mut note = ddl_note("dropIndexes", c.id, db, coll, c.uuid);
+        note.insert("spec", st.indexes[pos].spec.to_document());
+        let op = CatalogOp::DropIndex {
             id: c.id,
             name: name.into(),
-        }])?;
+        };
+        let ticket = self.log_catalog_noted(&[op], &[note])?;
         let ix = st.indexes.remove(pos);
         crate::replay::free_tree(&self.inner.shared.pager, &ix.tree)?;
         drop(st);
@@ -953,7 +959,7 @@ fn checkpointer(inner: Weak<Inner>) {
 
 /// mongod's namespace rules, the parts storage cares about.
 /// What the write history says about a catalog change (`record::OP_COMMAND`).
-fn ddl_note(op: &str, id: u64, db: &str, coll: &str, uuid: bson::Uuid) -> Document {
+pub(crate) fn ddl_note(op: &str, id: u64, db: &str, coll: &str, uuid: bson::Uuid) -> Document {
     bson::doc! { "op": op, "id": id as i64, "db": db, "coll": coll, "uuid": uuid }
 }
 

@@ -472,4 +472,89 @@ mod tests {
         assert_eq!(last.ops.len(), 3);
         assert_eq!(last.timestamp + 2, e.last_timestamp());
     }
+    #[test]
+    fn index_and_option_changes_are_noted_with_their_specs() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = open(dir.path());
+        let start = e.history_end().unwrap();
+        e.create_collection("d", "c", bson::doc! { "capped": true, "size": 4096_i64 })
+            .unwrap();
+        let spec = crate::IndexSpec {
+            name: "t_1".into(),
+            key: bson::doc! { "t": 1 },
+            ..crate::IndexSpec::default()
+        };
+        e.create_index("d", "c", spec, &|_, _| {}).unwrap();
+        e.modify_index("d", "c", "t_1", &|s| s.hidden = true)
+            .unwrap();
+        e.set_collection_options("d", "c", bson::doc! { "capped": true, "size": 8192_i64 })
+            .unwrap();
+        e.drop_index("d", "c", "t_1").unwrap();
+        e.close().unwrap();
+        let e = open(dir.path());
+        let read = e.history_read(start, 100, 1 << 20).unwrap();
+        let notes: Vec<Document> = read
+            .batches
+            .iter()
+            .flat_map(|b| &b.ops)
+            .map(|o| o.details.clone().unwrap())
+            .collect();
+        let ops: Vec<&str> = notes.iter().map(|n| n.get_str("op").unwrap()).collect();
+        assert_eq!(
+            ops,
+            [
+                "create",
+                "createIndexes",
+                "collMod",
+                "collMod",
+                "dropIndexes"
+            ]
+        );
+        assert_eq!(
+            notes[0]
+                .get_document("options")
+                .unwrap()
+                .get_i64("size")
+                .ok(),
+            Some(4096)
+        );
+        let built = notes[1].get_document("spec").unwrap();
+        assert_eq!(built.get_str("name").ok(), Some("t_1"));
+        assert_eq!(
+            notes[2]
+                .get_document("index")
+                .unwrap()
+                .get_bool("hidden")
+                .ok(),
+            Some(true)
+        );
+        assert!(
+            notes[2]
+                .get_document("oldIndex")
+                .unwrap()
+                .get("hidden")
+                .is_none()
+        );
+        assert_eq!(
+            notes[3]
+                .get_document("oldOptions")
+                .unwrap()
+                .get_i64("size")
+                .ok(),
+            Some(4096)
+        );
+        assert_eq!(
+            notes[3]
+                .get_document("options")
+                .unwrap()
+                .get_i64("size")
+                .ok(),
+            Some(8192)
+        );
+        assert_eq!(
+            notes[4].get_document("spec").unwrap().get_str("name").ok(),
+            Some("t_1")
+        );
+        assert!(notes.iter().all(|n| n.get_str("coll").ok() == Some("c")));
+    }
 }

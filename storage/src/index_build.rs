@@ -427,11 +427,15 @@ impl Engine {
         let spec = b.maker.spec.clone();
         let mut ix = Index::new(spec.clone(), b.ident, shared.filter_compiler.as_ref(), tree)?;
         ix.multikey = multikey || b.multikey.load(Ordering::Acquire);
-        let ticket = self.log_catalog(&[CatalogOp::CreateIndex {
+        let (db, name) = c.namespace();
+        let mut note = crate::engine::ddl_note("createIndexes", c.id, &db, &name, c.uuid);
+        note.insert("spec", spec.to_document());
+        let op = CatalogOp::CreateIndex {
             id: c.id,
             ident: b.ident,
             spec,
-        }])?;
+        };
+        let ticket = self.log_catalog_noted(&[op], &[note])?;
         st.builds.retain(|x| !std::ptr::eq(&**x, b));
         st.indexes.push(ix);
         Ok(ticket)

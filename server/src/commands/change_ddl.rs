@@ -1,7 +1,9 @@
 //! Catalog changes in the oplog and in change streams: the write history's command ops
 //! (`record::OP_COMMAND`, whose details name the collection as it was: storage's `ddl_note`)
-//! become mongod 7's `op: "c"` oplog entries (create, drop, renameCollection, dropDatabase) and
-//! its drop, rename, dropDatabase and invalidate events. A collection stream is invalidated by a
+//! become mongod 7's `op: "c"` oplog entries (create, drop, renameCollection, dropDatabase,
+//! createIndexes, dropIndexes, collMod) and its drop, rename, dropDatabase and invalidate
+//! events; a stream with `showExpandedEvents` also gets create, createIndexes, dropIndexes and
+//! modify events. A collection stream is invalidated by a
 //! drop or rename of its collection (also through dropDatabase), a database stream by
 //! dropDatabase; a cluster stream never is. After its invalidate event the stream ends.
 
@@ -51,9 +53,23 @@ pub fn entries(c: &mut StreamCursor, at: &Ddl<'_>, op: &HistoryOp) -> Vec<(Docum
         Kind::Oplog { .. } => oplog_entry(&what, &db, &coll, uuid, &note, at)
             .map(|e| vec![(e, true)])
             .unwrap_or_default(),
-        Kind::Change { scope, .. } => {
+        Kind::Change {
+            scope, expanded, ..
+        } => {
             let scope = scope.clone();
-            events(c, &scope, &what, &db, &coll, &note, at)
+            let expanded = *expanded;
+            let mut out = events(c, &scope, &what, &db, &coll, &note, at);
+            if expanded {
+                for (e, _) in &mut out {
+                    expand(e, &what, &note);
+                }
+                if in_scope(&scope, &db, &coll)
+                    && let Some(e) = expanded_event(&what, &db, &coll, &note, at)
+                {
+                    out.push((e, true));
+                }
+            }
+            out
         }
     }
 }
@@ -97,11 +113,38 @@ fn oplog_entry(
     note: &Document,
     at: &Ddl<'_>,
 ) -> Option<Document> {
+    let mut o2 = None;
     let o = match what {
-        "create" => doc! {
-            "create": coll,
-            "idIndex": { "v": 2, "key": { "_id": 1 }, "name": "_id_" },
-        },
+        "create" => {
+            let mut o = doc! { "create": coll };
+            o.extend(create_description(note));
+            o
+        }
+        "createIndexes" => {
+            let mut o = doc! { "createIndexes": coll };
+            o.extend(index_of(note, "spec"));
+            o
+        }
+        "dropIndexes" => {
+            let spec = index_of(note, "spec");
+            let name = spec.get_str("name").unwrap_or("").to_string();
+            o2 = Some(spec);
+            doc! { "dropIndexes": coll, "index": name }
+        }
+        "collMod" => {
+            let (change, before) = modification(note);
+            let mut o = doc! { "collMod": coll };
+            o.extend(change);
+            let mut old = Document::new();
+            if let Ok(c) = before.get_document("collectionOptions") {
+                old.insert("collectionOptions_old", c.clone());
+            }
+            if let Ok(i) = before.get_document("indexOptions") {
+                old.insert("indexOptions_old", i.clone());
+            }
+            o2 = Some(old);
+            o
+        }
         "drop" => doc! { "drop": coll },
         "rename" => {
             let mut o = doc! {
@@ -123,10 +166,10 @@ fn oplog_entry(
     }
     e.insert("o", o);
     if what == "drop" {
-        e.insert(
-            "o2",
-            doc! { "numRecords": note.get_i64("count").unwrap_or(0) },
-        );
+        o2 = Some(doc! { "numRecords": note.get_i64("count").unwrap_or(0) });
+    }
+    if let Some(o2) = o2 {
+        e.insert("o2", o2);
     }
     e.insert("ts", ts_of(at.ts));
     e.insert("t", at.term);
@@ -197,4 +240,129 @@ fn events(
         c.invalidated = true;
     }
     out
+}
+
+/// With `showExpandedEvents`, the drop and rename events also carry the collection's uuid, and
+/// a rename its `operationDescription`.
+fn expand(e: &mut Document, what: &str, note: &Document) {
+    if !matches!(what, "drop" | "rename") || matches!(e.get_str("operationType"), Ok("invalidate"))
+    {
+        return;
+    }
+    if let Some(u) = note.get("uuid") {
+        e.insert("collectionUUID", u.clone());
+    }
+    if what == "rename" {
+        let mut desc = doc! {
+            "to": { "db": note.get_str("toDb").unwrap_or(""), "coll": note.get_str("to").unwrap_or("") },
+        };
+        if let Some(t) = note.get("dropTarget") {
+            desc.insert("dropTarget", t.clone());
+        }
+        e.insert("operationDescription", desc);
+    }
+}
+
+/// The events only a stream with `showExpandedEvents` sees: create, createIndexes,
+/// dropIndexes and modify (collMod), each with mongod 7's `operationDescription`.
+fn expanded_event(
+    what: &str,
+    db: &str,
+    coll: &str,
+    note: &Document,
+    at: &Ddl<'_>,
+) -> Option<Document> {
+    let (kind, desc, before) = match what {
+        "create" => ("create", create_description(note), None),
+        "createIndexes" | "dropIndexes" => {
+            let desc = doc! { "indexes": [index_of(note, "spec")] };
+            (what, desc, None)
+        }
+        "collMod" => {
+            let (change, before) = modification(note);
+            ("modify", change, Some(before))
+        }
+        _ => return None,
+    };
+    let id = token(at.ts, at.b.pos, at.i as u32 + 1);
+    let mut e = event_head(kind, id, at);
+    e.insert("ns", doc! { "db": db, "coll": coll });
+    if let Some(u) = note.get("uuid") {
+        e.insert("collectionUUID", u.clone());
+    }
+    e.insert("operationDescription", desc);
+    if let Some(b) = before {
+        e.insert("stateBeforeChange", b);
+    }
+    Some(e)
+}
+
+/// A create's options as its oplog entry and event describe them: the options given, then the
+/// `_id` index (none for a clustered collection, whose `_id` order is the collection itself).
+fn create_description(note: &Document) -> Document {
+    let mut d = note.get_document("options").cloned().unwrap_or_default();
+    if !d.contains_key("clusteredIndex") {
+        d.insert(
+            "idIndex",
+            doc! { "v": 2, "key": { "_id": 1 }, "name": "_id_" },
+        );
+    }
+    d
+}
+
+/// The index spec a note carries, in listIndexes form.
+fn index_of(note: &Document, field: &str) -> Document {
+    note.get_document(field)
+        .map(index_options)
+        .unwrap_or_default()
+}
+
+/// What a collMod changed and the state before it: for an index, `{index: {name, <changed
+/// options>}}` and `{indexOptions: <their old values>}`; for the collection's options, the
+/// options that changed and `{collectionOptions: <the old options and uuid>}`.
+fn modification(note: &Document) -> (Document, Document) {
+    let mut before_options = doc! {};
+    if let Some(u) = note.get("uuid") {
+        before_options.insert("uuid", u.clone());
+    }
+    if let (Ok(new), Ok(old)) = (note.get_document("index"), note.get_document("oldIndex")) {
+        let (new, old) = (index_options(new), index_options(old));
+        let mut change = doc! { "name": new.get_str("name").unwrap_or("") };
+        let mut was = Document::new();
+        for k in ["expireAfterSeconds", "hidden", "prepareUnique", "unique"] {
+            let (n, o) = (new.get(k), old.get(k));
+            if n == o {
+                continue;
+            }
+            let falsy = |k: &str| {
+                if k == "expireAfterSeconds" {
+                    Bson::Null
+                } else {
+                    Bson::Boolean(false)
+                }
+            };
+            change.insert(k, n.cloned().unwrap_or_else(|| falsy(k)));
+            was.insert(k, o.cloned().unwrap_or_else(|| falsy(k)));
+        }
+        let before = doc! { "collectionOptions": before_options, "indexOptions": was };
+        return (doc! { "index": change }, before);
+    }
+    let new = note.get_document("options").cloned().unwrap_or_default();
+    let old = note.get_document("oldOptions").cloned().unwrap_or_default();
+    let mut change = Document::new();
+    for (k, v) in &new {
+        if old.get(k) != Some(v) {
+            change.insert(k, v.clone());
+        }
+    }
+    before_options.extend(old);
+    (change, doc! { "collectionOptions": before_options })
+}
+
+/// A catalog spec in listIndexes form (`{v, key, name, ...}`).
+fn index_options(d: &Document) -> Document {
+    match storage::IndexSpec::from_document(d) {
+        Ok(spec) => super::indexes::spec_document(&spec),
+        Err(_) => d.clone(),
+    }
 }

@@ -216,26 +216,60 @@ fn applied_entry(
 }
 
 /// `updateDescription` from a `$v: 2` diff.
-fn update_description(diff: &Document) -> Document {
+fn update_description(diff: &Document, expanded: bool) -> Document {
     let mut updated = Document::new();
     let mut removed = Vec::new();
-    flatten_diff(diff, "", &mut updated, &mut removed);
-    doc! { "updatedFields": updated, "removedFields": removed, "truncatedArrays": [] }
+    let mut ambiguous = Document::new();
+    flatten_diff(diff, &[], &mut updated, &mut removed, &mut ambiguous);
+    let mut d = doc! { "updatedFields": updated, "removedFields": removed, "truncatedArrays": [] };
+    if expanded {
+        d.insert("disambiguatedPaths", ambiguous);
+    }
+    d
 }
 
-fn flatten_diff(diff: &Document, prefix: &str, updated: &mut Document, removed: &mut Vec<Bson>) {
+/// A dotted path names its field unambiguously unless a part has a dot of its own or looks
+/// like an array index (cairn's diffs update arrays whole, so every part is a field name).
+fn note_path(parts: &[&str], ambiguous: &mut Document) -> String {
+    let path = parts.join(".");
+    let unclear =
+        |p: &&str| p.contains('.') || (!p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    if parts.iter().any(unclear) {
+        let list: Vec<Bson> = parts.iter().map(|p| Bson::String(p.to_string())).collect();
+        ambiguous.insert(path.clone(), list);
+    }
+    path
+}
+
+fn flatten_diff(
+    diff: &Document,
+    prefix: &[&str],
+    updated: &mut Document,
+    removed: &mut Vec<Bson>,
+    ambiguous: &mut Document,
+) {
     for (k, v) in diff {
         match (k.as_str(), v) {
             ("u" | "i", Bson::Document(fields)) => {
                 for (f, fv) in fields {
-                    updated.insert(format!("{prefix}{f}"), fv.clone());
+                    let path = note_path(&[prefix, &[f.as_str()]].concat(), ambiguous);
+                    updated.insert(path, fv.clone());
                 }
             }
             ("d", Bson::Document(fields)) => {
-                removed.extend(fields.keys().map(|f| Bson::String(format!("{prefix}{f}"))));
+                for f in fields.keys() {
+                    let path = note_path(&[prefix, &[f.as_str()]].concat(), ambiguous);
+                    removed.push(Bson::String(path));
+                }
             }
             (s, Bson::Document(sub)) if s.starts_with('s') && s.len() > 1 => {
-                flatten_diff(sub, &format!("{prefix}{}.", &s[1..]), updated, removed);
+                flatten_diff(
+                    sub,
+                    &[prefix, &[&s[1..]]].concat(),
+                    updated,
+                    removed,
+                    ambiguous,
+                );
             }
             _ => {}
         }
@@ -252,12 +286,14 @@ pub(super) fn in_scope(scope: &Scope, db: &str, coll: &str) -> bool {
     }
 }
 
-/// A change event in mongod 7's shape.
+/// A change event in mongod 7's shape; `expanded` is the collection's uuid when the stream
+/// shows expanded events.
 #[allow(clippy::too_many_arguments)]
 fn change_event(
     state: &ServerState,
     full: FullDocument,
     before_change: Image,
+    expanded: Option<bson::Uuid>,
     db: &str,
     coll: &str,
     op: &HistoryOp,
@@ -278,6 +314,9 @@ fn change_event(
         "clusterTime": ts_of(ts),
         "wallTime": bson::DateTime::from_millis(wall_ms),
     };
+    if let Some(uuid) = expanded {
+        e.insert("collectionUUID", uuid);
+    }
     let post_image = |image: Image, e: &Document| -> CommandResult<Option<Document>> {
         match (&op.pre_image, image) {
             // The log's version after the op is the post-image; it counts as kept only when
@@ -309,7 +348,10 @@ fn change_event(
     if op.code == record::OP_UPDATE {
         e.insert(
             "updateDescription",
-            update_description(op.details.as_ref().unwrap_or(&Document::new())),
+            update_description(
+                op.details.as_ref().unwrap_or(&Document::new()),
+                expanded.is_some(),
+            ),
         );
     }
     if before_change != Image::Off && op.code != record::OP_INSERT {
@@ -488,6 +530,7 @@ fn fill_batch(
                 scope,
                 full_document,
                 before_change,
+                expanded,
                 ..
             } => {
                 if !in_scope(scope, &db, &coll) {
@@ -498,6 +541,7 @@ fn fill_batch(
                     state,
                     *full_document,
                     *before_change,
+                    expanded.then_some(uuid),
                     &db,
                     &coll,
                     op,
@@ -668,6 +712,49 @@ pub fn change_stream(state: &ServerState, req: &Request) -> Option<CommandResult
     Some(open_stream(state, req, spec, &stages[1..]))
 }
 
+/// The `$changeStream` stage's fields and their types, as mongod's IDL checks them: an
+/// unknown field is 40415, a wrongly typed one 14.
+fn check_spec(spec: &Document) -> CommandResult<()> {
+    const BOOLS: [&str; 5] = [
+        "allChangesForCluster",
+        "showExpandedEvents",
+        "showMigrationEvents",
+        "showSystemEvents",
+        "allowToRunOnConfigDB",
+    ];
+    const STRINGS: [&str; 2] = ["fullDocument", "fullDocumentBeforeChange"];
+    const OTHERS: [&str; 4] = [
+        "resumeAfter",
+        "startAfter",
+        "startAtOperationTime",
+        "allowToRunOnSystemNS",
+    ];
+    for (k, v) in spec {
+        let want = if BOOLS.contains(&k.as_str()) {
+            Some(("bool", matches!(v, Bson::Boolean(_))))
+        } else if STRINGS.contains(&k.as_str()) {
+            Some(("string", matches!(v, Bson::String(_))))
+        } else if OTHERS.contains(&k.as_str()) {
+            None
+        } else {
+            return Err(err(
+                ErrorCode::Location40415,
+                format!("BSON field '$changeStream.{k}' is an unknown field."),
+            ));
+        };
+        if let Some((expected, false)) = want {
+            return Err(err(
+                ErrorCode::TypeMismatch,
+                format!(
+                    "BSON field '$changeStream.{k}' is the wrong type '{}', expected type '{expected}'",
+                    crate::query::pipeline::values::type_name(v)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn open_stream(
     state: &ServerState,
     req: &Request,
@@ -681,7 +768,9 @@ fn open_stream(
             "the $changeStream stage specification must be an object",
         ));
     };
+    check_spec(spec)?;
     let all = spec.get_bool("allChangesForCluster").unwrap_or(false);
+    let expanded = spec.get_bool("showExpandedEvents").unwrap_or(false);
     let scope = match req.body.get("aggregate") {
         Some(Bson::String(coll)) => Scope::Collection {
             db: req.db.clone(),
@@ -797,6 +886,7 @@ fn open_stream(
             full_document,
             matches,
             before_change,
+            expanded,
         },
         pos,
         ns: ns.clone(),
