@@ -134,6 +134,12 @@ fn a_retried_write_returns_the_first_reply_and_applies_once() {
         .and_then(|t| t.get_i64("retriedCommandsCount"))
         .expect("serverStatus.transactions");
     assert_eq!(retried, 5);
+    // Their statements: the insert's two documents once, the update twice, the rest once.
+    let statements = status
+        .get_document("transactions")
+        .and_then(|t| t.get_i64("retriedStatementsCount"))
+        .expect("retriedStatementsCount");
+    assert_eq!(statements, 6);
     // Five writes ran (the retries wrote nothing): each wrote its session's record once.
     let writes = status
         .get_document("transactions")

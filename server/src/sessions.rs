@@ -110,6 +110,8 @@ pub struct SessionTable {
     /// Retried writes answered from the table (serverStatus.transactions.retriedStatementsCount
     /// counts statements; this counts commands).
     pub retried_commands: std::sync::atomic::AtomicU64,
+    /// The statements of those commands (serverStatus.transactions.retriedStatementsCount).
+    pub retried_statements: std::sync::atomic::AtomicU64,
     /// Bytes of the kept replies (bounded by `limits::SESSION_REPLIES_BYTES_MAX`).
     reply_bytes: std::sync::atomic::AtomicUsize,
 }
@@ -127,6 +129,8 @@ pub struct Retryable {
     /// The session id as mongod prints it in messages.
     id_text: String,
     txn_number: i64,
+    /// The command's statements (documents inserted, updates, deletes, bulkWrite ops).
+    pub statements: u64,
 }
 
 fn idle_max() -> Duration {
@@ -232,6 +236,7 @@ pub fn retryable(body: &Document, command: &str, repl: bool) -> CommandResult<Op
         key,
         id_text,
         txn_number: n,
+        statements: 1,
     }))
 }
 
@@ -630,6 +635,9 @@ where
             table
                 .retried_commands
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            table
+                .retried_statements
+                .fetch_add(rw.statements, std::sync::atomic::Ordering::Relaxed);
             return Ok(T::from_stored(stored.clone()));
         }
         table.release(s.reply_bytes);
@@ -675,7 +683,7 @@ pub fn server_status(table: &SessionTable, txns: &crate::txn::Registry) -> Docum
     let open = txns.open.load(Relaxed).max(0);
     doc! {
         "retriedCommandsCount": table.retried_commands.load(std::sync::atomic::Ordering::Relaxed) as i64,
-        "retriedStatementsCount": 0_i64,
+        "retriedStatementsCount": table.retried_statements.load(Relaxed) as i64,
         "transactionsCollectionWriteCount":
             crate::retry_record::COLLECTION_WRITES.load(Relaxed) as i64,
         "currentActive": 0_i64,

@@ -408,7 +408,10 @@ pub async fn dispatch(
     };
     let retryable = match txn_stmt {
         Some(_) => None,
-        None => crate::sessions::retryable(&req.body, spec.name, repl)?,
+        None => crate::sessions::retryable(&req.body, spec.name, repl)?.map(|mut rw| {
+            rw.statements = statement_count(req);
+            rw
+        }),
     };
     if in_txn && !repl {
         return Err(err(
@@ -666,6 +669,23 @@ async fn retryable_write(state: &Arc<ServerState>, req: &Arc<Request>) -> Comman
 
 // Commands read their arguments with the query layer's value helpers.
 pub use crate::query::types::{as_i64, truthy};
+
+/// The statements of a write command, from its document sequence or its body's array
+/// (`documents`, `updates`, `deletes`, bulkWrite's `ops`); 1 for findAndModify.
+fn statement_count(req: &Request) -> u64 {
+    const LISTS: [&str; 4] = ["documents", "updates", "deletes", "ops"];
+    if let Some(s) = req
+        .sequences
+        .iter()
+        .find(|s| LISTS.contains(&s.identifier.as_str()))
+    {
+        return s.documents.len().max(1) as u64;
+    }
+    LISTS
+        .iter()
+        .find_map(|k| req.body.get_array(*k).ok())
+        .map_or(1, |a| a.len().max(1) as u64)
+}
 
 #[cfg(test)]
 mod tests {
