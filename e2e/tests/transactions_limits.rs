@@ -59,7 +59,10 @@ async fn wait_for_op(client: &Client, name: &str) -> i64 {
         if let Some(op) = found {
             return op.get_i64("opid").expect("opid");
         }
-        assert!(start.elapsed() < WAIT_MAX, "{name} never showed in currentOp");
+        assert!(
+            start.elapsed() < WAIT_MAX,
+            "{name} never showed in currentOp"
+        );
         tokio::task::yield_now().await;
     }
 }
@@ -94,17 +97,24 @@ async fn holding(client: &Client, coll: &Collection<Document>, id: i32) -> Clien
 
 #[tokio::test]
 async fn a_statement_behind_a_waiting_ddl_times_out_with_24_and_aborts_its_transaction() {
-    let server = initiated(&["--setParameter", "maxTransactionLockRequestTimeoutMillis=20"]).await;
+    let server = initiated(&[
+        "--setParameter",
+        "maxTransactionLockRequestTimeoutMillis=20",
+    ])
+    .await;
     let client = server.client().await;
     let p = admin(&client)
         .run_command(doc! { "getParameter": 1, "maxTransactionLockRequestTimeoutMillis": 1 })
         .await
         .expect("getParameter");
-    assert_eq!(
-        p.get_i32("maxTransactionLockRequestTimeoutMillis").ok(),
-        Some(20),
-        "{p}"
-    );
+    let timeout = p
+        .get("maxTransactionLockRequestTimeoutMillis")
+        .and_then(|v| match v {
+            bson::Bson::Int32(n) => Some(i64::from(*n)),
+            bson::Bson::Int64(n) => Some(*n),
+            _ => None,
+        });
+    assert_eq!(timeout, Some(20), "{p}");
     let c = client.database("t").collection::<Document>("c");
     c.insert_one(doc! { "_id": 0 }).await.expect("seed");
     let mut holder = holding(&client, &c, 1).await;
@@ -137,8 +147,16 @@ async fn a_statement_behind_a_waiting_ddl_times_out_with_24_and_aborts_its_trans
     finished(ddl).await.expect("createIndexes after the commit");
     let ids: Vec<i32> = {
         use futures_util::TryStreamExt;
-        let docs: Vec<Document> = c.find(doc! {}).await.expect("find").try_collect().await.expect("docs");
-        docs.iter().map(|d| d.get_i32("_id").expect("_id")).collect()
+        let docs: Vec<Document> = c
+            .find(doc! {})
+            .await
+            .expect("find")
+            .try_collect()
+            .await
+            .expect("docs");
+        docs.iter()
+            .map(|d| d.get_i32("_id").expect("_id"))
+            .collect()
     };
     assert_eq!(ids, vec![0, 1]);
     let t = txn_counters(&client).await;
@@ -193,7 +211,11 @@ async fn ddl_waits_bounded_by_max_time_ms_ended_by_kill_op_and_proceeds_after_ab
     holder.abort_transaction().await.expect("abort");
     finished(rename).await.expect("rename after the abort");
     let d = db.collection::<Document>("d");
-    assert_eq!(d.count_documents(doc! {}).await.expect("count"), 1, "the abort left nothing");
+    assert_eq!(
+        d.count_documents(doc! {}).await.expect("count"),
+        1,
+        "the abort left nothing"
+    );
 }
 
 #[tokio::test]
@@ -204,7 +226,11 @@ async fn the_write_set_bound_gives_388_and_the_session_starts_again() {
         .run_command(doc! { "getParameter": 1, "transactionMemoryLimitBytes": 1 })
         .await
         .expect("getParameter");
-    assert_eq!(p.get_i64("transactionMemoryLimitBytes").ok(), Some(256 << 20), "{p}");
+    assert_eq!(
+        p.get_i64("transactionMemoryLimitBytes").ok(),
+        Some(256 << 20),
+        "{p}"
+    );
     admin(&client)
         .run_command(doc! { "setParameter": 1, "transactionMemoryLimitBytes": 10_000 })
         .await
@@ -288,7 +314,10 @@ async fn counters_and_current_op_show_an_idle_transaction() {
             .find(|o| o.get_str("type") == Ok("idleSession"))
             .cloned()
     };
-    assert!(idle(&plain).is_none(), "only with $all or idleSessions: {plain}");
+    assert!(
+        idle(&plain).is_none(),
+        "only with $all or idleSessions: {plain}"
+    );
     let all = admin(&client)
         .run_command(doc! { "currentOp": 1, "$all": true })
         .await
@@ -307,7 +336,9 @@ async fn counters_and_current_op_show_an_idle_transaction() {
     assert!(txn.get_str("expiryTime").is_ok(), "{op}");
     let open = txn.get_i64("timeOpenMicros").expect("timeOpenMicros");
     let active = txn.get_i64("timeActiveMicros").expect("timeActiveMicros");
-    let inactive = txn.get_i64("timeInactiveMicros").expect("timeInactiveMicros");
+    let inactive = txn
+        .get_i64("timeInactiveMicros")
+        .expect("timeInactiveMicros");
     assert!(active > 0 && inactive > 0, "{op}");
     assert!((open - active - inactive).abs() <= 1, "{op}");
     let with_flag = admin(&client)
@@ -341,7 +372,9 @@ async fn kill_sessions_and_lifetime_expiry_free_the_locks() {
         .run_command(doc! { "killSessions": [ s.id().clone() ] })
         .await
         .expect("killSessions");
-    finished(drop_c).await.expect("drop once the session is killed");
+    finished(drop_c)
+        .await
+        .expect("drop once the session is killed");
     let e = s.commit_transaction().await.expect_err("killed");
     assert_eq!(error_code(&e), 251, "{e}");
 
@@ -352,7 +385,9 @@ async fn kill_sessions_and_lifetime_expiry_free_the_locks() {
     let d = client.database("t").collection::<Document>("d");
     let _expiring = holding(&client, &d, 1).await;
     let drop_d = spawn_command(&client, "t", doc! { "drop": "d" });
-    finished(drop_d).await.expect("drop once the reaper aborts the transaction");
+    finished(drop_d)
+        .await
+        .expect("drop once the reaper aborts the transaction");
     let t = txn_counters(&client).await;
     assert_eq!(t.get_i64("totalAborted").ok(), Some(2), "{t}");
     assert_eq!(t.get_i64("currentOpen").ok(), Some(0), "{t}");

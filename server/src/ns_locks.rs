@@ -175,7 +175,11 @@ impl NamespaceLocks {
 fn ordered(targets: &[Target]) -> Vec<Target> {
     let mut dbs: BTreeSet<Target> = targets.iter().map(|t| Target::database(&t.db)).collect();
     dbs.extend(targets.iter().filter(|t| t.coll.is_none()).cloned());
-    let colls: BTreeSet<Target> = targets.iter().filter(|t| t.coll.is_some()).cloned().collect();
+    let colls: BTreeSet<Target> = targets
+        .iter()
+        .filter(|t| t.coll.is_some())
+        .cloned()
+        .collect();
     dbs.into_iter().chain(colls).collect()
 }
 
@@ -235,7 +239,10 @@ mod tests {
         let ddl = locks.exclusive(&[coll("a")], &op).await.unwrap();
         let mut txn = SharedSet::default();
         locks.share(&mut txn, &[coll("b")], SHORT).await.unwrap();
-        let e = locks.share(&mut txn, &[coll("a")], SHORT).await.unwrap_err();
+        let e = locks
+            .share(&mut txn, &[coll("a")], SHORT)
+            .await
+            .unwrap_err();
         assert_eq!(e.code, ErrorCode::LockTimeout);
         assert!(txn.holds(&coll("b")) && !txn.holds(&coll("a")));
         drop(ddl);
@@ -260,26 +267,32 @@ mod tests {
         assert_eq!(e.err().map(|e| e.code), Some(ErrorCode::Interrupted));
         drop(txn);
         let op = Interrupt::default();
-        drop(locks.exclusive(&[Target::database("d")], &op).await.unwrap());
+        drop(
+            locks
+                .exclusive(&[Target::database("d")], &op)
+                .await
+                .unwrap(),
+        );
     }
 
     #[tokio::test]
     async fn unused_entries_are_dropped_once_the_table_is_full() {
         let locks = NamespaceLocks::default();
         let mut kept = SharedSet::default();
-        locks.share(&mut kept, &[coll("kept")], SHORT).await.unwrap();
+        locks
+            .share(&mut kept, &[coll("kept")], SHORT)
+            .await
+            .unwrap();
         for i in 0..NAMESPACE_LOCK_ENTRIES_MAX + 10 {
             let op = Interrupt::default();
             drop(locks.exclusive(&[coll(&i.to_string())], &op).await.unwrap());
         }
         assert!(locks.len() <= NAMESPACE_LOCK_ENTRIES_MAX, "{}", locks.len());
-        let e = locks.exclusive(&[coll("kept")], &{
-            let op = Interrupt::default();
-            op.set_deadline(Some(Instant::now()));
-            op
-        });
+        let op = Interrupt::default();
+        op.set_deadline(Some(Instant::now()));
+        let e = locks.exclusive(&[coll("kept")], &op).await;
         assert_eq!(
-            e.await.err().map(|e| e.code),
+            e.err().map(|e| e.code),
             Some(ErrorCode::MaxTimeMSExpired),
             "a held entry survives the pruning"
         );

@@ -634,6 +634,8 @@ where
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             return Ok(T::from_stored(stored.clone()));
         }
+        // A newer number ends an open transaction of the session, counted as aborted.
+        s.abort();
         table.release(s.reply_bytes);
         *s = SessionTxn {
             txn_number: rw.txn_number,

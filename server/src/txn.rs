@@ -519,7 +519,11 @@ impl Txn {
         staged: &[(RecordId, Option<Pending>)],
     ) -> storage::Result<()> {
         let pinned = self.pinned_bytes.load(Relaxed);
-        let added: usize = staged.iter().filter_map(|(_, p)| p.as_ref()).map(entry_bytes).sum();
+        let added: usize = staged
+            .iter()
+            .filter_map(|(_, p)| p.as_ref())
+            .map(entry_bytes)
+            .sum();
         let freed: usize = staged
             .iter()
             .filter_map(|(rid, _)| w.pending.get(rid))
@@ -712,8 +716,11 @@ mod tests {
         };
         let t = Txn::begin_with(&registry, engine.snapshot().expect("snapshot"), options);
         let body = "x".repeat(100);
-        t.buffer(&coll, vec![WriteOp::Insert(raw(doc! {"_id": 10, "s": &body}))])
-            .expect("under the bound");
+        t.buffer(
+            &coll,
+            vec![WriteOp::Insert(raw(doc! {"_id": 10, "s": &body}))],
+        )
+        .expect("under the bound");
         let one = t.pinned_bytes();
         assert!(one > 100 + PENDING_OVERHEAD_BYTES, "{one}");
         let e = t
@@ -726,9 +733,14 @@ mod tests {
             )
             .expect_err("past the bound");
         assert!(matches!(e, StorageError::TransactionTooLarge(_)), "{e}");
-        assert_eq!((t.pending_count(), t.pinned_bytes()), (1, one), "nothing of it");
+        assert_eq!(
+            (t.pending_count(), t.pinned_bytes()),
+            (1, one),
+            "nothing of it"
+        );
         // A delete costs its entry only; deleting its own insert frees that.
-        t.buffer(&coll, vec![WriteOp::Delete(rids[0])]).expect("a delete");
+        t.buffer(&coll, vec![WriteOp::Delete(rids[0])])
+            .expect("a delete");
         assert_eq!(t.pinned_bytes(), one + PENDING_OVERHEAD_BYTES);
         t.buffer(&coll, vec![WriteOp::Delete(INSERT_RID_BASE)])
             .expect("its own insert deleted");
@@ -748,7 +760,8 @@ mod tests {
             .await
             .expect("free");
         assert_eq!(t.namespaces_held(), 2, "the collection and its database");
-        t.buffer(&coll, vec![WriteOp::Delete(rids[0])]).expect("claim");
+        t.buffer(&coll, vec![WriteOp::Delete(rids[0])])
+            .expect("claim");
         let active = t.activate();
         assert_eq!(registry.active.load(Relaxed), 1);
         let held = t.clone();
@@ -757,7 +770,12 @@ mod tests {
         assert_eq!(registry.open.load(Relaxed), 0);
         let op = crate::interrupt::Interrupt::default();
         op.set_deadline(Some(Instant::now() + Duration::from_secs(5)));
-        drop(locks.exclusive(&ns, &op).await.expect("a DDL gets it at once"));
+        drop(
+            locks
+                .exclusive(&ns, &op)
+                .await
+                .expect("a DDL gets it at once"),
+        );
         let e = held
             .buffer(&coll, vec![WriteOp::Delete(rids[1])])
             .expect_err("nothing more after the end");

@@ -14,9 +14,9 @@
 use super::{Reply, Request};
 use crate::catalog::WriteConcern;
 use crate::error::{CommandResult, ErrorCode, err, storage_error};
+use crate::ns_locks::Target;
 use crate::sessions::TxnStatement;
 use crate::state::ServerState;
-use crate::ns_locks::Target;
 use crate::txn::{Active, Options, Txn};
 use bson::{Bson, Document, doc};
 use std::sync::Arc;
@@ -61,7 +61,11 @@ fn options(state: &ServerState, req: &Request) -> Options {
     let limit = state.params.get_i64("transactionMemoryLimitBytes").max(1);
     Options {
         memory_limit_bytes: usize::try_from(limit).unwrap_or(usize::MAX),
-        read_concern: req.body.get_document("readConcern").cloned().unwrap_or_default(),
+        read_concern: req
+            .body
+            .get_document("readConcern")
+            .cloned()
+            .unwrap_or_default(),
         read_timestamp: crate::clock::last_committed(state),
     }
 }
@@ -69,13 +73,13 @@ fn options(state: &ServerState, req: &Request) -> Options {
 /// The namespaces a DDL command takes exclusive (None: not one of them). Names it cannot
 /// read are left to the handler's own checks.
 fn ddl_targets(req: &Request) -> Option<Vec<Target>> {
-    let split = |ns: &str| {
-        ns.split_once('.')
-            .map(|(d, c)| Target::collection(d, c))
-    };
+    let split = |ns: &str| ns.split_once('.').map(|(d, c)| Target::collection(d, c));
     let targets = match req.command {
         "drop" | "createIndexes" | "collMod" | "dropIndexes" => {
-            vec![Target::collection(&req.db, req.body.get_str(req.command).ok()?)]
+            vec![Target::collection(
+                &req.db,
+                req.body.get_str(req.command).ok()?,
+            )]
         }
         "dropDatabase" => vec![Target::database(&req.db)],
         "renameCollection" => ["renameCollection", "to"]
@@ -94,18 +98,28 @@ pub async fn ddl_lock(
     req: &Request,
 ) -> CommandResult<Option<crate::ns_locks::Exclusive>> {
     match ddl_targets(req) {
-        Some(t) if !t.is_empty() => state.catalog.ns_locks.exclusive(&t, &req.op).await.map(Some),
+        Some(t) if !t.is_empty() => state
+            .catalog
+            .ns_locks
+            .exclusive(&t, &req.op)
+            .await
+            .map(Some),
         _ => Ok(None),
     }
 }
 
 /// `maxTransactionLockRequestTimeoutMillis`; negative: as long as a transaction may live.
 fn lock_timeout(state: &ServerState) -> Duration {
-    let ms = state.params.get_i64("maxTransactionLockRequestTimeoutMillis");
+    let ms = state
+        .params
+        .get_i64("maxTransactionLockRequestTimeoutMillis");
     match u64::try_from(ms) {
         Ok(ms) => Duration::from_millis(ms),
         Err(_) => {
-            let s = state.params.get_i64("transactionLifetimeLimitSeconds").max(1);
+            let s = state
+                .params
+                .get_i64("transactionLifetimeLimitSeconds")
+                .max(1);
             Duration::from_secs(s as u64)
         }
     }
@@ -145,13 +159,15 @@ fn pipeline_targets(db: &str, pipeline: &[Bson], out: &mut Vec<Target>, depth: u
     for stage in pipeline.iter().filter_map(Bson::as_document) {
         for (name, spec) in stage {
             let (from, nested): (Option<&str>, Vec<&Vec<Bson>>) = match (name.as_str(), spec) {
-                ("$lookup" | "$graphLookup", Bson::Document(d)) => {
-                    (d.get_str("from").ok(), d.get_array("pipeline").ok().into_iter().collect())
-                }
+                ("$lookup" | "$graphLookup", Bson::Document(d)) => (
+                    d.get_str("from").ok(),
+                    d.get_array("pipeline").ok().into_iter().collect(),
+                ),
                 ("$unionWith", Bson::String(c)) => (Some(c.as_str()), Vec::new()),
-                ("$unionWith", Bson::Document(d)) => {
-                    (d.get_str("coll").ok(), d.get_array("pipeline").ok().into_iter().collect())
-                }
+                ("$unionWith", Bson::Document(d)) => (
+                    d.get_str("coll").ok(),
+                    d.get_array("pipeline").ok().into_iter().collect(),
+                ),
                 ("$facet", Bson::Document(d)) => {
                     (None, d.values().filter_map(Bson::as_array).collect())
                 }
@@ -318,7 +334,9 @@ pub fn idle_transactions(state: &ServerState) -> Vec<Document> {
         let open = txn.started.elapsed();
         let micros = |d: Duration| i64::try_from(d.as_micros()).unwrap_or(i64::MAX);
         let expiry = bson::DateTime::from_millis(
-            txn.started_wall.timestamp_millis().saturating_add(lifetime_ms),
+            txn.started_wall
+                .timestamp_millis()
+                .saturating_add(lifetime_ms),
         );
         out.push(doc! {
             "type": "idleSession",
