@@ -268,7 +268,9 @@ async fn the_write_set_bound_gives_388_and_the_session_starts_again() {
     let t = st.get_document("transactions").expect("transactions");
     assert_eq!(t.get_i64("currentOpen").ok(), Some(0), "{t}");
 
-    // The same session goes on with a new transaction; the first left nothing.
+    // The same session goes on with a new transaction; the first left nothing. (The driver
+    // still thinks the first open: its abort meets 251, which drivers ignore.)
+    let _ = s.abort_transaction().await;
     s.start_transaction().await.expect("start again");
     c.insert_one(doc! { "_id": 9, "s": "small" })
         .session(&mut s)
@@ -311,7 +313,7 @@ async fn counters_and_current_op_show_an_idle_transaction() {
             .expect("inprog")
             .iter()
             .filter_map(|o| o.as_document())
-            .find(|o| o.get_str("type") == Ok("idleSession"))
+            .find(|o| o.get_str("type").ok() == Some("idleSession"))
             .cloned()
     };
     assert!(
