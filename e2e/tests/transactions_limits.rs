@@ -1,4 +1,4 @@
-// Proves the limits and lifecycle of multi-document transactions: namespace locks against DDL (LockTimeout 24, DDL waiting, maxTimeMS, killOp), the write-set bound (388), counters, currentOp's idle transactions, and that killSessions and lifetime expiry free the locks.
+// Proves the limits and lifecycle of multi-document transactions: namespace locks against DDL (LockTimeout 24, DDL waiting, maxTimeMS, killOp), the write-set bound (388), counters, currentOp's idle transactions, killSessions and lifetime expiry freeing the locks, and a commit waiting while fsync-locked.
 // How: a real `--replSet` server per test; DDL runs on a second connection in a task of its own while a transaction holds its namespace, and currentOp shows when it waits.
 
 use bson::{Document, doc};
@@ -393,4 +393,37 @@ async fn kill_sessions_and_lifetime_expiry_free_the_locks() {
     let t = txn_counters(&client).await;
     assert_eq!(t.get_i64("totalAborted").ok(), Some(2), "{t}");
     assert_eq!(t.get_i64("currentOpen").ok(), Some(0), "{t}");
+}
+
+#[tokio::test]
+async fn a_commit_waits_while_the_server_is_fsync_locked() {
+    let server = initiated(&["--setParameter", "enableTestCommands=1"]).await;
+    let client = server.client().await;
+    let c = client.database("t").collection::<Document>("c");
+    c.insert_one(doc! { "_id": 0 }).await.expect("seed");
+    let mut s = holding(&client, &c, 1).await;
+    let a = admin(&client);
+    a.run_command(doc! { "configureFailPoint": "fsyncLockedWrite", "mode": "alwaysOn" })
+        .await
+        .expect("fail point");
+    a.run_command(doc! { "fsync": 1, "lock": true })
+        .await
+        .expect("fsync lock");
+    let commit = tokio::spawn(async move { s.commit_transaction().await });
+    // The fail point counts the commit arriving at the locked gate.
+    a.run_command(
+        doc! { "waitForFailPoint": "fsyncLockedWrite", "timesEntered": 1, "maxTimeMS": 30000 },
+    )
+    .await
+    .expect("the commit waits at the gate");
+    assert_eq!(
+        c.count_documents(doc! {}).await.expect("count"),
+        1,
+        "nothing written yet"
+    );
+    a.run_command(doc! { "fsyncUnlock": 1 })
+        .await
+        .expect("unlock");
+    finished(commit).await.expect("commit after the unlock");
+    assert_eq!(c.count_documents(doc! {}).await.expect("count"), 2);
 }
