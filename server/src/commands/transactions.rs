@@ -92,20 +92,22 @@ fn ddl_targets(req: &Request) -> Option<Vec<Target>> {
 }
 
 /// For a DDL command: its namespaces exclusive, once the transactions holding them end
-/// (bounded by its maxTimeMS, ended by killOp).
+/// (bounded by its maxTimeMS, ended by killOp), held until the command is done.
 pub async fn ddl_lock(
     state: &ServerState,
     req: &Request,
 ) -> CommandResult<Option<crate::ns_locks::Exclusive>> {
-    match ddl_targets(req) {
-        Some(t) if !t.is_empty() => state
-            .catalog
-            .ns_locks
-            .exclusive(&t, &req.op)
-            .await
-            .map(Some),
-        _ => Ok(None),
+    let Some(targets) = ddl_targets(req).filter(|t| !t.is_empty()) else {
+        return Ok(None);
+    };
+    let held = state.catalog.ns_locks.exclusive(&targets, &req.op).await?;
+    // An index build waits for the transactions on its collection, then lets go: as mongod's
+    // hybrid build holds X only to start, transactions go on while it scans (what it needs
+    // excluded during its checks, the catalog's write lock excludes).
+    if req.command == "createIndexes" {
+        return Ok(None);
     }
+    Ok(Some(held))
 }
 
 /// `maxTransactionLockRequestTimeoutMillis`; negative: as long as a transaction may live.
