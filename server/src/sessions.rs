@@ -26,7 +26,8 @@
 //! committed (its reply kept, so a retried commitTransaction gets it again) or aborted. Statements
 //! of the open one get its `crate::txn::Txn`; a newer number aborts it; `endSessions`,
 //! `killSessions` and the lifetime reaper abort it (a session busy with a statement is left to
-//! the next reaper pass).
+//! the next reaper pass). Ending it, either way, releases at once what it holds (`Txn::release`:
+//! namespace and document locks, the write set), even while a statement still has the `Txn`.
 
 use crate::error::{CommandError, CommandResult, ErrorCode, err};
 use crate::limits;
