@@ -1,4 +1,4 @@
-// Proves the limits and lifecycle of multi-document transactions: namespace locks against DDL (LockTimeout 24, DDL waiting, maxTimeMS, killOp), the write-set bound (388), counters, currentOp's idle transactions, killSessions and lifetime expiry freeing the locks, and a commit waiting while fsync-locked.
+// Proves the limits and lifecycle of multi-document transactions: namespace locks against DDL (LockTimeout 24, DDL waiting, maxTimeMS, killOp), the write-set bound (388), counters (active while a statement runs), currentOp's idle transactions, killSessions and lifetime expiry freeing the locks, and a commit waiting while fsync-locked.
 // How: a real `--replSet` server per test; DDL runs on a second connection in a task of its own while a transaction holds its namespace, and currentOp shows when it waits.
 
 use bson::{Document, doc};
@@ -426,4 +426,56 @@ async fn a_commit_waits_while_the_server_is_fsync_locked() {
         .expect("unlock");
     finished(commit).await.expect("commit after the unlock");
     assert_eq!(c.count_documents(doc! {}).await.expect("count"), 2);
+}
+
+#[tokio::test]
+async fn a_statement_running_in_a_transaction_counts_it_active() {
+    let server = initiated(&["--setParameter", "enableTestCommands=1"]).await;
+    let client = server.client().await;
+    let c = client.database("t").collection::<Document>("c");
+    c.insert_one(doc! { "_id": 0 }).await.expect("seed");
+    let mut s = holding(&client, &c, 1).await;
+    let a = admin(&client);
+    a.run_command(doc! {
+        "configureFailPoint": "blockStorageCall", "mode": "alwaysOn",
+        "data": { "commands": ["find"] },
+    })
+    .await
+    .expect("fail point");
+    let c2 = c.clone();
+    let find = tokio::spawn(async move {
+        let r = c2.find_one(doc! { "_id": 1 }).session(&mut s).await;
+        (r, s)
+    });
+    a.run_command(
+        doc! { "waitForFailPoint": "blockStorageCall", "timesEntered": 1, "maxTimeMS": 30000 },
+    )
+    .await
+    .expect("the find is in its storage job");
+    let t = txn_counters(&client).await;
+    assert_eq!(t.get_i64("currentActive").ok(), Some(1), "{t}");
+    assert_eq!(t.get_i64("currentInactive").ok(), Some(0), "{t}");
+    let all = a
+        .run_command(doc! { "currentOp": 1, "$all": true })
+        .await
+        .expect("currentOp");
+    let idle = all
+        .get_array("inprog")
+        .expect("inprog")
+        .iter()
+        .filter_map(|o| o.as_document())
+        .any(|o| o.get_str("type").ok() == Some("idleSession"));
+    assert!(
+        !idle,
+        "a transaction with a running statement is not idle: {all}"
+    );
+    a.run_command(doc! { "configureFailPoint": "blockStorageCall", "mode": "off" })
+        .await
+        .expect("off");
+    let (found, mut s) = finished(find).await;
+    assert!(found.expect("find").is_some(), "its own insert");
+    let t = txn_counters(&client).await;
+    assert_eq!(t.get_i64("currentActive").ok(), Some(0), "{t}");
+    assert_eq!(t.get_i64("currentInactive").ok(), Some(1), "{t}");
+    s.commit_transaction().await.expect("commit");
 }
