@@ -36,6 +36,7 @@ mod timeseries;
 mod tls;
 mod tools;
 mod transactions;
+mod transactions_limits;
 mod validation;
 mod views;
 mod wildcard_indexes;

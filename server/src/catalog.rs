@@ -1,5 +1,6 @@
 //! The server's view of storage: namespace rules, implicit collection creation, the per-namespace
-//! write lock that makes read-modify-write commands atomic, and write concern. Commands never
+//! write lock that makes read-modify-write commands atomic, the namespace locks between
+//! transactions and DDL (`crate::ns_locks`), and write concern. Commands never
 //! call the engine for DDL or writes except through here. (`StorageError` becomes mongod's
 //! error in `crate::error::storage_error`.)
 
@@ -24,6 +25,8 @@ pub struct Catalog {
     periodic: bool,
     /// `fsync {lock: true}`: while held, every write command waits.
     pub fsync: FsyncLock,
+    /// What open transactions hold of namespaces and DDL waits for (`crate::ns_locks`).
+    pub ns_locks: crate::ns_locks::NamespaceLocks,
 }
 
 /// The fsync lock (mongod's `fsyncLock`): write commands hold a shared guard of `gate` while they
@@ -139,6 +142,7 @@ impl Catalog {
             write_locks: Mutex::new(HashMap::new()),
             periodic,
             fsync: FsyncLock::default(),
+            ns_locks: Default::default(),
         }
     }
 

@@ -108,6 +108,22 @@ const COMMANDS: &[&str] = &[
     "setDefaultRWConcern",
 ];
 
+/// Hand-written notes on behaviour the tables cannot show, rendered after them: (topic, text).
+const NOTES: &[(&str, &str)] = &[(
+    "Transaction limits",
+    "a transaction holds each namespace it touches until it ends; DDL on it (drop, \
+     dropDatabase, renameCollection, createIndexes, collMod, dropIndexes) waits, bounded by its \
+     maxTimeMS (50) and ended by killOp (11601); a transaction statement that cannot get a \
+     namespace within `maxTransactionLockRequestTimeoutMillis` (default 5) fails with \
+     LockTimeout (24, TransientTransactionError) and aborts the transaction. The write set is \
+     bounded by cairn's `transactionMemoryLimitBytes` (default 256 MiB): past it \
+     TransactionTooLargeForCache (388, unlabelled, as in mongod 7.0), counted in \
+     `serverStatus.metrics.operation.transactionTooLargeForCacheErrors`. `currentOp` with \
+     `$all` or `idleSessions` lists idle open transactions with mongod's `transaction` \
+     sub-document; a commit waits while the server is fsync-locked. A statement on a view \
+     holds the view's name, not its source collection's.",
+)];
+
 fn yes_no(ok: bool) -> &'static str {
     if ok { "supported" } else { "not yet" }
 }
@@ -178,6 +194,10 @@ pub fn render(stage_supported: &dyn Fn(&str) -> bool) -> String {
         EXPRESSIONS,
         &expression_supported,
     );
+    out.push_str("## Notes\n\n");
+    for (topic, text) in NOTES {
+        out.push_str(&format!("- **{topic}**: {text}\n"));
+    }
     out
 }
 

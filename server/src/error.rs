@@ -102,6 +102,7 @@ error_codes! {
     TransactionCommitted = 256,
     OperationNotSupportedInTransaction = 263,
     TransactionExceededLifetimeLimitSeconds = 290,
+    TransactionTooLargeForCache = 388,
     CommandNotSupported = 115,
     NamespaceNotSharded = 118,
     InvalidSyncSource = 119,
@@ -519,6 +520,9 @@ pub fn storage_error(e: StorageError, db: &str, coll: &str) -> CommandError {
         StorageError::LimitExceeded(m) => err(ErrorCode::BadValue, m),
         StorageError::WriteConflict(m) => err(ErrorCode::WriteConflict, m).transient(),
         StorageError::SnapshotTooOld(m) => err(ErrorCode::SnapshotTooOld, m),
+        // mongod 7.0 gives this one no TransientTransactionError label: the same transaction
+        // retried would fail the same way.
+        StorageError::TransactionTooLarge(m) => err(ErrorCode::TransactionTooLargeForCache, m),
         // A full disk is mongod's OutOfDiskSpace; writes resume by themselves once it has room.
         e @ StorageError::LogUnavailable {
             out_of_space: true, ..

@@ -19,6 +19,7 @@ pub mod limits;
 pub mod listener;
 pub mod logging;
 pub mod metrics;
+pub mod ns_locks;
 pub mod offload;
 pub mod ops;
 pub mod parameters;

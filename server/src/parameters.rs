@@ -46,6 +46,24 @@ const DEFS: &[Def] = &[
         startup: true,
     },
     Def {
+        // How long a transaction statement waits for a namespace lock (`crate::ns_locks`)
+        // before LockTimeout; negative: as long as the transaction may live.
+        name: "maxTransactionLockRequestTimeoutMillis",
+        kind: Kind::Int,
+        default: || Bson::Int32(5),
+        runtime: true,
+        startup: true,
+    },
+    Def {
+        // cairn's own: the bytes one transaction's pending writes may pin in memory before
+        // TransactionTooLargeForCache (mongod's bound is its share of the WiredTiger cache).
+        name: "transactionMemoryLimitBytes",
+        kind: Kind::Int,
+        default: || Bson::Int64(TRANSACTION_MEMORY_LIMIT_BYTES_DEFAULT),
+        runtime: true,
+        startup: true,
+    },
+    Def {
         name: "cursorTimeoutMillis",
         kind: Kind::Int,
         default: || Bson::Int64(600_000),
@@ -155,6 +173,9 @@ const DEFS: &[Def] = &[
     },
 ];
 
+/// `transactionMemoryLimitBytes` unless set (256 MiB).
+const TRANSACTION_MEMORY_LIMIT_BYTES_DEFAULT: i64 = 256 << 20;
+
 /// The smallest `queryMemoryBudgetBytes` accepted (1 MiB).
 const QUERY_MEMORY_BUDGET_BYTES_MIN: i64 = 1 << 20;
 
@@ -195,6 +216,7 @@ fn check_range(name: &str, v: &Bson) -> CommandResult<()> {
         "maxUnauthenticatedConnections" => (1, crate::limits::CONNECTIONS_MAX as i64),
         "unauthenticatedIdleTimeoutMS" => (1, i32::MAX as i64),
         "queryMemoryBudgetBytes" => (QUERY_MEMORY_BUDGET_BYTES_MIN, i64::MAX),
+        "transactionMemoryLimitBytes" => (1, i64::MAX),
         _ => return Ok(()),
     };
     if !(lo..=hi).contains(&n) {

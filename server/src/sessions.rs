@@ -26,7 +26,8 @@
 //! committed (its reply kept, so a retried commitTransaction gets it again) or aborted. Statements
 //! of the open one get its `crate::txn::Txn`; a newer number aborts it; `endSessions`,
 //! `killSessions` and the lifetime reaper abort it (a session busy with a statement is left to
-//! the next reaper pass).
+//! the next reaper pass). Ending it, either way, releases at once what it holds (`Txn::release`:
+//! namespace and document locks, the write set), even while a statement still has the `Txn`.
 
 use crate::error::{CommandError, CommandResult, ErrorCode, err};
 use crate::limits;
@@ -350,6 +351,9 @@ impl SessionTxn {
             t.counters()
                 .aborted
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            // Whoever still holds the `Txn` (a statement in flight), its locks and write set
+            // go now: a DDL waiting for the namespace proceeds at once.
+            t.release();
             self.phase = Some(Phase::Aborted);
             return true;
         }
@@ -418,13 +422,12 @@ impl SessionTable {
         }
         let txn = s.open_txn(st)?;
         let result = commit(txn.clone()).await;
-        let counters = txn.counters();
-        drop(txn);
         match &result {
             Ok(reply) => {
-                counters
+                txn.counters()
                     .committed
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                txn.release();
                 s.phase = Some(Phase::Committed(retried_form(reply)));
             }
             Err(_) => {
@@ -477,8 +480,8 @@ impl SessionTable {
             .count()
     }
 
-    /// The open transactions, for currentOp: (session id text, txnNumber, seconds open).
-    pub fn open_transactions(&self) -> Vec<(bson::Bson, i64, u64)> {
+    /// The open transactions, for currentOp: (session id, txnNumber, the transaction).
+    pub fn open_transactions(&self) -> Vec<(bson::Bson, i64, Arc<Txn>)> {
         let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         map.iter()
             .filter_map(|(k, e)| {
@@ -490,7 +493,7 @@ impl SessionTable {
                             bytes: k.clone(),
                         }),
                         s.txn_number,
-                        t.started.elapsed().as_secs(),
+                        t.clone(),
                     )),
                     _ => None,
                 }
@@ -640,6 +643,8 @@ where
                 .fetch_add(rw.statements, std::sync::atomic::Ordering::Relaxed);
             return Ok(T::from_stored(stored.clone()));
         }
+        // A newer number ends an open transaction of the session, counted as aborted.
+        s.abort();
         table.release(s.reply_bytes);
         *s = SessionTxn {
             txn_number: rw.txn_number,
@@ -681,13 +686,16 @@ pub fn retried_form(d: &Document) -> Document {
 pub fn server_status(table: &SessionTable, txns: &crate::txn::Registry) -> Document {
     use std::sync::atomic::Ordering::Relaxed;
     let open = txns.open.load(Relaxed).max(0);
+    // A transaction aborted under a running statement is no longer open but still active
+    // until the statement ends: active never counts past open.
+    let active = txns.active.load(Relaxed).clamp(0, open);
     doc! {
         "retriedCommandsCount": table.retried_commands.load(std::sync::atomic::Ordering::Relaxed) as i64,
         "retriedStatementsCount": table.retried_statements.load(Relaxed) as i64,
         "transactionsCollectionWriteCount":
             crate::retry_record::COLLECTION_WRITES.load(Relaxed) as i64,
-        "currentActive": 0_i64,
-        "currentInactive": open,
+        "currentActive": active,
+        "currentInactive": open - active,
         "currentOpen": open,
         "totalAborted": txns.aborted.load(Relaxed) as i64,
         "totalCommitted": txns.committed.load(Relaxed) as i64,

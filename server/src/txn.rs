@@ -15,18 +15,32 @@
 //! collections' locks. Inserts get RecordIds from `INSERT_RID_BASE` up, above every stored one,
 //! so a scan returns the snapshot's records, then the transaction's inserts.
 //!
+//! Limits and lifecycle: the write set is bounded in bytes (`Options::memory_limit_bytes`,
+//! the server's `transactionMemoryLimitBytes`; past it a write fails with TransactionTooLarge
+//! and nothing of it is buffered); the namespaces a statement touches are held shared in the
+//! transaction's `ns_locks::SharedSet` until it ends. `release` ends the transaction's hold on
+//! everything at once (document locks, namespace locks, the write set) when it commits or
+//! aborts, whoever still has a reference to it; a statement still running on a released
+//! transaction cannot buffer more.
+//!
 //! Not done here: secondary unique indexes are checked at commit only (the `_id` index at the
 //! statement); collections and indexes created inside a transaction are created at once, not
 //! at commit.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use crate::error::CommandResult;
+use crate::ns_locks::{NamespaceLocks, SharedSet, Target};
 
 use bson::{RawDocumentBuf, doc};
 use storage::{Collection, Direction, RecordId, Snapshot, StorageError, Ticket, WriteOp};
+
+/// What a write set entry costs beside its document's bytes (map node, RecordId, flags).
+const PENDING_OVERHEAD_BYTES: usize = 64;
 
 /// RecordIds of a transaction's inserts start here (stored ones never get near it).
 pub const INSERT_RID_BASE: RecordId = 1 << 62;
@@ -44,6 +58,41 @@ pub struct Registry {
     pub committed: AtomicU64,
     pub aborted: AtomicU64,
     pub open: AtomicI64,
+    /// Open transactions with a statement running now (serverStatus `currentActive`).
+    pub active: AtomicI64,
+    /// Statements failed with TransactionTooLargeForCache (serverStatus
+    /// `metrics.operation.transactionTooLargeForCacheErrors`).
+    pub too_large_errors: AtomicU64,
+}
+
+/// How a transaction was opened (currentOp shows these) and its bound.
+#[derive(Clone)]
+pub struct Options {
+    pub memory_limit_bytes: usize,
+    /// The `readConcern` of the statement that started it (`{}` when none).
+    pub read_concern: bson::Document,
+    pub read_timestamp: bson::Timestamp,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            memory_limit_bytes: usize::MAX,
+            read_concern: bson::Document::new(),
+            read_timestamp: bson::Timestamp {
+                time: 0,
+                increment: 0,
+            },
+        }
+    }
+}
+
+/// Time spent running statements, for currentOp's `timeActiveMicros`.
+#[derive(Default)]
+struct Activity {
+    running: u32,
+    since: Option<Instant>,
+    total: Duration,
 }
 
 /// A document's version in the write set (None: deleted).
@@ -67,7 +116,36 @@ pub struct Txn {
     snapshot: Snapshot,
     writes: Mutex<Vec<NsWrites>>,
     locked: Mutex<Vec<([u8; 16], RecordId)>>,
+    /// Namespaces held shared until the transaction ends (`crate::ns_locks`).
+    ns_held: Mutex<SharedSet>,
+    /// Bytes of the write set (documents plus `PENDING_OVERHEAD_BYTES` each).
+    pinned_bytes: AtomicUsize,
+    /// Set once by `release`: committed or aborted, nothing held any more.
+    ended: AtomicBool,
+    activity: Mutex<Activity>,
+    pub options: Options,
     pub started: Instant,
+    pub started_wall: bson::DateTime,
+}
+
+/// A statement running on a transaction; dropping it ends the statement's active time.
+pub struct Active(Arc<Txn>);
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        let mut a = lock(&self.0.activity);
+        a.running = a.running.saturating_sub(1);
+        if a.running == 0 {
+            if let Some(since) = a.since.take() {
+                a.total += since.elapsed();
+            }
+            self.0.registry.active.fetch_sub(1, Relaxed);
+        }
+    }
+}
+
+fn entry_bytes(p: &Pending) -> usize {
+    p.doc.as_ref().map_or(0, |d| d.as_bytes().len()) + PENDING_OVERHEAD_BYTES
 }
 
 fn conflict(what: &str) -> StorageError {
@@ -82,6 +160,10 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Txn {
     pub fn begin(registry: &Arc<Registry>, snapshot: Snapshot) -> Arc<Txn> {
+        Self::begin_with(registry, snapshot, Options::default())
+    }
+
+    pub fn begin_with(registry: &Arc<Registry>, snapshot: Snapshot, options: Options) -> Arc<Txn> {
         registry.started.fetch_add(1, Relaxed);
         registry.open.fetch_add(1, Relaxed);
         Arc::new(Txn {
@@ -90,8 +172,86 @@ impl Txn {
             snapshot,
             writes: Mutex::new(Vec::new()),
             locked: Mutex::new(Vec::new()),
+            ns_held: Mutex::new(SharedSet::default()),
+            pinned_bytes: AtomicUsize::new(0),
+            ended: AtomicBool::new(false),
+            activity: Mutex::new(Activity::default()),
+            options,
             started: Instant::now(),
+            started_wall: bson::DateTime::now(),
         })
+    }
+
+    /// Marks a statement as running on the transaction until the guard drops.
+    pub fn activate(self: &Arc<Self>) -> Active {
+        let mut a = lock(&self.activity);
+        if a.running == 0 {
+            a.since = Some(Instant::now());
+            self.registry.active.fetch_add(1, Relaxed);
+        }
+        a.running += 1;
+        Active(self.clone())
+    }
+
+    /// Whether a statement runs on it now, and the time statements ran so far.
+    pub fn active_time(&self) -> (bool, Duration) {
+        let a = lock(&self.activity);
+        let now = a.since.map_or(Duration::ZERO, |s| s.elapsed());
+        (a.running > 0, a.total + now)
+    }
+
+    /// Bytes its write set pins.
+    pub fn pinned_bytes(&self) -> usize {
+        self.pinned_bytes.load(Relaxed)
+    }
+
+    /// Whether it has been committed or aborted (`release`d).
+    pub fn ended(&self) -> bool {
+        self.ended.load(Relaxed)
+    }
+
+    /// Holds `targets` shared until the transaction ends (LockTimeout past `timeout`; the
+    /// caller then aborts the transaction). A released transaction takes nothing.
+    pub async fn lock_namespaces(
+        &self,
+        locks: &NamespaceLocks,
+        targets: &[Target],
+        timeout: Duration,
+    ) -> CommandResult<()> {
+        if targets.iter().all(|t| lock(&self.ns_held).holds(t)) {
+            return Ok(());
+        }
+        // Waited for outside the set's mutex: `release` must never block on a statement.
+        let mut set = std::mem::take(&mut *lock(&self.ns_held));
+        let result = locks.share(&mut set, targets, timeout).await;
+        if !self.ended() {
+            lock(&self.ns_held).absorb(set);
+        }
+        result
+    }
+
+    /// Namespaces held (for tests and currentOp).
+    pub fn namespaces_held(&self) -> usize {
+        lock(&self.ns_held).len()
+    }
+
+    /// Ends the transaction's hold on everything: document locks, namespace locks (a DDL
+    /// waiting for them proceeds now) and the write set. Idempotent; `Drop` calls it too.
+    pub fn release(&self) {
+        if self.ended.swap(true, Relaxed) {
+            return;
+        }
+        drop(std::mem::take(&mut *lock(&self.ns_held)));
+        drop(std::mem::take(&mut *lock(&self.writes)));
+        self.pinned_bytes.store(0, Relaxed);
+        let keys = std::mem::take(&mut *lock(&self.locked));
+        let mut locks = lock(&self.registry.locks);
+        for k in keys {
+            if locks.get(&k) == Some(&self.id) {
+                locks.remove(&k);
+            }
+        }
+        self.registry.open.fetch_sub(1, Relaxed);
     }
 
     /// Makes this the thread's transaction until the guard drops.
@@ -293,6 +453,9 @@ impl Txn {
     /// Buffers `ops` in the write set (all or none of them).
     pub fn buffer(&self, coll: &Arc<Collection>, ops: Vec<WriteOp>) -> storage::Result<()> {
         let mut writes = lock(&self.writes);
+        if self.ended() {
+            return Err(conflict("the transaction ended while this statement ran"));
+        }
         let w = Self::ns(&mut writes, coll);
         let mut staged: Vec<(RecordId, Option<Pending>)> = Vec::with_capacity(ops.len());
         let mut next_insert = w.next_insert;
@@ -331,16 +494,48 @@ impl Txn {
             };
             staged.push((rid, pending));
         }
+        self.check_memory(w, &staged)?;
         w.next_insert = next_insert;
+        let mut pinned = self.pinned_bytes.load(Relaxed);
         for (rid, p) in staged {
-            match p {
+            let old = match p {
                 Some(p) => {
-                    w.pending.insert(rid, p);
+                    pinned += entry_bytes(&p);
+                    w.pending.insert(rid, p)
                 }
-                None => {
-                    w.pending.remove(&rid);
-                }
-            }
+                None => w.pending.remove(&rid),
+            };
+            pinned = pinned.saturating_sub(old.as_ref().map_or(0, entry_bytes));
+        }
+        self.pinned_bytes.store(pinned, Relaxed);
+        Ok(())
+    }
+
+    /// TransactionTooLarge when buffering `staged` would take the write set past its bound
+    /// (counted before anything is applied, so a refused write leaves no trace).
+    fn check_memory(
+        &self,
+        w: &NsWrites,
+        staged: &[(RecordId, Option<Pending>)],
+    ) -> storage::Result<()> {
+        let pinned = self.pinned_bytes.load(Relaxed);
+        let added: usize = staged
+            .iter()
+            .filter_map(|(_, p)| p.as_ref())
+            .map(entry_bytes)
+            .sum();
+        let freed: usize = staged
+            .iter()
+            .filter_map(|(rid, _)| w.pending.get(rid))
+            .map(entry_bytes)
+            .sum();
+        let after = (pinned + added).saturating_sub(freed);
+        let limit = self.options.memory_limit_bytes;
+        if after > limit && after > pinned {
+            return Err(StorageError::TransactionTooLarge(format!(
+                "Transaction is too large and will not fit in the storage engine cache: its \
+                 writes would hold {after} bytes, more than transactionMemoryLimitBytes ({limit})"
+            )));
         }
         Ok(())
     }
@@ -377,14 +572,7 @@ impl Txn {
 
 impl Drop for Txn {
     fn drop(&mut self) {
-        let keys = std::mem::take(&mut *lock(&self.locked));
-        let mut locks = lock(&self.registry.locks);
-        for k in keys {
-            if locks.get(&k) == Some(&self.id) {
-                locks.remove(&k);
-            }
-        }
-        self.registry.open.fetch_sub(1, Relaxed);
+        self.release();
     }
 }
 
@@ -516,5 +704,93 @@ mod tests {
         let ticket = second.commit(doc! {}).expect("commit").expect("a ticket");
         assert_eq!(ticket.record_ids, vec![rids[0]]);
         assert!(!coll.contains(rids[0]).expect("contains"));
+    }
+
+    #[test]
+    fn the_write_set_is_bounded_and_a_refused_write_leaves_nothing() {
+        let (_dir, engine, coll, rids) = setup();
+        let registry = Arc::new(Registry::default());
+        let options = Options {
+            memory_limit_bytes: 400,
+            ..Options::default()
+        };
+        let t = Txn::begin_with(&registry, engine.snapshot().expect("snapshot"), options);
+        let body = "x".repeat(100);
+        t.buffer(
+            &coll,
+            vec![WriteOp::Insert(raw(doc! {"_id": 10, "s": &body}))],
+        )
+        .expect("under the bound");
+        let one = t.pinned_bytes();
+        assert!(one > 100 + PENDING_OVERHEAD_BYTES, "{one}");
+        let e = t
+            .buffer(
+                &coll,
+                vec![
+                    WriteOp::Insert(raw(doc! {"_id": 11, "s": &body})),
+                    WriteOp::Insert(raw(doc! {"_id": 12, "s": &body})),
+                ],
+            )
+            .expect_err("past the bound");
+        assert!(matches!(e, StorageError::TransactionTooLarge(_)), "{e}");
+        assert_eq!(
+            (t.pending_count(), t.pinned_bytes()),
+            (1, one),
+            "nothing of it"
+        );
+        // A delete costs its entry only; deleting its own insert frees that.
+        t.buffer(&coll, vec![WriteOp::Delete(rids[0])])
+            .expect("a delete");
+        assert_eq!(t.pinned_bytes(), one + PENDING_OVERHEAD_BYTES);
+        t.buffer(&coll, vec![WriteOp::Delete(INSERT_RID_BASE)])
+            .expect("its own insert deleted");
+        assert_eq!(t.pinned_bytes(), PENDING_OVERHEAD_BYTES);
+        drop(t);
+        assert_eq!(registry.open.load(Relaxed), 0);
+    }
+
+    #[tokio::test]
+    async fn release_frees_namespace_and_document_locks_at_once() {
+        let (_dir, engine, coll, rids) = setup();
+        let registry = Arc::new(Registry::default());
+        let locks = NamespaceLocks::default();
+        let t = Txn::begin(&registry, engine.snapshot().expect("snapshot"));
+        let ns = [Target::collection("t", "c")];
+        t.lock_namespaces(&locks, &ns, Duration::from_millis(5))
+            .await
+            .expect("free");
+        assert_eq!(t.namespaces_held(), 2, "the collection and its database");
+        t.buffer(&coll, vec![WriteOp::Delete(rids[0])])
+            .expect("claim");
+        let active = t.activate();
+        assert_eq!(registry.active.load(Relaxed), 1);
+        let held = t.clone();
+        t.release();
+        assert_eq!((held.namespaces_held(), held.pending_count()), (0, 0));
+        assert_eq!(registry.open.load(Relaxed), 0);
+        let op = crate::interrupt::Interrupt::default();
+        op.set_deadline(Some(Instant::now() + Duration::from_secs(5)));
+        drop(
+            locks
+                .exclusive(&ns, &op)
+                .await
+                .expect("a DDL gets it at once"),
+        );
+        let e = held
+            .buffer(&coll, vec![WriteOp::Delete(rids[1])])
+            .expect_err("nothing more after the end");
+        assert!(matches!(e, StorageError::WriteConflict(_)), "{e}");
+        held.lock_namespaces(&locks, &ns, Duration::from_millis(5))
+            .await
+            .expect("taken and let go");
+        assert_eq!(held.namespaces_held(), 0);
+        let other = Txn::begin(&registry, engine.snapshot().expect("snapshot"));
+        other
+            .buffer(&coll, vec![WriteOp::Delete(rids[0])])
+            .expect("the document lock went with the release");
+        drop(active);
+        assert_eq!(registry.active.load(Relaxed), 0);
+        let (running, _) = held.active_time();
+        assert!(!running);
     }
 }

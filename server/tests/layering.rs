@@ -16,6 +16,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("scoped", 0),
     ("interrupt", 1),
     ("query", 2),
+    ("ns_locks", 2),
     ("planner", 3),
     ("catalog", 3),
     ("exec", 4),

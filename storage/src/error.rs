@@ -64,6 +64,10 @@ pub enum StorageError {
     /// A snapshot needs history that is no longer kept.
     #[error("snapshot too old: {0}")]
     SnapshotTooOld(String),
+    /// A transaction's pending writes would pass the bound their owner set (the server's
+    /// `transactionMemoryLimitBytes`); nothing of the write that would pass it was buffered.
+    #[error("transaction too large: {0}")]
+    TransactionTooLarge(String),
     #[error("the engine is closed")]
     Closed,
     #[error("simulated crash")]

@@ -263,6 +263,10 @@ pub fn server_status(state: &ServerState) -> Reply {
                 "passes": state.ttl.passes.load(Relaxed) as i64,
             },
             "cursor": { "open": { "total": state.cursors.len() as i64 } },
+            "operation": {
+                "transactionTooLargeForCacheErrors":
+                    state.txns.too_large_errors.load(Relaxed) as i64,
+            },
             // cairn's own: what running queries' blocking stages hold of the shared budget.
             "queryMemory": {
                 "usedBytes": crate::query::budget::GLOBAL.used() as i64,
@@ -428,19 +432,16 @@ pub async fn fsync_unlock(state: &ServerState) -> CommandResult<Reply> {
     ))
 }
 
-/// `currentOp`: the operations in flight, and `fsyncLock` while the server is locked.
-pub fn current_op(state: &ServerState) -> Reply {
+/// `currentOp`: the operations in flight, `fsyncLock` while the server is locked, and with
+/// `$all` or `idleSessions` the open transactions no statement runs on (mongod's idle
+/// sessions).
+pub fn current_op(state: &ServerState, req: &Request) -> Reply {
     let mut inprog = state.ops.in_progress();
-    for (lsid, txn_number, open_s) in state.sessions.open_transactions() {
-        inprog.push(doc! {
-            "type": "idleSession",
-            "active": false,
-            "lsid": { "id": lsid },
-            "transaction": {
-                "parameters": { "txnNumber": txn_number, "autocommit": false },
-                "timeOpenMicros": (open_s * 1_000_000) as i64,
-            },
-        });
+    let idle = ["$all", "idleSessions"]
+        .iter()
+        .any(|k| req.body.get(*k).is_some_and(truthy));
+    if idle {
+        inprog.extend(super::transactions::idle_transactions(state));
     }
     let mut r = doc! { "inprog": inprog };
     if state.catalog.fsync.is_locked() {

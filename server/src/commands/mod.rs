@@ -258,6 +258,9 @@ const WRITE_COMMANDS: &[&str] = &[
     "revokePrivilegesFromRole",
     "grantRolesToRole",
     "revokeRolesFromRole",
+    // A commit writes the transaction's batch: it waits while the server is fsync-locked.
+    // (An abort writes nothing and goes on, as in mongod.)
+    "commitTransaction",
 ];
 
 /// Find a command by the name a client used (mongod matches names exactly, with aliases for the
@@ -430,6 +433,10 @@ pub async fn dispatch(
     if state.repl.is_some() {
         crate::clock::check_read_concern(state, &req.body)?;
     }
+    // DDL waits here for the open transactions on its namespaces (`crate::ns_locks`), before the
+    // fsync gate: holding the gate while waiting for a transaction whose commit waits for an
+    // fsync lock queued behind the gate would be a cycle.
+    let _ddl = transactions::ddl_lock(state, req).await?;
     // Writes wait here while the server is fsync-locked (and hold the lock off while they run).
     let _write_gate = if WRITE_COMMANDS.contains(&spec.name) {
         match state.catalog.fsync.try_writer() {
@@ -444,11 +451,12 @@ pub async fn dispatch(
     } else {
         None
     };
+    let mut _active = None;
     if let Some(ts) = &txn_stmt {
         if let Some(result) = transactions::end(state, req, ts).await {
             return authz::finish(state, conn, spec.name, req, result).await;
         }
-        transactions::attach(state, req, ts).await?;
+        _active = Some(transactions::attach(state, req, ts).await?);
     }
     if let Some(rw) = retryable {
         let existing = state.catalog.collection(
@@ -590,7 +598,7 @@ pub async fn dispatch(
         "explain" => off_thread(state, req, explain::explain).await,
         "aggregate" => aggregate::aggregate(state, req).await,
         "mapReduce" => map_reduce::map_reduce(state, req).await,
-        "currentOp" => Ok(admin::current_op(state)),
+        "currentOp" => Ok(admin::current_op(state, req)),
         "killOp" => admin::kill_op(state, req),
         "getFreeMonitoringStatus" => Ok(Reply::Doc(bson::doc! { "state": "disabled", "ok": 1.0 })),
         other => Err(err(

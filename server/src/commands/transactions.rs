@@ -4,22 +4,31 @@
 //! (`crate::txn`), and a failure aborts the transaction as mongod does; `commitTransaction`
 //! writes the buffered writes as one durable batch and `abortTransaction` drops them. The session
 //! state machine is `crate::sessions`; `endSessions`/`killSessions` abort what they end.
+//!
+//! Limits: a statement holds the namespaces it touches shared (`crate::ns_locks`) until the
+//! transaction ends, so DDL on them waits; one that cannot get them within
+//! `maxTransactionLockRequestTimeoutMillis` fails with LockTimeout (labelled
+//! TransientTransactionError) and aborts the transaction. The write set is bounded by
+//! `transactionMemoryLimitBytes` (TransactionTooLargeForCache, unlabelled, as in mongod 7.0).
 
 use super::{Reply, Request};
 use crate::catalog::WriteConcern;
 use crate::error::{CommandResult, ErrorCode, err, storage_error};
+use crate::ns_locks::Target;
 use crate::sessions::TxnStatement;
 use crate::state::ServerState;
-use crate::txn::Txn;
-use bson::{Bson, doc};
+use crate::txn::{Active, Options, Txn};
+use bson::{Bson, Document, doc};
 use std::sync::Arc;
+use std::time::Duration;
 
-/// Attaches the statement's transaction to the request (opening it for `startTransaction`).
+/// Attaches the statement's transaction to the request (opening it for `startTransaction`) and
+/// takes the namespaces the statement touches; the guard marks the statement running.
 pub async fn attach(
     state: &Arc<ServerState>,
     req: &Request,
     ts: &TxnStatement,
-) -> CommandResult<()> {
+) -> CommandResult<Active> {
     let txn = state
         .sessions
         .statement(ts, || {
@@ -28,12 +37,152 @@ pub async fn attach(
                 .engine()
                 .snapshot()
                 .map_err(|e| storage_error(e, "", ""))?;
-            Ok(Txn::begin(&state.txns, snap))
+            Ok(Txn::begin_with(&state.txns, snap, options(state, req)))
         })
         .await?;
+    let active = txn.activate();
     // A request is dispatched once, so the cell is empty here.
-    let _ = req.txn.set(txn);
-    Ok(())
+    let _ = req.txn.set(txn.clone());
+    let locked = txn
+        .lock_namespaces(
+            &state.catalog.ns_locks,
+            &statement_targets(req),
+            lock_timeout(state),
+        )
+        .await;
+    if let Err(e) = locked {
+        state.sessions.abort_after_error(ts).await;
+        return Err(e.transient());
+    }
+    Ok(active)
+}
+
+fn options(state: &ServerState, req: &Request) -> Options {
+    let limit = state.params.get_i64("transactionMemoryLimitBytes").max(1);
+    Options {
+        memory_limit_bytes: usize::try_from(limit).unwrap_or(usize::MAX),
+        read_concern: req
+            .body
+            .get_document("readConcern")
+            .cloned()
+            .unwrap_or_default(),
+        read_timestamp: crate::clock::last_committed(state),
+    }
+}
+
+/// The namespaces a DDL command takes exclusive (None: not one of them). Names it cannot
+/// read are left to the handler's own checks.
+fn ddl_targets(req: &Request) -> Option<Vec<Target>> {
+    let split = |ns: &str| ns.split_once('.').map(|(d, c)| Target::collection(d, c));
+    let targets = match req.command {
+        "drop" | "createIndexes" | "collMod" | "dropIndexes" => {
+            vec![Target::collection(
+                &req.db,
+                req.body.get_str(req.command).ok()?,
+            )]
+        }
+        "dropDatabase" => vec![Target::database(&req.db)],
+        "renameCollection" => ["renameCollection", "to"]
+            .iter()
+            .filter_map(|k| req.body.get_str(k).ok().and_then(split))
+            .collect(),
+        _ => return None,
+    };
+    Some(targets)
+}
+
+/// For a DDL command: its namespaces exclusive, once the transactions holding them end
+/// (bounded by its maxTimeMS, ended by killOp), held until the command is done.
+pub async fn ddl_lock(
+    state: &ServerState,
+    req: &Request,
+) -> CommandResult<Option<crate::ns_locks::Exclusive>> {
+    let Some(targets) = ddl_targets(req).filter(|t| !t.is_empty()) else {
+        return Ok(None);
+    };
+    let held = state.catalog.ns_locks.exclusive(&targets, &req.op).await?;
+    // An index build waits for the transactions on its collection, then lets go: as mongod's
+    // hybrid build holds X only to start, transactions go on while it scans (what it needs
+    // excluded during its checks, the catalog's write lock excludes).
+    if req.command == "createIndexes" {
+        return Ok(None);
+    }
+    Ok(Some(held))
+}
+
+/// `maxTransactionLockRequestTimeoutMillis`; negative: as long as a transaction may live.
+fn lock_timeout(state: &ServerState) -> Duration {
+    let ms = state
+        .params
+        .get_i64("maxTransactionLockRequestTimeoutMillis");
+    match u64::try_from(ms) {
+        Ok(ms) => Duration::from_millis(ms),
+        Err(_) => {
+            let s = state
+                .params
+                .get_i64("transactionLifetimeLimitSeconds")
+                .max(1);
+            Duration::from_secs(s as u64)
+        }
+    }
+}
+
+/// The namespaces a statement reads or writes: its collection (the database alone for
+/// `aggregate: 1`), and for `aggregate` the collections its `$lookup`, `$graphLookup` and
+/// `$unionWith` stages name, nested pipelines included.
+pub fn statement_targets(req: &Request) -> Vec<Target> {
+    let db = req.db.as_str();
+    let mut out = Vec::new();
+    let main = match req.command {
+        "getMore" => req.body.get_str("collection").ok(),
+        "killCursors" => return out,
+        c => req.body.get_str(c).ok(),
+    };
+    match main {
+        Some(c) => out.push(Target::collection(db, c)),
+        None => out.push(Target::database(db)),
+    }
+    if req.command == "aggregate"
+        && let Ok(p) = req.body.get_array("pipeline")
+    {
+        pipeline_targets(db, p, &mut out, 0);
+    }
+    out
+}
+
+/// How deep nested pipelines are followed for their namespaces (mongod's own nesting bound
+/// stops a client long before this matters).
+const PIPELINE_DEPTH_MAX: usize = 20;
+
+fn pipeline_targets(db: &str, pipeline: &[Bson], out: &mut Vec<Target>, depth: usize) {
+    if depth > PIPELINE_DEPTH_MAX {
+        return;
+    }
+    for stage in pipeline.iter().filter_map(Bson::as_document) {
+        for (name, spec) in stage {
+            let (from, nested): (Option<&str>, Vec<&Vec<Bson>>) = match (name.as_str(), spec) {
+                ("$lookup" | "$graphLookup", Bson::Document(d)) => (
+                    d.get_str("from").ok(),
+                    d.get_array("pipeline").ok().into_iter().collect(),
+                ),
+                ("$unionWith", Bson::String(c)) => (Some(c.as_str()), Vec::new()),
+                ("$unionWith", Bson::Document(d)) => (
+                    d.get_str("coll").ok(),
+                    d.get_array("pipeline").ok().into_iter().collect(),
+                ),
+                ("$facet", Bson::Document(d)) => {
+                    (None, d.values().filter_map(Bson::as_array).collect())
+                }
+                _ => (None, Vec::new()),
+            };
+            if let Some(c) = from {
+                out.push(Target::collection(db, c));
+            }
+            for p in nested {
+                pipeline_targets(db, p, out, depth + 1);
+            }
+        }
+    }
 }
 
 /// `commitTransaction` / `abortTransaction` of a transaction; None for any other command.
@@ -59,6 +208,7 @@ async fn commit(
     let reply = state
         .sessions
         .commit(ts, |txn| async move {
+            let _active = txn.activate();
             let ticket =
                 crate::offload::run(state, "commitTransaction", Some(&req.op), move |_| {
                     txn.commit(note).map_err(|e| storage_error(e, "", ""))
@@ -95,25 +245,39 @@ pub async fn after_statement(
         return result;
     }
     state.sessions.abort_after_error(ts).await;
-    match result {
+    let result = match result {
         Err(e) if e.code == ErrorCode::WriteConflict => Err(e.transient()),
-        Ok(Reply::Doc(d)) => {
-            let conflict =
-                d.get_array("writeErrors")
-                    .ok()
-                    .and_then(|errors| {
-                        errors.iter().filter_map(Bson::as_document).find(|e| {
-                            e.get_i32("code").ok() == Some(ErrorCode::WriteConflict.code())
-                        })
-                    })
-                    .map(|e| e.get_str("errmsg").unwrap_or_default().to_string());
-            match conflict {
-                Some(m) => Err(err(ErrorCode::WriteConflict, m).transient()),
-                None => Ok(Reply::Doc(d)),
-            }
-        }
+        Ok(Reply::Doc(d)) => match command_level_write_error(&d) {
+            Some(e) => Err(e),
+            None => Ok(Reply::Doc(d)),
+        },
         other => other,
+    };
+    if let Err(e) = &result
+        && e.code == ErrorCode::TransactionTooLargeForCache
+    {
+        state
+            .txns
+            .too_large_errors
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
+    result
+}
+
+/// The write errors a transaction's statement fails with as a whole, as mongod's do: a
+/// write conflict (labelled TransientTransactionError) and a write set past its bound.
+fn command_level_write_error(reply: &Document) -> Option<crate::error::CommandError> {
+    let errors = reply.get_array("writeErrors").ok()?;
+    let found = |code: ErrorCode| {
+        errors
+            .iter()
+            .filter_map(Bson::as_document)
+            .find(|e| e.get_i32("code").ok() == Some(code.code()))
+            .map(|e| err(code, e.get_str("errmsg").unwrap_or_default()))
+    };
+    found(ErrorCode::WriteConflict)
+        .map(|e| e.transient())
+        .or_else(|| found(ErrorCode::TransactionTooLargeForCache))
 }
 
 /// commitTransaction/abortTransaction outside a transaction.
@@ -148,4 +312,56 @@ pub fn end_sessions(state: &ServerState, req: &Request) {
             "aborted the transactions of ended sessions"
         );
     }
+}
+
+/// A time as currentOp shows a transaction's start and expiry.
+fn wall_text(t: bson::DateTime) -> String {
+    t.try_to_rfc3339_string().unwrap_or_default()
+}
+
+/// The open transactions no statement runs on now, as mongod's `currentOp` shows idle
+/// sessions that hold a transaction.
+pub fn idle_transactions(state: &ServerState) -> Vec<Document> {
+    let lifetime_ms = state
+        .params
+        .get_i64("transactionLifetimeLimitSeconds")
+        .max(1)
+        .saturating_mul(1000);
+    let mut out = Vec::new();
+    for (lsid, txn_number, txn) in state.sessions.open_transactions() {
+        let (running, active) = txn.active_time();
+        if running || txn.ended() {
+            continue;
+        }
+        let open = txn.started.elapsed();
+        let micros = |d: Duration| i64::try_from(d.as_micros()).unwrap_or(i64::MAX);
+        let expiry = bson::DateTime::from_millis(
+            txn.started_wall
+                .timestamp_millis()
+                .saturating_add(lifetime_ms),
+        );
+        out.push(doc! {
+            "type": "idleSession",
+            "host": format!("{}:{}", crate::sysinfo::hostname(), state.config.port),
+            "desc": "inactive transaction",
+            "active": false,
+            "lsid": { "id": lsid },
+            "transaction": {
+                "parameters": {
+                    "txnNumber": txn_number,
+                    "autocommit": false,
+                    "readConcern": txn.options.read_concern.clone(),
+                },
+                "readTimestamp": txn.options.read_timestamp,
+                "startWallClockTime": wall_text(txn.started_wall),
+                "timeOpenMicros": micros(open),
+                "timeActiveMicros": micros(active),
+                "timeInactiveMicros": micros(open.saturating_sub(active)),
+                "expiryTime": wall_text(expiry),
+            },
+            "waitingForLock": false,
+            "locks": {},
+        });
+    }
+    out
 }
