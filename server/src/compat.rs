@@ -145,6 +145,12 @@ fn expression_supported(op: &str) -> bool {
     }
 }
 
+/// Hand-written notes on features whose state is not one name in a table: (feature, note).
+const NOTES: &[(&str, &str)] = &[(
+    "Clustered collections",
+    "`create` with `clusteredIndex: {key: {_id: 1}, unique: true}` (mongod 7.0's checks and codes), documents in `_id` order, CLUSTERED_IXSCAN with `minRecord`/`maxRecord` for `_id` equality and ranges, TTL by `_id` date through `expireAfterSeconds` (and `collMod`). Not yet: capped clustered collections, the legacy `clusteredIndex: true` outside time-series buckets, createIndexes' `clustered` option.",
+)];
+
 /// The whole document.
 pub fn render(stage_supported: &dyn Fn(&str) -> bool) -> String {
     let mut out = format!(
@@ -178,6 +184,10 @@ pub fn render(stage_supported: &dyn Fn(&str) -> bool) -> String {
         EXPRESSIONS,
         &expression_supported,
     );
+    out.push_str("## Notes\n\n");
+    for (feature, note) in NOTES {
+        out.push_str(&format!("- **{feature}**: {note}\n"));
+    }
     out
 }
 

@@ -679,10 +679,14 @@ pub fn list_indexes(state: &ServerState, req: &Request) -> CommandResult<Reply> 
     argspec::check(&specs::LIST_INDEXES, &req.body)?;
     let name = args::collection_name(&req.body, "listIndexes")?;
     let ns = format!("{}.{name}", req.db);
+    let mut clustered = None;
     let specs = match super::timeseries::list_index_specs(state, &req.db, &name) {
         Some(specs) => specs,
         None => match state.catalog.collection(&req.db, &name) {
-            Some(coll) => coll.indexes().into_iter().map(|i| i.spec).collect(),
+            Some(coll) => {
+                clustered = super::clustered::list_entry(&coll.options());
+                coll.indexes().into_iter().map(|i| i.spec).collect()
+            }
             None => {
                 return Err(err(
                     ErrorCode::NamespaceNotFound,
@@ -691,11 +695,15 @@ pub fn list_indexes(state: &ServerState, req: &Request) -> CommandResult<Reply> 
             }
         },
     };
+    // A clustered collection's `_id` index is listed as its clustered index (mongod's shape).
     let docs = specs
         .iter()
-        .map(|spec| {
-            RawDocumentBuf::try_from(&spec_document(spec))
-                .map_err(|e| err(ErrorCode::InternalError, e.to_string()))
+        .map(|spec| match &clustered {
+            Some(c) if spec.name == ID_INDEX_NAME => c.clone(),
+            _ => spec_document(spec),
+        })
+        .map(|d| {
+            RawDocumentBuf::try_from(&d).map_err(|e| err(ErrorCode::InternalError, e.to_string()))
         })
         .collect::<CommandResult<Vec<_>>>()?;
     Ok(cursor_reply(0, &ns, true, docs))
@@ -754,6 +762,7 @@ fn drop_named(state: &ServerState, req: &Request, name: &str) -> CommandResult<R
         }
     };
     for n in &names {
+        super::clustered::check_drop(&coll, n)?;
         if n == ID_INDEX_NAME {
             return Err(err(ErrorCode::InvalidOptions, "cannot drop _id index"));
         }
