@@ -146,7 +146,9 @@ pub fn create(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     merge_validation(&req.body, &mut options)?;
     default_collation(&req.body, &mut options)?;
     merge_pre_and_post_images(&req.body, &mut options)?;
-    if name.starts_with("system.") {
+    // `system.profile` may be created (with the size the client wants) while it does not
+    // exist yet; once the profiler has made it, create answers 48 like any existing one.
+    if name.starts_with("system.") && name != crate::profiler::PROFILE_COLLECTION {
         return Err(err(
             ErrorCode::InvalidNamespace,
             format!("Invalid system namespace: {}.{name}", req.db),
