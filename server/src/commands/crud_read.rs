@@ -469,7 +469,7 @@ pub fn distinct(state: &ServerState, req: &Request) -> CommandResult<Reply> {
         matches!(req.body.get("hint"), Some(Bson::Document(h)) if h.contains_key("$natural"));
     let key_only = coll.as_ref().filter(|_| !natural).and_then(|c| {
         planner::keyscan::key_plan(
-            &planner::key_only_indexes(&c),
+            &planner::key_only_indexes(c),
             &key,
             &filter,
             hint.as_deref(),
