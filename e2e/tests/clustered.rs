@@ -121,6 +121,23 @@ async fn create_checks_and_listings() {
         first_index(&db, "named").await,
         doc! { "v": 2, "key": { "_id": 1 }, "name": "by_id", "unique": true, "expireAfterSeconds": 30_i64, "clustered": true }
     );
+    // createIndexes on the cluster key is a no-op, with or without `clustered: true`; the
+    // option on another key is 6243700.
+    for spec in [
+        doc! { "key": { "_id": 1 }, "name": "_id_1" },
+        doc! { "key": { "_id": 1 }, "name": "by_id", "unique": true, "clustered": true },
+    ] {
+        let r = db
+            .run_command(doc! { "createIndexes": "named", "indexes": [spec.clone()] })
+            .await
+            .unwrap();
+        assert_eq!(r.get_i32("numIndexesAfter").unwrap(), 1, "{spec}");
+    }
+    let e = db
+        .run_command(doc! { "createIndexes": "named", "indexes": [ { "key": { "b": 1 }, "name": "b_1", "clustered": true, "unique": true } ] })
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&e), 6243700);
     // The clustered index cannot be dropped by name, by `_id_` or by key.
     for index in [
         Bson::from("by_id"),

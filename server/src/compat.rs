@@ -148,7 +148,7 @@ fn expression_supported(op: &str) -> bool {
 /// Hand-written notes on features whose state is not one name in a table: (feature, note).
 const NOTES: &[(&str, &str)] = &[(
     "Clustered collections",
-    "`create` with `clusteredIndex: {key: {_id: 1}, unique: true}` (mongod 7.0's checks and codes), documents in `_id` order, CLUSTERED_IXSCAN with `minRecord`/`maxRecord` for `_id` equality and ranges, TTL by `_id` date through `expireAfterSeconds` (and `collMod`). Not yet: capped clustered collections, the legacy `clusteredIndex: true` outside time-series buckets, createIndexes' `clustered` option.",
+    "`create` with `clusteredIndex: {key: {_id: 1}, unique: true}` (mongod 7.0's checks and codes), documents in `_id` order, CLUSTERED_IXSCAN with `minRecord`/`maxRecord` for `_id` equality and ranges, TTL by `_id` date through `expireAfterSeconds` (and `collMod`). createIndexes on the cluster key is a no-op. Not yet: capped clustered collections, the legacy `clusteredIndex: true` outside time-series buckets, implicit creation through createIndexes' `clustered` option.",
 )];
 
 /// The whole document.

@@ -244,6 +244,27 @@ pub fn coll_mod(body: &Document, options: &mut Document) -> CommandResult<bool> 
     Ok(true)
 }
 
+/// createIndexes' view of a clustered collection: a spec on the cluster key `{_id: 1}` (with
+/// or without `clustered: true`) names the clustered index that exists, so it is left out
+/// (`false`); `clustered` on any other key, or on a collection that is not clustered, is
+/// 6243700. Other specs go on to `indexes::parse_spec` (`true`).
+pub fn keep_index_spec(coll: Option<&Collection>, spec: &Document) -> CommandResult<bool> {
+    let clustered_coll = coll.is_some_and(Collection::is_clustered);
+    let on_key = spec.get_document("key").is_ok_and(|k| {
+        k.len() == 1 && k.get("_id").and_then(crate::query::types::as_f64) == Some(1.0)
+    });
+    let asks_clustered = spec.get("clustered").is_some_and(truthy);
+    if asks_clustered && !(clustered_coll && on_key) {
+        return Err(err(
+            ErrorCode::Location6243700,
+            format!(
+                "Cannot create index with option 'clustered' for a key other than the collection's cluster key: {spec}"
+            ),
+        ));
+    }
+    Ok(!(clustered_coll && on_key))
+}
+
 /// dropIndexes of the clustered index (by its name, `_id_`, or its key) is refused.
 pub fn check_drop(coll: &Collection, index: &str) -> CommandResult<()> {
     match index_name(coll) {
@@ -328,6 +349,32 @@ mod tests {
             let mut body = doc! { "create": "c" };
             body.extend(options.clone());
             assert_eq!(code(body), Some(want), "{options}");
+        }
+    }
+
+    #[test]
+    fn create_indexes_on_the_cluster_key_are_no_ops() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = storage::Engine::open(dir.path(), storage::EngineOptions::default()).unwrap();
+        let spec = doc! { "v": 2, "key": { "_id": 1 }, "name": "_id_", "unique": true };
+        let c = engine
+            .create_collection("t", "c", doc! { "clusteredIndex": spec })
+            .unwrap();
+        let p = engine.create_collection("t", "p", Document::new()).unwrap();
+        let id = doc! { "key": { "_id": 1 }, "name": "x" };
+        let id_clustered = doc! { "key": { "_id": 1 }, "clustered": true, "unique": true };
+        let other = doc! { "key": { "a": 1 }, "clustered": true, "unique": true };
+        assert!(!keep_index_spec(Some(&c), &id).unwrap());
+        assert!(!keep_index_spec(Some(&c), &id_clustered).unwrap());
+        assert!(keep_index_spec(Some(&c), &doc! { "key": { "a": 1 } }).unwrap());
+        assert!(keep_index_spec(Some(&p), &id).unwrap());
+        for (coll, spec) in [
+            (Some(&c), &other),
+            (Some(&p), &id_clustered),
+            (None, &id_clustered),
+        ] {
+            let e = keep_index_spec(coll.map(|c| c.as_ref()), spec).unwrap_err();
+            assert_eq!(e.code.code(), 6243700);
         }
     }
 

@@ -524,12 +524,28 @@ pub async fn create_indexes(state: &Arc<ServerState>, req: &Arc<Request>) -> Com
     let name = args::collection_name(&req.body, "createIndexes")?;
     validate_collection_name(&req.db, &name)?;
     // The table checked `indexes`: an array of objects.
+    let target = state.catalog.collection(&req.db, &name);
     let specs = match req.body.get("indexes") {
-        Some(Bson::Array(items)) if !items.is_empty() => items
-            .iter()
-            .filter_map(Bson::as_document)
-            .map(parse_spec)
-            .collect::<CommandResult<Vec<_>>>()?,
+        Some(Bson::Array(items)) if !items.is_empty() => {
+            let mut specs = Vec::new();
+            for d in items.iter().filter_map(Bson::as_document) {
+                if super::clustered::keep_index_spec(target.as_deref(), d)? {
+                    specs.push(parse_spec(d)?);
+                }
+            }
+            if specs.is_empty() {
+                // Only the clustered index was asked for: it exists.
+                let n = target.map_or(0, |c| c.indexes().len() as i32);
+                return Ok(Reply::Doc(doc! {
+                    "numIndexesBefore": n,
+                    "numIndexesAfter": n,
+                    "createdCollectionAutomatically": false,
+                    "note": "all indexes already exist",
+                    "ok": 1.0,
+                }));
+            }
+            specs
+        }
         _ => {
             return Err(err(
                 ErrorCode::BadValue,
