@@ -9,6 +9,7 @@ mod auth;
 mod bulkwrite;
 mod capped;
 mod change_ddl;
+mod clustered;
 mod collation;
 mod crud;
 mod diagnostic;

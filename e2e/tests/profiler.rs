@@ -1,7 +1,9 @@
 //! Proves the database profiler behaves as mongod's: `profile` levels, slowms, sampleRate and
 //! filter; entries in `system.profile` with mongod's fields, sorted by `ts`, secrets redacted;
 //! and a MongoEngine-style `query_counter` (count entries around a block of operations) gives
-//! exact counts. How: the Rust driver against a real cairn process.
+//! exact counts; `system.profile` is a 1 MB capped collection (or the one the client created);
+//! `--profile`, `--slowms` and `--slowOpSampleRate` at start-up. How: the Rust driver against
+//! a real cairn process.
 
 use bson::{Bson, Document, doc};
 use cairn_e2e::Server;
@@ -148,6 +150,7 @@ async fn entries_have_mongods_shape() {
     assert_eq!(find.get_str("client").unwrap(), "127.0.0.1");
     assert_eq!(find.get_str("appName").unwrap(), "profiled");
     assert_eq!(find.get_str("user").unwrap(), "");
+    assert_eq!(find.get_document("locks").unwrap(), &doc! {});
     assert_eq!(entries[1].get_str("planSummary").unwrap(), "IDHACK");
     let create_user = entries[2].get_document("command").unwrap();
     assert_eq!(create_user.get_str("pwd").unwrap(), "xxx");
@@ -268,4 +271,115 @@ async fn system_profile_stays_bounded() {
             .unwrap(),
         399
     );
+}
+
+/// How many profiled inserts into `<db>.c` `system.profile` holds.
+async fn profiled_inserts(db: &mongodb::Database) -> usize {
+    db.collection::<Document>("system.profile")
+        .count_documents(doc! { "op": "insert", "ns": format!("{}.c", db.name()) })
+        .await
+        .unwrap() as usize
+}
+
+#[tokio::test]
+async fn system_profile_is_capped_and_may_be_created_first() {
+    let server = Server::start(BIN, &[]);
+    let db = server.client().await.database("prof");
+    let c = db.collection::<Document>("c");
+    db.run_command(doc! { "profile": 2 }).await.unwrap();
+    c.insert_one(doc! { "_id": 1 }).await.unwrap();
+    let entry = cairn_e2e::collection_entry(&db, "system.profile").await;
+    assert_eq!(
+        entry.get_document("options").unwrap(),
+        &doc! { "capped": true, "size": 1024 * 1024_i64 }
+    );
+    let stats = db
+        .run_command(doc! { "collStats": "system.profile" })
+        .await
+        .unwrap();
+    assert_eq!(stats.get_bool("capped").ok(), Some(true));
+    // It exists now: create answers 48, as for any existing collection.
+    let e = db
+        .run_command(doc! { "create": "system.profile", "capped": true, "size": 4096 })
+        .await
+        .unwrap_err();
+    assert_eq!(cairn_e2e::error_code(&e), 48);
+
+    // mongod's way to resize it: profiling off, drop, create with the size wanted, on again.
+    db.run_command(doc! { "profile": 0 }).await.unwrap();
+    db.collection::<Document>("system.profile")
+        .drop()
+        .await
+        .unwrap();
+    db.run_command(doc! { "create": "system.profile", "capped": true, "size": 20_000 })
+        .await
+        .unwrap();
+    db.run_command(doc! { "profile": 2 }).await.unwrap();
+    for i in 10..210 {
+        c.insert_one(doc! { "_id": i }).await.unwrap();
+    }
+    let entry = cairn_e2e::collection_entry(&db, "system.profile").await;
+    assert_eq!(
+        entry
+            .get_document("options")
+            .unwrap()
+            .get_i64("size")
+            .unwrap(),
+        20_000
+    );
+    let kept = profiled_inserts(&db).await;
+    assert!(
+        kept > 0 && kept < 200,
+        "the small capped collection dropped the oldest: {kept}"
+    );
+    let stats = db
+        .run_command(doc! { "collStats": "system.profile" })
+        .await
+        .unwrap();
+    let size = stats.get("size").and_then(Bson::as_i64).unwrap_or(0);
+    assert!(size <= 20_000, "{size}");
+}
+
+#[tokio::test]
+async fn start_up_flags_set_level_threshold_and_sample_rate() {
+    // `--profile 2`: every database is profiled without a `profile` command.
+    let server = Server::start(BIN, &["--profile", "2"]);
+    let db = server.client().await.database("flags");
+    db.collection::<Document>("c")
+        .insert_one(doc! { "_id": 1 })
+        .await
+        .unwrap();
+    assert_eq!(profiled_inserts(&db).await, 1);
+    let now = db.run_command(doc! { "profile": -1 }).await.unwrap();
+    assert_eq!(now.get_i32("was").unwrap(), 2);
+    // Setting one database's level leaves the others at the start-up level.
+    db.run_command(doc! { "profile": 0 }).await.unwrap();
+    let other = server.client().await.database("other");
+    other
+        .collection::<Document>("c")
+        .insert_one(doc! { "_id": 1 })
+        .await
+        .unwrap();
+    assert_eq!(profiled_inserts(&other).await, 1);
+    drop(server);
+
+    // Level 1, everything slow, but a sample rate of 0: nothing is profiled until the rate
+    // is raised.
+    let server = Server::start(
+        BIN,
+        &["--profile", "1", "--slowms=-1", "--slowOpSampleRate", "0"],
+    );
+    let db = server.client().await.database("flags");
+    let c = db.collection::<Document>("c");
+    c.insert_one(doc! { "_id": 1 }).await.unwrap();
+    let now = db.run_command(doc! { "profile": -1 }).await.unwrap();
+    assert_eq!(now.get_i32("was").unwrap(), 1);
+    assert_eq!(now.get_i32("slowms").unwrap(), -1);
+    assert_eq!(now.get_f64("sampleRate").unwrap(), 0.0);
+    assert_eq!(profiled_inserts(&db).await, 0);
+    db.run_command(doc! { "profile": 1, "sampleRate": 1.0 })
+        .await
+        .unwrap();
+    c.insert_one(doc! { "_id": 2 }).await.unwrap();
+    assert_eq!(profiled_inserts(&db).await, 1);
 }

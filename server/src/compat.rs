@@ -109,9 +109,10 @@ const COMMANDS: &[&str] = &[
 ];
 
 /// Hand-written notes on behaviour the tables cannot show, rendered after them: (topic, text).
-const NOTES: &[(&str, &str)] = &[(
-    "Transaction limits",
-    "a transaction holds each namespace it touches until it ends; DDL on it (drop, \
+const NOTES: &[(&str, &str)] = &[
+    (
+        "Transaction limits",
+        "a transaction holds each namespace it touches until it ends; DDL on it (drop, \
      dropDatabase, renameCollection, createIndexes, collMod, dropIndexes) waits, bounded by its \
      maxTimeMS (50) and ended by killOp (11601); a transaction statement that cannot get a \
      namespace within `maxTransactionLockRequestTimeoutMillis` (default 5) fails with \
@@ -122,7 +123,12 @@ const NOTES: &[(&str, &str)] = &[(
      `$all` or `idleSessions` lists idle open transactions with mongod's `transaction` \
      sub-document; a commit waits while the server is fsync-locked. A statement on a view \
      holds the view's name, not its source collection's.",
-)];
+    ),
+    (
+        "Clustered collections",
+        "`create` with `clusteredIndex: {key: {_id: 1}, unique: true}` (mongod 7.0's checks and codes), documents in `_id` order, CLUSTERED_IXSCAN with `minRecord`/`maxRecord` for `_id` equality and ranges, TTL by `_id` date through `expireAfterSeconds` (and `collMod`). createIndexes on the cluster key is a no-op. Not yet: capped clustered collections, the legacy `clusteredIndex: true` outside time-series buckets, implicit creation through createIndexes' `clustered` option.",
+    ),
+];
 
 fn yes_no(ok: bool) -> &'static str {
     if ok { "supported" } else { "not yet" }

@@ -126,6 +126,11 @@ pub struct Config {
     #[arg(long = "profile", default_value_t = 0, value_parser = clap::value_parser!(i32).range(0..=2))]
     pub profile: i32,
 
+    /// The share of slow operations profiled and logged, 0.0 to 1.0 (mongod's
+    /// --slowOpSampleRate).
+    #[arg(long = "slowOpSampleRate", default_value_t = 1.0, value_parser = sample_rate)]
+    pub slow_op_sample_rate: f64,
+
     /// Serve Prometheus metrics over HTTP at /metrics on this port (off by default).
     #[arg(long = "metricsPort", value_name = "PORT")]
     pub metrics_port: Option<u16>,
@@ -378,6 +383,9 @@ impl Config {
         if self.slowms != crate::limits::SLOW_OP_THRESHOLD_MS_DEFAULT {
             profiling.insert("slowOpThresholdMs", self.slowms as i32);
         }
+        if self.slow_op_sample_rate != 1.0 {
+            profiling.insert("slowOpSampleRate", self.slow_op_sample_rate);
+        }
         if !profiling.is_empty() {
             parsed.insert("operationProfiling", profiling);
         }
@@ -407,6 +415,14 @@ impl Config {
             parsed.insert("setParameter", params);
         }
         parsed
+    }
+}
+
+/// `--slowOpSampleRate`: a number from 0.0 to 1.0.
+fn sample_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if (0.0..=1.0).contains(&r) => Ok(r),
+        _ => Err(format!("'{s}' is not a sample rate between 0.0 and 1.0")),
     }
 }
 

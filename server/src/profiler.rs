@@ -2,7 +2,8 @@
 //! the filter selects, 2 everything) with an optional filter, and the server-wide sample rate
 //! (`slowms` is the server's one slow-operation threshold, `ServerState::slowms`). The entries
 //! themselves are written by `commands::profile`. Settings live in memory, as in mongod, where
-//! they reset on restart unless given at start-up.
+//! they reset on restart unless given at start-up: `--profile N` is every database's level
+//! until `profile` sets its own, `--slowOpSampleRate` the first sample rate.
 
 use bson::Document;
 use std::collections::HashMap;
@@ -10,8 +11,7 @@ use std::sync::RwLock;
 
 /// Where a database keeps its profile entries.
 pub const PROFILE_COLLECTION: &str = "system.profile";
-/// Bytes of entries a `system.profile` keeps before the oldest are trimmed (mongod's default
-/// capped size for it). The trimming is ours until capped collections can hold it.
+/// The capped size of a `system.profile` the profiler creates (mongod's default, 1 MB).
 pub const PROFILE_BYTES_MAX: u64 = 1024 * 1024;
 
 /// One database's profiling.
@@ -24,26 +24,40 @@ pub struct Settings {
 #[derive(Debug)]
 pub struct Profiler {
     dbs: RwLock<HashMap<String, Settings>>,
+    /// The level of a database `profile` never set (`--profile`).
+    default_level: i32,
     /// `sampleRate` as parts per million (1.0 = 1_000_000).
     sample_rate_ppm: std::sync::atomic::AtomicU32,
 }
 
 impl Default for Profiler {
     fn default() -> Self {
-        Profiler {
-            dbs: RwLock::new(HashMap::new()),
-            sample_rate_ppm: std::sync::atomic::AtomicU32::new(1_000_000),
-        }
+        Profiler::new(0, 1.0)
     }
 }
 
 impl Profiler {
+    /// A profiler whose databases start at `default_level` (mongod's `--profile`) with the
+    /// sample rate `sample_rate` (`--slowOpSampleRate`).
+    pub fn new(default_level: i32, sample_rate: f64) -> Profiler {
+        let p = Profiler {
+            dbs: RwLock::new(HashMap::new()),
+            default_level,
+            sample_rate_ppm: std::sync::atomic::AtomicU32::new(1_000_000),
+        };
+        p.set_sample_rate(sample_rate);
+        p
+    }
+
     pub fn get(&self, db: &str) -> Settings {
         self.dbs
             .read()
             .ok()
             .and_then(|m| m.get(db).cloned())
-            .unwrap_or_default()
+            .unwrap_or(Settings {
+                level: self.default_level,
+                filter: None,
+            })
     }
 
     /// The level of `db` without cloning its filter (checked on every command).
@@ -52,7 +66,7 @@ impl Profiler {
             .read()
             .ok()
             .and_then(|m| m.get(db).map(|s| s.level))
-            .unwrap_or(0)
+            .unwrap_or(self.default_level)
     }
 
     pub fn set(&self, db: &str, settings: Settings) {
@@ -72,5 +86,28 @@ impl Profiler {
         let ppm = (rate.clamp(0.0, 1.0) * 1e6).round() as u32;
         self.sample_rate_ppm
             .store(ppm, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_up_level_and_rate_until_profile_sets_them() {
+        let p = Profiler::new(2, 0.25);
+        assert_eq!(p.level("any"), 2);
+        assert_eq!(p.get("any").level, 2);
+        assert_eq!(p.sample_rate(), 0.25);
+        p.set(
+            "a",
+            Settings {
+                level: 0,
+                filter: None,
+            },
+        );
+        assert_eq!(p.level("a"), 0);
+        assert_eq!(p.level("b"), 2);
+        assert_eq!(Profiler::default().level("a"), 0);
     }
 }

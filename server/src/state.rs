@@ -126,6 +126,7 @@ impl ServerState {
         let engine = storage::Engine::open(&config.dbpath, opts).map_err(|e| e.to_string())?;
         let catalog = Catalog::open(engine, config.journal_commit_interval_ms.is_some());
         let slowms = config.slowms;
+        let (profile_level, sample_rate) = (config.profile, config.slow_op_sample_rate);
         let tls = crate::tls::Tls::from_config(&config)?;
         crate::query::js::set_enabled(!config.noscripting);
         let auth = crate::auth::AuthState::new(config.auth);
@@ -155,7 +156,7 @@ impl ServerState {
             sessions: Arc::default(),
             txns: Arc::default(),
             log_output: None,
-            profiler: crate::profiler::Profiler::default(),
+            profiler: crate::profiler::Profiler::new(profile_level, sample_rate),
             shutdown_tx: watch::channel(false).0,
         })
     }

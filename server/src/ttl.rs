@@ -4,6 +4,7 @@
 //! order, so non-date values are never expired, and for an array the earliest date decides (its
 //! entry is the first one the walk meets). Deletes go in bounded batches under the namespace's
 //! write lock, so requests are never blocked for long; scans and deletes run on the storage pool.
+//! A clustered collection's `expireAfterSeconds` walks its `_id` index the same way.
 
 use crate::offload;
 use crate::state::ServerState;
@@ -47,12 +48,20 @@ fn date_bounds(spec: &IndexSpec, cutoff: DateTime) -> (Vec<u8>, Vec<u8>) {
     if lo <= hi { (lo, hi) } else { (hi, lo) }
 }
 
-/// Every one-field TTL index: (database, collection, spec).
+/// Every one-field TTL index: (database, collection, spec). A clustered collection's TTL is
+/// its `_id` index with the collection's `expireAfterSeconds`: documents go by their `_id` date.
 fn ttl_indexes(state: &ServerState) -> Vec<(String, String, IndexSpec)> {
     let engine = state.catalog.engine();
     let mut out = Vec::new();
     for db in engine.databases() {
         for info in engine.collections(&db) {
+            if let Some(secs) = crate::commands::clustered::expire_after_seconds(&info.options) {
+                let spec = IndexSpec {
+                    expire_after_seconds: Some(secs),
+                    ..IndexSpec::id_index()
+                };
+                out.push((db.clone(), info.name.clone(), spec));
+            }
             for spec in info.indexes {
                 if spec.expire_after_seconds.is_some() && spec.key.len() == 1 {
                     out.push((db.clone(), info.name.clone(), spec));

@@ -290,7 +290,6 @@ impl Collection {
             .unwrap_or_default()
     }
 
-    /// The bounds of a capped collection (None: not capped).
     /// Whether writes log the version they replace or delete, for change streams'
     /// `fullDocumentBeforeChange` (the `changeStreamPreAndPostImages: {enabled: true}` option).
     pub fn keeps_pre_images(&self) -> bool {
@@ -303,6 +302,20 @@ impl Collection {
         })
     }
 
+    /// Whether the collection is clustered (`clusteredIndex: {key: {_id: 1}, ...}` among its
+    /// options): its natural order is its `_id` index's order. Records stay keyed by RecordId;
+    /// the server reads such a collection through the `_id` index (docs/ARCHITECTURE.md). The
+    /// legacy `clusteredIndex: true` of time-series buckets is not counted.
+    pub fn is_clustered(&self) -> bool {
+        self.meta.read().ok().is_some_and(|m| {
+            matches!(
+                m.options.get("clusteredIndex"),
+                Some(bson::Bson::Document(_))
+            )
+        })
+    }
+
+    /// The bounds of a capped collection (None: not capped).
     pub fn capped_limits(&self) -> Option<crate::capped::CappedLimits> {
         self.meta
             .read()

@@ -288,8 +288,13 @@ pub fn check_hint(
         return Ok(None);
     }
     let Some(coll) = coll else { return Ok(None) };
+    // A clustered collection's `_id` index answers to the clustered index's name too.
+    let clustered = super::clustered::index_name(coll);
     let found = coll.indexes().into_iter().find(|ix| match hint {
-        Bson::String(name) => &ix.spec.name == name,
+        Bson::String(name) => {
+            &ix.spec.name == name
+                || (ix.spec.name == storage::ID_INDEX_NAME && clustered.as_ref() == Some(name))
+        }
         Bson::Document(key) => &ix.spec.key == key,
         _ => false,
     });

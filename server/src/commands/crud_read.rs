@@ -399,8 +399,9 @@ pub fn count(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     };
     let natural =
         matches!(req.body.get("hint"), Some(Bson::Document(h)) if h.contains_key("$natural"));
-    let key_only = planner::keyscan::count_plan(&coll.indexes(), &filter, hint.as_deref())
-        .filter(|_| !natural);
+    let key_only =
+        planner::keyscan::count_plan(&planner::key_only_indexes(&coll), &filter, hint.as_deref())
+            .filter(|_| !natural);
     let total = if filter.is_empty() {
         coll.count() // O(1)
     } else if let Some(plan) = key_only {
@@ -466,10 +467,14 @@ pub fn distinct(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     let hint = args::check_hint(&req.body, coll.as_deref())?;
     let natural =
         matches!(req.body.get("hint"), Some(Bson::Document(h)) if h.contains_key("$natural"));
-    let key_only = coll
-        .as_ref()
-        .filter(|_| !natural)
-        .and_then(|c| planner::keyscan::key_plan(&c.indexes(), &key, &filter, hint.as_deref()));
+    let key_only = coll.as_ref().filter(|_| !natural).and_then(|c| {
+        planner::keyscan::key_plan(
+            &planner::key_only_indexes(c),
+            &key,
+            &filter,
+            hint.as_deref(),
+        )
+    });
     if let (Some(coll), Some(plan)) = (&coll, key_only) {
         let mut stats = exec::keyscan::KeyStats::default();
         for v in exec::keyscan::distinct_keys(coll, &plan, &filter, &key, &mut stats)? {

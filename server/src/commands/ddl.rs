@@ -105,19 +105,20 @@ fn merge_pre_and_post_images(body: &Document, options: &mut Document) -> Command
 }
 
 /// `create` options that need features cairn does not have yet.
-const CREATE_UNSUPPORTED: &[&str] = &[
-    "viewOn",
-    "pipeline",
-    "timeseries",
-    "clusteredIndex",
-    "expireAfterSeconds",
-    "encryptedFields",
-];
+const CREATE_UNSUPPORTED: &[&str] = &["viewOn", "pipeline", "timeseries", "encryptedFields"];
+
+/// `collMod` options cairn does not honour (besides those of `CREATE_UNSUPPORTED`).
+const COLL_MOD_UNSUPPORTED: &[&str] = &["clusteredIndex"];
 
 pub fn create(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     argspec::check(&specs::CREATE, &req.body)?;
     let name = args::collection_name(&req.body, "create")?;
     validate_collection_name(&req.db, &name)?;
+    let mut options = Document::new();
+    if !req.body.contains_key("timeseries") {
+        let tests = state.params.get_bool("enableTestCommands");
+        super::clustered::create_options(&req.body, &mut options, tests)?;
+    }
     if req.body.contains_key("viewOn") || req.body.contains_key("pipeline") {
         if name.starts_with("system.") {
             return Err(err(
@@ -130,7 +131,6 @@ pub fn create(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     if req.body.contains_key("timeseries") {
         return super::timeseries::create(state, req, &name);
     }
-    let mut options = Document::new();
     for (k, v) in req.body.iter().skip(1) {
         if CREATE_UNSUPPORTED.contains(&k.as_str()) {
             return Err(err(
@@ -146,7 +146,9 @@ pub fn create(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     merge_validation(&req.body, &mut options)?;
     default_collation(&req.body, &mut options)?;
     merge_pre_and_post_images(&req.body, &mut options)?;
-    if name.starts_with("system.") {
+    // `system.profile` may be created (with the size the client wants) while it does not
+    // exist yet; once the profiler has made it, create answers 48 like any existing one.
+    if name.starts_with("system.") && name != crate::profiler::PROFILE_COLLECTION {
         return Err(err(
             ErrorCode::InvalidNamespace,
             format!("Invalid system namespace: {}.{name}", req.db),
@@ -240,13 +242,20 @@ fn collection_entry(info: &storage::CollectionInfo, name_only: bool) -> Document
         subtype: bson::spec::BinarySubtype::Uuid,
         bytes: info.uuid.bytes().to_vec(),
     };
-    doc! {
+    let mut entry = doc! {
         "name": info.name.clone(),
         "type": "collection",
         "options": info.options.clone(),
         "info": { "readOnly": false, "uuid": uuid },
-        "idIndex": { "v": 2, "key": { "_id": 1 }, "name": "_id_" },
+    };
+    // A clustered collection has no separate `_id` index for mongod, so no `idIndex`.
+    if super::clustered::spec_of(&info.options).is_none() {
+        entry.insert(
+            "idIndex",
+            doc! { "v": 2, "key": { "_id": 1 }, "name": "_id_" },
+        );
     }
+    entry
 }
 
 pub fn list_collections(state: &ServerState, req: &Request) -> CommandResult<Reply> {
@@ -579,7 +588,7 @@ fn modify_collection(state: &ServerState, req: &Request, name: &str) -> CommandR
         return super::views::modify(state, req, name);
     }
     for (k, _) in req.body.iter().skip(1) {
-        if CREATE_UNSUPPORTED.contains(&k.as_str()) {
+        if CREATE_UNSUPPORTED.contains(&k.as_str()) || COLL_MOD_UNSUPPORTED.contains(&k.as_str()) {
             return Err(err(
                 ErrorCode::CommandNotSupported,
                 format!("collMod: the '{k}' option is not supported by cairn yet"),
@@ -596,7 +605,8 @@ fn modify_collection(state: &ServerState, req: &Request, name: &str) -> CommandR
     let mut options = coll.options();
     let images = merge_pre_and_post_images(&req.body, &mut options)?;
     let bounds = super::capped::coll_mod_options(&req.body, &mut options)?;
-    if merge_validation(&req.body, &mut options)? || images || bounds {
+    let ttl = super::clustered::coll_mod(&req.body, &mut options)?;
+    if merge_validation(&req.body, &mut options)? || images || bounds || ttl {
         // An empty validator turns validation off (mongod keeps `validator: {}`).
         state
             .catalog

@@ -388,9 +388,13 @@ fn key_only_plan(
         return None;
     }
     match (name, &t.key) {
-        ("count", _) => keyscan::count_plan(&c.indexes(), filter, hint).map(KeyOnly::Count),
-        ("distinct", Some(key)) => keyscan::key_plan(&c.indexes(), key, filter, hint)
-            .map(|p| KeyOnly::Distinct(p, key.clone())),
+        ("count", _) => {
+            keyscan::count_plan(&planner::key_only_indexes(c), filter, hint).map(KeyOnly::Count)
+        }
+        ("distinct", Some(key)) => {
+            keyscan::key_plan(&planner::key_only_indexes(c), key, filter, hint)
+                .map(|p| KeyOnly::Distinct(p, key.clone()))
+        }
         _ => None,
     }
 }

@@ -524,12 +524,28 @@ pub async fn create_indexes(state: &Arc<ServerState>, req: &Arc<Request>) -> Com
     let name = args::collection_name(&req.body, "createIndexes")?;
     validate_collection_name(&req.db, &name)?;
     // The table checked `indexes`: an array of objects.
+    let target = state.catalog.collection(&req.db, &name);
     let specs = match req.body.get("indexes") {
-        Some(Bson::Array(items)) if !items.is_empty() => items
-            .iter()
-            .filter_map(Bson::as_document)
-            .map(parse_spec)
-            .collect::<CommandResult<Vec<_>>>()?,
+        Some(Bson::Array(items)) if !items.is_empty() => {
+            let mut specs = Vec::new();
+            for d in items.iter().filter_map(Bson::as_document) {
+                if super::clustered::keep_index_spec(target.as_deref(), d)? {
+                    specs.push(parse_spec(d)?);
+                }
+            }
+            if specs.is_empty() {
+                // Only the clustered index was asked for: it exists.
+                let n = target.map_or(0, |c| c.indexes().len() as i32);
+                return Ok(Reply::Doc(doc! {
+                    "numIndexesBefore": n,
+                    "numIndexesAfter": n,
+                    "createdCollectionAutomatically": false,
+                    "note": "all indexes already exist",
+                    "ok": 1.0,
+                }));
+            }
+            specs
+        }
         _ => {
             return Err(err(
                 ErrorCode::BadValue,
@@ -679,10 +695,14 @@ pub fn list_indexes(state: &ServerState, req: &Request) -> CommandResult<Reply> 
     argspec::check(&specs::LIST_INDEXES, &req.body)?;
     let name = args::collection_name(&req.body, "listIndexes")?;
     let ns = format!("{}.{name}", req.db);
+    let mut clustered = None;
     let specs = match super::timeseries::list_index_specs(state, &req.db, &name) {
         Some(specs) => specs,
         None => match state.catalog.collection(&req.db, &name) {
-            Some(coll) => coll.indexes().into_iter().map(|i| i.spec).collect(),
+            Some(coll) => {
+                clustered = super::clustered::list_entry(&coll.options());
+                coll.indexes().into_iter().map(|i| i.spec).collect()
+            }
             None => {
                 return Err(err(
                     ErrorCode::NamespaceNotFound,
@@ -691,11 +711,15 @@ pub fn list_indexes(state: &ServerState, req: &Request) -> CommandResult<Reply> 
             }
         },
     };
+    // A clustered collection's `_id` index is listed as its clustered index (mongod's shape).
     let docs = specs
         .iter()
-        .map(|spec| {
-            RawDocumentBuf::try_from(&spec_document(spec))
-                .map_err(|e| err(ErrorCode::InternalError, e.to_string()))
+        .map(|spec| match &clustered {
+            Some(c) if spec.name == ID_INDEX_NAME => c.clone(),
+            _ => spec_document(spec),
+        })
+        .map(|d| {
+            RawDocumentBuf::try_from(&d).map_err(|e| err(ErrorCode::InternalError, e.to_string()))
         })
         .collect::<CommandResult<Vec<_>>>()?;
     Ok(cursor_reply(0, &ns, true, docs))
@@ -754,6 +778,7 @@ fn drop_named(state: &ServerState, req: &Request, name: &str) -> CommandResult<R
         }
     };
     for n in &names {
+        super::clustered::check_drop(&coll, n)?;
         if n == ID_INDEX_NAME {
             return Err(err(ErrorCode::InvalidOptions, "cannot drop _id index"));
         }

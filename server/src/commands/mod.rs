@@ -14,6 +14,7 @@ pub mod capped;
 pub mod change_ddl;
 pub mod change_stages;
 pub mod changes;
+pub mod clustered;
 pub mod crud_read;
 pub mod crud_write;
 pub mod ddl;

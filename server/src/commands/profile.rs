@@ -4,9 +4,10 @@
 //! entry in mongod's shape (`op`, `ns`, `command`, `keysExamined`, `docsExamined`, `nreturned`,
 //! `responseLength`, `millis`, `planSummary`, `ts`, `client`, `appName`, `user`, ...) is inserted
 //! into `<db>.system.profile` before the reply goes out, so the client's next command sees it.
-//! `system.profile` is bounded by trimming its oldest entries past
-//! `profiler::PROFILE_BYTES_MAX` (to become a capped collection once those exist). Secrets in
-//! the command (`pwd`, SASL payloads) are shown as "xxx".
+//! The first entry creates `system.profile` as mongod does, a capped collection of
+//! `profiler::PROFILE_BYTES_MAX` (1 MB), which drops its oldest entries itself; one created by
+//! the client without `capped` is trimmed here to the same bound. Secrets in the command
+//! (`pwd`, SASL payloads) are shown as "xxx".
 
 use super::{ConnectionInfo, Reply, Request};
 use crate::error::{CommandError, CommandResult, ErrorCode, err, storage_error};
@@ -219,6 +220,8 @@ fn entry(
         e.insert("errCode", error.code.code());
     }
     e.insert("numYield", 0);
+    // mongod's lock statistics; cairn's locks are per namespace and not counted per operation.
+    e.insert("locks", Document::new());
     e.insert("responseLength", response_length);
     e.insert("protocol", "op_msg");
     e.insert("millis", millis);
@@ -291,12 +294,17 @@ pub(crate) fn reply_counts(command: &str, r: &Document, e: &mut Document) {
     }
 }
 
-/// Insert one entry, then trim the oldest past the bound.
+/// The options of a `system.profile` the profiler creates: capped at 1 MB, as mongod's.
+fn profile_options() -> Document {
+    doc! { "capped": true, "size": PROFILE_BYTES_MAX as i64 }
+}
+
+/// Insert one entry, creating `system.profile` first if needed; trim an uncapped one.
 fn write_entry(state: &ServerState, db: &str, entry: Document) -> CommandResult<()> {
     let engine = state.catalog.engine();
     let coll = match engine.collection(db, PROFILE_COLLECTION) {
         Some(c) => c,
-        None => match engine.create_collection(db, PROFILE_COLLECTION, Document::new()) {
+        None => match engine.create_collection(db, PROFILE_COLLECTION, profile_options()) {
             Ok(c) => c,
             Err(storage::StorageError::NamespaceExists(_)) => engine
                 .collection(db, PROFILE_COLLECTION)
@@ -313,6 +321,9 @@ fn write_entry(state: &ServerState, db: &str, entry: Document) -> CommandResult<
         .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?;
     let serr = |e| storage_error(e, db, PROFILE_COLLECTION);
     coll.write(vec![WriteOp::Insert(raw)]).map_err(serr)?;
+    if coll.capped_limits().is_some() {
+        return Ok(());
+    }
     while coll.data_size_bytes() > PROFILE_BYTES_MAX && coll.count() > 1 {
         let oldest = coll
             .scan(Direction::Forward, None, TRIM_BATCH_COUNT)

@@ -103,6 +103,7 @@ struct SystemLog {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct OperationProfiling {
     slow_op_threshold_ms: Option<i64>,
+    slow_op_sample_rate: Option<f64>,
     mode: Option<String>,
 }
 
@@ -206,6 +207,14 @@ impl FileConfig {
         if let Some(p) = self.operation_profiling {
             if let (Some(ms), true) = (p.slow_op_threshold_ms, free("slowms")) {
                 c.slowms = ms;
+            }
+            if let (Some(rate), true) = (p.slow_op_sample_rate, free("slow_op_sample_rate")) {
+                if !(0.0..=1.0).contains(&rate) {
+                    return Err(format!(
+                        "operationProfiling.slowOpSampleRate: {rate} is not between 0.0 and 1.0"
+                    ));
+                }
+                c.slow_op_sample_rate = rate;
             }
             if let (Some(mode), true) = (p.mode, free("profile")) {
                 c.profile = match mode.as_str() {
@@ -448,6 +457,7 @@ systemLog:
   verbosity: 2
 operationProfiling:
   slowOpThresholdMs: 250
+  slowOpSampleRate: 0.5
   mode: slowOp
 replication:
   replSetName: rs0
@@ -486,6 +496,7 @@ setParameter:
         assert_eq!(c.log_rotate, LogRotate::Reopen);
         assert_eq!(c.verbosity, 2);
         assert_eq!(c.slowms, 250);
+        assert_eq!(c.slow_op_sample_rate, 0.5);
         assert_eq!(c.profile, 1);
         assert_eq!(c.repl_set.as_deref(), Some("rs0"));
         assert_eq!(c.oplog_size_mb, 64);
@@ -506,6 +517,7 @@ setParameter:
         let prof = parsed.get_document("operationProfiling").unwrap();
         assert_eq!(prof.get_i32("slowOpThresholdMs").unwrap(), 250);
         assert_eq!(prof.get_str("mode").unwrap(), "slowOp");
+        assert_eq!(prof.get_f64("slowOpSampleRate").unwrap(), 0.5);
         let repl = parsed.get_document("replication").unwrap();
         assert_eq!(repl.get_str("replSetName").unwrap(), "rs0");
     }
@@ -522,6 +534,8 @@ setParameter:
                 "/tmp/x",
                 "--slowms",
                 "7",
+                "--slowOpSampleRate",
+                "0.25",
                 "--noauth",
                 "--setParameter",
                 "ttlMonitorSleepSecs=9",
@@ -534,6 +548,7 @@ setParameter:
         assert_eq!(c.bind_ip, vec!["127.0.0.1".parse::<IpAddr>().unwrap()]);
         assert_eq!(c.dbpath, PathBuf::from("/tmp/x"));
         assert_eq!(c.slowms, 7);
+        assert_eq!(c.slow_op_sample_rate, 0.25);
         assert!(!c.auth);
         assert_eq!(c.verbosity, 1);
         // Both are applied in order: the command line's last.

@@ -92,6 +92,9 @@ pub struct ScanState {
     pub covered: Option<Covered>,
     /// Matches read from storage but not yet handed out.
     matches: VecDeque<(RecordId, RawDocumentBuf, Option<usize>)>,
+    /// A clustered collection read in `_id` order: its `_id` entries are its records, so they
+    /// count as documents examined, not keys (as mongod's clustered scans count them).
+    clustered: bool,
 }
 
 /// An index key pattern as mongod's planSummary writes it: `{ a: 1, b: -1 }`.
@@ -105,6 +108,15 @@ impl ScanState {
     pub fn plan_summary(&self) -> String {
         match &self.mode {
             ScanMode::Collection { .. } => "COLLSCAN".into(),
+            ScanMode::Index { plans, .. } if self.clustered => {
+                let bounded = plans.iter().any(|p| !p.field_bounds.is_empty());
+                if bounded {
+                    "CLUSTERED_IXSCAN"
+                } else {
+                    "COLLSCAN"
+                }
+                .into()
+            }
             ScanMode::Index { plans, .. } => plans
                 .iter()
                 .map(|p| format!("IXSCAN {}", pattern_text(&p.key_pattern)))
@@ -114,8 +126,29 @@ impl ScanState {
         }
     }
 
+    /// A scan of `coll` in `mode`; on a clustered collection a collection scan from the start
+    /// reads in `_id` order, through the `_id` index (outside a transaction, whose reads keep
+    /// RecordId order: see `crate::txn`).
     pub fn new(coll: Arc<Collection>, filter: Arc<Filter>, mode: ScanMode) -> ScanState {
+        let clustered = coll.is_clustered();
+        let mode = match mode {
+            ScanMode::Collection {
+                direction,
+                after: None,
+            } if clustered && crate::txn::current().is_none() => ScanMode::Index {
+                plans: vec![planner::clustered_order_plan(direction)],
+                branch: 0,
+                interval: 0,
+                after: None,
+                seen: HashSet::new(),
+            },
+            mode => mode,
+        };
+        let clustered = clustered
+            && matches!(&mode, ScanMode::Index { plans, .. }
+                if plans.iter().all(|p| p.index_name == storage::ID_INDEX_NAME));
         ScanState {
+            clustered,
             coll,
             filter,
             projection: None,
@@ -289,8 +322,10 @@ impl ScanState {
             }
             return Ok(vec![]);
         };
-        self.keys_examined += entries.len() as u64;
-        crate::interrupt::count_examined(entries.len() as u64, 0);
+        if !self.clustered {
+            self.keys_examined += entries.len() as u64;
+            crate::interrupt::count_examined(entries.len() as u64, 0);
+        }
         // A multikey index holds a document once per distinct key; a union may reach a
         // document through several branches.
         let dedup = plan.multikey || plans.len() > 1 || txn.is_some();
@@ -411,7 +446,7 @@ pub fn scan_mode(plan: &Plan) -> ScanMode {
             after: None,
         },
         Plan::IdPoint(id) => index(vec![planner::id_index_plan(id)]),
-        Plan::Index(p) => index(vec![p.clone()]),
+        Plan::Index(p) | Plan::Clustered(p) => index(vec![p.clone()]),
         Plan::Or {
             branches,
             merge: None,
@@ -561,6 +596,58 @@ pub fn check_deadline(deadline: Option<Instant>) -> CommandResult<()> {
 mod scan_tests {
     use super::*;
     use crate::exec::DocSource;
+
+    #[test]
+    fn a_clustered_collection_scans_in_id_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = storage::Engine::open(dir.path(), storage::EngineOptions::default()).unwrap();
+        let spec = bson::doc! { "v": 2, "key": { "_id": 1 }, "name": "_id_", "unique": true };
+        let plain = engine
+            .create_collection("t", "p", bson::Document::new())
+            .unwrap();
+        let clustered = engine
+            .create_collection("t", "c", bson::doc! { "clusteredIndex": spec })
+            .unwrap();
+        let inserted = [5, 1, 4, 2, 3];
+        for coll in [&plain, &clustered] {
+            let ops = inserted
+                .iter()
+                .map(|i| {
+                    storage::WriteOp::Insert(
+                        RawDocumentBuf::try_from(&bson::doc! { "_id": i }).unwrap(),
+                    )
+                })
+                .collect();
+            coll.write(ops).unwrap();
+        }
+        let read = |coll: &Arc<Collection>, direction| {
+            let filter = Arc::new(Filter::parse(&bson::doc! {}).unwrap());
+            let mode = ScanMode::Collection {
+                direction,
+                after: None,
+            };
+            let mut scan = ScanState::new(coll.clone(), filter, mode);
+            let mut ids = Vec::new();
+            while let Some((_, doc, _)) = scan.next_match(None).unwrap() {
+                ids.push(doc.get_i32("_id").unwrap());
+            }
+            (
+                ids,
+                scan.plan_summary(),
+                scan.keys_examined,
+                scan.docs_examined,
+            )
+        };
+        assert_eq!(
+            read(&plain, Direction::Forward),
+            (inserted.to_vec(), "COLLSCAN".to_string(), 0, 5)
+        );
+        assert_eq!(
+            read(&clustered, Direction::Forward),
+            (vec![1, 2, 3, 4, 5], "COLLSCAN".to_string(), 0, 5)
+        );
+        assert_eq!(read(&clustered, Direction::Backward).0, vec![5, 4, 3, 2, 1]);
+    }
 
     #[test]
     fn index_scans_terminate_both_ways() {

@@ -55,6 +55,31 @@ fn ixscan(p: &IndexPlan) -> Document {
     }
 }
 
+/// A clustered collection's scan: CLUSTERED_IXSCAN with the `_id` bounds as `minRecord` and
+/// `maxRecord` (mongod 7.0), or COLLSCAN when nothing bounds `_id`.
+fn clustered_scan(p: &IndexPlan, filter: Option<&Document>) -> Document {
+    let ivs = p
+        .field_bounds
+        .first()
+        .map(|(_, v)| v.as_slice())
+        .unwrap_or(&[]);
+    let stage = if ivs.is_empty() {
+        "COLLSCAN"
+    } else {
+        "CLUSTERED_IXSCAN"
+    };
+    let mut d = doc! { "stage": stage };
+    if let Some(f) = filter {
+        d.insert("filter", f.clone());
+    }
+    d.insert("direction", direction_name(p.direction));
+    if let (Some(first), Some(last)) = (ivs.first(), ivs.last()) {
+        d.insert("minRecord", first.lo.clone());
+        d.insert("maxRecord", last.hi.clone());
+    }
+    d
+}
+
 fn fetch(input: Document, filter: Option<&Document>) -> Document {
     let mut d = doc! { "stage": "FETCH" };
     if let Some(f) = filter {
@@ -164,6 +189,7 @@ pub fn plan_tree(plan: &Plan, shape: &Shape) -> Document {
             d
         }
         Plan::Index(p) => fetch(ixscan(p), filter.as_ref()),
+        Plan::Clustered(p) => clustered_scan(p, filter.as_ref()),
         Plan::Or { branches, merge } => {
             let inputs: Vec<Bson> = branches.iter().map(|b| Bson::Document(ixscan(b))).collect();
             let union = match merge {

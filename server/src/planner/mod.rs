@@ -74,6 +74,11 @@ pub enum Plan {
     },
     IdPoint(Bson),
     Index(IndexPlan),
+    /// A clustered collection read in its `_id` order (`for_collection`): mongod 7.0's
+    /// CLUSTERED_IXSCAN (a collection scan bounded by `minRecord`/`maxRecord`), or its COLLSCAN
+    /// when no `_id` bound is given but the order serves the sort. It runs over the `_id`
+    /// index; what it reads counts as documents examined, and it is never covered.
+    Clustered(IndexPlan),
     /// An index union: each branch of a top-level `$or` scans its own index; RecordIds seen
     /// before are skipped. With `merge`, every branch's index gives that sort and the branches
     /// are merged in sort order (SORT_MERGE); without, they are read one after the other (OR).
@@ -98,13 +103,15 @@ impl Plan {
             Plan::CollScan { .. } => "COLLSCAN".into(),
             Plan::IdPoint(_) => "IDHACK".into(),
             Plan::Index(p) => ixscan(p),
+            Plan::Clustered(p) if p.field_bounds.is_empty() => "COLLSCAN".into(),
+            Plan::Clustered(_) => "CLUSTERED_IXSCAN".into(),
             Plan::Or { branches, .. } => branches.iter().map(ixscan).collect::<Vec<_>>().join(", "),
         }
     }
 
     pub fn provides_sort(&self) -> bool {
         match self {
-            Plan::Index(p) => p.provides_sort,
+            Plan::Index(p) | Plan::Clustered(p) => p.provides_sort,
             Plan::Or { merge, .. } => merge.is_some(),
             _ => false,
         }
@@ -339,6 +346,33 @@ pub fn id_index_plan(id: &Bson) -> IndexPlan {
     }
 }
 
+/// The indexes a key-only plan (COUNT_SCAN, DISTINCT_SCAN) may read: not a clustered
+/// collection's `_id` index, which is its record order (mongod scans it as documents).
+pub fn key_only_indexes(coll: &Collection) -> Vec<IndexInfo> {
+    let mut indexes = coll.indexes();
+    if coll.is_clustered() {
+        indexes.retain(|ix| ix.spec.name != storage::ID_INDEX_NAME);
+    }
+    indexes
+}
+
+/// The whole `_id` index in `direction`: a clustered collection's scan in its own order.
+pub fn clustered_order_plan(direction: Direction) -> IndexPlan {
+    IndexPlan {
+        index_name: storage::ID_INDEX_NAME.to_string(),
+        key_pattern: doc! { "_id": 1 },
+        multikey: false,
+        field_bounds: Vec::new(),
+        intervals: vec![(Vec::new(), vec![0xFF; 64])],
+        direction,
+        provides_sort: false,
+        flags: IndexFlags {
+            unique: true,
+            ..IndexFlags::default()
+        },
+    }
+}
+
 /// Index entries in a plan's intervals, counted up to `cap`.
 pub(crate) fn trial_count(coll: &Collection, plan: &IndexPlan, cap: usize) -> usize {
     let mut n = 0;
@@ -422,8 +456,27 @@ pub fn choose_cached(
 ) -> (Choice, bool) {
     bind_text(coll, filter);
     let (choice, cached) = choose_plan(coll, filter, filter_doc, sort, hint, record);
+    let choice = for_collection(coll, choice);
     crate::interrupt::note_plan(|| choice.winner.summary());
     (choice, cached)
+}
+
+/// On a clustered collection the `_id` index is the collection's own order: its plans become
+/// clustered scans, an `_id` look-up too (mongod 7.0 has no IDHACK there). Elsewhere the
+/// choice is unchanged.
+pub fn for_collection(coll: &Collection, choice: Choice) -> Choice {
+    if !coll.is_clustered() {
+        return choice;
+    }
+    let clustered = |plan: Plan| match plan {
+        Plan::IdPoint(id) => Plan::Clustered(id_index_plan(&id)),
+        Plan::Index(p) if p.index_name == storage::ID_INDEX_NAME => Plan::Clustered(p),
+        p => p,
+    };
+    Choice {
+        winner: clustered(choice.winner),
+        rejected: choice.rejected.into_iter().map(clustered).collect(),
+    }
 }
 
 fn choose_plan(
@@ -612,6 +665,49 @@ mod tests {
             &doc! { "status": "A" }
         ));
         assert!(!implies(&doc! { "a": 1 }, &doc! { "status": "A" }));
+    }
+
+    #[test]
+    fn clustered_collections_plan_id_as_clustered_scans() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = storage::Engine::open(dir.path(), storage::EngineOptions::default()).unwrap();
+        let spec = doc! { "v": 2, "key": { "_id": 1 }, "name": "_id_", "unique": true };
+        let plain = engine.create_collection("t", "p", Document::new()).unwrap();
+        let clustered = engine
+            .create_collection("t", "c", doc! { "clusteredIndex": spec })
+            .unwrap();
+        let legacy = engine
+            .create_collection("t", "b", doc! { "clusteredIndex": true })
+            .unwrap();
+        assert!(clustered.is_clustered() && !plain.is_clustered() && !legacy.is_clustered());
+        let summary = |coll: &Collection, filter: Document, sort: Option<Document>| {
+            let f = Filter::parse(&filter).unwrap();
+            let choice = choose(coll, &f, &filter, sort.as_ref(), None);
+            (choice.winner.summary(), choice.winner.provides_sort())
+        };
+        let point = doc! { "_id": 5 };
+        let range = doc! { "_id": { "$gt": 3 } };
+        assert_eq!(summary(&plain, point.clone(), None).0, "IDHACK");
+        assert_eq!(summary(&clustered, point, None).0, "CLUSTERED_IXSCAN");
+        assert_eq!(summary(&plain, range.clone(), None).0, "IXSCAN { _id: 1 }");
+        assert_eq!(summary(&clustered, range, None).0, "CLUSTERED_IXSCAN");
+        assert_eq!(
+            summary(&clustered, doc! {}, Some(doc! { "_id": -1 })),
+            ("COLLSCAN".to_string(), true),
+            "the order serves the sort without bounds"
+        );
+        assert_eq!(summary(&clustered, doc! { "a": 1 }, None).0, "COLLSCAN");
+        let names = |c: &Collection| -> Vec<String> {
+            key_only_indexes(c)
+                .into_iter()
+                .map(|i| i.spec.name)
+                .collect()
+        };
+        assert_eq!(names(&plain), vec!["_id_".to_string()]);
+        assert!(
+            names(&clustered).is_empty(),
+            "no COUNT_SCAN over the clustered order"
+        );
     }
 
     #[test]
