@@ -146,6 +146,18 @@ fn a_retried_write_returns_the_first_reply_and_applies_once() {
         .and_then(|t| t.get_i64("transactionsCollectionWriteCount"))
         .expect("serverStatus.transactions");
     assert_eq!(writes, 5);
+    // The oplog has the writes, but not the session records (mongod logs none of its own).
+    let entries = |ns: &str, conn: &mut RawConn| {
+        let r = command(
+            conn,
+            &doc! { "find": "oplog.rs", "filter": { "ns": ns }, "$db": "local" },
+        );
+        r.get_document("cursor")
+            .and_then(|c| c.get_array("firstBatch"))
+            .map_or(usize::MAX, |b| b.len())
+    };
+    assert_eq!(entries("config.transactions", &mut conn), 0);
+    assert_eq!(entries("rw.c", &mut conn), 6);
 }
 
 #[test]

@@ -3,7 +3,9 @@
 //! waits in an awaitData getMore, and the time from the insert's start to the event's arrival
 //! is recorded per stream (median, p99 in microseconds). Throughput: `--writers` concurrent
 //! writers insert for `--secs` seconds with 0, 1 and 10 streams open and reading, reported as
-//! inserts per second and as a ratio to 0 streams. See docs/BENCHMARKS.md.
+//! inserts per second and as a ratio to 0 streams. Reading back: the whole oplog by a `find` on
+//! `local.oplog.rs`, and every event of the `bench` database by a change stream started at the
+//! beginning of the history, in entries (events) per second. See docs/BENCHMARKS.md.
 
 use anyhow::Result;
 use bson::{Document, doc};
@@ -139,6 +141,47 @@ async fn throughput(
     Ok(rate)
 }
 
+/// Reads the whole oplog: (entries, seconds).
+async fn oplog_read(client: &mongodb::Client) -> Result<(u64, f64)> {
+    let oplog = client.database("local").collection::<Document>("oplog.rs");
+    let began = Instant::now();
+    let mut cursor = oplog.find(doc! {}).batch_size(1000).await?;
+    let mut n = 0u64;
+    while let Some(e) = cursor.next().await {
+        e?;
+        n += 1;
+    }
+    Ok((n, began.elapsed().as_secs_f64()))
+}
+
+/// Reads every event of the `bench` database from the start of the history until caught up:
+/// (events, seconds).
+async fn stream_catch_up(client: &mongodb::Client) -> Result<(u64, f64)> {
+    let db = client.database("bench");
+    let began = Instant::now();
+    let mut s = db
+        .watch()
+        .start_at_operation_time(bson::Timestamp {
+            time: 0,
+            increment: 1,
+        })
+        .batch_size(1000)
+        .max_await_time(Duration::from_millis(200))
+        .await?;
+    let (mut n, mut empty) = (0u64, 0);
+    // Two empty replies in a row (each after an awaitData wait): the stream is caught up.
+    while empty < 2 {
+        match s.next_if_any().await? {
+            Some(_) => {
+                n += 1;
+                empty = 0;
+            }
+            None => empty += 1,
+        }
+    }
+    Ok((n, began.elapsed().as_secs_f64()))
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     let cli = Cli::parse();
@@ -174,5 +217,15 @@ async fn main() -> Result<()> {
             r / base
         );
     }
+    let (n, secs) = oplog_read(&client).await?;
+    println!(
+        "oplog read (find on local.oplog.rs): {n} entries in {secs:.2} s, {:.0} entries/s",
+        n as f64 / secs
+    );
+    let (n, secs) = stream_catch_up(&client).await?;
+    println!(
+        "change stream from the start of the history: {n} events in {secs:.2} s, {:.0} events/s",
+        n as f64 / secs
+    );
     Ok(())
 }

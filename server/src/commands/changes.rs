@@ -192,6 +192,9 @@ fn applied_entry(
         let Some((db, coll, uuid)) = name_of(state, c, op.collection_id) else {
             continue;
         };
+        if unlogged(&db, &coll) {
+            continue;
+        }
         let ts = b.timestamp + i as u64;
         let mut e = oplog_entry(&format!("{db}.{coll}"), uuid, op, ts, b.wall_ms, term);
         for k in ["ts", "t", "v", "wall"] {
@@ -274,6 +277,13 @@ fn flatten_diff(
             _ => {}
         }
     }
+}
+
+/// Writes the oplog does not show: its own database's, and the session records of retryable
+/// writes and transactions (`config.transactions`), which mongod keeps without oplog entries of
+/// their own (the write's entry carries the session instead).
+fn unlogged(db: &str, coll: &str) -> bool {
+    db == OPLOG_DB || (db == "config" && coll == crate::retry_record::TRANSACTIONS_COLLECTION)
 }
 
 pub(super) fn in_scope(scope: &Scope, db: &str, coll: &str) -> bool {
@@ -519,7 +529,7 @@ fn fill_batch(
         let Some((db, coll, uuid)) = name_of(state, c, op.collection_id) else {
             continue;
         };
-        if db == OPLOG_DB {
+        if unlogged(&db, &coll) {
             continue;
         }
         let doc = match &c.kind {
