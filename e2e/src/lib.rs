@@ -40,6 +40,23 @@ impl Server {
     }
 
     /// Start `bin` on an existing (or new) data directory.
+    /// Starts `bin --replSet rs0 <args>` and initiates the set, so it is PRIMARY when this
+    /// returns.
+    pub async fn start_initiated(bin: &str, args: &[&str]) -> Server {
+        let mut all = vec!["--replSet", "rs0"];
+        all.extend_from_slice(args);
+        let server = Server::start(bin, &all);
+        let r = server
+            .client()
+            .await
+            .database("admin")
+            .run_command(bson::doc! { "replSetInitiate": {} })
+            .await
+            .expect("replSetInitiate");
+        assert_eq!(r.get_f64("ok").ok(), Some(1.0), "{r}");
+        server
+    }
+
     pub fn start_at(bin: &str, dbpath: &Path, args: &[&str]) -> Server {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         let (child, port, log) = spawn(Path::new(bin), dbpath, &args);

@@ -9,15 +9,7 @@ use cairn_e2e::{Server, error_code};
 const BIN: &str = env!("CARGO_BIN_EXE_cairn");
 
 async fn initiated() -> Server {
-    let server = Server::start(BIN, &["--replSet", "rs0"]);
-    server
-        .client()
-        .await
-        .database("admin")
-        .run_command(doc! { "replSetInitiate": {} })
-        .await
-        .expect("replSetInitiate");
-    server
+    Server::start_initiated(BIN, &[]).await
 }
 
 /// Opens a change stream with raw commands: (cursor id, ns).

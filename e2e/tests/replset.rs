@@ -17,16 +17,7 @@ async fn admin(server: &Server) -> mongodb::Database {
 }
 
 async fn initiated(args: &[&str]) -> Server {
-    let mut all = vec!["--replSet", "rs0"];
-    all.extend_from_slice(args);
-    let server = Server::start(BIN, &all);
-    let r = admin(&server)
-        .await
-        .run_command(doc! { "replSetInitiate": {} })
-        .await
-        .expect("replSetInitiate");
-    assert_eq!(r.get_f64("ok").ok(), Some(1.0));
-    server
+    Server::start_initiated(BIN, args).await
 }
 
 /// Clean stop (SIGTERM) and start again on the same data directory.

@@ -15,16 +15,7 @@ use mongodb::{ClientSession, Collection};
 const BIN: &str = env!("CARGO_BIN_EXE_cairn");
 
 async fn initiated() -> Server {
-    let server = Server::start(BIN, &["--replSet", "rs0"]);
-    let r = server
-        .client()
-        .await
-        .database("admin")
-        .run_command(doc! { "replSetInitiate": {} })
-        .await
-        .expect("replSetInitiate");
-    assert_eq!(r.get_f64("ok").ok(), Some(1.0));
-    server
+    Server::start_initiated(BIN, &[]).await
 }
 
 async fn ids(coll: &Collection<Document>) -> Vec<i32> {

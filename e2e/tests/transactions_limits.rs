@@ -11,17 +11,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_cairn");
 const WAIT_MAX: Duration = Duration::from_secs(20);
 
 async fn initiated(args: &[&str]) -> Server {
-    let mut all = vec!["--replSet", "rs0"];
-    all.extend_from_slice(args);
-    let server = Server::start(BIN, &all);
-    server
-        .client()
-        .await
-        .database("admin")
-        .run_command(doc! { "replSetInitiate": {} })
-        .await
-        .expect("replSetInitiate");
-    server
+    Server::start_initiated(BIN, args).await
 }
 
 fn admin(client: &Client) -> Database {
