@@ -68,6 +68,9 @@ pub struct Txn {
     writes: Mutex<Vec<NsWrites>>,
     locked: Mutex<Vec<([u8; 16], RecordId)>>,
     pub started: Instant,
+    /// A snapshot read outside a transaction (`crate::snapshot_read`): the cluster time it
+    /// reads at. Such a `Txn` only reads; its write set stays empty.
+    read_at: Option<bson::Timestamp>,
 }
 
 fn conflict(what: &str) -> StorageError {
@@ -91,7 +94,29 @@ impl Txn {
             writes: Mutex::new(Vec::new()),
             locked: Mutex::new(Vec::new()),
             started: Instant::now(),
+            read_at: None,
         })
+    }
+
+    /// A read-only view for a snapshot read outside a transaction at cluster time `at`: the
+    /// scan and fetch helpers serve it from `snapshot` as they serve a transaction. It counts
+    /// in a registry of its own, so `serverStatus.transactions` does not see it.
+    pub fn snapshot_read(snapshot: Snapshot, at: bson::Timestamp) -> Arc<Txn> {
+        let registry = Arc::new(Registry::default());
+        Arc::new(Txn {
+            id: 0,
+            registry,
+            snapshot,
+            writes: Mutex::new(Vec::new()),
+            locked: Mutex::new(Vec::new()),
+            started: Instant::now(),
+            read_at: Some(at),
+        })
+    }
+
+    /// The cluster time of a snapshot read outside a transaction (None: a transaction).
+    pub fn snapshot_read_at(&self) -> Option<bson::Timestamp> {
+        self.read_at
     }
 
     /// Makes this the thread's transaction until the guard drops.
@@ -292,6 +317,12 @@ impl Txn {
 
     /// Buffers `ops` in the write set (all or none of them).
     pub fn buffer(&self, coll: &Arc<Collection>, ops: Vec<WriteOp>) -> storage::Result<()> {
+        if self.read_at.is_some() {
+            // The commands that write refuse readConcern snapshot before they run.
+            return Err(StorageError::InvalidNamespace(
+                "a snapshot read cannot write".into(),
+            ));
+        }
         let mut writes = lock(&self.writes);
         let w = Self::ns(&mut writes, coll);
         let mut staged: Vec<(RecordId, Option<Pending>)> = Vec::with_capacity(ops.len());

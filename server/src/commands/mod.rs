@@ -27,6 +27,7 @@ pub mod output;
 pub mod profile;
 pub mod replset;
 pub mod roles;
+pub mod snapshot_read;
 pub mod tailable;
 pub mod timeseries;
 pub mod transactions;
@@ -427,6 +428,7 @@ pub async fn dispatch(
     if state.repl.is_some() {
         crate::clock::check_read_concern(state, &req.body)?;
     }
+    let snapshot_at = snapshot_read::prepare(state, req, spec.name, txn_stmt.as_ref())?;
     // Writes wait here while the server is fsync-locked (and hold the lock off while they run).
     let _write_gate = if WRITE_COMMANDS.contains(&spec.name) {
         match state.catalog.fsync.try_writer() {
@@ -597,6 +599,10 @@ pub async fn dispatch(
     };
     let result = match &txn_stmt {
         Some(ts) => transactions::after_statement(state, ts, result).await,
+        None => result,
+    };
+    let result = match snapshot_at {
+        Some(at) => result.map(|r| snapshot_read::stamp(r, at)),
         None => result,
     };
     authz::finish(state, conn, spec.name, req, result).await
