@@ -133,21 +133,7 @@ pub fn prepare(
     check_not_capped(state, req, command)?;
     let engine = state.catalog.engine();
     let (snapshot, at) = match asked.at {
-        Some(t) => {
-            let now = clock::last_committed(state);
-            if clock::pack(t) > clock::pack(now) {
-                return Err(err(
-                    ErrorCode::InvalidOptions,
-                    format!(
-                        "readConcern atClusterTime value must not be greater than the current clusterTime. Requested clusterTime: {t}; current clusterTime: {now}"
-                    ),
-                ));
-            }
-            let snap = engine
-                .snapshot_at(clock::pack(t))
-                .map_err(|e| too_old(e, t))?;
-            (snap, t)
-        }
+        Some(t) => (open_at(state, t)?, t),
         None => {
             let (snap, ts) = engine
                 .snapshot_now()
@@ -171,24 +157,44 @@ pub fn transaction_snapshot(
     state: &ServerState,
     body: &Document,
 ) -> CommandResult<storage::Snapshot> {
-    let engine = state.catalog.engine();
     match asked(body)?.and_then(|a| a.at) {
-        Some(t) => {
-            let now = clock::last_committed(state);
-            if clock::pack(t) > clock::pack(now) {
-                return Err(err(
-                    ErrorCode::InvalidOptions,
-                    format!(
-                        "readConcern atClusterTime value must not be greater than the current clusterTime. Requested clusterTime: {t}; current clusterTime: {now}"
-                    ),
-                ));
-            }
-            engine
-                .snapshot_at(clock::pack(t))
-                .map_err(|e| too_old(e, t))
-        }
-        None => engine.snapshot().map_err(|e| storage_error(e, "", "")),
+        Some(t) => open_at(state, t),
+        None => state
+            .catalog
+            .engine()
+            .snapshot()
+            .map_err(|e| storage_error(e, "", "")),
     }
+}
+
+/// A snapshot at cluster time `t`: InvalidOptions after the newest commit, SnapshotTooOld
+/// before the history window (a minimum, as mongod's: the engine may still hold older history,
+/// but a read is not promised it) or where the engine's history is gone.
+fn open_at(state: &ServerState, t: Timestamp) -> CommandResult<storage::Snapshot> {
+    let now = clock::last_committed(state);
+    if clock::pack(t) > clock::pack(now) {
+        return Err(err(
+            ErrorCode::InvalidOptions,
+            format!(
+                "readConcern atClusterTime value must not be greater than the current clusterTime. Requested clusterTime: {t}; current clusterTime: {now}"
+            ),
+        ));
+    }
+    let window_secs = state.params.get_i64(WINDOW_PARAMETER).max(0) as u64;
+    let wall_secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    if u64::from(t.time) + window_secs < wall_secs {
+        return Err(too_old(
+            storage::StorageError::SnapshotTooOld(String::new()),
+            t,
+        ));
+    }
+    state
+        .catalog
+        .engine()
+        .snapshot_at(clock::pack(t))
+        .map_err(|e| too_old(e, t))
 }
 
 fn too_old(e: storage::StorageError, t: Timestamp) -> crate::error::CommandError {
@@ -360,13 +366,14 @@ mod tests {
         assert_eq!(
             d.get_document("cursor")
                 .expect("cursor")
-                .get_timestamp("atClusterTime"),
-            Ok(t)
+                .get_timestamp("atClusterTime")
+                .ok(),
+            Some(t)
         );
-        assert_eq!(d.get_f64("ok"), Ok(1.0));
+        assert_eq!(d.get_f64("ok").ok(), Some(1.0));
         let Reply::Doc(d) = stamp(Reply::Doc(doc! { "values": [1], "ok": 1.0 }), t) else {
             panic!("doc in, doc out");
         };
-        assert_eq!(d.get_timestamp("atClusterTime"), Ok(t));
+        assert_eq!(d.get_timestamp("atClusterTime").ok(), Some(t));
     }
 }
