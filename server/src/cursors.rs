@@ -141,6 +141,7 @@ mod tests {
             time_left: None,
             tail: None,
             collator: None,
+            snapshot: None,
         }
     }
 
