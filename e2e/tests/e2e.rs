@@ -29,6 +29,7 @@ mod powercut;
 mod profiler;
 mod replset;
 mod retryable;
+mod snapshot_reads;
 mod special_indexes;
 mod strict;
 mod sweep;

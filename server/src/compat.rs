@@ -174,7 +174,7 @@ pub fn render(stage_supported: &dyn Fn(&str) -> bool) -> String {
         crate::commands::admin::COMPAT_VERSION,
         crate::limits::WIRE_VERSION_MAX,
     );
-    let mut section = |title: &str, names: &[&str], f: &dyn Fn(&str) -> bool| {
+    let section = |out: &mut String, title: &str, names: &[&str], f: &dyn Fn(&str) -> bool| {
         out.push_str(&format!("## {title}\n\n| name | state |\n| --- | --- |\n"));
         for n in names {
             out.push_str(&format!("| `{n}` | {} |\n", yes_no(f(n))));
@@ -182,20 +182,28 @@ pub fn render(stage_supported: &dyn Fn(&str) -> bool) -> String {
         let done = names.iter().filter(|n| f(n)).count();
         out.push_str(&format!("\n{done} of {} supported.\n\n", names.len()));
     };
-    section("Commands", COMMANDS, &|c| lookup(c).is_some());
+    section(&mut out, "Commands", COMMANDS, &|c| lookup(c).is_some());
+    out.push_str(&crate::commands::snapshot_read::compat_note());
     let all_query: Vec<&str> = QUERY_OPERATORS
         .iter()
         .chain(TOP_LEVEL_QUERY)
         .copied()
         .collect();
-    section("Query operators", &all_query, &query_operator_supported);
     section(
+        &mut out,
+        "Query operators",
+        &all_query,
+        &query_operator_supported,
+    );
+    section(
+        &mut out,
         "Update operators",
         UPDATE_OPERATORS,
         &update_operator_supported,
     );
-    section("Aggregation stages", STAGES, stage_supported);
+    section(&mut out, "Aggregation stages", STAGES, stage_supported);
     section(
+        &mut out,
         "Aggregation expressions",
         EXPRESSIONS,
         &expression_supported,

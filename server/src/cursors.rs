@@ -33,6 +33,10 @@ pub struct Cursor {
     pub tail: Option<Tail>,
     /// The operation's collator, current again in every getMore.
     pub collator: Option<std::sync::Arc<crate::query::collator::Collator>>,
+    /// A snapshot read's view (`commands::snapshot_read`), installed again in every getMore so
+    /// the cursor goes on reading the same snapshot; it pins that snapshot's history until the
+    /// cursor is exhausted, killed or reaped.
+    pub snapshot: Option<std::sync::Arc<crate::txn::Txn>>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -137,6 +141,7 @@ mod tests {
             time_left: None,
             tail: None,
             collator: None,
+            snapshot: None,
         }
     }
 

@@ -98,6 +98,8 @@ error_codes! {
     ConflictingOperationInProgress = 117,
     WriteConflict = 112,
     SnapshotTooOld = 239,
+    SnapshotUnavailable = 246,
+    NotAReplicaSet = 123,
     NoSuchTransaction = 251,
     TransactionCommitted = 256,
     OperationNotSupportedInTransaction = 263,

@@ -165,6 +165,14 @@ const DEFS: &[Def] = &[
         startup: true,
     },
     Def {
+        // How far back a snapshot read's atClusterTime may go (`commands::snapshot_read`).
+        name: "minSnapshotHistoryWindowInSeconds",
+        kind: Kind::Int,
+        default: || Bson::Int32(300),
+        runtime: true,
+        startup: true,
+    },
+    Def {
         name: "featureCompatibilityVersion",
         kind: Kind::Str,
         default: || Bson::String("8.0".into()),
@@ -217,6 +225,7 @@ fn check_range(name: &str, v: &Bson) -> CommandResult<()> {
         "unauthenticatedIdleTimeoutMS" => (1, i32::MAX as i64),
         "queryMemoryBudgetBytes" => (QUERY_MEMORY_BUDGET_BYTES_MIN, i64::MAX),
         "transactionMemoryLimitBytes" => (1, i64::MAX),
+        "minSnapshotHistoryWindowInSeconds" => (0, i32::MAX as i64),
         _ => return Ok(()),
     };
     if !(lo..=hi).contains(&n) {

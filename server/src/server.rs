@@ -12,6 +12,7 @@ pub async fn run(config: Config, argv: Vec<String>, logging: Logging) -> anyhow:
         .map_err(|e| anyhow::anyhow!("cannot create --dbpath {}: {e}", config.dbpath.display()))?;
     let mut state = ServerState::new(config, argv, logging.ring).map_err(|e| anyhow::anyhow!(e))?;
     state.log_output = Some(logging.output);
+    crate::commands::snapshot_read::apply_window(&state);
     let state = Arc::new(state);
     let listeners = crate::listener::bind(&state).await?;
     let addrs: Vec<String> = listeners

@@ -126,6 +126,9 @@ pub struct Txn {
     pub options: Options,
     pub started: Instant,
     pub started_wall: bson::DateTime,
+    /// A snapshot read outside a transaction (`crate::snapshot_read`): the cluster time it
+    /// reads at. Such a `Txn` only reads; its write set stays empty.
+    read_at: Option<bson::Timestamp>,
 }
 
 /// A statement running on a transaction; dropping it ends the statement's active time.
@@ -179,6 +182,7 @@ impl Txn {
             options,
             started: Instant::now(),
             started_wall: bson::DateTime::now(),
+            read_at: None,
         })
     }
 
@@ -252,6 +256,33 @@ impl Txn {
             }
         }
         self.registry.open.fetch_sub(1, Relaxed);
+    }
+
+    /// A read-only view for a snapshot read outside a transaction at cluster time `at`: the
+    /// scan and fetch helpers serve it from `snapshot` as they serve a transaction. It counts
+    /// in a registry of its own, so `serverStatus.transactions` does not see it.
+    pub fn snapshot_read(snapshot: Snapshot, at: bson::Timestamp) -> Arc<Txn> {
+        let registry = Arc::new(Registry::default());
+        Arc::new(Txn {
+            id: 0,
+            registry,
+            snapshot,
+            writes: Mutex::new(Vec::new()),
+            locked: Mutex::new(Vec::new()),
+            ns_held: Mutex::new(SharedSet::default()),
+            pinned_bytes: AtomicUsize::new(0),
+            ended: AtomicBool::new(false),
+            activity: Mutex::new(Activity::default()),
+            options: Options::default(),
+            started: Instant::now(),
+            started_wall: bson::DateTime::now(),
+            read_at: Some(at),
+        })
+    }
+
+    /// The cluster time of a snapshot read outside a transaction (None: a transaction).
+    pub fn snapshot_read_at(&self) -> Option<bson::Timestamp> {
+        self.read_at
     }
 
     /// Makes this the thread's transaction until the guard drops.
@@ -452,6 +483,12 @@ impl Txn {
 
     /// Buffers `ops` in the write set (all or none of them).
     pub fn buffer(&self, coll: &Arc<Collection>, ops: Vec<WriteOp>) -> storage::Result<()> {
+        if self.read_at.is_some() {
+            // The commands that write refuse readConcern snapshot before they run.
+            return Err(StorageError::InvalidNamespace(
+                "a snapshot read cannot write".into(),
+            ));
+        }
         let mut writes = lock(&self.writes);
         if self.ended() {
             return Err(conflict("the transaction ended while this statement ran"));

@@ -349,6 +349,8 @@ impl Engine {
             )),
             applied: std::sync::atomic::AtomicU64::new(rec.last_sequence),
         });
+        // Nothing before the open has before-images: older snapshots are refused.
+        shared.versions.start(rec.last_sequence, last_timestamp)?;
         let colls = collections.finish(&shared, &backend)?;
         let mut catalog = Catalog {
             next_collection_id,
@@ -501,6 +503,37 @@ impl Engine {
         shared
             .versions
             .open(|| shared.applied.load(std::sync::atomic::Ordering::Acquire))
+    }
+
+    /// A snapshot as of the last applied write and the newest timestamp it covers (what a
+    /// snapshot read reports as its `atClusterTime`; 0 when the engine does not stamp writes).
+    pub fn snapshot_now(&self) -> Result<(crate::snapshot::Snapshot, u64)> {
+        let shared = &self.inner.shared;
+        let mut ts = 0;
+        let snap = shared.versions.open(|| {
+            // Under the snapshot gate no write is between its append and its apply, so every
+            // batch stamped up to here is applied.
+            ts = shared.log.last_timestamp();
+            shared.applied.load(std::sync::atomic::Ordering::Acquire)
+        })?;
+        Ok((snap, ts))
+    }
+
+    /// A snapshot as of timestamp `ts`: the batches stamped at or before it and none after.
+    /// `SnapshotTooOld` when the history that would need is gone (older than the history
+    /// window, dropped for memory, or from before the engine opened).
+    pub fn snapshot_at(&self, ts: u64) -> Result<crate::snapshot::Snapshot> {
+        let shared = &self.inner.shared;
+        shared.versions.open_at(ts, || {
+            shared.applied.load(std::sync::atomic::Ordering::Acquire)
+        })
+    }
+
+    /// Keeps every write's before-images for `window`, so snapshots within it can be opened
+    /// later (`snapshot_at`); zero keeps them only while a snapshot is open. They stay in
+    /// memory, bounded by `limits::SNAPSHOT_HISTORY_BYTES_MAX`.
+    pub fn set_history_window(&self, window: std::time::Duration) -> Result<()> {
+        self.inner.shared.versions.set_window(window)
     }
 
     /// (open snapshots, bytes of before-images kept for them).

@@ -17,10 +17,17 @@
 //!   snapshot closes. Their bodies are kept in memory, so log compaction never frees one.
 //! - Memory is bounded by `bytes_max`: past it the oldest images go, and a snapshot older than
 //!   what is left fails its reads with `SnapshotTooOld` rather than read a wrong version.
+//! - With a history window (`set_window`, the server's `minSnapshotHistoryWindowInSeconds`)
+//!   every batch keeps its images, open snapshot or not, until it is older than the window, so a
+//!   snapshot can be opened at a past timestamp (`open_at`). Every data batch is either kept
+//!   (its sequence and timestamp in `stamps`) or lost (`lost_through`, `lost_ts` cover it): a
+//!   read at timestamp `T` is served iff `T >= lost_ts`, at the sequence just before the first
+//!   kept batch stamped after `T`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard};
+use std::time::{Duration, Instant};
 
 use bson::RawDocumentBuf;
 
@@ -44,8 +51,16 @@ struct Inner {
     /// Sequence -> the (collection, RecordId) images it left (for pruning oldest first).
     by_seq: BTreeMap<u64, Vec<(u64, RecordId)>>,
     bytes: usize,
-    /// Images of batches numbered `<=` this were dropped for memory.
+    /// Images of batches numbered `<=` this are gone (dropped, or never kept).
     lost_through: u64,
+    /// The newest timestamp among the batches whose images are gone (0: none).
+    lost_ts: u64,
+    /// Batches whose images are kept: sequence -> (timestamp, when it was applied).
+    stamps: BTreeMap<u64, (u64, Instant)>,
+    /// The same batches by timestamp (timestamps grow with sequences): timestamp -> sequence.
+    by_ts: BTreeMap<u64, u64>,
+    /// How long batches keep their images with no snapshot open (zero: only for open ones).
+    window: Duration,
 }
 
 /// The engine-wide registry of open snapshots and the before-images they need.
@@ -145,13 +160,72 @@ impl Versions {
                 inner.open.remove(&seq);
             }
         }
-        let keep_after = inner.open.keys().next().copied();
-        inner.prune(keep_after);
+        inner.retain(Instant::now());
     }
 
     /// Whether a write must keep before-images (some snapshot is open). Ask while `writing`.
     pub fn keeping(&self) -> Result<bool> {
-        Ok(!self.inner()?.open.is_empty())
+        let inner = self.inner()?;
+        Ok(!inner.open.is_empty() || !inner.window.is_zero())
+    }
+
+    /// Where the engine's history starts when it opens: nothing before batch `seq` (stamped
+    /// `ts`) has images.
+    pub fn start(&self, seq: u64, ts: u64) -> Result<()> {
+        self.inner()?.lose(seq, ts);
+        Ok(())
+    }
+
+    /// Keeps every batch's images for `window` (zero: only while a snapshot needs them).
+    pub fn set_window(&self, window: Duration) -> Result<()> {
+        let mut inner = self.inner()?;
+        inner.window = window;
+        inner.retain(Instant::now());
+        Ok(())
+    }
+
+    /// Notes batch `seq`, stamped `ts`; `kept` says whether it records its images (what
+    /// `keeping` said under the same `writing` guard). Call before `record`.
+    pub fn note_batch(&self, seq: u64, ts: u64, kept: bool) -> Result<()> {
+        let mut inner = self.inner()?;
+        let now = Instant::now();
+        if kept {
+            inner.stamps.insert(seq, (ts, now));
+            inner.by_ts.insert(ts, seq);
+        } else {
+            inner.lose(seq, ts);
+        }
+        inner.retain(now);
+        Ok(())
+    }
+
+    /// Opens a snapshot as of timestamp `ts`: every batch stamped at or before it, none after.
+    /// `applied` is the last sequence a write applied (the answer when no kept batch is newer
+    /// than `ts`). `SnapshotTooOld` when batches after `ts` no longer have their images.
+    pub fn open_at(self: &Arc<Self>, ts: u64, applied: impl FnOnce() -> u64) -> Result<Snapshot> {
+        let _gate = self.gate.write().map_err(|_| lock_err())?;
+        let mut inner = self.inner()?;
+        let too_old = || {
+            StorageError::SnapshotTooOld(format!(
+                "timestamp {ts} is older than the oldest kept history (timestamp {})",
+                inner.lost_ts
+            ))
+        };
+        if ts < inner.lost_ts {
+            return Err(too_old());
+        }
+        let seq = match inner.by_ts.range(ts.saturating_add(1)..).next() {
+            Some((_, seq)) => seq.saturating_sub(1),
+            None => applied(),
+        };
+        if seq < inner.lost_through {
+            return Err(too_old());
+        }
+        *inner.open.entry(seq).or_default() += 1;
+        Ok(Snapshot {
+            seq,
+            versions: self.clone(),
+        })
     }
 
     /// Open snapshots and the bytes of images kept for them.
@@ -181,8 +255,7 @@ impl Versions {
             let Some((&oldest, _)) = inner.by_seq.iter().next() else {
                 break;
             };
-            inner.lost_through = inner.lost_through.max(oldest);
-            inner.prune(Some(oldest));
+            inner.prune(oldest);
         }
         Ok(())
     }
@@ -237,19 +310,55 @@ impl Versions {
 }
 
 impl Inner {
-    /// Drops every image numbered `<= through` (all of them when `None`: no snapshot is open).
-    fn prune(&mut self, through: Option<u64>) {
-        let Some(through) = through else {
-            self.images.clear();
-            self.by_seq.clear();
-            self.bytes = 0;
-            return;
+    /// Batch `seq` (stamped `ts`) and all before it have no images any more.
+    fn lose(&mut self, seq: u64, ts: u64) {
+        self.lost_through = self.lost_through.max(seq);
+        self.lost_ts = self.lost_ts.max(ts);
+    }
+
+    /// Drops what neither an open snapshot nor the window needs: the images of batches up to
+    /// the oldest open snapshot's sequence that are older than the window.
+    fn retain(&mut self, now: Instant) {
+        let newest = self
+            .stamps
+            .keys()
+            .next_back()
+            .copied()
+            .max(self.by_seq.keys().next_back().copied());
+        let aged = if self.window.is_zero() {
+            newest
+        } else {
+            let window = self.window;
+            self.stamps
+                .iter()
+                .take_while(|(_, (_, at))| now.saturating_duration_since(*at) > window)
+                .last()
+                .map(|(seq, _)| *seq)
         };
+        let through = match (self.open.keys().next().copied(), aged) {
+            (_, None) => return,
+            (None, Some(a)) => a,
+            (Some(o), Some(a)) => o.min(a),
+        };
+        self.prune(through);
+    }
+
+    /// Drops every image numbered `<= through` and notes them lost.
+    fn prune(&mut self, through: u64) {
+        while let Some(entry) = self.stamps.first_entry() {
+            if *entry.key() > through {
+                break;
+            }
+            let (seq, (ts, _)) = entry.remove_entry();
+            self.by_ts.remove(&ts);
+            self.lose(seq, ts);
+        }
         while let Some(entry) = self.by_seq.first_entry() {
             if *entry.key() > through {
                 break;
             }
             let (seq, rids) = entry.remove_entry();
+            self.lost_through = self.lost_through.max(seq);
             for (coll, rid) in rids {
                 let Some(per) = self.images.get_mut(&coll) else {
                     continue;
@@ -428,5 +537,131 @@ mod tests {
         // A snapshot taken after the loss reads fine.
         let later = v.open(|| 5).expect("open");
         assert!(matches!(v.seen(1, 5, later.sequence()), Ok(Seen::Current)));
+    }
+
+    #[test]
+    fn a_window_keeps_images_without_snapshots_and_maps_timestamps_to_sequences() {
+        let v = Arc::new(Versions::new(1 << 20));
+        v.start(1, 100).expect("start");
+        v.set_window(Duration::from_secs(60)).expect("window");
+        assert!(v.keeping().expect("keeping"));
+        // Batch 2 at timestamp 110 changed rid 10 from 1; batch 4 at 130 changed it from 2.
+        v.note_batch(2, 110, true).expect("note");
+        v.record(1, 2, vec![(10, body(1))]).expect("record");
+        v.note_batch(4, 130, true).expect("note");
+        v.record(1, 4, vec![(10, body(2))]).expect("record");
+        let at = |ts: u64| v.open_at(ts, || 4).map(|s| s.sequence());
+        assert_eq!(at(100).expect("at 100"), 1);
+        assert_eq!(at(109).expect("at 109"), 1);
+        assert_eq!(at(110).expect("at 110"), 3);
+        assert_eq!(at(129).expect("at 129"), 3);
+        assert_eq!(at(130).expect("at 130"), 4);
+        assert_eq!(at(999).expect("later"), 4);
+        assert!(matches!(at(99), Err(StorageError::SnapshotTooOld(_))));
+        assert_eq!(v_of(v.seen(1, 10, 1).expect("seen")), Some(1));
+        assert_eq!(v_of(v.seen(1, 10, 3).expect("seen")), Some(2));
+        // Nothing is open (every snapshot above was dropped), yet the window keeps them.
+        assert_eq!(v.stats().0, 0);
+        assert_eq!(v.inner().expect("inner").stamps.len(), 2);
+        // Past the window they go, and reads before them become too old.
+        v.inner()
+            .expect("inner")
+            .retain(Instant::now() + Duration::from_secs(61));
+        assert_eq!(v.stats(), (0, 0));
+        assert!(matches!(at(120), Err(StorageError::SnapshotTooOld(_))));
+        assert_eq!(at(130).expect("the newest still reads"), 4);
+    }
+
+    #[test]
+    fn an_open_snapshot_outlives_the_window_and_batches_kept_for_nobody_are_lost() {
+        let v = Arc::new(Versions::new(1 << 20));
+        v.start(1, 100).expect("start");
+        // No window, nothing open: batch 2 keeps nothing, so reads before it are too old.
+        assert!(!v.keeping().expect("keeping"));
+        v.note_batch(2, 110, false).expect("note");
+        assert!(matches!(
+            v.open_at(105, || 2),
+            Err(StorageError::SnapshotTooOld(_))
+        ));
+        v.set_window(Duration::from_secs(1)).expect("window");
+        let s = v.open_at(110, || 2).expect("open at the newest");
+        v.note_batch(3, 120, true).expect("note");
+        v.record(1, 3, vec![(10, body(7))]).expect("record");
+        v.inner()
+            .expect("inner")
+            .retain(Instant::now() + Duration::from_secs(5));
+        // The open snapshot still needs batch 3's image.
+        assert_eq!(v_of(v.seen(1, 10, s.sequence()).expect("seen")), Some(7));
+        drop(s);
+        v.inner()
+            .expect("inner")
+            .retain(Instant::now() + Duration::from_secs(5));
+        assert_eq!(v.stats(), (0, 0));
+    }
+
+    #[test]
+    fn an_engine_reads_at_past_timestamps_after_updates_and_deletes() {
+        use crate::{Engine, EngineOptions, WriteOp};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let opts = EngineOptions {
+            history_bytes: Some(1 << 20),
+            ..EngineOptions::default()
+        };
+        let e = Engine::open(dir.path(), opts).expect("open");
+        e.set_history_window(Duration::from_secs(300))
+            .expect("window");
+        let c = e
+            .create_collection("t", "c", bson::Document::new())
+            .expect("create");
+        // The _id index wants an _id; `v` is what the test reads back.
+        let raw = |v: i32| {
+            RawDocumentBuf::try_from(&bson::doc! {"_id": v % 10, "v": v}).expect("encodes")
+        };
+        let t1 = c
+            .write(vec![WriteOp::Insert(raw(1)), WriteOp::Insert(raw(2))])
+            .expect("insert");
+        let (a, b) = (t1.record_ids[0], t1.record_ids[1]);
+        let t2 = c.write(vec![WriteOp::Update(a, raw(10))]).expect("update");
+        c.write(vec![WriteOp::Delete(b), WriteOp::Insert(raw(3))])
+            .expect("delete and insert");
+        let values = |snap: &Snapshot| -> Vec<i32> {
+            let (docs, _) = c
+                .scan_at(snap, Direction::Forward, None, 100)
+                .expect("scan");
+            docs.iter()
+                .map(|(_, d)| d.get_i32("v").expect("v"))
+                .collect()
+        };
+        assert_eq!(
+            values(&e.snapshot_at(t1.timestamp).expect("t1")),
+            vec![1, 2]
+        );
+        assert_eq!(
+            values(&e.snapshot_at(t2.timestamp).expect("t2")),
+            vec![10, 2]
+        );
+        assert_eq!(
+            values(&e.snapshot_at(t1.timestamp - 1).expect("before")),
+            Vec::<i32>::new()
+        );
+        let (now, ts) = e.snapshot_now().expect("now");
+        assert_eq!(values(&now), vec![10, 3]);
+        assert_eq!(ts, e.last_timestamp());
+        // From before the engine opened nothing is kept.
+        drop(now);
+        e.close().expect("close");
+        let e = Engine::open(
+            dir.path(),
+            EngineOptions {
+                history_bytes: Some(1 << 20),
+                ..EngineOptions::default()
+            },
+        )
+        .expect("reopen");
+        assert!(matches!(
+            e.snapshot_at(t2.timestamp),
+            Err(StorageError::SnapshotTooOld(_))
+        ));
+        assert!(e.snapshot_at(e.last_timestamp()).is_ok());
     }
 }

@@ -162,6 +162,7 @@ pub fn write_across_at(
         }
     };
     drop(records);
+    shared.versions.note_batch(seq, timestamp, keep)?;
     let mut locs = locs
         .into_iter()
         .zip(is_pre_image)

@@ -80,6 +80,9 @@ pub fn set_parameter(state: &ServerState, req: &Request) -> CommandResult<Reply>
             ));
         }
         was = Some(state.params.set(name, value)?);
+        if name == super::snapshot_read::WINDOW_PARAMETER {
+            super::snapshot_read::apply_window(state);
+        }
     }
     let Some(was) = was else {
         return Err(err(

@@ -229,6 +229,7 @@ pub fn run_spec(state: &ServerState, req: &Request, spec: Spec) -> CommandResult
         time_left: deadline.map(|d| d.saturating_duration_since(Instant::now())),
         tail: None,
         collator: crate::query::collator::current(),
+        snapshot: crate::txn::current().filter(|t| t.snapshot_read_at().is_some()),
     };
     let id = state.cursors.insert(cursor)?;
     Ok(Ran::Reply(cursor_reply(id, &ns, true, batch)))

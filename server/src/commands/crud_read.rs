@@ -178,6 +178,7 @@ pub fn find(state: &ServerState, req: &Request) -> CommandResult<Reply> {
         time_left: time_left(req),
         tail: None,
         collator: crate::query::collator::current(),
+        snapshot: crate::txn::current().filter(|t| t.snapshot_read_at().is_some()),
     };
     let id = state.cursors.insert(cursor)?;
     Ok(cursor_reply(id, &ns, true, batch))
@@ -310,15 +311,25 @@ pub fn get_more(state: &ServerState, req: &Request) -> CommandResult<Reply> {
         req.op.set_deadline(Some(req.received + left));
     }
     let _collation = crate::query::collator::scope(cursor.collator.clone());
+    // A snapshot read's cursor reads its snapshot again (a transaction's getMore has its own
+    // transaction installed by dispatch).
+    let snapshot = cursor.snapshot.clone();
+    let _snapshot = snapshot.as_ref().map(|t| t.install());
+    let at = snapshot.as_ref().and_then(|t| t.snapshot_read_at());
+    let stamped = |reply: Reply| match at {
+        Some(at) => super::snapshot_read::stamp(reply, at),
+        None => reply,
+    };
+    // A failure (SnapshotTooOld among them: the history is gone for good) drops the cursor.
     let batch = cursor
         .source
         .next_batch(batch_size.unwrap_or(usize::MAX), deadline(req))?;
     cursor.time_left = cursor.time_left.and(time_left(req));
     if cursor.source.is_exhausted() {
-        return Ok(cursor_reply(0, &ns, false, batch));
+        return Ok(stamped(cursor_reply(0, &ns, false, batch)));
     }
     state.cursors.put_back(id, cursor);
-    Ok(cursor_reply(id, &ns, false, batch))
+    Ok(stamped(cursor_reply(id, &ns, false, batch)))
 }
 
 pub fn kill_cursors(state: &ServerState, req: &Request) -> CommandResult<Reply> {

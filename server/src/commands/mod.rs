@@ -28,6 +28,7 @@ pub mod output;
 pub mod profile;
 pub mod replset;
 pub mod roles;
+pub mod snapshot_read;
 pub mod tailable;
 pub mod timeseries;
 pub mod transactions;
@@ -434,6 +435,7 @@ pub async fn dispatch(
     if state.repl.is_some() {
         crate::clock::check_read_concern(state, &req.body)?;
     }
+    let snapshot_at = snapshot_read::prepare(state, req, spec.name, txn_stmt.as_ref())?;
     // DDL waits here for the open transactions on its namespaces (`crate::ns_locks`), before the
     // fsync gate: holding the gate while waiting for a transaction whose commit waits for an
     // fsync lock queued behind the gate would be a cycle.
@@ -609,6 +611,10 @@ pub async fn dispatch(
     };
     let result = match &txn_stmt {
         Some(ts) => transactions::after_statement(state, ts, result).await,
+        None => result,
+    };
+    let result = match snapshot_at {
+        Some(at) => result.map(|r| snapshot_read::stamp(r, at)),
         None => result,
     };
     authz::finish(state, conn, spec.name, req, result).await

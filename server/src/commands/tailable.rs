@@ -111,6 +111,7 @@ pub fn find(
         time_left: time_left(req),
         tail: Some(tail),
         collator: crate::query::collator::current(),
+        snapshot: None,
     };
     let id = state.cursors.insert(cursor)?;
     Ok(cursor_reply(id, &ns, true, batch))

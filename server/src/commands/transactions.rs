@@ -32,11 +32,8 @@ pub async fn attach(
     let txn = state
         .sessions
         .statement(ts, || {
-            let snap = state
-                .catalog
-                .engine()
-                .snapshot()
-                .map_err(|e| storage_error(e, "", ""))?;
+            // The first statement's readConcern may name the snapshot's atClusterTime.
+            let snap = super::snapshot_read::transaction_snapshot(state, &req.body)?;
             Ok(Txn::begin_with(&state.txns, snap, options(state, req)))
         })
         .await?;
