@@ -44,15 +44,21 @@ pub fn small_opts() -> EngineOptions {
 
 /// Every document of `c` in RecordId order, read in pages.
 pub fn all_docs(c: &Collection) -> BTreeMap<u64, Document> {
+    try_all_docs(c).expect("scan")
+}
+
+/// `all_docs`, or the scan's error (a simulated backend that crashed fails the page reads).
+#[allow(dead_code)]
+pub fn try_all_docs(c: &Collection) -> storage::Result<BTreeMap<u64, Document>> {
     let mut out = BTreeMap::new();
     let mut after = None;
     loop {
-        let page = c.scan(Direction::Forward, after, 37).expect("scan");
+        let page = c.scan(Direction::Forward, after, 37)?;
         let Some(last) = page.last() else { break };
         after = Some(last.0);
         for (rid, d) in page {
             out.insert(rid, Document::try_from(d).expect("stored document decodes"));
         }
     }
-    out
+    Ok(out)
 }
