@@ -1,6 +1,6 @@
 //! Proves views behave as mongod's: reads resolved through the view's pipeline (and views of
 //! views), writes refused with 166, listing, collMod, drop, definition checks, SIGKILL durability
-//! and explain. How: the Rust driver against a real cairn process, results compared with the
+//! and explain, and a view's own default collation. How: the Rust driver against a real cairn process, results compared with the
 //! same query computed by hand over the source collection.
 
 use bson::{Bson, Document, doc};
@@ -339,4 +339,118 @@ async fn views_survive_sigkill_and_explain() {
     let parsed = planner.get_document("parsedQuery").unwrap();
     assert_eq!(parsed, &doc! { "_id": { "$lt": 6 } });
     assert_eq!(planner.get_str("namespace").unwrap(), "v.small");
+}
+
+#[tokio::test]
+async fn a_view_reads_with_its_own_default_collation() {
+    let server = Server::start(BIN, &[]);
+    let db = server.client().await.database("vc");
+    let src = db.collection::<Document>("src");
+    src.insert_many(vec![
+        doc! { "_id": 1, "f": "case" },
+        doc! { "_id": 2, "f": "Case" },
+        doc! { "_id": 3, "f": "CASE" },
+    ])
+    .await
+    .unwrap();
+    let ci = doc! { "locale": "en", "strength": 1 };
+    db.run_command(doc! { "create": "ci", "viewOn": "src", "collation": ci.clone() })
+        .await
+        .unwrap();
+    db.run_command(doc! { "create": "plain", "viewOn": "src" })
+        .await
+        .unwrap();
+    let run = |cmd: Document| {
+        let db = db.clone();
+        async move { db.run_command(cmd).await }
+    };
+    let found = |r: &Document| {
+        r.get_document("cursor")
+            .unwrap()
+            .get_array("firstBatch")
+            .unwrap()
+            .len()
+    };
+    // The view's collation applies when the read names none: three matches, one on the source.
+    let r = run(doc! { "find": "ci", "filter": { "f": "case" } })
+        .await
+        .unwrap();
+    assert_eq!(found(&r), 3);
+    let r = run(doc! { "find": "src", "filter": { "f": "case" } })
+        .await
+        .unwrap();
+    assert_eq!(found(&r), 1);
+    let r = run(doc! { "count": "ci", "query": { "f": "case" } })
+        .await
+        .unwrap();
+    assert_eq!(r.get_i32("n").ok(), Some(3));
+    let r = run(doc! { "distinct": "ci", "key": "f" }).await.unwrap();
+    assert_eq!(r.get_array("values").unwrap().len(), 1);
+    let r =
+        run(doc! { "aggregate": "ci", "pipeline": [{ "$match": { "f": "case" } }], "cursor": {} })
+            .await
+            .unwrap();
+    assert_eq!(found(&r), 3);
+    // The same collation asked for again is fine; another one, or simple, is 167.
+    let r = run(doc! { "find": "ci", "filter": { "f": "case" }, "collation": ci.clone() })
+        .await
+        .unwrap();
+    assert_eq!(found(&r), 3);
+    for (view, collation) in [
+        ("ci", doc! { "locale": "simple" }),
+        ("ci", doc! { "locale": "fr" }),
+        ("plain", doc! { "locale": "en" }),
+    ] {
+        for cmd in [
+            doc! { "find": view, "collation": collation.clone() },
+            doc! { "count": view, "collation": collation.clone() },
+            doc! { "distinct": view, "key": "f", "collation": collation.clone() },
+            doc! { "aggregate": view, "pipeline": [], "cursor": {}, "collation": collation.clone() },
+        ] {
+            let e = run(cmd.clone())
+                .await
+                .expect_err("a view's collation is not overridden");
+            assert_eq!(error_code(&e), 167, "{cmd}");
+        }
+    }
+    let r = run(doc! { "find": "plain", "collation": { "locale": "simple" } })
+        .await
+        .unwrap();
+    assert_eq!(found(&r), 3);
+    // listCollections shows the normalised collation on the view that has one only.
+    let r = run(doc! { "listCollections": 1, "filter": { "type": "view" } })
+        .await
+        .unwrap();
+    for v in r
+        .get_document("cursor")
+        .unwrap()
+        .get_array("firstBatch")
+        .unwrap()
+    {
+        let v = v.as_document().unwrap();
+        let options = v.get_document("options").unwrap();
+        match v.get_str("name").unwrap() {
+            "ci" => {
+                let c = options.get_document("collation").unwrap();
+                assert_eq!(c.get_str("locale").ok(), Some("en"));
+                assert_eq!(c.get_i32("strength").ok(), Some(1));
+            }
+            _ => assert!(!options.contains_key("collation"), "{v}"),
+        }
+    }
+    // A view on a view must compare the same way; collMod keeps the view's collation.
+    let e = run(doc! { "create": "mixed", "viewOn": "ci" })
+        .await
+        .expect_err("mixed");
+    assert_eq!(error_code(&e), 167);
+    run(doc! { "create": "same", "viewOn": "ci", "collation": ci.clone() })
+        .await
+        .unwrap();
+    run(doc! { "collMod": "ci", "viewOn": "src", "pipeline": [] })
+        .await
+        .unwrap();
+    let r = run(doc! { "find": "same", "filter": { "f": "CASE" } })
+        .await
+        .unwrap();
+    assert_eq!(found(&r), 3);
 }

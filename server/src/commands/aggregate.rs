@@ -61,14 +61,10 @@ pub fn run_pipeline(state: &ServerState, req: &Request) -> CommandResult<Ran> {
             ));
         }
     };
-    let _collation = args::collation_scope(
-        &req.body,
-        "aggregate",
-        coll_name
-            .as_deref()
-            .and_then(|n| state.catalog.collection(&req.db, n))
-            .as_deref(),
-    )?;
+    let _collation = match coll_name.as_deref() {
+        Some(n) => super::views::collation_scope(state, &req.body, "aggregate", &req.db, n)?,
+        None => args::collation_scope(&req.body, "aggregate", None)?,
+    };
     // The table checked `pipeline`: an array of objects.
     let stages: Vec<Document> = match req.body.get("pipeline") {
         Some(Bson::Array(items)) => items

@@ -140,11 +140,7 @@ pub fn find(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     crate::catalog::validate_collection_name(&req.db, &coll_name)?;
     let ns = format!("{}.{}", req.db, coll_name);
     let a = parse_find(&req.body)?;
-    let _collation = args::collation_scope(
-        &req.body,
-        "find",
-        state.catalog.collection(&req.db, &coll_name).as_deref(),
-    )?;
+    let _collation = super::views::collation_scope(state, &req.body, "find", &req.db, &coll_name)?;
     if let Some(view) = super::views::get(state, &req.db, &coll_name)? {
         return find_on_view(state, req, &view.name, &a);
     }
@@ -367,11 +363,7 @@ pub fn kill_cursors(state: &ServerState, req: &Request) -> CommandResult<Reply> 
 pub fn count(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     argspec::check(&argspec::specs::COUNT, &req.body)?;
     let coll_name = args::collection_name(&req.body, "count")?;
-    let _collation = args::collation_scope(
-        &req.body,
-        "count",
-        state.catalog.collection(&req.db, &coll_name).as_deref(),
-    )?;
+    let _collation = super::views::collation_scope(state, &req.body, "count", &req.db, &coll_name)?;
     let query = args::opt_doc(&req.body, "count", "query")?
         .cloned()
         .unwrap_or_default();
@@ -439,11 +431,8 @@ pub fn count(state: &ServerState, req: &Request) -> CommandResult<Reply> {
 pub fn distinct(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     argspec::check(&argspec::specs::DISTINCT, &req.body)?;
     let coll_name = args::collection_name(&req.body, "distinct")?;
-    let _collation = args::collation_scope(
-        &req.body,
-        "distinct",
-        state.catalog.collection(&req.db, &coll_name).as_deref(),
-    )?;
+    let _collation =
+        super::views::collation_scope(state, &req.body, "distinct", &req.db, &coll_name)?;
     let key = match req.body.get("key") {
         Some(Bson::String(k)) => k.clone(),
         Some(v) => {

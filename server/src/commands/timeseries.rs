@@ -174,6 +174,7 @@ pub fn create(state: &ServerState, req: &Request, name: &str) -> CommandResult<R
         name: name.to_string(),
         view_on: buckets_name.clone(),
         pipeline: vec![opts.unpack_stage()],
+        collation: None,
     };
     if let Err(e) = views::store(state, &req.db, &view) {
         let _ = engine.drop_collection(&req.db, &buckets_name);

@@ -28,6 +28,9 @@ pub struct View {
     pub name: String,
     pub view_on: String,
     pub pipeline: Vec<Document>,
+    /// The view's default collation, normalised (None: the simple collation). A view does not
+    /// take its source's default: without one of its own it compares simply.
+    pub collation: Option<Document>,
 }
 
 impl View {
@@ -44,15 +47,20 @@ impl View {
             name,
             view_on: d.get_str("viewOn").ok()?.to_string(),
             pipeline,
+            collation: d.get_document("collation").ok().cloned(),
         })
     }
 
     fn to_document(&self, db: &str) -> Document {
-        doc! {
+        let mut d = doc! {
             "_id": format!("{db}.{}", self.name),
             "viewOn": &self.view_on,
             "pipeline": self.pipeline.iter().cloned().map(Bson::Document).collect::<Vec<_>>(),
+        };
+        if let Some(c) = &self.collation {
+            d.insert("collation", c.clone());
         }
+        d
     }
 
     /// `listCollections`' entry for the view.
@@ -60,13 +68,17 @@ impl View {
         if name_only {
             return doc! { "name": &self.name, "type": "view" };
         }
+        let mut options = doc! {
+            "viewOn": &self.view_on,
+            "pipeline": self.pipeline.iter().cloned().map(Bson::Document).collect::<Vec<_>>(),
+        };
+        if let Some(c) = &self.collation {
+            options.insert("collation", c.clone());
+        }
         doc! {
             "name": &self.name,
             "type": "view",
-            "options": {
-                "viewOn": &self.view_on,
-                "pipeline": self.pipeline.iter().cloned().map(Bson::Document).collect::<Vec<_>>(),
-            },
+            "options": options,
             "info": { "readOnly": true },
         }
     }
@@ -172,8 +184,8 @@ pub fn create(state: &ServerState, req: &Request, name: &str) -> CommandResult<R
         }
     }
     check_fields(&req.body, "create", VIEW_CREATE_FIELDS)?;
-    args::check_collation(&req.body, "create")?;
-    let view = parse_definition(&req.body, "create", name)?;
+    let mut view = parse_definition(&req.body, "create", name)?;
+    view.collation = normalised(&req.body, "create")?;
     if state.catalog.collection(&req.db, name).is_some() || get(state, &req.db, name)?.is_some() {
         return Err(err(
             ErrorCode::NamespaceExists,
@@ -219,7 +231,9 @@ pub fn modify(state: &ServerState, req: &Request, name: &str) -> CommandResult<R
             "Must specify both 'viewOn' and 'pipeline' when modifying a view",
         ));
     }
-    let view = parse_definition(&req.body, "collMod", name)?;
+    let mut view = parse_definition(&req.body, "collMod", name)?;
+    // collMod changes the source and the pipeline; the view keeps its collation.
+    view.collation = get(state, &req.db, name)?.and_then(|v| v.collation);
     check_definition(state, &req.db, &view)?;
     let views = views_collection(state, &req.db)?;
     let ticket = views
@@ -317,7 +331,46 @@ fn parse_definition(body: &Document, command: &str, name: &str) -> CommandResult
         name: name.to_string(),
         view_on,
         pipeline,
+        collation: None,
     })
+}
+
+/// A command's `collation` in the form views keep and compare it (None: absent or simple).
+fn normalised(body: &Document, command: &str) -> CommandResult<Option<Document>> {
+    let Some(c) = args::opt_doc(body, command, "collation")? else {
+        return Ok(None);
+    };
+    Ok(match crate::query::collation::Spec::parse(c)? {
+        crate::query::collation::Spec::Simple => None,
+        s => Some(s.to_document()),
+    })
+}
+
+/// The collation a read of `name` runs under. On a view: the view's own (a different one
+/// asked for is 167 OptionNotSupportedOnView, as mongod); elsewhere the command's, else the
+/// collection's default.
+pub fn collation_scope(
+    state: &ServerState,
+    body: &Document,
+    command: &str,
+    db: &str,
+    name: &str,
+) -> CommandResult<crate::query::collator::Scope> {
+    let Some(view) = get(state, db, name)? else {
+        let coll = state.catalog.collection(db, name);
+        return args::collation_scope(body, command, coll.as_deref());
+    };
+    if body.contains_key("collation") && normalised(body, command)? != view.collation {
+        return Err(err(
+            ErrorCode::OptionNotSupportedOnView,
+            "Cannot override a view's default collation",
+        ));
+    }
+    let collator = match &view.collation {
+        Some(c) => crate::query::collator::for_spec(&crate::query::collation::Spec::parse(c)?)?,
+        None => None,
+    };
+    Ok(crate::query::collator::scope(collator))
 }
 
 /// What mongod checks when a definition is stored: the source is a valid name in the same
@@ -352,6 +405,16 @@ fn check_definition(state: &ServerState, db: &str, view: &View) -> CommandResult
         let Some(v) = get(state, db, &next)? else {
             return Ok(());
         };
+        // Every view of a chain compares the same way (mongod refuses a mix).
+        if v.collation != view.collation {
+            return Err(err(
+                ErrorCode::OptionNotSupportedOnView,
+                format!(
+                    "View {db}.{} has a different default collation than the view {db}.{} it is defined on",
+                    view.name, v.name
+                ),
+            ));
+        }
         chain.push(next);
         if chain.len() > VIEW_DEPTH_MAX {
             return Err(err(
@@ -375,11 +438,13 @@ mod tests {
             name: "v".into(),
             view_on: "c".into(),
             pipeline: vec![doc! { "$match": { "a": 1 } }],
+            collation: Some(doc! { "locale": "fr" }),
         };
         let back = View::from_document("db", &v.to_document("db")).unwrap();
         assert_eq!(back.name, "v");
         assert_eq!(back.view_on, "c");
         assert_eq!(back.pipeline, v.pipeline);
+        assert_eq!(back.collation, v.collation);
         assert!(View::from_document("other", &v.to_document("db")).is_none());
     }
 
