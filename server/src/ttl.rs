@@ -90,12 +90,22 @@ pub async fn pass(state: &Arc<ServerState>, now: DateTime) -> u64 {
         let cutoff = DateTime::from_millis(now.timestamp_millis().saturating_sub(expire_ms));
         deleted += expire_index(state, Arc::new((db, name, spec)), cutoff).await;
     }
-    // Time-series collections expire whole buckets (their measurements are not indexed).
-    let buckets = offload::run(state, JOB, None, move |st| {
-        Ok(crate::commands::timeseries::expire(st, now))
+    // Time-series collections expire whole buckets (their measurements are not indexed), each
+    // under the collection's write lock, which inserts into its buckets hold too.
+    let expiring = offload::run(state, JOB, None, |st| {
+        Ok(crate::commands::timeseries::expiring(st))
     })
-    .await;
-    deleted += buckets.unwrap_or(0);
+    .await
+    .unwrap_or_default();
+    for (db, name) in expiring {
+        let guard = state.catalog.lock(&db, &name).await;
+        let buckets = offload::run(state, JOB, None, move |st| {
+            let _guard = guard;
+            Ok(crate::commands::timeseries::expire(st, &db, &name, now))
+        })
+        .await;
+        deleted += buckets.unwrap_or(0);
+    }
     state.ttl.deleted_documents.fetch_add(deleted, Relaxed);
     deleted
 }

@@ -535,44 +535,55 @@ pub fn list_index_specs(state: &ServerState, db: &str, name: &str) -> Option<Vec
 
 /// TTL: deletes the buckets of every time-series collection with `expireAfterSeconds` whose
 /// newest measurement is older than that at `now`. Returns the buckets deleted.
-pub fn expire(state: &ServerState, now: DateTime) -> u64 {
+/// The time-series collections with `expireAfterSeconds`: (db, name).
+pub fn expiring(state: &ServerState) -> Vec<(String, String)> {
     let engine = state.catalog.engine();
-    let mut deleted = 0;
+    let mut out = Vec::new();
     for db in engine.databases() {
         for info in engine.collections(&db) {
             let Some(name) = info.name.strip_prefix(BUCKETS_PREFIX) else {
                 continue;
             };
-            let Some(ns) = lookup(state, &db, name) else {
-                continue;
-            };
-            let Some(secs) = ns.expire_after_seconds else {
-                continue;
-            };
-            let cutoff = now
-                .timestamp_millis()
-                .saturating_sub(secs.saturating_mul(1000));
-            let max_path = ["control", "max", ns.opts.time_field.as_str()];
-            let Ok(buckets) = all_buckets(&ns, &db) else {
-                continue;
-            };
-            let ops: Vec<WriteOp> = buckets
-                .into_iter()
-                .filter(|(_, d)| {
-                    d.get_document(max_path[0])
-                        .and_then(|c| c.get_document(max_path[1]))
-                        .and_then(|m| m.get_datetime(max_path[2]))
-                        .is_ok_and(|t| t.timestamp_millis() < cutoff)
-                })
-                .map(|(rid, _)| WriteOp::Delete(rid))
-                .collect();
-            let n = ops.len() as u64;
-            if n > 0 && ns.buckets.write(ops).is_ok() {
-                deleted += n;
+            if lookup(state, &db, name).is_some_and(|ns| ns.expire_after_seconds.is_some()) {
+                out.push((db.clone(), name.to_string()));
             }
         }
     }
-    deleted
+    out
+}
+
+/// Deletes the buckets of `db.name` whose newest measurement is past `expireAfterSeconds`.
+/// The caller holds the collection's write lock (`insert_guard`'s), so no insert can add a
+/// measurement to a bucket between this look at it and its delete.
+pub fn expire(state: &ServerState, db: &str, name: &str, now: DateTime) -> u64 {
+    let Some(ns) = lookup(state, db, name) else {
+        return 0;
+    };
+    let Some(secs) = ns.expire_after_seconds else {
+        return 0;
+    };
+    let cutoff = now
+        .timestamp_millis()
+        .saturating_sub(secs.saturating_mul(1000));
+    let max_path = ["control", "max", ns.opts.time_field.as_str()];
+    let Ok(buckets) = all_buckets(&ns, db) else {
+        return 0;
+    };
+    let ops: Vec<WriteOp> = buckets
+        .into_iter()
+        .filter(|(_, d)| {
+            d.get_document(max_path[0])
+                .and_then(|c| c.get_document(max_path[1]))
+                .and_then(|m| m.get_datetime(max_path[2]))
+                .is_ok_and(|t| t.timestamp_millis() < cutoff)
+        })
+        .map(|(rid, _)| WriteOp::Delete(rid))
+        .collect();
+    let n = ops.len() as u64;
+    if n > 0 && ns.buckets.write(ops).is_ok() {
+        return n;
+    }
+    0
 }
 
 #[cfg(test)]
