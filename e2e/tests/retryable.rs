@@ -147,17 +147,34 @@ fn a_retried_write_returns_the_first_reply_and_applies_once() {
         .expect("serverStatus.transactions");
     assert_eq!(writes, 5);
     // The oplog has the writes, but not the session records (mongod logs none of its own).
-    let entries = |ns: &str, conn: &mut RawConn| {
+    let entries = |ns: &str, conn: &mut RawConn| -> Vec<Document> {
         let r = command(
             conn,
             &doc! { "find": "oplog.rs", "filter": { "ns": ns }, "$db": "local" },
         );
         r.get_document("cursor")
             .and_then(|c| c.get_array("firstBatch"))
-            .map_or(usize::MAX, |b| b.len())
+            .map(|b| b.iter().filter_map(|e| e.as_document().cloned()).collect())
+            .unwrap_or_default()
     };
-    assert_eq!(entries("config.transactions", &mut conn), 0);
-    assert_eq!(entries("rw.c", &mut conn), 6);
+    assert!(entries("config.transactions", &mut conn).is_empty());
+    let written = entries("rw.c", &mut conn);
+    assert_eq!(written.len(), 6);
+    // Each carries its write's session and number, and its statement's place.
+    let numbers: Vec<(i64, i32)> = written
+        .iter()
+        .map(|e| {
+            assert!(
+                e.get_document("lsid").is_ok_and(|l| l.contains_key("id")),
+                "{e}"
+            );
+            (
+                e.get_i64("txnNumber").unwrap_or(-1),
+                e.get_i32("stmtId").unwrap_or(-1),
+            )
+        })
+        .collect();
+    assert_eq!(numbers, [(1, 0), (1, 1), (2, 0), (3, 0), (4, 0), (2, 0)]);
 }
 
 #[test]

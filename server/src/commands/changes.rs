@@ -178,6 +178,43 @@ fn oplog_entry(
     e
 }
 
+/// The session of a retryable write's batch: the batch also writes the session's
+/// `config.transactions` record (`{_id: {id}, txnNum}`), and mongod's entries of such a write
+/// carry `lsid` and `txnNumber` instead of a record entry of their own.
+fn retryable_session(
+    state: &ServerState,
+    c: &mut StreamCursor,
+    b: &HistoryBatch,
+) -> Option<Document> {
+    if b.note.is_some() {
+        return None;
+    }
+    for op in &b.ops {
+        let Some(doc) = &op.document else { continue };
+        let Some((db, coll, _)) = name_of(state, c, op.collection_id) else {
+            continue;
+        };
+        if !(db == "config" && coll == crate::retry_record::TRANSACTIONS_COLLECTION) {
+            continue;
+        }
+        let (Ok(id), Ok(n)) = (doc.get_document("_id"), doc.get_i64("txnNum")) else {
+            continue;
+        };
+        let lsid = Document::try_from(id).ok()?;
+        return Some(doc! { "lsid": lsid, "txnNumber": n });
+    }
+    None
+}
+
+/// An entry of a retryable write: its session, number and statement (the op's place in the
+/// batch), as mongod writes them.
+fn with_session(session: &Document, stmt: usize, entry: Document) -> Document {
+    let mut e = session.clone();
+    e.extend(entry);
+    e.insert("stmtId", stmt as i32);
+    e
+}
+
 /// A transaction's batch as mongod 7 logs it: one `applyOps` command entry holding every op,
 /// with the transaction's `lsid` and `txnNumber`, at the batch's last timestamp.
 fn applied_entry(
@@ -495,6 +532,10 @@ fn fill_batch(
         }
         return Ok(None);
     }
+    let session = match c.kind {
+        Kind::Oplog { .. } => retryable_session(state, c, b),
+        Kind::Change { .. } => None,
+    };
     for (i, op) in b.ops.iter().enumerate().skip(skip as usize) {
         if out.len() >= want || *bytes >= FILL_BYTES_MAX {
             return Ok(Some(i as u32));
@@ -534,7 +575,11 @@ fn fill_batch(
         }
         let doc = match &c.kind {
             Kind::Oplog { .. } => {
-                oplog_entry(&format!("{db}.{coll}"), uuid, op, ts, b.wall_ms, term)
+                let e = oplog_entry(&format!("{db}.{coll}"), uuid, op, ts, b.wall_ms, term);
+                match &session {
+                    Some(sess) => with_session(sess, i, e),
+                    None => e,
+                }
             }
             Kind::Change {
                 scope,
