@@ -578,7 +578,10 @@ async fn a_plain_write_waits_for_the_transaction_holding_its_document() {
             .await
     });
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    assert!(!fam.is_finished(), "findAndModify waits for the transaction");
+    assert!(
+        !fam.is_finished(),
+        "findAndModify waits for the transaction"
+    );
     s.commit_transaction().await.expect("commit 2");
     assert_eq!(fam.await.expect("task").expect("findAndModify"), None);
     let one = c
