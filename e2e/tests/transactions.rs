@@ -4,8 +4,7 @@
 //! not others' later commits; two transactions writing one document conflict (112 with the
 //! TransientTransactionError label); a retried commit gets the same answer; concurrent transfers
 //! keep the total balance; a committed transaction is one applyOps oplog entry; after SIGKILL each
-//! transaction is all there or absent; a plain write meeting a transaction's document waits for
-//! it; a standalone refuses transactions. How: a real server
+//! transaction is all there or absent; a standalone refuses transactions. How: a real server
 //! process per test.
 
 use bson::{Document, doc};
@@ -481,114 +480,4 @@ async fn after_sigkill_each_transaction_is_all_there_or_absent() {
             acked.len()
         );
     }
-}
-
-/// The code of a write command's failure, top-level or its first write error.
-fn failure_code(r: &mongodb::error::Result<Document>) -> i32 {
-    match r {
-        Err(e) => error_code(e),
-        Ok(d) => d
-            .get_array("writeErrors")
-            .ok()
-            .and_then(|w| w.first())
-            .and_then(|w| w.as_document())
-            .and_then(|w| w.get_i32("code").ok())
-            .unwrap_or(0),
-    }
-}
-
-#[tokio::test]
-async fn a_plain_write_waits_for_the_transaction_holding_its_document() {
-    let server = initiated().await;
-    let client = server.client().await;
-    let db = client.database("t");
-    let c = db.collection::<Document>("c");
-    c.insert_many(vec![
-        doc! { "_id": 1 },
-        doc! { "_id": 2 },
-        doc! { "_id": 3 },
-    ])
-    .await
-    .expect("seed");
-    let mut s = client.start_session().await.expect("session");
-    s.start_transaction().await.expect("start");
-    c.update_one(doc! { "_id": 1 }, doc! { "$set": { "a": 1 } })
-        .session(&mut s)
-        .await
-        .expect("txn update 1");
-    c.update_one(doc! { "_id": 2 }, doc! { "$set": { "gone": true } })
-        .session(&mut s)
-        .await
-        .expect("txn update 2");
-    let c2 = c.clone();
-    let plain = tokio::spawn(async move {
-        c2.update_one(doc! { "_id": 1 }, doc! { "$inc": { "b": 1 } })
-            .await
-    });
-    let c3 = c.clone();
-    let filtered = tokio::spawn(async move {
-        c3.delete_many(doc! { "_id": { "$in": [2, 3] }, "gone": { "$exists": false } })
-            .await
-    });
-    // A waiting write ends with its maxTimeMS (50).
-    let r = db
-        .run_command(doc! {
-            "update": "c",
-            "updates": [{ "q": { "_id": 1 }, "u": { "$inc": { "b": 100 } } }],
-            "maxTimeMS": 300,
-        })
-        .await;
-    assert_eq!(failure_code(&r), 50, "{r:?}");
-    assert!(
-        !plain.is_finished(),
-        "the plain update waits for the transaction"
-    );
-    assert!(!filtered.is_finished(), "so does the delete of document 2");
-    s.commit_transaction()
-        .await
-        .expect("the transaction commits: the waiting writes did not get in first");
-    let updated = plain.await.expect("task").expect("plain update");
-    assert_eq!(updated.modified_count, 1);
-    let deleted = filtered.await.expect("task").expect("delete");
-    assert_eq!(
-        deleted.deleted_count, 1,
-        "document 2 no longer matches once the transaction committed; 3 goes"
-    );
-    let one = c
-        .find_one(doc! { "_id": 1 })
-        .await
-        .expect("find")
-        .expect("doc 1");
-    assert_eq!(
-        one,
-        doc! { "_id": 1, "a": 1, "b": 1 },
-        "both writes are there"
-    );
-    assert_eq!(ids(&c).await, vec![1, 2]);
-
-    // findAndModify waits too, and finds nothing when the document stopped matching.
-    s.start_transaction().await.expect("start 2");
-    c.update_one(doc! { "_id": 1 }, doc! { "$set": { "a": 2 } })
-        .session(&mut s)
-        .await
-        .expect("txn update");
-    let c4 = c.clone();
-    let fam = tokio::spawn(async move {
-        c4.find_one_and_update(doc! { "_id": 1, "a": 1 }, doc! { "$set": { "c": 1 } })
-            .await
-    });
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    assert!(
-        !fam.is_finished(),
-        "findAndModify waits for the transaction"
-    );
-    s.commit_transaction().await.expect("commit 2");
-    assert_eq!(fam.await.expect("task").expect("findAndModify"), None);
-    let one = c
-        .find_one(doc! { "_id": 1 })
-        .await
-        .expect("find")
-        .expect("doc 1");
-    assert_eq!(one.get_i32("a").ok(), Some(2));
-    assert!(!one.contains_key("c"));
 }

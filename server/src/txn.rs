@@ -10,11 +10,9 @@
 //! another transaction's pending write. A document it writes is locked for it in the
 //! `Registry` (first writer wins: a second transaction's write gets WriteConflict at once), and
 //! a write to a document changed after the snapshot conflicts at once too. A non-transactional
-//! update, delete or findAndModify that meets a locked document waits for the transaction to
-//! end (`wait_unclaimed`), then reads it again and writes only if it still matches; a plain
-//! write that slips in between a transaction's claim and its commit makes the transaction
-//! conflict at commit, where `storage::write_across_at` checks again under the collections'
-//! locks. Inserts do not wait: a transaction's pending insert is not in the `_id` index yet. Inserts get RecordIds from `INSERT_RID_BASE` up, above every stored one,
+//! write is not stopped by these locks (mongod makes it wait); the transaction that holds the
+//! document then conflicts at commit, where `storage::write_across_at` checks again under the
+//! collections' locks. Inserts get RecordIds from `INSERT_RID_BASE` up, above every stored one,
 //! so a scan returns the snapshot's records, then the transaction's inserts.
 //!
 //! Limits and lifecycle: the write set is bounded in bytes (`Options::memory_limit_bytes`,
@@ -635,32 +633,6 @@ pub fn get(coll: &Arc<Collection>, rid: RecordId) -> storage::Result<Option<RawD
         Some(t) => t.get(coll, rid),
         None => coll.get(rid),
     }
-}
-
-/// How often a plain write waiting for a transaction's document looks again.
-const CLAIM_POLL: Duration = Duration::from_millis(1);
-
-/// A write outside a transaction that meets a document an open transaction has written waits
-/// for that transaction to end, as mongod's does (its write conflicts and retries until then);
-/// the wait ends early on the operation's interrupt (maxTimeMS 50, killOp, disconnect). True
-/// when it waited: the caller reads the document again and checks that it still matches.
-/// Inside a transaction it returns at once (transactions conflict instead).
-pub fn wait_unclaimed(
-    registry: &Registry,
-    coll: &Collection,
-    rid: RecordId,
-) -> CommandResult<bool> {
-    if current().is_some() || registry.open.load(Relaxed) <= 0 {
-        return Ok(false);
-    }
-    let key = (coll.uuid().bytes(), rid);
-    let mut waited = false;
-    while lock(&registry.locks).contains_key(&key) {
-        crate::interrupt::check()?;
-        waited = true;
-        std::thread::sleep(CLAIM_POLL);
-    }
-    Ok(waited)
 }
 
 /// A write: buffered in the thread's transaction (no ticket), or written now.

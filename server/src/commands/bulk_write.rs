@@ -690,15 +690,7 @@ fn delete_op(
         RawDocumentBuf::try_from(&s).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
     let coll = state.catalog.collection(&ns.db, &ns.coll);
     let mut out = WriteOutcome::default();
-    crud_write::run_delete(
-        &state.txns,
-        coll.as_ref(),
-        &ns.db,
-        &ns.coll,
-        &raw,
-        vars,
-        &mut out,
-    )?;
+    crud_write::run_delete(coll.as_ref(), &ns.db, &ns.coll, &raw, vars, &mut out)?;
     if let Some(t) = out.ticket.take() {
         shared.keep_ticket(t);
     }

@@ -691,18 +691,11 @@ pub(super) fn run_update(
         for chunk in targets.chunks(WRITE_CHUNK_COUNT) {
             let mut ops = Vec::with_capacity(chunk.len());
             for (rid, pos) in chunk {
-                let waited = crate::txn::wait_unclaimed(&state.txns, coll, *rid)?;
                 let Some(raw) =
                     crate::txn::get(coll, *rid).map_err(|e| storage_error(e, db, name))?
                 else {
-                    matched -= i64::from(waited);
                     continue;
                 };
-                // A transaction ended while we waited: its version may no longer match.
-                if waited && !stmt.filter.matches(&raw) {
-                    matched -= 1;
-                    continue;
-                }
                 if let Some(next) = updated_doc(stmt, &raw, *pos)? {
                     if let Err(e) = checker.update(&raw, &next) {
                         // The documents before the failing one stay updated, as in mongod.
@@ -856,15 +849,7 @@ fn delete_statements(
                     .unwrap_or_default();
                 super::timeseries::delete(ts, &req.db, &q, multi, &mut out)
             }
-            None => run_delete(
-                &state.txns,
-                coll.as_ref(),
-                &req.db,
-                name,
-                raw,
-                vars.as_ref(),
-                &mut out,
-            ),
+            None => run_delete(coll.as_ref(), &req.db, name, raw, vars.as_ref(), &mut out),
         });
         if let Err(e) = result {
             out.error(i, e);
@@ -877,7 +862,6 @@ fn delete_statements(
 }
 
 pub(super) fn run_delete(
-    txns: &crate::txn::Registry,
     coll: Option<&Arc<Collection>>,
     db: &str,
     name: &str,
@@ -910,23 +894,9 @@ pub(super) fn run_delete(
     let Some(coll) = coll else { return Ok(()) };
     args::check_hint(&s, Some(coll))?;
     let targets = match_ids(coll, &filter, &filter_doc, limit)?;
-    let mut n = 0;
+    let n = targets.len() as i64;
     for chunk in targets.chunks(WRITE_CHUNK_COUNT) {
-        let mut ops = Vec::with_capacity(chunk.len());
-        for (rid, _) in chunk {
-            // After waiting for a transaction, delete only what still matches.
-            if crate::txn::wait_unclaimed(txns, coll, *rid)? {
-                match coll.get(*rid).map_err(|e| storage_error(e, db, name))? {
-                    Some(d) if filter.matches(&d) => {}
-                    _ => continue,
-                }
-            }
-            ops.push(WriteOp::Delete(*rid));
-        }
-        if ops.is_empty() {
-            continue;
-        }
-        n += ops.len() as i64;
+        let ops = chunk.iter().map(|(rid, _)| WriteOp::Delete(*rid)).collect();
         let t = crate::txn::write(coll, ops).map_err(|e| storage_error(e, db, name))?;
         out.keep(t);
     }

@@ -163,17 +163,7 @@ fn find_and_change(
             if let Some(sort) = &a.sort {
                 matches.sort_by(|x, y| sort.compare(&x.1, &y.1));
             }
-            match matches.into_iter().next() {
-                // A transaction held it: read it again once that ended, and go on only if it
-                // still matches (mongod would look for another match; cairn takes none).
-                Some((rid, _, pos)) if crate::txn::wait_unclaimed(&state.txns, c, rid)? => {
-                    crate::txn::get(c, rid)
-                        .map_err(|e| storage_error(e, &req.db, name))?
-                        .filter(|d| a.filter.matches(d))
-                        .map(|d| (rid, d, pos))
-                }
-                m => m,
-            }
+            matches.into_iter().next()
         }
         None => None,
     };
