@@ -169,9 +169,20 @@ impl Txn {
     pub fn begin_with(registry: &Arc<Registry>, snapshot: Snapshot, options: Options) -> Arc<Txn> {
         registry.started.fetch_add(1, Relaxed);
         registry.open.fetch_add(1, Relaxed);
+        let id = registry.next_id.fetch_add(1, Relaxed);
+        Self::new(id, registry.clone(), snapshot, options, None)
+    }
+
+    fn new(
+        id: u64,
+        registry: Arc<Registry>,
+        snapshot: Snapshot,
+        options: Options,
+        read_at: Option<bson::Timestamp>,
+    ) -> Arc<Txn> {
         Arc::new(Txn {
-            id: registry.next_id.fetch_add(1, Relaxed),
-            registry: registry.clone(),
+            id,
+            registry,
             snapshot,
             writes: Mutex::new(Vec::new()),
             locked: Mutex::new(Vec::new()),
@@ -182,7 +193,7 @@ impl Txn {
             options,
             started: Instant::now(),
             started_wall: bson::DateTime::now(),
-            read_at: None,
+            read_at,
         })
     }
 
@@ -263,21 +274,7 @@ impl Txn {
     /// in a registry of its own, so `serverStatus.transactions` does not see it.
     pub fn snapshot_read(snapshot: Snapshot, at: bson::Timestamp) -> Arc<Txn> {
         let registry = Arc::new(Registry::default());
-        Arc::new(Txn {
-            id: 0,
-            registry,
-            snapshot,
-            writes: Mutex::new(Vec::new()),
-            locked: Mutex::new(Vec::new()),
-            ns_held: Mutex::new(SharedSet::default()),
-            pinned_bytes: AtomicUsize::new(0),
-            ended: AtomicBool::new(false),
-            activity: Mutex::new(Activity::default()),
-            options: Options::default(),
-            started: Instant::now(),
-            started_wall: bson::DateTime::now(),
-            read_at: Some(at),
-        })
+        Self::new(0, registry, snapshot, Options::default(), Some(at))
     }
 
     /// The cluster time of a snapshot read outside a transaction (None: a transaction).
