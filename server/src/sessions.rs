@@ -653,6 +653,7 @@ where
         let result = run().await;
         if let Some(d) = result.as_ref().ok().and_then(Storable::stored)
             && d.get_f64("ok").ok() == Some(1.0)
+            && !failed_before_writing(&d)
         {
             let d = retried_form(&d);
             let bytes =
@@ -680,6 +681,24 @@ pub fn retried_form(d: &Document) -> Document {
     let mut out = d.clone();
     out.remove("writeConcernError");
     out
+}
+
+/// An `ok: 1` reply that wrote nothing because its first statement failed (a write error at
+/// index 0: interrupted because its client went away, a duplicate key, ...): as in mongod, no
+/// statement is recorded as executed, and a retry runs the write again.
+fn failed_before_writing(d: &Document) -> bool {
+    let first_failed = d
+        .get_array("writeErrors")
+        .ok()
+        .and_then(|w| w.first())
+        .and_then(Bson::as_document)
+        .is_some_and(|e| matches!(e.get("index"), Some(Bson::Int32(0) | Bson::Int64(0))));
+    let zero = |k: &str| match d.get(k) {
+        None => true,
+        Some(v) => matches!(v, Bson::Int32(0) | Bson::Int64(0)),
+    };
+    // An unordered write goes on past a failed first statement: only "nothing at all" counts.
+    first_failed && zero("n") && zero("nModified") && !d.contains_key("upserted")
 }
 
 /// `serverStatus.transactions`.
