@@ -18,7 +18,7 @@ async fn initiated() -> Server {
     Server::start_initiated(BIN, &[]).await
 }
 
-async fn ids(coll: &Collection<Document>) -> Vec<i32> {
+pub(crate) async fn ids(coll: &Collection<Document>) -> Vec<i32> {
     let docs: Vec<Document> = coll
         .find(doc! {})
         .sort(doc! { "_id": 1 })

@@ -135,20 +135,7 @@ async fn a_statement_behind_a_waiting_ddl_times_out_with_24_and_aborts_its_trans
 
     holder.commit_transaction().await.expect("commit");
     finished(ddl).await.expect("createIndexes after the commit");
-    let ids: Vec<i32> = {
-        use futures_util::TryStreamExt;
-        let docs: Vec<Document> = c
-            .find(doc! {})
-            .await
-            .expect("find")
-            .try_collect()
-            .await
-            .expect("docs");
-        docs.iter()
-            .map(|d| d.get_i32("_id").expect("_id"))
-            .collect()
-    };
-    assert_eq!(ids, vec![0, 1]);
+    assert_eq!(crate::transactions::ids(&c).await, vec![0, 1]);
     let t = txn_counters(&client).await;
     assert_eq!(t.get_i64("totalStarted").ok(), Some(2), "{t}");
     assert_eq!(t.get_i64("totalCommitted").ok(), Some(1), "{t}");
