@@ -38,6 +38,7 @@ mod timeseries;
 mod tls;
 mod tools;
 mod transactions;
+mod transactions_ddl;
 mod transactions_limits;
 mod validation;
 mod views;

@@ -30,6 +30,7 @@ async fn transaction_reaper(state: Arc<ServerState>) {
             .get_i64("transactionLifetimeLimitSeconds")
             .max(1) as u64;
         let reaped = state.sessions.reap(Duration::from_secs(limit_s));
+        crate::commands::transactions::undo_aborted_ddl(&state).await;
         expire_retry_records(&state).await;
         if reaped > 0 {
             tracing::info!(

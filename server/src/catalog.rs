@@ -206,7 +206,16 @@ impl Catalog {
         check_user_writable(db, coll)?;
         self.check_not_view(db, coll)?;
         match self.engine.create_collection(db, coll, Document::new()) {
-            Ok(c) => Ok(c),
+            Ok(c) => {
+                if let Some(t) = crate::txn::current() {
+                    t.note_created(crate::txn::Created::Collection {
+                        db: db.to_string(),
+                        name: coll.to_string(),
+                        uuid: c.uuid().bytes(),
+                    });
+                }
+                Ok(c)
+            }
             // Another connection created it between our look-up and our create.
             Err(StorageError::NamespaceExists(_)) => self
                 .engine

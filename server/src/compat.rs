@@ -125,6 +125,19 @@ const NOTES: &[(&str, &str)] = &[
      holds the view's name, not its source collection's.",
     ),
     (
+        "Creating collections and indexes in a transaction",
+        "as mongod 7.0: an insert or upsert into a missing collection creates it (any read \
+     concern); `create` and `createIndexes` run in a transaction under readConcern local \
+     (InvalidOptions 72 otherwise); createIndexes builds only on a collection the transaction \
+     created and has not written into (263 on an existing or non-empty one; indexes that \
+     already exist are a no-op); views, capped and time-series collections and system \
+     collections are refused with 263, an existing name with 48; every refusal aborts the \
+     transaction. Unlike mongod, what a transaction creates exists (empty) for others at once; \
+     an abort (abortTransaction, a failed statement, killSessions/endSessions, the lifetime \
+     limit) drops it again unless another client wrote into it meanwhile, and the oplog shows \
+     the create and the drop.",
+    ),
+    (
         "Clustered collections",
         "`create` with `clusteredIndex: {key: {_id: 1}, unique: true}` (mongod 7.0's checks and codes), documents in `_id` order, CLUSTERED_IXSCAN with `minRecord`/`maxRecord` for `_id` equality and ranges, TTL by `_id` date through `expireAfterSeconds` (and `collMod`). createIndexes on the cluster key is a no-op. Not yet: capped clustered collections, the legacy `clusteredIndex: true` outside time-series buckets, implicit creation through createIndexes' `clustered` option.",
     ),

@@ -96,6 +96,8 @@ const TXN_COMMANDS: &[&str] = &[
     "findAndModify",
     "aggregate",
     "distinct",
+    "create",
+    "createIndexes",
     "commitTransaction",
     "abortTransaction",
 ];
@@ -353,7 +355,7 @@ impl SessionTxn {
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             // Whoever still holds the `Txn` (a statement in flight), its locks and write set
             // go now: a DDL waiting for the namespace proceeds at once.
-            t.release();
+            t.abort();
             self.phase = Some(Phase::Aborted);
             return true;
         }

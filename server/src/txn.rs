@@ -23,9 +23,15 @@
 //! aborts, whoever still has a reference to it; a statement still running on a released
 //! transaction cannot buffer more.
 //!
+//! DDL inside a transaction: a collection or index a statement creates (an insert or upsert
+//! into a missing collection, `create`, `createIndexes`) is created at once, visible (empty) to
+//! others, and noted in the transaction; an abort queues the notes so that
+//! `commands::transactions::undo_aborted_ddl` drops what is still as the transaction left it
+//! (a collection nobody wrote into since, an index on it). mongod keeps them private until
+//! commit; here others may see the empty collection and write into it, and then it stays.
+//!
 //! Not done here: secondary unique indexes are checked at commit only (the `_id` index at the
-//! statement); collections and indexes created inside a transaction are created at once, not
-//! at commit.
+//! statement).
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -63,6 +69,38 @@ pub struct Registry {
     /// Statements failed with TransactionTooLargeForCache (serverStatus
     /// `metrics.operation.transactionTooLargeForCacheErrors`).
     pub too_large_errors: AtomicU64,
+    /// What aborted transactions had created (collections, indexes) and is still to be undone
+    /// (`commands::transactions::undo_aborted_ddl` drains it).
+    undo: Mutex<Vec<Created>>,
+}
+
+impl Registry {
+    /// Takes what aborted transactions left to undo, oldest first.
+    pub fn take_undo(&self) -> Vec<Created> {
+        std::mem::take(&mut *lock(&self.undo))
+    }
+
+    /// Puts back what could not be undone yet (its namespace was busy).
+    pub fn requeue_undo(&self, c: Created) {
+        lock(&self.undo).push(c);
+    }
+}
+
+/// A collection or an index a transaction created: it exists at once (others see it, empty),
+/// and goes again if the transaction aborts (see `Txn::abort`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Created {
+    Collection {
+        db: String,
+        name: String,
+        uuid: [u8; 16],
+    },
+    Index {
+        db: String,
+        coll: String,
+        uuid: [u8; 16],
+        index: String,
+    },
 }
 
 /// How a transaction was opened (currentOp shows these) and its bound.
@@ -123,6 +161,8 @@ pub struct Txn {
     /// Set once by `release`: committed or aborted, nothing held any more.
     ended: AtomicBool,
     activity: Mutex<Activity>,
+    /// Collections and indexes its statements created, in order.
+    created: Mutex<Vec<Created>>,
     pub options: Options,
     pub started: Instant,
     pub started_wall: bson::DateTime,
@@ -190,6 +230,7 @@ impl Txn {
             pinned_bytes: AtomicUsize::new(0),
             ended: AtomicBool::new(false),
             activity: Mutex::new(Activity::default()),
+            created: Mutex::new(Vec::new()),
             options,
             started: Instant::now(),
             started_wall: bson::DateTime::now(),
@@ -267,6 +308,40 @@ impl Txn {
             }
         }
         self.registry.open.fetch_sub(1, Relaxed);
+    }
+
+    /// Notes a collection or index a statement of this transaction created.
+    pub fn note_created(&self, c: Created) {
+        if self.read_at.is_none() {
+            lock(&self.created).push(c);
+        }
+    }
+
+    /// Whether this transaction created the collection with this UUID.
+    pub fn created_collection(&self, uuid: [u8; 16]) -> bool {
+        lock(&self.created)
+            .iter()
+            .any(|c| matches!(c, Created::Collection { uuid: u, .. } if *u == uuid))
+    }
+
+    /// Whether its write set holds a write to `coll`.
+    pub fn wrote_to(&self, coll: &Arc<Collection>) -> bool {
+        lock(&self.writes)
+            .iter()
+            .any(|w| Arc::ptr_eq(&w.coll, coll) && !w.pending.is_empty())
+    }
+
+    /// Ends the transaction as aborted: what it created is queued for undoing (the registry's
+    /// `take_undo`), then everything it holds goes (`release`).
+    pub fn abort(&self) {
+        if self.ended.load(Relaxed) {
+            return;
+        }
+        let created = std::mem::take(&mut *lock(&self.created));
+        if !created.is_empty() {
+            lock(&self.registry.undo).extend(created);
+        }
+        self.release();
     }
 
     /// A read-only view for a snapshot read outside a transaction at cluster time `at`: the

@@ -114,6 +114,25 @@ pub fn create(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     argspec::check(&specs::CREATE, &req.body)?;
     let name = args::collection_name(&req.body, "create")?;
     validate_collection_name(&req.db, &name)?;
+    super::transactions::explicit_ddl_check(req, &name)?;
+    if req.txn.get().is_some() {
+        for (key, what) in [
+            ("viewOn", "a view"),
+            ("timeseries", "a time-series collection"),
+            ("capped", "a capped collection"),
+        ] {
+            if req
+                .body
+                .get(key)
+                .is_some_and(|v| v != &Bson::Boolean(false))
+            {
+                return Err(err(
+                    ErrorCode::OperationNotSupportedInTransaction,
+                    format!("Cannot create {what} in a multi-document transaction."),
+                ));
+            }
+        }
+    }
     let mut options = Document::new();
     if !req.body.contains_key("timeseries") {
         let tests = state.params.get_bool("enableTestCommands");
@@ -165,7 +184,16 @@ pub fn create(state: &ServerState, req: &Request) -> CommandResult<Reply> {
         .engine()
         .create_collection(&req.db, &name, options)
     {
-        Ok(_) => Ok(Reply::ok()),
+        Ok(c) => {
+            if let Some(t) = req.txn.get() {
+                t.note_created(crate::txn::Created::Collection {
+                    db: req.db.clone(),
+                    name: name.clone(),
+                    uuid: c.uuid().bytes(),
+                });
+            }
+            Ok(Reply::ok())
+        }
         Err(storage::StorageError::NamespaceExists(_)) => Err(err(
             ErrorCode::NamespaceExists,
             format!("Collection {}.{name} already exists.", req.db),

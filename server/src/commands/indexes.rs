@@ -523,6 +523,7 @@ pub async fn create_indexes(state: &Arc<ServerState>, req: &Arc<Request>) -> Com
     argspec::check(&specs::CREATE_INDEXES, &req.body)?;
     let name = args::collection_name(&req.body, "createIndexes")?;
     validate_collection_name(&req.db, &name)?;
+    super::transactions::explicit_ddl_check(req, &name)?;
     // The table checked `indexes`: an array of objects.
     let target = state.catalog.collection(&req.db, &name);
     let specs = match req.body.get("indexes") {
@@ -616,6 +617,26 @@ fn plan_builds(
             to_build.push(spec);
         }
     }
+    // In a transaction (mongod's rule): new indexes only on a collection this transaction
+    // created and has not written into yet.
+    if let Some(t) = crate::txn::current().filter(|_| !to_build.is_empty()) {
+        let refused = if !t.created_collection(coll.uuid().bytes()) {
+            Some("existing")
+        } else if t.wrote_to(&coll) {
+            Some("non-empty")
+        } else {
+            None
+        };
+        if let Some(what) = refused {
+            return Err(err(
+                ErrorCode::OperationNotSupportedInTransaction,
+                format!(
+                    "Cannot create new indexes on {what} collection {db}.{name} in a \
+                     multi-document transaction."
+                ),
+            ));
+        }
+    }
     Ok(BuildPlan {
         before: existing.len() as i32,
         created_collection,
@@ -658,6 +679,16 @@ fn build_one(
     state.ops.end(op);
     match result {
         Ok(()) => {
+            if let Some(t) = crate::txn::current()
+                && let Some(c) = state.catalog.collection(db, coll)
+            {
+                t.note_created(crate::txn::Created::Index {
+                    db: db.to_string(),
+                    coll: coll.to_string(),
+                    uuid: c.uuid().bytes(),
+                    index: index_name.clone(),
+                });
+            }
             tracing::info!(ns = %ns, index = %index_name, duration_ms = started.elapsed().as_millis() as u64, "Index build: done");
             Ok(())
         }

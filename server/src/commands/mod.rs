@@ -503,10 +503,14 @@ pub async fn dispatch(
         "ping" | "refreshSessions" => Ok(Reply::ok()),
         "endSessions" => {
             transactions::end_sessions(state, req);
+            transactions::undo_aborted_ddl(state).await;
             Ok(Reply::ok())
         }
         "killSessions" | "killAllSessions" | "killAllSessionsByPattern" => {
-            diagnostic::kill_sessions(req).inspect(|_| transactions::end_sessions(state, req))
+            let r =
+                diagnostic::kill_sessions(req).inspect(|_| transactions::end_sessions(state, req));
+            transactions::undo_aborted_ddl(state).await;
+            r
         }
         "commitTransaction" | "abortTransaction" => transactions::not_in_transaction(req),
         "logout" => auth::logout(conn, req),

@@ -17,10 +17,10 @@ use crate::error::{CommandResult, ErrorCode, err, storage_error};
 use crate::ns_locks::Target;
 use crate::sessions::TxnStatement;
 use crate::state::ServerState;
-use crate::txn::{Active, Options, Txn};
+use crate::txn::{Active, Created, Options, Txn};
 use bson::{Bson, Document, doc};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Attaches the statement's transaction to the request (opening it for `startTransaction`) and
 /// takes the namespaces the statement touches; the guard marks the statement running.
@@ -94,6 +94,11 @@ pub async fn ddl_lock(
     state: &ServerState,
     req: &Request,
 ) -> CommandResult<Option<crate::ns_locks::Exclusive>> {
+    // createIndexes inside a transaction only builds on a collection the transaction made
+    // (`explicit_ddl_check`), which no other transaction can be holding.
+    if req.txn.get().is_some() || req.body.contains_key("autocommit") {
+        return Ok(None);
+    }
     let Some(targets) = ddl_targets(req).filter(|t| !t.is_empty()) else {
         return Ok(None);
     };
@@ -105,6 +110,35 @@ pub async fn ddl_lock(
         return Ok(None);
     }
     Ok(Some(held))
+}
+
+/// `create` and `createIndexes` inside a transaction: only under readConcern "local" (the
+/// default), as mongod (InvalidOptions otherwise), and never on a system collection.
+pub fn explicit_ddl_check(req: &Request, coll: &str) -> CommandResult<()> {
+    let Some(txn) = req.txn.get() else {
+        return Ok(());
+    };
+    let level = txn.options.read_concern.get_str("level").unwrap_or("local");
+    if level != "local" {
+        return Err(err(
+            ErrorCode::InvalidOptions,
+            format!(
+                "{} in a multi-document transaction needs readConcern level 'local'; this \
+                 transaction has '{level}'",
+                req.command
+            ),
+        ));
+    }
+    if coll.starts_with("system.") {
+        return Err(err(
+            ErrorCode::OperationNotSupportedInTransaction,
+            format!(
+                "Cannot write to system collection {}.{coll} within a transaction.",
+                req.db
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// `maxTransactionLockRequestTimeoutMillis`; negative: as long as a transaction may live.
@@ -190,7 +224,11 @@ pub async fn end(
 ) -> Option<CommandResult<Reply>> {
     match req.command {
         "commitTransaction" => Some(commit(state, req, ts).await),
-        "abortTransaction" => Some(state.sessions.abort(ts).await.map(|()| Reply::ok())),
+        "abortTransaction" => {
+            let result = state.sessions.abort(ts).await;
+            undo_aborted_ddl(state).await;
+            Some(result.map(|()| Reply::ok()))
+        }
         _ => None,
     }
 }
@@ -229,7 +267,7 @@ async fn commit(
 /// error) aborts it; a write conflict fails the command with `TransientTransactionError`, as
 /// mongod's does, even where the handler reported it as a write error.
 pub async fn after_statement(
-    state: &ServerState,
+    state: &Arc<ServerState>,
     ts: &TxnStatement,
     result: CommandResult<Reply>,
 ) -> CommandResult<Reply> {
@@ -242,6 +280,7 @@ pub async fn after_statement(
         return result;
     }
     state.sessions.abort_after_error(ts).await;
+    undo_aborted_ddl(state).await;
     let result = match result {
         Err(e) if e.code == ErrorCode::WriteConflict => Err(e.transient()),
         Ok(Reply::Doc(d)) => match command_level_write_error(&d) {
@@ -259,6 +298,89 @@ pub async fn after_statement(
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
     result
+}
+
+/// How long undoing one aborted creation waits for its namespace before leaving it to the
+/// next pass (the reaper's, every second): a transaction holding the collection shared may be
+/// idle for its whole lifetime, and an abort must not wait for it.
+const UNDO_LOCK_WAIT_MS: u64 = 50;
+
+/// Undoes what aborted transactions created (`crate::txn::Created`): a collection goes if it
+/// still has the UUID the transaction made and no document (nobody wrote into it since), an
+/// index if its collection is still that one. Each runs under the namespace's DDL lock (so no
+/// open transaction writes into it) and its write lock (so a plain insert either lands first
+/// and the collection stays, or comes after and creates it anew); a namespace busy past
+/// `UNDO_LOCK_WAIT_MS`, or an fsync-locked server, leaves the item for the next pass.
+pub async fn undo_aborted_ddl(state: &Arc<ServerState>) {
+    let items = state.txns.take_undo();
+    for c in items.into_iter().rev() {
+        let (db, coll) = match &c {
+            Created::Collection { db, name, .. } => (db.clone(), name.clone()),
+            Created::Index { db, coll, .. } => (db.clone(), coll.clone()),
+        };
+        let op = crate::interrupt::Interrupt::default();
+        op.set_deadline(Some(
+            Instant::now() + Duration::from_millis(UNDO_LOCK_WAIT_MS),
+        ));
+        let Ok(_ddl) = state
+            .catalog
+            .ns_locks
+            .exclusive(&[Target::collection(&db, &coll)], &op)
+            .await
+        else {
+            state.txns.requeue_undo(c);
+            continue;
+        };
+        let Some(_gate) = state.catalog.fsync.try_writer() else {
+            state.txns.requeue_undo(c);
+            continue;
+        };
+        let _write = state.catalog.lock(&db, &coll).await;
+        let item = c.clone();
+        let undone =
+            crate::offload::run(state, "abortTransaction", None, move |s| undo_one(s, &item)).await;
+        match undone {
+            Ok(true) => tracing::info!(?c, "undid what an aborted transaction created"),
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(?c, error = %e.message, "could not undo an aborted transaction's creation")
+            }
+        }
+    }
+}
+
+/// One undo step; true when something was dropped.
+fn undo_one(state: &ServerState, c: &Created) -> CommandResult<bool> {
+    let engine = state.catalog.engine();
+    match c {
+        Created::Collection { db, name, uuid } => {
+            let still = engine
+                .collection(db, name)
+                .is_some_and(|coll| coll.uuid().bytes() == *uuid && coll.count() == 0);
+            if still {
+                engine
+                    .drop_collection(db, name)
+                    .map_err(|e| storage_error(e, db, name))?;
+            }
+            Ok(still)
+        }
+        Created::Index {
+            db,
+            coll,
+            uuid,
+            index,
+        } => {
+            let still = engine.collection(db, coll).is_some_and(|c| {
+                c.uuid().bytes() == *uuid && c.indexes().iter().any(|i| i.spec.name == *index)
+            });
+            if still {
+                engine
+                    .drop_index(db, coll, index)
+                    .map_err(|e| storage_error(e, db, coll))?;
+            }
+            Ok(still)
+        }
+    }
 }
 
 /// The write errors a transaction's statement fails with as a whole, as mongod's do: a
