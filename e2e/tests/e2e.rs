@@ -40,6 +40,7 @@ mod tools;
 mod transactions;
 mod transactions_ddl;
 mod transactions_limits;
+mod transactions_waits;
 mod validation;
 mod views;
 mod wildcard_indexes;

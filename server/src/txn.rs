@@ -9,10 +9,13 @@
 //! Invariants: a transaction's reads never see a write committed after its snapshot nor
 //! another transaction's pending write. A document it writes is locked for it in the
 //! `Registry` (first writer wins: a second transaction's write gets WriteConflict at once), and
-//! a write to a document changed after the snapshot conflicts at once too. A non-transactional
-//! write is not stopped by these locks (mongod makes it wait); the transaction that holds the
-//! document then conflicts at commit, where `storage::write_across_at` checks again under the
-//! collections' locks. Inserts get RecordIds from `INSERT_RID_BASE` up, above every stored one,
+//! a write to a document changed after the snapshot conflicts at once too. A plain update or
+//! delete or findAndModify (outside a transaction) that would touch a locked document waits for the transaction
+//! to end, as mongod's does: its job stops before the statement writes anything, lets go of the
+//! namespace lock and the pool thread, waits on `Registry::wait_released`, then runs the
+//! statement again (`commands::crud_write`). Other plain writes (inserts, bulkWrite) are not
+//! stopped; the transaction that holds the document then conflicts at
+//! commit, where `storage::write_across_at` checks again under the collections' locks. Inserts get RecordIds from `INSERT_RID_BASE` up, above every stored one,
 //! so a scan returns the snapshot's records, then the transaction's inserts.
 //!
 //! Limits and lifecycle: the write set is bounded in bytes (`Options::memory_limit_bytes`,
@@ -72,12 +75,65 @@ pub struct Registry {
     /// What aborted transactions had created (collections, indexes) and is still to be undone
     /// (`commands::transactions::undo_aborted_ddl` drains it).
     undo: Mutex<Vec<Created>>,
+    /// Woken whenever a transaction lets go of its document locks (a plain write waiting for
+    /// one of them retries then).
+    released: tokio::sync::Notify,
 }
+
+/// A document as the lock table names it: (collection UUID, RecordId).
+pub type DocKey = ([u8; 16], RecordId);
+
+/// How often a plain write waiting for a transaction looks at its interrupt token.
+const WAIT_CHECK_MS: u64 = 10;
 
 impl Registry {
     /// Takes what aborted transactions left to undo, oldest first.
     pub fn take_undo(&self) -> Vec<Created> {
         std::mem::take(&mut *lock(&self.undo))
+    }
+
+    /// The first of `rids` (documents of the collection `uuid`) an open transaction has
+    /// written: a plain write that would touch it waits for that transaction to end
+    /// (`wait_released`), as mongod's does.
+    pub fn first_held(
+        &self,
+        uuid: [u8; 16],
+        rids: impl IntoIterator<Item = RecordId>,
+    ) -> Option<DocKey> {
+        let locks = lock(&self.locks);
+        if locks.is_empty() {
+            return None;
+        }
+        rids.into_iter()
+            .map(|r| (uuid, r))
+            .find(|k| locks.contains_key(k))
+    }
+
+    /// Waits, holding nothing, until no open transaction holds `key` (it committed or
+    /// aborted); the operation's killOp, disconnect or deadline (maxTimeMS) end the wait
+    /// with their error.
+    pub async fn wait_released(
+        &self,
+        key: DocKey,
+        op: &crate::interrupt::Interrupt,
+    ) -> CommandResult<()> {
+        loop {
+            let notified = self.released.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if !lock(&self.locks).contains_key(&key) {
+                return Ok(());
+            }
+            op.check()?;
+            let mut wake = Instant::now() + Duration::from_millis(WAIT_CHECK_MS);
+            if let Some(d) = op.deadline() {
+                wake = wake.min(d);
+            }
+            tokio::select! {
+                _ = &mut notified => {}
+                _ = tokio::time::sleep_until(wake.into()) => {}
+            }
+        }
     }
 
     /// Puts back what could not be undone yet (its namespace was busy).
@@ -301,11 +357,17 @@ impl Txn {
         drop(std::mem::take(&mut *lock(&self.writes)));
         self.pinned_bytes.store(0, Relaxed);
         let keys = std::mem::take(&mut *lock(&self.locked));
-        let mut locks = lock(&self.registry.locks);
-        for k in keys {
-            if locks.get(&k) == Some(&self.id) {
-                locks.remove(&k);
+        let any = !keys.is_empty();
+        {
+            let mut locks = lock(&self.registry.locks);
+            for k in keys {
+                if locks.get(&k) == Some(&self.id) {
+                    locks.remove(&k);
+                }
             }
+        }
+        if any {
+            self.registry.released.notify_waiters();
         }
         self.registry.open.fetch_sub(1, Relaxed);
     }

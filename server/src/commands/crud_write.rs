@@ -28,9 +28,38 @@ pub(super) struct WriteOutcome {
     pub(super) upserted: Vec<Document>,
     pub(super) errors: Vec<Document>,
     pub(super) ticket: Option<Ticket>,
+    /// Set for plain updates and deletes: they wait for the open transactions that hold a
+    /// document they would write (`crate::txn`); others (bulkWrite) write at once.
+    pub(super) waits_for: Option<Arc<crate::txn::Registry>>,
+    /// The document that stopped the statement at `resume_at` before it wrote anything.
+    pub(super) blocked_on: Option<crate::txn::DocKey>,
+    /// The statement the next job starts at.
+    pub(super) resume_at: usize,
 }
 
 impl WriteOutcome {
+    /// An outcome for a plain update or delete, which waits for transactions.
+    fn waiting(state: &ServerState, req: &Request) -> WriteOutcome {
+        WriteOutcome {
+            waits_for: req.txn.get().is_none().then(|| state.txns.clone()),
+            ..WriteOutcome::default()
+        }
+    }
+
+    /// The first of `rids` an open transaction holds, when this write waits for transactions
+    /// (noted in `blocked_on`: the statement then writes nothing and the handler waits).
+    pub(super) fn held_by_transaction(
+        &mut self,
+        coll: &Collection,
+        rids: impl IntoIterator<Item = u64>,
+    ) -> bool {
+        let Some(registry) = &self.waits_for else {
+            return false;
+        };
+        self.blocked_on = registry.first_held(coll.uuid().bytes(), rids);
+        self.blocked_on.is_some()
+    }
+
     pub(super) fn error(&mut self, index: usize, e: CommandError) {
         let mut d = doc! { "index": index as i32, "code": e.code.code(), "errmsg": e.message };
         if let Some(extra) = e.extra {
@@ -525,24 +554,57 @@ pub async fn update(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResu
     let coll_name = args::collection_name(&req.body, "update")?;
     let wc = WriteConcern::parse(req.write_concern.as_ref())?;
     crate::catalog::check_user_writable(&req.db, &coll_name)?;
-    let guard = state.catalog.lock(&req.db, &coll_name).await;
-    let job_wc = wc.clone();
-    // The lock travels with the job and is released when it ends, before the durability wait.
-    let out = super::off_thread(state, req, move |state, req| {
-        let out = update_statements(state, req, &coll_name);
-        drop(guard);
-        Ok(out?
-            .record_reply(state, req, true)
-            .sync_if_idle(state, &job_wc))
-    })
-    .await?;
+    let out = run_waiting(state, req, &coll_name, &wc, true, update_statements).await?;
     out.reply(state, &wc, true).await
+}
+
+type StatementsFn = fn(&ServerState, &Request, &str, WriteOutcome) -> CommandResult<WriteOutcome>;
+
+/// Runs the statements of a plain update or delete in jobs under the namespace lock: when a
+/// statement would touch a document an open transaction holds, its job ends before that
+/// statement writes anything, and this waits (holding no lock and no pool thread) for the
+/// transaction to end, then goes on from that statement. A wait ended by maxTimeMS, killOp or
+/// a disconnect fails the command (the statements before it stand), as in mongod.
+async fn run_waiting(
+    state: &Arc<ServerState>,
+    req: &Arc<Request>,
+    coll_name: &str,
+    wc: &WriteConcern,
+    update: bool,
+    statements: StatementsFn,
+) -> CommandResult<WriteOutcome> {
+    let mut out = WriteOutcome::waiting(state, req);
+    loop {
+        let guard = state.catalog.lock(&req.db, coll_name).await;
+        let (name, job_wc) = (coll_name.to_string(), wc.clone());
+        // The lock travels with the job and is released when it ends, before any wait.
+        let mut step = super::off_thread(state, req, move |state, req| {
+            let out = statements(state, req, &name, out);
+            drop(guard);
+            let out = out?;
+            if out.blocked_on.is_some() {
+                return Ok(out);
+            }
+            Ok(out
+                .record_reply(state, req, update)
+                .sync_if_idle(state, &job_wc))
+        })
+        .await?;
+        let Some(key) = step.blocked_on.take() else {
+            return Ok(step);
+        };
+        // An interruption fails the whole command, as mongod's write path rethrows them; the
+        // statements before it stand.
+        state.txns.wait_released(key, &req.op).await?;
+        out = step;
+    }
 }
 
 fn update_statements(
     state: &ServerState,
     req: &Request,
     coll: &str,
+    mut out: WriteOutcome,
 ) -> CommandResult<WriteOutcome> {
     let ordered = args::opt_bool(&req.body, "update", "ordered")?.unwrap_or(true);
     let stmts = statements(req, "updates")?;
@@ -565,9 +627,7 @@ fn update_statements(
         check_sort_single(raw)?;
     }
     let retryable = is_retryable(req);
-    let mut out = WriteOutcome::default();
-    for (i, raw) in stmts.iter().enumerate() {
-        state.opcounters.update.fetch_add(1, Relaxed);
+    for (i, raw) in stmts.iter().enumerate().skip(out.resume_at) {
         let result = match parse_update_stmt(raw, &req.db, coll, vars.as_ref()) {
             Ok(mut stmt) => {
                 stmt.bypass_validation = bypass;
@@ -576,6 +636,11 @@ fn update_statements(
             }
             Err(e) => Err(e),
         };
+        if out.blocked_on.is_some() {
+            out.resume_at = i;
+            return Ok(out);
+        }
+        state.opcounters.update.fetch_add(1, Relaxed);
         if let Err(e) = result {
             out.error(i, e);
             if ordered {
@@ -687,6 +752,9 @@ pub(super) fn run_update(
             Some(sort) => first_in_order(coll, &stmt.filter, &stmt.filter_doc, sort)?,
             None => match_ids(coll, &stmt.filter, &stmt.filter_doc, !stmt.multi)?,
         };
+        if out.held_by_transaction(coll, targets.iter().map(|(rid, _)| *rid)) {
+            return Ok(());
+        }
         matched = targets.len() as i64;
         for chunk in targets.chunks(WRITE_CHUNK_COUNT) {
             let mut ops = Vec::with_capacity(chunk.len());
@@ -808,16 +876,7 @@ pub async fn delete(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResu
     argspec::check(&specs::DELETE, &req.body)?;
     let coll_name = args::collection_name(&req.body, "delete")?;
     let wc = WriteConcern::parse(req.write_concern.as_ref())?;
-    let guard = state.catalog.lock(&req.db, &coll_name).await;
-    let job_wc = wc.clone();
-    let out = super::off_thread(state, req, move |state, req| {
-        let out = delete_statements(state, req, &coll_name);
-        drop(guard);
-        Ok(out?
-            .record_reply(state, req, false)
-            .sync_if_idle(state, &job_wc))
-    })
-    .await?;
+    let out = run_waiting(state, req, &coll_name, &wc, false, delete_statements).await?;
     out.reply(state, &wc, false).await
 }
 
@@ -825,6 +884,7 @@ fn delete_statements(
     state: &ServerState,
     req: &Request,
     name: &str,
+    mut out: WriteOutcome,
 ) -> CommandResult<WriteOutcome> {
     let ts = super::timeseries::lookup(state, &req.db, name);
     if ts.is_none() {
@@ -834,11 +894,9 @@ fn delete_statements(
     let stmts = statements(req, "deletes")?;
     check_entries(&specs::DELETE_ENTRY, &stmts)?;
     let vars = args::let_variables(&req.body, "delete")?;
-    let mut out = WriteOutcome::default();
     let coll = state.catalog.collection(&req.db, name);
     let retryable = is_retryable(req);
-    for (i, raw) in stmts.iter().enumerate() {
-        state.opcounters.delete.fetch_add(1, Relaxed);
+    for (i, raw) in stmts.iter().enumerate().skip(out.resume_at) {
         let multi = matches!(raw.get("limit"), Ok(Some(v)) if v.as_i32() == Some(0)
             || v.as_i64() == Some(0) || v.as_f64() == Some(0.0));
         let result = check_retryable_multi(retryable, multi).and_then(|()| match &ts {
@@ -851,6 +909,11 @@ fn delete_statements(
             }
             None => run_delete(coll.as_ref(), &req.db, name, raw, vars.as_ref(), &mut out),
         });
+        if out.blocked_on.is_some() {
+            out.resume_at = i;
+            return Ok(out);
+        }
+        state.opcounters.delete.fetch_add(1, Relaxed);
         if let Err(e) = result {
             out.error(i, e);
             if ordered {
@@ -894,6 +957,9 @@ pub(super) fn run_delete(
     let Some(coll) = coll else { return Ok(()) };
     args::check_hint(&s, Some(coll))?;
     let targets = match_ids(coll, &filter, &filter_doc, limit)?;
+    if out.held_by_transaction(coll, targets.iter().map(|(rid, _)| *rid)) {
+        return Ok(());
+    }
     let n = targets.len() as i64;
     for chunk in targets.chunks(WRITE_CHUNK_COUNT) {
         let ops = chunk.iter().map(|(rid, _)| WriteOp::Delete(*rid)).collect();

@@ -111,19 +111,30 @@ pub async fn run(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<
     let wc = WriteConcern::parse(req.write_concern.as_ref())?;
     let a = parse(&req.body, &req.db, &name)?;
     crate::catalog::check_user_writable(&req.db, &name)?;
-    let guard = state.catalog.lock(&req.db, &name).await;
-    let job_wc = wc.clone();
-    let (value, last_error, ticket) = super::off_thread(state, req, move |state, req| {
-        let outcome = find_and_change(state, req, &name, &a);
-        // The lock is released before the sync: other writers need not wait for it.
-        drop(guard);
-        let outcome = outcome?;
-        if let Some(t) = &outcome.2 {
-            state.catalog.sync_if_idle(t, &job_wc);
+    let a = Arc::new(a);
+    // A target an open transaction holds: wait for it to end (holding nothing), then look for
+    // the target again, as a plain update does (`crud_write::run_waiting`).
+    let (value, last_error, ticket) = loop {
+        let guard = state.catalog.lock(&req.db, &name).await;
+        let (job_wc, name, a) = (wc.clone(), name.clone(), a.clone());
+        let step = super::off_thread(state, req, move |state, req| {
+            let outcome = find_and_change(state, req, &name, &a);
+            // The lock is released before the sync: other writers need not wait for it.
+            drop(guard);
+            let outcome = outcome?;
+            if let Changed::Done(o) = &outcome
+                && let Some(t) = &o.2
+            {
+                state.catalog.sync_if_idle(t, &job_wc);
+            }
+            Ok(outcome)
+        })
+        .await?;
+        match step {
+            Changed::Done(o) => break *o,
+            Changed::Blocked(key) => state.txns.wait_released(key, &req.op).await?,
         }
-        Ok(outcome)
-    })
-    .await?;
+    };
     if let Some(t) = &ticket {
         state.catalog.finish_write(t, &wc).await?;
     }
@@ -138,13 +149,19 @@ pub async fn run(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<
 /// The value to return, `lastErrorObject`, and the write's ticket.
 type Outcome = (Bson, Document, Option<storage::Ticket>);
 
+/// What one attempt did: the outcome, or nothing because an open transaction holds the target.
+enum Changed {
+    Done(Box<Outcome>),
+    Blocked(crate::txn::DocKey),
+}
+
 /// The storage part, under the namespace lock: find the target, then remove, update or upsert.
 fn find_and_change(
     state: &ServerState,
     req: &Request,
     name: &str,
     a: &Args,
-) -> CommandResult<Outcome> {
+) -> CommandResult<Changed> {
     state.catalog.check_not_view(&req.db, name)?;
     let _collation = args::collation_scope(
         &req.body,
@@ -167,6 +184,12 @@ fn find_and_change(
         }
         None => None,
     };
+    if let (Some((rid, _, _)), Some(c)) = (&target, &coll)
+        && req.txn.get().is_none()
+        && let Some(key) = state.txns.first_held(c.uuid().bytes(), [*rid])
+    {
+        return Ok(Changed::Blocked(key));
+    }
     let outcome = match (target, &a.stmt) {
         (Some((rid, doc, _)), None) => {
             state.opcounters.delete.fetch_add(1, Relaxed);
@@ -222,5 +245,5 @@ fn find_and_change(
         (None, Some(_)) => (Bson::Null, doc! { "n": 0, "updatedExisting": false }, None),
         (None, None) => (Bson::Null, doc! { "n": 0 }, None),
     };
-    Ok(outcome)
+    Ok(Changed::Done(Box::new(outcome)))
 }
