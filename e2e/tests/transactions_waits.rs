@@ -189,3 +189,73 @@ async fn many_waiting_writers_never_hold_up_the_commit() {
         );
     }
 }
+
+/// `{f0: {$exists: false}, ...}` with many clauses: every document costs all of them, so a scan
+/// of a few thousand documents runs for seconds.
+fn slow_filter() -> Document {
+    (0..20_000)
+        .map(|i| (format!("f{i}"), bson::Bson::Document(doc! { "$exists": false })))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_sessions_stops_a_running_statement_and_aborts_its_transaction() {
+    let server = Server::start_initiated(BIN, &[]).await;
+    let client = server.client().await;
+    let coll = client.database("w").collection::<Document>("c");
+    let docs: Vec<Document> = (0..3000).map(|i| doc! { "_id": i }).collect();
+    coll.insert_many(docs).await.expect("seed");
+
+    let mut s = client.start_session().await.expect("session");
+    let lsid = s.id().clone();
+    s.start_transaction().await.expect("start");
+    coll.insert_one(doc! { "_id": "mine" })
+        .session(&mut s)
+        .await
+        .expect("a write in the transaction");
+    let c = coll.clone();
+    let running = tokio::spawn(async move {
+        let r = c.count_documents(slow_filter()).session(&mut s).await;
+        (r, s)
+    });
+    // Wait until the statement shows in currentOp, then kill its session.
+    let admin = client.database("admin");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let cur = admin
+            .run_command(doc! { "currentOp": 1 })
+            .await
+            .expect("currentOp");
+        let counting = cur.get_array("inprog").expect("inprog").iter().any(|op| {
+            op.as_document()
+                .is_some_and(|d| d.get_str("ns").ok() == Some("w.c") && d.get_bool("active").ok() != Some(false))
+        });
+        if counting {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the statement never showed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    admin
+        .run_command(doc! { "killSessions": [lsid] })
+        .await
+        .expect("killSessions");
+    let (r, mut s) = tokio::time::timeout(Duration::from_secs(20), running)
+        .await
+        .expect("the statement stops")
+        .expect("join");
+    let e = r.expect_err("the statement was killed");
+    assert_eq!(error_code(&e), 11601, "{e}");
+    let next = coll
+        .find_one(doc! {})
+        .session(&mut s)
+        .await
+        .expect_err("the transaction is gone");
+    assert_eq!(error_code(&next), 251);
+    let _ = s.abort_transaction().await;
+    assert_eq!(
+        coll.count_documents(doc! { "_id": "mine" }).await.expect("count"),
+        0,
+        "its write never committed"
+    );
+}

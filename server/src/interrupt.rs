@@ -104,6 +104,11 @@ fn epoch() -> Instant {
 }
 
 impl Interrupt {
+    /// Whether both are the token of one operation.
+    pub fn same(&self, other: &Interrupt) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
     /// `(keysExamined, docsExamined)` counted so far.
     pub fn examined(&self) -> (u64, u64) {
         (

@@ -38,6 +38,8 @@ struct CommandOp {
     command: Document,
     op_type: &'static str,
     interrupt: Interrupt,
+    /// The key of the session the command runs in (its `lsid`), for killSessions.
+    session: Option<Vec<u8>>,
 }
 
 struct Op {
@@ -120,12 +122,34 @@ impl OpRegistry {
                 command: shown_command(info.name, info.body, info.body_bytes),
                 op_type: op_type(info.name),
                 interrupt: info.interrupt,
+                session: info
+                    .body
+                    .get("lsid")
+                    .and_then(|l| crate::sessions::session_key(l).ok())
+                    .map(|(k, _)| k),
             }),
         };
         Registered {
             registry: self,
             opid: self.insert(op),
         }
+    }
+
+    /// Interrupts (as killOp does) the running commands of the sessions with these keys, or of
+    /// every session, except the operation `except` (the killing command); returns how many.
+    pub fn kill_sessions(&self, keys: Option<&[Vec<u8>]>, except: &Interrupt) -> usize {
+        let mut n = 0;
+        for op in self.map().values() {
+            if let Kind::Command(c) = &op.kind
+                && let Some(k) = &c.session
+                && keys.is_none_or(|ks| ks.contains(k))
+                && !c.interrupt.same(except)
+            {
+                c.interrupt.interrupt(Reason::Killed);
+                n += 1;
+            }
+        }
+        n
     }
 
     pub fn progress(&self, id: u64, done: u64, total: u64) {

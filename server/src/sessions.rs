@@ -450,7 +450,7 @@ impl SessionTable {
 
     /// Aborts the open transactions of the sessions with these keys (endSessions, killSessions),
     /// or of every session; returns how many.
-    pub fn abort_sessions(&self, keys: Option<&[Vec<u8>]>) -> usize {
+    pub async fn abort_sessions(&self, keys: Option<&[Vec<u8>]>) -> usize {
         let entries: Vec<_> = {
             let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
             map.iter()
@@ -458,11 +458,16 @@ impl SessionTable {
                 .map(|(_, e)| e.txn.clone())
                 .collect()
         };
-        // A session busy with a statement is skipped; the reaper gets it later.
-        entries
-            .into_iter()
-            .filter(|e| e.try_lock().is_ok_and(|mut s| s.abort()))
-            .count()
+        // A session busy starting a statement or committing is waited for (briefly: a commit
+        // ends in one durable batch; a running statement does not hold the session); a commit
+        // that wins leaves nothing to abort.
+        let mut aborted = 0;
+        for e in entries {
+            if e.lock().await.abort() {
+                aborted += 1;
+            }
+        }
+        aborted
     }
 
     /// Aborts open transactions older than `limit` (`transactionLifetimeLimitSeconds`).
@@ -892,7 +897,7 @@ mod tests {
         assert!(table.statement(&stmt(3, true), begin).await.is_ok());
         assert_eq!(table.reap(Duration::ZERO), 1, "past its lifetime");
         assert!(table.statement(&stmt(4, true), begin).await.is_ok());
-        assert_eq!(table.abort_sessions(None), 1);
+        assert_eq!(table.abort_sessions(None).await, 1);
         assert_eq!(
             registry.started.load(std::sync::atomic::Ordering::Relaxed),
             4

@@ -502,14 +502,14 @@ pub async fn dispatch(
         "isMaster" => handshake::hello(state, conn, req, true),
         "ping" | "refreshSessions" => Ok(Reply::ok()),
         "endSessions" => {
-            transactions::end_sessions(state, req);
-            transactions::undo_aborted_ddl(state).await;
+            transactions::end_sessions(state, req).await;
             Ok(Reply::ok())
         }
         "killSessions" | "killAllSessions" | "killAllSessionsByPattern" => {
-            let r =
-                diagnostic::kill_sessions(req).inspect(|_| transactions::end_sessions(state, req));
-            transactions::undo_aborted_ddl(state).await;
+            let r = diagnostic::kill_sessions(req);
+            if r.is_ok() {
+                transactions::end_sessions(state, req).await;
+            }
             r
         }
         "commitTransaction" | "abortTransaction" => transactions::not_in_transaction(req),

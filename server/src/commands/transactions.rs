@@ -420,11 +420,20 @@ fn named_sessions(req: &Request) -> Vec<Vec<u8>> {
 }
 
 /// Aborts the open transactions of the sessions the command ends or kills.
-pub fn end_sessions(state: &ServerState, req: &Request) {
-    let aborted = match req.command {
-        "endSessions" | "killSessions" => state.sessions.abort_sessions(Some(&named_sessions(req))),
-        _ => state.sessions.abort_sessions(None),
+pub async fn end_sessions(state: &Arc<ServerState>, req: &Request) {
+    let named = match req.command {
+        "endSessions" | "killSessions" => Some(named_sessions(req)),
+        _ => None,
     };
+    // killSessions (and killAll*) also end what the sessions are running, as mongod's do.
+    if req.command != "endSessions" {
+        let killed = state.ops.kill_sessions(named.as_deref(), &req.op);
+        if killed > 0 {
+            tracing::info!(count = killed as u64, "killed the running operations of sessions");
+        }
+    }
+    let aborted = state.sessions.abort_sessions(named.as_deref()).await;
+    undo_aborted_ddl(state).await;
     if aborted > 0 {
         tracing::info!(
             count = aborted as u64,
