@@ -305,6 +305,23 @@ async fn counters_and_current_op_show_an_idle_transaction() {
     assert_eq!(op.get_bool("active").ok(), Some(false), "{op}");
     let lsid = op.get_document("lsid").expect("lsid");
     assert_eq!(lsid.get("id"), s.id().get("id"), "{op}");
+    // Without authentication mongod's uid is the SHA-256 of the empty name.
+    let empty_sha256 = [
+        0xe3, 0xb0, 0xc4, 0x42, 0x98, 0xfc, 0x1c, 0x14, 0x9a, 0xfb, 0xf4, 0xc8, 0x99, 0x6f, 0xb9,
+        0x24, 0x27, 0xae, 0x41, 0xe4, 0x64, 0x9b, 0x93, 0x4c, 0xa4, 0x95, 0x99, 0x1b, 0x78, 0x52,
+        0xb8, 0x55,
+    ];
+    assert_eq!(
+        lsid.get_binary_generic("uid").ok().map(|b| b.as_slice()),
+        Some(&empty_sha256[..]),
+        "{op}"
+    );
+    assert!(op.get_str("client").is_ok_and(|c| c.contains(':')), "{op}");
+    assert!(op.get_i64("connectionId").is_ok(), "{op}");
+    assert!(
+        op.get_document("clientMetadata").is_ok(),
+        "the driver's handshake metadata: {op}"
+    );
     let txn = op.get_document("transaction").expect("transaction");
     let params = txn.get_document("parameters").expect("parameters");
     assert_eq!(params.get_i64("txnNumber").ok(), Some(1), "{op}");

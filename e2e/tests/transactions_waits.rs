@@ -194,7 +194,12 @@ async fn many_waiting_writers_never_hold_up_the_commit() {
 /// of a few thousand documents runs for seconds.
 fn slow_filter() -> Document {
     (0..20_000)
-        .map(|i| (format!("f{i}"), bson::Bson::Document(doc! { "$exists": false })))
+        .map(|i| {
+            (
+                format!("f{i}"),
+                bson::Bson::Document(doc! { "$exists": false }),
+            )
+        })
         .collect()
 }
 
@@ -227,13 +232,17 @@ async fn kill_sessions_stops_a_running_statement_and_aborts_its_transaction() {
             .await
             .expect("currentOp");
         let counting = cur.get_array("inprog").expect("inprog").iter().any(|op| {
-            op.as_document()
-                .is_some_and(|d| d.get_str("ns").ok() == Some("w.c") && d.get_bool("active").ok() != Some(false))
+            op.as_document().is_some_and(|d| {
+                d.get_str("ns").ok() == Some("w.c") && d.get_bool("active").ok() != Some(false)
+            })
         });
         if counting {
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "the statement never showed");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the statement never showed"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     admin
@@ -254,7 +263,9 @@ async fn kill_sessions_stops_a_running_statement_and_aborts_its_transaction() {
     assert_eq!(error_code(&next), 251);
     let _ = s.abort_transaction().await;
     assert_eq!(
-        coll.count_documents(doc! { "_id": "mine" }).await.expect("count"),
+        coll.count_documents(doc! { "_id": "mine" })
+            .await
+            .expect("count"),
         0,
         "its write never committed"
     );

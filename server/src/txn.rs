@@ -80,6 +80,16 @@ pub struct Registry {
     released: tokio::sync::Notify,
 }
 
+/// The connection a transaction's statement came from, as currentOp shows it.
+#[derive(Clone, Debug, Default)]
+pub struct StatementClient {
+    pub connection_id: i64,
+    pub client: String,
+    pub client_metadata: Option<bson::Document>,
+    /// The session's `uid`: SHA-256 of the user's "db.name" (of "" without authentication).
+    pub uid: [u8; 32],
+}
+
 /// A document as the lock table names it: (collection UUID, RecordId).
 pub type DocKey = ([u8; 16], RecordId);
 
@@ -219,6 +229,8 @@ pub struct Txn {
     activity: Mutex<Activity>,
     /// Collections and indexes its statements created, in order.
     created: Mutex<Vec<Created>>,
+    /// Who ran its last statement, for currentOp's idle-session entry.
+    last_client: Mutex<Option<StatementClient>>,
     pub options: Options,
     pub started: Instant,
     pub started_wall: bson::DateTime,
@@ -287,6 +299,7 @@ impl Txn {
             ended: AtomicBool::new(false),
             activity: Mutex::new(Activity::default()),
             created: Mutex::new(Vec::new()),
+            last_client: Mutex::new(None),
             options,
             started: Instant::now(),
             started_wall: bson::DateTime::now(),
@@ -370,6 +383,16 @@ impl Txn {
             self.registry.released.notify_waiters();
         }
         self.registry.open.fetch_sub(1, Relaxed);
+    }
+
+    /// Notes who runs the current statement.
+    pub fn note_client(&self, c: StatementClient) {
+        *lock(&self.last_client) = Some(c);
+    }
+
+    /// Who ran the last statement.
+    pub fn last_client(&self) -> Option<StatementClient> {
+        lock(&self.last_client).clone()
     }
 
     /// Notes a collection or index a statement of this transaction created.

@@ -460,6 +460,9 @@ pub async fn dispatch(
             return authz::finish(state, conn, spec.name, req, result).await;
         }
         _active = Some(transactions::attach(state, req, ts).await?);
+        if let Some(t) = req.txn.get() {
+            t.note_client(transactions::statement_client(conn));
+        }
     }
     if let Some(rw) = retryable {
         let existing = state.catalog.collection(

@@ -429,7 +429,10 @@ pub async fn end_sessions(state: &Arc<ServerState>, req: &Request) {
     if req.command != "endSessions" {
         let killed = state.ops.kill_sessions(named.as_deref(), &req.op);
         if killed > 0 {
-            tracing::info!(count = killed as u64, "killed the running operations of sessions");
+            tracing::info!(
+                count = killed as u64,
+                "killed the running operations of sessions"
+            );
         }
     }
     let aborted = state.sessions.abort_sessions(named.as_deref()).await;
@@ -439,6 +442,22 @@ pub async fn end_sessions(state: &Arc<ServerState>, req: &Request) {
             count = aborted as u64,
             "aborted the transactions of ended sessions"
         );
+    }
+}
+
+/// Who runs a statement, as an idle transaction's currentOp entry shows it afterwards.
+pub fn statement_client(conn: &super::ConnectionInfo) -> crate::txn::StatementClient {
+    use sha2::Digest;
+    let name = conn
+        .auth
+        .user()
+        .map(|u| format!("{}.{}", u.db, u.name))
+        .unwrap_or_default();
+    crate::txn::StatementClient {
+        connection_id: conn.id,
+        client: conn.peer.to_string(),
+        client_metadata: conn.client_metadata.clone(),
+        uid: sha2::Sha256::digest(name.as_bytes()).into(),
     }
 }
 
@@ -468,12 +487,29 @@ pub fn idle_transactions(state: &ServerState) -> Vec<Document> {
                 .timestamp_millis()
                 .saturating_add(lifetime_ms),
         );
-        out.push(doc! {
+        let client = txn.last_client().unwrap_or_default();
+        let uid = bson::Binary {
+            subtype: bson::spec::BinarySubtype::Generic,
+            bytes: client.uid.to_vec(),
+        };
+        let mut entry = doc! {
             "type": "idleSession",
             "host": format!("{}:{}", crate::sysinfo::hostname(), state.config.port),
             "desc": "inactive transaction",
+            "client": client.client,
+            "connectionId": client.connection_id,
+        };
+        if let Some(m) = client.client_metadata {
+            if let Ok(app) = m.get_document("application")
+                && let Ok(name) = app.get_str("name")
+            {
+                entry.insert("appName", name);
+            }
+            entry.insert("clientMetadata", m);
+        }
+        entry.extend(doc! {
             "active": false,
-            "lsid": { "id": lsid },
+            "lsid": { "id": lsid, "uid": uid },
             "transaction": {
                 "parameters": {
                     "txnNumber": txn_number,
@@ -490,6 +526,7 @@ pub fn idle_transactions(state: &ServerState) -> Vec<Document> {
             "waitingForLock": false,
             "locks": {},
         });
+        out.push(entry);
     }
     out
 }
