@@ -473,3 +473,46 @@ async fn a_statement_running_in_a_transaction_counts_it_active() {
     assert_eq!(t.get_i64("currentInactive").ok(), Some(1), "{t}");
     s.commit_transaction().await.expect("commit");
 }
+
+#[tokio::test]
+async fn a_transaction_reading_through_a_view_holds_the_views_sources() {
+    let server = initiated(&[]).await;
+    let client = server.client().await;
+    let db = client.database("t");
+    db.collection::<Document>("src")
+        .insert_one(doc! { "_id": 1, "k": 1 })
+        .await
+        .expect("seed");
+    db.collection::<Document>("other")
+        .insert_one(doc! { "_id": 1, "k": 1 })
+        .await
+        .expect("seed other");
+    db.run_command(doc! { "create": "v", "viewOn": "src", "pipeline": [
+        { "$lookup": { "from": "other", "localField": "k", "foreignField": "k", "as": "o" } },
+    ] })
+    .await
+    .expect("view");
+    db.run_command(doc! { "create": "vv", "viewOn": "v", "pipeline": [] })
+        .await
+        .expect("view of the view");
+    let mut s = client.start_session().await.expect("session");
+    s.start_transaction().await.expect("start");
+    let n = db
+        .collection::<Document>("vv")
+        .count_documents(doc! {})
+        .session(&mut s)
+        .await
+        .expect("read through the views");
+    assert_eq!(n, 1);
+    for source in ["src", "other"] {
+        let e = db
+            .run_command(doc! { "drop": source, "maxTimeMS": 50 })
+            .await
+            .expect_err("the transaction holds what the views read");
+        assert_eq!(error_code(&e), 50, "{source}: {e}");
+    }
+    s.commit_transaction().await.expect("commit");
+    db.run_command(doc! { "drop": "src" })
+        .await
+        .expect("the drop goes once the transaction ended");
+}

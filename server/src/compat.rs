@@ -122,7 +122,8 @@ const NOTES: &[(&str, &str)] = &[
      `serverStatus.metrics.operation.transactionTooLargeForCacheErrors`. `currentOp` with \
      `$all` or `idleSessions` lists idle open transactions with mongod's `transaction` \
      sub-document; a commit waits while the server is fsync-locked. A statement on a view \
-     holds the view's name, not its source collection's. A plain update, delete or findAndModify that meets a \
+     holds the view and what it reads (its source, the collections its pipeline names, views \
+     of views followed). A plain update, delete or findAndModify that meets a \
      document an open transaction wrote waits for the transaction to end (maxTimeMS, killOp \
      and a disconnect end the wait and fail the command), then applies on top of its outcome; \
      plain inserts and bulkWrite do not wait (the transaction conflicts at \

@@ -43,7 +43,7 @@ pub async fn attach(
     let locked = txn
         .lock_namespaces(
             &state.catalog.ns_locks,
-            &statement_targets(req),
+            &with_view_sources(state, statement_targets(req)),
             lock_timeout(state),
         )
         .await;
@@ -177,6 +177,36 @@ pub fn statement_targets(req: &Request) -> Vec<Target> {
         && let Ok(p) = req.body.get_array("pipeline")
     {
         pipeline_targets(db, p, &mut out, 0);
+    }
+    out
+}
+
+/// `targets` plus, for each view among them, what it reads: its source and the collections its
+/// pipeline names, views of views followed (up to `PIPELINE_DEPTH_MAX`), so DDL on a view's
+/// source waits for a transaction reading through the view, as mongod's locks make it.
+fn with_view_sources(state: &ServerState, targets: Vec<Target>) -> Vec<Target> {
+    let mut out = targets.clone();
+    let mut todo = targets;
+    let mut depth = 0;
+    while !todo.is_empty() && depth <= PIPELINE_DEPTH_MAX {
+        let mut next = Vec::new();
+        for t in todo {
+            let Some(coll) = &t.coll else { continue };
+            let Ok(Some(view)) = super::views::get(state, &t.db, coll) else {
+                continue;
+            };
+            let mut found = vec![Target::collection(&t.db, &view.view_on)];
+            let stages: Vec<Bson> = view.pipeline.into_iter().map(Bson::Document).collect();
+            pipeline_targets(&t.db, &stages, &mut found, 0);
+            for f in found {
+                if !out.contains(&f) {
+                    out.push(f.clone());
+                    next.push(f);
+                }
+            }
+        }
+        todo = next;
+        depth += 1;
     }
     out
 }
