@@ -403,10 +403,29 @@ async fn a_commit_waits_while_the_server_is_fsync_locked() {
     a.run_command(doc! { "fsync": 1, "lock": true })
         .await
         .expect("fsync lock");
+    // A commit with maxTimeMS ends at it (50, labelled UnknownTransactionCommitResult, as
+    // mongod's); the transaction stays open and its commit can be retried.
+    let timed = client
+        .database("admin")
+        .run_command(doc! { "commitTransaction": 1, "maxTimeMS": 100 })
+        .session(&mut s)
+        .await
+        .expect_err("maxTimeMS at the locked gate");
+    assert_eq!(error_code(&timed), 50, "{timed}");
+    assert!(
+        timed.contains_label("UnknownTransactionCommitResult"),
+        "{timed}"
+    );
+    let plain = client
+        .database("t")
+        .run_command(doc! { "insert": "c", "documents": [{ "_id": 99 }], "maxTimeMS": 100 })
+        .await
+        .expect_err("a plain write blocked by fsyncLock ends at its maxTimeMS");
+    assert_eq!(error_code(&plain), 50, "{plain}");
     let commit = tokio::spawn(async move { s.commit_transaction().await });
     // The fail point counts the commit arriving at the locked gate.
     a.run_command(
-        doc! { "waitForFailPoint": "fsyncLockedWrite", "timesEntered": 1, "maxTimeMS": 30000 },
+        doc! { "waitForFailPoint": "fsyncLockedWrite", "timesEntered": 3, "maxTimeMS": 30000 },
     )
     .await
     .expect("the commit waits at the gate");

@@ -127,7 +127,9 @@ const NOTES: &[(&str, &str)] = &[
      document an open transaction wrote waits for the transaction to end (maxTimeMS, killOp \
      and a disconnect end the wait and fail the command), then applies on top of its outcome; \
      plain inserts and bulkWrite do not wait (the transaction conflicts at \
-     commit instead).",
+     commit instead). A commitTransaction that fails with MaxTimeMSExpired (e.g. waiting at an \
+     fsyncLock, where every write now honours maxTimeMS) or whose durability fails after the \
+     batch applied carries `UnknownTransactionCommitResult`.",
     ),
     (
         "Creating collections and indexes in a transaction",

@@ -426,6 +426,15 @@ impl CommandError {
         self
     }
 
+    /// Adds `UnknownTransactionCommitResult` to `errorLabels`: a commit whose outcome the
+    /// client cannot know (it may have committed); the client retries the commit alone.
+    pub fn unknown_commit_result(mut self) -> Self {
+        let mut extra = self.extra.take().unwrap_or_default();
+        extra.insert("errorLabels", vec!["UnknownTransactionCommitResult"]);
+        self.extra = Some(extra);
+        self
+    }
+
     /// The whole `{ok: 0.0, errmsg, code, codeName}` reply document.
     pub fn to_reply(&self) -> Document {
         let mut reply = doc! {

@@ -228,6 +228,26 @@ pub fn tick_n(n: usize) -> CommandResult<()> {
     }
 }
 
+/// How often an operation waiting for a lock looks at its interrupt token.
+const WAIT_CHECK_MS: u64 = 10;
+
+/// Awaits `fut` (a lock, a gate), failing when the operation is killed, its client goes or its
+/// deadline passes (maxTimeMS: 50); the future keeps its place in its queue between checks.
+pub async fn wait_for<F: std::future::Future>(fut: F, op: &Interrupt) -> CommandResult<F::Output> {
+    tokio::pin!(fut);
+    loop {
+        op.check()?;
+        let mut wake = Instant::now() + std::time::Duration::from_millis(WAIT_CHECK_MS);
+        if let Some(d) = op.deadline() {
+            wake = wake.min(d);
+        }
+        tokio::select! {
+            g = &mut fut => return Ok(g),
+            _ = tokio::time::sleep_until(wake.into()) => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

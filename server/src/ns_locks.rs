@@ -18,13 +18,11 @@ use crate::error::{CommandResult, ErrorCode, err};
 use crate::interrupt::Interrupt;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock};
 
 /// Entries kept before unused ones are dropped.
 const NAMESPACE_LOCK_ENTRIES_MAX: usize = 4096;
-/// How often a waiting DDL looks at its interrupt token (killOp, maxTimeMS, disconnect).
-const DDL_WAIT_CHECK_MS: u64 = 10;
 
 type Lock = Arc<RwLock<()>>;
 
@@ -161,9 +159,11 @@ impl NamespaceLocks {
             let lock = self.handle(&t);
             let wanted = targets.contains(&t);
             if wanted {
-                out._exclusive.push(wait(lock.write_owned(), op).await?);
+                out._exclusive
+                    .push(crate::interrupt::wait_for(lock.write_owned(), op).await?);
             } else {
-                out._shared.push(wait(lock.read_owned(), op).await?);
+                out._shared
+                    .push(crate::interrupt::wait_for(lock.read_owned(), op).await?);
             }
         }
         Ok(out)
@@ -181,23 +181,6 @@ fn ordered(targets: &[Target]) -> Vec<Target> {
         .cloned()
         .collect();
     dbs.into_iter().chain(colls).collect()
-}
-
-/// Awaits `fut`, failing when the operation is killed or its deadline passes; the future keeps
-/// its place in the lock's queue between checks.
-async fn wait<F: std::future::Future>(fut: F, op: &Interrupt) -> CommandResult<F::Output> {
-    tokio::pin!(fut);
-    loop {
-        op.check()?;
-        let mut wake = Instant::now() + Duration::from_millis(DDL_WAIT_CHECK_MS);
-        if let Some(d) = op.deadline() {
-            wake = wake.min(d);
-        }
-        tokio::select! {
-            g = &mut fut => return Ok(g),
-            _ = tokio::time::sleep_until(wake.into()) => {}
-        }
-    }
 }
 
 #[cfg(test)]

@@ -448,7 +448,15 @@ pub async fn dispatch(
                 state
                     .failpoints
                     .enter_if(crate::failpoints::FSYNC_LOCKED_WRITE, |_| true);
-                Some(state.catalog.fsync.writer().await)
+                // As mongod's, a write blocked by fsyncLock still ends at its maxTimeMS.
+                let gate = crate::interrupt::wait_for(state.catalog.fsync.writer(), &req.op)
+                    .await
+                    .map_err(|e| match req.command {
+                        // A commit that ran out of time: mongod labels its outcome unknown.
+                        "commitTransaction" => e.unknown_commit_result(),
+                        _ => e,
+                    })?;
+                Some(gate)
             }
         }
     } else {

@@ -278,9 +278,19 @@ async fn commit(
                 crate::offload::run(state, "commitTransaction", Some(&req.op), move |_| {
                     txn.commit(note).map_err(|e| storage_error(e, "", ""))
                 })
-                .await?;
+                .await
+                .map_err(|e| match e.code {
+                    // mongod labels a commit that ran out of time: it may have committed.
+                    ErrorCode::MaxTimeMSExpired => e.unknown_commit_result(),
+                    _ => e,
+                })?;
             if let Some(t) = &ticket {
-                state.catalog.finish_write(t, &wc).await?;
+                // The batch is applied; only its durability failed: the outcome is unknown.
+                state
+                    .catalog
+                    .finish_write(t, &wc)
+                    .await
+                    .map_err(|e| e.unknown_commit_result())?;
             }
             let mut r = doc! {};
             if let Some(wce) = wc.error() {
