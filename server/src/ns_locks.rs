@@ -186,6 +186,7 @@ fn ordered(targets: &[Target]) -> Vec<Target> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     const SHORT: Duration = Duration::from_millis(5);
 
