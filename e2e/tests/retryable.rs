@@ -13,7 +13,7 @@ use wire::{Body, OpMsg};
 
 const BIN: &str = env!("CARGO_BIN_EXE_cairn");
 
-fn command(conn: &mut RawConn, body: &Document) -> Document {
+pub(crate) fn command(conn: &mut RawConn, body: &Document) -> Document {
     send(conn, body);
     let reply = wire::decode(&conn.recv().expect("reply")).expect("frame");
     let Body::Msg(r) = reply.body else {

@@ -535,3 +535,55 @@ async fn a_transaction_reading_through_a_view_holds_the_views_sources() {
         .await
         .expect("the drop goes once the transaction ended");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_retried_after_kill_9_answers_committed() {
+    let mut server = initiated(&[]).await;
+    let client = server.client().await;
+    let c = client.database("t").collection::<Document>("c");
+    c.insert_one(doc! { "_id": 0 }).await.expect("seed");
+    let mut s = holding(&client, &c, 1).await;
+    let lsid = s.id().clone();
+    s.commit_transaction().await.expect("commit");
+    drop(s);
+    drop(client);
+    server.restart_after_kill();
+    let mut raw = cairn_e2e::RawConn::connect(&server.addr());
+    // The commit's reply was lost (as if the connection broke): the client retries it, raw
+    // (the driver would put its own session on the command).
+    let retried = crate::retryable::command(
+        &mut raw,
+        &doc! {
+            "commitTransaction": 1,
+            "lsid": lsid.clone(),
+            "txnNumber": 1i64,
+            "autocommit": false,
+            "$db": "admin",
+        },
+    );
+    assert_eq!(
+        retried.get_f64("ok").ok(),
+        Some(1.0),
+        "a commit retried after the restart answers ok, not NoSuchTransaction: {retried}"
+    );
+    let client = server.client().await;
+    let c = client.database("t").collection::<Document>("c");
+    assert_eq!(
+        c.count_documents(doc! {}).await.expect("count"),
+        2,
+        "committed once"
+    );
+    // A statement of that transaction after the restart: mongod's TransactionCommitted.
+    let again = crate::retryable::command(
+        &mut raw,
+        &doc! {
+            "insert": "c",
+            "documents": [{ "_id": 2 }],
+            "lsid": lsid,
+            "txnNumber": 1i64,
+            "autocommit": false,
+            "$db": "t",
+        },
+    );
+    assert_eq!(again.get_i32("code").ok(), Some(256), "{again}");
+}

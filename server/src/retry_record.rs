@@ -137,6 +137,35 @@ impl RetryRecord {
     }
 }
 
+/// The op that records, in the commit batch of a transaction, that the session's transaction
+/// `txn_number` committed (`state: "committed"`, as mongod's record says), so that a commit
+/// retried after a restart gets its answer instead of NoSuchTransaction (whose
+/// TransientTransactionError label would make the client run the transaction again).
+pub fn committed_op(
+    engine: &storage::Engine,
+    key: &[u8],
+    txn_number: i64,
+) -> storage::Result<(Arc<Collection>, WriteOp)> {
+    let coll = collection(engine)?;
+    let id = session_id(key);
+    let raw = encode(&doc! {
+        "_id": id.clone(),
+        "txnNum": txn_number,
+        "lastWriteDate": bson::DateTime::now(),
+        "state": "committed",
+    })?;
+    let probe = encode(&doc! { "_id": id })?;
+    let existing = match probe.iter().next() {
+        Some(Ok((_, v))) => coll.find_by_id(v)?,
+        _ => None,
+    };
+    let op = match existing {
+        Some(rid) => WriteOp::Replace(rid, raw),
+        None => WriteOp::Insert(raw),
+    };
+    Ok((coll, op))
+}
+
 /// A write outside a transaction: the thread's retryable write's first batch also sets its
 /// session's record, atomically with the data.
 pub fn write(coll: &Arc<Collection>, ops: Vec<WriteOp>) -> storage::Result<storage::Ticket> {
@@ -170,8 +199,9 @@ fn scan_all(c: &Collection) -> storage::Result<Vec<(storage::RecordId, RawDocume
     }
 }
 
-/// One session's record as loaded: its key (the lsid UUID's bytes), `txnNum`, the kept reply.
-pub type Loaded = (Vec<u8>, i64, Option<Document>);
+/// One session's record as loaded: its key (the lsid UUID's bytes), `txnNum`, the kept reply,
+/// and whether it records a committed transaction.
+pub type Loaded = (Vec<u8>, i64, Option<Document>, bool);
 
 /// Every record.
 pub fn load(engine: &storage::Engine) -> storage::Result<Vec<Loaded>> {
@@ -188,7 +218,8 @@ pub fn load(engine: &storage::Engine) -> storage::Result<Vec<Loaded>> {
             _ => continue,
         };
         let Ok(n) = d.get_i64("txnNum") else { continue };
-        out.push((key, n, d.get_document("reply").ok().cloned()));
+        let committed = d.get_str("state").ok() == Some("committed");
+        out.push((key, n, d.get_document("reply").ok().cloned(), committed));
     }
     Ok(out)
 }

@@ -76,6 +76,11 @@ pub struct TxnStatement {
 
 impl TxnStatement {
     /// `{lsid: {id}, txnNumber}` as the oplog and change events show a transaction.
+    /// The session's key (the lsid UUID's bytes).
+    pub fn key(&self) -> &[u8] {
+        &self.key
+    }
+
     pub fn note(&self) -> Document {
         let id = bson::Binary {
             subtype: bson::spec::BinarySubtype::Uuid,
@@ -570,7 +575,8 @@ impl SessionTable {
     /// A session as `config.transactions` kept it over a restart: its write under `txn_number`
     /// ran; `reply` is what a retry gets (None: the server stopped before it was recorded, so a
     /// retry gets IncompleteTransactionHistory, never a second run).
-    pub fn restore(&self, key: Vec<u8>, txn_number: i64, reply: Option<Document>) {
+    /// `committed`: the record is a committed transaction's, so a retried commit answers ok.
+    pub fn restore(&self, key: Vec<u8>, txn_number: i64, reply: Option<Document>, committed: bool) {
         let Ok(entry) = self.entry(&key) else {
             return;
         };
@@ -591,7 +597,7 @@ impl SessionTable {
             reply_bytes: if kept.is_some() { bytes } else { 0 },
             reply: kept,
             executed: true,
-            phase: None,
+            phase: committed.then(|| Phase::Committed(doc! { "ok": 1.0 })),
         };
     }
 

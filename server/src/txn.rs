@@ -736,7 +736,13 @@ impl Txn {
 
     /// Commits the write set as one atomic storage batch, checked against the snapshot, `note`
     /// (its session and number) in the batch's stamp. None when the transaction wrote nothing.
-    pub fn commit(&self, note: bson::Document) -> storage::Result<Option<Ticket>> {
+    /// `record`: the session record's op (`retry_record::committed_op`), written in the same
+    /// batch when the transaction writes anything.
+    pub fn commit(
+        &self,
+        note: bson::Document,
+        record: Option<(Arc<Collection>, WriteOp)>,
+    ) -> storage::Result<Option<Ticket>> {
         let writes = std::mem::take(&mut *lock(&self.writes));
         let parts: Vec<(Arc<Collection>, Vec<WriteOp>)> = writes
             .into_iter()
@@ -758,6 +764,10 @@ impl Txn {
             .collect();
         if parts.is_empty() {
             return Ok(None);
+        }
+        let mut parts = parts;
+        if let Some((coll, op)) = record {
+            parts.push((coll, vec![op]));
         }
         let borrowed = parts.iter().map(|(c, ops)| (&**c, ops.clone())).collect();
         storage::write_across_at(borrowed, Some(&self.snapshot), Some(note)).map(Some)
@@ -895,7 +905,10 @@ mod tests {
         second
             .buffer(&coll, vec![WriteOp::Delete(rids[0])])
             .expect("free once the first is gone");
-        let ticket = second.commit(doc! {}).expect("commit").expect("a ticket");
+        let ticket = second
+            .commit(doc! {}, None)
+            .expect("commit")
+            .expect("a ticket");
         assert_eq!(ticket.record_ids, vec![rids[0]]);
         assert!(!coll.contains(rids[0]).expect("contains"));
     }

@@ -70,8 +70,8 @@ fn restore_sessions(state: &ServerState) {
     match crate::retry_record::load(state.catalog.engine()) {
         Ok(records) => {
             let n = records.len();
-            for (key, txn_number, reply) in records {
-                state.sessions.restore(key, txn_number, reply);
+            for (key, txn_number, reply, committed) in records {
+                state.sessions.restore(key, txn_number, reply, committed);
             }
             if n > 0 {
                 tracing::info!(sessions = n as u64, "retryable-write records restored");

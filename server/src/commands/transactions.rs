@@ -270,20 +270,23 @@ async fn commit(
 ) -> CommandResult<Reply> {
     let wc = WriteConcern::parse(req.write_concern.as_ref())?;
     let note = ts.note();
+    let (key, number) = (ts.key().to_vec(), ts.txn_number);
     let reply = state
         .sessions
         .commit(ts, |txn| async move {
             let _active = txn.activate();
-            let ticket =
-                crate::offload::run(state, "commitTransaction", Some(&req.op), move |_| {
-                    txn.commit(note).map_err(|e| storage_error(e, "", ""))
-                })
-                .await
-                .map_err(|e| match e.code {
-                    // mongod labels a commit that ran out of time: it may have committed.
-                    ErrorCode::MaxTimeMSExpired => e.unknown_commit_result(),
-                    _ => e,
-                })?;
+            let ticket = crate::offload::run(state, "commitTransaction", Some(&req.op), move |s| {
+                let record = crate::retry_record::committed_op(s.catalog.engine(), &key, number)
+                    .map_err(|e| storage_error(e, "config", "transactions"))?;
+                txn.commit(note, Some(record))
+                    .map_err(|e| storage_error(e, "", ""))
+            })
+            .await
+            .map_err(|e| match e.code {
+                // mongod labels a commit that ran out of time: it may have committed.
+                ErrorCode::MaxTimeMSExpired => e.unknown_commit_result(),
+                _ => e,
+            })?;
             if let Some(t) = &ticket {
                 // The batch is applied; only its durability failed: the outcome is unknown.
                 state
