@@ -356,3 +356,67 @@ async fn kill_sessions_and_failed_statements_undo_creation_too() {
         .expect("killSessions");
     assert_eq!(names_become(&db, &["seed"]).await, vec!["seed"]);
 }
+
+#[tokio::test]
+async fn unique_indexes_are_checked_at_the_statement() {
+    let server = Server::start_initiated(BIN, &[]).await;
+    let client = server.client().await;
+    let db = client.database("u");
+    let coll = db.collection::<Document>("c");
+    coll.create_index(
+        mongodb::IndexModel::builder()
+            .keys(doc! { "k": 1 })
+            .options(
+                mongodb::options::IndexOptions::builder()
+                    .unique(true)
+                    .build(),
+            )
+            .build(),
+    )
+    .await
+    .expect("unique index");
+    coll.insert_one(doc! { "_id": 1, "k": 1 })
+        .await
+        .expect("seed");
+
+    // A key a committed document holds: 11000 at the insert, and the transaction is over.
+    let mut s = client.start_session().await.expect("session");
+    s.start_transaction().await.expect("start");
+    let dup = coll
+        .insert_one(doc! { "_id": 2, "k": 1 })
+        .session(&mut s)
+        .await
+        .expect_err("duplicate key at the statement");
+    assert_eq!(error_code(&dup), 11000, "{dup}");
+    assert_aborted(&db, &mut s).await;
+
+    // The transaction frees the key itself first: allowed.
+    s.start_transaction().await.expect("start");
+    coll.delete_one(doc! { "_id": 1 })
+        .session(&mut s)
+        .await
+        .expect("delete the holder");
+    coll.insert_one(doc! { "_id": 3, "k": 1 })
+        .session(&mut s)
+        .await
+        .expect("the key is free in the transaction");
+    s.commit_transaction().await.expect("commit");
+
+    // A key committed by someone else after the transaction began: a write conflict.
+    s.start_transaction().await.expect("start");
+    coll.find_one(doc! { "_id": 3 })
+        .session(&mut s)
+        .await
+        .expect("the snapshot is taken");
+    coll.insert_one(doc! { "_id": 4, "k": 2 })
+        .await
+        .expect("a plain insert commits k: 2");
+    let late = coll
+        .insert_one(doc! { "_id": 5, "k": 2 })
+        .session(&mut s)
+        .await
+        .expect_err("conflict");
+    assert_eq!(error_code(&late), 112, "{late}");
+    assert!(late.contains_label("TransientTransactionError"), "{late}");
+    let _ = s.abort_transaction().await;
+}

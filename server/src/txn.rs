@@ -33,8 +33,9 @@
 //! (a collection nobody wrote into since, an index on it). mongod keeps them private until
 //! commit; here others may see the empty collection and write into it, and then it stays.
 //!
-//! Not done here: secondary unique indexes are checked at commit only (the `_id` index at the
-//! statement).
+//! Unique indexes are checked at the statement against what is committed (`check_unique`; the
+//! `_id` index by `check_new_id`), and again by the commit's batch, which also catches
+//! duplicates among the transaction's own writes.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -569,6 +570,41 @@ impl Txn {
         Ok((inserts, next))
     }
 
+    /// Secondary unique indexes at the statement, as mongod checks them: a new version whose
+    /// key a committed document holds (one this transaction does not itself rewrite) is a
+    /// duplicate key when that document is in the snapshot, a write conflict when it was
+    /// committed after. Duplicates among the transaction's own writes are caught at commit.
+    fn check_unique(
+        &self,
+        w: &NsWrites,
+        staged: &[(RecordId, Option<Pending>)],
+    ) -> storage::Result<()> {
+        if !w
+            .coll
+            .indexes()
+            .iter()
+            .any(|i| i.spec.unique && i.spec.name != storage::ID_INDEX_NAME)
+        {
+            return Ok(());
+        }
+        let mine =
+            |rid: RecordId| w.pending.contains_key(&rid) || staged.iter().any(|(r, _)| *r == rid);
+        for (rid, p) in staged {
+            let Some(doc) = p.as_ref().and_then(|p| p.doc.as_ref()) else {
+                continue;
+            };
+            if let Some((holder, dup)) = w.coll.unique_conflict(doc, *rid, &mine)? {
+                if w.coll.changed_after(&self.snapshot, holder)? {
+                    return Err(conflict(
+                        "a unique key this write needs was committed after the transaction began",
+                    ));
+                }
+                return Err(dup);
+            }
+        }
+        Ok(())
+    }
+
     /// Claims a stored document for this transaction's write: WriteConflict when another open
     /// transaction holds it or a commit after the snapshot changed it.
     fn claim(&self, coll: &Collection, rid: RecordId) -> storage::Result<()> {
@@ -689,6 +725,7 @@ impl Txn {
             staged.push((rid, pending));
         }
         self.check_memory(w, &staged)?;
+        self.check_unique(w, &staged)?;
         w.next_insert = next_insert;
         let mut pinned = self.pinned_bytes.load(Relaxed);
         for (rid, p) in staged {

@@ -429,6 +429,31 @@ impl Collection {
         )
     }
 
+    /// The first entry of a unique index other than `_id` that `doc` (to be stored as `rid`)
+    /// would collide with, skipping entries of RecordIds `skip` says to: the holder's RecordId
+    /// and the duplicate-key error a write would get. A transaction checks its statements with
+    /// this against what is committed (the batch at commit checks again).
+    pub fn unique_conflict(
+        &self,
+        doc: &RawDocument,
+        rid: RecordId,
+        skip: &dyn Fn(RecordId) -> bool,
+    ) -> Result<Option<(RecordId, StorageError)>> {
+        let st = self.read()?;
+        let pager = self.pager();
+        for ix in st.indexes.iter().filter(|i| i.spec.unique) {
+            if ix.spec.name == crate::ID_INDEX_NAME {
+                continue;
+            }
+            for k in ix.keys_of(doc)?.0 {
+                if let Some(h) = ix.conflict_except(pager, &k, &|o| o == rid || skip(o))? {
+                    return Ok(Some((h, ix.duplicate(&k))));
+                }
+            }
+        }
+        Ok(None)
+    }
+
     /// Specs and state of every index.
     pub fn indexes(&self) -> Vec<IndexInfo> {
         let Ok(st) = self.read() else {

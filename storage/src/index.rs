@@ -246,6 +246,16 @@ impl Index {
 
     /// A RecordId other than `rid` holding `key`, if any.
     pub fn conflict(&self, pager: &Pager, key: &[u8], rid: u64) -> Result<Option<u64>> {
+        self.conflict_except(pager, key, &|other| other == rid)
+    }
+
+    /// The first RecordId holding `key` that `skip` does not exclude.
+    pub fn conflict_except(
+        &self,
+        pager: &Pager,
+        key: &[u8],
+        skip: &dyn Fn(u64) -> bool,
+    ) -> Result<Option<u64>> {
         let lo = entry_key(key, 0);
         let hi = entry_key(key, u64::MAX);
         let mut found = None;
@@ -256,7 +266,7 @@ impl Index {
             false,
             &mut |k, _| {
                 let other = keycode::split_record_id(k).1;
-                if other != rid {
+                if !skip(other) {
                     found = Some(other);
                     return Ok(false);
                 }
