@@ -7,7 +7,7 @@
 
 use bson::{Document, doc};
 use cairn_e2e::{Server, error_code};
-use mongodb::Collection;
+use mongodb::{ClientSession, Collection};
 use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_cairn");
@@ -25,21 +25,27 @@ async fn still_waiting<T>(task: &tokio::task::JoinHandle<T>, ms: u64) -> bool {
     !task.is_finished()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_plain_update_waits_for_the_commit_and_applies_on_top() {
+/// A one-member set with documents 1 and 2 (`a: 0`) and an open transaction that has set
+/// document 1's `a` to `a`: the document a plain write then meets.
+async fn holding_one(a: i32) -> (Server, mongodb::Client, Collection<Document>, ClientSession) {
     let server = Server::start_initiated(BIN, &[]).await;
     let client = server.client().await;
     let coll = client.database("w").collection::<Document>("c");
     coll.insert_many([doc! { "_id": 1, "a": 0 }, doc! { "_id": 2, "a": 0 }])
         .await
         .expect("seed");
-
     let mut s = client.start_session().await.expect("session");
     s.start_transaction().await.expect("start");
-    coll.update_one(doc! { "_id": 1 }, doc! { "$set": { "a": 10 } })
+    coll.update_one(doc! { "_id": 1 }, doc! { "$set": { "a": a } })
         .session(&mut s)
         .await
         .expect("transaction's update");
+    (server, client, coll, s)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_update_waits_for_the_commit_and_applies_on_top() {
+    let (_server, client, coll, mut s) = holding_one(10).await;
 
     // Two statements: the first touches a free document, the second the held one.
     let db = client.database("w");
@@ -78,18 +84,7 @@ async fn a_plain_update_waits_for_the_commit_and_applies_on_top() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plain_delete_waits_for_the_abort_and_max_time_ends_a_wait() {
-    let server = Server::start_initiated(BIN, &[]).await;
-    let client = server.client().await;
-    let coll = client.database("w").collection::<Document>("c");
-    coll.insert_many([doc! { "_id": 1, "a": 0 }, doc! { "_id": 2, "a": 0 }])
-        .await
-        .expect("seed");
-    let mut s = client.start_session().await.expect("session");
-    s.start_transaction().await.expect("start");
-    coll.update_one(doc! { "_id": 1 }, doc! { "$set": { "a": 5 } })
-        .session(&mut s)
-        .await
-        .expect("transaction's update");
+    let (_server, client, coll, mut s) = holding_one(5).await;
 
     // maxTimeMS ends the wait and fails the command (50, as mongod fails a batch on an
     // interruption); the statement before it stands.
@@ -117,18 +112,7 @@ async fn a_plain_delete_waits_for_the_abort_and_max_time_ends_a_wait() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn find_and_modify_waits_and_sees_the_committed_version() {
-    let server = Server::start_initiated(BIN, &[]).await;
-    let client = server.client().await;
-    let coll = client.database("w").collection::<Document>("c");
-    coll.insert_one(doc! { "_id": 1, "a": 0 })
-        .await
-        .expect("seed");
-    let mut s = client.start_session().await.expect("session");
-    s.start_transaction().await.expect("start");
-    coll.update_one(doc! { "_id": 1 }, doc! { "$set": { "a": 7 } })
-        .session(&mut s)
-        .await
-        .expect("transaction's update");
+    let (_server, _client, coll, mut s) = holding_one(7).await;
     let c = coll.clone();
     let plain = tokio::spawn(async move {
         c.find_one_and_update(doc! { "_id": 1 }, doc! { "$inc": { "a": 1 } })
