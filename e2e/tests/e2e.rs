@@ -39,6 +39,7 @@ mod tls;
 mod tools;
 mod transactions;
 mod transactions_limits;
+mod txn_indexes;
 mod validation;
 mod views;
 mod wildcard_indexes;
