@@ -278,6 +278,25 @@ async fn the_profiler_shows_ixscan_inside_transactions_and_snapshot_reads() {
     let mut s = client.start_session().await.expect("session");
     s.start_transaction().await.expect("start");
     find_in(&coll, &mut s, doc! { "a": 7 }, None, None, false).await;
+    // mongod refuses explain in a transaction (InvalidOptions for aggregate's); cairn answers
+    // aggregate's, and it shows the plan the transaction runs: IXSCAN, the sort not provided.
+    let explained = db
+        .run_command(doc! {
+            "aggregate": "c", "explain": true,
+            "pipeline": [{ "$match": { "a": { "$lt": 5 } } }, { "$sort": { "a": 1 } }],
+        })
+        .session(&mut s)
+        .await
+        .expect("aggregate explain in the transaction");
+    let text = explained.to_string();
+    assert!(
+        text.contains("IXSCAN") && !text.contains("COLLSCAN"),
+        "{text}"
+    );
+    assert!(
+        text.contains("$sort"),
+        "the index order is not trusted: {text}"
+    );
     s.commit_transaction().await.expect("commit");
     db.run_command(doc! {
         "find": "c", "filter": { "a": { "$gt": 40 } }, "readConcern": { "level": "snapshot" },
