@@ -41,6 +41,7 @@ mod transactions;
 mod transactions_ddl;
 mod transactions_limits;
 mod transactions_waits;
+mod txn_indexes;
 mod validation;
 mod views;
 mod wildcard_indexes;

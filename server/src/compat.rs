@@ -145,6 +145,16 @@ const NOTES: &[(&str, &str)] = &[
      the create and the drop.",
     ),
     (
+        "Transaction and snapshot-read plans",
+        "reads inside a transaction and `readConcern: snapshot` reads use the index plans \
+     other reads get (single index, multikey, hashed, wildcard, `$or` unions), with the \
+     snapshot's answer; in them a plan never provides the sort (a SORT stage follows the \
+     IXSCAN), is never covered, and count/distinct never read keys only (no COUNT_SCAN or \
+     DISTINCT_SCAN), since index entries show current data. mongod refuses aggregate's \
+     `explain: true` in a transaction or with a snapshot read concern (InvalidOptions); cairn \
+     answers it with that plan. `min`/`max` bounds in a transaction are not exact yet.",
+    ),
+    (
         "Clustered collections",
         "`create` with `clusteredIndex: {key: {_id: 1}, unique: true}` (mongod 7.0's checks and codes), documents in `_id` order, CLUSTERED_IXSCAN with `minRecord`/`maxRecord` for `_id` equality and ranges, TTL by `_id` date through `expireAfterSeconds` (and `collMod`). createIndexes on the cluster key is a no-op. Not yet: capped clustered collections, the legacy `clusteredIndex: true` outside time-series buckets, implicit creation through createIndexes' `clustered` option.",
     ),

@@ -45,10 +45,18 @@ fn find_choice(
 ) -> CommandResult<planner::Choice> {
     let sort_doc = a.sort.as_ref().map(|(_, d)| d);
     Ok(match a.natural {
-        _ if a.min.is_some() || a.max.is_some() => planner::for_collection(
-            coll,
-            planner::minmax::choose_bounded(coll, hint, a.min.as_ref(), a.max.as_ref(), sort_doc)?,
-        ),
+        _ if a.min.is_some() || a.max.is_some() => {
+            planner::for_transaction(planner::for_collection(
+                coll,
+                planner::minmax::choose_bounded(
+                    coll,
+                    hint,
+                    a.min.as_ref(),
+                    a.max.as_ref(),
+                    sort_doc,
+                )?,
+            ))
+        }
         Some(direction) => planner::Choice {
             winner: planner::Plan::CollScan { direction },
             rejected: vec![],

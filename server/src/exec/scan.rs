@@ -4,7 +4,10 @@
 //! look-ups are index plans too), the branches of an index union one after the other (OR), or
 //! those branches merged in sort order (SORT_MERGE); a union returns each RecordId once. With a
 //! covering (`planner::covered`) an index entry becomes a document rebuilt from its key
-//! (`super::covered`) instead of a fetch.
+//! (`super::covered`) instead of a fetch. In a transaction (or a snapshot read) an index scan
+//! fetches each entry's document as the transaction sees it and then adds the documents changed
+//! since its snapshot or written by it: the filter makes that exactly the snapshot's answer, in
+//! no useful order (`planner::for_transaction` keeps plans from claiming the sort there).
 
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::planner::covered::Covered;

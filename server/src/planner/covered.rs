@@ -93,7 +93,8 @@ pub fn covering(
     sort: Option<&Document>,
 ) -> Option<Covered> {
     let Plan::Index(p) = plan else { return None };
-    if p.multikey || !super::is_plain(&p.key_pattern) {
+    // A transaction's keys are current, not its snapshot: its documents are always fetched.
+    if p.multikey || !super::is_plain(&p.key_pattern) || crate::txn::active() {
         return None;
     }
     let mut needed = projected_fields(projection?, &p.key_pattern)?;

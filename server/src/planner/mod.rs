@@ -456,7 +456,7 @@ pub fn choose_cached(
 ) -> (Choice, bool) {
     bind_text(coll, filter);
     let (choice, cached) = choose_plan(coll, filter, filter_doc, sort, hint, record);
-    let choice = for_collection(coll, choice);
+    let choice = for_transaction(for_collection(coll, choice));
     crate::interrupt::note_plan(|| choice.winner.summary());
     (choice, cached)
 }
@@ -479,6 +479,45 @@ pub fn for_collection(coll: &Collection, choice: Choice) -> Choice {
     }
 }
 
+/// Inside a transaction (or a snapshot read) an index plan still finds every document the
+/// reader may see: `exec::scan` re-reads each entry's document as the reader sees it and adds
+/// the documents changed since its snapshot, the filter deciding. It does not keep the index's
+/// order (a document whose key changed after the snapshot sits at its new key, the added ones
+/// come last), so no plan provides the sort there: the SORT stage is added back, and an index
+/// union reads its branches one after the other instead of merging them. Elsewhere the choice
+/// is unchanged. The plan cache is not involved: the choice is the same as outside, only the
+/// way it runs differs.
+pub fn for_transaction(choice: Choice) -> Choice {
+    if !crate::txn::active() {
+        return choice;
+    }
+    let unsorted = |plan: Plan| match plan {
+        Plan::Index(p) => Plan::Index(IndexPlan {
+            provides_sort: false,
+            ..p
+        }),
+        Plan::Clustered(p) => Plan::Clustered(IndexPlan {
+            provides_sort: false,
+            ..p
+        }),
+        Plan::Or { branches, .. } => Plan::Or {
+            branches: branches
+                .into_iter()
+                .map(|p| IndexPlan {
+                    provides_sort: false,
+                    ..p
+                })
+                .collect(),
+            merge: None,
+        },
+        p => p,
+    };
+    Choice {
+        winner: unsorted(choice.winner),
+        rejected: choice.rejected.into_iter().map(unsorted).collect(),
+    }
+}
+
 fn choose_plan(
     coll: &Collection,
     filter: &Filter,
@@ -493,18 +532,6 @@ fn choose_plan(
     {
         let choice = Choice {
             winner: Plan::IdPoint(id.clone()),
-            rejected: vec![],
-        };
-        return (choice, false);
-    }
-    if crate::txn::active() {
-        // Index entries are current, not the transaction's snapshot plus its writes: beyond an
-        // `_id` look-up (which the scan completes with the changed documents, `exec::scan`), its
-        // reads scan the collection as it sees it (`crate::txn`).
-        let choice = Choice {
-            winner: Plan::CollScan {
-                direction: storage::Direction::Forward,
-            },
             rejected: vec![],
         };
         return (choice, false);
