@@ -13,7 +13,7 @@ use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
-use std::rc::Rc;
+use std::sync::Arc;
 
 /// Runs open at once before they are merged into one (bounds open files per stage).
 pub const OPEN_RUNS_MAX: usize = 64;
@@ -161,12 +161,12 @@ impl Iterator for RunReader {
 /// A buffered document: its key, its input position (the tie-breaker that keeps the order
 /// stable across runs) and the document.
 pub type Row<K> = (K, u64, Document);
-/// Compares two keys.
-pub type KeyOrder<'k, K> = Rc<dyn Fn(&K, &K) -> Ordering + 'k>;
+/// Compares two keys. `Send`: a suspended pipeline keeps a merge in its cursor between batches.
+pub type KeyOrder<'k, K> = Arc<dyn Fn(&K, &K) -> Ordering + Send + Sync + 'k>;
 /// Rebuilds a key from a document read back from a run.
-pub type KeyOf<'k, K> = Rc<dyn Fn(&RawDocument) -> CommandResult<K> + 'k>;
+pub type KeyOf<'k, K> = Arc<dyn Fn(&RawDocument) -> CommandResult<K> + Send + Sync + 'k>;
 /// Rows in order, read lazily.
-pub type RowStream<'k, K> = Box<dyn Iterator<Item = CommandResult<Row<K>>> + 'k>;
+pub type RowStream<'k, K> = Box<dyn Iterator<Item = CommandResult<Row<K>>> + Send + 'k>;
 
 /// An external stable sort: rows are buffered, [`Sorter::spill`] writes the buffer as a sorted
 /// run, and [`Sorter::finish`] merges the runs and the buffer by (key, input position).
@@ -177,7 +177,7 @@ pub struct Sorter<'k, K> {
     runs: Vec<Run>,
 }
 
-impl<'k, K: 'k> Sorter<'k, K> {
+impl<'k, K: Send + 'k> Sorter<'k, K> {
     pub fn new(order: KeyOrder<'k, K>, key_of: KeyOf<'k, K>) -> Sorter<'k, K> {
         Sorter {
             order,
@@ -264,7 +264,7 @@ struct Merge<'k, K> {
     failed: bool,
 }
 
-impl<'k, K: 'k> Merge<'k, K> {
+impl<'k, K: Send + 'k> Merge<'k, K> {
     fn new(
         order: KeyOrder<'k, K>,
         key_of: KeyOf<'k, K>,
@@ -312,7 +312,7 @@ impl<'k, K: 'k> Merge<'k, K> {
     }
 }
 
-impl<'k, K: 'k> Iterator for Merge<'k, K> {
+impl<'k, K: Send + 'k> Iterator for Merge<'k, K> {
     type Item = CommandResult<Row<K>>;
 
     fn next(&mut self) -> Option<Self::Item> {
