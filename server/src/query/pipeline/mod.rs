@@ -401,8 +401,9 @@ impl Pipeline {
 
     /// True when every stage after the first `skip` takes one document at a time and keeps no
     /// state but a count (`$match`, `$project`, `$addFields`/`$set`, `$unset`,
-    /// `$replaceRoot`/`$replaceWith`, `$unwind`, `$redact`, `$limit`, `$skip`): such a pipeline
-    /// can be suspended between any two input documents ([`Pipeline::push_one`]).
+    /// `$replaceRoot`/`$replaceWith`, `$unwind`, `$redact`, `$limit`, `$skip`,
+    /// `$_internalUnpackBucket`): such a pipeline can be suspended between any two input
+    /// documents ([`Pipeline::push_one`]); [`Pipeline::suspend`] also handles the others.
     pub fn streams(&self, skip: usize) -> bool {
         self.output.is_none()
             && self
