@@ -15,9 +15,9 @@ use crate::query::budget::Held;
 use crate::query::pipeline::accum::{Acc, State};
 use crate::query::pipeline::codes::{self, perr};
 use crate::query::pipeline::limits::ENTRY_OVERHEAD_BYTES;
-use crate::query::pipeline::run_context::{RunCx, doc_size_bytes, value_size_bytes};
+use crate::query::pipeline::run_context::{RunCx, value_size_bytes};
 use crate::query::pipeline::spill::{KeyOf, KeyOrder, RowStream, Sorter};
-use crate::query::pipeline::values::{raw_value_key, to_doc, to_raw, value_key};
+use crate::query::pipeline::values::{raw_value_key, to_raw, value_key};
 use crate::query::pipeline::variables::{AggExpr, Value};
 use crate::query::pipeline::{DocStream, Flow, ParseContext, RawStream};
 use bson::{Bson, Document, RawDocument};
@@ -214,7 +214,7 @@ impl Group {
 
     /// Groups in memory; with `allowDiskUse`, once the table passes the bound, documents of
     /// groups not yet in it are set aside in an external sort by group key (see the module note).
-    /// Documents arrive raw and are never decoded here (but those set aside for the sort).
+    /// Documents arrive raw and are never decoded here (those set aside stay raw too).
     fn fold_input(&self, input: RawStream<'_>, cx: RunCx<'_>) -> CommandResult<Folded> {
         let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
         let mut groups: Vec<(Bson, Vec<State>)> = Vec::new();
@@ -245,9 +245,8 @@ impl Group {
             let slot = match (index.get(key.as_slice()), spilled.as_mut()) {
                 (Some(&i), _) => i,
                 (None, Some(sorter)) => {
-                    let doc = to_doc(&raw)?;
-                    spilled_bytes += doc_size_bytes(&doc);
-                    sorter.push((key.clone(), seq, doc));
+                    spilled_bytes += raw.as_bytes().len() + ENTRY_OVERHEAD_BYTES;
+                    sorter.push((key.clone(), seq, raw));
                     if cx.charge_spillable(&mut spilled_held, spilled_bytes, "$group")? {
                         sorter.spill()?;
                         spilled_bytes = 0;
@@ -342,8 +341,7 @@ where
             let Some(first) = rows.next() else {
                 return Ok(None);
             };
-            let (key, _, doc) = first?;
-            let raw = to_raw(&doc)?;
+            let (key, _, raw) = first?;
             let id = g.id_of(&raw)?;
             let mut states: Vec<State> = g.spec.accs.iter().map(|(_, a)| a.new_state()).collect();
             g.add(&mut states, &raw)?;
@@ -351,7 +349,7 @@ where
                 && *k == key
             {
                 if let Some(Ok((_, _, d))) = rows.next() {
-                    g.add(&mut states, &to_raw(&d)?)?;
+                    g.add(&mut states, &d)?;
                 }
             }
             Ok(Some(g.output(id, &states)?))

@@ -11,9 +11,10 @@ use crate::error::{CommandResult, ErrorCode, err};
 use crate::query::budget::Held;
 use crate::query::path;
 use crate::query::pipeline::codes::{self, perr};
-use crate::query::pipeline::run_context::{RunCx, doc_size_bytes, holding};
+use crate::query::pipeline::limits::ENTRY_OVERHEAD_BYTES;
+use crate::query::pipeline::run_context::{RunCx, doc_size_bytes, holding, value_size_bytes};
 use crate::query::pipeline::spill::{KeyOf, KeyOrder, RowStream, Sorter};
-use crate::query::pipeline::values::{integral, to_raw};
+use crate::query::pipeline::values::{integral, to_doc, to_raw};
 use crate::query::pipeline::{DocStream, Flow, RawStream};
 use crate::query::types;
 use bson::{Bson, Document, RawBsonRef, RawDocument, RawDocumentBuf};
@@ -251,14 +252,21 @@ impl Stage for Sort {
 
     /// A top-k over raw documents compares encoded sort keys and keeps the raw documents; a
     /// document that cannot enter the top k is dropped after its key is encoded, unread
-    /// otherwise. A full sort decodes (its runs spill as documents).
+    /// otherwise. A full sort keeps (and spills) the raw documents, keyed by their decoded sort
+    /// keys, and hands them on raw.
     fn run_raw<'a>(&'a self, input: RawStream<'a>, cx: RunCx<'a>) -> CommandResult<Flow<'a>> {
         match self.top_k {
             Some(k) => {
                 let kept = top_k_raw(&self.keys, input, k, cx)?;
                 Ok(Flow::Raw(Box::new(kept.into_iter().map(Ok))))
             }
-            None => Ok(Flow::Docs(self.run(Flow::Raw(input).into_docs(), cx)?)),
+            None => {
+                let (rows, held) = sorted_rows(&self.keys, input, cx)?;
+                let sorted = rows.map(|r| r.map(|(_, _, d)| d));
+                Ok(Flow::Raw(Box::new(sorted.inspect(move |_| {
+                    let _ = &held;
+                }))))
+            }
         }
     }
 
@@ -269,10 +277,10 @@ impl Stage for Sort {
             let kept = top_k_raw(&self.keys, input, k, cx)?;
             return Ok(Box::new(kept.into_iter().map(Ok)));
         }
-        let (rows, held) = sorted_rows(&self.keys, Flow::Raw(input).into_docs(), cx)?;
+        let (rows, held) = sorted_rows(&self.keys, input, cx)?;
         Ok(Box::new(rows.map(move |r| {
             let _ = &held;
-            to_raw(&r?.2)
+            Ok(r?.2)
         })))
     }
 }
@@ -324,15 +332,16 @@ pub fn sort_documents<'a>(
     input: DocStream<'a>,
     cx: RunCx<'a>,
 ) -> CommandResult<DocStream<'a>> {
-    let (rows, held) = sorted_rows(keys, input, cx)?;
-    Ok(holding(Box::new(rows.map(|r| r.map(|(_, _, d)| d))), held))
+    let (rows, held) = sorted_rows(keys, Flow::Docs(input).into_raw(), cx)?;
+    Ok(holding(Box::new(rows.map(|r| to_doc(&r?.2))), held))
 }
 
 /// [`sort_documents`]' rows in order, owning everything they read (the keys are copied), with
-/// the charge of the buffer they come from.
+/// the charge of the buffer they come from. Rows hold the documents raw: as compact as BSON,
+/// and never decoded here.
 fn sorted_rows(
     keys: &SortKeys,
-    input: DocStream<'_>,
+    input: RawStream<'_>,
     cx: RunCx<'_>,
 ) -> CommandResult<(RowStream<'static, Vec<Bson>>, Held)> {
     let shared = Arc::new(keys.clone());
@@ -343,10 +352,12 @@ fn sorted_rows(
     let mut used_bytes = 0usize;
     let mut held = Held::global();
     for (seq, item) in (0u64..).zip(input) {
-        let doc = item?;
-        let key = keys.key_of(&to_raw(&doc)?);
-        used_bytes += doc_size_bytes(&doc);
-        sorter.push((key, seq, doc));
+        let raw = item?;
+        let key = keys.key_of(&raw);
+        used_bytes += raw.as_bytes().len()
+            + key.iter().map(value_size_bytes).sum::<usize>()
+            + ENTRY_OVERHEAD_BYTES;
+        sorter.push((key, seq, raw));
         if cx.charge_spillable(&mut held, used_bytes, "Sort")? {
             sorter.spill()?;
             used_bytes = 0;
