@@ -196,8 +196,9 @@ pub fn run_spec(state: &ServerState, req: &Request, spec: Spec) -> CommandResult
         let target = target.clone();
         return Ok(Ran::Output { target, docs, ns });
     }
-    // A pipeline of streaming stages over a collection runs as far as each batch needs and
-    // waits in the cursor between batches; any other is run to the end here.
+    // A pipeline over a collection runs as far as each batch needs and waits in the cursor
+    // between batches (its blocking stages holding what they must); one that reads other
+    // collections, or has no collection to read, is run to the end here.
     let pipeline = Arc::new(pipeline);
     let streamed = match (&source, &coll) {
         (None, Some(c)) => driver::streamed(c, &pipeline)?,

@@ -283,9 +283,11 @@ fn geo_near_input(
     Ok(Flow::Raw(Box::new(out.into_iter())))
 }
 
-/// A suspended pipeline for an aggregate over `coll` whose stages (after those the scan does)
-/// all stream: nothing runs until a batch asks for documents, and a batch runs the scan and the
-/// stages only as far as it needs. `None` when a stage blocks (or reads other collections).
+/// A suspended pipeline for an aggregate over `coll`: nothing runs until a batch asks for
+/// documents, and a batch runs the scan and the stages only as far as it needs (a blocking stage
+/// consumes its input when first asked, then hands out its output a document at a time).
+/// `None` when a stage reads other collections (it needs the command's storage environment at
+/// every pull) or the pipeline writes.
 pub fn streamed(
     coll: &Arc<Collection>,
     pipeline: &Arc<Pipeline>,
@@ -296,13 +298,13 @@ pub fn streamed(
     {
         return Ok(None);
     }
+    if pipeline.reads_other_collections() {
+        return Ok(None);
+    }
     let filter_doc = scan_filter(pipeline);
     let filter = Filter::parse(&filter_doc)?;
     let choice = planner::choose(coll, &filter, &filter_doc, pipeline.leading_sort(), None);
     let done = stages_done(pipeline, &choice);
-    if !pipeline.streams(done) {
-        return Ok(None);
-    }
     let scan = ScanState::new(coll.clone(), Arc::new(filter), scan_mode(&choice.winner));
     let input = super::stream::StreamInput::Scan(Box::new(scan));
     Ok(Some(super::DocSource::Pipeline(Box::new(

@@ -1,7 +1,7 @@
 //! Where a cursor's documents come from, batch by batch: documents already computed (a sorted
-//! result, a blocking aggregate's output), a resumable scan (`super::scan`) that filters, skips,
-//! limits and projects as it goes, or a suspended streaming pipeline (`super::stream`), so a
-//! large result is never held in memory.
+//! find result, the output of an aggregate that reads other collections), a resumable scan
+//! (`super::scan`) that filters, skips, limits and projects as it goes, or a suspended pipeline
+//! (`super::stream`, blocking stages included), so a large result is never held in memory.
 
 use super::scan::ScanState;
 use super::stream::Streamed;
@@ -18,7 +18,7 @@ pub enum DocSource {
     Buffered(VecDeque<RawDocumentBuf>),
     // Boxed: a scan carries its plan and buffers, a buffered source only a queue.
     Scan(Box<ScanState>),
-    /// An aggregate whose stages all stream, suspended between input documents.
+    /// An aggregate suspended between two results.
     Pipeline(Box<Streamed>),
 }
 
@@ -56,7 +56,25 @@ impl DocSource {
             }
             out.push(doc);
         }
+        // One result of lookahead makes `is_exhausted` exact, so a batch that ends the result
+        // closes the cursor (as a buffered result does); an empty batch runs nothing.
+        if let DocSource::Pipeline(p) = self
+            && p.pending.is_empty()
+            && !out.is_empty()
+        {
+            p.fill(deadline)?;
+        }
         Ok(out)
+    }
+
+    /// Results computed and waiting to be handed out (a suspended pipeline keeps this within
+    /// one batch; a buffered source holds its whole rest).
+    pub fn prepared_count(&self) -> usize {
+        match self {
+            DocSource::Buffered(q) => q.len(),
+            DocSource::Scan(s) => s.pending.len(),
+            DocSource::Pipeline(p) => p.prepared_count(),
+        }
     }
 
     fn push_front(&mut self, doc: RawDocumentBuf) {

@@ -25,6 +25,7 @@ pub mod output;
 pub mod run_context;
 mod spill;
 mod stages;
+mod suspend;
 #[cfg(test)]
 mod tests;
 pub mod values;
@@ -40,6 +41,7 @@ use codes::perr;
 use run_context::RunCx;
 pub use stages::GeoNear;
 use stages::Stage;
+pub use suspend::{Input, Suspended};
 
 /// A stream of documents flowing between stages.
 pub type DocStream<'a> = Box<dyn Iterator<Item = CommandResult<Document>> + 'a>;
@@ -80,6 +82,8 @@ impl<'a> Flow<'a> {
 #[derive(Debug, Clone)]
 pub struct StreamState {
     skip: usize,
+    /// The stage the run stops before (the pipeline's length, or a suspended segment's end).
+    end: usize,
     counts: Vec<u64>,
     finished: bool,
 }
@@ -397,34 +401,31 @@ impl Pipeline {
 
     /// True when every stage after the first `skip` takes one document at a time and keeps no
     /// state but a count (`$match`, `$project`, `$addFields`/`$set`, `$unset`,
-    /// `$replaceRoot`/`$replaceWith`, `$unwind`, `$redact`, `$limit`, `$skip`): such a pipeline
-    /// can be suspended between any two input documents ([`Pipeline::push_one`]).
+    /// `$replaceRoot`/`$replaceWith`, `$unwind`, `$redact`, `$limit`, `$skip`,
+    /// `$_internalUnpackBucket`): such a pipeline can be suspended between any two input
+    /// documents ([`Pipeline::push_one`]); [`Pipeline::suspend`] also handles the others.
     pub fn streams(&self, skip: usize) -> bool {
-        const STREAMING: &[&str] = &[
-            "$match",
-            "$project",
-            "$addFields",
-            "$set",
-            "$unset",
-            "$replaceRoot",
-            "$replaceWith",
-            "$unwind",
-            "$redact",
-            "$limit",
-            "$skip",
-        ];
         self.output.is_none()
             && self
                 .stages
                 .iter()
                 .skip(skip)
-                .all(|s| STREAMING.contains(&s.name.as_str()))
+                .all(|s| suspend::STREAMING.contains(&s.name.as_str()))
+    }
+
+    fn run_cx<'e>(&self, env: &'e dyn PipelineEnv) -> RunCx<'e> {
+        RunCx {
+            env,
+            allow_disk_use: self.allow_disk_use,
+            memory_max_bytes: self.memory_max_bytes,
+        }
     }
 
     /// The state of a streamed run of all but the first `skip` stages.
     pub fn stream_state(&self, skip: usize) -> StreamState {
         StreamState {
             skip,
+            end: self.stages.len(),
             counts: vec![0; self.stages.len()],
             finished: false,
         }
@@ -457,7 +458,7 @@ impl Pipeline {
         cx: RunCx<'_>,
         out: &mut std::collections::VecDeque<RawDocumentBuf>,
     ) -> CommandResult<()> {
-        let Some(stage) = self.stages.get(i) else {
+        let Some(stage) = self.stages.get(i).filter(|_| i < state.end) else {
             out.push_back(doc);
             return Ok(());
         };

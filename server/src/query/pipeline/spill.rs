@@ -2,18 +2,19 @@
 //!
 //! A run is an anonymous temporary file (in the system temp dir, unlinked so it disappears
 //! when dropped) holding records in order. A record is the document's input sequence number
-//! (8 bytes, little-endian) followed by the document as BSON; BSON starts with its own length,
+//! (8 bytes, little-endian) followed by the document's BSON bytes (rows are held raw, as
+//! compact as BSON, and written as they are); BSON starts with its own length,
 //! so records need no other framing. Reading a run back is lazy: one buffered reader per run.
 //! [`Sorter`] is the external stable sort built on runs: a heap merges them by (key, input
 //! position), so equal keys keep their input order.
 
 use crate::error::{CommandError, CommandResult, ErrorCode, err};
-use bson::{Document, RawDocument, RawDocumentBuf};
+use bson::{RawDocument, RawDocumentBuf};
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
-use std::rc::Rc;
+use std::sync::Arc;
 
 /// Runs open at once before they are merged into one (bounds open files per stage).
 pub const OPEN_RUNS_MAX: usize = 64;
@@ -48,17 +49,10 @@ impl RunWriter {
     }
 
     /// Appends one record.
-    pub fn push(&mut self, seq: u64, doc: &Document) -> CommandResult<()> {
-        let mut bytes = Vec::new();
-        doc.to_writer(&mut bytes).map_err(|e| {
-            err(
-                ErrorCode::InternalError,
-                format!("spilling to disk failed while encoding a document: {e}"),
-            )
-        })?;
+    pub fn push(&mut self, seq: u64, doc: &RawDocument) -> CommandResult<()> {
         self.out
             .write_all(&seq.to_le_bytes())
-            .and_then(|()| self.out.write_all(&bytes))
+            .and_then(|()| self.out.write_all(doc.as_bytes()))
             .map_err(|e| io_err("writing a run", e))
     }
 
@@ -76,7 +70,9 @@ impl RunWriter {
 
 impl Run {
     /// Writes `records` (already in order) as one run.
-    pub fn write<'d>(records: impl IntoIterator<Item = (u64, &'d Document)>) -> CommandResult<Run> {
+    pub fn write<'d>(
+        records: impl IntoIterator<Item = (u64, &'d RawDocument)>,
+    ) -> CommandResult<Run> {
         let mut w = RunWriter::create()?;
         for (seq, doc) in records {
             w.push(seq, doc)?;
@@ -160,13 +156,13 @@ impl Iterator for RunReader {
 
 /// A buffered document: its key, its input position (the tie-breaker that keeps the order
 /// stable across runs) and the document.
-pub type Row<K> = (K, u64, Document);
-/// Compares two keys.
-pub type KeyOrder<'k, K> = Rc<dyn Fn(&K, &K) -> Ordering + 'k>;
+pub type Row<K> = (K, u64, RawDocumentBuf);
+/// Compares two keys. `Send`: a suspended pipeline keeps a merge in its cursor between batches.
+pub type KeyOrder<'k, K> = Arc<dyn Fn(&K, &K) -> Ordering + Send + Sync + 'k>;
 /// Rebuilds a key from a document read back from a run.
-pub type KeyOf<'k, K> = Rc<dyn Fn(&RawDocument) -> CommandResult<K> + 'k>;
+pub type KeyOf<'k, K> = Arc<dyn Fn(&RawDocument) -> CommandResult<K> + Send + Sync + 'k>;
 /// Rows in order, read lazily.
-pub type RowStream<'k, K> = Box<dyn Iterator<Item = CommandResult<Row<K>>> + 'k>;
+pub type RowStream<'k, K> = Box<dyn Iterator<Item = CommandResult<Row<K>>> + Send + 'k>;
 
 /// An external stable sort: rows are buffered, [`Sorter::spill`] writes the buffer as a sorted
 /// run, and [`Sorter::finish`] merges the runs and the buffer by (key, input position).
@@ -177,7 +173,7 @@ pub struct Sorter<'k, K> {
     runs: Vec<Run>,
 }
 
-impl<'k, K: 'k> Sorter<'k, K> {
+impl<'k, K: Send + 'k> Sorter<'k, K> {
     pub fn new(order: KeyOrder<'k, K>, key_of: KeyOf<'k, K>) -> Sorter<'k, K> {
         Sorter {
             order,
@@ -196,8 +192,9 @@ impl<'k, K: 'k> Sorter<'k, K> {
         let order = &self.order;
         self.rows
             .sort_by(|a, b| order(&a.0, &b.0).then(a.1.cmp(&b.1)));
-        self.runs
-            .push(Run::write(self.rows.iter().map(|(_, s, d)| (*s, d)))?);
+        self.runs.push(Run::write(
+            self.rows.iter().map(|(_, s, d)| (*s, d.as_ref())),
+        )?);
         self.rows.clear();
         if self.runs.len() > OPEN_RUNS_MAX {
             let runs = std::mem::take(&mut self.runs);
@@ -264,7 +261,7 @@ struct Merge<'k, K> {
     failed: bool,
 }
 
-impl<'k, K: 'k> Merge<'k, K> {
+impl<'k, K: Send + 'k> Merge<'k, K> {
     fn new(
         order: KeyOrder<'k, K>,
         key_of: KeyOf<'k, K>,
@@ -277,13 +274,7 @@ impl<'k, K: 'k> Merge<'k, K> {
             sources.push(Box::new(run.into_reader().map(move |r| {
                 let (seq, raw) = r?;
                 let key = key_of(&raw)?;
-                let doc = Document::try_from(raw.as_ref()).map_err(|e| {
-                    err(
-                        ErrorCode::InternalError,
-                        format!("spilling to disk failed: a run holds a bad document: {e}"),
-                    )
-                })?;
-                Ok((key, seq, doc))
+                Ok((key, seq, raw))
             })));
         }
         sources.push(Box::new(rest.into_iter().map(Ok)));
@@ -312,7 +303,7 @@ impl<'k, K: 'k> Merge<'k, K> {
     }
 }
 
-impl<'k, K: 'k> Iterator for Merge<'k, K> {
+impl<'k, K: Send + 'k> Iterator for Merge<'k, K> {
     type Item = CommandResult<Row<K>>;
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -337,17 +328,18 @@ mod tests {
 
     #[test]
     fn run_round_trips() {
-        let docs: Vec<Document> = (0..1000usize)
-            .map(|i| doc! {"i": i as i64, "s": "x".repeat(i % 17)})
-            .collect();
-        let run = Run::write(docs.iter().enumerate().map(|(i, d)| (i as u64 * 3, d))).expect("run");
-        let back: Vec<(u64, Document)> = run
-            .into_reader()
-            .map(|r| {
-                let (s, raw) = r.expect("record");
-                (s, Document::try_from(raw.as_ref()).expect("doc"))
-            })
-            .collect();
+        let docs: Vec<RawDocumentBuf> = (0..1000usize)
+            .map(|i| RawDocumentBuf::try_from(&doc! {"i": i as i64, "s": "x".repeat(i % 17)}))
+            .collect::<Result<_, _>>()
+            .expect("encodes");
+        let run = Run::write(
+            docs.iter()
+                .enumerate()
+                .map(|(i, d)| (i as u64 * 3, d.as_ref())),
+        )
+        .expect("run");
+        let back: Vec<(u64, RawDocumentBuf)> =
+            run.into_reader().map(|r| r.expect("record")).collect();
         assert_eq!(back.len(), docs.len());
         for (i, (s, d)) in back.iter().enumerate() {
             assert_eq!(*s, i as u64 * 3);

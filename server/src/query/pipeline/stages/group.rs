@@ -9,20 +9,21 @@
 //! path, in input order, and no partial accumulator state ever needs merging. The groups
 //! already in memory can still grow (a `$push` into an existing group is not spilled).
 
-use super::{Stage, spec_doc};
+use super::{Drain, Stage, spec_doc};
 use crate::error::CommandResult;
 use crate::query::budget::Held;
 use crate::query::pipeline::accum::{Acc, State};
 use crate::query::pipeline::codes::{self, perr};
 use crate::query::pipeline::limits::ENTRY_OVERHEAD_BYTES;
-use crate::query::pipeline::run_context::{RunCx, doc_size_bytes, holding, value_size_bytes};
+use crate::query::pipeline::run_context::{RunCx, value_size_bytes};
 use crate::query::pipeline::spill::{KeyOf, KeyOrder, RowStream, Sorter};
-use crate::query::pipeline::values::{raw_value_key, to_doc, to_raw, value_key};
+use crate::query::pipeline::values::{raw_value_key, to_raw, value_key};
 use crate::query::pipeline::variables::{AggExpr, Value};
 use crate::query::pipeline::{DocStream, Flow, ParseContext, RawStream};
 use bson::{Bson, Document, RawDocument};
 use std::collections::HashMap;
-use std::rc::Rc;
+use std::ops::Deref;
+use std::sync::Arc;
 
 /// The codes for a bad output field: `$group` and `$bucket` use different ones.
 pub struct FieldCodes {
@@ -156,8 +157,8 @@ impl GroupSpec {
     }
 }
 
-/// `$group`.
-#[derive(Debug)]
+/// `$group`. Cloned (once per run) into the drain a suspended pipeline keeps.
+#[derive(Debug, Clone)]
 pub struct Group {
     id: AggExpr,
     spec: GroupSpec,
@@ -213,13 +214,13 @@ impl Group {
 
     /// Groups in memory; with `allowDiskUse`, once the table passes the bound, documents of
     /// groups not yet in it are set aside in an external sort by group key (see the module note).
-    /// Documents arrive raw and are never decoded here (but those set aside for the sort).
-    fn group<'a>(&'a self, input: RawStream<'a>, cx: RunCx<'a>) -> CommandResult<DocStream<'a>> {
+    /// Documents arrive raw and are never decoded here (those set aside stay raw too).
+    fn fold_input(&self, input: RawStream<'_>, cx: RunCx<'_>) -> CommandResult<Folded> {
         let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
         let mut groups: Vec<(Bson, Vec<State>)> = Vec::new();
         let mut used_bytes = 0usize;
         let mut held = Held::global();
-        let mut spilled: Option<Sorter<'a, Vec<u8>>> = None;
+        let mut spilled: Option<Sorter<'static, Vec<u8>>> = None;
         let mut spilled_bytes = 0usize;
         let mut spilled_held = Held::global();
         let mut key = Vec::new();
@@ -244,9 +245,8 @@ impl Group {
             let slot = match (index.get(key.as_slice()), spilled.as_mut()) {
                 (Some(&i), _) => i,
                 (None, Some(sorter)) => {
-                    let doc = to_doc(&raw)?;
-                    spilled_bytes += doc_size_bytes(&doc);
-                    sorter.push((key.clone(), seq, doc));
+                    spilled_bytes += raw.as_bytes().len() + ENTRY_OVERHEAD_BYTES;
+                    sorter.push((key.clone(), seq, raw));
                     if cx.charge_spillable(&mut spilled_held, spilled_bytes, "$group")? {
                         sorter.spill()?;
                         spilled_bytes = 0;
@@ -270,63 +270,105 @@ impl Group {
             // Past the bound (the stage's or the server's), with `allowDiskUse`, the table stops
             // taking new groups: their documents go to an external sort instead.
             if cx.charge_spillable(&mut held, used_bytes, "$group")? && spilled.is_none() {
-                let order: KeyOrder<'a, Vec<u8>> = Rc::new(|a, b| a.cmp(b));
-                let key_of: KeyOf<'a, Vec<u8>> = Rc::new(|raw| Ok(value_key(&self.id_of(raw)?)));
+                let order: KeyOrder<'static, Vec<u8>> = Arc::new(|a, b| a.cmp(b));
+                let id = self.id.clone();
+                let key_of: KeyOf<'static, Vec<u8>> =
+                    Arc::new(move |raw| Ok(value_key(&id.eval(raw)?.unwrap_or(Bson::Null))));
                 spilled = Some(Sorter::new(order, key_of));
             }
         }
-        let in_memory = groups
-            .into_iter()
-            .map(|(key, states)| self.output(key, &states));
-        match spilled {
-            None => Ok(holding(Box::new(in_memory), held)),
-            Some(sorter) => Ok(holding(
-                Box::new(in_memory.chain(self.fold_sorted(sorter.finish()?))),
-                held,
-            )),
-        }
-    }
-
-    /// Folds rows sorted by (group key, input position) one group at a time; each group's
-    /// `_id` is the value of its first document, as in memory.
-    fn fold_sorted<'a>(
-        &'a self,
-        rows: RowStream<'a, Vec<u8>>,
-    ) -> impl Iterator<Item = CommandResult<Document>> + 'a {
-        let mut rows = rows.peekable();
-        let mut failed = false;
-        std::iter::from_fn(move || {
-            if failed {
-                return None;
-            }
-            let mut one = || -> CommandResult<Option<Document>> {
-                let Some(first) = rows.next() else {
-                    return Ok(None);
-                };
-                let (key, _, doc) = first?;
-                let raw = to_raw(&doc)?;
-                let id = self.id_of(&raw)?;
-                let mut states: Vec<State> =
-                    self.spec.accs.iter().map(|(_, a)| a.new_state()).collect();
-                self.add(&mut states, &raw)?;
-                while let Some(Ok((k, _, _))) = rows.peek()
-                    && *k == key
-                {
-                    if let Some(Ok((_, _, d))) = rows.next() {
-                        self.add(&mut states, &to_raw(&d)?)?;
-                    }
-                }
-                Ok(Some(self.output(id, &states)?))
-            };
-            match one() {
-                Ok(Some(d)) => Some(Ok(d)),
-                Ok(None) => None,
-                Err(e) => {
-                    failed = true;
-                    Some(Err(e))
-                }
-            }
+        Ok(Folded {
+            groups,
+            spilled,
+            held: [held, spilled_held],
         })
+    }
+}
+
+/// A `$group`'s input folded: the groups in memory in first-seen order, the documents of the
+/// others in an external sort, and the charges for both (given back when this is dropped).
+struct Folded {
+    groups: Vec<(Bson, Vec<State>)>,
+    spilled: Option<Sorter<'static, Vec<u8>>>,
+    held: [Held; 2],
+}
+
+/// The output documents of `folded`, made one at a time as they are pulled: the groups in
+/// memory, then those folded from the sorted documents. `g` is the stage borrowed (a run) or
+/// owned (a suspended pipeline's drain).
+fn emit<'g, G>(
+    g: G,
+    folded: Folded,
+) -> CommandResult<impl Iterator<Item = CommandResult<Document>> + 'g>
+where
+    G: Deref<Target = Group> + Clone + 'g,
+{
+    let Folded {
+        groups,
+        spilled,
+        held,
+    } = folded;
+    let sorted = match spilled {
+        Some(sorter) => Some(fold_sorted(g.clone(), sorter.finish()?)),
+        None => None,
+    };
+    let in_memory = groups
+        .into_iter()
+        .map(move |(key, states)| g.output(key, &states));
+    Ok(in_memory
+        .chain(sorted.into_iter().flatten())
+        .inspect(move |_| {
+            let _ = &held;
+        }))
+}
+
+/// Folds rows sorted by (group key, input position) one group at a time; each group's `_id` is
+/// the value of its first document, as in memory.
+fn fold_sorted<'g, G>(
+    g: G,
+    rows: RowStream<'static, Vec<u8>>,
+) -> impl Iterator<Item = CommandResult<Document>> + 'g
+where
+    G: Deref<Target = Group> + 'g,
+{
+    let mut rows = rows.peekable();
+    let mut failed = false;
+    std::iter::from_fn(move || {
+        if failed {
+            return None;
+        }
+        let mut one = || -> CommandResult<Option<Document>> {
+            let Some(first) = rows.next() else {
+                return Ok(None);
+            };
+            let (key, _, raw) = first?;
+            let id = g.id_of(&raw)?;
+            let mut states: Vec<State> = g.spec.accs.iter().map(|(_, a)| a.new_state()).collect();
+            g.add(&mut states, &raw)?;
+            while let Some(Ok((k, _, _))) = rows.peek()
+                && *k == key
+            {
+                if let Some(Ok((_, _, d))) = rows.next() {
+                    g.add(&mut states, &d)?;
+                }
+            }
+            Ok(Some(g.output(id, &states)?))
+        };
+        match one() {
+            Ok(Some(d)) => Some(Ok(d)),
+            Ok(None) => None,
+            Err(e) => {
+                failed = true;
+                Some(Err(e))
+            }
+        }
+    })
+}
+
+impl Group {
+    fn group<'a>(&'a self, input: RawStream<'a>, cx: RunCx<'a>) -> CommandResult<DocStream<'a>> {
+        let folded = self.fold_input(input, cx)?;
+        Ok(Box::new(emit(self, folded)?))
     }
 }
 
@@ -337,6 +379,14 @@ impl Stage for Group {
 
     fn run_raw<'a>(&'a self, input: RawStream<'a>, cx: RunCx<'a>) -> CommandResult<Flow<'a>> {
         Ok(Flow::Docs(self.group(input, cx)?))
+    }
+
+    /// The group table (and the sorted documents of spilled groups) kept by an owned copy of
+    /// the stage; each output document is finished only when it is pulled.
+    fn drain(&self, input: RawStream<'_>, cx: RunCx<'_>) -> CommandResult<Drain> {
+        let folded = self.fold_input(input, cx)?;
+        let out = emit(Arc::new(self.clone()), folded)?;
+        Ok(Box::new(out.map(|d| to_raw(&d?))))
     }
 }
 

@@ -23,7 +23,12 @@ use super::output::{self, OutputTarget};
 use super::run_context::RunCx;
 use super::{DocStream, Flow, ParseContext, RawStream};
 use crate::error::{CommandResult, ErrorCode, err};
-use bson::{Bson, Document};
+use bson::{Bson, Document, RawDocumentBuf};
+
+/// A blocking stage's output once it has consumed its input: owned and `Send`, so a suspended
+/// pipeline (`super::suspend`) keeps it in a cursor between batches and hands it out one
+/// document at a time. Dropping it frees what it holds (memory charges, spill files).
+pub type Drain = Box<dyn Iterator<Item = CommandResult<RawDocumentBuf>> + Send>;
 
 /// One executable stage.
 pub trait Stage: std::fmt::Debug + Send + Sync {
@@ -35,6 +40,19 @@ pub trait Stage: std::fmt::Debug + Send + Sync {
     /// document as it is pulled and runs [`Stage::run`].
     fn run_raw<'a>(&'a self, input: RawStream<'a>, cx: RunCx<'a>) -> CommandResult<Flow<'a>> {
         Ok(Flow::Docs(self.run(Flow::Raw(input).into_docs(), cx)?))
+    }
+
+    /// Consumes all of `input` now and returns the output to hand out later (see [`Drain`]).
+    /// `$sort` and `$group` override it to keep only their sorted buffer, spilled runs or
+    /// group table; the default runs the stage to the end and holds its whole output: small by
+    /// nature for `$count`, `$facet` and `$bucket`, and no more than the stage's own buffer for
+    /// `$bucketAuto`, `$setWindowFields`, `$sample`, `$sortByCount`, `$densify` and `$fill`.
+    fn drain(&self, input: RawStream<'_>, cx: RunCx<'_>) -> CommandResult<Drain> {
+        let out = self
+            .run_raw(input, cx)?
+            .into_raw()
+            .collect::<CommandResult<Vec<_>>>()?;
+        Ok(Box::new(out.into_iter().map(Ok)))
     }
 
     /// For `$out`/`$merge`: where the output goes.

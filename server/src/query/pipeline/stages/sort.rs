@@ -6,20 +6,21 @@
 //! to disk as a run (see `spill`); at the end the runs and the last buffer are merged lazily
 //! with a heap ordered by (sort key, input position), so ties keep their input order.
 
-use super::Stage;
+use super::{Drain, Stage};
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::query::budget::Held;
 use crate::query::path;
 use crate::query::pipeline::codes::{self, perr};
-use crate::query::pipeline::run_context::{RunCx, doc_size_bytes, holding};
-use crate::query::pipeline::spill::{KeyOf, KeyOrder, Sorter};
-use crate::query::pipeline::values::{integral, to_raw};
+use crate::query::pipeline::limits::ENTRY_OVERHEAD_BYTES;
+use crate::query::pipeline::run_context::{RunCx, doc_size_bytes, holding, value_size_bytes};
+use crate::query::pipeline::spill::{KeyOf, KeyOrder, RowStream, Sorter};
+use crate::query::pipeline::values::{integral, to_doc, to_raw};
 use crate::query::pipeline::{DocStream, Flow, RawStream};
 use crate::query::types;
 use bson::{Bson, Document, RawBsonRef, RawDocument, RawDocumentBuf};
 use std::cmp::Ordering;
 use std::ops::ControlFlow;
-use std::rc::Rc;
+use std::sync::Arc;
 use storage::keycode;
 
 /// A parsed sort specification.
@@ -251,15 +252,36 @@ impl Stage for Sort {
 
     /// A top-k over raw documents compares encoded sort keys and keeps the raw documents; a
     /// document that cannot enter the top k is dropped after its key is encoded, unread
-    /// otherwise. A full sort decodes (its runs spill as documents).
+    /// otherwise. A full sort keeps (and spills) the raw documents, keyed by their decoded sort
+    /// keys, and hands them on raw.
     fn run_raw<'a>(&'a self, input: RawStream<'a>, cx: RunCx<'a>) -> CommandResult<Flow<'a>> {
         match self.top_k {
             Some(k) => {
                 let kept = top_k_raw(&self.keys, input, k, cx)?;
                 Ok(Flow::Raw(Box::new(kept.into_iter().map(Ok))))
             }
-            None => Ok(Flow::Docs(self.run(Flow::Raw(input).into_docs(), cx)?)),
+            None => {
+                let (rows, held) = sorted_rows(&self.keys, input, cx)?;
+                let sorted = rows.map(|r| r.map(|(_, _, d)| d));
+                Ok(Flow::Raw(Box::new(sorted.inspect(move |_| {
+                    let _ = &held;
+                }))))
+            }
         }
+    }
+
+    /// The kept top k, or the sorted buffer (or the lazy merge of its spilled runs) handed out
+    /// one document at a time; the charge stays until the drain is dropped.
+    fn drain(&self, input: RawStream<'_>, cx: RunCx<'_>) -> CommandResult<Drain> {
+        if let Some(k) = self.top_k {
+            let kept = top_k_raw(&self.keys, input, k, cx)?;
+            return Ok(Box::new(kept.into_iter().map(Ok)));
+        }
+        let (rows, held) = sorted_rows(&self.keys, input, cx)?;
+        Ok(Box::new(rows.map(move |r| {
+            let _ = &held;
+            Ok(r?.2)
+        })))
     }
 }
 
@@ -306,28 +328,43 @@ fn top_k_raw(
 /// Sorts a whole stream (stable). With `allowDiskUse`, each time the buffer passes the memory
 /// bound it is sorted and written as a run; the runs and the last buffer are merged lazily.
 pub fn sort_documents<'a>(
-    keys: &'a SortKeys,
+    keys: &SortKeys,
     input: DocStream<'a>,
     cx: RunCx<'a>,
 ) -> CommandResult<DocStream<'a>> {
-    let order: KeyOrder<'a, Vec<Bson>> = Rc::new(|a, b| keys.compare(a, b));
-    let key_of: KeyOf<'a, Vec<Bson>> = Rc::new(|raw| Ok(keys.key_of(raw)));
+    let (rows, held) = sorted_rows(keys, Flow::Docs(input).into_raw(), cx)?;
+    Ok(holding(Box::new(rows.map(|r| to_doc(&r?.2))), held))
+}
+
+/// [`sort_documents`]' rows in order, owning everything they read (the keys are copied), with
+/// the charge of the buffer they come from. Rows hold the documents raw: as compact as BSON,
+/// and never decoded here.
+fn sorted_rows(
+    keys: &SortKeys,
+    input: RawStream<'_>,
+    cx: RunCx<'_>,
+) -> CommandResult<(RowStream<'static, Vec<Bson>>, Held)> {
+    let shared = Arc::new(keys.clone());
+    let by = shared.clone();
+    let order: KeyOrder<'static, Vec<Bson>> = Arc::new(move |a, b| by.compare(a, b));
+    let key_of: KeyOf<'static, Vec<Bson>> = Arc::new(move |raw| Ok(shared.key_of(raw)));
     let mut sorter = Sorter::new(order, key_of);
     let mut used_bytes = 0usize;
     let mut held = Held::global();
     for (seq, item) in (0u64..).zip(input) {
-        let doc = item?;
-        let key = keys.key_of(&to_raw(&doc)?);
-        used_bytes += doc_size_bytes(&doc);
-        sorter.push((key, seq, doc));
+        let raw = item?;
+        let key = keys.key_of(&raw);
+        used_bytes += raw.as_bytes().len()
+            + key.iter().map(value_size_bytes).sum::<usize>()
+            + ENTRY_OVERHEAD_BYTES;
+        sorter.push((key, seq, raw));
         if cx.charge_spillable(&mut held, used_bytes, "Sort")? {
             sorter.spill()?;
             used_bytes = 0;
             held.set(0);
         }
     }
-    let sorted = Box::new(sorter.finish()?.map(|r| r.map(|(_, _, d)| d)));
-    Ok(holding(sorted, held))
+    Ok((sorter.finish()?, held))
 }
 
 /// Keeps the best `k` documents of a stream, in order (stable); holds O(k) documents.

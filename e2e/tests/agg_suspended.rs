@@ -1,0 +1,160 @@
+//! Proves an aggregate with blocking stages waits in its cursor between batches: a 50k-group
+//! `$group` and a spilling `$sort` read in small batches give the full, correct result, and
+//! killCursors after the first batch gives the memory budget back and closes the spill files.
+//! How: a real `cairn` process, raw aggregate/getMore/killCursors commands, `serverStatus`'s
+//! `metrics.queryMemory.usedBytes`, and the server's open deleted files in /proc/<pid>/fd.
+
+use bson::{Bson, Document, doc};
+use cairn_e2e::Server;
+
+const BIN: &str = env!("CARGO_BIN_EXE_cairn");
+
+/// Groups in the large `$group` (two documents each).
+const GROUPS: i64 = 50_000;
+
+async fn fill(c: &mongodb::Collection<Document>, n: i64) {
+    let docs: Vec<Document> = (0..n)
+        .map(|i| doc! { "_id": i, "k": i % GROUPS, "v": i, "pad": "p".repeat(60) })
+        .collect();
+    for chunk in docs.chunks(10_000) {
+        c.insert_many(chunk.to_vec()).await.unwrap();
+    }
+}
+
+async fn used_bytes(db: &mongodb::Database) -> i64 {
+    let status = db.run_command(doc! { "serverStatus": 1 }).await.unwrap();
+    status
+        .get_document("metrics")
+        .and_then(|m| m.get_document("queryMemory"))
+        .and_then(|m| m.get_i64("usedBytes"))
+        .unwrap()
+}
+
+/// Files the server holds open that have no name any more: its spill runs.
+fn deleted_files_open(server: &Server) -> usize {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{}/fd", server.pid())) else {
+        return 0;
+    };
+    dir.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|target| target.to_string_lossy().contains("(deleted)"))
+        .count()
+}
+
+/// Opens an aggregate cursor with a first batch of `batch` documents: (id, first batch).
+async fn open(
+    db: &mongodb::Database,
+    pipeline: Vec<Document>,
+    batch: i32,
+    disk: bool,
+) -> (i64, Vec<Document>) {
+    let reply = db
+        .run_command(doc! {
+            "aggregate": "c", "pipeline": pipeline, "cursor": { "batchSize": batch },
+            "allowDiskUse": disk,
+        })
+        .await
+        .unwrap();
+    let cursor = reply.get_document("cursor").unwrap();
+    (cursor.get_i64("id").unwrap(), docs_of(cursor, "firstBatch"))
+}
+
+fn docs_of(cursor: &Document, field: &str) -> Vec<Document> {
+    cursor
+        .get_array(field)
+        .unwrap()
+        .iter()
+        .filter_map(|b| b.as_document().cloned())
+        .collect()
+}
+
+/// Reads the rest of cursor `id` in batches of `batch`.
+async fn read_rest(db: &mongodb::Database, mut id: i64, batch: i32) -> Vec<Document> {
+    let mut out = Vec::new();
+    while id != 0 {
+        let reply = db
+            .run_command(doc! { "getMore": id, "collection": "c", "batchSize": batch })
+            .await
+            .unwrap();
+        let cursor = reply.get_document("cursor").unwrap();
+        out.extend(docs_of(cursor, "nextBatch"));
+        id = cursor.get_i64("id").unwrap();
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_large_group_read_in_small_batches_is_complete_and_in_order() {
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let db = client.database("suspended");
+    fill(&db.collection("c"), 2 * GROUPS).await;
+    let pipeline = vec![
+        doc! { "$group": { "_id": "$k", "n": { "$sum": 1 }, "total": { "$sum": "$v" } } },
+        doc! { "$match": { "n": 2 } },
+    ];
+    let (id, mut got) = open(&db, pipeline, 7, false).await;
+    assert_eq!(got.len(), 7);
+    assert_ne!(id, 0, "the rest waits in the cursor");
+    got.extend(read_rest(&db, id, 1000).await);
+    assert_eq!(got.len() as i64, GROUPS);
+    // Groups come out in first-seen order: k = 0, 1, 2, ...; each sums v = k and k + GROUPS.
+    for (k, g) in (0i64..).zip(&got) {
+        let id = match g.get("_id") {
+            Some(Bson::Int64(v)) => *v,
+            Some(Bson::Int32(v)) => i64::from(*v),
+            other => panic!("bad _id {other:?}"),
+        };
+        assert_eq!(id, k);
+        let total = match g.get("total") {
+            Some(Bson::Int64(v)) => *v,
+            Some(Bson::Int32(v)) => i64::from(*v),
+            other => panic!("bad total {other:?}"),
+        };
+        assert_eq!(total, 2 * k + GROUPS, "group {k}");
+    }
+    assert_eq!(used_bytes(&db).await, 0, "a used-up cursor holds nothing");
+}
+
+#[tokio::test]
+async fn kill_cursors_after_the_first_batch_frees_memory_and_spill_files() {
+    let server = Server::start(
+        BIN,
+        &[
+            "--setParameter",
+            "internalQueryMaxBlockingSortMemoryUsageBytes=200000",
+        ],
+    );
+    let client = server.client().await;
+    let db = client.database("suspended");
+    fill(&db.collection("c"), 20_000).await;
+    let files_before = deleted_files_open(&server);
+    let sort = vec![
+        doc! { "$sort": { "v": -1 } },
+        doc! { "$project": { "v": 1 } },
+    ];
+    let group = vec![doc! { "$group": { "_id": "$k", "all": { "$push": "$pad" } } }];
+    for pipeline in [sort, group] {
+        let (id, first) = open(&db, pipeline.clone(), 2, true).await;
+        assert_eq!(first.len(), 2, "{pipeline:?}");
+        assert_ne!(id, 0);
+        assert!(
+            used_bytes(&db).await > 0,
+            "{pipeline:?}: the stage's buffer is charged"
+        );
+        assert!(
+            deleted_files_open(&server) > files_before,
+            "{pipeline:?}: the stage spilled and its runs are open"
+        );
+        let reply = db
+            .run_command(doc! { "killCursors": "c", "cursors": [id] })
+            .await
+            .unwrap();
+        assert_eq!(reply.get_array("cursorsKilled").unwrap().len(), 1);
+        assert_eq!(used_bytes(&db).await, 0, "{pipeline:?}: budget given back");
+        assert_eq!(
+            deleted_files_open(&server),
+            files_before,
+            "{pipeline:?}: spill files closed"
+        );
+    }
+}

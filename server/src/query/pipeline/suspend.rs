@@ -1,0 +1,264 @@
+//! A pipeline run that can stop after any result and go on later, blocking stages included
+//! (an aggregate's cursor keeps one between `getMore`s). The stages after the first `skip` are
+//! cut at every stage that does not stream ([`STREAMING`]) into segments: a segment is a run of
+//! streaming stages fed by the pipeline's input (the first) or by the blocking stage before it.
+//! Pulling a result pulls the last segment, which pushes one input document at a time through
+//! its stages (`Pipeline::push_from`, bounded by the segment's end). The first time a segment
+//! needs a document from its blocking stage, that stage consumes the whole previous segment
+//! (which pulls further back the same way) and becomes a [`Drain`]: its sorted buffer, spilled
+//! runs or group table, handed out one document at a time. So between two pulls the run holds
+//! only the drains, each segment's results of one input document, and its counters; dropping
+//! it drops the drains, which gives their memory charges back and closes their spill files.
+//!
+//! Stages that read other collections need the command's environment at every pull; callers
+//! keep such pipelines out ([`Pipeline::reads_other_collections`]). `$out`/`$merge` never
+//! appear here either: their output is written by the command, not handed out.
+
+use super::run_context::RunCx;
+use super::stages::Drain;
+use super::{Pipeline, PipelineEnv, StreamState};
+use crate::error::CommandResult;
+use bson::RawDocumentBuf;
+use std::collections::VecDeque;
+
+/// Stages that take one document at a time and keep no state but a count: they run inside a
+/// segment. `$_internalUnpackBucket` turns one bucket into its measurements, nothing more.
+pub(super) const STREAMING: &[&str] = &[
+    "$match",
+    "$project",
+    "$addFields",
+    "$set",
+    "$unset",
+    "$replaceRoot",
+    "$replaceWith",
+    "$unwind",
+    "$redact",
+    "$limit",
+    "$skip",
+    crate::query::timeseries::UNPACK_STAGE,
+];
+
+/// Where the input of a suspended run comes from, one document per call (`None`: no more).
+pub type Input<'i> = dyn FnMut() -> CommandResult<Option<RawDocumentBuf>> + 'i;
+
+/// A suspended run of a pipeline (see the module note). It does not hold the pipeline: every
+/// call takes it again, so the caller keeps one `Arc<Pipeline>` beside this.
+pub struct Suspended {
+    segments: Vec<Segment>,
+}
+
+/// One run of streaming stages and what feeds it.
+struct Segment {
+    /// The blocking stage in front of this segment; `None` for the first, fed by the input.
+    feeder: Option<usize>,
+    feed: Feed,
+    state: StreamState,
+    /// The segment's results from its last input document not pulled yet (`$unwind` can make
+    /// several of one).
+    pending: VecDeque<RawDocumentBuf>,
+    done: bool,
+}
+
+/// A blocking stage's side of a segment.
+enum Feed {
+    /// The stage has not consumed its input yet.
+    Waiting,
+    Open(Drain),
+    /// Used up, or no longer needed: what it held is dropped.
+    Closed,
+}
+
+impl Suspended {
+    /// True once every result has been pulled.
+    pub fn done(&self) -> bool {
+        self.segments
+            .last()
+            .is_none_or(|s| s.done && s.pending.is_empty())
+    }
+
+    /// Results made but not pulled yet: those of the last segment's current input document
+    /// (documents inside a blocking stage are its input, not results).
+    pub fn prepared_count(&self) -> usize {
+        self.segments.last().map_or(0, |s| s.pending.len())
+    }
+
+    /// Drops segment `j` and every one before it, with what their stages hold.
+    fn close_through(&mut self, j: usize) {
+        for seg in self.segments.iter_mut().take(j + 1) {
+            seg.feed = Feed::Closed;
+            seg.pending.clear();
+            seg.done = true;
+        }
+    }
+}
+
+impl Pipeline {
+    /// A suspended run of all but the first `skip` stages; nothing runs until the first pull.
+    pub fn suspend(&self, skip: usize) -> Suspended {
+        let mut segments = Vec::new();
+        let (mut start, mut feeder) = (skip, None);
+        for i in skip..=self.stages.len() {
+            let ends = self
+                .stages
+                .get(i)
+                .is_none_or(|s| !STREAMING.contains(&s.name.as_str()));
+            if ends {
+                let mut state = self.stream_state(start);
+                state.end = i;
+                segments.push(Segment {
+                    feeder,
+                    feed: Feed::Waiting,
+                    state,
+                    pending: VecDeque::new(),
+                    done: false,
+                });
+                (start, feeder) = (i + 1, Some(i));
+            }
+        }
+        Suspended { segments }
+    }
+
+    /// The next result of a suspended run (`None`: the run is over). `input` gives the input
+    /// documents; `env` is asked to interrupt as the stages work.
+    pub fn pull(
+        &self,
+        run: &mut Suspended,
+        input: &mut Input<'_>,
+        env: &dyn PipelineEnv,
+    ) -> CommandResult<Option<RawDocumentBuf>> {
+        let cx = self.run_cx(env);
+        match run.segments.len() {
+            0 => Ok(None),
+            n => self.pull_from(run, n - 1, input, cx),
+        }
+    }
+
+    /// The next result of segment `j`.
+    fn pull_from(
+        &self,
+        run: &mut Suspended,
+        j: usize,
+        input: &mut Input<'_>,
+        cx: RunCx<'_>,
+    ) -> CommandResult<Option<RawDocumentBuf>> {
+        loop {
+            let seg = &mut run.segments[j];
+            if let Some(doc) = seg.pending.pop_front() {
+                return Ok(Some(doc));
+            }
+            if seg.done || seg.state.finished {
+                // A used-up `$limit` ends the run early: what feeds it is not needed any more.
+                run.close_through(j);
+                return Ok(None);
+            }
+            // A long stretch of documents a `$match` drops must still notice an interrupt.
+            crate::interrupt::tick()?;
+            let next = match seg.feeder {
+                None => input()?,
+                Some(stage) => self.feed(run, j, stage, input, cx)?,
+            };
+            let seg = &mut run.segments[j];
+            match next {
+                Some(doc) => {
+                    let from = seg.state.skip;
+                    self.push_from(from, &mut seg.state, doc, cx, &mut seg.pending)?;
+                }
+                None => seg.done = true,
+            }
+        }
+    }
+
+    /// The next output document of blocking stage `stage`, which feeds segment `j`: on the
+    /// first call the stage consumes all of segment `j - 1`.
+    fn feed(
+        &self,
+        run: &mut Suspended,
+        j: usize,
+        stage: usize,
+        input: &mut Input<'_>,
+        cx: RunCx<'_>,
+    ) -> CommandResult<Option<RawDocumentBuf>> {
+        if matches!(run.segments[j].feed, Feed::Waiting) {
+            let drain = {
+                let upstream =
+                    std::iter::from_fn(|| self.pull_from(run, j - 1, &mut *input, cx).transpose());
+                self.stages[stage].stage.drain(Box::new(upstream), cx)?
+            };
+            run.segments[j].feed = Feed::Open(drain);
+        }
+        let Feed::Open(drain) = &mut run.segments[j].feed else {
+            return Ok(None);
+        };
+        match drain.next().transpose()? {
+            Some(doc) => Ok(Some(doc)),
+            None => {
+                run.segments[j].feed = Feed::Closed;
+                Ok(None)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Proves a suspended run cuts the pipeline at its blocking stages and frees what they hold
+    //! once a `$limit` after them is used up.
+    //! How: small in-memory inputs pulled one result at a time, the budget read before and after.
+    use super::*;
+    use crate::query::pipeline::tests::{MapEnv, ctx, stages_of};
+    use bson::{bson, doc};
+
+    fn raw_docs(n: i32) -> VecDeque<RawDocumentBuf> {
+        (0..n)
+            .map(|i| RawDocumentBuf::try_from(&doc! {"_id": i, "k": i % 7}).expect("encodes"))
+            .collect()
+    }
+
+    fn pull_all(p: &Pipeline, run: &mut Suspended, docs: &mut VecDeque<RawDocumentBuf>) -> usize {
+        let mut input = || Ok(docs.pop_front());
+        let mut n = 0;
+        while p
+            .pull(run, &mut input, &MapEnv::default())
+            .expect("pulls")
+            .is_some()
+        {
+            n += 1;
+        }
+        n
+    }
+
+    #[test]
+    fn segments_end_at_blocking_stages() {
+        let stages = stages_of(bson!([
+            {"$match": {"k": {"$gt": 0}}},
+            {"$group": {"_id": "$k", "n": {"$sum": 1}}},
+            {"$sort": {"_id": -1}},
+            {"$project": {"n": 1}},
+        ]));
+        let p = Pipeline::parse(&stages, &ctx()).expect("parses");
+        let run = p.suspend(0);
+        let bounds: Vec<(Option<usize>, usize, usize)> = run
+            .segments
+            .iter()
+            .map(|s| (s.feeder, s.state.skip, s.state.end))
+            .collect();
+        assert_eq!(bounds, vec![(None, 0, 1), (Some(1), 2, 2), (Some(2), 3, 4)]);
+    }
+
+    #[test]
+    fn a_used_up_limit_closes_the_blocking_stages() {
+        let stages = stages_of(bson!([{"$sort": {"k": 1}}, {"$skip": 0}, {"$limit": 3}]));
+        let mut c = ctx();
+        c.memory_max_bytes = usize::MAX;
+        let p = Pipeline::parse(&stages, &c).expect("parses");
+        let mut run = p.suspend(0);
+        let mut docs = raw_docs(50);
+        assert_eq!(pull_all(&p, &mut run, &mut docs), 3);
+        assert!(run.done());
+        assert!(
+            run.segments
+                .iter()
+                .all(|s| matches!(s.feed, Feed::Closed | Feed::Waiting))
+        );
+    }
+}
