@@ -1,6 +1,7 @@
-//! Proves an aggregate with blocking stages waits in its cursor between batches: a 50k-group
-//! `$group` and a spilling `$sort` read in small batches give the full, correct result, and
-//! killCursors after the first batch gives the memory budget back and closes the spill files.
+//! Proves an aggregate with blocking stages (and a find with an in-memory sort) waits in its
+//! cursor between batches: a 50k-group `$group`, a spilling `$sort` and a sorted find read in
+//! small batches give the full, correct result, and killCursors after the first batch gives the
+//! memory budget back and closes the spill files.
 //! How: a real `cairn` process, raw aggregate/getMore/killCursors commands, `serverStatus`'s
 //! `metrics.queryMemory.usedBytes`, and the server's open deleted files in /proc/<pid>/fd.
 
@@ -157,4 +158,52 @@ async fn kill_cursors_after_the_first_batch_frees_memory_and_spill_files() {
             "{pipeline:?}: spill files closed"
         );
     }
+}
+
+/// A find whose sort no index gives holds its sort buffer, not its projected results: after a
+/// first batch of 2 the rest is projected batch by batch (the same documents as one large
+/// batch), the buffer stays charged while the cursor is open, and killCursors gives it back.
+#[tokio::test]
+async fn a_sorted_find_keeps_its_buffer_charged_and_projects_per_batch() {
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let db = client.database("sortedfind");
+    fill(&db.collection("c"), 5_000).await;
+    let find = |batch: i32| {
+        doc! {
+            "find": "c", "filter": { "v": { "$gte": 10 } }, "sort": { "v": -1 },
+            "projection": { "_id": 0, "v": 1 }, "batchSize": batch,
+        }
+    };
+    let whole = db.run_command(find(10_000)).await.unwrap();
+    let whole = docs_of(whole.get_document("cursor").unwrap(), "firstBatch");
+    assert_eq!(whole.len(), 4_990);
+    assert_eq!(whole[0], doc! { "v": 4_999_i64 });
+
+    let reply = db.run_command(find(2)).await.unwrap();
+    let cursor = reply.get_document("cursor").unwrap();
+    let id = cursor.get_i64("id").unwrap();
+    let mut got = docs_of(cursor, "firstBatch");
+    assert_ne!(id, 0);
+    assert!(used_bytes(&db).await > 0, "the sort buffer is charged");
+    got.extend(read_rest(&db, id, 700).await);
+    assert_eq!(got, whole, "batch by batch equals one batch");
+    assert_eq!(
+        used_bytes(&db).await,
+        0,
+        "an exhausted cursor holds nothing"
+    );
+
+    let reply = db.run_command(find(2)).await.unwrap();
+    let id = reply.get_document("cursor").unwrap().get_i64("id").unwrap();
+    let reply = db
+        .run_command(doc! { "killCursors": "c", "cursors": [id] })
+        .await
+        .unwrap();
+    assert_eq!(reply.get_array("cursorsKilled").unwrap().len(), 1);
+    assert_eq!(
+        used_bytes(&db).await,
+        0,
+        "killCursors gives the buffer back"
+    );
 }

@@ -2,7 +2,8 @@
 //! a covering when the projection allows one, then either a resumable scan that skips, limits
 //! and projects, or, when the plan does not give the requested sort, the sorted result.
 
-use super::scan::{ScanState, index_key_of, scan_mode, sort_memory_error};
+use super::scan::{ScanState, scan_mode, sort_memory_error};
+use super::sorted::{Finish, Row, SortedRows};
 use super::source::DocSource;
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::planner;
@@ -10,8 +11,7 @@ use crate::query::budget::{self, Held};
 use crate::query::matcher::Filter;
 use crate::query::projection::Projection;
 use crate::query::sort::SortSpec;
-use bson::{Document, RawDocumentBuf, cstr};
-use std::collections::VecDeque;
+use bson::Document;
 use std::sync::Arc;
 use std::time::Instant;
 use storage::{Collection, Direction};
@@ -155,12 +155,37 @@ pub fn open(
     }
     // A stable sort keeps ties in scan (RecordId) order.
     matches.sort_by(|x, y| sort.compare(&x.1, &y.1));
+    let rows = window(
+        a,
+        matches.into_iter().map(|(rid, doc, pos)| Row {
+            rid,
+            doc,
+            pos,
+            score: None,
+        }),
+    );
+    Ok(sorted_source(rows, a, return_key, Some(held)))
+}
+
+/// The rows of a sorted result that `skip` and `limit` leave.
+fn window(a: &FindSpec, rows: impl Iterator<Item = Row>) -> Vec<Row> {
     let take = a.limit.map_or(usize::MAX, |l| l as usize);
-    let mut docs = VecDeque::new();
-    for (rid, doc, pos) in matches.into_iter().skip(a.skip as usize).take(take) {
-        docs.push_back(finish_doc(doc, rid, pos, None, a, return_key.as_ref())?);
-    }
-    Ok(DocSource::Buffered(docs))
+    rows.skip(a.skip as usize).take(take).collect()
+}
+
+/// A sorted result as a cursor holds it: the rows, finished a batch at a time.
+fn sorted_source(
+    rows: Vec<Row>,
+    a: &FindSpec,
+    return_key: Option<Document>,
+    held: Option<Held>,
+) -> DocSource {
+    let finish = Finish {
+        projection: a.projection.clone(),
+        show_record_id: a.show_record_id,
+        return_key,
+    };
+    DocSource::Sorted(Box::new(SortedRows::new(rows, finish, held)))
 }
 
 /// A `find` with `$near`: the matches nearest first (or in the requested sort), then skip,
@@ -178,12 +203,16 @@ fn open_near(
     if let Some((sort, _)) = &a.sort {
         matches.sort_by(|x, y| sort.compare(&x.1, &y.1));
     }
-    let take = a.limit.map_or(usize::MAX, |l| l as usize);
-    let mut docs = VecDeque::new();
-    for (rid, doc, _) in matches.into_iter().skip(a.skip as usize).take(take) {
-        docs.push_back(finish_doc(doc, rid, None, None, a, None)?);
-    }
-    Ok(DocSource::Buffered(docs))
+    let rows = window(
+        a,
+        matches.into_iter().map(|(rid, doc, _)| Row {
+            rid,
+            doc,
+            pos: None,
+            score: None,
+        }),
+    );
+    Ok(sorted_source(rows, a, None, None))
 }
 
 /// A `find` with `$text`: the matches with their scores (see `super::text`), sorted as asked
@@ -198,32 +227,14 @@ fn open_text(
     if let Some((sort, _)) = &a.sort {
         hits.sort_by(|x, y| sort.compare_scored((&x.1, x.2), (&y.1, y.2)));
     }
-    let take = a.limit.map_or(usize::MAX, |l| l as usize);
-    let mut docs = VecDeque::new();
-    for (rid, doc, score) in hits.into_iter().skip(a.skip as usize).take(take) {
-        docs.push_back(finish_doc(doc, rid, None, Some(score), a, None)?);
-    }
-    Ok(DocSource::Buffered(docs))
-}
-
-/// Projection (or `returnKey`) and `showRecordId` for one result document.
-fn finish_doc(
-    doc: RawDocumentBuf,
-    rid: u64,
-    pos: Option<usize>,
-    score: Option<f64>,
-    a: &FindSpec,
-    return_key: Option<&Document>,
-) -> CommandResult<RawDocumentBuf> {
-    let mut out = match (return_key, &a.projection) {
-        (Some(pattern), _) => index_key_of(&doc, pattern)?,
-        (None, Some(p)) if score.is_some() => p.apply_scored(&doc, pos, score.unwrap_or(0.0))?,
-        (None, Some(p)) => RawDocumentBuf::try_from(&p.apply(&doc, pos)?)
-            .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?,
-        (None, None) => doc,
-    };
-    if a.show_record_id {
-        out.append(cstr!("$recordId"), rid as i64);
-    }
-    Ok(out)
+    let rows = window(
+        a,
+        hits.into_iter().map(|(rid, doc, score)| Row {
+            rid,
+            doc,
+            pos: None,
+            score: Some(score),
+        }),
+    );
+    Ok(sorted_source(rows, a, None, None))
 }

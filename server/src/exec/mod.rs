@@ -13,6 +13,7 @@ pub mod find;
 pub mod keyscan;
 pub mod near;
 pub mod scan;
+pub mod sorted;
 pub mod source;
 pub mod stream;
 pub mod text;

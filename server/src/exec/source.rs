@@ -1,9 +1,11 @@
-//! Where a cursor's documents come from, batch by batch: documents already computed (a sorted
-//! find result, the output of an aggregate that reads other collections), a resumable scan
-//! (`super::scan`) that filters, skips, limits and projects as it goes, or a suspended pipeline
-//! (`super::stream`, blocking stages included), so a large result is never held in memory.
+//! Where a cursor's documents come from, batch by batch: documents already computed (the output
+//! of an aggregate that reads other collections), a sorted find result finished a batch at a
+//! time (`super::sorted`), a resumable scan (`super::scan`) that filters, skips, limits and
+//! projects as it goes, or a suspended pipeline (`super::stream`, blocking stages included), so
+//! a large result is never held in memory as prepared results.
 
 use super::scan::ScanState;
+use super::sorted::SortedRows;
 use super::stream::Streamed;
 use crate::error::CommandResult;
 use bson::RawDocumentBuf;
@@ -18,6 +20,8 @@ pub enum DocSource {
     Buffered(VecDeque<RawDocumentBuf>),
     // Boxed: a scan carries its plan and buffers, a buffered source only a queue.
     Scan(Box<ScanState>),
+    /// A sorted find result: its sort buffer, projected as batches take it.
+    Sorted(Box<SortedRows>),
     /// An aggregate suspended between two results.
     Pipeline(Box<Streamed>),
 }
@@ -35,6 +39,7 @@ impl DocSource {
         while out.len() < count {
             let next = match self {
                 DocSource::Buffered(q) => q.pop_front(),
+                DocSource::Sorted(s) => s.next()?,
                 DocSource::Scan(s) => {
                     while s.pending.is_empty() && !s.done() {
                         s.fill(deadline)?;
@@ -72,6 +77,7 @@ impl DocSource {
     pub fn prepared_count(&self) -> usize {
         match self {
             DocSource::Buffered(q) => q.len(),
+            DocSource::Sorted(s) => s.pending.len(),
             DocSource::Scan(s) => s.pending.len(),
             DocSource::Pipeline(p) => p.prepared_count(),
         }
@@ -80,6 +86,7 @@ impl DocSource {
     fn push_front(&mut self, doc: RawDocumentBuf) {
         match self {
             DocSource::Buffered(q) => q.push_front(doc),
+            DocSource::Sorted(s) => s.pending.push_front(doc),
             DocSource::Scan(s) => s.pending.push_front(doc),
             DocSource::Pipeline(p) => p.pending.push_front(doc),
         }
@@ -88,6 +95,7 @@ impl DocSource {
     pub fn is_exhausted(&self) -> bool {
         match self {
             DocSource::Buffered(q) => q.is_empty(),
+            DocSource::Sorted(s) => s.done(),
             DocSource::Scan(s) => s.done(),
             DocSource::Pipeline(p) => p.done(),
         }
