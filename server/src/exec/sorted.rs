@@ -90,7 +90,7 @@ impl SortedRows {
     }
 
     /// The next finished document, `None` at the end.
-    pub fn next(&mut self) -> CommandResult<Option<RawDocumentBuf>> {
+    pub fn next_doc(&mut self) -> CommandResult<Option<RawDocumentBuf>> {
         if let Some(doc) = self.pending.pop_front() {
             return Ok(Some(doc));
         }
@@ -145,16 +145,16 @@ mod tests {
             full > 0 && full < 1 << 20,
             "brought down to the rows: {full}"
         );
-        let first = s.next().expect("next").expect("a row");
+        let first = s.next_doc().expect("next").expect("a row");
         assert_eq!(
             bson::Document::try_from(first).expect("doc"),
             doc! { "a": 0, "$recordId": 1_i64 }
         );
         assert!(s.pending.is_empty(), "nothing finished ahead");
         assert!(budget.used() < full);
-        assert!(s.next().expect("next").is_some());
-        assert!(s.next().expect("next").is_some());
-        assert!(s.next().expect("next").is_none());
+        assert!(s.next_doc().expect("next").is_some());
+        assert!(s.next_doc().expect("next").is_some());
+        assert!(s.next_doc().expect("next").is_none());
         assert!(s.done());
         assert_eq!(budget.used(), 0);
     }

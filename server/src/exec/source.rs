@@ -39,7 +39,7 @@ impl DocSource {
         while out.len() < count {
             let next = match self {
                 DocSource::Buffered(q) => q.pop_front(),
-                DocSource::Sorted(s) => s.next()?,
+                DocSource::Sorted(s) => s.next_doc()?,
                 DocSource::Scan(s) => {
                     while s.pending.is_empty() && !s.done() {
                         s.fill(deadline)?;
