@@ -18,7 +18,7 @@ use bson::{Document, RawBsonRef, RawDocument, RawDocumentBuf};
 use crate::btree::Tree;
 use crate::commit::{Commit, Ticket};
 use crate::error::{Result, StorageError};
-use crate::index::{FilterCompiler, ID_INDEX_NAME, Index, IndexSpec};
+use crate::index::{ID_INDEX_NAME, Index, IndexCompilers, IndexSpec};
 use crate::index_build::{Build, SideOp};
 use crate::limits::SCAN_BATCH_COUNT_MAX;
 use crate::log::{Loc, Log, OutRecord};
@@ -62,7 +62,7 @@ pub(crate) struct Shared {
     pub log: Arc<Log>,
     pub commit: Arc<Commit>,
     pub pager: Arc<Pager>,
-    pub filter_compiler: Option<FilterCompiler>,
+    pub index_compilers: Option<IndexCompilers>,
     /// Stamp every write batch (`EngineOptions::history_bytes`).
     pub stamp: bool,
     /// Open snapshots and the before-images they need (`snapshot`).
@@ -143,10 +143,14 @@ fn loc_of(value: &[u8]) -> Result<Loc> {
 }
 
 impl CollState {
-    /// A new, empty collection state with its `_id` index.
-    pub fn new(pager: &Pager, compiler: Option<&FilterCompiler>) -> Result<CollState> {
+    /// A new, empty collection state with its `_id` index (`id_spec`).
+    pub fn new(
+        pager: &Pager,
+        compiler: Option<&IndexCompilers>,
+        id_spec: IndexSpec,
+    ) -> Result<CollState> {
         let id_index = Index::new(
-            IndexSpec::id_index(),
+            id_spec,
             crate::catalog::ID_INDEX_IDENT,
             compiler,
             Tree::create(pager)?,
@@ -391,7 +395,7 @@ impl Collection {
         let Some(ix) = st.index(ID_INDEX_NAME) else {
             return Ok(None);
         };
-        let key = crate::keycode::encode_key(&[id], &[false]);
+        let key = ix.point_key(&[id]);
         let hit = ix.scan(
             self.pager(),
             Bound::Included(&key),
