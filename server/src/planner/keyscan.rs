@@ -50,6 +50,8 @@ pub fn key_plan(
         .iter()
         .filter(|ix| hint.map_or(!ix.spec.hidden, |h| ix.spec.name == h))
         .filter(|ix| !ix.multikey && ix.spec.partial_filter.is_none())
+        // Its keys hold sort keys, not the values a key-only plan must return or test.
+        .filter(|ix| ix.spec.collation().is_none())
         .filter(|ix| super::is_plain(&ix.spec.key))
         .filter(|ix| ix.spec.key.keys().next().is_some_and(|k| k == field))
         .filter_map(|ix| super::index_candidate(ix, filter, None, true))
