@@ -10,9 +10,10 @@
 //! bracket whatever its order), and never a sort. Bounds stay a superset either way: every
 //! fetched document meets the whole filter again under the query's collation.
 
-use super::bounds::ValueInterval;
+use super::bounds::{ValueInterval, field_intervals_by, op_intervals};
 use crate::query::collation::Spec;
 use crate::query::collator::{self, Collator};
+use crate::query::matcher::Op;
 use bson::{Bson, Document};
 use std::sync::Arc;
 use storage::IndexInfo;
@@ -74,6 +75,27 @@ fn collatable(v: &Bson) -> bool {
 pub fn usable_apart(ivs: &[ValueInterval]) -> bool {
     ivs.iter()
         .all(|iv| !collatable(&iv.lo) && !collatable(&iv.hi))
+}
+
+/// The intervals of one field of an index that fits the query as `fit` says. Each operator's
+/// intervals are taken into the index's key space (or dropped) before the operators of the
+/// field are intersected: an intersection in the simple order could be empty where the
+/// collated one is not.
+pub fn field_intervals(
+    fit: &Fit,
+    preds: &[(&str, &Op)],
+    field: &str,
+    multikey: bool,
+    sparse: bool,
+) -> Option<Vec<ValueInterval>> {
+    field_intervals_by(preds, field, multikey, |op| {
+        let ivs = op_intervals(op, sparse)?;
+        match fit {
+            Fit::Same(None) => Some(ivs),
+            Fit::Same(Some(c)) => Some(map_intervals(c, ivs)),
+            Fit::Apart => usable_apart(&ivs).then_some(ivs),
+        }
+    })
 }
 
 /// Intervals in the key space of an index collated by `c`: strings (at any depth) become their

@@ -24,7 +24,7 @@ pub mod wildcard;
 
 use crate::query::matcher::Filter;
 use crate::query::sort::SortSpec;
-use bounds::{ValueInterval, byte_intervals, conjunction, field_intervals};
+use bounds::{ValueInterval, byte_intervals, conjunction};
 use bson::{Bson, Document, doc};
 use std::ops::Bound;
 use storage::{Collection, Direction, IndexInfo};
@@ -220,12 +220,7 @@ pub fn index_candidate(
                 .filter(|(p, _)| p == field)
                 .find_map(|(_, op)| bounds::flat_geo_intervals(op, range))
         } else {
-            field_intervals(&preds, field, ix.multikey, ix.spec.sparse)
-        };
-        let ivs = match &fit {
-            collated::Fit::Same(None) => ivs,
-            collated::Fit::Same(Some(c)) => ivs.map(|ivs| collated::map_intervals(c, ivs)),
-            collated::Fit::Apart => ivs.filter(|ivs| collated::usable_apart(ivs)),
+            collated::field_intervals(&fit, &preds, field, ix.multikey, ix.spec.sparse)
         };
         let ivs = if is_hashed(kind) {
             ivs.and_then(bounds::hashed_points)
