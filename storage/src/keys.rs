@@ -592,3 +592,73 @@ fn check_parallel(per_field: &[FieldValues<'_>]) -> Result<(), KeyError> {
 fn last_component(path: &str) -> &str {
     path.rsplit('.').next().unwrap_or(path)
 }
+
+#[cfg(test)]
+mod collation_tests {
+    use super::*;
+    use bson::{RawDocumentBuf, doc};
+
+    /// Upper-casing stands in for a collation: "abc" and "ABC" become one key.
+    fn upper() -> KeyCollation {
+        KeyCollation(Arc::new(|s: &str| s.to_uppercase()))
+    }
+
+    fn keys(pattern: &KeyPattern, d: bson::Document) -> Vec<Vec<u8>> {
+        let raw = RawDocumentBuf::try_from(&d).unwrap();
+        pattern.extract(&raw, false).unwrap().keys
+    }
+
+    #[test]
+    fn strings_at_any_depth_are_mapped_and_other_values_kept() {
+        let c = upper();
+        let value = Bson::Document(doc! {
+            "s": "ab", "n": 5, "arr": ["x", 1.5, { "deep": "y" }], "sym": Bson::Symbol("z".into()),
+        });
+        let mapped = c.map_bson(&value);
+        assert_eq!(
+            mapped,
+            Bson::Document(doc! {
+                "s": "AB", "n": 5, "arr": ["X", 1.5, { "deep": "Y" }], "sym": "Z",
+            })
+        );
+        assert!(c.map(RawBsonRef::Int32(3)).is_none(), "no string: no copy");
+    }
+
+    #[test]
+    fn collated_patterns_key_case_variants_alike() {
+        let plain = KeyPattern::parse(&doc! { "a": 1, "b": -1 }).unwrap();
+        let collated = plain.clone().with_collation(Some(upper()));
+        let (x, y) = (
+            doc! { "a": "abc", "b": ["q", 2] },
+            doc! { "a": "ABC", "b": ["Q", 2] },
+        );
+        assert_ne!(keys(&plain, x.clone()), keys(&plain, y.clone()));
+        assert_eq!(keys(&collated, x), keys(&collated, y));
+        // Point keys for look-ups map the same way as extracted keys.
+        let point = collated.encode(&[RawBsonRef::String("abc"), RawBsonRef::Int32(2)]);
+        let extracted = keys(&collated, doc! { "a": "ABC", "b": 2 });
+        assert_eq!(extracted, vec![point]);
+        // Hashed fields hash the mapped value.
+        let hashed = KeyPattern::parse(&doc! { "h": "hashed" })
+            .unwrap()
+            .with_collation(Some(upper()));
+        assert_eq!(
+            keys(&hashed, doc! { "h": "abc" }),
+            keys(&hashed, doc! { "h": "ABC" })
+        );
+    }
+
+    #[test]
+    fn wildcard_keys_map_values_not_paths() {
+        let spec = crate::wildcard::WildcardSpec::from_index(&doc! { "$**": 1 }, &doc! {})
+            .unwrap()
+            .unwrap();
+        let pattern = KeyPattern::parse(&doc! { "$**": 1 })
+            .unwrap()
+            .with_wildcard(Some(spec))
+            .with_collation(Some(upper()));
+        let got = keys(&pattern, doc! { "name": "ann" });
+        let want = crate::wildcard::key("name", RawBsonRef::String("ANN"));
+        assert_eq!(got, vec![want]);
+    }
+}
