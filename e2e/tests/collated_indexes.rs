@@ -484,3 +484,75 @@ async fn a_collated_index_survives_kill_9() {
         .unwrap_err();
     assert_eq!(error_code(&e), 11000, "still unique after the restart: {e}");
 }
+
+#[tokio::test]
+async fn transactions_check_and_read_collated_keys() {
+    let server = Server::start_initiated(BIN, &[]).await;
+    let client = server.client().await;
+    let db = client.database("cidx_txn");
+    create_index(
+        &db,
+        "t",
+        doc! { "key": { "k": 1 }, "name": "k_ci", "unique": true,
+        "collation": { "locale": "en", "strength": 2 } },
+    )
+    .await
+    .unwrap();
+    let c = db.collection::<Document>("t");
+    c.insert_one(doc! { "_id": 1, "k": "Alpha" }).await.unwrap();
+    let mut s = client.start_session().await.unwrap();
+    s.start_transaction().await.unwrap();
+    c.insert_one(doc! { "_id": 2, "k": "Beta" })
+        .session(&mut s)
+        .await
+        .unwrap();
+    // A case variant of a committed key and of the transaction's own key both collide.
+    let e = c
+        .insert_one(doc! { "_id": 3, "k": "ALPHA" })
+        .session(&mut s)
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&e), 11000, "{e}");
+    let mut s = client.start_session().await.unwrap();
+    s.start_transaction().await.unwrap();
+    c.insert_one(doc! { "_id": 2, "k": "Beta" })
+        .session(&mut s)
+        .await
+        .unwrap();
+    let e = c
+        .insert_one(doc! { "_id": 4, "k": "beta" })
+        .session(&mut s)
+        .await;
+    let committed = match e {
+        Err(e) => {
+            assert_eq!(error_code(&e), 11000, "{e}");
+            false
+        }
+        Ok(_) => s.commit_transaction().await.is_ok(),
+    };
+    assert!(!committed, "beta and Beta cannot both be committed");
+    // Reads in a transaction through the collated index see the snapshot's documents.
+    let mut s = client.start_session().await.unwrap();
+    s.start_transaction().await.unwrap();
+    c.insert_one(doc! { "_id": 5, "k": "Gamma" })
+        .session(&mut s)
+        .await
+        .unwrap();
+    let ci = mongodb::options::Collation::builder()
+        .locale("en".to_string())
+        .strength(mongodb::options::CollationStrength::Secondary)
+        .build();
+    let mut cursor = c
+        .find(doc! { "k": { "$in": ["ALPHA", "gamma"] } })
+        .sort(doc! { "k": 1 })
+        .collation(ci)
+        .session(&mut s)
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    while let Some(d) = cursor.next(&mut s).await {
+        got.push(d.unwrap().get("_id").cloned().unwrap());
+    }
+    assert_eq!(got, vec![Bson::Int32(1), Bson::Int32(5)]);
+    s.commit_transaction().await.unwrap();
+}
