@@ -86,6 +86,32 @@ async fn unique_at_strength_two_rejects_case_variants() {
         .await
         .unwrap_err();
     assert_eq!(error_code(&e), 11000, "{e}");
+    // mongod's shape: the errmsg names the collation and shows the sort key as 0x-hex.
+    let msg = cairn_e2e::error_message(&e);
+    assert!(
+        msg.contains("index: k_ci collation: { locale: \"en\", caseLevel: false")
+            && msg.contains("dup key: { k: \"0x"),
+        "{msg}"
+    );
+    // The raw reply carries keyValue as hex, hexEncoded and the collation.
+    let reply = db
+        .run_command(doc! { "insert": "u", "documents": [{ "_id": 5, "k": "aBc" }] })
+        .await
+        .unwrap();
+    let w = reply.get_array("writeErrors").unwrap()[0]
+        .as_document()
+        .unwrap()
+        .clone();
+    let hex = w.get_document("keyValue").unwrap().get_str("k").unwrap();
+    assert!(hex.bytes().all(|b| b.is_ascii_hexdigit()), "{w}");
+    assert_eq!(
+        w.get_array("hexEncoded").unwrap(),
+        &vec![Bson::Boolean(true)]
+    );
+    assert_eq!(
+        w.get_document("collation").unwrap().get_str("locale").ok(),
+        Some("en")
+    );
     // Accents differ at strength 2: not a duplicate.
     c.insert_one(doc! { "_id": 3, "k": "abç" }).await.unwrap();
     // listIndexes shows the normalised collation.

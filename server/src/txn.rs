@@ -649,6 +649,7 @@ impl Txn {
                 index: storage::ID_INDEX_NAME.into(),
                 key_pattern: Box::new(doc! {"_id": 1}),
                 key_value: Box::new(key_value),
+                collation: None,
             }
         };
         let same_id = |doc: &RawDocumentBuf| doc.get("_id").ok().flatten() == Some(id);

@@ -257,10 +257,9 @@ fn duplicate(spec: &IndexSpec, pattern: &KeyPattern, key: &[u8]) -> StorageError
     let values = keycode::decode_key(key, &pattern.descending()).unwrap_or_default();
     let mut key_value = Document::new();
     for ((field, _), v) in spec.key.iter().zip(values) {
-        let v = if pattern.collation.is_some() {
-            hex_strings(&v)
-        } else {
-            v
+        let v = match v {
+            Bson::String(s) if pattern.collation.is_some() => Bson::String(sort_key_hex(&s)),
+            v => v,
         };
         key_value.insert(field.clone(), v);
     }
@@ -268,25 +267,17 @@ fn duplicate(spec: &IndexSpec, pattern: &KeyPattern, key: &[u8]) -> StorageError
         index: spec.name.clone(),
         key_pattern: Box::new(spec.key.clone()),
         key_value: Box::new(key_value),
+        collation: spec.collation().cloned().map(Box::new),
     }
 }
 
-/// A collated key's strings are sort keys, not text: shown as the hex of the sort key's bytes
-/// (mongod 6.0+ hex-encodes them in `keyValue` too). The stored string carries byte `b` as code
-/// point `b + 1` (see docs/FORMAT.md).
-fn hex_strings(v: &Bson) -> Bson {
-    match v {
-        Bson::String(s) => Bson::String(
-            s.chars()
-                .map(|c| format!("{:02x}", (u32::from(c).saturating_sub(1)) & 0xFF))
-                .collect(),
-        ),
-        Bson::Document(d) => {
-            Bson::Document(d.iter().map(|(k, v)| (k.clone(), hex_strings(v))).collect())
-        }
-        Bson::Array(a) => Bson::Array(a.iter().map(hex_strings).collect()),
-        other => other.clone(),
-    }
+/// A collated key's string is a sort key, not text: shown as the lower-case hex of the sort
+/// key's bytes, as mongod shows a collated index's top-level key strings. The stored string
+/// carries byte `b` as code point `b + 1` (see docs/FORMAT.md).
+fn sort_key_hex(s: &str) -> String {
+    s.chars()
+        .map(|c| format!("{:02x}", (u32::from(c).saturating_sub(1)) & 0xFF))
+        .collect()
 }
 
 impl Index {
