@@ -165,13 +165,14 @@ const NOTES: &[(&str, &str)] = &[
          index too; text and `2d` indexes refuse one with 67). The same key pattern may exist \
          once per collation; the same name with another collation is 85. Keys hold strings as \
          the collation's sort keys, so a unique index at strength 2 refuses case variants \
-         (11000, `keyValue` strings shown as the sort key's hex, as mongod 6.0+). Queries of \
+         (11000; as mongod 7.0, the errmsg names the collation and `keyValue` strings are the \
+         sort key's hex, with `hexEncoded` and `collation`). Queries of \
          the index's collation get bounds and sort from it (IXSCAN shows the `collation`); \
          others only bounds on non-string values. IDHACK when the query's collation is the \
-         collection's. Not yet: covered projections, COUNT_SCAN and DISTINCT_SCAN over a \
-         collated index (it fetches or scans documents instead), plans over a collated \
-         wildcard index, the collation in index filters' query shapes, the collation in the \
-         duplicate-key errmsg.",
+         collection's. The collation is part of the plan cache's and index filters' query \
+         shapes. Not yet: covered projections, COUNT_SCAN and DISTINCT_SCAN over a collated \
+         index (it fetches or scans documents instead), plans over a collated wildcard index; \
+         sort keys are ICU4X's, so the hex differs from mongod's ICU 57 bytes.",
     ),
 ];
 
