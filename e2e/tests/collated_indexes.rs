@@ -438,6 +438,12 @@ async fn answers_equal_the_collection_scan_over_a_random_corpus() {
             let (a, b) = (pick(), pick());
             queries.push(doc! { "filter": { "s": { "$gt": a.clone(), "$lte": b } } });
             queries.push(doc! { "filter": { "s": { "$lt": a } }, "sort": { "s": -1, "_id": -1 } });
+            // An index union, merged in the collated order.
+            let (c, d) = (pick(), pick());
+            queries.push(doc! {
+                "filter": { "$or": [{ "s": c }, { "s": { "$gte": d } }] },
+                "sort": { "s": 1, "_id": 1 },
+            });
         }
         queries.push(doc! { "filter": {}, "sort": { "s": 1, "_id": 1 } });
         for q in queries {
