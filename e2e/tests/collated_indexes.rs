@@ -587,4 +587,22 @@ async fn transactions_check_and_read_collated_keys() {
     }
     assert_eq!(got, vec![Bson::Int32(1), Bson::Int32(5)]);
     s.commit_transaction().await.unwrap();
+    // A collection whose default collation keys `_id`: case variants inside one transaction
+    // collide at the statement.
+    db.run_command(doc! { "create": "ids", "collation": { "locale": "en", "strength": 2 } })
+        .await
+        .unwrap();
+    let ids = db.collection::<Document>("ids");
+    let mut s = client.start_session().await.unwrap();
+    s.start_transaction().await.unwrap();
+    ids.insert_one(doc! { "_id": "Key" })
+        .session(&mut s)
+        .await
+        .unwrap();
+    let e = ids
+        .insert_one(doc! { "_id": "KEY" })
+        .session(&mut s)
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&e), 11000, "{e}");
 }

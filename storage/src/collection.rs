@@ -389,6 +389,17 @@ impl Collection {
             .collect())
     }
 
+    /// The `_id` index's key of `id` when that index has a collation (`None`: it has not, ids
+    /// are the same exactly when equal): two ids are then the same document's exactly when
+    /// their keys are equal.
+    pub fn collated_id_key(&self, id: RawBsonRef<'_>) -> Result<Option<Vec<u8>>> {
+        let st = self.read()?;
+        Ok(st
+            .index(ID_INDEX_NAME)
+            .filter(|ix| ix.spec.collation().is_some())
+            .map(|ix| ix.point_key(&[id])))
+    }
+
     /// The RecordId of the document whose `_id` equals `id`.
     pub fn find_by_id(&self, id: RawBsonRef<'_>) -> Result<Option<RecordId>> {
         let st = self.read()?;
