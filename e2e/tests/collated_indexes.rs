@@ -347,6 +347,25 @@ async fn a_collated_index_serves_only_its_collation() {
         .unwrap()[0]
         .clone();
     assert_eq!(first, Bson::Document(doc! { "k": "Word3" }));
+    // A hashed collated index: equality under its collation hashes the mapped value.
+    create_index(
+        &db,
+        "p",
+        doc! { "key": { "k": "hashed" }, "name": "k_hashed", "collation": { "locale": "en", "strength": 2 } },
+    )
+    .await
+    .unwrap();
+    let cmd = doc! { "find": "p", "filter": { "k": "WORD12" }, "hint": "k_hashed",
+    "collation": { "locale": "en", "strength": 2 } };
+    let e = explain(&db, cmd.clone()).await;
+    let stats = e.get_document("executionStats").unwrap();
+    assert_eq!(num(stats, "nReturned"), 1, "{e}");
+    assert_eq!(
+        num(stats, "totalKeysExamined"),
+        1,
+        "a point, not a full scan: {e}"
+    );
+    assert_eq!(ids(&db, cmd).await, vec![Bson::Int32(12)]);
 }
 
 /// Words from pieces that collations treat specially: case, accents, digits, Turkish dotted
