@@ -347,6 +347,44 @@ async fn a_collated_index_serves_only_its_collation() {
         .unwrap()[0]
         .clone();
     assert_eq!(first, Bson::Document(doc! { "k": "Word3" }));
+    // count: one exact point is a COUNT_SCAN of the collated index under its collation;
+    // anything else reads documents, and the counts stay right.
+    c.insert_one(doc! { "_id": 100, "k": "WORD3" })
+        .await
+        .unwrap();
+    let count = |filter: Document, collation: Option<Document>| {
+        let mut cmd = doc! { "count": "p", "query": filter };
+        if let Some(c) = collation {
+            cmd.insert("collation", c);
+        }
+        cmd
+    };
+    let ci = doc! { "locale": "en", "strength": 2 };
+    let n = |r: Document| match r.get("n") {
+        Some(Bson::Int32(n)) => i64::from(*n),
+        Some(Bson::Int64(n)) => *n,
+        other => panic!("n: {other:?}"),
+    };
+    let point = count(doc! { "k": "word3" }, Some(ci.clone()));
+    assert_eq!(n(db.run_command(point.clone()).await.unwrap()), 2);
+    let e = explain(&db, point).await;
+    assert!(
+        stages(winning(&e)).contains(&"COUNT_SCAN".to_string()),
+        "{e}"
+    );
+    let range = count(
+        doc! { "k": { "$gte": "word3", "$lt": "word4" } },
+        Some(ci.clone()),
+    );
+    // Word3, WORD3, and Word30..Word39.
+    assert_eq!(n(db.run_command(range.clone()).await.unwrap()), 12);
+    let e = explain(&db, range).await;
+    assert!(
+        !stages(winning(&e)).contains(&"COUNT_SCAN".to_string()),
+        "{e}"
+    );
+    let simple = count(doc! { "k": "word3" }, None);
+    assert_eq!(n(db.run_command(simple).await.unwrap()), 0);
     // A hashed collated index: equality under its collation hashes the mapped value.
     create_index(
         &db,

@@ -170,8 +170,9 @@ const NOTES: &[(&str, &str)] = &[
          the index's collation get bounds and sort from it (IXSCAN shows the `collation`); \
          others only bounds on non-string values. IDHACK when the query's collation is the \
          collection's. The collation is part of the plan cache's and index filters' query \
-         shapes. Not yet: covered projections, COUNT_SCAN and DISTINCT_SCAN over a collated \
-         index (it fetches or scans documents instead), plans over a collated wildcard index; \
+         shapes. `count` of one equality under the index's collation is a COUNT_SCAN. Not yet: \
+         covered projections, other COUNT_SCANs and DISTINCT_SCAN over a collated index (it \
+         fetches or scans documents instead), plans over a collated wildcard index; \
          sort keys are ICU4X's, so the hex differs from mongod's ICU 57 bytes.",
     ),
 ];
