@@ -11,6 +11,7 @@ mod bulkwrite;
 mod capped;
 mod change_ddl;
 mod clustered;
+mod collated_indexes;
 mod collation;
 mod crud;
 mod diagnostic;

@@ -158,6 +158,23 @@ const NOTES: &[(&str, &str)] = &[
         "Clustered collections",
         "`create` with `clusteredIndex: {key: {_id: 1}, unique: true}` (mongod 7.0's checks and codes), documents in `_id` order, CLUSTERED_IXSCAN with `minRecord`/`maxRecord` for `_id` equality and ranges, TTL by `_id` date through `expireAfterSeconds` (and `collMod`). createIndexes on the cluster key is a no-op. Not yet: capped clustered collections, the legacy `clusteredIndex: true` outside time-series buckets, implicit creation through createIndexes' `clustered` option.",
     ),
+    (
+        "Collated indexes",
+        "createIndexes takes `collation` (normalised in listIndexes; `{locale: \"simple\"}` \
+         means none; an index on a collection with a default collation inherits it, the `_id` \
+         index too; text and `2d` indexes refuse one with 67). The same key pattern may exist \
+         once per collation; the same name with another collation is 85. Keys hold strings as \
+         the collation's sort keys, so a unique index at strength 2 refuses case variants \
+         (11000; as mongod 7.0, the errmsg names the collation and `keyValue` strings are the \
+         sort key's hex, with `hexEncoded` and `collation`). Queries of \
+         the index's collation get bounds and sort from it (IXSCAN shows the `collation`); \
+         others only bounds on non-string values. IDHACK when the query's collation is the \
+         collection's. The collation is part of the plan cache's and index filters' query \
+         shapes. `count` of one equality under the index's collation is a COUNT_SCAN. Not yet: \
+         covered projections, other COUNT_SCANs and DISTINCT_SCAN over a collated index (it \
+         fetches or scans documents instead), plans over a collated wildcard index; \
+         sort keys are ICU4X's, so the hex differs from mongod's ICU 57 bytes.",
+    ),
 ];
 
 fn yes_no(ok: bool) -> &'static str {

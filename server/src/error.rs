@@ -492,6 +492,54 @@ fn shell_value(v: &Bson) -> String {
     }
 }
 
+/// mongod's 11000 reply. For a collated index the errmsg names the collation and shows each
+/// top-level string of the key (already hex from storage) as `0x<hex>`; the extra fields add
+/// `hexEncoded` and `collation`, as mongod's DuplicateKeyErrorInfo does.
+fn duplicate_key(
+    db: &str,
+    coll: &str,
+    index: &str,
+    key_pattern: Document,
+    key_value: Document,
+    collation: Option<&Document>,
+) -> CommandError {
+    let Some(collation) = collation else {
+        return CommandError::new(
+            ErrorCode::DuplicateKey,
+            format!(
+                "E11000 duplicate key error collection: {db}.{coll} index: {index} dup key: {}",
+                dup_key_text(&key_value)
+            ),
+        )
+        .with_extra(bson::doc! { "keyPattern": key_pattern, "keyValue": key_value });
+    };
+    let hex: Vec<bool> = key_value
+        .values()
+        .map(|v| matches!(v, Bson::String(_)))
+        .collect();
+    let shown: Document = key_value
+        .iter()
+        .map(|(k, v)| match v {
+            Bson::String(h) => (k.clone(), Bson::String(format!("0x{h}"))),
+            v => (k.clone(), v.clone()),
+        })
+        .collect();
+    let mut extra = bson::doc! { "keyPattern": key_pattern, "keyValue": key_value };
+    if hex.iter().any(|h| *h) {
+        extra.insert("hexEncoded", hex);
+    }
+    extra.insert("collation", collation.clone());
+    CommandError::new(
+        ErrorCode::DuplicateKey,
+        format!(
+            "E11000 duplicate key error collection: {db}.{coll} index: {index} collation: {} dup key: {}",
+            dup_key_text(collation),
+            dup_key_text(&shown)
+        ),
+    )
+    .with_extra(extra)
+}
+
 /// Map a storage error to the error mongod would send for it.
 pub fn storage_error(e: StorageError, db: &str, coll: &str) -> CommandError {
     match e {
@@ -499,14 +547,15 @@ pub fn storage_error(e: StorageError, db: &str, coll: &str) -> CommandError {
             index,
             key_pattern,
             key_value,
-        } => CommandError::new(
-            ErrorCode::DuplicateKey,
-            format!(
-                "E11000 duplicate key error collection: {db}.{coll} index: {index} dup key: {}",
-                dup_key_text(&key_value)
-            ),
-        )
-        .with_extra(bson::doc! { "keyPattern": *key_pattern, "keyValue": *key_value.clone() }),
+            collation,
+        } => duplicate_key(
+            db,
+            coll,
+            &index,
+            *key_pattern,
+            *key_value,
+            collation.as_deref(),
+        ),
         StorageError::NamespaceExists(ns) => err(
             ErrorCode::NamespaceExists,
             format!("Collection {ns} already exists."),

@@ -47,6 +47,20 @@ fn partial_filter_compiler() -> storage::FilterCompiler {
     })
 }
 
+/// Collated indexes keep strings as ICU sort-key strings (`Collator::key_string`); the engine
+/// asks for the mapping of each such index when it opens or creates it.
+pub fn collation_compiler() -> storage::CollationCompiler {
+    Arc::new(|spec: &bson::Document| {
+        let compiled = crate::query::collation::Spec::parse(spec)
+            .and_then(|s| crate::query::collator::for_spec(&s))
+            .map_err(|e| e.message)?;
+        let collator = compiled.ok_or_else(|| "the simple collation maps nothing".to_string())?;
+        Ok(storage::keys::KeyCollation(Arc::new(move |s: &str| {
+            collator.key_string(s)
+        })))
+    })
+}
+
 #[derive(Default)]
 pub struct ConnectionCounters {
     pub current: AtomicUsize,
@@ -114,6 +128,7 @@ impl ServerState {
         let opts = storage::EngineOptions {
             journal_commit_interval_ms: config.journal_commit_interval_ms,
             partial_filter_compiler: Some(partial_filter_compiler()),
+            collation_compiler: Some(collation_compiler()),
             cache_size_bytes: config.cache_size_bytes(crate::sysinfo::memory_bytes()),
             checkpoint_interval_ms: config.checkpoint_interval_ms(),
             checkpoint_log_bytes: config.checkpoint_log_bytes(),

@@ -649,9 +649,19 @@ impl Txn {
                 index: storage::ID_INDEX_NAME.into(),
                 key_pattern: Box::new(doc! {"_id": 1}),
                 key_value: Box::new(key_value),
+                collation: None,
             }
         };
-        let same_id = |doc: &RawDocumentBuf| doc.get("_id").ok().flatten() == Some(id);
+        // Ids are the same when the `_id` index keys them alike (a collated `_id` index keys
+        // case variants alike at strength 2).
+        let key = w.coll.collated_id_key(id)?;
+        let same_id = |doc: &RawDocumentBuf| match (doc.get("_id").ok().flatten(), &key) {
+            (Some(other), _) if other == id => true,
+            (Some(other), Some(key)) => {
+                w.coll.collated_id_key(other).ok().flatten().as_ref() == Some(key)
+            }
+            _ => false,
+        };
         let staged_docs = staged.iter().filter_map(|(_, p)| p.as_ref());
         if w.pending
             .values()

@@ -18,7 +18,7 @@ use bson::{Document, RawBsonRef, RawDocument, RawDocumentBuf};
 use crate::btree::Tree;
 use crate::commit::{Commit, Ticket};
 use crate::error::{Result, StorageError};
-use crate::index::{FilterCompiler, ID_INDEX_NAME, Index, IndexSpec};
+use crate::index::{ID_INDEX_NAME, Index, IndexCompilers, IndexSpec};
 use crate::index_build::{Build, SideOp};
 use crate::limits::SCAN_BATCH_COUNT_MAX;
 use crate::log::{Loc, Log, OutRecord};
@@ -62,7 +62,7 @@ pub(crate) struct Shared {
     pub log: Arc<Log>,
     pub commit: Arc<Commit>,
     pub pager: Arc<Pager>,
-    pub filter_compiler: Option<FilterCompiler>,
+    pub index_compilers: Option<IndexCompilers>,
     /// Stamp every write batch (`EngineOptions::history_bytes`).
     pub stamp: bool,
     /// Open snapshots and the before-images they need (`snapshot`).
@@ -143,10 +143,14 @@ fn loc_of(value: &[u8]) -> Result<Loc> {
 }
 
 impl CollState {
-    /// A new, empty collection state with its `_id` index.
-    pub fn new(pager: &Pager, compiler: Option<&FilterCompiler>) -> Result<CollState> {
+    /// A new, empty collection state with its `_id` index (`id_spec`).
+    pub fn new(
+        pager: &Pager,
+        compiler: Option<&IndexCompilers>,
+        id_spec: IndexSpec,
+    ) -> Result<CollState> {
         let id_index = Index::new(
-            IndexSpec::id_index(),
+            id_spec,
             crate::catalog::ID_INDEX_IDENT,
             compiler,
             Tree::create(pager)?,
@@ -385,13 +389,24 @@ impl Collection {
             .collect())
     }
 
+    /// The `_id` index's key of `id` when that index has a collation (`None`: it has not, ids
+    /// are the same exactly when equal): two ids are then the same document's exactly when
+    /// their keys are equal.
+    pub fn collated_id_key(&self, id: RawBsonRef<'_>) -> Result<Option<Vec<u8>>> {
+        let st = self.read()?;
+        Ok(st
+            .index(ID_INDEX_NAME)
+            .filter(|ix| ix.spec.collation().is_some())
+            .map(|ix| ix.point_key(&[id])))
+    }
+
     /// The RecordId of the document whose `_id` equals `id`.
     pub fn find_by_id(&self, id: RawBsonRef<'_>) -> Result<Option<RecordId>> {
         let st = self.read()?;
         let Some(ix) = st.index(ID_INDEX_NAME) else {
             return Ok(None);
         };
-        let key = crate::keycode::encode_key(&[id], &[false]);
+        let key = ix.point_key(&[id]);
         let hit = ix.scan(
             self.pager(),
             Bound::Included(&key),

@@ -19,7 +19,9 @@ use crate::checkpoint::{self, Start};
 use crate::collection::{CollState, Collection, Shared};
 use crate::commit::{Commit, Ticket};
 use crate::error::{Result, StorageError};
-use crate::index::{FilterCompiler, ID_INDEX_NAME, Index, IndexSpec};
+use crate::index::{
+    CollationCompiler, FilterCompiler, ID_INDEX_NAME, Index, IndexCompilers, IndexSpec,
+};
 use crate::limits::{
     CACHE_SIZE_BYTES_DEFAULT, CHECKPOINT_INTERVAL_MS_DEFAULT, CHECKPOINT_LOG_BYTES_DEFAULT,
     CHECKPOINT_POLL_MS, COMPACTION_INTERVAL_MS, DATABASE_NAME_SIZE_MAX, NAMESPACE_SIZE_MAX,
@@ -41,6 +43,9 @@ pub struct EngineOptions {
     pub segment_size_bytes: u64,
     /// Compiles `partialFilterExpression`s; without it partial indexes index every document.
     pub partial_filter_compiler: Option<FilterCompiler>,
+    /// Compiles index collations; without it an index with a `collation` cannot be created
+    /// or opened.
+    pub collation_compiler: Option<CollationCompiler>,
     /// Run compaction on a background thread (tests call `Engine::compact` instead).
     pub background_compaction: bool,
     /// Prepare the next log segment (zero-filled) on a background thread.
@@ -65,6 +70,7 @@ impl Default for EngineOptions {
             journal_commit_interval_ms: None,
             segment_size_bytes: SEGMENT_SIZE_BYTES_DEFAULT,
             partial_filter_compiler: None,
+            collation_compiler: None,
             background_compaction: true,
             preallocate_segments: true,
             cache_size_bytes: CACHE_SIZE_BYTES_DEFAULT,
@@ -204,7 +210,7 @@ fn remove_temporaries(backend: &dyn Backend) -> Result<()> {
 /// Builds the replay state from a checkpoint blob (or nothing).
 fn replay_from<'a>(
     pager: &'a Pager,
-    compiler: Option<&'a FilterCompiler>,
+    compiler: Option<&'a IndexCompilers>,
     blob: Option<&Document>,
 ) -> Result<(Replay<'a>, Option<Start>, Vec<crate::pager::PageId>)> {
     let mut replay = Replay {
@@ -279,7 +285,10 @@ impl Engine {
             tracing::warn!("page file: {why}; opened from the other meta slot");
         }
         let pager = Arc::new(pager);
-        let compiler = opts.partial_filter_compiler.clone();
+        let compiler = Some(IndexCompilers {
+            filter: opts.partial_filter_compiler.clone(),
+            collation: opts.collation_compiler.clone(),
+        });
         let pager_ms = opened_at.elapsed().as_millis() as u64;
         let replayed_records;
         // The clock resumes after the newest timestamp of the checkpoint or the replayed log.
@@ -342,7 +351,7 @@ impl Engine {
             log,
             commit,
             pager: pager.clone(),
-            filter_compiler: compiler.clone(),
+            index_compilers: compiler.clone(),
             stamp: opts.history_bytes.is_some(),
             versions: Arc::new(crate::snapshot::Versions::new(
                 crate::limits::SNAPSHOT_HISTORY_BYTES_MAX,
@@ -561,11 +570,18 @@ impl Engine {
             name: name.into(),
             uuid: bson::Uuid::new(),
             options: options.clone(),
-            indexes: vec![(crate::catalog::ID_INDEX_IDENT, IndexSpec::id_index())],
+            indexes: vec![(
+                crate::catalog::ID_INDEX_IDENT,
+                IndexSpec::id_index_for(&options),
+            )],
             next_record_id: 1,
         };
         let shared = &self.inner.shared;
-        let state = CollState::new(&shared.pager, shared.filter_compiler.as_ref())?;
+        let state = CollState::new(
+            &shared.pager,
+            shared.index_compilers.as_ref(),
+            entry.indexes[0].1.clone(),
+        )?;
         let mut note = ddl_note("create", id, db, name, entry.uuid);
         if !options.is_empty() {
             note.insert("options", options.clone());

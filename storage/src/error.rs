@@ -41,6 +41,9 @@ pub enum StorageError {
         /// Boxed to keep `StorageError` small.
         key_pattern: Box<bson::Document>,
         key_value: Box<bson::Document>,
+        /// A collated index's collation: `key_value`'s top-level strings are then the hex of
+        /// the stored sort key (mongod's `hexEncoded`).
+        collation: Option<Box<bson::Document>>,
     },
     #[error("index build already in progress: {0}")]
     IndexBuildInProgress(String),

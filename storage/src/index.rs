@@ -12,7 +12,7 @@ use bson::{Bson, Document, RawDocument, doc};
 use crate::btree::Tree;
 use crate::error::{Result, StorageError};
 use crate::keycode;
-use crate::keys::KeyPattern;
+use crate::keys::{KeyCollation, KeyPattern};
 use crate::limits::INDEX_KEY_SIZE_MAX;
 use crate::pager::Pager;
 
@@ -20,6 +20,18 @@ use crate::pager::Pager;
 pub type Predicate = Box<dyn Fn(&RawDocument) -> bool + Send + Sync>;
 /// Compiles a `partialFilterExpression` into a predicate (supplied by the server).
 pub type FilterCompiler = Arc<dyn Fn(&Document) -> Predicate + Send + Sync>;
+/// Compiles an index's `collation` (the normalised spec) into its string mapping (supplied by
+/// the server); an error names what is wrong with the spec.
+pub type CollationCompiler =
+    Arc<dyn Fn(&Document) -> std::result::Result<KeyCollation, String> + Send + Sync>;
+
+/// What the server supplies to turn index options into code. Without a collation compiler an
+/// index with a `collation` cannot be opened or created: its keys would be wrong.
+#[derive(Clone, Default)]
+pub struct IndexCompilers {
+    pub filter: Option<FilterCompiler>,
+    pub collation: Option<CollationCompiler>,
+}
 
 /// An index definition as stored in the catalog.
 #[derive(Clone, Debug, PartialEq, Default)]
@@ -38,6 +50,8 @@ pub struct IndexSpec {
 
 /// Name of the index every collection has.
 pub const ID_INDEX_NAME: &str = "_id_";
+/// The option (in `IndexSpec::extra`, and in a collection's options) naming a collation.
+pub const COLLATION: &str = "collation";
 
 impl IndexSpec {
     /// The `_id` index spec.
@@ -50,11 +64,29 @@ impl IndexSpec {
         }
     }
 
-    /// Whether both index the same keys: the same key pattern and, for wildcard indexes, the
-    /// same `wildcardProjection` (mongod lets `{$**: 1}` exist once per projection).
+    /// The `_id` index of a collection with `options`: it has the collection's default
+    /// collation, as in mongod.
+    pub fn id_index_for(options: &Document) -> IndexSpec {
+        let mut spec = IndexSpec::id_index();
+        if let Ok(c) = options.get_document(COLLATION) {
+            spec.extra.insert(COLLATION, c.clone());
+        }
+        spec
+    }
+
+    /// The index's collation (normalised), `None` for the simple collation.
+    pub fn collation(&self) -> Option<&Document> {
+        self.extra.get_document(COLLATION).ok()
+    }
+
+    /// Whether both index the same keys: the same key pattern and collation and, for wildcard
+    /// indexes, the same `wildcardProjection` (mongod lets `{$**: 1}` exist once per
+    /// projection, and a key pattern once per collation).
     pub fn same_key(&self, other: &IndexSpec) -> bool {
         let projection = |s: &IndexSpec| s.extra.get(crate::wildcard::PROJECTION).cloned();
-        self.key == other.key && projection(self) == projection(other)
+        self.key == other.key
+            && projection(self) == projection(other)
+            && self.collation() == other.collation()
     }
 
     /// The catalog form.
@@ -142,16 +174,42 @@ pub(crate) struct KeyMaker {
     filter: Option<Predicate>,
 }
 
+/// The string mapping of a collated index, from the server's compiler.
+fn key_collation(
+    spec: &IndexSpec,
+    compilers: Option<&IndexCompilers>,
+) -> Result<Option<KeyCollation>> {
+    let Some(c) = spec.collation() else {
+        return Ok(None);
+    };
+    let compiler = compilers
+        .and_then(|k| k.collation.as_ref())
+        .ok_or_else(|| {
+            StorageError::InvalidIndex(format!(
+                "index {} has a collation and no collation compiler was given",
+                spec.name
+            ))
+        })?;
+    compiler(c)
+        .map(Some)
+        .map_err(|why| StorageError::InvalidIndex(format!("index {}: {why}", spec.name)))
+}
+
 impl KeyMaker {
-    pub fn new(spec: IndexSpec, compiler: Option<&FilterCompiler>) -> Result<KeyMaker> {
+    pub fn new(spec: IndexSpec, compiler: Option<&IndexCompilers>) -> Result<KeyMaker> {
+        let collation = key_collation(&spec, compiler)?;
         let pattern = KeyPattern::parse(&spec.key)?
             .with_flat_range(flat_range(&spec))
             .with_text(crate::text::TextSpec::from_index(&spec.key, &spec.extra)?)
             .with_wildcard(crate::wildcard::WildcardSpec::from_index(
                 &spec.key,
                 &spec.extra,
-            )?);
-        let filter = match (&spec.partial_filter, compiler) {
+            )?)
+            .with_collation(collation);
+        let filter = match (
+            &spec.partial_filter,
+            compiler.and_then(|c| c.filter.as_ref()),
+        ) {
             (Some(f), Some(c)) => Some(c(f)),
             _ => None,
         };
@@ -199,20 +257,34 @@ fn duplicate(spec: &IndexSpec, pattern: &KeyPattern, key: &[u8]) -> StorageError
     let values = keycode::decode_key(key, &pattern.descending()).unwrap_or_default();
     let mut key_value = Document::new();
     for ((field, _), v) in spec.key.iter().zip(values) {
+        let v = match v {
+            Bson::String(s) if pattern.collation.is_some() => Bson::String(sort_key_hex(&s)),
+            v => v,
+        };
         key_value.insert(field.clone(), v);
     }
     StorageError::DuplicateKey {
         index: spec.name.clone(),
         key_pattern: Box::new(spec.key.clone()),
         key_value: Box::new(key_value),
+        collation: spec.collation().cloned().map(Box::new),
     }
+}
+
+/// A collated key's string is a sort key, not text: shown as the lower-case hex of the sort
+/// key's bytes, as mongod shows a collated index's top-level key strings. The stored string
+/// carries byte `b` as code point `b + 1` (see docs/FORMAT.md).
+fn sort_key_hex(s: &str) -> String {
+    s.chars()
+        .map(|c| format!("{:02x}", (u32::from(c).saturating_sub(1)) & 0xFF))
+        .collect()
 }
 
 impl Index {
     pub fn new(
         spec: IndexSpec,
         ident: u32,
-        compiler: Option<&FilterCompiler>,
+        compiler: Option<&IndexCompilers>,
         tree: Tree,
     ) -> Result<Index> {
         let KeyMaker {
@@ -237,6 +309,11 @@ impl Index {
     /// Bytes of the pages holding the entries.
     pub fn size_bytes(&self) -> u64 {
         self.tree.size_bytes()
+    }
+
+    /// The encoded key of one value per field, strings mapped as this index stores them.
+    pub fn point_key(&self, values: &[bson::RawBsonRef<'_>]) -> Vec<u8> {
+        self.pattern.encode(values)
     }
 
     /// See `KeyMaker::keys_of`.

@@ -27,7 +27,7 @@ use crate::collection::{CollState, Collection, Direction, Shared};
 use crate::engine::Engine;
 use crate::error::{Result, StorageError};
 use crate::extsort::{Sorter, SpillLog};
-use crate::index::{FilterCompiler, Index, IndexSpec, KeyMaker, entry_key};
+use crate::index::{Index, IndexCompilers, IndexSpec, KeyMaker, entry_key};
 use crate::keycode;
 use crate::limits::{
     INDEX_BUILD_DRAIN_OPS, INDEX_BUILD_DUPLICATES_MAX, INDEX_BUILD_SCAN_DOCS,
@@ -354,7 +354,7 @@ impl Engine {
         st.next_index_ident += 1;
         let side_name = format!("tmp-side-{}-{ident}", c.id);
         let build = Arc::new(Build {
-            maker: KeyMaker::new(spec, self.inner.shared.filter_compiler.as_ref())?,
+            maker: KeyMaker::new(spec, self.inner.shared.index_compilers.as_ref())?,
             ident,
             tracker: PageTracker::default(),
             guard: Mutex::new(()),
@@ -425,7 +425,7 @@ impl Engine {
         }
         tree.tracker = None;
         let spec = b.maker.spec.clone();
-        let mut ix = Index::new(spec.clone(), b.ident, shared.filter_compiler.as_ref(), tree)?;
+        let mut ix = Index::new(spec.clone(), b.ident, shared.index_compilers.as_ref(), tree)?;
         ix.multikey = multikey || b.multikey.load(Ordering::Acquire);
         let (db, name) = c.namespace();
         let mut note = crate::engine::ddl_note("createIndexes", c.id, &db, &name, c.uuid);
@@ -459,7 +459,7 @@ pub(crate) fn rebuild(
     c: &Collection,
     idents: &HashSet<u32>,
     backend: &Arc<dyn crate::backend::Backend>,
-    compiler: Option<&FilterCompiler>,
+    compiler: Option<&IndexCompilers>,
 ) -> Result<()> {
     let shared = &c.shared;
     let specs: Vec<(u32, IndexSpec)> = c

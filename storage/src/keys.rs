@@ -20,7 +20,8 @@
 
 use crate::keycode;
 use bson::raw::RawDocument;
-use bson::{Bson, Document, RawBsonRef};
+use bson::{Bson, Document, RawBson, RawBsonRef};
+use std::sync::Arc;
 
 /// Guards against cartesian blow-up (e.g. `{a.b: 1, a.c: 1}` over a 10k-element array).
 pub const KEYS_PER_DOCUMENT_MAX: usize = 100_000;
@@ -118,6 +119,64 @@ pub struct KeyPattern {
     pub text: Option<Box<crate::text::TextSpec>>,
     /// What a wildcard index indexes; set by `with_wildcard` (`crate::wildcard`).
     pub wildcard: Option<Box<crate::wildcard::WildcardSpec>>,
+    /// A collated index's string mapping; set by `with_collation`.
+    pub collation: Option<KeyCollation>,
+}
+
+/// How a collated index stores strings: a function (the server's collation, compiled) from a
+/// string to the string kept in its place, whose byte order is the collated order (a sort key
+/// carried as a string, see docs/FORMAT.md). Strings at any depth of a value are mapped, so
+/// objects and arrays holding strings order by the collation too; other values are unchanged.
+#[derive(Clone)]
+pub struct KeyCollation(pub Arc<dyn Fn(&str) -> String + Send + Sync>);
+
+impl std::fmt::Debug for KeyCollation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KeyCollation")
+    }
+}
+
+impl PartialEq for KeyCollation {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl KeyCollation {
+    /// `value` with its strings mapped; `None` when it holds no string (use it as it is).
+    pub fn map(&self, value: RawBsonRef<'_>) -> Option<RawBson> {
+        if !raw_has_strings(value) {
+            return None;
+        }
+        let owned = Bson::try_from(RawBson::from(value)).ok()?;
+        RawBson::try_from(self.map_bson(&owned)).ok()
+    }
+
+    /// [`KeyCollation::map`] over an owned value (symbols become strings, as they compare).
+    pub fn map_bson(&self, value: &Bson) -> Bson {
+        match value {
+            Bson::String(s) | Bson::Symbol(s) => Bson::String((self.0)(s)),
+            Bson::Document(d) => Bson::Document(
+                d.iter()
+                    .map(|(k, v)| (k.clone(), self.map_bson(v)))
+                    .collect(),
+            ),
+            Bson::Array(a) => Bson::Array(a.iter().map(|v| self.map_bson(v)).collect()),
+            other => other.clone(),
+        }
+    }
+}
+
+fn raw_has_strings(value: RawBsonRef<'_>) -> bool {
+    match value {
+        RawBsonRef::String(_) | RawBsonRef::Symbol(_) => true,
+        RawBsonRef::Document(d) => d
+            .into_iter()
+            .map_while(Result::ok)
+            .any(|(_, v)| raw_has_strings(v)),
+        RawBsonRef::Array(a) => a.into_iter().map_while(Result::ok).any(raw_has_strings),
+        _ => false,
+    }
 }
 
 /// The keys of one document.
@@ -178,7 +237,14 @@ impl KeyPattern {
             fields,
             text: None,
             wildcard: None,
+            collation: None,
         })
+    }
+
+    /// Sets the string mapping of a collated index (`None`: the simple collation).
+    pub fn with_collation(mut self, collation: Option<KeyCollation>) -> KeyPattern {
+        self.collation = collation;
+        self
     }
 
     /// Sets what a wildcard index indexes (`None` for other index types).
@@ -207,9 +273,19 @@ impl KeyPattern {
         self.fields.iter().map(|f| f.descending).collect()
     }
 
-    /// Encodes one key from one value per field (for bounds and point lookups).
+    /// Encodes one key from one value per field (for bounds and point lookups), strings mapped
+    /// as the index stores them.
     pub fn encode(&self, values: &[RawBsonRef<'_>]) -> Vec<u8> {
-        keycode::encode_key(values, &self.descending())
+        let Some(c) = &self.collation else {
+            return keycode::encode_key(values, &self.descending());
+        };
+        let mapped: Vec<Option<RawBson>> = values.iter().map(|v| c.map(*v)).collect();
+        let values: Vec<RawBsonRef<'_>> = values
+            .iter()
+            .zip(&mapped)
+            .map(|(v, m)| m.as_ref().map_or(*v, RawBson::as_raw_bson_ref))
+            .collect();
+        keycode::encode_key(&values, &self.descending())
     }
 
     /// The keys `doc` produces. With `sparse`, a document missing every indexed field gives none.
@@ -218,7 +294,7 @@ impl KeyPattern {
             return text.extract(doc);
         }
         if let Some(wildcard) = &self.wildcard {
-            return wildcard.extract(doc);
+            return wildcard.extract_collated(doc, self.collation.as_ref());
         }
         if self.fields.iter().any(|f| f.kind == FieldKind::Text) {
             return Err(KeyError::UnsupportedType(crate::text::TEXT.into()));
@@ -276,7 +352,7 @@ impl KeyPattern {
         let mut keys: Vec<Vec<u8>> = vec![Vec::new()];
         let mut cells = Vec::with_capacity(self.fields.len());
         for (field, values) in self.fields.iter().zip(per_field) {
-            let encoded = values.encoded(field)?;
+            let encoded = values.encoded(field, self.collation.as_ref())?;
             if encoded.is_empty() {
                 return Ok((Vec::new(), vec![false; self.fields.len()]));
             }
@@ -357,7 +433,11 @@ impl FieldValues<'_> {
         self.values.iter().all(Option::is_none)
     }
 
-    fn encoded(&self, field: &KeyField) -> Result<Vec<Vec<u8>>, KeyError> {
+    fn encoded(
+        &self,
+        field: &KeyField,
+        collation: Option<&KeyCollation>,
+    ) -> Result<Vec<Vec<u8>>, KeyError> {
         if field.kind == FieldKind::Sphere {
             let mut out = Vec::new();
             for v in self.values.iter().flatten() {
@@ -381,11 +461,10 @@ impl FieldValues<'_> {
             out.dedup();
             return Ok(out);
         }
-        let one = |v: RawBsonRef<'_>| match field.kind {
-            FieldKind::Ordered => keycode::encode_key(&[v], &[field.descending]),
-            FieldKind::Hashed | FieldKind::Sphere | FieldKind::Flat { .. } | FieldKind::Text => {
-                keycode::encode_key(&[RawBsonRef::Int64(crate::hashed::hash64(v))], &[false])
-            }
+        let one = |v: RawBsonRef<'_>| {
+            let mapped = collation.and_then(|c| c.map(v));
+            let v = mapped.as_ref().map_or(v, RawBson::as_raw_bson_ref);
+            one_value(field, v)
         };
         let mut out: Vec<Vec<u8>> = self
             .values
@@ -398,6 +477,16 @@ impl FieldValues<'_> {
         out.sort_unstable();
         out.dedup();
         Ok(out)
+    }
+}
+
+/// The encoded key of one (already mapped) value of an ordered or hashed field.
+fn one_value(field: &KeyField, v: RawBsonRef<'_>) -> Vec<u8> {
+    match field.kind {
+        FieldKind::Ordered => keycode::encode_key(&[v], &[field.descending]),
+        FieldKind::Hashed | FieldKind::Sphere | FieldKind::Flat { .. } | FieldKind::Text => {
+            keycode::encode_key(&[RawBsonRef::Int64(crate::hashed::hash64(v))], &[false])
+        }
     }
 }
 
@@ -502,4 +591,74 @@ fn check_parallel(per_field: &[FieldValues<'_>]) -> Result<(), KeyError> {
 
 fn last_component(path: &str) -> &str {
     path.rsplit('.').next().unwrap_or(path)
+}
+
+#[cfg(test)]
+mod collation_tests {
+    use super::*;
+    use bson::{RawDocumentBuf, doc};
+
+    /// Upper-casing stands in for a collation: "abc" and "ABC" become one key.
+    fn upper() -> KeyCollation {
+        KeyCollation(Arc::new(|s: &str| s.to_uppercase()))
+    }
+
+    fn keys(pattern: &KeyPattern, d: bson::Document) -> Vec<Vec<u8>> {
+        let raw = RawDocumentBuf::try_from(&d).unwrap();
+        pattern.extract(&raw, false).unwrap().keys
+    }
+
+    #[test]
+    fn strings_at_any_depth_are_mapped_and_other_values_kept() {
+        let c = upper();
+        let value = Bson::Document(doc! {
+            "s": "ab", "n": 5, "arr": ["x", 1.5, { "deep": "y" }], "sym": Bson::Symbol("z".into()),
+        });
+        let mapped = c.map_bson(&value);
+        assert_eq!(
+            mapped,
+            Bson::Document(doc! {
+                "s": "AB", "n": 5, "arr": ["X", 1.5, { "deep": "Y" }], "sym": "Z",
+            })
+        );
+        assert!(c.map(RawBsonRef::Int32(3)).is_none(), "no string: no copy");
+    }
+
+    #[test]
+    fn collated_patterns_key_case_variants_alike() {
+        let plain = KeyPattern::parse(&doc! { "a": 1, "b": -1 }).unwrap();
+        let collated = plain.clone().with_collation(Some(upper()));
+        let (x, y) = (
+            doc! { "a": "abc", "b": ["q", 2] },
+            doc! { "a": "ABC", "b": ["Q", 2] },
+        );
+        assert_ne!(keys(&plain, x.clone()), keys(&plain, y.clone()));
+        assert_eq!(keys(&collated, x), keys(&collated, y));
+        // Point keys for look-ups map the same way as extracted keys.
+        let point = collated.encode(&[RawBsonRef::String("abc"), RawBsonRef::Int32(2)]);
+        let extracted = keys(&collated, doc! { "a": "ABC", "b": 2 });
+        assert_eq!(extracted, vec![point]);
+        // Hashed fields hash the mapped value.
+        let hashed = KeyPattern::parse(&doc! { "h": "hashed" })
+            .unwrap()
+            .with_collation(Some(upper()));
+        assert_eq!(
+            keys(&hashed, doc! { "h": "abc" }),
+            keys(&hashed, doc! { "h": "ABC" })
+        );
+    }
+
+    #[test]
+    fn wildcard_keys_map_values_not_paths() {
+        let spec = crate::wildcard::WildcardSpec::from_index(&doc! { "$**": 1 }, &doc! {})
+            .unwrap()
+            .unwrap();
+        let pattern = KeyPattern::parse(&doc! { "$**": 1 })
+            .unwrap()
+            .with_wildcard(Some(spec))
+            .with_collation(Some(upper()));
+        let got = keys(&pattern, doc! { "name": "ann" });
+        let want = crate::wildcard::key("name", RawBsonRef::String("ANN"));
+        assert_eq!(got, vec![want]);
+    }
 }

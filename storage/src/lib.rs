@@ -49,7 +49,8 @@ pub use engine::{CacheStats, CollectionInfo, Engine, EngineOptions, EngineStats}
 pub use error::{Result, StorageError};
 pub use history::{HistoryBatch, HistoryOp, HistoryPos, HistoryRead};
 pub use index::{
-    FilterCompiler, ID_INDEX_NAME, IndexSpec, Predicate, encode_index_key, flat_range,
+    COLLATION, CollationCompiler, FilterCompiler, ID_INDEX_NAME, IndexCompilers, IndexSpec,
+    Predicate, encode_index_key, flat_range,
 };
 pub use snapshot::{ScanStep, Snapshot};
 pub use validate::ValidateReport;

@@ -20,7 +20,7 @@ use crate::btree::Tree;
 use crate::catalog::{CatalogEntry, CatalogOp};
 use crate::collection::{CollMeta, CollState, Collection, Shared};
 use crate::error::{Result, StorageError};
-use crate::index::{FilterCompiler, Index, entry_key};
+use crate::index::{Index, IndexCompilers, IndexSpec, entry_key};
 use crate::limits::REPLAY_INDEX_BUFFER_BYTES;
 use crate::log::Loc;
 use crate::pager::Pager;
@@ -68,7 +68,7 @@ impl ReplayColl {
 
 pub(crate) struct Replay<'a> {
     pub pager: &'a Pager,
-    pub compiler: Option<&'a FilterCompiler>,
+    pub compiler: Option<&'a IndexCompilers>,
     pub colls: BTreeMap<u64, ReplayColl>,
     pub next_collection_id: u64,
     /// Bytes of buffered index changes over all collections.
@@ -134,7 +134,12 @@ impl Replay<'_> {
         match op {
             CatalogOp::Create(e) => {
                 self.next_collection_id = self.next_collection_id.max(e.id + 1);
-                let state = CollState::new(pager, self.compiler)?;
+                let id_spec = e
+                    .indexes
+                    .iter()
+                    .find(|(_, s)| s.name == crate::index::ID_INDEX_NAME)
+                    .map_or_else(IndexSpec::id_index, |(_, s)| s.clone());
+                let state = CollState::new(pager, self.compiler, id_spec)?;
                 self.colls.insert(e.id, ReplayColl::new(e, state));
             }
             CatalogOp::Drop { id } => {
@@ -224,7 +229,7 @@ impl Replay<'_> {
 /// buffered.
 fn apply_data(
     pager: &Pager,
-    _compiler: Option<&FilterCompiler>,
+    _compiler: Option<&IndexCompilers>,
     c: &mut ReplayColl,
     kind: Kind,
     data: &record::DataPayload<'_>,

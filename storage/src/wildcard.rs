@@ -189,8 +189,18 @@ impl WildcardSpec {
 
     /// The keys of one document (see the module comment).
     pub fn extract(&self, doc: &RawDocument) -> Result<ExtractedKeys, KeyError> {
+        self.extract_collated(doc, None)
+    }
+
+    /// [`WildcardSpec::extract`] for a collated index: values' strings mapped (paths never).
+    pub fn extract_collated(
+        &self,
+        doc: &RawDocument,
+        collation: Option<&crate::keys::KeyCollation>,
+    ) -> Result<ExtractedKeys, KeyError> {
         let mut walk = Walk {
             spec: self,
+            collation,
             path: Vec::new(),
             keys: Vec::new(),
             multikey: false,
@@ -255,6 +265,7 @@ fn flatten(p: &Document, prefix: &str, out: &mut Vec<(String, bool)>) -> Result<
 
 struct Walk<'s> {
     spec: &'s WildcardSpec,
+    collation: Option<&'s crate::keys::KeyCollation>,
     path: Vec<String>,
     keys: Vec<Vec<u8>>,
     multikey: bool,
@@ -270,6 +281,10 @@ impl Walk<'_> {
     }
 
     fn leaf(&mut self, value: RawBsonRef<'_>) -> Result<(), KeyError> {
+        let mapped = self.collation.and_then(|c| c.map(value));
+        let value = mapped
+            .as_ref()
+            .map_or(value, bson::RawBson::as_raw_bson_ref);
         let k = key(&self.path.join("."), value);
         self.push(k)
     }

@@ -342,16 +342,7 @@ pub fn parse_spec(d: &Document) -> CommandResult<IndexSpec> {
             ));
         }
     };
-    match d.get("collation") {
-        None => {}
-        Some(Bson::Document(c)) => args::only_simple(c)?,
-        Some(_) => {
-            return Err(err(
-                ErrorCode::TypeMismatch,
-                "The field 'collation' must be an object",
-            ));
-        }
-    }
+    let collation = super::index_collation::parse(d)?;
     let expire = match d.get("expireAfterSeconds") {
         None => None,
         Some(v) => {
@@ -407,10 +398,14 @@ pub fn parse_spec(d: &Document) -> CommandResult<IndexSpec> {
     for (k, v) in d {
         if matches!(
             k.as_str(),
-            "collation" | "storageEngine" | "weights" | "default_language" | "wildcardProjection"
+            "storageEngine" | "weights" | "default_language" | "wildcardProjection"
         ) {
             extra.insert(k.clone(), v.clone());
         }
+    }
+    // Normalised; `plan_builds` settles it against the collection's default.
+    if let Some(c) = collation {
+        extra.insert(storage::COLLATION, c);
     }
     if key.values().any(|v| v.as_str() == Some("2d")) {
         flat_options(d, &mut extra)?;
@@ -463,6 +458,7 @@ fn same_options(a: &IndexSpec, b: &IndexSpec) -> bool {
         && a.expire_after_seconds == b.expire_after_seconds
         && a.hidden == b.hidden
         && a.extra.get(storage::wildcard::PROJECTION) == b.extra.get(storage::wildcard::PROJECTION)
+        && a.collation() == b.collation()
 }
 
 /// How a requested spec relates to the existing ones: `Ok(true)` exists already, `Ok(false)` new.
@@ -494,6 +490,9 @@ fn compare_existing(requested: &IndexSpec, existing: &[IndexSpec]) -> CommandRes
                     e.to_document()
                 ),
             ));
+        }
+        if let Some(message) = super::index_collation::conflict_message(requested, e) {
+            return Err(err(ErrorCode::IndexOptionsConflict, message));
         }
         if !same_options(e, requested) {
             return Err(err(
@@ -609,8 +608,14 @@ fn plan_builds(
     let created_collection = state.catalog.collection(db, name).is_none();
     let coll = state.catalog.get_or_create(db, name)?;
     let existing: Vec<IndexSpec> = coll.indexes().into_iter().map(|i| i.spec).collect();
+    let default = coll
+        .options()
+        .get_document(storage::COLLATION)
+        .ok()
+        .cloned();
     let mut to_build = Vec::new();
-    for spec in specs {
+    for mut spec in specs {
+        super::index_collation::resolve(&mut spec, default.as_ref())?;
         if !compare_existing(&spec, &existing)?
             && !to_build.iter().any(|s: &IndexSpec| s.name == spec.name)
         {

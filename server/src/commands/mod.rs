@@ -22,6 +22,7 @@ pub mod diagnostic;
 pub mod explain;
 pub mod find_and_modify;
 pub mod handshake;
+pub mod index_collation;
 pub mod indexes;
 pub mod map_reduce;
 pub mod output;

@@ -6,7 +6,8 @@
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::planner::IndexPlan;
 use crate::planner::covered::decodes_exactly;
-use crate::query::matcher::{Filter, Op};
+use crate::planner::keyscan::points_only;
+use crate::query::matcher::Filter;
 use bson::{Bson, Document, RawDocumentBuf};
 use std::ops::Bound;
 use storage::{Collection, Direction};
@@ -44,33 +45,6 @@ fn leading_value(key: &[u8], pattern: &Document) -> CommandResult<Bson> {
 
 fn serr(e: storage::StorageError) -> crate::error::CommandError {
     crate::error::storage_error(e, "", "")
-}
-
-/// Whether the filter is one equality (or `$in`) to values whose point bounds hold exactly the
-/// matching keys: then every key in the bounds counts without being decoded.
-fn points_only(filter: &Filter) -> bool {
-    let exact = |v: &Bson| {
-        !matches!(
-            v,
-            Bson::Null
-                | Bson::Undefined
-                | Bson::Document(_)
-                | Bson::Array(_)
-                | Bson::RegularExpression(_)
-                | Bson::MinKey
-                | Bson::MaxKey
-        )
-    };
-    match filter {
-        // Two conditions on the field keep only one's bounds (see `field_intervals`).
-        Filter::And(children) => children.len() == 1 && points_only(&children[0]),
-        Filter::Path { op: Op::Eq(v), .. } => exact(v),
-        Filter::Path {
-            op: Op::In { values, regexes },
-            ..
-        } => regexes.is_empty() && values.iter().all(exact),
-        _ => false,
-    }
 }
 
 /// Count the entries of a COUNT_SCAN plan whose key passes the filter.

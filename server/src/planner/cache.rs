@@ -2,7 +2,7 @@
 //! shape skips the trial (the only part of planning that reads storage).
 //!
 //! A shape is the filter's structure (fields, operators, the type of each value, never the
-//! value) plus the sort, as mongod's `queryHash`; `planCacheKey` adds the collection's indexes.
+//! value) plus the sort and the collation, as mongod's `queryHash`; `planCacheKey` adds the collection's indexes.
 //! An entry names the winning index only: a hit plans that index again for the new values
 //! (bounds, direction) and is used only if the index is still a candidate for them, so a cached
 //! plan is always one the planner could have chosen and results never depend on the cache.
@@ -129,13 +129,14 @@ fn index_signature(coll: &Collection) -> u64 {
     let mut h = DefaultHasher::new();
     for ix in coll.indexes() {
         format!(
-            "{}|{}|{}|{}|{}|{:?}",
+            "{}|{}|{}|{}|{}|{:?}|{:?}",
             ix.spec.name,
             ix.spec.key,
             ix.spec.hidden,
             ix.spec.sparse,
             ix.multikey,
-            ix.spec.partial_filter
+            ix.spec.partial_filter,
+            ix.spec.collation()
         )
         .hash(&mut h);
     }
@@ -144,11 +145,19 @@ fn index_signature(coll: &Collection) -> u64 {
 
 impl Key {
     pub fn of(coll: &Collection, filter: &Document, sort: Option<&Document>) -> Key {
-        let shape = doc! {
+        let mut shape = doc! {
             "query": filter_shape(filter),
             "sort": sort.cloned().unwrap_or_default(),
+        };
+        // The collation is part of the shape (mongod's queryHash): the same filter may plan
+        // another index under another collation.
+        if let Some(c) = crate::query::collator::current() {
+            shape.insert(
+                "collation",
+                crate::query::collation::Spec::Locale(c.spec().clone()).to_document(),
+            );
         }
-        .to_string();
+        let shape = shape.to_string();
         let index_sig = index_signature(coll);
         let query_hash = hash_hex(&shape, 0);
         let plan_cache_key = hash_hex(&shape, index_sig);

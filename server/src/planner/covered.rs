@@ -94,7 +94,12 @@ pub fn covering(
 ) -> Option<Covered> {
     let Plan::Index(p) = plan else { return None };
     // A transaction's keys are current, not its snapshot: its documents are always fetched.
-    if p.multikey || !super::is_plain(&p.key_pattern) || crate::txn::active() {
+    // A collated index's strings are sort keys: mongod fetches, so do we.
+    if p.multikey
+        || !super::is_plain(&p.key_pattern)
+        || crate::txn::active()
+        || p.flags.collation.is_some()
+    {
         return None;
     }
     let mut needed = projected_fields(projection?, &p.key_pattern)?;

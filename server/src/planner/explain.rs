@@ -40,10 +40,15 @@ fn ixscan(p: &IndexPlan) -> Document {
             (k.clone(), Bson::Array(paths))
         })
         .collect();
-    doc! {
+    let mut d = doc! {
         "stage": "IXSCAN",
         "keyPattern": p.key_pattern.clone(),
         "indexName": p.index_name.clone(),
+    };
+    if let Some(c) = &p.flags.collation {
+        d.insert("collation", c.clone());
+    }
+    d.extend(doc! {
         "isMultiKey": p.multikey,
         "multiKeyPaths": multikey_paths,
         "isUnique": p.flags.unique,
@@ -52,7 +57,8 @@ fn ixscan(p: &IndexPlan) -> Document {
         "indexVersion": 2,
         "direction": direction_name(p.direction),
         "indexBounds": bounds,
-    }
+    });
+    d
 }
 
 /// A clustered collection's scan: CLUSTERED_IXSCAN with the `_id` bounds as `minRecord` and

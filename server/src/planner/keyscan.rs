@@ -10,6 +10,9 @@
 //! value (`prefix_end` of its encoding) and returns the value from the key when it decodes
 //! exactly (see `covered`); for a number it fetches the group's first document (to return the
 //! stored numeric type) and for `null` the group's documents until one holds an explicit null.
+//! Collations (`collated`): an index serves only queries of its own collation; a collated
+//! index holds sort keys, so it gives only a COUNT_SCAN of one exact point, counted without
+//! decoding keys, and never a DISTINCT_SCAN.
 
 //!
 //! This module chooses the plans; `crate::exec::keyscan` runs them.
@@ -30,6 +33,33 @@ fn only_on(filter: &Filter, field: &str) -> bool {
     }
 }
 
+/// Whether the filter is one equality (or `$in`) to values whose point bounds hold exactly the
+/// matching keys: then every key in the bounds counts without being decoded.
+pub fn points_only(filter: &Filter) -> bool {
+    let exact = |v: &Bson| {
+        !matches!(
+            v,
+            Bson::Null
+                | Bson::Undefined
+                | Bson::Document(_)
+                | Bson::Array(_)
+                | Bson::RegularExpression(_)
+                | Bson::MinKey
+                | Bson::MaxKey
+        )
+    };
+    match filter {
+        // Two conditions on the field keep only one's bounds (see `field_intervals`).
+        Filter::And(children) => children.len() == 1 && points_only(&children[0]),
+        Filter::Path { op: Op::Eq(v), .. } => exact(v),
+        Filter::Path {
+            op: Op::In { values, regexes },
+            ..
+        } => regexes.is_empty() && values.iter().all(exact),
+        _ => false,
+    }
+}
+
 /// The key-only plan over an index led by `field`, if the rule of the module note holds.
 /// `hint` (an index name) limits the choice to that index.
 pub fn key_plan(
@@ -38,18 +68,34 @@ pub fn key_plan(
     filter: &Filter,
     hint: Option<&str>,
 ) -> Option<IndexPlan> {
-    // A transaction's reads see its snapshot, which index entries do not show; under a
-    // collation, equal values may have distinct keys.
-    if !only_on(filter, field)
-        || crate::txn::active()
-        || crate::query::collator::current().is_some()
-    {
+    key_plan_for(indexes, field, filter, hint, false)
+}
+
+/// [`key_plan`]; with `collated_points`, an index of the query's (non-simple) collation may be
+/// read too: the caller only counts the keys of exact points, never decodes them.
+fn key_plan_for(
+    indexes: &[IndexInfo],
+    field: &str,
+    filter: &Filter,
+    hint: Option<&str>,
+    collated_points: bool,
+) -> Option<IndexPlan> {
+    // A transaction's reads see its snapshot, which index entries do not show.
+    if !only_on(filter, field) || crate::txn::active() {
         return None;
     }
+    // An index of another collation than the query's keys equal values apart; a collated
+    // index holds sort keys, not the values a key check or DISTINCT_SCAN needs.
+    let usable = |ix: &IndexInfo| match super::collated::fit(ix) {
+        super::collated::Fit::Same(None) => true,
+        super::collated::Fit::Same(Some(_)) => collated_points,
+        super::collated::Fit::Apart => false,
+    };
     indexes
         .iter()
         .filter(|ix| hint.map_or(!ix.spec.hidden, |h| ix.spec.name == h))
         .filter(|ix| !ix.multikey && ix.spec.partial_filter.is_none())
+        .filter(|ix| usable(ix))
         .filter(|ix| super::is_plain(&ix.spec.key))
         .filter(|ix| ix.spec.key.keys().next().is_some_and(|k| k == field))
         .filter_map(|ix| super::index_candidate(ix, filter, None, true))
@@ -59,7 +105,7 @@ pub fn key_plan(
 /// The COUNT_SCAN plan of a `count`: bounds from the filter in one interval.
 pub fn count_plan(indexes: &[IndexInfo], filter: &Filter, hint: Option<&str>) -> Option<IndexPlan> {
     let field = super::bounds::conjunction(filter).first()?.0.to_string();
-    let mut plan = key_plan(indexes, &field, filter, hint)
+    let mut plan = key_plan_for(indexes, &field, filter, hint, points_only(filter))
         .filter(|p| !p.field_bounds.is_empty() && p.intervals.len() == 1)?;
     tighten(&mut plan, filter);
     Some(plan)

@@ -44,8 +44,20 @@ pub fn min_max_plan(
     sort: Option<&Document>,
 ) -> CommandResult<IndexPlan> {
     let pattern = &ix.spec.key;
-    let lo_values = min.map(|m| bound_values(m, pattern)).transpose()?;
-    let hi_values = max.map(|m| bound_values(m, pattern)).transpose()?;
+    // A collated index is ordered by its collation: `min`/`max` strings are placed by it too.
+    let collator = super::collated::of_spec(ix.spec.collation()).ok().flatten();
+    let keyed = |values: Vec<Bson>| match &collator {
+        Some(c) => values.iter().map(|v| c.key(v).into_owned()).collect(),
+        None => values,
+    };
+    let lo_values = min
+        .map(|m| bound_values(m, pattern))
+        .transpose()?
+        .map(keyed);
+    let hi_values = max
+        .map(|m| bound_values(m, pattern))
+        .transpose()?
+        .map(keyed);
     let lo = lo_values
         .as_ref()
         .map_or_else(Vec::new, |v| storage::encode_index_key(pattern, v));

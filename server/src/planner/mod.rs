@@ -13,6 +13,7 @@
 
 pub mod bounds;
 pub mod cache;
+pub mod collated;
 pub mod covered;
 pub mod explain;
 pub mod filters;
@@ -23,7 +24,7 @@ pub mod wildcard;
 
 use crate::query::matcher::Filter;
 use crate::query::sort::SortSpec;
-use bounds::{ValueInterval, byte_intervals, conjunction, field_intervals};
+use bounds::{ValueInterval, byte_intervals, conjunction};
 use bson::{Bson, Document, doc};
 use std::ops::Bound;
 use storage::{Collection, Direction, IndexInfo};
@@ -49,12 +50,14 @@ pub struct IndexPlan {
     pub flags: IndexFlags,
 }
 
-/// Index options explain reports (`isUnique`, `isSparse`, `isPartial`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// Index options explain reports (`isUnique`, `isSparse`, `isPartial`, `collation`).
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct IndexFlags {
     pub unique: bool,
     pub sparse: bool,
     pub partial: bool,
+    /// A collated index's collation: its keys hold sort keys, not the strings themselves.
+    pub collation: Option<Document>,
 }
 
 impl IndexFlags {
@@ -63,6 +66,7 @@ impl IndexFlags {
             unique: ix.spec.unique || ix.spec.name == storage::ID_INDEX_NAME,
             sparse: ix.spec.sparse,
             partial: ix.spec.partial_filter.is_some(),
+            collation: ix.spec.collation().cloned(),
         }
     }
 }
@@ -72,6 +76,7 @@ pub enum Plan {
     CollScan {
         direction: Direction,
     },
+    /// An `_id` look-up; the value as the `_id` index keys it (see `collated::id_lookup`).
     IdPoint(Bson),
     Index(IndexPlan),
     /// A clustered collection read in its `_id` order (`for_collection`): mongod 7.0's
@@ -195,15 +200,11 @@ pub fn index_candidate(
     if storage::wildcard::is_wildcard_key(&ix.spec.key) {
         return None;
     }
-    // Index keys are in the simple order: under another collation they give neither bounds
-    // nor order (a hint still gets its full scan, the filter deciding).
-    let collated_apart = crate::query::collator::current().is_some();
-    let sort = sort.filter(|_| !collated_apart);
-    let preds = if collated_apart {
-        Vec::new()
-    } else {
-        conjunction(filter)
-    };
+    // An index of another collation than the query's bounds non-string values only and
+    // never gives the order (`collated`); a hint still gets its full scan, the filter deciding.
+    let fit = collated::fit(ix);
+    let sort = sort.filter(|_| matches!(fit, collated::Fit::Same(_)));
+    let preds = conjunction(filter);
     let mut field_bounds = Vec::new();
     let mut product = 1usize;
     for (field, kind) in &ix.spec.key {
@@ -219,7 +220,7 @@ pub fn index_candidate(
                 .filter(|(p, _)| p == field)
                 .find_map(|(_, op)| bounds::flat_geo_intervals(op, range))
         } else {
-            field_intervals(&preds, field, ix.multikey, ix.spec.sparse)
+            collated::field_intervals(&fit, &preds, field, ix.multikey, ix.spec.sparse)
         };
         let ivs = if is_hashed(kind) {
             ivs.and_then(bounds::hashed_points)
@@ -527,11 +528,11 @@ fn choose_plan(
     record: bool,
 ) -> (Choice, bool) {
     if hint.is_none()
-        && crate::query::collator::current().is_none()
         && let Some(id) = id_point(filter_doc)
+        && let Some(id) = collated::id_lookup(coll, id)
     {
         let choice = Choice {
-            winner: Plan::IdPoint(id.clone()),
+            winner: Plan::IdPoint(id),
             rejected: vec![],
         };
         return (choice, false);

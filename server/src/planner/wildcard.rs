@@ -34,8 +34,9 @@ pub fn candidates(
     let Ok(Some(spec)) = WildcardSpec::from_index(&ix.spec.key, &ix.spec.extra) else {
         return Vec::new();
     };
-    // Keys are in the simple order: under another collation they give no bounds.
-    if crate::query::collator::current().is_some() {
+    // Only a simple index under the simple collation gives bounds (a collated wildcard
+    // index keeps mapped keys, but its plans are not built yet).
+    if !matches!(super::collated::fit(ix), super::collated::Fit::Same(None)) {
         return Vec::new();
     }
     let preds = conjunction(filter);
