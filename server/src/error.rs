@@ -266,6 +266,8 @@ error_codes! {
     Location17262 = 17262,
     Location17313 = 17313,
     Location40218 = 40218,
+    Location17307 = 17307,
+    Location17308 = 17308,
     Location40203 = 40203,
     Location40204 = 40204,
     Location40205 = 40205,
