@@ -268,6 +268,7 @@ error_codes! {
     Location40218 = 40218,
     Location17307 = 17307,
     Location17308 = 17308,
+    Location16675 = 16675,
     Location40203 = 40203,
     Location40204 = 40204,
     Location40205 = 40205,

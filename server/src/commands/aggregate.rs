@@ -349,7 +349,9 @@ fn explain_reply(
         (Some(c), Ok(filter)) if pipeline.has_text_score() => {
             planner::bind_text(c, &filter);
             match crate::query::text::text_of(&filter) {
-                Some(q) if q.bound().is_some() => (crate::exec::text::explain_tree(&q), 1),
+                Some(q) if q.bound().is_some() => {
+                    (crate::exec::text::explain_tree(c, &q, &filter), 1)
+                }
                 _ => return Err(crate::query::text::no_index_error()),
             }
         }

@@ -5,11 +5,11 @@
 //! rest; a bare `$text` of plain terms skips that check, the index having decided). The result is every match with its score, for `{$meta: "textScore"}`.
 
 use super::scan::check_deadline;
-use crate::error::CommandResult;
+use crate::error::{CommandResult, ErrorCode, err};
 use crate::planner;
-use crate::query::matcher::Filter;
+use crate::query::matcher::{Filter, Op};
 use crate::query::text::{self, TextQuery};
-use bson::{Document, RawDocumentBuf, doc};
+use bson::{Bson, Document, RawBson, RawBsonRef, RawDocumentBuf, doc};
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -36,10 +36,18 @@ pub fn run(
 ) -> CommandResult<TextRun> {
     planner::bind_text(coll, filter);
     let bound = query.bound().ok_or_else(text::no_index_error)?;
+    let prefix = prefix_values(filter, &bound.spec)?;
+    let prefix_raw: Vec<RawBson> = prefix
+        .iter()
+        .map(|v| RawBson::try_from(v.clone()))
+        .collect::<Result<_, _>>()
+        .map_err(|e| err(ErrorCode::BadValue, e.to_string()))?;
+    let prefix_refs: Vec<RawBsonRef<'_>> =
+        prefix_raw.iter().map(RawBson::as_raw_bson_ref).collect();
     let mut scores: BTreeMap<RecordId, f64> = BTreeMap::new();
     let mut keys_examined = 0u64;
     for term in &bound.lookup {
-        let lo = storage::text::term_prefix(term);
+        let lo = bound.spec.term_prefix(&prefix_refs, term);
         let hi = storage::keys::prefix_end(&lo);
         let mut after: Option<(Vec<u8>, RecordId)> = None;
         loop {
@@ -56,7 +64,7 @@ pub fn run(
                 .map_err(|e| crate::error::storage_error(e, "", ""))?;
             keys_examined += batch.len() as u64;
             for (key, rid) in &batch {
-                *scores.entry(*rid).or_default() += storage::text::entry_score(key).unwrap_or(0.0);
+                *scores.entry(*rid).or_default() += bound.spec.entry_score(key).unwrap_or(0.0);
             }
             if batch.len() < TERM_BATCH_COUNT {
                 break;
@@ -88,12 +96,59 @@ pub fn run(
     })
 }
 
-/// explain's tree: TEXT_MATCH over TEXT_OR over one IXSCAN per term.
-pub fn explain_tree(query: &TextQuery) -> Document {
+/// The value of each prefix field of a compound text index: an equality on it in the filter's
+/// top-level conjunction, or mongod's NoQueryExecutionPlans when one is missing.
+pub fn prefix_values(filter: &Filter, spec: &storage::text::TextSpec) -> CommandResult<Vec<Bson>> {
+    let conjuncts: &[Filter] = match filter {
+        Filter::And(children) => children,
+        other => std::slice::from_ref(other),
+    };
+    spec.prefix
+        .iter()
+        .map(|(components, _)| {
+            let path = components.join(".");
+            conjuncts
+                .iter()
+                .find_map(|f| match f {
+                    Filter::Path {
+                        path: p,
+                        op: Op::Eq(v),
+                        ..
+                    } if *p == path && !matches!(v, Bson::Array(_) | Bson::RegularExpression(_)) => {
+                        Some(v.clone())
+                    }
+                    _ => None,
+                })
+                .ok_or_else(|| {
+                    err(
+                        ErrorCode::NoQueryExecutionPlans,
+                        "planner returned error :: caused by :: failed to use text index to satisfy $text query (if text index is compound, are equality predicates given for all prefix fields?)",
+                    )
+                })
+        })
+        .collect()
+}
+
+/// explain's tree: TEXT_MATCH over TEXT_OR over one IXSCAN per term; a compound index's
+/// prefix equalities show as `indexPrefix` and as point bounds of each scan.
+pub fn explain_tree(coll: &Collection, query: &TextQuery, filter: &Filter) -> Document {
     let Some(bound) = query.bound() else {
         return doc! { "stage": "EOF" };
     };
-    let key_pattern = doc! { storage::text::FTS: storage::text::TEXT, storage::text::FTSX: 1 };
+    let key_pattern = coll
+        .indexes()
+        .into_iter()
+        .find(|ix| ix.spec.name == bound.index_name)
+        .map(|ix| ix.spec.key.clone())
+        .unwrap_or_default();
+    let prefix = prefix_values(filter, &bound.spec).unwrap_or_default();
+    let index_prefix: Document = bound
+        .spec
+        .prefix
+        .iter()
+        .zip(&prefix)
+        .map(|((components, _), v)| (components.join("."), v.clone()))
+        .collect();
     let scans: Vec<Document> = bound
         .lookup
         .iter()
@@ -108,14 +163,14 @@ pub fn explain_tree(query: &TextQuery) -> Document {
                 "isPartial": false,
                 "indexVersion": 2,
                 "direction": "backward",
-                "indexBounds": {},
+                "indexBounds": index_prefix.iter().map(|(k, v)| (k.clone(), Bson::Array(vec![Bson::String(format!("[{v}, {v}]"))]))).collect::<Document>(),
                 "term": term.clone(),
             }
         })
         .collect();
     doc! {
         "stage": "TEXT_MATCH",
-        "indexPrefix": {},
+        "indexPrefix": index_prefix,
         "indexName": bound.index_name.clone(),
         "parsedTextQuery": query.explain(),
         "textIndexVersion": storage::text::TEXT_INDEX_VERSION,
