@@ -765,7 +765,23 @@ async fn compound_text_indexes_equal_a_brute_force_evaluation() {
             .await
             .unwrap_err();
         assert_eq!(error_code(&e), 291, "aggregate {filter}");
+        let e = c.count_documents(filter.clone()).await.unwrap_err();
+        assert_eq!(error_code(&e), 291, "count {filter}");
+        let e = c
+            .update_many(filter.clone(), doc! { "$set": { "x": 1 } })
+            .await
+            .unwrap_err();
+        assert_eq!(error_code(&e), 291, "update {filter}");
+        let e = c.delete_many(filter.clone()).await.unwrap_err();
+        assert_eq!(error_code(&e), 291, "delete {filter}");
     }
+    // count with the prefix equality answers as find does.
+    let filter = doc! { "cat": "a", "$text": { "$search": "coffee tea" } };
+    let (found, _) = scored(filter.clone()).await;
+    assert_eq!(
+        c.count_documents(filter).await.unwrap() as usize,
+        found.len()
+    );
     // Explain: the prefix equality bounds the scans.
     let e = explain(
         &db,

@@ -117,10 +117,9 @@ const NOTES: &[(&str, &str)] = &[
      projection and sort and, after a leading `$text` `$match`, in every later stage's \
      expressions and `$sort` (missing after `$group`); without `$text` it is 40218. Other \
      `$meta` kinds (`indexKey`, `recordId`, `sortKey`, `searchScore`, ...) read as missing. \
-     Compound text indexes (`{a: 1, t: \"text\", b: 1}`): `$text` in find and aggregate needs \
-     an equality on every prefix field (291 otherwise); count, update and delete match \
-     without the index and do not ask for it. Suffix predicates are checked on the fetched \
-     document, not on the index key.",
+     Compound text indexes (`{a: 1, t: \"text\", b: 1}`): `$text` needs an equality on every \
+     prefix field (291 otherwise, in find, aggregate, count, update and delete). Suffix \
+     predicates are checked on the fetched document, not on the index key.",
     ),
     (
         "Transaction limits",
