@@ -237,7 +237,7 @@ fn text_input(
     let hits = super::text::run(coll, filter, &query, deadline)?.hits;
     let docs = hits
         .into_iter()
-        .map(|(_, raw, score)| Ok(crate::query::meta::with_score(raw, score)));
+        .map(|(_, raw, score)| crate::query::meta::with_score(&raw, score));
     Ok(Flow::Raw(Box::new(docs)))
 }
 

@@ -2,7 +2,8 @@
 //! `{$meta: "textScore"}` reads.
 //!
 //! Design: the score travels *inside* the document, as one reserved top-level field
-//! ([`TEXT_SCORE_FIELD`]) that the text source appends to each match. Every stage that keeps a
+//! ([`TEXT_SCORE_FIELD`]) that the text source puts first in each match (so reading it stops
+//! at the first element). Every stage that keeps a
 //! document's top-level fields (`$match`, `$limit`, `$skip`, `$sort` and its spill files,
 //! `$unwind`, `$addFields`, an exclusion `$project`, `$lookup`) carries it with no code of its
 //! own; the two that build a new document from the old one carry it on purpose when the
@@ -80,11 +81,26 @@ pub fn unavailable() -> crate::error::CommandError {
     )
 }
 
-/// `raw` with its score appended.
-pub fn with_score(mut raw: RawDocumentBuf, score: f64) -> RawDocumentBuf {
-    // The literal is TEXT_SCORE_FIELD (`cstr!` checks it for NUL bytes at compile time).
-    raw.append(bson::cstr!("$__textScore"), score);
-    raw
+/// `raw` with its score as the first field: one copy of the bytes, and reads of the field
+/// (`$meta`, a `$sort` on the score) find it without walking the document.
+pub fn with_score(raw: &RawDocumentBuf, score: f64) -> CommandResult<RawDocumentBuf> {
+    let body = raw.as_bytes().get(4..).unwrap_or_default();
+    // type byte, name, NUL, f64
+    let element_len = 1 + TEXT_SCORE_FIELD.len() + 1 + 8;
+    let total = i32::try_from(4 + element_len + body.len()).map_err(|_| {
+        err(
+            ErrorCode::BSONObjectTooLarge,
+            "document too large for its score",
+        )
+    })?;
+    let mut bytes = Vec::with_capacity(4 + element_len + body.len());
+    bytes.extend_from_slice(&total.to_le_bytes());
+    bytes.push(0x01);
+    bytes.extend_from_slice(TEXT_SCORE_FIELD.as_bytes());
+    bytes.push(0);
+    bytes.extend_from_slice(&score.to_le_bytes());
+    bytes.extend_from_slice(body);
+    RawDocumentBuf::from_bytes(bytes).map_err(|e| err(ErrorCode::InternalError, e.to_string()))
 }
 
 /// Removes the score field from `doc` and from every document nested in it.
@@ -141,7 +157,12 @@ mod tests {
 
     #[test]
     fn stripping_reaches_nested_copies() {
-        let raw = with_score(RawDocumentBuf::try_from(&doc! { "a": 1 }).unwrap(), 1.5);
+        let raw = with_score(&RawDocumentBuf::try_from(&doc! { "a": 1 }).unwrap(), 1.5).unwrap();
+        let first = raw.iter().next().unwrap().unwrap();
+        assert_eq!(
+            (first.0.as_str(), first.1.as_f64()),
+            (TEXT_SCORE_FIELD, Some(1.5))
+        );
         let mut outer = doc! { "x": [ { "r": Document::try_from(raw.as_ref()).unwrap() } ] };
         outer.insert(TEXT_SCORE_FIELD, 2.0);
         strip(&mut outer);

@@ -257,15 +257,14 @@ fn mentions_text(spec: &Bson) -> bool {
         || matches!(d.get("$and"), Some(Bson::Array(items)) if items.iter().any(mentions_text))
 }
 
-/// The parse context for `stages`: with `text_score` set when a top-level pipeline starts with
-/// a `$text` search. `$text` anywhere else (a sub-pipeline's first stage included) and a score
-/// asked of a pipeline without one fail as in mongod.
-fn text_context(stages: &[Document], ctx: &ParseContext) -> CommandResult<ParseContext> {
+/// The parse context for `stages` when it differs from `ctx`: with `text_score` set when a
+/// top-level pipeline starts with a `$text` search. `$text` anywhere else (a sub-pipeline's
+/// first stage included) and a score asked of a pipeline without one fail as in mongod.
+fn text_context(stages: &[Document], ctx: &ParseContext) -> CommandResult<Option<ParseContext>> {
     let leading = stages
         .first()
         .and_then(|s| s.get("$match"))
         .is_some_and(mentions_text);
-    let mut out = ctx.clone();
     if !leading {
         if ctx.depth == 0 && !ctx.text_score {
             let wants = stages
@@ -276,7 +275,7 @@ fn text_context(stages: &[Document], ctx: &ParseContext) -> CommandResult<ParseC
                 return Err(meta::unavailable());
             }
         }
-        return Ok(out);
+        return Ok(None);
     }
     if ctx.in_facet {
         return Err(perr(
@@ -290,8 +289,9 @@ fn text_context(stages: &[Document], ctx: &ParseContext) -> CommandResult<ParseC
             "$match with $text is only allowed as the first pipeline stage",
         ));
     }
+    let mut out = ctx.clone();
     out.text_score = true;
-    Ok(out)
+    Ok(Some(out))
 }
 
 impl Pipeline {
@@ -307,7 +307,8 @@ impl Pipeline {
                 ),
             ));
         }
-        let ctx = &text_context(stages, ctx)?;
+        let with_score = text_context(stages, ctx)?;
+        let ctx = with_score.as_ref().unwrap_or(ctx);
         let mut parsed = Vec::with_capacity(stages.len());
         let mut output = None;
         for (i, stage_doc) in stages.iter().enumerate() {
