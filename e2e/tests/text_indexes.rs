@@ -810,6 +810,22 @@ async fn compound_text_indexes_equal_a_brute_force_evaluation() {
             .unwrap()
             .contains_key("cat")
     );
+    // A suffix predicate rejects entries before the fetch: only the matches are fetched.
+    let e = explain(
+        &db,
+        doc! { "find": "c", "filter": { "cat": "b", "$text": { "$search": "coffee tea river" }, "year": { "$gte": 2003 } } },
+    )
+    .await;
+    let stats = e.get_document("executionStats").unwrap();
+    let number = |k: &str| {
+        stats
+            .get_i64(k)
+            .or_else(|_| stats.get_i32(k).map(i64::from))
+            .unwrap()
+    };
+    assert!(number("nReturned") > 0, "{stats}");
+    assert_eq!(number("totalDocsExamined"), number("nReturned"), "{stats}");
+    assert!(number("totalKeysExamined") > number("nReturned"), "{stats}");
     // A prefix field holding an array refuses the write.
     let e = c
         .insert_one(doc! { "cat": ["a", "b"], "title": "x" })

@@ -118,8 +118,9 @@ const NOTES: &[(&str, &str)] = &[
      expressions and `$sort` (missing after `$group`); without `$text` it is 40218. Other \
      `$meta` kinds (`indexKey`, `recordId`, `sortKey`, `searchScore`, ...) read as missing. \
      Compound text indexes (`{a: 1, t: \"text\", b: 1}`): `$text` needs an equality on every \
-     prefix field (291 otherwise, in find, aggregate, count, update and delete). Suffix \
-     predicates are checked on the fetched document, not on the index key.",
+     prefix field (291 otherwise, in find, aggregate, count, update and delete). Predicates \
+     on top-level suffix fields (equality, ranges, `$in`, `$regex`) filter index entries \
+     before the fetch; explain does not show that filter on TEXT_OR yet.",
     ),
     (
         "Transaction limits",

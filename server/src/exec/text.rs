@@ -44,6 +44,7 @@ pub fn run(
         .map_err(|e| err(ErrorCode::BadValue, e.to_string()))?;
     let prefix_refs: Vec<RawBsonRef<'_>> =
         prefix_raw.iter().map(RawBson::as_raw_bson_ref).collect();
+    let mut suffix = SuffixCheck::new(filter, &bound.spec);
     let mut scores: BTreeMap<RecordId, f64> = BTreeMap::new();
     let mut keys_examined = 0u64;
     for term in &bound.lookup {
@@ -64,6 +65,11 @@ pub fn run(
                 .map_err(|e| crate::error::storage_error(e, "", ""))?;
             keys_examined += batch.len() as u64;
             for (key, rid) in &batch {
+                if let Some(check) = suffix.as_mut()
+                    && !check.passes(*rid, key)?
+                {
+                    continue;
+                }
                 *scores.entry(*rid).or_default() += bound.spec.entry_score(key).unwrap_or(0.0);
             }
             if batch.len() < TERM_BATCH_COUNT {
@@ -94,6 +100,77 @@ pub fn run(
         keys_examined,
         docs_examined,
     })
+}
+
+/// Predicates on suffix fields of a compound text index, answered from the index key before
+/// the fetch (mongod's filter on TEXT_OR). Only top-level suffix fields (a dotted path may cross
+/// an array the key does not show) and only operators for which a missing field and null agree
+/// (the key stores null for both): equality, ranges, `$in`, `$regex`. TEXT_MATCH still applies
+/// the whole filter to what is fetched.
+struct SuffixCheck<'f> {
+    /// (column of the value in the decoded key, field name, predicate)
+    checks: Vec<(usize, String, &'f Filter)>,
+    descending: Vec<bool>,
+    decided: std::collections::HashMap<RecordId, bool>,
+}
+
+impl<'f> SuffixCheck<'f> {
+    fn new(filter: &'f Filter, spec: &storage::text::TextSpec) -> Option<SuffixCheck<'f>> {
+        let conjuncts: &[Filter] = match filter {
+            Filter::And(children) => children,
+            other => std::slice::from_ref(other),
+        };
+        let first_suffix = spec.prefix.len() + 2;
+        let mut checks = Vec::new();
+        for f in conjuncts {
+            let Filter::Path { components, op, .. } = f else {
+                continue;
+            };
+            let usable = matches!(
+                op,
+                Op::Eq(_)
+                    | Op::Gt(_)
+                    | Op::Gte(_)
+                    | Op::Lt(_)
+                    | Op::Lte(_)
+                    | Op::In { .. }
+                    | Op::Regex(_)
+            );
+            let column = spec.suffix.iter().position(|(path, _)| path == components);
+            if let (true, [name], Some(i)) = (usable, components.as_slice(), column) {
+                checks.push((first_suffix + i, name.clone(), f));
+            }
+        }
+        let prefix = spec.prefix.iter().map(|(_, d)| *d);
+        let suffix = spec.suffix.iter().map(|(_, d)| *d);
+        let descending = prefix.chain([false, false]).chain(suffix).collect();
+        (!checks.is_empty()).then(|| SuffixCheck {
+            checks,
+            descending,
+            decided: Default::default(),
+        })
+    }
+
+    /// Whether the document of `rid`, whose entry is `key`, may match (decided once per document).
+    fn passes(&mut self, rid: RecordId, key: &[u8]) -> CommandResult<bool> {
+        if let Some(known) = self.decided.get(&rid) {
+            return Ok(*known);
+        }
+        let values = storage::keycode::decode_key(key, &self.descending)
+            .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?;
+        let mut ok = true;
+        for (column, name, f) in &self.checks {
+            let value = values.get(*column).cloned().unwrap_or(Bson::Null);
+            let doc = RawDocumentBuf::try_from(&doc! { name.clone(): value })
+                .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?;
+            if f.try_matches(&doc)?.is_none() {
+                ok = false;
+                break;
+            }
+        }
+        self.decided.insert(rid, ok);
+        Ok(ok)
+    }
 }
 
 /// The value of each prefix field of a compound text index: an equality on it in the filter's
