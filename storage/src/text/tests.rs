@@ -148,3 +148,19 @@ fn compound_keys_put_prefix_values_first_and_suffix_values_last() {
         .unwrap_err();
     assert_eq!(e.code(), 16675);
 }
+
+#[test]
+fn a_suffix_array_is_stored_whole() {
+    let key = doc! { "_fts": "text", "_ftsx": 1, "tags": 1 };
+    let s = TextSpec::from_index(&key, &doc! { "weights": { "body": 1 } })
+        .unwrap()
+        .unwrap();
+    let keys = s
+        .extract(&raw(doc! { "body": "hammer", "tags": [1, "x"] }))
+        .unwrap();
+    let decoded = keycode::decode_key(&keys.keys[0], &[false, false, false]).unwrap();
+    assert_eq!(
+        decoded[2],
+        Bson::Array(vec![Bson::Int32(1), Bson::from("x")])
+    );
+}
