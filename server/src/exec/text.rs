@@ -141,12 +141,9 @@ impl<'f> SuffixCheck<'f> {
                 checks.push((first_suffix + i, name.clone(), f));
             }
         }
-        let prefix = spec.prefix.iter().map(|(_, d)| *d);
-        let suffix = spec.suffix.iter().map(|(_, d)| *d);
-        let descending = prefix.chain([false, false]).chain(suffix).collect();
         (!checks.is_empty()).then(|| SuffixCheck {
             checks,
-            descending,
+            descending: spec.columns_descending(),
             decided: Default::default(),
         })
     }

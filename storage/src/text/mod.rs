@@ -58,10 +58,13 @@ pub struct TextSpec {
     wildcard: Option<f64>,
     pub default_language: &'static Language,
     pub language_override: String,
-    /// Key fields before the text part (split paths, descending), then those after it.
-    pub prefix: Vec<(Vec<String>, bool)>,
-    pub suffix: Vec<(Vec<String>, bool)>,
+    /// Key fields before the text part, then those after it.
+    pub prefix: Vec<ExtraField>,
+    pub suffix: Vec<ExtraField>,
 }
+
+/// A compound text index's other key field: its path split at dots, and whether it descends.
+pub type ExtraField = (Vec<String>, bool);
 
 /// Whether a key pattern is a text index's.
 pub fn is_text_key(key: &Document) -> bool {
@@ -124,7 +127,7 @@ impl TextSpec {
     }
 
     /// Per key column: whether it is stored descending (prefix, term, score, suffix).
-    fn columns_descending(&self) -> Vec<bool> {
+    pub fn columns_descending(&self) -> Vec<bool> {
         let prefix = self.prefix.iter().map(|(_, d)| *d);
         let suffix = self.suffix.iter().map(|(_, d)| *d);
         prefix.chain([false, false]).chain(suffix).collect()
@@ -133,7 +136,8 @@ impl TextSpec {
     /// The encoded prefix every entry of `term` under the prefix values `prefix` starts with
     /// (`prefix` holds one value per prefix field, in order).
     pub fn term_prefix(&self, prefix: &[RawBsonRef<'_>], term: &str) -> Vec<u8> {
-        let mut values = prefix.to_vec();
+        let mut values: Vec<RawBsonRef<'_>> =
+            prefix.iter().take(self.prefix.len()).copied().collect();
         values.push(RawBsonRef::String(term));
         let descending = self.columns_descending();
         keycode::encode_key(&values, &descending[..values.len()])
@@ -286,8 +290,7 @@ impl TextSpec {
 }
 
 /// The key fields of a stored text key pattern before `_fts` and after `_ftsx`.
-#[allow(clippy::type_complexity)]
-fn extra_fields(key: &Document) -> (Vec<(Vec<String>, bool)>, Vec<(Vec<String>, bool)>) {
+fn extra_fields(key: &Document) -> (Vec<ExtraField>, Vec<ExtraField>) {
     let (mut prefix, mut suffix) = (Vec::new(), Vec::new());
     let mut seen_text = false;
     for (path, v) in key {
