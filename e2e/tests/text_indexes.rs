@@ -476,6 +476,34 @@ async fn aggregate_scores_equal_find_through_every_stage() {
         best.truncate(3);
         let got: Vec<f64> = top.iter().map(|d| d.get_f64("s").unwrap()).collect();
         assert_eq!(got, best, "top 3 {search:?}");
+        // $lookup keeps the outer document's score; $facet's sub-pipelines see it, and the
+        // documents its arrays hold leave without the field.
+        let joined = piped(
+            &c,
+            vec![
+                text.clone(),
+                doc! { "$lookup": { "from": "docs", "localField": "_id", "foreignField": "_id", "as": "me" } },
+                doc! { "$project": { "s": meta(), "me._id": 1 } },
+            ],
+        )
+        .await;
+        assert_eq!(scores(&joined, "s"), expected, "$lookup {search:?}");
+        let faceted = piped(
+            &c,
+            vec![
+                text.clone(),
+                doc! { "$facet": { "all": [{ "$addFields": { "s": meta() } }] } },
+            ],
+        )
+        .await;
+        let all: Vec<Document> = faceted[0]
+            .get_array("all")
+            .unwrap()
+            .iter()
+            .filter_map(|d| d.as_document().cloned())
+            .collect();
+        assert_eq!(scores(&all, "s"), expected, "$facet {search:?}");
+        assert!(faceted.iter().all(clean));
     }
 }
 
