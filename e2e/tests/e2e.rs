@@ -35,6 +35,7 @@ mod snapshot_reads;
 mod special_indexes;
 mod strict;
 mod sweep;
+mod text_aggregate;
 mod text_indexes;
 mod timeseries;
 mod tls;

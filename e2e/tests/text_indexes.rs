@@ -1,19 +1,21 @@
-//! Proves text indexes answer `$text` as a simple reference matcher does, score as mongod's
-//! formula promises (monotone in term frequency and weight), list and explain themselves in
-//! mongod's shapes and refuse bad input with mongod's codes. How: a real `cairn` process through
-//! the Rust driver, seeded random documents checked against a reference written here.
+//! Proves text indexes (compound ones included) answer `$text` as a simple reference matcher
+//! does, score as mongod's formula promises (monotone in term frequency and weight), list and
+//! explain themselves in mongod's shapes and refuse bad input with mongod's codes. How: a real
+//! `cairn` process through the Rust driver, seeded random documents checked against a reference
+//! written here.
 
 use bson::{Bson, Document, doc};
 use cairn_e2e::{Server, error_code, explain, winning};
 use futures_util::TryStreamExt;
 use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
 use std::collections::{BTreeSet, HashSet};
 use storage::text::language;
 use storage::text::tokenize::{self, Fold};
 
 const BIN: &str = env!("CARGO_BIN_EXE_cairn");
 
-fn seed() -> u64 {
+pub(crate) fn seed() -> u64 {
     let seed = std::env::var("CAIRN_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -22,7 +24,7 @@ fn seed() -> u64 {
     seed
 }
 
-async fn all(c: &mongodb::Collection<Document>, filter: Document) -> Vec<Document> {
+pub(crate) async fn all(c: &mongodb::Collection<Document>, filter: Document) -> Vec<Document> {
     c.find(filter).await.unwrap().try_collect().await.unwrap()
 }
 
@@ -37,7 +39,7 @@ const WORDS: &[&str] = &[
 ];
 
 /// A random sentence of 1..8 words.
-fn sentence(rng: &mut impl Rng) -> String {
+pub(crate) fn sentence(rng: &mut impl Rng) -> String {
     let n = rng.random_range(1..8);
     (0..n)
         .map(|_| WORDS[rng.random_range(0..WORDS.len())])
@@ -340,4 +342,264 @@ async fn specs_languages_and_errors_follow_mongod() {
         .await
         .unwrap();
     assert_eq!(deleted.deleted_count, 1);
+}
+
+pub(crate) async fn piped(
+    c: &mongodb::Collection<Document>,
+    stages: Vec<Document>,
+) -> Vec<Document> {
+    c.aggregate(stages)
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap()
+}
+
+/// `_id` to the `field` of each document.
+pub(crate) fn scores(docs: &[Document], field: &str) -> BTreeMap<i32, f64> {
+    docs.iter()
+        .map(|d| (d.get_i32("_id").unwrap(), d.get_f64(field).unwrap()))
+        .collect()
+}
+
+/// True when no field name anywhere in `d` starts with `$` (the score field stays inside).
+pub(crate) fn clean(d: &Document) -> bool {
+    d.iter().all(|(k, v)| {
+        !k.starts_with('$')
+            && match v {
+                Bson::Document(s) => clean(s),
+                Bson::Array(items) => items.iter().all(|i| i.as_document().is_none_or(clean)),
+                _ => true,
+            }
+    })
+}
+
+#[tokio::test]
+async fn compound_text_indexes_equal_a_brute_force_evaluation() {
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let db = client.database("text_compound");
+    let c = db.collection::<Document>("c");
+    let plain = db.collection::<Document>("plain");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed());
+    let cats = ["a", "b", "c"];
+    let docs: Vec<Document> = (0..300)
+        .map(|i| {
+            let mut d = doc! { "_id": i, "title": sentence(&mut rng), "year": rng.random_range(2000..2006) };
+            if rng.random_bool(0.9) {
+                d.insert("cat", cats[rng.random_range(0..cats.len())]);
+            }
+            d
+        })
+        .collect();
+    c.insert_many(docs.clone()).await.unwrap();
+    plain.insert_many(docs.clone()).await.unwrap();
+    db.run_command(doc! { "createIndexes": "c", "indexes": [{
+        "key": { "cat": 1, "title": "text", "year": -1 }, "name": "ct",
+    }] })
+    .await
+    .unwrap();
+    plain
+        .create_index(
+            mongodb::IndexModel::builder()
+                .keys(doc! { "title": "text" })
+                .build(),
+        )
+        .await
+        .unwrap();
+    let listed = db.run_command(doc! { "listIndexes": "c" }).await.unwrap();
+    let batch = listed
+        .get_document("cursor")
+        .unwrap()
+        .get_array("firstBatch")
+        .unwrap();
+    let ct = batch
+        .iter()
+        .filter_map(Bson::as_document)
+        .find(|i| i.get_str("name").is_ok_and(|n| n == "ct"))
+        .unwrap();
+    assert_eq!(
+        ct.get_document("key").unwrap(),
+        &doc! { "cat": 1, "_fts": "text", "_ftsx": 1, "year": -1 }
+    );
+    let scored = |filter: Document| {
+        let (c, plain) = (c.clone(), plain.clone());
+        async move {
+            let get = |coll: mongodb::Collection<Document>, f: Document| async move {
+                let found: Vec<Document> = coll
+                    .find(f)
+                    .projection(doc! { "s": { "$meta": "textScore" } })
+                    .await
+                    .unwrap()
+                    .try_collect()
+                    .await
+                    .unwrap();
+                scores(&found, "s")
+            };
+            (get(c, filter.clone()).await, get(plain, filter).await)
+        }
+    };
+    let mut nonempty = 0;
+    for round in 0..30 {
+        let word = WORDS[rng.random_range(0..WORDS.len())];
+        let cat = cats[round % cats.len()];
+        let year = rng.random_range(2000..2006);
+        let mut filter = doc! { "cat": cat, "$text": { "$search": word } };
+        if round % 2 == 0 {
+            filter.insert("year", doc! { "$gte": year });
+        }
+        let expected: BTreeSet<i32> = docs
+            .iter()
+            .filter(|d| reference(d, &[word], &[], None))
+            .filter(|d| d.get_str("cat").is_ok_and(|c| c == cat))
+            .filter(|d| round % 2 == 1 || d.get_i32("year").unwrap() >= year)
+            .map(|d| d.get_i32("_id").unwrap())
+            .collect();
+        let (compound, single) = scored(filter.clone()).await;
+        assert_eq!(
+            compound.keys().copied().collect::<BTreeSet<_>>(),
+            expected,
+            "{filter}"
+        );
+        // The same documents and scores as a plain text index gives.
+        assert_eq!(compound, single, "{filter}");
+        let piped = piped(
+            &c,
+            vec![
+                doc! { "$match": filter.clone() },
+                doc! { "$project": { "s": { "$meta": "textScore" } } },
+            ],
+        )
+        .await;
+        assert_eq!(scores(&piped, "s"), compound, "aggregate {filter}");
+        nonempty += usize::from(!expected.is_empty());
+    }
+    assert!(
+        nonempty > 5,
+        "the queries must select something: {nonempty}"
+    );
+    // A missing prefix field is null in the index.
+    let (nulls, _) =
+        scored(doc! { "cat": Bson::Null, "$text": { "$search": "coffee tea river" } }).await;
+    let want: BTreeSet<i32> = docs
+        .iter()
+        .filter(|d| !d.contains_key("cat") && reference(d, &["coffee", "tea", "river"], &[], None))
+        .map(|d| d.get_i32("_id").unwrap())
+        .collect();
+    assert_eq!(nulls.keys().copied().collect::<BTreeSet<_>>(), want);
+
+    // Without an equality on every prefix field: mongod's NoQueryExecutionPlans.
+    for filter in [
+        doc! { "$text": { "$search": "coffee" } },
+        doc! { "cat": { "$in": ["a"] }, "$text": { "$search": "coffee" } },
+    ] {
+        let e = c.find(filter.clone()).await.unwrap_err();
+        assert_eq!(error_code(&e), 291, "{filter}");
+        let e = c
+            .aggregate(vec![doc! { "$match": filter.clone() }])
+            .await
+            .unwrap_err();
+        assert_eq!(error_code(&e), 291, "aggregate {filter}");
+        let e = c.count_documents(filter.clone()).await.unwrap_err();
+        assert_eq!(error_code(&e), 291, "count {filter}");
+        let e = c
+            .update_many(filter.clone(), doc! { "$set": { "x": 1 } })
+            .await
+            .unwrap_err();
+        assert_eq!(error_code(&e), 291, "update {filter}");
+        let e = c.delete_many(filter.clone()).await.unwrap_err();
+        assert_eq!(error_code(&e), 291, "delete {filter}");
+    }
+    // count with the prefix equality answers as find does.
+    let filter = doc! { "cat": "a", "$text": { "$search": "coffee tea" } };
+    let (found, _) = scored(filter.clone()).await;
+    assert_eq!(
+        c.count_documents(filter).await.unwrap() as usize,
+        found.len()
+    );
+    // Explain: the prefix equality bounds the scans.
+    let e = explain(
+        &db,
+        doc! { "find": "c", "filter": { "cat": "b", "$text": { "$search": "coffee tea" } } },
+    )
+    .await;
+    let plan = winning(&e);
+    assert_eq!(plan.get_str("stage").unwrap(), "TEXT_MATCH", "{plan}");
+    assert_eq!(
+        plan.get_document("indexPrefix").unwrap(),
+        &doc! { "cat": "b" }
+    );
+    let scans = plan
+        .get_document("inputStage")
+        .unwrap()
+        .get_array("inputStages")
+        .unwrap();
+    assert_eq!(scans.len(), 2);
+    let scan = scans[0].as_document().unwrap();
+    assert_eq!(
+        scan.get_document("keyPattern").unwrap(),
+        &doc! { "cat": 1, "_fts": "text", "_ftsx": 1, "year": -1 }
+    );
+    assert!(
+        scan.get_document("indexBounds")
+            .unwrap()
+            .contains_key("cat")
+    );
+    // A suffix predicate rejects entries before the fetch: only the matches are fetched.
+    let e = explain(
+        &db,
+        doc! { "find": "c", "filter": { "cat": "b", "$text": { "$search": "coffee tea river" }, "year": { "$gte": 2003 } } },
+    )
+    .await;
+    let stats = e.get_document("executionStats").unwrap();
+    let number = |k: &str| {
+        stats
+            .get_i64(k)
+            .or_else(|_| stats.get_i32(k).map(i64::from))
+            .unwrap()
+    };
+    assert!(number("nReturned") > 0, "{stats}");
+    assert_eq!(number("totalDocsExamined"), number("nReturned"), "{stats}");
+    assert!(number("totalKeysExamined") > number("nReturned"), "{stats}");
+    // A prefix field holding an array refuses the write.
+    let e = c
+        .insert_one(doc! { "cat": ["a", "b"], "title": "x" })
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&e), 16675);
+}
+
+#[tokio::test]
+async fn compound_text_index_specs_follow_mongod() {
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let db = client.database("text_compound_specs");
+    for key in [
+        doc! { "a": "text", "b": 1, "c": "text" },
+        doc! { "a": 1, "t": "text", "b": "hashed" },
+        doc! { "a": 2, "t": "text" },
+        doc! { "_fts": "text", "a": 1 },
+    ] {
+        let e = db
+            .run_command(
+                doc! { "createIndexes": "s", "indexes": [{ "key": key.clone(), "name": "x" }] },
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(error_code(&e), 67, "{key}");
+    }
+    for key in [
+        doc! { "a": -1, "b": 1, "t": "text", "u": "text" },
+        doc! { "t": "text", "z": 1 },
+    ] {
+        db.run_command(
+            doc! { "createIndexes": "ok", "indexes": [{ "key": key.clone(), "name": "x" }] },
+        )
+        .await
+        .unwrap();
+        db.run_command(doc! { "dropIndexes": "ok", "index": "x" })
+            .await
+            .unwrap();
+    }
 }

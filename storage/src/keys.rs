@@ -56,6 +56,9 @@ pub enum KeyError {
     /// mongod code 17262: a document's `language_override` field names an unknown language.
     #[error("language override unsupported: {0}")]
     LanguageOverride(String),
+    /// mongod code 16675: a compound text index's prefix field holds an array.
+    #[error("cannot have a multi-key as a prefix to a text index")]
+    TextPrefixArray,
     /// mongod has no such limit; ours bounds memory (code 67 as the nearest match).
     #[error("document would produce more than {KEYS_PER_DOCUMENT_MAX} index keys")]
     TooManyKeys,
@@ -73,6 +76,7 @@ impl KeyError {
             KeyError::FlatNotPair => 16804,
             KeyError::FlatOutOfRange(..) => 13027,
             KeyError::LanguageOverride(_) => 17262,
+            KeyError::TextPrefixArray => 16675,
         }
     }
 }

@@ -2,7 +2,12 @@
 //! sentences of 6 to 12 words drawn from a Zipf-like vocabulary of `--vocabulary` made-up words,
 //! builds a text index, then times, side by side in one run, the same word looked up through
 //! `$text` (TEXT_OR over the index) and through a whole-word `$regex` (a collection scan), for a
-//! rare, a middling and a common word. Medians of `--runs` runs. See docs/BENCHMARKS.md.
+//! rare, a middling and a common word. Medians of `--runs` runs. With `--compound N`, a second
+//! collection holds the same documents with a category (`_id % N`) under a compound text index
+//! `{cat: 1, body: "text"}`, and `{cat, $text}` is timed on it against the same query on the plain
+//! text index (which reads every entry of the word and filters the category after the fetch);
+//! then an aggregate `$match $text, $sort by textScore, $limit 10` against the same `find`.
+//! See docs/BENCHMARKS.md.
 
 use anyhow::Result;
 use bson::{Document, doc};
@@ -22,6 +27,9 @@ struct Cli {
     vocabulary: usize,
     #[arg(long, default_value_t = 5)]
     runs: usize,
+    /// Categories of the compound-index comparison (0: skip it).
+    #[arg(long, default_value_t = 0)]
+    compound: usize,
 }
 
 /// A small deterministic generator (xorshift64*), so every run loads the same documents.
@@ -59,6 +67,117 @@ fn word(i: usize) -> String {
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
+}
+
+/// The median time of `runs` runs of `op` and the number of documents it returned.
+async fn median_of<F, Fut>(runs: usize, mut op: F) -> Result<(Duration, usize)>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(Duration, usize)>>,
+{
+    let mut times = Vec::with_capacity(runs);
+    let mut n = 0;
+    for _ in 0..runs {
+        let (t, hits) = op().await?;
+        times.push(t);
+        n = hits;
+    }
+    Ok((median(times), n))
+}
+
+/// A find or an aggregate, timed to its last document.
+async fn timed_agg(
+    c: &mongodb::Collection<Document>,
+    pipeline: Vec<Document>,
+) -> Result<(Duration, usize)> {
+    let t0 = Instant::now();
+    let docs: Vec<Document> = c.aggregate(pipeline).await?.try_collect().await?;
+    Ok((t0.elapsed(), docs.len()))
+}
+
+async fn timed_sorted_find(
+    c: &mongodb::Collection<Document>,
+    filter: Document,
+) -> Result<(Duration, usize)> {
+    let score = doc! { "s": { "$meta": "textScore" } };
+    let t0 = Instant::now();
+    let docs: Vec<Document> = c
+        .find(filter)
+        .projection(score.clone())
+        .sort(score)
+        .limit(10)
+        .await?
+        .try_collect()
+        .await?;
+    Ok((t0.elapsed(), docs.len()))
+}
+
+/// The compound text index against the plain one for `{cat, $text}`, and an aggregate's
+/// `$text` against find's.
+async fn compound_section(
+    cli: &Cli,
+    db: &mongodb::Database,
+    plain: &mongodb::Collection<Document>,
+) -> Result<()> {
+    let cats = cli.compound as i64;
+    let c = db.collection::<Document>("cdocs");
+    let mut cursor = plain.find(doc! {}).await?;
+    let mut batch = Vec::with_capacity(1000);
+    while let Some(mut d) = cursor.try_next().await? {
+        let id = d.get_i64("_id")?;
+        d.insert("cat", id % cats);
+        batch.push(d);
+        if batch.len() == 1000 {
+            c.insert_many(std::mem::take(&mut batch)).await?;
+        }
+    }
+    if !batch.is_empty() {
+        c.insert_many(batch).await?;
+    }
+    let t0 = Instant::now();
+    db.run_command(doc! { "createIndexes": "cdocs", "indexes": [{ "key": { "cat": 1, "body": "text" }, "name": "cat_body" }] })
+        .await?;
+    println!(
+        "compound {{cat: 1, body: \"text\"}} over {cats} categories built in {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
+    let words = [("middling", word(100)), ("common", word(3))];
+    let mut compound = Vec::new();
+    for (_, w) in &words {
+        let filter = doc! { "cat": 1_i64, "$text": { "$search": w.clone() } };
+        compound.push(median_of(cli.runs, || timed(&c, filter.clone())).await?);
+    }
+    // The same documents under a plain text index: every entry of the word, then the filter.
+    db.run_command(doc! { "dropIndexes": "cdocs", "index": "cat_body" })
+        .await?;
+    db.run_command(doc! { "createIndexes": "cdocs", "indexes": [{ "key": { "body": "text" }, "name": "body_text" }] })
+        .await?;
+    for ((label, w), (k, kh)) in words.iter().zip(compound) {
+        let filter = doc! { "cat": 1_i64, "$text": { "$search": w.clone() } };
+        let (p, ph) = median_of(cli.runs, || timed(&c, filter.clone())).await?;
+        println!(
+            "{label} word {w:?} in one category: plain text index {ph} hits, median {:.2} ms; compound {kh} hits, median {:.2} ms; plain/compound = {:.1}",
+            p.as_secs_f64() * 1e3,
+            k.as_secs_f64() * 1e3,
+            p.as_secs_f64() / k.as_secs_f64()
+        );
+        let text = doc! { "$text": { "$search": w.clone() } };
+        let pipeline = vec![
+            doc! { "$match": text.clone() },
+            doc! { "$sort": { "s": { "$meta": "textScore" } } },
+            doc! { "$limit": 10 },
+            doc! { "$project": { "s": { "$meta": "textScore" } } },
+        ];
+        let (a, ah) = median_of(cli.runs, || timed_agg(plain, pipeline.clone())).await?;
+        let (f, fh) = median_of(cli.runs, || timed_sorted_find(plain, text.clone())).await?;
+        println!(
+            "{label} word {w:?}, top 10 by score: aggregate {ah} docs, median {:.2} ms; find {fh} docs, median {:.2} ms; aggregate/find = {:.2}",
+            a.as_secs_f64() * 1e3,
+            f.as_secs_f64() * 1e3,
+            a.as_secs_f64() / f.as_secs_f64()
+        );
+    }
+    Ok(())
 }
 
 async fn timed(c: &mongodb::Collection<Document>, filter: Document) -> Result<(Duration, usize)> {
@@ -132,6 +251,9 @@ async fn main() -> Result<()> {
             s.as_secs_f64() * 1e3,
             s.as_secs_f64() / t.as_secs_f64()
         );
+    }
+    if cli.compound > 0 {
+        compound_section(&cli, &db, &c).await?;
     }
     Ok(())
 }

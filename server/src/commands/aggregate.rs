@@ -171,7 +171,7 @@ pub fn run_spec(state: &ServerState, req: &Request, spec: Spec) -> CommandResult
             shown.as_deref(),
             &pipeline,
             coll.as_ref(),
-        )));
+        )?));
     }
     if let (Some(c), Some(n)) = (&coll, driver::count_shape(&stages)) {
         let docs = driver::count_fast(c, &n, deadline)?;
@@ -188,11 +188,8 @@ pub fn run_spec(state: &ServerState, req: &Request, spec: Spec) -> CommandResult
         shown.clone().unwrap_or_else(|| "$cmd.aggregate".into())
     );
     if let Some(target) = pipeline.output_target() {
-        let (input, done) = driver::input(source, coll.as_ref(), &pipeline, deadline)?;
-        let docs = pipeline
-            .run_flow(done, input, &env)?
-            .into_docs()
-            .collect::<CommandResult<Vec<_>>>()?;
+        let input = driver::input(source, coll.as_ref(), &pipeline, deadline)?;
+        let docs = driver::run_to_docs(&pipeline, input, &env)?;
         let target = target.clone();
         return Ok(Ran::Output { target, docs, ns });
     }
@@ -343,12 +340,22 @@ fn explain_reply(
     coll: Option<&str>,
     pipeline: &Pipeline,
     c: Option<&Arc<Collection>>,
-) -> Reply {
+) -> CommandResult<Reply> {
     let ns = format!("{db}.{}", coll.unwrap_or("$cmd.aggregate"));
     let filter_doc = driver::scan_filter(pipeline);
     // The scan performs a leading $match, and a leading $sort its plan's order gives: those
     // stages are part of `$cursor` and not listed after it (as in mongod).
     let (winning, done) = match (c, Filter::parse(&filter_doc)) {
+        // A leading `$text` search runs through the text index (`exec::aggregate::text_input`).
+        (Some(c), Ok(filter)) if pipeline.has_text_score() => {
+            planner::bind_text(c, &filter);
+            match crate::query::text::text_of(&filter) {
+                Some(q) if q.bound().is_some() => {
+                    (crate::exec::text::explain_tree(c, &q, &filter), 1)
+                }
+                _ => return Err(crate::query::text::no_index_error()),
+            }
+        }
         (Some(c), Ok(filter)) => {
             let choice = planner::choose(c, &filter, &filter_doc, pipeline.leading_sort(), None);
             let done = driver::stages_done(pipeline, &choice);
@@ -370,9 +377,9 @@ fn explain_reply(
     for name in pipeline.stage_names().into_iter().skip(done) {
         stages.push(Bson::Document(doc! { name: {} }));
     }
-    Reply::Doc(
+    Ok(Reply::Doc(
         doc! { "explainVersion": "1", "stages": stages, "serverInfo": { "version": super::admin::COMPAT_VERSION }, "ok": 1.0 },
-    )
+    ))
 }
 
 /// Every document a read of view `r` yields with `extra` stages after the view's own, run to

@@ -492,9 +492,10 @@ fn text_explained(
     verbosity: &str,
 ) -> CommandResult<Planned> {
     planner::bind_text(c, filter);
-    if query.bound().is_none() {
+    let Some(bound) = query.bound() else {
         return Err(crate::query::text::no_index_error());
-    }
+    };
+    exec::text::prefix_values(filter, &bound.spec)?;
     let mut stats = Stats {
         n_returned: 0,
         keys_examined: 0,
@@ -507,7 +508,12 @@ fn text_explained(
         stats.keys_examined = run.keys_examined;
         stats.docs_examined = run.docs_examined;
     }
-    Ok((exec::text::explain_tree(query), vec![], stats, vec![]))
+    Ok((
+        exec::text::explain_tree(c, query, filter),
+        vec![],
+        stats,
+        vec![],
+    ))
 }
 
 fn planned(

@@ -117,26 +117,63 @@ fn is_text(key: &Document) -> bool {
         .any(|v| v.as_str() == Some(storage::text::TEXT))
 }
 
+/// The stored key pattern of a text index and its text fields, with mongod's rules: the text
+/// fields (or `_fts: "text", _ftsx: 1`) adjacent, every other field 1 or -1.
+fn text_key(d: &Document, key: &Document) -> CommandResult<(Document, Vec<String>)> {
+    use storage::text::{FTS, FTSX, TEXT};
+    let names: Vec<&String> = key.keys().collect();
+    if let Some(i) = names.iter().position(|n| *n == FTS)
+        && names.get(i + 1).is_none_or(|n| *n != FTSX)
+    {
+        return Err(bad_spec(d, format!("expected {FTSX} after {FTS}")));
+    }
+    let mut stored = Document::new();
+    let mut text_fields = Vec::new();
+    // 0: before the text part, 1: in it, 2: after it.
+    let mut part = 0;
+    for (field, v) in key {
+        let is_text = v.as_str() == Some(TEXT);
+        if field == FTS || field == FTSX || is_text {
+            if part == 2 {
+                return Err(bad_spec(d, "'text' fields in index must all be adjacent"));
+            }
+            if part == 0 {
+                stored.insert(FTS, TEXT);
+                stored.insert(FTSX, 1);
+            }
+            part = 1;
+            if field == FTS && !is_text || field == FTSX && super::as_i64(v) != Some(1) {
+                return Err(bad_spec(d, format!("expecting {FTS}:\"{TEXT}\", {FTSX}:1")));
+            }
+            if field != FTS && field != FTSX {
+                text_fields.push(field.clone());
+            }
+            continue;
+        }
+        if part == 1 {
+            part = 2;
+        }
+        if !matches!(super::as_i64(v), Some(1 | -1)) || v.as_str().is_some() {
+            return Err(bad_spec(
+                d,
+                "expected value 1 or -1 for non-text key in compound index",
+            ));
+        }
+        stored.insert(field.clone(), v.clone());
+    }
+    Ok((stored, text_fields))
+}
+
 /// A text index in mongod's stored form: the key `{_fts: "text", _ftsx: 1}` and, as options,
 /// the text fields in `weights` (1 unless given), `default_language`, `language_override` and
-/// `textIndexVersion`. Compound text indexes (other key fields beside the text ones) are not
-/// built yet.
+/// `textIndexVersion`. A compound text index keeps its other key fields around the text part:
+/// `{a: 1, t: "text", b: 1}` is stored as `{a: 1, _fts: "text", _ftsx: 1, b: 1}`.
 fn text_options(d: &Document, key: &Document) -> CommandResult<(Document, Document)> {
     use storage::text::{self, language};
-    let stored = doc! { text::FTS: text::TEXT, text::FTSX: 1 };
-    let already = text::is_text_key(key);
-    if already && key != &stored || !already && key.values().any(|v| v.as_str() != Some(text::TEXT))
-    {
-        return Err(err(
-            ErrorCode::CannotCreateIndex,
-            "compound text indexes (text and other key fields) are not supported by cairn yet",
-        ));
-    }
+    let (stored, text_fields) = text_key(d, key)?;
     let mut weights: std::collections::BTreeMap<String, Bson> = Default::default();
-    if !already {
-        for field in key.keys() {
-            weights.insert(field.clone(), Bson::Int32(1));
-        }
+    for field in text_fields {
+        weights.insert(field, Bson::Int32(1));
     }
     match d.get("weights") {
         None => {}
@@ -940,7 +977,16 @@ mod tests {
         assert_eq!(listed.get_str("language_override").unwrap(), "language");
         assert_eq!(listed.get_i32("textIndexVersion").unwrap(), 3);
         let code = |d: Document| parse_spec(&d).unwrap_err().code.code();
-        assert_eq!(code(doc! { "key": { "a": "text", "b": 1 } }), 67);
+        assert_eq!(
+            code(doc! { "key": { "a": "text", "b": 1, "c": "text" } }),
+            67
+        );
+        assert_eq!(code(doc! { "key": { "a": "text", "b": "hashed" } }), 67);
+        let compound = parse_spec(&doc! { "key": { "a": -1, "t": "text", "b": 1 } }).unwrap();
+        assert_eq!(
+            compound.key,
+            doc! { "a": -1, "_fts": "text", "_ftsx": 1, "b": 1 }
+        );
         assert_eq!(
             code(doc! { "key": { "a": "text" }, "weights": { "a": "x" } }),
             67

@@ -209,10 +209,36 @@ pub fn input_docs(
     let filter_doc = scan_filter(pipeline);
     // An unparsable $match has already failed in Pipeline::parse.
     let filter = Filter::parse(&filter_doc)?;
+    if pipeline.has_text_score() {
+        return Ok((text_input(coll, &filter, deadline)?, 1));
+    }
     let choice = planner::choose(coll, &filter, &filter_doc, pipeline.leading_sort(), None);
     let done = stages_done(pipeline, &choice);
     let scan = ScanState::new(coll.clone(), Arc::new(filter), scan_mode(&choice.winner));
     Ok((Flow::Raw(Box::new(ScanDocs { scan, deadline })), done))
+}
+
+/// A leading `$match` with `$text`, through the text index (`super::text`): the matches in
+/// RecordId order, each carrying its score for `{$meta: "textScore"}` (`query::meta`).
+fn text_input(
+    coll: &Arc<Collection>,
+    filter: &Filter,
+    deadline: Option<Instant>,
+) -> CommandResult<Flow<'static>> {
+    let Some(query) = crate::query::text::text_of(filter) else {
+        return Err(err(ErrorCode::InternalError, "$text lost from its $match"));
+    };
+    if super::near::near_of(filter).is_some() {
+        return Err(err(
+            ErrorCode::BadValue,
+            "text and geoNear not allowed in same query",
+        ));
+    }
+    let hits = super::text::run(coll, filter, &query, deadline)?.hits;
+    let docs = hits
+        .into_iter()
+        .map(|(_, raw, score)| crate::query::meta::with_score(&raw, score));
+    Ok(Flow::Raw(Box::new(docs)))
 }
 
 /// A leading `$geoNear`'s output: the matches of its query and near predicate, nearest first,
@@ -295,6 +321,7 @@ pub fn streamed(
     if pipeline.is_collectionless()
         || pipeline.output_target().is_some()
         || pipeline.leading_geo_near().is_some()
+        || pipeline.has_text_score()
     {
         return Ok(None);
     }
@@ -443,10 +470,32 @@ pub fn run_to_raw(
     (input, done): (Flow<'static>, usize),
     env: &Env<'_>,
 ) -> CommandResult<VecDeque<RawDocumentBuf>> {
+    let out = pipeline.run_flow(done, input, env)?.into_raw();
+    if pipeline.has_text_score() {
+        return out.map(|r| crate::query::meta::strip_raw(r?)).collect();
+    }
+    out.collect::<CommandResult<VecDeque<_>>>()
+}
+
+/// Run the pipeline, but its first `done` stages, to the end, as documents (for `$out` and
+/// `$merge`), without the text score field.
+pub fn run_to_docs(
+    pipeline: &Pipeline,
+    (input, done): (Flow<'static>, usize),
+    env: &Env<'_>,
+) -> CommandResult<Vec<Document>> {
+    let strip = pipeline.has_text_score();
     pipeline
         .run_flow(done, input, env)?
-        .into_raw()
-        .collect::<CommandResult<VecDeque<_>>>()
+        .into_docs()
+        .map(|d| {
+            let mut d = d?;
+            if strip {
+                crate::query::meta::strip(&mut d);
+            }
+            Ok(d)
+        })
+        .collect()
 }
 
 #[cfg(test)]

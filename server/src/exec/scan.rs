@@ -98,6 +98,8 @@ pub struct ScanState {
     /// A clustered collection read in `_id` order: its `_id` entries are its records, so they
     /// count as documents examined, not keys (as mongod's clustered scans count them).
     clustered: bool,
+    /// An error the scan gives instead of its first match (the planner refused the filter).
+    refusal: Option<crate::error::CommandError>,
 }
 
 /// An index key pattern as mongod's planSummary writes it: `{ a: 1, b: -1 }`.
@@ -167,6 +169,7 @@ impl ScanState {
             docs_examined: 0,
             covered: None,
             matches: VecDeque::new(),
+            refusal: None,
         }
     }
 
@@ -360,6 +363,9 @@ impl ScanState {
         &mut self,
         deadline: Option<Instant>,
     ) -> CommandResult<Option<(RecordId, RawDocumentBuf, Option<usize>)>> {
+        if let Some(e) = self.refusal.take() {
+            return Err(e);
+        }
         loop {
             if self.remaining == Some(0) {
                 return Ok(None);
@@ -427,11 +433,17 @@ pub fn planned_scan(
     sort: Option<&Document>,
 ) -> ScanState {
     let choice = planner::choose(coll, &filter, filter_doc, sort, None);
-    ScanState::new(
+    // mongod's planner refuses `$text` on a compound text index without its prefix equalities.
+    let refusal = crate::query::text::text_of(&filter)
+        .and_then(|q| Some(q.bound()?.spec.clone()))
+        .and_then(|spec| super::text::prefix_values(&filter, &spec).err());
+    let mut scan = ScanState::new(
         coll.clone(),
         std::sync::Arc::new(filter),
         scan_mode(&choice.winner),
-    )
+    );
+    scan.refusal = refusal;
+    scan
 }
 
 /// The scan mode that executes a plan.

@@ -5,11 +5,11 @@
 //! rest; a bare `$text` of plain terms skips that check, the index having decided). The result is every match with its score, for `{$meta: "textScore"}`.
 
 use super::scan::check_deadline;
-use crate::error::CommandResult;
+use crate::error::{CommandResult, ErrorCode, err};
 use crate::planner;
-use crate::query::matcher::Filter;
+use crate::query::matcher::{Filter, Op};
 use crate::query::text::{self, TextQuery};
-use bson::{Document, RawDocumentBuf, doc};
+use bson::{Bson, Document, RawBson, RawBsonRef, RawDocumentBuf, doc};
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -36,10 +36,19 @@ pub fn run(
 ) -> CommandResult<TextRun> {
     planner::bind_text(coll, filter);
     let bound = query.bound().ok_or_else(text::no_index_error)?;
+    let prefix = prefix_values(filter, &bound.spec)?;
+    let prefix_raw: Vec<RawBson> = prefix
+        .iter()
+        .map(|v| RawBson::try_from(v.clone()))
+        .collect::<Result<_, _>>()
+        .map_err(|e| err(ErrorCode::BadValue, e.to_string()))?;
+    let prefix_refs: Vec<RawBsonRef<'_>> =
+        prefix_raw.iter().map(RawBson::as_raw_bson_ref).collect();
+    let mut suffix = SuffixCheck::new(filter, &bound.spec);
     let mut scores: BTreeMap<RecordId, f64> = BTreeMap::new();
     let mut keys_examined = 0u64;
     for term in &bound.lookup {
-        let lo = storage::text::term_prefix(term);
+        let lo = bound.spec.term_prefix(&prefix_refs, term);
         let hi = storage::keys::prefix_end(&lo);
         let mut after: Option<(Vec<u8>, RecordId)> = None;
         loop {
@@ -56,7 +65,12 @@ pub fn run(
                 .map_err(|e| crate::error::storage_error(e, "", ""))?;
             keys_examined += batch.len() as u64;
             for (key, rid) in &batch {
-                *scores.entry(*rid).or_default() += storage::text::entry_score(key).unwrap_or(0.0);
+                if let Some(check) = suffix.as_mut()
+                    && !check.passes(*rid, key)?
+                {
+                    continue;
+                }
+                *scores.entry(*rid).or_default() += bound.spec.entry_score(key).unwrap_or(0.0);
             }
             if batch.len() < TERM_BATCH_COUNT {
                 break;
@@ -88,12 +102,127 @@ pub fn run(
     })
 }
 
-/// explain's tree: TEXT_MATCH over TEXT_OR over one IXSCAN per term.
-pub fn explain_tree(query: &TextQuery) -> Document {
+/// Predicates on suffix fields of a compound text index, answered from the index key before
+/// the fetch (mongod's filter on TEXT_OR). Only top-level suffix fields (a dotted path may cross
+/// an array the key does not show) and only operators for which a missing field and null agree
+/// (the key stores null for both): equality, ranges, `$in`, `$regex`. TEXT_MATCH still applies
+/// the whole filter to what is fetched.
+struct SuffixCheck<'f> {
+    /// (column of the value in the decoded key, field name, predicate)
+    checks: Vec<(usize, String, &'f Filter)>,
+    descending: Vec<bool>,
+    decided: std::collections::HashMap<RecordId, bool>,
+}
+
+impl<'f> SuffixCheck<'f> {
+    fn new(filter: &'f Filter, spec: &storage::text::TextSpec) -> Option<SuffixCheck<'f>> {
+        let conjuncts: &[Filter] = match filter {
+            Filter::And(children) => children,
+            other => std::slice::from_ref(other),
+        };
+        let first_suffix = spec.prefix.len() + 2;
+        let mut checks = Vec::new();
+        for f in conjuncts {
+            let Filter::Path { components, op, .. } = f else {
+                continue;
+            };
+            let usable = matches!(
+                op,
+                Op::Eq(_)
+                    | Op::Gt(_)
+                    | Op::Gte(_)
+                    | Op::Lt(_)
+                    | Op::Lte(_)
+                    | Op::In { .. }
+                    | Op::Regex(_)
+            );
+            let column = spec.suffix.iter().position(|(path, _)| path == components);
+            if let (true, [name], Some(i)) = (usable, components.as_slice(), column) {
+                checks.push((first_suffix + i, name.clone(), f));
+            }
+        }
+        (!checks.is_empty()).then(|| SuffixCheck {
+            checks,
+            descending: spec.columns_descending(),
+            decided: Default::default(),
+        })
+    }
+
+    /// Whether the document of `rid`, whose entry is `key`, may match (decided once per document).
+    fn passes(&mut self, rid: RecordId, key: &[u8]) -> CommandResult<bool> {
+        if let Some(known) = self.decided.get(&rid) {
+            return Ok(*known);
+        }
+        let values = storage::keycode::decode_key(key, &self.descending)
+            .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?;
+        let mut ok = true;
+        for (column, name, f) in &self.checks {
+            let value = values.get(*column).cloned().unwrap_or(Bson::Null);
+            let doc = RawDocumentBuf::try_from(&doc! { name.clone(): value })
+                .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?;
+            if f.try_matches(&doc)?.is_none() {
+                ok = false;
+                break;
+            }
+        }
+        self.decided.insert(rid, ok);
+        Ok(ok)
+    }
+}
+
+/// The value of each prefix field of a compound text index: an equality on it in the filter's
+/// top-level conjunction, or mongod's NoQueryExecutionPlans when one is missing.
+pub fn prefix_values(filter: &Filter, spec: &storage::text::TextSpec) -> CommandResult<Vec<Bson>> {
+    let conjuncts: &[Filter] = match filter {
+        Filter::And(children) => children,
+        other => std::slice::from_ref(other),
+    };
+    spec.prefix
+        .iter()
+        .map(|(components, _)| {
+            let path = components.join(".");
+            conjuncts
+                .iter()
+                .find_map(|f| match f {
+                    Filter::Path {
+                        path: p,
+                        op: Op::Eq(v),
+                        ..
+                    } if *p == path && !matches!(v, Bson::Array(_) | Bson::RegularExpression(_)) => {
+                        Some(v.clone())
+                    }
+                    _ => None,
+                })
+                .ok_or_else(|| {
+                    err(
+                        ErrorCode::NoQueryExecutionPlans,
+                        "planner returned error :: caused by :: failed to use text index to satisfy $text query (if text index is compound, are equality predicates given for all prefix fields?)",
+                    )
+                })
+        })
+        .collect()
+}
+
+/// explain's tree: TEXT_MATCH over TEXT_OR over one IXSCAN per term; a compound index's
+/// prefix equalities show as `indexPrefix` and as point bounds of each scan.
+pub fn explain_tree(coll: &Collection, query: &TextQuery, filter: &Filter) -> Document {
     let Some(bound) = query.bound() else {
         return doc! { "stage": "EOF" };
     };
-    let key_pattern = doc! { storage::text::FTS: storage::text::TEXT, storage::text::FTSX: 1 };
+    let key_pattern = coll
+        .indexes()
+        .into_iter()
+        .find(|ix| ix.spec.name == bound.index_name)
+        .map(|ix| ix.spec.key.clone())
+        .unwrap_or_default();
+    let prefix = prefix_values(filter, &bound.spec).unwrap_or_default();
+    let index_prefix: Document = bound
+        .spec
+        .prefix
+        .iter()
+        .zip(&prefix)
+        .map(|((components, _), v)| (components.join("."), v.clone()))
+        .collect();
     let scans: Vec<Document> = bound
         .lookup
         .iter()
@@ -108,14 +237,14 @@ pub fn explain_tree(query: &TextQuery) -> Document {
                 "isPartial": false,
                 "indexVersion": 2,
                 "direction": "backward",
-                "indexBounds": {},
+                "indexBounds": index_prefix.iter().map(|(k, v)| (k.clone(), Bson::Array(vec![Bson::String(format!("[{v}, {v}]"))]))).collect::<Document>(),
                 "term": term.clone(),
             }
         })
         .collect();
     doc! {
         "stage": "TEXT_MATCH",
-        "indexPrefix": {},
+        "indexPrefix": index_prefix,
         "indexName": bound.index_name.clone(),
         "parsedTextQuery": query.explain(),
         "textIndexVersion": storage::text::TEXT_INDEX_VERSION,

@@ -13,6 +13,7 @@ pub mod expr;
 pub mod js;
 pub mod limits;
 pub mod matcher;
+pub mod meta;
 pub mod path;
 pub mod pipeline;
 pub mod projection;

@@ -175,6 +175,7 @@ pub const EXPRESSIONS: &[&str] = &[
     "$dateDiff",
     "$dateTrunc",
     "$literal",
+    "$meta",
     "$let",
     "$rand",
     "$substr",

@@ -12,6 +12,12 @@
 //! alone; a document's score for a term is the sum over its strings. More occurrences or a
 //! larger weight never lower the score.
 //!
+//! A compound text index (`{a: 1, body: "text", b: 1}`, stored as `{a: 1, _fts: "text", _ftsx:
+//! 1, b: 1}`) puts the values of its prefix fields before `(term, score)` and those of its
+//! suffix fields after: `(a, term, score, b)`. A missing field reads as null; a prefix field
+//! holding an array refuses the write (16675), a suffix field's array is stored whole. A query
+//! then reads the range of (prefix values, term) for each term.
+//!
 //! Languages: the index's `default_language`, unless the document's `language_override` field
 //! (top level, default `language`) names another; an unknown one refuses the write (17262).
 
@@ -52,7 +58,13 @@ pub struct TextSpec {
     wildcard: Option<f64>,
     pub default_language: &'static Language,
     pub language_override: String,
+    /// Key fields before the text part, then those after it.
+    pub prefix: Vec<ExtraField>,
+    pub suffix: Vec<ExtraField>,
 }
+
+/// A compound text index's other key field: its path split at dots, and whether it descends.
+pub type ExtraField = (Vec<String>, bool);
 
 /// Whether a key pattern is a text index's.
 pub fn is_text_key(key: &Document) -> bool {
@@ -103,12 +115,62 @@ impl TextSpec {
             .get_str("language_override")
             .unwrap_or(LANGUAGE_OVERRIDE_DEFAULT)
             .to_string();
+        let (prefix, suffix) = extra_fields(key);
         Ok(Some(TextSpec {
             weights,
             wildcard,
             default_language,
             language_override,
+            prefix,
+            suffix,
         }))
+    }
+
+    /// Per key column: whether it is stored descending (prefix, term, score, suffix).
+    pub fn columns_descending(&self) -> Vec<bool> {
+        let prefix = self.prefix.iter().map(|(_, d)| *d);
+        let suffix = self.suffix.iter().map(|(_, d)| *d);
+        prefix.chain([false, false]).chain(suffix).collect()
+    }
+
+    /// The encoded prefix every entry of `term` under the prefix values `prefix` starts with
+    /// (`prefix` holds one value per prefix field, in order).
+    pub fn term_prefix(&self, prefix: &[RawBsonRef<'_>], term: &str) -> Vec<u8> {
+        let mut values: Vec<RawBsonRef<'_>> =
+            prefix.iter().take(self.prefix.len()).copied().collect();
+        values.push(RawBsonRef::String(term));
+        let descending = self.columns_descending();
+        keycode::encode_key(&values, &descending[..values.len()])
+    }
+
+    /// The score of an entry (its key without the RecordId).
+    pub fn entry_score(&self, key: &[u8]) -> Option<f64> {
+        let decoded = keycode::decode_key(key, &self.columns_descending()).ok()?;
+        match decoded.get(self.prefix.len() + 1) {
+            Some(Bson::Double(f)) => Some(*f),
+            _ => None,
+        }
+    }
+
+    /// The values `doc` gives the prefix fields (null when missing; 16675 for an array) and
+    /// the suffix fields (null when missing, arrays whole).
+    fn extra_values<'a>(
+        &self,
+        doc: &'a RawDocument,
+    ) -> Result<(Vec<RawBsonRef<'a>>, Vec<RawBsonRef<'a>>), KeyError> {
+        let mut prefix = Vec::with_capacity(self.prefix.len());
+        for (path, _) in &self.prefix {
+            match value_at(doc, path) {
+                Some(RawBsonRef::Array(_)) => return Err(KeyError::TextPrefixArray),
+                v => prefix.push(v.unwrap_or(RawBsonRef::Null)),
+            }
+        }
+        let suffix = self
+            .suffix
+            .iter()
+            .map(|(path, _)| value_at(doc, path).unwrap_or(RawBsonRef::Null))
+            .collect();
+        Ok((prefix, suffix))
     }
 
     /// The language of `doc`: its `language_override` field, else the index default.
@@ -194,29 +256,76 @@ impl TextSpec {
         Ok(scores)
     }
 
-    /// The index entries of `doc`: `(term, score)` per distinct term.
+    /// The index entries of `doc`: `(prefix values, term, score, suffix values)` per distinct
+    /// term.
     pub fn extract(&self, doc: &RawDocument) -> Result<ExtractedKeys, KeyError> {
+        let (prefix, suffix) = self.extra_values(doc)?;
         let scores = self.scores(doc)?;
         if scores.len() > crate::keys::KEYS_PER_DOCUMENT_MAX {
             return Err(KeyError::TooManyKeys);
         }
+        let descending = self.columns_descending();
+        let mut values = prefix;
+        let at = values.len();
+        values.extend([RawBsonRef::Null, RawBsonRef::Null]);
+        values.extend(suffix);
         let mut keys: Vec<Vec<u8>> = scores
             .iter()
             .map(|(term, score)| {
-                keycode::encode_key(
-                    &[RawBsonRef::String(term), RawBsonRef::Double(*score)],
-                    &[false, false],
-                )
+                values[at] = RawBsonRef::String(term);
+                values[at + 1] = RawBsonRef::Double(*score);
+                keycode::encode_key(&values, &descending)
             })
             .collect();
         keys.sort_unstable();
         let multikey = keys.len() > 1;
+        let mut multikey_fields = vec![false; descending.len()];
+        multikey_fields[at] = multikey;
         Ok(ExtractedKeys {
             keys,
             multikey,
-            multikey_fields: vec![multikey, false],
+            multikey_fields,
         })
     }
+}
+
+/// The key fields of a stored text key pattern before `_fts` and after `_ftsx`.
+fn extra_fields(key: &Document) -> (Vec<ExtraField>, Vec<ExtraField>) {
+    let (mut prefix, mut suffix) = (Vec::new(), Vec::new());
+    let mut seen_text = false;
+    for (path, v) in key {
+        if path == FTS || path == FTSX {
+            seen_text = true;
+            continue;
+        }
+        let descending = match v {
+            Bson::Int32(i) => *i < 0,
+            Bson::Int64(i) => *i < 0,
+            Bson::Double(f) => *f < 0.0,
+            _ => false,
+        };
+        let field = (path.split('.').map(str::to_owned).collect(), descending);
+        if seen_text {
+            suffix.push(field);
+        } else {
+            prefix.push(field);
+        }
+    }
+    (prefix, suffix)
+}
+
+/// The value at a dotted path through sub-documents only (`None`: missing, or the path
+/// crosses an array before its end).
+fn value_at<'a>(doc: &'a RawDocument, path: &[String]) -> Option<RawBsonRef<'a>> {
+    let (last, parents) = path.split_last()?;
+    let mut d = doc;
+    for step in parents {
+        match d.get(step).ok()?? {
+            RawBsonRef::Document(sub) => d = sub,
+            _ => return None,
+        }
+    }
+    d.get(last).ok()?
 }
 
 /// The score of each term of one string, added into `scores`.

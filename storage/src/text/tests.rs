@@ -118,3 +118,49 @@ fn language_override_picks_the_stemmer() {
         "german"
     );
 }
+
+#[test]
+fn compound_keys_put_prefix_values_first_and_suffix_values_last() {
+    let key = doc! { "cat": -1, "_fts": "text", "_ftsx": 1, "year": 1 };
+    let s = TextSpec::from_index(&key, &doc! { "weights": { "body": 1 } })
+        .unwrap()
+        .unwrap();
+    assert_eq!(s.prefix, vec![(vec!["cat".to_string()], true)]);
+    assert_eq!(s.suffix, vec![(vec!["year".to_string()], false)]);
+    let d = raw(doc! { "cat": "tools", "body": "hammer and nails", "year": 2020 });
+    let keys = s.extract(&d).unwrap();
+    assert_eq!(keys.keys.len(), 2);
+    assert_eq!(keys.multikey_fields, [false, true, false, false]);
+    let tools = RawBsonRef::String("tools");
+    let hammer = keys
+        .keys
+        .iter()
+        .find(|k| k.starts_with(&s.term_prefix(&[tools], "hammer")))
+        .unwrap();
+    assert_eq!(s.entry_score(hammer), Some(s.scores(&d).unwrap()["hammer"]));
+    // Another prefix value gives other keys; a missing prefix field reads as null.
+    assert!(!hammer.starts_with(&s.term_prefix(&[RawBsonRef::String("toys")], "hammer")));
+    let no_cat = s.extract(&raw(doc! { "body": "hammer" })).unwrap();
+    assert!(no_cat.keys[0].starts_with(&s.term_prefix(&[RawBsonRef::Null], "hammer")));
+    // An array in a prefix field is mongod's 16675.
+    let e = s
+        .extract(&raw(doc! { "cat": ["a"], "body": "hammer" }))
+        .unwrap_err();
+    assert_eq!(e.code(), 16675);
+}
+
+#[test]
+fn a_suffix_array_is_stored_whole() {
+    let key = doc! { "_fts": "text", "_ftsx": 1, "tags": 1 };
+    let s = TextSpec::from_index(&key, &doc! { "weights": { "body": 1 } })
+        .unwrap()
+        .unwrap();
+    let keys = s
+        .extract(&raw(doc! { "body": "hammer", "tags": [1, "x"] }))
+        .unwrap();
+    let decoded = keycode::decode_key(&keys.keys[0], &[false, false, false]).unwrap();
+    assert_eq!(
+        decoded[2],
+        Bson::Array(vec![Bson::Int32(1), Bson::from("x")])
+    );
+}

@@ -362,6 +362,14 @@ impl Parser {
         if first == "$literal" {
             return Ok(Expr::Literal(arg.clone()));
         }
+        if first == "$meta" {
+            // The text score is a reserved field of the pipeline's document (`query::meta`).
+            return Ok(if crate::query::meta::parse_kind(arg)? {
+                Expr::Root(vec![crate::query::meta::TEXT_SCORE_FIELD.to_string()])
+            } else {
+                Expr::Var("REMOVE".to_string(), Vec::new())
+            });
+        }
         if let Some(special) = self.special(first, arg, depth)? {
             return Ok(Expr::Special(Box::new(special)));
         }

@@ -36,6 +36,7 @@ pub use codes::ALL as ERROR_CODES_USED;
 pub use output::{OutputMode, OutputTarget, WhenMatched, WhenNotMatched};
 
 use crate::error::CommandResult;
+use crate::query::meta;
 use bson::{Bson, Document, RawDocumentBuf};
 use codes::perr;
 use run_context::RunCx;
@@ -161,6 +162,9 @@ pub struct ParseContext {
     pub(crate) depth: usize,
     /// Set while parsing a `$facet` sub-pipeline (some stages are refused there).
     pub(crate) in_facet: bool,
+    /// The pipeline starts with a `$text` search: its documents carry a score
+    /// (`query::meta`) that reshaping stages must keep.
+    pub(crate) text_score: bool,
 }
 
 impl ParseContext {
@@ -187,6 +191,7 @@ impl ParseContext {
             variables,
             depth: 0,
             in_facet: false,
+            text_score: false,
         }
     }
 
@@ -243,6 +248,8 @@ pub struct Pipeline {
     output: Option<OutputTarget>,
     allow_disk_use: bool,
     memory_max_bytes: usize,
+    /// Documents carry a text score (`query::meta`), to strip from the output.
+    text_score: bool,
 }
 
 /// Whether a `$match` spec has `$text` in its top-level conjunction.
@@ -252,6 +259,43 @@ fn mentions_text(spec: &Bson) -> bool {
     };
     d.contains_key("$text")
         || matches!(d.get("$and"), Some(Bson::Array(items)) if items.iter().any(mentions_text))
+}
+
+/// The parse context for `stages` when it differs from `ctx`: with `text_score` set when a
+/// top-level pipeline starts with a `$text` search. `$text` anywhere else (a sub-pipeline's
+/// first stage included) and a score asked of a pipeline without one fail as in mongod.
+fn text_context(stages: &[Document], ctx: &ParseContext) -> CommandResult<Option<ParseContext>> {
+    let leading = stages
+        .first()
+        .and_then(|s| s.get("$match"))
+        .is_some_and(mentions_text);
+    if !leading {
+        if ctx.depth == 0 && !ctx.text_score {
+            let wants = stages
+                .iter()
+                .flat_map(|s| s.values())
+                .any(meta::wants_text_score);
+            if wants {
+                return Err(meta::unavailable());
+            }
+        }
+        return Ok(None);
+    }
+    if ctx.in_facet {
+        return Err(perr(
+            codes::FACET_STAGE_NOT_ALLOWED,
+            "$match with $text is not allowed to be used within a $facet stage",
+        ));
+    }
+    if ctx.depth > 0 {
+        return Err(crate::error::err(
+            crate::error::ErrorCode::Location17313,
+            "$match with $text is only allowed as the first pipeline stage",
+        ));
+    }
+    let mut out = ctx.clone();
+    out.text_score = true;
+    Ok(Some(out))
 }
 
 impl Pipeline {
@@ -267,6 +311,8 @@ impl Pipeline {
                 ),
             ));
         }
+        let with_score = text_context(stages, ctx)?;
+        let ctx = with_score.as_ref().unwrap_or(ctx);
         let mut parsed = Vec::with_capacity(stages.len());
         let mut output = None;
         for (i, stage_doc) in stages.iter().enumerate() {
@@ -315,7 +361,14 @@ impl Pipeline {
             output,
             allow_disk_use: ctx.allow_disk_use,
             memory_max_bytes: ctx.memory_max_bytes,
+            text_score: ctx.text_score,
         })
+    }
+
+    /// True when the pipeline starts with a `$text` search whose scores its documents carry;
+    /// its output must then go through `query::meta::strip`.
+    pub fn has_text_score(&self) -> bool {
+        self.text_score
     }
 
     /// Parses the pipeline of a pipeline-style update (`update`, `findAndModify`): only

@@ -237,6 +237,8 @@ impl Stage for Count {
 #[derive(Debug)]
 pub struct ReplaceRoot {
     new_root: AggExpr,
+    /// The pipeline has a text score: the new root carries the old one's (`query::meta`).
+    keep_score: bool,
 }
 
 impl ReplaceRoot {
@@ -260,12 +262,21 @@ impl ReplaceRoot {
         };
         Ok(ReplaceRoot {
             new_root: AggExpr::parse(&expr_spec, ctx)?,
+            keep_score: ctx.text_score,
         })
     }
 
     fn apply(&self, doc: Document) -> CommandResult<Document> {
         match self.new_root.eval_on(&doc)? {
-            Some(Bson::Document(d)) => Ok(d),
+            Some(Bson::Document(mut d)) => {
+                let field = crate::query::meta::TEXT_SCORE_FIELD;
+                if self.keep_score
+                    && let Some(score) = doc.get(field)
+                {
+                    d.insert(field, score.clone());
+                }
+                Ok(d)
+            }
             other => {
                 let shown = other.clone().unwrap_or(Bson::Null);
                 let ty = other.as_ref().map_or("missing", type_name);

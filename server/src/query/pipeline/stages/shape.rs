@@ -220,6 +220,11 @@ impl Project {
                 )
             });
         }
+        if inc.is_some() && ctx.text_score {
+            // An inclusion keeps the text score as mongod keeps metadata (`query::meta`).
+            let field = crate::query::meta::TEXT_SCORE_FIELD;
+            tree.insert(&[field.to_string()], Node::Include, field)?;
+        }
         Ok(Project {
             inclusion: inc.is_some(),
             tree,

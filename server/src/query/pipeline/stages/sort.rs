@@ -41,6 +41,11 @@ impl SortKeys {
         let mut keys = Vec::with_capacity(spec.len());
         for (field, dir) in spec {
             let descending = match dir {
+                // Highest score first, read from the score field (`query::meta`).
+                _ if crate::query::sort::is_text_score(dir) => {
+                    keys.push((vec![crate::query::meta::TEXT_SCORE_FIELD.to_string()], true));
+                    continue;
+                }
                 Bson::Document(d) if d.contains_key("$meta") => {
                     return Err(err(
                         ErrorCode::NotImplemented,
