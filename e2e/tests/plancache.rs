@@ -499,6 +499,24 @@ async fn index_filters_key_on_projection_and_collation_and_go_with_the_collectio
     assert!(after.get_array("filters").unwrap().is_empty());
     assert_eq!(filtered(proj(doc! { "a": 1 })).await, ("a_1".into(), false));
 
+    // A collection that does not exist has no filters to set; a rename takes them along.
+    let set_a = |coll: &str| {
+        doc! { "planCacheSetFilter": coll, "query": { "a": 1 },
+        "indexes": ["_id_"] }
+    };
+    assert_eq!(run(set_a("nope")).await.unwrap_err(), 2);
+    run(set_a("c")).await.unwrap();
+    client
+        .database("admin")
+        .run_command(doc! { "renameCollection": "pc4.c", "to": "pc4.moved" })
+        .await
+        .unwrap();
+    let moved = run(doc! { "planCacheListFilters": "moved" }).await.unwrap();
+    assert_eq!(moved.get_array("filters").unwrap().len(), 1);
+    setup().await;
+    let fresh = run(doc! { "planCacheListFilters": "c" }).await.unwrap();
+    assert!(fresh.get_array("filters").unwrap().is_empty());
+
     // And with their database.
     run(doc! { "planCacheSetFilter": "c", "query": { "a": 1 }, "indexes": ["_id_"] })
         .await

@@ -162,8 +162,7 @@ const NOTES: &[(&str, &str)] = &[
      collection's default); `planCacheListFilters` shows the normalised collation, \
      `planCacheClearFilters` clears one shape. Filters are dropped with their collection or \
      database and follow a rename within the database. Only `find` and its explain plan with \
-     their projection: aggregate, count and distinct match filters set without one. \
-     `planCacheSetFilter` on a collection that does not exist is accepted (mongod: BadValue).",
+     their projection: aggregate, count and distinct match filters set without one.",
     ),
     (
         "Clustered collections",

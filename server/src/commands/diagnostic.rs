@@ -343,8 +343,18 @@ fn plan_cache_clear_args(req: &Request) -> CommandResult<(String, Document)> {
     Ok((args::collection_name(&req.body, "planCacheClear")?, shape))
 }
 
-/// `planCacheSetFilter`: record that a query shape may only use `indexes`.
-pub fn plan_cache_set_filter(req: &Request) -> CommandResult<Reply> {
+/// `planCacheSetFilter`: record that a query shape of an existing collection may only use
+/// `indexes` (filters belong to a collection and go with it).
+pub fn plan_cache_set_filter(state: &ServerState, req: &Request) -> CommandResult<Reply> {
+    let name = args::collection_name(&req.body, "planCacheSetFilter")?;
+    if state.catalog.collection(&req.db, &name).is_none() {
+        return Err(err(ErrorCode::BadValue, "no such collection"));
+    }
+    set_filter(req)
+}
+
+/// [`plan_cache_set_filter`] once the collection is known to exist.
+fn set_filter(req: &Request) -> CommandResult<Reply> {
     let ns = plan_cache_ns(req, "planCacheSetFilter")?;
     check_fields(
         &req.body,
@@ -688,7 +698,7 @@ mod tests {
     #[test]
     fn plan_cache_filters_are_listed_back() {
         let db = "plan_cache_unit";
-        let set = |b: Document| code(plan_cache_set_filter(&request(b, db)));
+        let set = |b: Document| code(set_filter(&request(b, db)));
         assert_eq!(
             set(doc! { "planCacheSetFilter": "c", "indexes": [{ "a": 1 }] }),
             2
