@@ -406,11 +406,10 @@ async fn index_filters_key_on_projection_and_collation_and_go_with_the_collectio
         filtered(proj(doc! { "a": 1, "_id": 0 })).await,
         ("a_1".into(), false)
     );
-    assert_eq!(
-        filtered(doc! { "collation": fr.clone(), "projection": { "a": 1 } })
+    assert!(
+        !filtered(doc! { "collation": fr.clone(), "projection": { "a": 1 } })
             .await
-            .1,
-        false
+            .1
     );
     // A real find of that shape runs under the filter too (and still answers right).
     let found: Vec<Document> = coll
@@ -434,11 +433,8 @@ async fn index_filters_key_on_projection_and_collation_and_go_with_the_collectio
         filtered(doc! { "collation": fr.clone() }).await,
         ("COLLSCAN".into(), true)
     );
-    assert_eq!(
-        filtered(doc! { "collation": { "locale": "de" } }).await.1,
-        false
-    );
-    assert_eq!(filtered(doc! {}).await.1, false);
+    assert!(!filtered(doc! { "collation": { "locale": "de" } }).await.1);
+    assert!(!filtered(doc! {}).await.1);
 
     // Listed with their projection and (normalised) collation; a filter without a collation
     // lists none.
@@ -461,8 +457,8 @@ async fn index_filters_key_on_projection_and_collation_and_go_with_the_collectio
     run(doc! { "planCacheClearFilters": "c", "query": { "a": 42 }, "collation": fr.clone() })
         .await
         .unwrap();
-    assert_eq!(filtered(doc! { "collation": fr.clone() }).await.1, false);
-    assert_eq!(filtered(proj(doc! { "a": 1 })).await.1, true);
+    assert!(!filtered(doc! { "collation": fr.clone() }).await.1);
+    assert!(filtered(proj(doc! { "a": 1 })).await.1);
     let left = run(doc! { "planCacheListFilters": "c" }).await.unwrap();
     assert_eq!(left.get_array("filters").unwrap().len(), 1);
 
