@@ -392,9 +392,8 @@ fn set_filter(req: &Request) -> CommandResult<Reply> {
         }
     }
     match filter_shape.collation() {
-        Some(Spec::Locale(c)) => {
-            let normalised = Spec::Locale(c.clone()).to_document();
-            shape.insert("collation", normalised);
+        Some(spec @ Spec::Locale(_)) => {
+            shape.insert("collation", spec.to_document());
         }
         _ => {
             shape.remove("collation");
