@@ -4,7 +4,7 @@
 //! scans) between random writes and index changes, results compared as sets.
 
 use bson::{Bson, Document, doc};
-use cairn_e2e::{Server, winning};
+use cairn_e2e::{Server, error_code, winning};
 use futures_util::TryStreamExt;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -353,4 +353,172 @@ async fn index_filters_steer_the_planner_and_show_in_explain() {
         explain(doc! { "a": 7, "b": 1 }, None).await,
         ("a_1".into(), false)
     );
+}
+
+#[tokio::test]
+async fn index_filters_key_on_projection_and_collation_and_go_with_the_collection() {
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let db = client.database("pc4");
+    let coll = db.collection::<Document>("c");
+    let setup = async || {
+        let docs: Vec<Document> = (0..100).map(|i| doc! { "_id": i, "a": i }).collect();
+        coll.insert_many(docs).await.unwrap();
+        coll.create_index(mongodb::IndexModel::builder().keys(doc! { "a": 1 }).build())
+            .await
+            .unwrap();
+    };
+    setup().await;
+    let filtered = async |extra: Document| {
+        let mut find = doc! { "find": "c", "filter": { "a": 5 } };
+        find.extend(extra);
+        let e = db
+            .run_command(doc! { "explain": find, "verbosity": "queryPlanner" })
+            .await
+            .unwrap();
+        let planner = e.get_document("queryPlanner").unwrap();
+        (
+            plan_index(winning(&e)),
+            planner.get_bool("indexFilterSet").unwrap(),
+        )
+    };
+    let run = async |cmd: Document| db.run_command(cmd).await.map_err(|e| error_code(&e));
+    let fr = doc! { "locale": "fr" };
+
+    // A filter for one projection: that projection (and one needing the same fields) only.
+    run(
+        doc! { "planCacheSetFilter": "c", "query": { "a": 1 }, "projection": { "a": 1 },
+        "indexes": ["_id_"] },
+    )
+    .await
+    .unwrap();
+    let proj = |p: Document| doc! { "projection": p };
+    assert_eq!(
+        filtered(proj(doc! { "a": 1 })).await,
+        ("COLLSCAN".into(), true)
+    );
+    assert_eq!(
+        filtered(proj(doc! { "_id": 1, "a": 1 })).await,
+        ("COLLSCAN".into(), true)
+    );
+    assert_eq!(filtered(doc! {}).await, ("a_1".into(), false));
+    assert_eq!(
+        filtered(proj(doc! { "a": 1, "_id": 0 })).await,
+        ("a_1".into(), false)
+    );
+    assert!(
+        !filtered(doc! { "collation": fr.clone(), "projection": { "a": 1 } })
+            .await
+            .1
+    );
+    // A real find of that shape runs under the filter too (and still answers right).
+    let found: Vec<Document> = coll
+        .find(doc! { "a": 5 })
+        .projection(doc! { "a": 1 })
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(found, vec![doc! { "_id": 5, "a": 5 }]);
+
+    // A filter for one collation: that collation only.
+    run(
+        doc! { "planCacheSetFilter": "c", "query": { "a": 1 }, "collation": fr.clone(),
+        "indexes": [{ "_id": 1 }] },
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        filtered(doc! { "collation": fr.clone() }).await,
+        ("COLLSCAN".into(), true)
+    );
+    assert!(!filtered(doc! { "collation": { "locale": "de" } }).await.1);
+    assert!(!filtered(doc! {}).await.1);
+
+    // Listed with their projection and (normalised) collation; a filter without a collation
+    // lists none.
+    let listed = run(doc! { "planCacheListFilters": "c" }).await.unwrap();
+    let filters = listed.get_array("filters").unwrap();
+    assert_eq!(filters.len(), 2);
+    let by_proj = filters[0].as_document().unwrap();
+    assert_eq!(
+        by_proj.get_document("projection").unwrap(),
+        &doc! { "a": 1 }
+    );
+    assert!(!by_proj.contains_key("collation"));
+    let by_coll = filters[1].as_document().unwrap();
+    assert_eq!(by_coll.get_document("projection").unwrap(), &doc! {});
+    let listed_collation = by_coll.get_document("collation").unwrap();
+    assert_eq!(listed_collation.get_str("locale").unwrap(), "fr");
+    assert_eq!(listed_collation.get_i32("strength").unwrap(), 3);
+
+    // Clearing by shape: the collation's filter only, other values of the same shape.
+    run(doc! { "planCacheClearFilters": "c", "query": { "a": 42 }, "collation": fr.clone() })
+        .await
+        .unwrap();
+    assert!(!filtered(doc! { "collation": fr.clone() }).await.1);
+    assert!(filtered(proj(doc! { "a": 1 })).await.1);
+    let left = run(doc! { "planCacheListFilters": "c" }).await.unwrap();
+    assert_eq!(left.get_array("filters").unwrap().len(), 1);
+
+    // The arguments mongod refuses (BadValue unless said).
+    let bad = [
+        doc! { "planCacheSetFilter": "c", "query": { "a": 1 }, "collation": "fr",
+        "indexes": ["a_1"] },
+        doc! { "planCacheSetFilter": "c", "query": { "a": 1 }, "collation": {},
+        "indexes": ["a_1"] },
+        doc! { "planCacheSetFilter": "c", "query": { "a": 1 }, "projection": 1,
+        "indexes": ["a_1"] },
+        doc! { "planCacheClearFilters": "c", "projection": { "a": 1 } },
+        doc! { "planCacheClearFilters": "c", "collation": fr.clone() },
+        doc! { "planCacheClearFilters": "c", "query": { "a": 1 }, "collation": 5 },
+    ];
+    for cmd in bad {
+        assert_eq!(run(cmd.clone()).await.unwrap_err(), 2, "{cmd}");
+    }
+    let unknown_field = doc! { "planCacheSetFilter": "c", "query": { "a": 1 },
+    "collation": { "locale": "fr", "bogus": 1 }, "indexes": ["a_1"] };
+    assert_eq!(run(unknown_field).await.unwrap_err(), 40415);
+    let no_locale = doc! { "planCacheSetFilter": "c", "query": { "a": 1 },
+    "collation": { "strength": 1 }, "indexes": ["a_1"] };
+    assert_eq!(run(no_locale).await.unwrap_err(), 40414);
+    assert_eq!(
+        left,
+        run(doc! { "planCacheListFilters": "c" }).await.unwrap()
+    );
+
+    // A dropped collection's filters go with it: the new one of the same name has none.
+    coll.drop().await.unwrap();
+    setup().await;
+    let after = run(doc! { "planCacheListFilters": "c" }).await.unwrap();
+    assert!(after.get_array("filters").unwrap().is_empty());
+    assert_eq!(filtered(proj(doc! { "a": 1 })).await, ("a_1".into(), false));
+
+    // A collection that does not exist has no filters to set; a rename takes them along.
+    let set_a = |coll: &str| {
+        doc! { "planCacheSetFilter": coll, "query": { "a": 1 },
+        "indexes": ["_id_"] }
+    };
+    assert_eq!(run(set_a("nope")).await.unwrap_err(), 2);
+    run(set_a("c")).await.unwrap();
+    client
+        .database("admin")
+        .run_command(doc! { "renameCollection": "pc4.c", "to": "pc4.moved" })
+        .await
+        .unwrap();
+    let moved = run(doc! { "planCacheListFilters": "moved" }).await.unwrap();
+    assert_eq!(moved.get_array("filters").unwrap().len(), 1);
+    setup().await;
+    let fresh = run(doc! { "planCacheListFilters": "c" }).await.unwrap();
+    assert!(fresh.get_array("filters").unwrap().is_empty());
+
+    // And with their database.
+    run(doc! { "planCacheSetFilter": "c", "query": { "a": 1 }, "indexes": ["_id_"] })
+        .await
+        .unwrap();
+    db.drop().await.unwrap();
+    setup().await;
+    let after = run(doc! { "planCacheListFilters": "c" }).await.unwrap();
+    assert!(after.get_array("filters").unwrap().is_empty());
 }

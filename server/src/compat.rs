@@ -167,6 +167,16 @@ const NOTES: &[(&str, &str)] = &[
      answers it with that plan. `min`/`max` bounds in a transaction are not exact yet.",
     ),
     (
+        "Index filters",
+        "`planCacheSetFilter` keys a filter on mongod's shape: the filter's structure, sort, \
+     projection (by the fields it needs: an exclusion counts as none; computed fields count by \
+     their names, where mongod counts the fields they read) and collation (none given: the \
+     collection's default); `planCacheListFilters` shows the normalised collation, \
+     `planCacheClearFilters` clears one shape. Filters are dropped with their collection or \
+     database and follow a rename within the database. Only `find` and its explain plan with \
+     their projection: aggregate, count and distinct match filters set without one.",
+    ),
+    (
         "Clustered collections",
         "`create` with `clusteredIndex: {key: {_id: 1}, unique: true}` (mongod 7.0's checks and codes), documents in `_id` order, CLUSTERED_IXSCAN with `minRecord`/`maxRecord` for `_id` equality and ranges, TTL by `_id` date through `expireAfterSeconds` (and `collMod`). createIndexes on the cluster key is a no-op. Not yet: capped clustered collections, the legacy `clusteredIndex: true` outside time-series buckets, implicit creation through createIndexes' `clustered` option.",
     ),

@@ -239,6 +239,7 @@ fn drop_collection(state: &ServerState, req: &Request, name: &str) -> CommandRes
         .drop_collection(&req.db, name)
         .map_err(|e| storage_error(e, &req.db, name))?;
     state.cursors.invalidate(&req.db, Some(name));
+    crate::planner::filters::forget(&format!("{}.{name}", req.db));
     // mongod 7.0 answers ok for a collection that does not exist.
     let mut reply = doc! {};
     if let Some(n) = n_indexes {
@@ -258,6 +259,7 @@ pub fn drop_database(state: &ServerState, req: &Request) -> CommandResult<Reply>
         .drop_database(&req.db)
         .map_err(|e| storage_error(e, &req.db, ""))?;
     state.cursors.invalidate(&req.db, None);
+    crate::planner::filters::forget_db(&req.db);
     // mongod 8.0 answers `{ok: 1}` alone (earlier versions added `dropped`).
     Ok(Reply::ok())
 }
@@ -447,6 +449,7 @@ pub async fn rename_collection(
             .map_err(|e| storage_error(e, &from_db, &from_coll))?;
         state.cursors.invalidate(&from_db, Some(&from_coll));
         state.cursors.invalidate(&to_db, Some(&to_coll));
+        crate::planner::filters::rename(&from, &to);
         Ok(Reply::ok())
     })
     .await

@@ -10,6 +10,7 @@
 use super::args::{self, check_fields, type_name};
 use super::{Reply, Request};
 use crate::error::{CommandError, CommandResult, ErrorCode, err, storage_error};
+use crate::query::collation::Spec;
 use crate::query::matcher::Filter;
 use crate::query::sort::SortSpec;
 use crate::state::ServerState;
@@ -273,8 +274,8 @@ pub fn conn_pool_stats() -> Reply {
 }
 
 /// The query shape a plan-cache command names: `query` (required where `required`), `sort`,
-/// `projection`, `collation`, each an object.
-fn query_shape(body: &Document, command: &str, required: bool) -> CommandResult<Document> {
+/// `projection`, `collation`, each an object (the collation not empty).
+fn query_shape(body: &Document, required: bool) -> CommandResult<Document> {
     let mut shape = Document::new();
     for field in ["query", "sort", "projection", "collation"] {
         match body.get(field) {
@@ -286,12 +287,23 @@ fn query_shape(body: &Document, command: &str, required: bool) -> CommandResult<
                 shape.insert(field, d.clone());
             }
             Some(_) => {
+                let kind = if field == "query" {
+                    "required"
+                } else {
+                    "optional"
+                };
                 return Err(err(
                     ErrorCode::BadValue,
-                    format!("{command}: {field} must be an object"),
+                    format!("{kind} field {field} must be an object"),
                 ));
             }
         }
+    }
+    if shape.get_document("collation").is_ok_and(|c| c.is_empty()) {
+        return Err(err(
+            ErrorCode::BadValue,
+            "optional field collation cannot be an empty object",
+        ));
     }
     if let Some(Bson::Document(q)) = shape.get("query") {
         Filter::parse(q)?;
@@ -327,19 +339,29 @@ fn plan_cache_clear_args(req: &Request) -> CommandResult<(String, Document)> {
         "planCacheClear",
         &["query", "sort", "projection", "collation"],
     )?;
-    let shape = query_shape(&req.body, "planCacheClear", false)?;
+    let shape = query_shape(&req.body, false)?;
     Ok((args::collection_name(&req.body, "planCacheClear")?, shape))
 }
 
-/// `planCacheSetFilter`: record that a query shape may only use `indexes`.
-pub fn plan_cache_set_filter(req: &Request) -> CommandResult<Reply> {
+/// `planCacheSetFilter`: record that a query shape of an existing collection may only use
+/// `indexes` (filters belong to a collection and go with it).
+pub fn plan_cache_set_filter(state: &ServerState, req: &Request) -> CommandResult<Reply> {
+    let name = args::collection_name(&req.body, "planCacheSetFilter")?;
+    if state.catalog.collection(&req.db, &name).is_none() {
+        return Err(err(ErrorCode::BadValue, "no such collection"));
+    }
+    set_filter(req)
+}
+
+/// [`plan_cache_set_filter`] once the collection is known to exist.
+fn set_filter(req: &Request) -> CommandResult<Reply> {
     let ns = plan_cache_ns(req, "planCacheSetFilter")?;
     check_fields(
         &req.body,
         "planCacheSetFilter",
         &["query", "sort", "projection", "collation", "indexes"],
     )?;
-    let mut shape = query_shape(&req.body, "planCacheSetFilter", true)?;
+    let mut shape = query_shape(&req.body, true)?;
     let indexes = match req.body.get("indexes") {
         None => return Err(err(ErrorCode::BadValue, "required field indexes missing")),
         Some(Bson::Array(a)) if a.is_empty() => {
@@ -362,13 +384,23 @@ pub fn plan_cache_set_filter(req: &Request) -> CommandResult<Reply> {
             "Each index must be either an index key pattern or an index name",
         ));
     }
+    let filter_shape = crate::planner::filters::Shape::of_command(&shape)?;
+    // Listed as mongod lists it: sort and projection always, the collation normalised.
     for k in ["sort", "projection"] {
         if !shape.contains_key(k) {
             shape.insert(k, Document::new());
         }
     }
+    match filter_shape.collation() {
+        Some(spec @ Spec::Locale(_)) => {
+            shape.insert("collation", spec.to_document());
+        }
+        _ => {
+            shape.remove("collation");
+        }
+    }
     shape.insert("indexes", indexes);
-    crate::planner::filters::set(&ns, shape);
+    crate::planner::filters::set(&ns, filter_shape, shape);
     Ok(Reply::ok())
 }
 
@@ -380,10 +412,20 @@ pub fn plan_cache_clear_filters(req: &Request) -> CommandResult<Reply> {
         "planCacheClearFilters",
         &["query", "sort", "projection", "collation"],
     )?;
-    let shape = query_shape(&req.body, "planCacheClearFilters", false)?;
-    let sort = shape.get_document("sort").cloned().unwrap_or_default();
-    let query = shape.get_document("query").ok();
-    crate::planner::filters::clear(&ns, query.map(|q| (q, &sort)));
+    let shape = query_shape(&req.body, false)?;
+    if !shape.contains_key("query") {
+        // mongod refuses these rather than clear every filter when `query` was forgotten.
+        if !shape.is_empty() {
+            return Err(err(
+                ErrorCode::BadValue,
+                "sort, projection, or collation provided without query",
+            ));
+        }
+        crate::planner::filters::clear(&ns, None);
+        return Ok(Reply::ok());
+    }
+    let shape = crate::planner::filters::Shape::of_command(&shape)?;
+    crate::planner::filters::clear(&ns, Some(&shape));
     Ok(Reply::ok())
 }
 
@@ -655,7 +697,7 @@ mod tests {
     #[test]
     fn plan_cache_filters_are_listed_back() {
         let db = "plan_cache_unit";
-        let set = |b: Document| code(plan_cache_set_filter(&request(b, db)));
+        let set = |b: Document| code(set_filter(&request(b, db)));
         assert_eq!(
             set(doc! { "planCacheSetFilter": "c", "indexes": [{ "a": 1 }] }),
             2

@@ -252,6 +252,8 @@ pub fn explain(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     let filter = Filter::parse(&t.filter)?;
     let coll = state.catalog.collection(&req.db, &t.coll);
     let _collation = args::collation_scope(&inner, &name, coll.as_deref())?;
+    // The projection is part of an index filter's shape (planning and `indexFilterSet`).
+    let _projection = planner::filters::projection_scope(t.shape.projection.as_ref());
     let mut hint_doc = Document::new();
     if let Some(h) = &t.hint {
         hint_doc.insert("hint", h.clone());

@@ -576,7 +576,7 @@ pub async fn dispatch(
         "planCacheClear" => diagnostic::plan_cache_clear(state, req),
         "planCacheClearFilters" => diagnostic::plan_cache_clear_filters(req),
         "planCacheListFilters" => diagnostic::plan_cache_list_filters(req),
-        "planCacheSetFilter" => diagnostic::plan_cache_set_filter(req),
+        "planCacheSetFilter" => diagnostic::plan_cache_set_filter(state, req),
         "getClusterParameter" => diagnostic::get_cluster_parameter(req),
         "setClusterParameter" => diagnostic::set_cluster_parameter(req),
         "getDefaultRWConcern" | "setDefaultRWConcern" => diagnostic::default_rw_concern(req),

@@ -61,7 +61,10 @@ fn find_choice(
             winner: planner::Plan::CollScan { direction },
             rejected: vec![],
         },
-        None => planner::choose(coll, &a.filter, &a.filter_doc, sort_doc, hint),
+        None => {
+            let _projection = planner::filters::projection_scope(a.projection_doc.as_ref());
+            planner::choose(coll, &a.filter, &a.filter_doc, sort_doc, hint)
+        }
     })
 }
 
