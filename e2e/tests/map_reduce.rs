@@ -2,7 +2,8 @@
 //! on seeded data, mapReduce (query, sort, limit, scope, finalize, NumberLong values, Code and
 //! string functions, both command spellings) gives the same numbers as the equivalent `$group`;
 //! `out` replaces, merges and reduces into a collection (also in another database) with
-//! mongod 7's reply shapes; bad commands get mongod's codes; `$accumulator` matches `$avg`.
+//! mongod 7's reply shapes; bad commands get mongod's codes; `$accumulator` matches `$avg`;
+//! `collation` governs the query and the grouping of keys.
 
 use bson::{Bson, Document, doc};
 use cairn_e2e::{Server, error_code};
@@ -407,4 +408,70 @@ async fn accumulator_matches_avg() {
     .await
     .unwrap_err();
     assert_eq!(error_code(&e), 4544707);
+}
+
+/// `(key, count)` rows of a mapReduce reply whose values are counts.
+fn counts(reply: &Document) -> Vec<(String, f64)> {
+    reply
+        .get_array("results")
+        .unwrap()
+        .iter()
+        .map(|d| {
+            let d = d.as_document().unwrap();
+            (d.get_str("_id").unwrap().to_string(), num(d.get("value")))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn collation_applies_to_query_and_keys() {
+    let server = Server::start(BIN, &[]);
+    let db = server.client().await.database("mrcoll");
+    let docs: Vec<Document> = ["apple", "Apple", "APPLE", "banana", "Banana", "cherry"]
+        .iter()
+        .enumerate()
+        .map(|(i, k)| doc! {"_id": i as i32, "k": *k})
+        .collect();
+    db.collection::<Document>("fruit")
+        .insert_many(docs)
+        .await
+        .unwrap();
+    let map = "function() { emit(this.k, 1); }";
+    let reduce = "function(key, values) { return Array.sum(values); }";
+    let run = |query: Document, collation: Option<Document>| {
+        let mut cmd = doc! {"mapReduce": "fruit", "map": map, "reduce": reduce,
+        "query": query, "out": {"inline": 1}};
+        if let Some(c) = collation {
+            cmd.insert("collation", c);
+        }
+        let db = db.clone();
+        async move { db.run_command(cmd).await }
+    };
+    let ci = doc! {"locale": "en", "strength": 2};
+
+    // Simple collation: six keys of their own, and the query matches one spelling.
+    let reply = run(doc! {}, None).await.unwrap();
+    assert_eq!(counts(&reply).len(), 6);
+    let reply = run(doc! {"k": "apple"}, None).await.unwrap();
+    assert_eq!(counts(&reply), vec![("apple".to_string(), 1.0)]);
+
+    // Case-insensitive: keys equal under the collation group together (the first one seen
+    // names the group), and the query matches every spelling.
+    let reply = run(doc! {}, Some(ci.clone())).await.unwrap();
+    assert_eq!(
+        counts(&reply),
+        vec![
+            ("apple".to_string(), 3.0),
+            ("banana".to_string(), 2.0),
+            ("cherry".to_string(), 1.0)
+        ]
+    );
+    let reply = run(doc! {"k": "BANANA"}, Some(ci.clone())).await.unwrap();
+    assert_eq!(counts(&reply), vec![("banana".to_string(), 2.0)]);
+
+    // A bad collation is refused as elsewhere.
+    let e = run(doc! {}, Some(doc! {"locale": "xx_nope"}))
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&e), 2);
 }

@@ -294,6 +294,57 @@ async fn sphere_index_answers_like_a_scan() {
         let expected: Vec<i32> = expected.into_iter().take(50).map(|(_, i)| i).collect();
         assert_eq!(ids(&got), expected, "{filter}");
     }
+    nearest_few_like_all(&c, &mut rng).await;
+}
+
+/// `$near` and `$geoNear` with a small limit and no `$maxDistance` (the widening-cap search of
+/// `exec::near`), with and without another predicate and a `$minDistance`, answer the first
+/// documents of the same query without a limit (which reads every match; checked above
+/// against a brute-force ranking).
+async fn nearest_few_like_all(c: &mongodb::Collection<Document>, rng: &mut impl rand::Rng) {
+    for round in 0..24 {
+        let center = random_point(rng);
+        let limit = rng.random_range(1..40usize);
+        let min_m = if round % 3 == 0 { 200_000.0 } else { 0.0 };
+        let near = doc! { "type": "Point", "coordinates": [center.0, center.1] };
+        let mut filter =
+            doc! { "loc": { "$near": { "$geometry": near.clone(), "$minDistance": min_m } } };
+        let mut query = doc! {};
+        if round % 2 == 1 {
+            filter.insert("k", 1);
+            query.insert("k", 1);
+        }
+        let all: Vec<Document> = c
+            .find(filter.clone())
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        let got: Vec<Document> = c
+            .find(filter.clone())
+            .limit(limit as i64)
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        let expected: Vec<i32> = ids(&all).into_iter().take(limit).collect();
+        assert_eq!(ids(&got), expected, "{filter} limit {limit}");
+        let pipeline = vec![
+            doc! { "$geoNear": { "near": near, "distanceField": "d", "minDistance": min_m,
+            "key": "loc", "query": query } },
+            doc! { "$limit": limit as i64 },
+        ];
+        let got: Vec<Document> = c
+            .aggregate(pipeline.clone())
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        assert_eq!(ids(&got), expected, "{pipeline:?}");
+    }
 }
 
 #[tokio::test]

@@ -1,6 +1,7 @@
 //! Proves wildcard indexes (`$**`, `a.$**`, `wildcardProjection`) answer exactly what a
 //! collection scan answers, are used where mongod uses them (and not where it does not), explain
-//! themselves with `$_path` bounds, refuse bad specs with mongod's codes and survive a restart.
+//! themselves with `$_path` bounds, refuse bad specs with mongod's codes and survive a restart;
+//! compound wildcard indexes (`{t: 1, "a.$**": 1}`) too.
 //! How: a real `cairn` process through the Rust driver; seeded random documents with nested
 //! objects and arrays, a family of random single-path predicates, each run with the planner's
 //! choice and with `hint: {$natural: 1}`.
@@ -480,4 +481,174 @@ async fn wildcard_index_serves_other_commands() {
             .len(),
         25
     );
+}
+
+/// Compound wildcard specs under test: collection name, spec, whether the wildcard term covers
+/// a path.
+fn compound_specs() -> Vec<Case> {
+    vec![
+        (
+            "c_lead",
+            doc! { "key": { "t": 1, "a.$**": 1 }, "name": "cw" },
+            |p| p == "a" || p.starts_with("a."),
+        ),
+        (
+            "c_trail",
+            doc! { "key": { "$**": 1, "t": 1 }, "name": "cw", "wildcardProjection": { "t": 0, "n": 0 } },
+            |p| p != "t" && p != "n",
+        ),
+        (
+            "c_three",
+            doc! { "key": { "t": 1, "$**": 1, "n": -1 }, "name": "cw", "wildcardProjection": { "a": 1, "c": 1 } },
+            |p| p == "a" || p.starts_with("a.") || p == "c" || p.starts_with("c."),
+        ),
+    ]
+}
+
+/// A random predicate on the regular fields `t` and `n` (possibly none) added to `filter`.
+fn with_regular_predicate(rng: &mut StdRng, mut filter: Document) -> Document {
+    match rng.random_range(0..6) {
+        0 => filter.insert("t", rng.random_range(0..4)),
+        1 => filter.insert("t", doc! { "$in": [1, 3] }),
+        2 => filter.insert("t", doc! { "$gte": 2 }),
+        3 => filter.insert("t", Bson::Null),
+        4 => filter.insert("n", doc! { "$lt": 5 }),
+        _ => None,
+    };
+    filter
+}
+
+/// Seeded documents with the regular fields `t` (0..4, sometimes missing) and `n`.
+async fn seeded_with_regular(db: &mongodb::Database, name: &str, seed: u64, n: i32) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let docs: Vec<Document> = (0..n)
+        .map(|i| {
+            let mut d = doc! { "_id": i };
+            if rng.random_bool(0.9) {
+                d.insert("t", rng.random_range(0..4));
+            }
+            d.insert("n", rng.random_range(0..10));
+            // Some documents have nothing under the wildcard term.
+            if rng.random_bool(0.85) {
+                d.extend(random_object(&mut rng, 0));
+            }
+            d
+        })
+        .collect();
+    db.collection::<Document>(name)
+        .insert_many(docs)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn compound_wildcard_index_matches_collection_scan() {
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let db = client.database("cwild");
+    for (i, (name, spec, covers)) in compound_specs().into_iter().enumerate() {
+        seeded_with_regular(&db, name, 180 + i as u64, 400).await;
+        db.run_command(doc! { "createIndexes": name, "indexes": [spec.clone()] })
+            .await
+            .unwrap();
+        let c = db.collection::<Document>(name);
+        let mut rng = StdRng::seed_from_u64(18_000 + i as u64);
+        let mut used = 0;
+        for _ in 0..150 {
+            let (path, filter, _) = random_predicate(&mut rng);
+            let filter = with_regular_predicate(&mut rng, filter);
+            let indexed = find_ids(&c, filter.clone(), false).await;
+            let scanned = find_ids(&c, filter.clone(), true).await;
+            assert_eq!(indexed, scanned, "{name}: {filter}");
+            let stage = winning_leaf(&db, name, &filter).await;
+            if stage.get_str("stage").unwrap() == "IXSCAN" {
+                let key = stage.get_document("keyPattern").unwrap();
+                assert!(key.contains_key("$_path"), "{name}: {filter}: {key}");
+                assert!(covers(&path) || key.contains_key("t"), "{name}: {filter}");
+                used += 1;
+            }
+        }
+        assert!(
+            used > 20,
+            "{name}: the index answered only {used} predicates"
+        );
+    }
+}
+
+#[tokio::test]
+async fn compound_wildcard_explain_and_errors() {
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let db = client.database("cwild");
+    let c = db.collection::<Document>("e");
+    c.insert_many(vec![
+        doc! { "_id": 1, "t": 1, "attrs": { "color": "red", "size": [1, 2] } },
+        doc! { "_id": 2, "t": 1, "attrs": { "color": "blue" } },
+        doc! { "_id": 3, "t": 2, "attrs": { "color": "red" } },
+        doc! { "_id": 4, "t": 1 },
+    ])
+    .await
+    .unwrap();
+    db.run_command(doc! { "createIndexes": "e", "indexes": [
+        { "key": { "t": 1, "attrs.$**": 1 }, "name": "t_attrs" },
+    ] })
+    .await
+    .unwrap();
+    let filter = doc! { "t": 1, "attrs.color": "red" };
+    assert_eq!(
+        find_ids(&c, filter.clone(), false).await,
+        vec![Bson::Int32(1)]
+    );
+    let stage = winning_leaf(&db, "e", &filter).await;
+    assert_eq!(
+        stage.get_document("keyPattern").unwrap(),
+        &doc! { "t": 1, "$_path": 1, "attrs.color": 1 }
+    );
+    assert_eq!(
+        stage.get_document("indexBounds").unwrap(),
+        &doc! { "t": ["[1, 1]"], "$_path": ["[\"attrs.color\", \"attrs.color\"]"], "attrs.color": ["[\"red\", \"red\"]"] }
+    );
+    // The regular field alone uses the index too, every path of the tenant's keys; document 4
+    // (nothing under `attrs`) is in the index.
+    let filter = doc! { "t": 1 };
+    assert_eq!(
+        find_ids(&c, filter.clone(), false).await,
+        vec![Bson::Int32(1), Bson::Int32(2), Bson::Int32(4)]
+    );
+    let stage = winning_leaf(&db, "e", &filter).await;
+    assert_eq!(stage.get_str("stage").unwrap(), "IXSCAN");
+    assert!(stage.get_bool("isMultiKey").unwrap());
+    // A multikey path under the wildcard term.
+    let filter = doc! { "t": 1, "attrs.size": { "$gt": 1, "$lt": 2 } };
+    assert_eq!(
+        find_ids(&c, filter.clone(), false).await,
+        vec![Bson::Int32(1)]
+    );
+    let stage = winning_leaf(&db, "e", &filter).await;
+    assert_eq!(
+        stage.get_document("multiKeyPaths").unwrap(),
+        &doc! { "t": [], "$_path": [], "attrs.size": ["attrs.size"] }
+    );
+    // An array in the regular field is refused.
+    let e = c
+        .insert_one(doc! { "_id": 5, "t": [1, 2], "attrs": { "color": "red" } })
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&e), 67);
+
+    for bad in [
+        doc! { "key": { "t": 1, "$**": 1 }, "name": "b1" },
+        doc! { "key": { "t": 1, "$**": 1 }, "name": "b2", "wildcardProjection": { "t": 1 } },
+        doc! { "key": { "attrs": 1, "attrs.$**": 1 }, "name": "b3" },
+        doc! { "key": { "a.$**": 1, "b.$**": 1 }, "name": "b4" },
+        doc! { "key": { "t": "hashed", "a.$**": 1 }, "name": "b5" },
+        doc! { "key": { "t": 1, "a.$**": 1 }, "name": "b6", "unique": true },
+        doc! { "key": { "t": 1, "a.$**": 1 }, "name": "b7", "wildcardProjection": { "a": 1 } },
+    ] {
+        let e = db
+            .run_command(doc! { "createIndexes": "e", "indexes": [bad.clone()] })
+            .await
+            .unwrap_err();
+        assert_eq!(error_code(&e), 67, "{bad}");
+    }
 }

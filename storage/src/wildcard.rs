@@ -59,19 +59,39 @@ pub struct WildcardSpec {
     include: bool,
     /// The top-level `_id` field is indexed.
     id: bool,
+    /// A compound wildcard index's other fields: `(position in the key pattern, path split at
+    /// dots)`; empty for a plain wildcard index.
+    regular: Vec<(usize, Vec<String>)>,
+    /// The wildcard term's position in the key pattern.
+    position: usize,
 }
 
 impl WildcardSpec {
     /// The spec of a wildcard index from its key pattern and options; `None` for other indexes.
     pub fn from_index(key: &Document, extra: &Document) -> Result<Option<WildcardSpec>, KeyError> {
-        let Some(field) = key.keys().find(|k| is_wildcard_field(k)) else {
+        let Some((position, field)) = key.keys().enumerate().find(|(_, k)| is_wildcard_field(k))
+        else {
             return Ok(None);
         };
-        if key.len() != 1 {
-            return Err(KeyError::BadPattern(
-                "compound wildcard indexes are not supported by cairn yet".into(),
-            ));
+        let regular = regular_fields(key)?;
+        let mut spec = Self::of_term(field, extra)?;
+        spec.position = position;
+        spec.regular = regular;
+        if let Some((_, path)) = spec
+            .regular
+            .iter()
+            .find(|(_, path)| spec.coverage(path) != Coverage::Excluded)
+        {
+            return Err(KeyError::BadPattern(format!(
+                "The regular field '{}' of a compound wildcard index must not be indexed by its wildcard term; exclude it with 'wildcardProjection'",
+                path.join(".")
+            )));
         }
+        Ok(Some(spec))
+    }
+
+    /// The spec of the wildcard term `field` alone.
+    fn of_term(field: &str, extra: &Document) -> Result<WildcardSpec, KeyError> {
         let projection = match extra.get(PROJECTION) {
             None => None,
             Some(Bson::Document(p)) => Some(p),
@@ -97,18 +117,22 @@ impl WildcardSpec {
                     "Index key contains an illegal field name: {field}"
                 )));
             }
-            return Ok(Some(WildcardSpec {
+            return Ok(WildcardSpec {
                 id: components[0] == "_id",
                 paths: vec![components],
                 include: true,
-            }));
+                regular: Vec::new(),
+                position: 0,
+            });
         }
         let Some(projection) = projection else {
-            return Ok(Some(WildcardSpec {
+            return Ok(WildcardSpec {
                 paths: Vec::new(),
                 include: false,
                 id: false,
-            }));
+                regular: Vec::new(),
+                position: 0,
+            });
         };
         let mut flat = Vec::new();
         flatten(projection, "", &mut flat)?;
@@ -137,11 +161,31 @@ impl WildcardSpec {
             }
             paths.push(path.split('.').map(str::to_owned).collect());
         }
-        Ok(Some(WildcardSpec {
+        Ok(WildcardSpec {
             paths,
             include: mode.unwrap_or(id),
             id,
-        }))
+            regular: Vec::new(),
+            position: 0,
+        })
+    }
+
+    /// A compound index's regular fields: `(position in the key pattern, dotted path)`.
+    pub fn regular_fields(&self) -> Vec<(usize, String)> {
+        self.regular
+            .iter()
+            .map(|(i, p)| (*i, p.join(".")))
+            .collect()
+    }
+
+    /// The wildcard term's position in the key pattern.
+    pub fn position(&self) -> usize {
+        self.position
+    }
+
+    /// Whether the index has regular fields besides its wildcard term.
+    pub fn is_compound(&self) -> bool {
+        !self.regular.is_empty()
     }
 
     /// How `path` (split at dots) stands with respect to the index.
@@ -192,28 +236,62 @@ impl WildcardSpec {
         self.extract_collated(doc, None)
     }
 
-    /// [`WildcardSpec::extract`] for a collated index: values' strings mapped (paths never).
+    /// [`WildcardSpec::extract`] for a collated index: values' strings mapped (paths never),
+    /// a compound index's regular values too.
     pub fn extract_collated(
         &self,
         doc: &RawDocument,
         collation: Option<&crate::keys::KeyCollation>,
     ) -> Result<ExtractedKeys, KeyError> {
+        let around = if self.is_compound() {
+            Some(self.regular_values(doc)?)
+        } else {
+            None
+        };
         let mut walk = Walk {
             spec: self,
             collation,
             path: Vec::new(),
             keys: Vec::new(),
             multikey: false,
+            around,
+            leaves: 0,
         };
         walk.object(doc)?;
+        // A compound index holds every document: one with nothing under the wildcard term
+        // gets its regular values with `(MinKey, MinKey)` as path and value.
+        if walk.leaves == 0 && walk.around.is_some() {
+            walk.push_compound(RawBsonRef::MinKey, RawBsonRef::MinKey)?;
+        }
         let mut keys = walk.keys;
         keys.sort_unstable();
         keys.dedup();
+        let mut multikey_fields = vec![false; self.regular.len() + 1];
+        multikey_fields[self.position] = walk.multikey;
         Ok(ExtractedKeys {
             keys,
             multikey: walk.multikey,
-            multikey_fields: vec![walk.multikey],
+            multikey_fields,
         })
+    }
+
+    /// The values of the regular fields of a compound index, split at the wildcard term's
+    /// position: missing is null, as in any index; an array is refused (mongod allows no
+    /// multikey regular field in a compound wildcard index).
+    fn regular_values<'d>(
+        &self,
+        doc: &'d RawDocument,
+    ) -> Result<(Vec<RawBsonRef<'d>>, Vec<RawBsonRef<'d>>), KeyError> {
+        let (mut before, mut after) = (Vec::new(), Vec::new());
+        for (position, path) in &self.regular {
+            let value = regular_value(doc, path)?;
+            if *position < self.position {
+                before.push(value);
+            } else {
+                after.push(value);
+            }
+        }
+        Ok((before, after))
     }
 }
 
@@ -228,6 +306,60 @@ pub fn multikey_key(path: &str) -> Vec<u8> {
         &[RawBsonRef::Int32(1), RawBsonRef::String(path)],
         &[false, false],
     )
+}
+
+/// The regular (non-wildcard) fields of a key pattern with their positions; each must be an
+/// ascending or descending number, not a special index type.
+fn regular_fields(key: &Document) -> Result<Vec<(usize, Vec<String>)>, KeyError> {
+    if key.keys().filter(|k| is_wildcard_field(k)).count() > 1 {
+        return Err(KeyError::BadPattern(
+            "A compound wildcard index can only have one wildcard term".into(),
+        ));
+    }
+    let mut out = Vec::new();
+    for (position, (field, kind)) in key.iter().enumerate() {
+        if is_wildcard_field(field) {
+            continue;
+        }
+        if !matches!(
+            kind,
+            Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_)
+        ) {
+            return Err(KeyError::BadPattern(format!(
+                "A compound wildcard index cannot have a '{kind}' field: {field}"
+            )));
+        }
+        let path: Vec<String> = field.split('.').map(str::to_owned).collect();
+        if path.iter().any(|c| c.is_empty() || c.starts_with('$')) {
+            return Err(KeyError::BadPattern(format!(
+                "Index key contains an illegal field name: {field}"
+            )));
+        }
+        out.push((position, path));
+    }
+    Ok(out)
+}
+
+/// The value at `path` of a compound index's regular field (null when missing).
+fn regular_value<'d>(doc: &'d RawDocument, path: &[String]) -> Result<RawBsonRef<'d>, KeyError> {
+    let mut current = doc;
+    for (i, component) in path.iter().enumerate() {
+        let Ok(Some(value)) = current.get(component) else {
+            return Ok(RawBsonRef::Null);
+        };
+        match value {
+            RawBsonRef::Array(_) => {
+                return Err(KeyError::BadPattern(format!(
+                    "Compound wildcard indexes do not allow an array in a regular field; found one at '{}'",
+                    path[..=i].join(".")
+                )));
+            }
+            RawBsonRef::Document(d) if i + 1 < path.len() => current = d,
+            _ if i + 1 < path.len() => return Ok(RawBsonRef::Null),
+            v => return Ok(v),
+        }
+    }
+    Ok(RawBsonRef::Null)
 }
 
 /// A projection document as `(dotted path, included)` pairs, nested documents flattened.
@@ -263,15 +395,19 @@ fn flatten(p: &Document, prefix: &str, out: &mut Vec<(String, bool)>) -> Result<
     Ok(())
 }
 
-struct Walk<'s> {
+struct Walk<'s, 'd> {
     spec: &'s WildcardSpec,
     collation: Option<&'s crate::keys::KeyCollation>,
     path: Vec<String>,
     keys: Vec<Vec<u8>>,
     multikey: bool,
+    /// A compound index's regular values before and after the wildcard term.
+    around: Option<(Vec<RawBsonRef<'d>>, Vec<RawBsonRef<'d>>)>,
+    /// `(path, value)` leaves seen.
+    leaves: usize,
 }
 
-impl Walk<'_> {
+impl<'d> Walk<'_, 'd> {
     fn push(&mut self, key: Vec<u8>) -> Result<(), KeyError> {
         if self.keys.len() >= KEYS_PER_DOCUMENT_MAX {
             return Err(KeyError::TooManyKeys);
@@ -280,16 +416,47 @@ impl Walk<'_> {
         Ok(())
     }
 
-    fn leaf(&mut self, value: RawBsonRef<'_>) -> Result<(), KeyError> {
+    fn leaf(&mut self, value: RawBsonRef<'d>) -> Result<(), KeyError> {
+        self.leaves += 1;
         let mapped = self.collation.and_then(|c| c.map(value));
         let value = mapped
             .as_ref()
             .map_or(value, bson::RawBson::as_raw_bson_ref);
-        let k = key(&self.path.join("."), value);
+        let path = self.path.join(".");
+        if self.around.is_some() {
+            return self.push_compound(RawBsonRef::String(&path), value);
+        }
+        let k = key(&path, value);
         self.push(k)
     }
 
-    fn object(&mut self, doc: &RawDocument) -> Result<(), KeyError> {
+    /// The key `[before..., path, value, after...]` of a compound index.
+    fn push_compound(
+        &mut self,
+        path: RawBsonRef<'_>,
+        value: RawBsonRef<'_>,
+    ) -> Result<(), KeyError> {
+        let Some((before, after)) = &self.around else {
+            return Ok(());
+        };
+        let mapped: Vec<Option<bson::RawBson>> = before
+            .iter()
+            .chain(after)
+            .map(|v| self.collation.and_then(|c| c.map(*v)))
+            .collect();
+        let regular = before.iter().chain(after).zip(&mapped);
+        let mut values: Vec<RawBsonRef<'_>> = regular
+            .map(|(v, m)| m.as_ref().map_or(*v, bson::RawBson::as_raw_bson_ref))
+            .collect();
+        let after_values = values.split_off(before.len());
+        values.push(path);
+        values.push(value);
+        values.extend(after_values);
+        let k = keycode::encode_key(&values, &[]);
+        self.push(k)
+    }
+
+    fn object(&mut self, doc: &'d RawDocument) -> Result<(), KeyError> {
         for element in doc.into_iter().map_while(Result::ok) {
             let (name, value) = element;
             self.path.push(name.as_str().to_owned());
@@ -304,7 +471,7 @@ impl Walk<'_> {
 
     fn value(
         &mut self,
-        value: RawBsonRef<'_>,
+        value: RawBsonRef<'d>,
         included: bool,
         in_array: bool,
     ) -> Result<(), KeyError> {
@@ -452,6 +619,70 @@ mod tests {
                 .unwrap()
                 .is_none()
         );
+    }
+
+    /// The keys of a compound index decoded back (multikey entries left out).
+    fn compound_keys(s: &WildcardSpec, d: Document, fields: usize) -> Vec<Vec<Bson>> {
+        let raw = RawDocumentBuf::try_from(&d).unwrap();
+        let ex = s.extract(&raw).unwrap();
+        ex.keys
+            .iter()
+            .filter_map(|k| keycode::decode_key(k, &vec![false; fields]).ok())
+            .filter(|values| values.len() == fields)
+            .collect()
+    }
+
+    #[test]
+    fn compound_keys_pair_regular_values_with_each_leaf() {
+        let s = spec(doc! { "tenant": 1, "attrs.$**": 1, "n": -1 }, None);
+        let keys = compound_keys(
+            &s,
+            doc! { "tenant": "t1", "attrs": { "a": 1, "b": [2, 3] }, "n": 5 },
+            4,
+        );
+        let k = |path: &str, v: i32| {
+            vec![
+                Bson::from("t1"),
+                Bson::from(path),
+                Bson::Int32(v),
+                Bson::Int32(5),
+            ]
+        };
+        assert_eq!(
+            keys,
+            vec![k("attrs.a", 1), k("attrs.b", 2), k("attrs.b", 3)]
+        );
+        // Nothing under the wildcard term, a missing regular field: still one key.
+        let keys = compound_keys(&s, doc! { "tenant": "t2", "other": 1 }, 4);
+        assert_eq!(
+            keys,
+            vec![vec![
+                Bson::from("t2"),
+                Bson::MinKey,
+                Bson::MinKey,
+                Bson::Null
+            ]]
+        );
+        // An array in a regular field is refused.
+        let raw = RawDocumentBuf::try_from(&doc! { "tenant": [1], "attrs": { "a": 1 } }).unwrap();
+        assert!(s.extract(&raw).is_err());
+    }
+
+    #[test]
+    fn compound_spec_rules() {
+        let ok = |key: Document, p: Option<Document>| {
+            let extra = p.map(|p| doc! { PROJECTION: p }).unwrap_or_default();
+            WildcardSpec::from_index(&key, &extra)
+        };
+        assert!(ok(doc! { "a": 1, "$**": 1 }, Some(doc! { "a": 0 })).is_ok());
+        assert!(ok(doc! { "$**": 1, "e.a": 1 }, Some(doc! { "a": 1 })).is_ok());
+        // The regular field must not be under the wildcard term.
+        assert!(ok(doc! { "a": 1, "$**": 1 }, None).is_err());
+        assert!(ok(doc! { "a": 1, "$**": 1 }, Some(doc! { "a": 1 })).is_err());
+        assert!(ok(doc! { "a": 1, "a.$**": 1 }, None).is_err());
+        // One wildcard term; no special types.
+        assert!(ok(doc! { "a.$**": 1, "b.$**": 1 }, None).is_err());
+        assert!(ok(doc! { "x": "hashed", "a.$**": 1 }, None).is_err());
     }
 
     #[test]

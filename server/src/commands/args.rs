@@ -243,7 +243,7 @@ pub fn collation_scope(
     )?))
 }
 
-/// `collation` where cairn does not apply one yet (mapReduce): validated as
+/// `collation` where cairn does not apply one: validated as
 /// mongod does, and only the simple collation accepted.
 pub fn check_collation(body: &Document, command: &str) -> CommandResult<()> {
     match opt_doc(body, command, "collation")? {

@@ -222,8 +222,8 @@ fn text_options(d: &Document, key: &Document) -> CommandResult<(Document, Docume
 }
 
 /// mongod's rules for wildcard key patterns (`$**`, `a.$**`) and `wildcardProjection`; the
-/// projection itself is checked by `storage::wildcard`. Compound wildcard indexes (mongod 7)
-/// are not built yet and are refused.
+/// projection, and a compound index's other fields (one wildcard term, plain ascending or
+/// descending fields that the wildcard term does not cover), are checked by `storage::wildcard`.
 fn wildcard_rules(d: &Document, key: &Document) -> CommandResult<()> {
     use storage::wildcard::{PROJECTION, WildcardSpec, is_wildcard_field};
     // `{"$**": "text"}` is a text index over every string (`text_options`).
@@ -240,12 +240,6 @@ fn wildcard_rules(d: &Document, key: &Document) -> CommandResult<()> {
         }
         return Ok(());
     };
-    if key.len() > 1 {
-        return Err(bad_spec(
-            d,
-            "compound wildcard indexes are not supported by cairn yet",
-        ));
-    }
     if !crate::query::types::as_f64(direction).is_some_and(|f| f > 0.0) {
         return Err(bad_spec(
             d,

@@ -5,7 +5,8 @@
 //! existing value with the new one). `scope` travels inside the internal operators, so every
 //! function sees it. The reply is mongod 7's: `{results: [...]}` inline, or `{result: name}`
 //! (`{result: {db, collection}}` when `out.db` is given); 4.4 dropped the counts and timing, so
-//! `verbose` is accepted and adds nothing.
+//! `verbose` is accepted and adds nothing. `collation` applies to the whole aggregate: the
+//! query, the grouping of emitted keys and the order of the results.
 
 use super::aggregate::{Ran, Spec, run_spec};
 use super::args::{self, check_fields};
@@ -171,7 +172,7 @@ impl MapReduce {
     fn parse(req: &Request) -> CommandResult<MapReduce> {
         let body = &req.body;
         check_fields(body, "mapReduce", FIELDS)?;
-        args::check_collation(body, "mapReduce")?;
+        args::opt_doc(body, "mapReduce", "collation")?;
         let coll = match body.get(&req.name) {
             Some(Bson::String(s)) if !s.is_empty() => s.clone(),
             Some(v) => {
@@ -288,6 +289,10 @@ pub async fn map_reduce(state: &Arc<ServerState>, req: &Arc<Request>) -> Command
     let run = mr.clone();
     let ran = off_thread(state, req, move |s, r| {
         s.catalog.check_not_view(&r.db, &run.coll)?;
+        // The collation (or the collection's default) governs the query, the grouping of
+        // emitted keys and the final order, as it does in the aggregate mongod runs.
+        let coll = s.catalog.collection(&r.db, &run.coll);
+        let _collation = args::collation_scope(&r.body, "mapReduce", coll.as_deref())?;
         let spec = Spec {
             coll_name: Some(run.coll.clone()),
             stages: run.stages(&r.db),

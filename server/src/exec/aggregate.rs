@@ -204,7 +204,8 @@ pub fn input_docs(
     deadline: Option<Instant>,
 ) -> CommandResult<(Flow<'static>, usize)> {
     if let Some(g) = pipeline.leading_geo_near() {
-        return Ok((geo_near_input(coll, g, deadline)?, 1));
+        let want = pipeline.geo_near_limit();
+        return Ok((geo_near_input(coll, g, want, deadline)?, 1));
     }
     let filter_doc = scan_filter(pipeline);
     // An unparsable $match has already failed in Pipeline::parse.
@@ -246,6 +247,7 @@ fn text_input(
 fn geo_near_input(
     coll: &Arc<Collection>,
     g: &crate::query::pipeline::GeoNear,
+    want: Option<usize>,
     deadline: Option<Instant>,
 ) -> CommandResult<Flow<'static>> {
     use crate::error::{ErrorCode, err};
@@ -285,8 +287,16 @@ fn geo_near_input(
             "$geoNear lost its near predicate",
         ));
     };
-    let matches =
-        super::near::sorted_matches(coll, &filter, &filter_doc, &path, &near, None, deadline)?;
+    let matches = super::near::sorted_matches(
+        coll,
+        &filter,
+        &filter_doc,
+        &path,
+        &near,
+        None,
+        want,
+        deadline,
+    )?;
     let distance_path = crate::query::path::split(&g.distance_field);
     let locs_path = g.include_locs.as_deref().map(crate::query::path::split);
     let key_path = crate::query::path::split(&path);

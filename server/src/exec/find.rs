@@ -201,8 +201,21 @@ fn open_near(
     near: &crate::query::matcher::NearSpec,
     deadline: Option<Instant>,
 ) -> CommandResult<DocSource> {
-    let mut matches =
-        super::near::sorted_matches(coll, &a.filter, &a.filter_doc, path, near, hint, deadline)?;
+    // Another sort reorders all the matches, so only the near order may stop early.
+    let want = match &a.sort {
+        None => a.limit.map(|l| l.saturating_add(a.skip) as usize),
+        Some(_) => None,
+    };
+    let mut matches = super::near::sorted_matches(
+        coll,
+        &a.filter,
+        &a.filter_doc,
+        path,
+        near,
+        hint,
+        want,
+        deadline,
+    )?;
     if let Some((sort, _)) = &a.sort {
         matches.sort_by(|x, y| sort.compare(&x.1, &y.1));
     }

@@ -6,7 +6,7 @@
 use super::scan::{ScanState, scan_mode};
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::planner;
-use crate::query::matcher::{Filter, NearSpec, Op};
+use crate::query::matcher::{Filter, NearMetric, NearSpec, Op};
 use crate::query::path;
 use bson::{Document, RawDocumentBuf};
 use std::ops::ControlFlow;
@@ -57,7 +57,9 @@ pub fn distance_of(doc: &RawDocumentBuf, path_parts: &[String], near: &NearSpec)
 }
 
 /// Every match of `filter` (which holds the near predicate on `path`) with its distance,
-/// nearest first.
+/// nearest first; with `want` (skip + limit, when the caller keeps only the nearest few) and a
+/// spherical distance over a `2dsphere` index, only as many of them as [`nearest`] must read.
+#[allow(clippy::too_many_arguments)]
 pub fn sorted_matches(
     coll: &Arc<Collection>,
     filter: &Filter,
@@ -65,12 +67,105 @@ pub fn sorted_matches(
     path_name: &str,
     near: &NearSpec,
     hint: Option<&str>,
+    want: Option<usize>,
     deadline: Option<Instant>,
 ) -> CommandResult<Vec<(u64, RawDocumentBuf, f64)>> {
     if !has_geo_index(coll, path_name) {
         return Err(no_index_error());
     }
-    let choice = planner::choose(coll, filter, filter_doc, None, hint);
+    match want {
+        Some(k) if k > 0 && hint.is_none() && near.metric != NearMetric::Flat => {
+            nearest(coll, filter, filter_doc, path_name, near, k, deadline)
+        }
+        _ => {
+            let choice = planner::choose(coll, filter, filter_doc, None, hint);
+            all_matches(coll, filter, &choice, path_name, near, deadline)
+        }
+    }
+}
+
+/// The smallest cap (radians, about 0.6 m on the earth) the widening search starts from.
+const FIRST_REACH_RAD: f64 = 1e-7;
+
+/// The nearest `k` matches (or more) without reading the whole index: the matches within a cap
+/// that doubles its radius until it holds `k` of them. Every match within the cap is found
+/// (its cells cover the cap), and any match outside is farther than all `k`, so the first `k`
+/// are those of the full evaluation, ties included (they sort by RecordId either way).
+/// A cap reaching the predicate's own `$maxDistance` or half the sphere ends the search with
+/// the plain evaluation. Each round re-reads the caps before it; the radii double, so all of
+/// them together cost about a third of the last.
+fn nearest(
+    coll: &Arc<Collection>,
+    filter: &Filter,
+    filter_doc: &Document,
+    path_name: &str,
+    near: &NearSpec,
+    k: usize,
+    deadline: Option<Instant>,
+) -> CommandResult<Vec<(u64, RawDocumentBuf, f64)>> {
+    let own_reach = near.reach().unwrap_or(f64::INFINITY);
+    let min_reach = NearSpec {
+        max: near.min,
+        ..near.clone()
+    }
+    .reach()
+    .unwrap_or(0.0);
+    let mut reach = min_reach.max(FIRST_REACH_RAD);
+    while reach < own_reach.min(std::f64::consts::PI) {
+        let capped = near.within(reach);
+        let capped_filter = with_near(filter, &capped);
+        let choice = planner::choose(coll, &capped_filter, filter_doc, None, None);
+        if !scans_sphere_index(&choice.winner, path_name) {
+            break;
+        }
+        let in_cap = all_matches(coll, &capped_filter, &choice, path_name, &capped, deadline)?;
+        if in_cap.len() >= k {
+            return Ok(in_cap);
+        }
+        reach *= 2.0;
+    }
+    let choice = planner::choose(coll, filter, filter_doc, None, None);
+    all_matches(coll, filter, &choice, path_name, near, deadline)
+}
+
+/// Whether `plan` reads a `2dsphere` index on `path` (so its bounds are the cap's cells); the
+/// planner may prefer another index for the rest of the filter, which no cap narrows.
+fn scans_sphere_index(plan: &planner::Plan, path: &str) -> bool {
+    match plan {
+        planner::Plan::Index(p) => p
+            .key_pattern
+            .iter()
+            .any(|(f, kind)| f == path && planner::is_sphere(kind)),
+        _ => false,
+    }
+}
+
+/// `filter` with its top-level near predicate replaced by `near`.
+fn with_near(filter: &Filter, near: &NearSpec) -> Filter {
+    match filter {
+        Filter::Path {
+            path,
+            components,
+            op: Op::Near(_),
+        } => Filter::Path {
+            path: path.clone(),
+            components: components.clone(),
+            op: Op::Near(Box::new(near.clone())),
+        },
+        Filter::And(children) => Filter::And(children.iter().map(|c| with_near(c, near)).collect()),
+        other => other.clone(),
+    }
+}
+
+/// Every match of `filter` with its distance, nearest first (ties in RecordId order).
+fn all_matches(
+    coll: &Arc<Collection>,
+    filter: &Filter,
+    choice: &planner::Choice,
+    path_name: &str,
+    near: &NearSpec,
+    deadline: Option<Instant>,
+) -> CommandResult<Vec<(u64, RawDocumentBuf, f64)>> {
     let mut scan = ScanState::new(
         coll.clone(),
         Arc::new(filter.clone()),

@@ -26,13 +26,21 @@ fn ixscan(p: &IndexPlan) -> Document {
     }
     // Storage knows only that some path is multikey: name it when the index has one field.
     let single = p.key_pattern.len() == 1;
-    let wildcard = super::wildcard::is_wildcard_plan(p);
+    // In a wildcard plan the path after `$_path` is the one that may be multikey (a compound
+    // wildcard index's regular fields never are).
+    let keys: Vec<&String> = p.key_pattern.keys().collect();
+    let wildcard_path = super::wildcard::is_wildcard_plan(p)
+        .then(|| {
+            keys.iter()
+                .position(|k| *k == storage::wildcard::PATH_FIELD)
+        })
+        .flatten()
+        .and_then(|i| keys.get(i + 1).copied());
     let multikey_paths: Document = p
         .key_pattern
         .keys()
         .map(|k| {
-            let paths = if p.multikey && (single || wildcard && k != storage::wildcard::PATH_FIELD)
-            {
+            let paths = if p.multikey && (single || wildcard_path == Some(k)) {
                 vec![Bson::String(k.clone())]
             } else {
                 vec![]

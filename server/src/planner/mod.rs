@@ -21,6 +21,7 @@ pub mod keyscan;
 pub mod minmax;
 pub mod or;
 pub mod wildcard;
+pub mod wildcard_compound;
 
 use crate::query::matcher::Filter;
 use crate::query::sort::SortSpec;

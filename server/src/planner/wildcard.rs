@@ -39,6 +39,9 @@ pub fn candidates(
     if !matches!(super::collated::fit(ix), super::collated::Fit::Same(None)) {
         return Vec::new();
     }
+    if spec.is_compound() {
+        return super::wildcard_compound::candidates(coll, ix, &spec, filter);
+    }
     let preds = conjunction(filter);
     let mut paths: Vec<&str> = preds.iter().map(|(p, _)| *p).collect();
     paths.sort_unstable();
@@ -119,8 +122,10 @@ fn candidate(
     })
 }
 
-/// Whether some document has an array at `path` (its multikey entry is in the index).
-fn has_multikey_entry(coll: &Collection, index: &str, path: &str) -> bool {
+/// Whether some document has an array at `path` (its multikey entry is in the index). The
+/// entry is the smallest key with its bytes as a prefix; in a compound index a real key may
+/// start with the same bytes (a leading regular value 1), so only an exact match counts.
+pub(super) fn has_multikey_entry(coll: &Collection, index: &str, path: &str) -> bool {
     let key = multikey_key(path);
     let end = storage::keys::prefix_end(&key);
     coll.index_scan(
@@ -132,11 +137,11 @@ fn has_multikey_entry(coll: &Collection, index: &str, path: &str) -> bool {
         1,
     )
     // Unknown counts as multikey: the plan stays correct, only less tight.
-    .map_or(true, |found| !found.is_empty())
+    .map_or(true, |found| found.first().is_some_and(|(k, _)| *k == key))
 }
 
 /// The value intervals one operator allows on a wildcard path (`None`: not through the index).
-fn value_intervals(op: &Op) -> Option<Vec<ValueInterval>> {
+pub(super) fn value_intervals(op: &Op) -> Option<Vec<ValueInterval>> {
     match op {
         // An empty object is a leaf of its own; any other object has keys at its leaves only.
         Op::Eq(Bson::Document(d)) if d.is_empty() => {

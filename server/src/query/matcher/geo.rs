@@ -284,6 +284,18 @@ impl NearSpec {
             _ => m,
         })
     }
+
+    /// The same predicate bounded at `reach` (radians, or flat units): [`Self::reach`]'s inverse.
+    pub fn within(&self, reach: f64) -> NearSpec {
+        let max = match self.metric {
+            NearMetric::Meters => reach * EARTH_RADIUS_M,
+            _ => reach,
+        };
+        NearSpec {
+            max: Some(max),
+            ..self.clone()
+        }
+    }
 }
 
 fn distance_arg(name: &str, v: &Bson) -> CommandResult<f64> {

@@ -581,6 +581,20 @@ impl Pipeline {
         self.stages.first().and_then(|s| s.stage.geo_near())
     }
 
+    /// The `$limit` right after a leading `$geoNear`: how many of its nearest documents the
+    /// pipeline can use at most.
+    pub fn geo_near_limit(&self) -> Option<usize> {
+        self.leading_geo_near()?;
+        match self.stages.get(1) {
+            Some(ParsedStage { name, spec, .. }) if name == "$limit" => {
+                crate::query::types::as_f64(spec)
+                    .filter(|n| *n >= 1.0)
+                    .map(|n| n as usize)
+            }
+            _ => None,
+        }
+    }
+
     /// The `$sort` document when the pipeline starts with one, or with `$match` then `$sort`.
     pub fn leading_sort(&self) -> Option<&Document> {
         let skip = usize::from(self.stages.first().is_some_and(|s| s.name == "$match"));
