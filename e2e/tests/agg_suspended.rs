@@ -207,3 +207,74 @@ async fn a_sorted_find_keeps_its_buffer_charged_and_projects_per_batch() {
         "killCursors gives the buffer back"
     );
 }
+
+/// The getMore of an aggregate suspended after its `$sort` runs within what is left of the
+/// command's maxTimeMS (50) and stops on killOp (11601); either way the cursor is gone and the
+/// sort's buffer given back. The stage after the sort is made slow per document so the getMore
+/// is still running when the signal comes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_get_more_after_a_sort_stops_at_max_time_ms_and_on_kill_op() {
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let db = client.database("slowmore");
+    fill(&db.collection("c"), 3_000).await;
+    let slow = vec![
+        doc! { "$sort": { "v": -1 } },
+        doc! { "$addFields": { "x": { "$size": { "$range": [0, 200_000] } } } },
+    ];
+    let open_slow = |max_time_ms: Option<i64>| {
+        let mut cmd =
+            doc! { "aggregate": "c", "pipeline": slow.clone(), "cursor": { "batchSize": 1 } };
+        if let Some(ms) = max_time_ms {
+            cmd.insert("maxTimeMS", ms);
+        }
+        cmd
+    };
+    let get_more = |id: i64| doc! { "getMore": id, "collection": "c", "batchSize": 100_000 };
+
+    let reply = db.run_command(open_slow(Some(1_500))).await.unwrap();
+    let id = reply.get_document("cursor").unwrap().get_i64("id").unwrap();
+    assert_ne!(id, 0);
+    let e = db.run_command(get_more(id)).await.unwrap_err();
+    assert_eq!(cairn_e2e::error_code(&e), 50, "{e}");
+    assert_eq!(
+        used_bytes(&db).await,
+        0,
+        "the failed cursor gave its buffer back"
+    );
+
+    let reply = db.run_command(open_slow(None)).await.unwrap();
+    let id = reply.get_document("cursor").unwrap().get_i64("id").unwrap();
+    let running = {
+        let db = db.clone();
+        tokio::spawn(async move { db.run_command(get_more(id)).await })
+    };
+    let admin = client.database("admin");
+    let opid = loop {
+        let ops = admin.run_command(doc! { "currentOp": 1 }).await.unwrap();
+        let found = ops.get_array("inprog").unwrap().iter().find_map(|o| {
+            let o = o.as_document()?;
+            let is_get_more = o.get_document("command").ok()?.contains_key("getMore");
+            is_get_more.then(|| o.get("opid").cloned()).flatten()
+        });
+        if let Some(opid) = found {
+            break opid;
+        }
+        assert!(
+            !running.is_finished(),
+            "the getMore ended before it was seen"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    };
+    admin
+        .run_command(doc! { "killOp": 1, "op": opid })
+        .await
+        .unwrap();
+    let e = running.await.unwrap().unwrap_err();
+    assert_eq!(cairn_e2e::error_code(&e), 11601, "{e}");
+    assert_eq!(
+        used_bytes(&db).await,
+        0,
+        "the killed cursor gave its buffer back"
+    );
+}
