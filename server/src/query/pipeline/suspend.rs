@@ -151,8 +151,11 @@ impl Pipeline {
                 run.close_through(j);
                 return Ok(None);
             }
-            // A long stretch of documents a `$match` drops must still notice an interrupt.
-            crate::interrupt::tick()?;
+            // Every document pulled looks at the interrupt token and the deadline (a thread-
+            // local and a clock read): a stretch a `$match` drops, or a drain whose later
+            // stages are slow per document, must stop within one document of killOp or
+            // maxTimeMS, and the deadline of a getMore is known only to `env`.
+            cx.env.check_interrupt()?;
             let next = match seg.feeder {
                 None => input()?,
                 Some(stage) => self.feed(run, j, stage, input, cx)?,
