@@ -437,7 +437,7 @@ pub mod specs {
         ],
     };
 
-    /// `create_indexes.idl`; each spec is then checked by `indexes::parse_spec`.
+    /// `create_indexes.idl`; each spec is then checked by `index_spec::parse_spec`.
     pub static CREATE_INDEXES: CommandSpec = CommandSpec {
         name: "createIndexes",
         fields: &[

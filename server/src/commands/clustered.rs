@@ -247,7 +247,7 @@ pub fn coll_mod(body: &Document, options: &mut Document) -> CommandResult<bool> 
 /// createIndexes' view of a clustered collection: a spec on the cluster key `{_id: 1}` (with
 /// or without `clustered: true`) names the clustered index that exists, so it is left out
 /// (`false`); `clustered` on any other key, or on a collection that is not clustered, is
-/// 6243700. Other specs go on to `indexes::parse_spec` (`true`).
+/// 6243700. Other specs go on to `index_spec::parse_spec` (`true`).
 pub fn keep_index_spec(coll: Option<&Collection>, spec: &Document) -> CommandResult<bool> {
     let clustered_coll = coll.is_some_and(Collection::is_clustered);
     let on_key = spec.get_document("key").is_ok_and(|k| {

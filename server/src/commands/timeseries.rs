@@ -160,7 +160,7 @@ pub fn create(state: &ServerState, req: &Request, name: &str) -> CommandResult<R
     if let Some(m) = &opts.meta_field {
         let key = doc! { m: 1, &opts.time_field: 1 };
         let spec = IndexSpec {
-            name: super::indexes::default_name(&key),
+            name: super::index_spec::default_name(&key),
             key: bucket_key(&opts, &key)?,
             ..IndexSpec::default()
         };
