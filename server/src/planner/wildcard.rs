@@ -52,14 +52,14 @@ pub fn candidates(
         .collect()
 }
 
-fn candidate(
+/// The components of `path` and whether it is multikey in `ix`, when the wildcard term covers
+/// it and it can be planned on (no empty, `$`-prefixed or positional component).
+pub(super) fn plannable_path<'p>(
     coll: &Collection,
     ix: &IndexInfo,
     spec: &WildcardSpec,
-    preds: &[(&str, &Op)],
-    path: &str,
-    sort: Option<&Document>,
-) -> Option<IndexPlan> {
+    path: &'p str,
+) -> Option<(Vec<&'p str>, bool)> {
     let components: Vec<&str> = path.split('.').collect();
     let unusable =
         |c: &&str| c.is_empty() || c.starts_with('$') || c.bytes().all(|b| b.is_ascii_digit());
@@ -68,6 +68,18 @@ fn candidate(
     }
     let multikey = (1..=components.len())
         .any(|n| has_multikey_entry(coll, &ix.spec.name, &components[..n].join(".")));
+    Some((components, multikey))
+}
+
+fn candidate(
+    coll: &Collection,
+    ix: &IndexInfo,
+    spec: &WildcardSpec,
+    preds: &[(&str, &Op)],
+    path: &str,
+    sort: Option<&Document>,
+) -> Option<IndexPlan> {
+    let (components, multikey) = plannable_path(coll, ix, spec, path)?;
     let exists = preds
         .iter()
         .any(|(p, op)| *p == path && matches!(op, Op::Exists));

@@ -15,11 +15,11 @@
 use super::bounds::{
     ValueInterval, byte_intervals, conjunction, field_intervals, field_intervals_by,
 };
-use super::wildcard::{has_multikey_entry, value_intervals};
+use super::wildcard::{plannable_path, value_intervals};
 use super::{IndexFlags, IndexPlan};
 use crate::query::matcher::{Filter, Op};
 use bson::{Bson, Document};
-use storage::wildcard::{Coverage, PATH_FIELD, WildcardSpec};
+use storage::wildcard::{PATH_FIELD, WildcardSpec};
 use storage::{Collection, Direction, IndexInfo};
 
 /// The most byte intervals one plan's bounds may multiply into.
@@ -70,14 +70,7 @@ fn path_values(
     preds: &[(&str, &Op)],
     path: &str,
 ) -> Option<(Vec<ValueInterval>, bool)> {
-    let components: Vec<&str> = path.split('.').collect();
-    let unusable =
-        |c: &&str| c.is_empty() || c.starts_with('$') || c.bytes().all(|b| b.is_ascii_digit());
-    if components.iter().any(unusable) || spec.coverage(&components) != Coverage::Included {
-        return None;
-    }
-    let multikey = (1..=components.len())
-        .any(|n| has_multikey_entry(coll, &ix.spec.name, &components[..n].join(".")));
+    let (_, multikey) = plannable_path(coll, ix, spec, path)?;
     let values = field_intervals_by(preds, path, multikey, value_intervals)?;
     Some((values, multikey))
 }
