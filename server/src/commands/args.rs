@@ -243,29 +243,6 @@ pub fn collation_scope(
     )?))
 }
 
-/// `collation` where cairn does not apply one: validated as
-/// mongod does, and only the simple collation accepted.
-pub fn check_collation(body: &Document, command: &str) -> CommandResult<()> {
-    match opt_doc(body, command, "collation")? {
-        Some(c) => only_simple(c),
-        None => Ok(()),
-    }
-}
-
-/// A collation document that must parse and be the simple one.
-pub fn only_simple(c: &Document) -> CommandResult<()> {
-    match crate::query::collation::Spec::parse(c)? {
-        crate::query::collation::Spec::Simple => Ok(()),
-        crate::query::collation::Spec::Locale(l) => Err(err(
-            ErrorCode::BadValue,
-            format!(
-                "collation locale '{}' is not supported by cairn yet; only {{locale: \"simple\"}} is available",
-                l.locale
-            ),
-        )),
-    }
-}
-
 /// `hint`: an index name or key pattern that must name an existing index.
 pub fn check_hint(
     body: &Document,
