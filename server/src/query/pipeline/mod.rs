@@ -78,8 +78,9 @@ impl<'a> Flow<'a> {
     }
 }
 
-/// Where a streamed run ([`Pipeline::push_one`]) stands: the stages the input already did, the
-/// documents each `$skip`/`$limit` has counted, and whether a `$limit` is used up.
+/// Where a streamed run (a segment of [`Pipeline::suspend`], through `Pipeline::push_from`)
+/// stands: the stages the input already did, the documents each `$skip`/`$limit` has counted,
+/// and whether a `$limit` is used up.
 #[derive(Debug, Clone)]
 pub struct StreamState {
     skip: usize,
@@ -452,20 +453,6 @@ impl Pipeline {
         Ok(flow)
     }
 
-    /// True when every stage after the first `skip` takes one document at a time and keeps no
-    /// state but a count (`$match`, `$project`, `$addFields`/`$set`, `$unset`,
-    /// `$replaceRoot`/`$replaceWith`, `$unwind`, `$redact`, `$limit`, `$skip`,
-    /// `$_internalUnpackBucket`): such a pipeline can be suspended between any two input
-    /// documents ([`Pipeline::push_one`]); [`Pipeline::suspend`] also handles the others.
-    pub fn streams(&self, skip: usize) -> bool {
-        self.output.is_none()
-            && self
-                .stages
-                .iter()
-                .skip(skip)
-                .all(|s| suspend::STREAMING.contains(&s.name.as_str()))
-    }
-
     fn run_cx<'e>(&self, env: &'e dyn PipelineEnv) -> RunCx<'e> {
         RunCx {
             env,
@@ -484,25 +471,10 @@ impl Pipeline {
         }
     }
 
-    /// Runs one input document through a pipeline that [`streams`](Pipeline::streams), each
-    /// stage's output handed to the next one at once; what leaves the last stage is appended
-    /// to `out`, raw. `$skip`/`$limit` count in `state`, so runs of `push_one` over a stream's
-    /// documents give what one [`Pipeline::run_flow`] over the whole stream gives.
-    pub fn push_one(
-        &self,
-        state: &mut StreamState,
-        doc: RawDocumentBuf,
-        env: &dyn PipelineEnv,
-        out: &mut std::collections::VecDeque<RawDocumentBuf>,
-    ) -> CommandResult<()> {
-        let cx = RunCx {
-            env,
-            allow_disk_use: self.allow_disk_use,
-            memory_max_bytes: self.memory_max_bytes,
-        };
-        self.push_from(state.skip, state, doc, cx, out)
-    }
-
+    /// Runs one input document through the stages of a segment from stage `i` on, each stage's
+    /// output handed to the next at once; what leaves the segment is appended to `out`, raw.
+    /// `$skip`/`$limit` count in `state`, so runs over a stream's documents give what one
+    /// [`Pipeline::run_flow`] over the whole stream gives.
     fn push_from(
         &self,
         i: usize,
