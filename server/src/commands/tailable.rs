@@ -89,10 +89,9 @@ pub fn find(
             after: None,
         },
     );
-    scan.projection = a.projection.clone();
+    scan.finish = crate::exec::find::finish_of(&a, None);
     scan.skip = a.skip;
     scan.remaining = a.limit;
-    scan.show_record_id = a.show_record_id;
     let mut source = DocSource::Scan(Box::new(scan));
     let first_count = a.batch_size.unwrap_or(FIRST_BATCH_COUNT_DEFAULT);
     let batch = source.next_batch(first_count, req.op.deadline())?;

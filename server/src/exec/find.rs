@@ -120,11 +120,9 @@ pub fn open(
     };
     let return_key = a.return_key.then_some(key_pattern);
     let Some((sort, _)) = a.sort.as_ref().filter(|_| !choice.winner.provides_sort()) else {
-        scan.return_key = return_key;
-        scan.projection = a.projection.clone();
+        scan.finish = finish_of(a, return_key);
         scan.skip = a.skip;
         scan.remaining = a.limit;
-        scan.show_record_id = a.show_record_id;
         return Ok(DocSource::Scan(Box::new(scan)));
     };
     let memory_max = if a.allow_disk_use {
@@ -183,12 +181,21 @@ fn sorted_source(
     return_key: Option<Document>,
     held: Option<Held>,
 ) -> DocSource {
-    let finish = Finish {
+    DocSource::Sorted(Box::new(SortedRows::new(
+        rows,
+        finish_of(a, return_key),
+        held,
+    )))
+}
+
+/// What each result of `a` becomes: its projection, `showRecordId`, and `returnKey`'s key
+/// pattern when asked.
+pub fn finish_of(a: &FindSpec, return_key: Option<Document>) -> Finish {
+    Finish {
         projection: a.projection.clone(),
         show_record_id: a.show_record_id,
         return_key,
-    };
-    DocSource::Sorted(Box::new(SortedRows::new(rows, finish, held)))
+    }
 }
 
 /// A `find` with `$near`: the matches nearest first (or in the requested sort), then skip,

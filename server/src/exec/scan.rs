@@ -9,11 +9,11 @@
 //! since its snapshot or written by it: the filter makes that exactly the snapshot's answer, in
 //! no useful order (`planner::for_transaction` keeps plans from claiming the sort there).
 
+use super::sorted::Finish;
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::planner::covered::Covered;
 use crate::planner::{self, IndexPlan, Plan};
 use crate::query::matcher::Filter;
-use crate::query::projection::Projection;
 use crate::query::sort::SortSpec;
 use bson::{Document, RawDocumentBuf};
 use std::collections::{HashSet, VecDeque};
@@ -74,15 +74,13 @@ impl MergeBranch {
 pub struct ScanState {
     pub coll: Arc<Collection>,
     pub filter: Arc<Filter>,
-    pub projection: Option<Arc<Projection>>,
+    /// Projection, `returnKey` (the plan's key pattern, empty for a collection scan) and
+    /// `showRecordId`: what each match becomes.
+    pub finish: Finish,
     pub mode: ScanMode,
     pub skip: u64,
     /// Documents still to return; `None` = no limit.
     pub remaining: Option<u64>,
-    pub show_record_id: bool,
-    /// `returnKey`: the plan's key pattern (empty for a collection scan); documents become their
-    /// index keys.
-    pub return_key: Option<bson::Document>,
     /// Reads from storage so far: with a limit, chunks start near the limit and double, so a
     /// `limit: 5` query reads a handful of entries rather than a full chunk.
     reads: u32,
@@ -156,12 +154,10 @@ impl ScanState {
             clustered,
             coll,
             filter,
-            projection: None,
+            finish: Finish::default(),
             mode,
             skip: 0,
             remaining: None,
-            show_record_id: false,
-            return_key: None,
             reads: 0,
             exhausted: false,
             pending: VecDeque::new(),
@@ -406,20 +402,8 @@ impl ScanState {
             self.exhausted = true;
             return Ok(());
         };
-        let out = match (&self.return_key, &self.projection) {
-            (Some(pattern), _) => index_key_of(&doc, pattern)?,
-            (None, Some(p)) => {
-                let d = p.apply(&doc, pos)?;
-                RawDocumentBuf::try_from(&d)
-                    .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?
-            }
-            (None, None) => doc,
-        };
-        self.pending.push_back(if self.show_record_id {
-            with_record_id(out, rid)
-        } else {
-            out
-        });
+        let out = self.finish.apply(doc, rid, pos, None)?;
+        self.pending.push_back(out);
         Ok(())
     }
 }
@@ -590,11 +574,6 @@ fn read_index_chunk(
         *after = Some((k.clone(), *r));
     }
     Ok(Some(entries))
-}
-
-fn with_record_id(mut doc: RawDocumentBuf, rid: RecordId) -> RawDocumentBuf {
-    doc.append(bson::cstr!("$recordId"), rid as i64);
-    doc
 }
 
 /// A yield point: the thread's operation (`crate::interrupt`: killOp, client gone, shutdown,

@@ -12,7 +12,9 @@ use bson::{Document, RawDocumentBuf, cstr};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-/// What turns a stored document into the result a client sees.
+/// What turns a stored document into the result a client sees; the resumable scan
+/// (`super::scan::ScanState::finish`) finishes its matches the same way.
+#[derive(Default)]
 pub struct Finish {
     pub projection: Option<Arc<Projection>>,
     pub show_record_id: bool,
