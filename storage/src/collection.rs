@@ -294,6 +294,17 @@ impl Collection {
             .unwrap_or_default()
     }
 
+    /// The collection's default collation (`create`'s `collation` option), `None` for the
+    /// simple one: what the per-command collation choice and the `_id` look-up need, without
+    /// copying the whole options document (a validator can be large) on every request.
+    pub fn default_collation(&self) -> Option<Document> {
+        let meta = self.meta.read().ok()?;
+        meta.options
+            .get_document(crate::index::COLLATION)
+            .ok()
+            .cloned()
+    }
+
     /// Whether writes log the version they replace or delete, for change streams'
     /// `fullDocumentBeforeChange` (the `changeStreamPreAndPostImages: {enabled: true}` option).
     pub fn keeps_pre_images(&self) -> bool {

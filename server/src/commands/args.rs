@@ -226,7 +226,7 @@ pub fn collator_of(
 pub fn default_collator(
     coll: Option<&storage::Collection>,
 ) -> CommandResult<Option<std::sync::Arc<crate::query::collator::Collator>>> {
-    match coll.and_then(|c| c.options().get_document("collation").ok().cloned()) {
+    match coll.and_then(storage::Collection::default_collation) {
         Some(c) => crate::query::collator::for_spec(&crate::query::collation::Spec::parse(&c)?),
         None => Ok(None),
     }

@@ -51,11 +51,7 @@ pub fn fit(ix: &IndexInfo) -> Fit {
 /// as the `_id` index keys it (strings mapped).
 pub fn id_lookup(coll: &storage::Collection, id: &Bson) -> Option<Bson> {
     let query = collator::current();
-    let options = coll.options();
-    match (
-        query,
-        of_spec(options.get_document(storage::COLLATION).ok()),
-    ) {
+    match (query, of_spec(coll.default_collation().as_ref())) {
         (None, Ok(None)) => Some(id.clone()),
         (Some(q), Ok(Some(c))) if q.spec() == c.spec() => Some(c.key(id).into_owned()),
         _ => None,

@@ -115,11 +115,7 @@ impl Shape {
     fn collation_on(&self, coll: &Collection) -> Option<Collation> {
         let spec = match &self.collation {
             Some(s) => Some(s.clone()),
-            None => coll
-                .options()
-                .get_document("collation")
-                .ok()
-                .and_then(|c| Spec::parse(c).ok()),
+            None => coll.default_collation().and_then(|c| Spec::parse(&c).ok()),
         };
         match spec {
             Some(Spec::Locale(c)) => Some(c),
