@@ -203,22 +203,49 @@ fn storage_jobs_section(state: &ServerState) -> Document {
 /// bytes the program holds (`allocated`), in the pages those sit in (`active`), resident in
 /// memory for the allocator including its metadata (`resident`), mapped, and kept mapped but
 /// returned to the OS (`retained`). RSS well above `resident` is not the heap's.
-fn jemalloc_section() -> Document {
+/// With `serverStatus: 1, jemalloc: 2` (as mongod's `tcmalloc: 2` adds its allocator's report)
+/// the section also carries `formattedString`: jemalloc's own statistics per size class, which
+/// tell slab fragmentation from thread caches and unpurged pages.
+fn jemalloc_section(verbose: bool) -> Document {
     use tikv_jemalloc_ctl::{epoch, stats};
     // The counters are a snapshot refreshed by advancing the epoch.
     let _ = epoch::advance();
     let n = |r: tikv_jemalloc_ctl::Result<usize>| r.map_or(-1, |v| v as i64);
-    doc! {
+    let mut section = doc! {
         "allocated": n(stats::allocated::read()),
         "active": n(stats::active::read()),
         "resident": n(stats::resident::read()),
         "metadata": n(stats::metadata::read()),
         "mapped": n(stats::mapped::read()),
         "retained": n(stats::retained::read()),
+    };
+    if verbose {
+        let mut report = Vec::new();
+        let mut options = tikv_jemalloc_ctl::stats_print::Options::default();
+        options.skip_constants = true;
+        options.skip_per_arena = true;
+        options.skip_mutex_statistics = true;
+        if tikv_jemalloc_ctl::stats_print::stats_print(&mut report, options).is_ok() {
+            section.insert(
+                "formattedString",
+                String::from_utf8_lossy(&report).into_owned(),
+            );
+        }
+    }
+    section
+}
+
+/// The verbosity a section asks for (`serverStatus: 1, jemalloc: 2`): a number, else 1.
+fn section_verbosity(req: &Request, section: &str) -> f64 {
+    match req.body.get(section) {
+        Some(Bson::Int32(v)) => f64::from(*v),
+        Some(Bson::Int64(v)) => *v as f64,
+        Some(Bson::Double(v)) => *v,
+        _ => 1.0,
     }
 }
 
-pub fn server_status(state: &ServerState) -> Reply {
+pub fn server_status(state: &ServerState, req: &Request) -> Reply {
     let engine_stats = state.catalog.engine().stats();
     let uptime = state.started.elapsed();
     let (resident, virt) = process_memory_mb();
@@ -258,7 +285,7 @@ pub fn server_status(state: &ServerState) -> Reply {
         },
         "storageEngine": { "name": "cairn", "supportsCommittedReads": false, "persistent": true },
         "wiredTiger": wired_tiger_section(&engine_stats),
-        "jemalloc": jemalloc_section(),
+        "jemalloc": jemalloc_section(section_verbosity(req, "jemalloc") >= 2.0),
         "metrics": {
             "storageJobs": storage_jobs_section(state),
             "ttl": {

@@ -551,7 +551,7 @@ pub async fn dispatch(
         "setParameter" => admin::set_parameter(state, req),
         "getCmdLineOpts" => Ok(admin::get_cmd_line_opts(state)),
         "hostInfo" => Ok(admin::host_info()),
-        "serverStatus" => Ok(admin::server_status(state)),
+        "serverStatus" => Ok(admin::server_status(state, req)),
         "whatsmyuri" => Ok(Reply::Doc(
             bson::doc! { "you": conn.peer.to_string(), "ok": 1.0 },
         )),
