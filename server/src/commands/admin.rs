@@ -5,7 +5,7 @@
 //! `serverStatus` reads `Engine::stats()`, which the engine keeps cheap (counters, no page
 //! reads, no wait on the log), so monitoring is answered even when the storage pool is busy.
 
-use super::{COMMANDS, ConnectionInfo, Reply, Request, truthy};
+use super::{COMMANDS, ConnectionInfo, Reply, Request, argspec, truthy};
 use crate::error::{CommandResult, ErrorCode, err, storage_error};
 use crate::limits;
 use crate::state::ServerState;
@@ -312,6 +312,7 @@ pub fn start_session() -> Reply {
 }
 
 pub fn get_log(state: &ServerState, req: &Request) -> CommandResult<Reply> {
+    argspec::check(&argspec::admin::GET_LOG, &req.body)?;
     let Some(Bson::String(which)) = req.body.get("getLog") else {
         return Err(err(
             ErrorCode::TypeMismatch,
@@ -334,7 +335,8 @@ pub fn get_log(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     }))
 }
 
-pub fn shutdown(state: &ServerState, conn: &ConnectionInfo) -> CommandResult<Reply> {
+pub fn shutdown(state: &ServerState, conn: &ConnectionInfo, req: &Request) -> CommandResult<Reply> {
+    argspec::check(&argspec::admin::SHUTDOWN, &req.body)?;
     // Without authentication, mongod only takes `shutdown` from the local machine.
     if !conn.peer.ip().is_loopback() {
         return Err(err(
@@ -351,6 +353,7 @@ pub fn shutdown(state: &ServerState, conn: &ConnectionInfo) -> CommandResult<Rep
 /// its next yield point with Interrupted (11601). mongod answers the same whether or not the
 /// operation still runs.
 pub fn kill_op(state: &ServerState, req: &Request) -> CommandResult<Reply> {
+    argspec::check(&argspec::admin::KILL_OP, &req.body)?;
     let opid = match req.body.get("op") {
         None => {
             return Err(err(
@@ -385,8 +388,9 @@ const FSYNC_SEE_ALSO: &str = "http://dochub.mongodb.org/core/fsynccommand";
 /// `fsync`: a checkpoint now (on the blocking pool). With `lock: true` (fsyncLock) every write
 /// command (and the TTL monitor) then waits in dispatch until as many `fsyncUnlock`s came;
 /// reads go on. No write reaches the log while locked, and the checkpoint just taken leaves
-/// no dirty page behind. mongod reads the fields it knows and ignores the others.
+/// no dirty page behind. Its fields are 8.0's `fsync.idl` (strict).
 pub async fn fsync(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<Reply> {
+    argspec::check(&argspec::admin::FSYNC, &req.body)?;
     let lock = req.body.get("lock").is_some_and(truthy);
     let count = if lock {
         Some(state.catalog.fsync.lock().await)

@@ -8,6 +8,8 @@
 //! absent for optional fields, as the `args::opt_*` readers treat it. The first field (the
 //! command name and its target) is the handler's: its type varies per command.
 
+pub mod admin;
+
 use super::args::{GENERIC_FIELDS, type_name};
 use crate::error::{CommandError, CommandResult, ErrorCode, err};
 use bson::{Bson, Document};
@@ -37,6 +39,15 @@ pub enum Ty {
     Hint,
     /// `variant: [string, array, object]` (dropIndexes' `index`).
     StringArrayOrObject,
+    /// `double`: a double only (the IDL's `double` takes no other number).
+    Double,
+    /// Any number (int, long, double, decimal): fields mongod reads with `numberLong()` or a
+    /// hand parser that only asks `isNumber()`.
+    Number,
+    /// `bindata` of any subtype (`uuid` fields included: the subtype is the handler's check).
+    BinData,
+    /// `variant: [string, array<string>]` (getClusterParameter's target); elements checked.
+    StringOrStringArray,
     /// Anything (`IDLAnyType`).
     Any,
 }
@@ -63,6 +74,13 @@ impl Ty {
             Ty::StringArrayOrObject => {
                 matches!(v, Bson::String(_) | Bson::Array(_) | Bson::Document(_))
             }
+            Ty::Double => matches!(v, Bson::Double(_)),
+            Ty::Number => matches!(
+                v,
+                Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_)
+            ),
+            Ty::BinData => matches!(v, Bson::Binary(_)),
+            Ty::StringOrStringArray => matches!(v, Bson::String(_) | Bson::Array(_)),
             Ty::Any => true,
         }
     }
@@ -80,6 +98,10 @@ impl Ty {
             Ty::SafeBool => "bool",
             Ty::Hint => "[string, object]",
             Ty::StringArrayOrObject => "[string, array, object]",
+            Ty::Double => "double",
+            Ty::Number => "[long, int, decimal, double]",
+            Ty::BinData => "binData",
+            Ty::StringOrStringArray => "[string, array]",
             Ty::Any => "any",
         }
     }
@@ -139,6 +161,13 @@ pub const fn non_negative(name: &'static str) -> Field {
 pub struct CommandSpec {
     pub name: &'static str,
     pub fields: &'static [Field],
+    /// mongod's IDL `strict`: whether a field the table does not name is refused (40415). Many
+    /// admin commands are not strict in mongod: their unknown fields are ignored, their known
+    /// fields still type-checked.
+    pub strict: bool,
+    /// The type of the command's own value (IDL `namespace: type`), when mongod checks it;
+    /// `None` where the first field is a collection name or ignored.
+    pub target: Option<Ty>,
 }
 
 /// Check a command `body` against `spec`: unknown fields, types, required fields, bounds, in
@@ -156,9 +185,12 @@ pub fn check_entry(spec: &CommandSpec, entry: &Document) -> CommandResult<()> {
 
 fn check_fields(spec: &CommandSpec, d: &Document, skip: usize, generic: bool) -> CommandResult<()> {
     let command = spec.name;
+    if let (Some(ty), true, Some((_, v))) = (spec.target, skip == 1, d.iter().next()) {
+        check_target(command, ty, v)?;
+    }
     for (key, v) in d.iter().skip(skip) {
         let Some(field) = spec.fields.iter().find(|f| f.name == key) else {
-            if generic && GENERIC_FIELDS.contains(&key.as_str()) {
+            if !spec.strict || (generic && GENERIC_FIELDS.contains(&key.as_str())) {
                 continue;
             }
             return Err(err(
@@ -195,6 +227,17 @@ fn wrong_type(ty: Ty, path: std::fmt::Arguments<'_>, v: &Bson, expected: &str) -
     )
 }
 
+/// The command's own value (`{endSessions: [...]}`), named `command.command` as mongod does.
+fn check_target(command: &'static str, ty: Ty, v: &Bson) -> CommandResult<()> {
+    let field = Field {
+        name: command,
+        ty,
+        required: true,
+        min: None,
+    };
+    check_value(command, &field, v)
+}
+
 fn check_value(command: &str, field: &Field, v: &Bson) -> CommandResult<()> {
     if !field.ty.accepts(v) {
         return Err(wrong_type(
@@ -204,17 +247,19 @@ fn check_value(command: &str, field: &Field, v: &Bson) -> CommandResult<()> {
             field.ty.expected(),
         ));
     }
-    if let (Ty::ObjectArray, Bson::Array(items)) = (field.ty, v)
-        && let Some((i, item)) = items
-            .iter()
-            .enumerate()
-            .find(|(_, item)| !matches!(item, Bson::Document(_)))
+    let element = match field.ty {
+        Ty::ObjectArray => Some(("object", Ty::Object)),
+        Ty::StringOrStringArray => Some(("string", Ty::String)),
+        _ => None,
+    };
+    if let (Some((expected, each)), Bson::Array(items)) = (element, v)
+        && let Some((i, item)) = items.iter().enumerate().find(|(_, i)| !each.accepts(i))
     {
         return Err(wrong_type(
             field.ty,
             format_args!("{command}.{}.{i}", field.name),
             item,
-            "object",
+            expected,
         ));
     }
     if let Some(min) = field.min {
@@ -248,6 +293,8 @@ pub mod specs {
 
     pub static FIND: CommandSpec = CommandSpec {
         name: "find",
+        strict: true,
+        target: None,
         fields: &[
             opt("filter", Ty::Object),
             opt("projection", Ty::Object),
@@ -279,6 +326,8 @@ pub mod specs {
 
     pub static COUNT: CommandSpec = CommandSpec {
         name: "count",
+        strict: true,
+        target: None,
         fields: &[
             opt("query", Ty::Object),
             opt("limit", Ty::SafeInt64),
@@ -291,6 +340,8 @@ pub mod specs {
 
     pub static DISTINCT: CommandSpec = CommandSpec {
         name: "distinct",
+        strict: true,
+        target: None,
         fields: &[
             req("key", Ty::String),
             opt("query", Ty::Object),
@@ -301,6 +352,8 @@ pub mod specs {
 
     pub static GET_MORE: CommandSpec = CommandSpec {
         name: "getMore",
+        strict: true,
+        target: None,
         fields: &[
             req("collection", Ty::String),
             non_negative("batchSize"),
@@ -311,16 +364,22 @@ pub mod specs {
 
     pub static KILL_CURSORS: CommandSpec = CommandSpec {
         name: "killCursors",
+        strict: true,
+        target: None,
         fields: &[req("cursors", Ty::Array)],
     };
 
     pub static DROP: CommandSpec = CommandSpec {
         name: "drop",
+        strict: true,
+        target: None,
         fields: &[],
     };
 
     pub static LIST_COLLECTIONS: CommandSpec = CommandSpec {
         name: "listCollections",
+        strict: true,
+        target: None,
         fields: &[
             opt("filter", Ty::Object),
             opt("nameOnly", Ty::SafeBool),
@@ -332,6 +391,8 @@ pub mod specs {
 
     pub static LIST_INDEXES: CommandSpec = CommandSpec {
         name: "listIndexes",
+        strict: true,
+        target: None,
         fields: &[
             opt("cursor", Ty::Object),
             opt("includeBuildUUIDs", Ty::SafeBool),
@@ -344,6 +405,8 @@ pub mod specs {
 
     pub static INSERT: CommandSpec = CommandSpec {
         name: "insert",
+        strict: true,
+        target: None,
         fields: &[
             // Required, but usually sent as a document sequence (checked with the statements).
             opt("documents", Ty::ObjectArray),
@@ -354,6 +417,8 @@ pub mod specs {
 
     pub static UPDATE: CommandSpec = CommandSpec {
         name: "update",
+        strict: true,
+        target: None,
         fields: &[
             opt("updates", Ty::ObjectArray),
             opt("ordered", Ty::Bool),
@@ -365,6 +430,8 @@ pub mod specs {
     /// One element of `update.updates` (`UpdateOpEntry`; `sort` is mongod 8.0's).
     pub static UPDATE_ENTRY: CommandSpec = CommandSpec {
         name: "update.updates",
+        strict: true,
+        target: None,
         fields: &[
             req("q", Ty::Object),
             // An object or a pipeline; the update parser refuses anything else.
@@ -381,6 +448,8 @@ pub mod specs {
 
     pub static DELETE: CommandSpec = CommandSpec {
         name: "delete",
+        strict: true,
+        target: None,
         fields: &[
             opt("deletes", Ty::ObjectArray),
             opt("ordered", Ty::Bool),
@@ -392,6 +461,8 @@ pub mod specs {
     /// One element of `delete.deletes` (`DeleteOpEntry`).
     pub static DELETE_ENTRY: CommandSpec = CommandSpec {
         name: "delete.deletes",
+        strict: true,
+        target: None,
         fields: &[
             req("q", Ty::Object),
             // 0 or 1, any numeric type: the handler's check (FailedToParse otherwise).
@@ -403,6 +474,8 @@ pub mod specs {
 
     pub static FIND_AND_MODIFY: CommandSpec = CommandSpec {
         name: "findAndModify",
+        strict: true,
+        target: None,
         fields: &[
             opt("query", Ty::Object),
             opt("fields", Ty::Object),
@@ -422,6 +495,8 @@ pub mod specs {
     /// `aggregate_command.idl`; the internal fields a router sends are accepted as mongod does.
     pub static AGGREGATE: CommandSpec = CommandSpec {
         name: "aggregate",
+        strict: true,
+        target: None,
         fields: &[
             req("pipeline", Ty::ObjectArray),
             opt("explain", Ty::Bool),
@@ -440,6 +515,8 @@ pub mod specs {
     /// `create_indexes.idl`; each spec is then checked by `index_spec::parse_spec`.
     pub static CREATE_INDEXES: CommandSpec = CommandSpec {
         name: "createIndexes",
+        strict: true,
+        target: None,
         fields: &[
             req("indexes", Ty::ObjectArray),
             opt("v", Ty::SafeInt64),
@@ -454,6 +531,8 @@ pub mod specs {
     /// by `commands::capped`; options cairn cannot honour are refused by the handler.
     pub static CREATE: CommandSpec = CommandSpec {
         name: "create",
+        strict: true,
+        target: None,
         fields: &[
             opt("capped", Ty::Any),
             opt("size", Ty::Any),
@@ -479,11 +558,15 @@ pub mod specs {
 
     pub static DROP_DATABASE: CommandSpec = CommandSpec {
         name: "dropDatabase",
+        strict: true,
+        target: None,
         fields: &[],
     };
 
     pub static LIST_DATABASES: CommandSpec = CommandSpec {
         name: "listDatabases",
+        strict: true,
+        target: None,
         fields: &[
             opt("filter", Ty::Object),
             opt("nameOnly", Ty::SafeBool),
@@ -493,6 +576,8 @@ pub mod specs {
 
     pub static RENAME_COLLECTION: CommandSpec = CommandSpec {
         name: "renameCollection",
+        strict: true,
+        target: None,
         fields: &[
             req("to", Ty::String),
             opt("dropTarget", Ty::Bool),
@@ -503,6 +588,8 @@ pub mod specs {
     /// `coll_mod.idl`, the fields cairn reads or refuses by name.
     pub static COLL_MOD: CommandSpec = CommandSpec {
         name: "collMod",
+        strict: true,
+        target: None,
         fields: &[
             opt("index", Ty::Object),
             opt("validator", Ty::Object),
@@ -522,12 +609,16 @@ pub mod specs {
 
     pub static DROP_INDEXES: CommandSpec = CommandSpec {
         name: "dropIndexes",
+        strict: true,
+        target: None,
         fields: &[req("index", Ty::StringArrayOrObject)],
     };
 
     /// `explain.idl`: the explained command is the first field, then its verbosity.
     pub static EXPLAIN: CommandSpec = CommandSpec {
         name: "explain",
+        strict: true,
+        target: None,
         fields: &[opt("verbosity", Ty::String)],
     };
 
@@ -606,16 +697,26 @@ mod tests {
             (Ty::ObjectArray, Bson::Array(items)) => {
                 items.iter().all(|i| i.as_document().is_some())
             }
+            (Ty::StringOrStringArray, Bson::Array(items)) => {
+                items.iter().all(|i| i.as_str().is_some())
+            }
             _ => ty.accepts(v),
         }
     }
 
     /// The checks the tests run: each command table with a target first, each statement table.
     fn tables() -> Vec<(&'static CommandSpec, bool)> {
-        let commands = specs::ALL.iter().map(|s| (*s, true));
-        commands
-            .chain(specs::ENTRIES.iter().map(|s| (*s, false)))
-            .collect()
+        let commands = specs::ALL.iter().chain(admin::ALL).map(|s| (*s, true));
+        let entries = specs::ENTRIES.iter().chain(admin::ENTRIES);
+        commands.chain(entries.map(|s| (*s, false))).collect()
+    }
+
+    /// The first value of [`every_type`] that `ty` accepts.
+    fn valid_value(ty: Ty) -> Bson {
+        every_type()
+            .into_iter()
+            .find(|v| valid(ty, v))
+            .expect("an accepted value")
     }
 
     fn run(spec: &CommandSpec, command: bool, body: &Document) -> CommandResult<()> {
@@ -628,17 +729,13 @@ mod tests {
 
     /// A body with the command field (for a command) and every required field at a valid value.
     fn base(spec: &CommandSpec, command: bool) -> Document {
-        let mut body = if command {
-            doc! { spec.name: "c" }
-        } else {
-            Document::new()
+        let mut body = match (command, spec.target) {
+            (true, Some(ty)) => doc! { spec.name: valid_value(ty) },
+            (true, None) => doc! { spec.name: "c" },
+            (false, _) => Document::new(),
         };
         for f in spec.fields.iter().filter(|f| f.required) {
-            let v = every_type()
-                .into_iter()
-                .find(|v| valid(f.ty, v))
-                .expect("an accepted value");
-            body.insert(f.name, v);
+            body.insert(f.name, valid_value(f.ty));
         }
         body
     }
@@ -668,17 +765,27 @@ mod tests {
         }
     }
 
+    /// The command's own value, where mongod types it (`{endSessions: <array<object>>}`).
+    #[test]
+    fn target_times_every_type() {
+        for spec in specs::ALL.iter().chain(admin::ALL) {
+            let Some(ty) = spec.target else { continue };
+            for v in every_type() {
+                let mut body = base(spec, true);
+                body.insert(spec.name, v.clone());
+                let want = (!valid(ty, &v)).then(|| ty.wrong_type_code().code());
+                assert_eq!(code(check(spec, &body)), want, "{} = {v:?}", spec.name);
+            }
+        }
+    }
+
     #[test]
     fn unknown_missing_and_bounds() {
         for (spec, command) in tables() {
             let mut body = base(spec, command);
             body.insert("noSuchField", 1);
-            assert_eq!(
-                code(run(spec, command, &body)),
-                Some(40415),
-                "{}",
-                spec.name
-            );
+            let want = spec.strict.then_some(40415);
+            assert_eq!(code(run(spec, command, &body)), want, "{}", spec.name);
             // The generic fields pass on a command, and are unknown in a statement.
             let mut body = base(spec, command);
             body.insert("comment", 1);
