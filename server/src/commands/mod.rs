@@ -23,6 +23,7 @@ pub mod explain;
 pub mod find_and_modify;
 pub mod handshake;
 pub mod index_collation;
+pub mod index_options;
 pub mod index_spec;
 pub mod indexes;
 pub mod map_reduce;
