@@ -9,6 +9,7 @@
 //! command name and its target) is the handler's: its type varies per command.
 
 pub mod admin;
+pub mod bulk;
 
 use super::args::{GENERIC_FIELDS, type_name};
 use crate::error::{CommandError, CommandResult, ErrorCode, err};
@@ -706,8 +707,12 @@ mod tests {
 
     /// The checks the tests run: each command table with a target first, each statement table.
     fn tables() -> Vec<(&'static CommandSpec, bool)> {
-        let commands = specs::ALL.iter().chain(admin::ALL).map(|s| (*s, true));
-        let entries = specs::ENTRIES.iter().chain(admin::ENTRIES);
+        let commands = specs::ALL.iter().chain(admin::ALL).chain(bulk::ALL);
+        let commands = commands.map(|s| (*s, true));
+        let entries = specs::ENTRIES
+            .iter()
+            .chain(admin::ENTRIES)
+            .chain(bulk::ENTRIES);
         commands.chain(entries.map(|s| (*s, false))).collect()
     }
 
