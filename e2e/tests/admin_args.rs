@@ -58,6 +58,30 @@ fn cases() -> Vec<(&'static str, Document, i32)> {
             doc! { "validateDBMetadata": 1, "apiParameters": { "version": 1 } },
             14,
         ),
+        // User and role management (`user_management_commands.idl`).
+        ("t", doc! { "createUser": 1, "pwd": "p", "roles": [] }, 14),
+        ("t", doc! { "createUser": "u", "pwd": 1, "roles": [] }, 14),
+        (
+            "t",
+            doc! { "createUser": "u", "pwd": "p", "roles": [], "mechanisms": [1] },
+            14,
+        ),
+        ("t", doc! { "createUser": "u", "pwd": "p" }, 40414),
+        (
+            "t",
+            doc! { "createUser": "u", "pwd": "p", "roles": [], "x": 1 },
+            40415,
+        ),
+        ("t", doc! { "dropUser": 1 }, 14),
+        ("t", doc! { "usersInfo": 1, "showCredentials": "x" }, 14),
+        (
+            "t",
+            doc! { "createRole": "r", "privileges": [1], "roles": [] },
+            14,
+        ),
+        ("t", doc! { "createRole": "r", "roles": [] }, 40414),
+        ("t", doc! { "grantRolesToRole": "r" }, 40414),
+        ("t", doc! { "rolesInfo": 1, "x": 1 }, 40415),
         // Unknown fields: refused where mongod is strict.
         ("admin", doc! { "fsync": 1, "async": true }, 40415),
         ("t", doc! { "compact": "c", "paddingFactor": 1 }, 40415),

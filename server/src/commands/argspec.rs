@@ -10,6 +10,7 @@
 
 pub mod admin;
 pub mod bulk;
+pub mod users;
 
 use super::args::{GENERIC_FIELDS, type_name};
 use crate::error::{CommandError, CommandResult, ErrorCode, err};
@@ -49,6 +50,8 @@ pub enum Ty {
     BinData,
     /// `variant: [string, array<string>]` (getClusterParameter's target); elements checked.
     StringOrStringArray,
+    /// `array<string>`: each element is checked too.
+    StringArray,
     /// Anything (`IDLAnyType`).
     Any,
 }
@@ -82,6 +85,7 @@ impl Ty {
             ),
             Ty::BinData => matches!(v, Bson::Binary(_)),
             Ty::StringOrStringArray => matches!(v, Bson::String(_) | Bson::Array(_)),
+            Ty::StringArray => matches!(v, Bson::Array(_)),
             Ty::Any => true,
         }
     }
@@ -103,6 +107,7 @@ impl Ty {
             Ty::Number => "[long, int, decimal, double]",
             Ty::BinData => "binData",
             Ty::StringOrStringArray => "[string, array]",
+            Ty::StringArray => "array",
             Ty::Any => "any",
         }
     }
@@ -250,7 +255,7 @@ fn check_value(command: &str, field: &Field, v: &Bson) -> CommandResult<()> {
     }
     let element = match field.ty {
         Ty::ObjectArray => Some(("object", Ty::Object)),
-        Ty::StringOrStringArray => Some(("string", Ty::String)),
+        Ty::StringOrStringArray | Ty::StringArray => Some(("string", Ty::String)),
         _ => None,
     };
     if let (Some((expected, each)), Bson::Array(items)) = (element, v)
@@ -698,7 +703,7 @@ mod tests {
             (Ty::ObjectArray, Bson::Array(items)) => {
                 items.iter().all(|i| i.as_document().is_some())
             }
-            (Ty::StringOrStringArray, Bson::Array(items)) => {
+            (Ty::StringOrStringArray | Ty::StringArray, Bson::Array(items)) => {
                 items.iter().all(|i| i.as_str().is_some())
             }
             _ => ty.accepts(v),
@@ -707,8 +712,12 @@ mod tests {
 
     /// The checks the tests run: each command table with a target first, each statement table.
     fn tables() -> Vec<(&'static CommandSpec, bool)> {
-        let commands = specs::ALL.iter().chain(admin::ALL).chain(bulk::ALL);
-        let commands = commands.map(|s| (*s, true));
+        let commands = specs::ALL
+            .iter()
+            .chain(admin::ALL)
+            .chain(bulk::ALL)
+            .copied();
+        let commands = commands.chain(users::TABLES).map(|s| (s, true));
         let entries = specs::ENTRIES
             .iter()
             .chain(admin::ENTRIES)
@@ -773,7 +782,8 @@ mod tests {
     /// The command's own value, where mongod types it (`{endSessions: <array<object>>}`).
     #[test]
     fn target_times_every_type() {
-        for spec in specs::ALL.iter().chain(admin::ALL) {
+        let all = specs::ALL.iter().chain(admin::ALL).copied();
+        for spec in all.chain(users::TABLES) {
             let Some(ty) = spec.target else { continue };
             for v in every_type() {
                 let mut body = base(spec, true);
