@@ -352,7 +352,17 @@ async fn batch_size_leaves_a_cursor_and_fields_are_typed() {
         .unwrap();
     let cursor = reply.get_document("cursor").unwrap();
     assert!(cursor.get_array("firstBatch").unwrap().is_empty());
-    assert_ne!(cursor.get_i64("id").unwrap(), 0);
+    let id = cursor.get_i64("id").unwrap();
+    assert_ne!(id, 0);
+    // A results cursor is killed like any other.
+    let killed = admin
+        .run_command(doc! { "killCursors": "$cmd.bulkWrite", "cursors": [id] })
+        .await
+        .unwrap();
+    assert_eq!(
+        killed.get_array("cursorsKilled").unwrap(),
+        &vec![Bson::Int64(id)]
+    );
 
     let one = |op: Document| doc! { "bulkWrite": 1, "ops": [op], "nsInfo": ns() };
     let cases = [
