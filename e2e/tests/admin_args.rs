@@ -96,6 +96,19 @@ fn cases() -> Vec<(&'static str, Document, i32)> {
         ("t", doc! { "dbStats": 1, "x": 1 }, 40415),
         ("t", doc! { "planCacheListFilters": "c", "x": 1 }, 40415),
         ("admin", doc! { "shutdown": 1, "x": 1 }, 40415),
+        ("admin", doc! { "ping": 1, "x": 1 }, 40415),
+        // getParameter/setParameter read their other fields as parameter names, never the
+        // generic ones.
+        (
+            "admin",
+            doc! { "getParameter": 1, "maxTimeMS": 1000, "logLevel": 1 },
+            0,
+        ),
+        (
+            "admin",
+            doc! { "setParameter": 1, "maxTimeMS": 1000, "logLevel": 0 },
+            0,
+        ),
         // ... and ignored where it is not.
         ("t", doc! { "profile": -1, "x": 1 }, 0),
         ("admin", doc! { "getClusterParameter": "*", "x": 1 }, 0),

@@ -41,6 +41,12 @@ pub fn build_info() -> Reply {
     })
 }
 
+/// A field every command may carry: never a parameter name to `getParameter`/`setParameter`,
+/// whose other fields are parameters (no table can list them).
+fn is_generic(name: &str) -> bool {
+    name.starts_with('$') || super::args::GENERIC_FIELDS.contains(&name)
+}
+
 pub fn get_parameter(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     let all = matches!(req.body.get("getParameter"), Some(Bson::String(s)) if s == "*")
         || matches!(req.body.get("getParameter"), Some(Bson::Document(d)) if d.get("allParameters").is_some_and(truthy));
@@ -48,12 +54,7 @@ pub fn get_parameter(state: &ServerState, req: &Request) -> CommandResult<Reply>
         state.params.all()
     } else {
         let mut out = Document::new();
-        for (name, _) in req
-            .body
-            .iter()
-            .skip(1)
-            .filter(|(k, _)| !k.starts_with('$') && *k != "lsid" && *k != "comment")
-        {
+        for (name, _) in req.body.iter().skip(1).filter(|(k, _)| !is_generic(k)) {
             if let Some(v) = state.params.get(name) {
                 out.insert(name, v);
             }
@@ -70,7 +71,7 @@ pub fn get_parameter(state: &ServerState, req: &Request) -> CommandResult<Reply>
 pub fn set_parameter(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     let mut was = None;
     for (name, value) in req.body.iter().skip(1) {
-        if name.starts_with('$') || name == "lsid" || name == "comment" {
+        if is_generic(name) {
             continue;
         }
         if was.is_some() {

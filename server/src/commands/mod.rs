@@ -514,7 +514,7 @@ pub async fn dispatch(
     let result = match spec.name {
         "hello" => handshake::hello(state, conn, req, false),
         "isMaster" => handshake::hello(state, conn, req, true),
-        "ping" => Ok(Reply::ok()),
+        "ping" => argspec::check(&argspec::admin::PING, &req.body).map(|_| Reply::ok()),
         "refreshSessions" => diagnostic::check_sessions(req).map(|_| Reply::ok()),
         "endSessions" => match diagnostic::check_sessions(req) {
             Ok(()) => {

@@ -293,6 +293,8 @@ pub static PLAN_CACHE_SET_FILTER: CommandSpec = CommandSpec {
 };
 
 pub static PLAN_CACHE_LIST_FILTERS: CommandSpec = bare("planCacheListFilters", true);
+/// `generic.idl`'s `ping`: strict, nothing but the generic arguments.
+pub static PING: CommandSpec = bare("ping", true);
 pub static TOP: CommandSpec = bare("top", true);
 
 // Commands mongod parses by hand and whose extra fields it ignores (or reads as section
@@ -334,6 +336,7 @@ pub static ALL: &[&CommandSpec] = &[
     &PLAN_CACHE_SET_FILTER,
     &PLAN_CACHE_LIST_FILTERS,
     &TOP,
+    &PING,
     &SERVER_STATUS,
     &HOST_INFO,
     &BUILD_INFO,
