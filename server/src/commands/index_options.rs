@@ -5,8 +5,9 @@
 //! `unique` on a hashed key 16764, the options a wildcard index refuses 67, any option but the
 //! key, name, version, namespace and collation on an `_id` key 197.
 //!
-//! Options whose value mongod checks with its own code or wording (`expireAfterSeconds`, the
-//! text options, `storageEngine`) are `Any` here: `index_spec` keeps those checks.
+//! Options whose value mongod checks with its own code or wording (`expireAfterSeconds`,
+//! `storageEngine`) are `Any` here: `index_spec` keeps those checks. Facts from mongod's
+//! `index_key_validate::validateIndexSpec` (types per field, `weights` only on text indexes).
 
 use super::truthy;
 use crate::error::{CommandError, CommandResult, ErrorCode, err};
@@ -55,6 +56,8 @@ pub enum OptionTy {
     Number,
     String,
     Object,
+    /// An object or a string (`weights`: `"$**"` weighs every field).
+    ObjectOrString,
     /// Checked by the handler.
     Any,
 }
@@ -68,6 +71,7 @@ impl OptionTy {
             OptionTy::Number => number,
             OptionTy::String => matches!(v, Bson::String(_)),
             OptionTy::Object => matches!(v, Bson::Document(_)),
+            OptionTy::ObjectOrString => matches!(v, Bson::Document(_) | Bson::String(_)),
             OptionTy::Any => true,
         }
     }
@@ -125,6 +129,14 @@ const fn refused(name: &'static str, ty: OptionTy, kinds: &'static [Kind]) -> In
     }
 }
 
+const NOT_TEXT: &[Kind] = &[
+    Kind::Btree,
+    Kind::Hashed,
+    Kind::Flat2d,
+    Kind::Sphere,
+    Kind::Wildcard,
+];
+
 const NOT_WILDCARD: &[Kind] = &[
     Kind::Btree,
     Kind::Hashed,
@@ -148,9 +160,9 @@ pub static OPTIONS: &[IndexOption] = &[
     option("background", OptionTy::Truthy),
     option("prepareUnique", OptionTy::Truthy),
     option("storageEngine", OptionTy::Any),
-    option("weights", OptionTy::Any),
-    option("default_language", OptionTy::Any),
-    option("language_override", OptionTy::Any),
+    refused("weights", OptionTy::ObjectOrString, NOT_TEXT),
+    option("default_language", OptionTy::String),
+    option("language_override", OptionTy::String),
     option("textIndexVersion", OptionTy::Number),
     option("2dsphereIndexVersion", OptionTy::Number),
     option("bits", OptionTy::Number),
@@ -191,8 +203,37 @@ fn is_set(o: &IndexOption, d: &Document) -> bool {
     }
 }
 
-/// The options `key`'s kind refuses, and the `_id` key's rule.
+/// `v`: a number (typed by the table) that is a 32-bit integer (BadValue), and 1 or 2
+/// (CannotCreateIndex).
+pub fn check_version(d: &Document) -> CommandResult<()> {
+    let Some(v) = d.get("v") else {
+        return Ok(());
+    };
+    let n = crate::query::types::as_i64_exact(v).and_then(|n| i32::try_from(n).ok());
+    match n {
+        Some(1 | 2) => Ok(()),
+        Some(_) => Err(err(
+            ErrorCode::CannotCreateIndex,
+            format!("Invalid index specification {d}; cannot create an index with v={v}"),
+        )),
+        None => Err(err(
+            ErrorCode::BadValue,
+            format!("Index version must be representable as a 32-bit integer, but got {v}"),
+        )),
+    }
+}
+
+/// The options `key`'s kind refuses, options that exclude each other, and the `_id` key's rule.
 pub fn check_kind(d: &Document, key: &Document) -> CommandResult<()> {
+    let set = |name: &str| d.get(name).is_some_and(truthy);
+    if set("unique") && set("prepareUnique") {
+        return Err(err(
+            ErrorCode::CannotCreateIndex,
+            format!(
+                "Invalid index specification {d}; cannot create an index with the 'unique' option and the 'prepareUnique' option"
+            ),
+        ));
+    }
     let kind = Kind::of(key);
     for o in OPTIONS.iter().filter(|o| o.refused_on.contains(&kind)) {
         if is_set(o, d) {
@@ -213,14 +254,24 @@ pub fn check_kind(d: &Document, key: &Document) -> CommandResult<()> {
 }
 
 fn refusal(d: &Document, option: &str, kind: Kind) -> CommandError {
-    let why = match kind {
-        Kind::Hashed => {
+    let why = match (option, kind) {
+        ("unique", Kind::Hashed) => {
             return err(
                 ErrorCode::Location16764,
                 "Currently hashed indexes cannot guarantee uniqueness. Use a regular index.",
             );
         }
-        Kind::Wildcard => format!("Index type 'wildcard' does not support the '{option}' option"),
+        ("weights", _) => {
+            return err(
+                ErrorCode::CannotCreateIndex,
+                format!(
+                    "Invalid index specification {d}; the field 'weights' can only be specified with text indexes"
+                ),
+            );
+        }
+        (_, Kind::Wildcard) => {
+            format!("Index type 'wildcard' does not support the '{option}' option")
+        }
         _ => format!("The field '{option}' is only allowed in an 'wildcard' index"),
     };
     err(
@@ -263,6 +314,17 @@ mod tests {
     }
 
     #[test]
+    fn versions() {
+        let code = |v: Bson| check_version(&doc! { "v": v }).err().map(|e| e.code.code());
+        assert_eq!(code(Bson::Int32(2)), None);
+        assert_eq!(code(Bson::Double(1.0)), None);
+        assert_eq!(code(Bson::Int32(3)), Some(67));
+        assert_eq!(code(Bson::Int32(0)), Some(67));
+        assert_eq!(code(Bson::Double(1.5)), Some(2));
+        assert_eq!(code(Bson::Int64(1 << 40)), Some(2));
+    }
+
+    #[test]
     fn kinds_refuse_their_options() {
         let code = |d: Document| {
             let key = d.get_document("key").unwrap().clone();
@@ -287,6 +349,16 @@ mod tests {
                 Some(67),
             ),
             (doc! { "key": { "$**": "text" }, "unique": true }, None),
+            (doc! { "key": { "a": 1 }, "weights": { "a": 1 } }, Some(67)),
+            (
+                doc! { "key": { "a": "hashed" }, "weights": { "a": 1 } },
+                Some(67),
+            ),
+            (doc! { "key": { "a": "text" }, "weights": { "a": 1 } }, None),
+            (
+                doc! { "key": { "a": 1 }, "unique": true, "prepareUnique": true },
+                Some(67),
+            ),
             (doc! { "key": { "_id": 1 }, "hidden": true }, Some(197)),
             (
                 doc! { "key": { "_id": 1 }, "expireAfterSeconds": 1 },

@@ -233,14 +233,7 @@ pub fn parse_spec(d: &Document) -> CommandResult<IndexSpec> {
     };
     // Checked before the key's values are, as mongod does.
     super::index_options::check_kind(d, &key)?;
-    if let Some(v) = d.get("v")
-        && !matches!(super::as_i64(v), Some(1 | 2))
-    {
-        return Err(err(
-            ErrorCode::CannotCreateIndex,
-            format!("Invalid index specification {d}; cannot create an index with v={v}"),
-        ));
-    }
+    super::index_options::check_version(d)?;
     let hashed = key
         .values()
         .filter(|v| v.as_str() == Some("hashed"))
@@ -499,6 +492,14 @@ mod tests {
             (doc! { "key": { "a": "2d" }, "bits": "x" }, 14),
             (doc! { "key": { "a": 1 }, "v": "2" }, 14),
             (doc! { "key": { "a": 1 }, "v": 3 }, 67),
+            (doc! { "key": { "a": 1 }, "v": 1.5 }, 2),
+            (doc! { "key": { "a": "text" }, "default_language": 1 }, 14),
+            (doc! { "key": { "a": "text" }, "weights": 1 }, 14),
+            (doc! { "key": { "a": 1 }, "weights": { "a": 2 } }, 67),
+            (
+                doc! { "key": { "a": 1 }, "unique": true, "prepareUnique": true },
+                67,
+            ),
             (doc! { "bogus": 1, "key": 1 }, 197),
             (doc! { "key": 1, "bogus": 1 }, 14),
             (doc! { "name": "x" }, 9),

@@ -67,6 +67,7 @@ fn option_ty(ty: OptionTy) -> &'static str {
         OptionTy::Number => "number",
         OptionTy::String => "string",
         OptionTy::Object => "object",
+        OptionTy::ObjectOrString => "object or string",
         OptionTy::Any => "checked by its parser",
     }
 }
