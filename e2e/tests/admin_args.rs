@@ -153,3 +153,19 @@ async fn admin_commands_check_arguments_as_mongod() {
         assert_eq!(got, want, "{db}: {command}");
     }
 }
+
+/// `currentOp`'s other fields filter the operations listed (mongod's `$match` after
+/// `$currentOp`); `$all`, `$ownOps` and the generic arguments are not filters.
+#[tokio::test]
+async fn current_op_filters_the_operations() {
+    let server = Server::start(BIN, &[]);
+    let admin = server.client().await.database("admin");
+    let count = |r: Document| r.get_array("inprog").unwrap().len();
+    let own = doc! { "currentOp": 1, "$all": true, "command.currentOp": { "$exists": true } };
+    assert!(count(admin.run_command(own).await.unwrap()) >= 1);
+    let none = doc! { "currentOp": 1, "$ownOps": false, "ns": "no.such", "comment": "c" };
+    assert_eq!(count(admin.run_command(none).await.unwrap()), 0);
+    let bad = doc! { "currentOp": 1, "active": { "$frob": 1 } };
+    let e = admin.run_command(bad).await.unwrap_err();
+    assert_eq!(error_code(&e), 2);
+}

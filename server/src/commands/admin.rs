@@ -442,14 +442,19 @@ pub async fn fsync_unlock(state: &ServerState) -> CommandResult<Reply> {
 
 /// `currentOp`: the operations in flight, `fsyncLock` while the server is locked, and with
 /// `$all` or `idleSessions` the open transactions no statement runs on (mongod's idle
-/// sessions).
-pub fn current_op(state: &ServerState, req: &Request) -> Reply {
+/// sessions). Every other non-generic field is a filter on the listed operations, as mongod
+/// turns them into a `$match` after `$currentOp`.
+pub fn current_op(state: &ServerState, req: &Request) -> CommandResult<Reply> {
+    let filter = current_op_filter(&req.body)?;
     let mut inprog = state.ops.in_progress();
     let idle = ["$all", "idleSessions"]
         .iter()
         .any(|k| req.body.get(*k).is_some_and(truthy));
     if idle {
         inprog.extend(super::transactions::idle_transactions(state));
+    }
+    if let Some(f) = filter {
+        inprog.retain(|op| bson::RawDocumentBuf::try_from(op).is_ok_and(|raw| f.matches(&raw)));
     }
     let mut r = doc! { "inprog": inprog };
     if state.catalog.fsync.is_locked() {
@@ -460,7 +465,23 @@ pub fn current_op(state: &ServerState, req: &Request) -> Reply {
         );
     }
     r.insert("ok", 1.0);
-    Reply::Doc(r)
+    Ok(Reply::Doc(r))
+}
+
+/// The filter part of a `currentOp` body: what is neither the command, its switches nor a
+/// generic argument. `None` when there is none.
+fn current_op_filter(body: &Document) -> CommandResult<Option<crate::query::matcher::Filter>> {
+    let filter: Document = body
+        .iter()
+        .skip(1)
+        .filter(|(k, _)| !matches!(k.as_str(), "$all" | "$ownOps" | "idleSessions"))
+        .filter(|(k, _)| !super::args::GENERIC_FIELDS.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if filter.is_empty() {
+        return Ok(None);
+    }
+    crate::query::matcher::Filter::parse(&filter).map(Some)
 }
 
 /// `configureFailPoint` (test commands only): the reply's `count` is how often the point was

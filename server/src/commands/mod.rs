@@ -624,7 +624,7 @@ pub async fn dispatch(
         "explain" => off_thread(state, req, explain::explain).await,
         "aggregate" => aggregate::aggregate(state, req).await,
         "mapReduce" => map_reduce::map_reduce(state, req).await,
-        "currentOp" => Ok(admin::current_op(state, req)),
+        "currentOp" => admin::current_op(state, req),
         "killOp" => admin::kill_op(state, req),
         "getFreeMonitoringStatus" => Ok(Reply::Doc(bson::doc! { "state": "disabled", "ok": 1.0 })),
         other => Err(err(

@@ -304,6 +304,7 @@ pub static HOST_INFO: CommandSpec = bare("hostInfo", false);
 pub static BUILD_INFO: CommandSpec = bare("buildInfo", false);
 pub static WHATSMYURI: CommandSpec = bare("whatsmyuri", false);
 pub static GET_CMD_LINE_OPTS: CommandSpec = bare("getCmdLineOpts", false);
+/// `currentOp`'s other fields are a filter on the operations (`admin::current_op`).
 pub static CURRENT_OP: CommandSpec = bare("currentOp", false);
 pub static FSYNC_UNLOCK: CommandSpec = bare("fsyncUnlock", false);
 pub static LOG_ROTATE: CommandSpec = bare("logRotate", false);
