@@ -360,20 +360,20 @@ impl Results {
         self.error(idx, &d);
     }
 
-    /// The reply; items past `batch_size` wait in a cursor on `admin.$cmd.bulkWrite`.
+    /// The reply; items past `batch_size`, or past what one reply can hold, wait in a cursor on
+    /// `admin.$cmd.bulkWrite` for getMore.
     fn into_reply(self, state: &ServerState, batch_size: Option<usize>) -> CommandResult<Document> {
-        let mut first = self.items;
-        let rest = first.split_off(batch_size.unwrap_or(usize::MAX).min(first.len()));
+        let mut rest = self
+            .items
+            .iter()
+            .map(|d| {
+                RawDocumentBuf::try_from(d).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))
+            })
+            .collect::<CommandResult<std::collections::VecDeque<_>>>()?;
+        let first = first_batch(&mut rest, batch_size.unwrap_or(usize::MAX))?;
         let id = if rest.is_empty() {
             0
         } else {
-            let rest = rest
-                .iter()
-                .map(|d| {
-                    RawDocumentBuf::try_from(d)
-                        .map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))
-                })
-                .collect::<CommandResult<_>>()?;
             state.cursors.insert(crate::cursors::Cursor {
                 db: "admin".into(),
                 coll: CURSOR_COLL.into(),
@@ -397,6 +397,34 @@ impl Results {
             "nUpserted": self.n_upserted as i32,
         })
     }
+}
+
+/// Room the reply keeps beside its first batch (counts, cursor fields, writeConcernError).
+const REPLY_OVERHEAD_BYTES: usize = 64 * 1024;
+/// What one array element costs beyond its document: type byte, index key and its NUL.
+const ARRAY_ELEMENT_OVERHEAD_BYTES: usize = 8;
+
+/// Take up to `count` items off the front of `rest`, as many as fit in one reply (always one
+/// at least, when any is left, so a getMore-driven client makes progress).
+fn first_batch(
+    rest: &mut std::collections::VecDeque<RawDocumentBuf>,
+    count: usize,
+) -> CommandResult<Vec<Bson>> {
+    let room = limits::BSON_OBJECT_SIZE_MAX - REPLY_OVERHEAD_BYTES;
+    let mut out = Vec::new();
+    let mut bytes = 0usize;
+    while out.len() < count {
+        let Some(item) = rest.front() else { break };
+        bytes += item.as_bytes().len() + ARRAY_ELEMENT_OVERHEAD_BYTES;
+        if bytes > room && !out.is_empty() {
+            break;
+        }
+        let Some(item) = rest.pop_front() else { break };
+        let d = Document::try_from(item.as_ref())
+            .map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
+        out.push(Bson::Document(d));
+    }
+    Ok(out)
 }
 
 /// Run the ops in order; an ordered bulk write stops at its first failed op.
@@ -668,113 +696,4 @@ fn delete_op(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn request(body: Document) -> Request {
-        let mut body = body;
-        body.insert("$db", "admin");
-        super::super::parse_request(body, vec![], true)
-            .ok()
-            .unwrap()
-    }
-
-    fn code(body: Document) -> (i32, String) {
-        let e = parse(&request(body)).unwrap_err();
-        (e.code.code(), e.message)
-    }
-
-    fn ns() -> Bson {
-        bson::bson!([{ "ns": "d.c" }])
-    }
-
-    #[test]
-    fn nsinfo_checks_come_first() {
-        assert_eq!(
-            code(doc! { "bulkWrite": 1, "ops": [] }),
-            (
-                40414,
-                "BSON field 'bulkWrite.nsInfo' is missing but a required field".into()
-            )
-        );
-        assert_eq!(
-            code(doc! { "bulkWrite": 1, "ops": [], "nsInfo": 5 }).0,
-            14,
-            "a wrongly typed nsInfo is reported before the batch size"
-        );
-        assert_eq!(
-            code(doc! { "bulkWrite": 1, "ops": [{ "insert": 0, "document": {} }], "nsInfo": [5] })
-                .1,
-            "BSON field 'bulkWrite.nsInfo.0' is the wrong type 'int', expected type 'object'"
-        );
-        assert_eq!(
-            code(doc! { "bulkWrite": 1, "ops": [{ "insert": 0, "document": {} }], "nsInfo": [{ "x": 1 }] }).1,
-            "BSON field 'bulkWrite.nsInfo.x' is an unknown field."
-        );
-        for (ns, named) in [("nodot", "nodot"), ("", ""), (".", "")] {
-            assert_eq!(
-                code(
-                    doc! { "bulkWrite": 1, "ops": [{ "insert": 0, "document": {} }], "nsInfo": [{ "ns": ns }] }
-                ),
-                (
-                    73,
-                    format!("Invalid namespace specified for bulkWrite: '{named}'")
-                )
-            );
-        }
-    }
-
-    #[test]
-    fn op_shapes() {
-        let one = |op: Document| code(doc! { "bulkWrite": 1, "ops": [op], "nsInfo": ns() });
-        assert_eq!(
-            code(doc! { "bulkWrite": 1, "ops": [], "nsInfo": ns() }).0,
-            16
-        );
-        assert_eq!(
-            one(doc! { "insert": -1, "document": {} }),
-            (
-                2,
-                "BSON field 'insert' value must be >= 0, actual value '-1'".into()
-            )
-        );
-        let (c, m) = one(doc! { "insert": 5, "document": {} });
-        assert_eq!(c, 2);
-        assert!(m.ends_with("has an invalid nsInfo index."), "{m}");
-        assert_eq!(
-            one(doc! { "insert": "0", "document": {} }).1,
-            "BSON field 'bulkWrite.ops.insert' is the wrong type 'string', expected types '[long, int, decimal, double]'"
-        );
-        assert_eq!(
-            one(doc! { "frobnicate": 0 }).1,
-            "BSON field 'bulkWrite.frobnicate' is an unknown field."
-        );
-        for (op, field) in [
-            (doc! { "insert": 0 }, "document"),
-            (doc! { "update": 0, "filter": {} }, "updateMods"),
-            (doc! { "update": 0, "updateMods": {} }, "filter"),
-            (doc! { "delete": 0 }, "filter"),
-        ] {
-            assert_eq!(
-                one(op),
-                (
-                    40414,
-                    format!("BSON field 'bulkWrite.ops.{field}' is missing but a required field")
-                )
-            );
-        }
-        assert_eq!(
-            one(doc! { "insert": 0, "document": 5 }).1,
-            "BSON field 'bulkWrite.ops.document' is the wrong type 'int', expected type 'object'"
-        );
-        assert_eq!(one(doc! { "delete": 0, "filter": {}, "x": 1 }).0, 40415);
-        assert_eq!(
-            code(doc! { "bulkWrite": 1, "ops": [{ "insert": 0, "document": {} }], "nsInfo": ns(), "bogus": 1 }).0,
-            40415
-        );
-        let ok = parse(&request(
-            doc! { "bulkWrite": 1, "ops": [{ "insert": 0.0, "document": {} }], "nsInfo": ns() },
-        ));
-        assert!(ok.is_ok(), "a double index is accepted");
-    }
-}
+mod tests;
