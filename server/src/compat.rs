@@ -192,11 +192,11 @@ const NOTES: &[(&str, &str)] = &[
         "mongod 8.0's command on `admin`: `nsInfo`, insert/update/delete ops (update with \
      `multi`, `upsert`, `arrayFilters`, `hint`, `collation`, `sort`, `constants`; delete with \
      `multi`, `hint`, `collation`), `ordered`, `bypassDocumentValidation`, `errorsOnly`, `let`, \
-     `stmtId`/`stmtIds`, `cursor.batchSize` (results past it wait in a cursor on \
-     `admin.$cmd.bulkWrite` for getMore), `writeConcernError`; the reply's `nErrors`, \
+     `stmtId`/`stmtIds`, `cursor.batchSize` (results past it, or past what one reply holds, \
+     wait in a cursor on `admin.$cmd.bulkWrite` for getMore), `writeConcernError`; the reply's `nErrors`, \
      `nInserted`, `nMatched`, `nModified`, `nUpserted`, `nDeleted` and per-op items \
      (`ok`, `idx`, `n`, `nModified`, `upserted`, and an error's `code`/`errmsg`). Not yet: \
-     `retriedStmtIds`, a reply larger than 16 MiB split across batches.",
+     `retriedStmtIds`.",
     ),
     (
         "Clustered collections",
