@@ -190,6 +190,13 @@ pub fn check_fields(d: &Document) -> CommandResult<()> {
         if !o.ty.accepts(v) {
             return Err(o.ty.wrong_type(k, v));
         }
+        // mongod refuses an empty collation here, before the collation parser sees it.
+        if k == "collation" && v.as_document().is_some_and(Document::is_empty) {
+            return Err(err(
+                ErrorCode::BadValue,
+                "The field 'collation' cannot be an empty object.",
+            ));
+        }
     }
     Ok(())
 }

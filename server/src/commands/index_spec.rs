@@ -493,6 +493,7 @@ mod tests {
             (doc! { "key": { "a": 1 }, "v": "2" }, 14),
             (doc! { "key": { "a": 1 }, "v": 3 }, 67),
             (doc! { "key": { "a": 1 }, "v": 1.5 }, 2),
+            (doc! { "key": { "a": 1 }, "collation": {} }, 2),
             (doc! { "key": { "a": "text" }, "default_language": 1 }, 14),
             (doc! { "key": { "a": "text" }, "weights": 1 }, 14),
             (doc! { "key": { "a": 1 }, "weights": { "a": 2 } }, 67),
