@@ -174,7 +174,7 @@ pub fn run_spec(state: &ServerState, req: &Request, spec: Spec) -> CommandResult
         )?));
     }
     if let (Some(c), Some(n)) = (&coll, driver::count_shape(&stages)) {
-        let docs = driver::count_fast(c, &n, deadline)?;
+        let docs = driver::count_fast(c, &n, deadline, parallelism(state))?;
         let ns = format!("{}.{}", req.db, shown.clone().unwrap_or_default());
         return Ok(Ran::Reply(cursor_reply(0, &ns, true, docs)));
     }
@@ -198,7 +198,7 @@ pub fn run_spec(state: &ServerState, req: &Request, spec: Spec) -> CommandResult
     // collections, or has no collection to read, is run to the end here.
     let pipeline = Arc::new(pipeline);
     let streamed = match (&source, &coll) {
-        (None, Some(c)) => driver::streamed(c, &pipeline)?,
+        (None, Some(c)) => driver::streamed(c, &pipeline, parallelism(state))?,
         _ => None,
     };
     let mut source = match streamed {
@@ -227,6 +227,15 @@ pub fn run_spec(state: &ServerState, req: &Request, spec: Spec) -> CommandResult
     };
     let id = state.cursors.insert(cursor)?;
     Ok(Ran::Reply(cursor_reply(id, &ns, true, batch)))
+}
+
+/// How far this server lets a collection scan be split (`parallelScanThreads`,
+/// `parallelScanMinDocuments`; see `exec::parallel`).
+pub fn parallelism(state: &ServerState) -> crate::exec::parallel::Parallelism {
+    crate::exec::parallel::Parallelism::new(
+        state.params.get_i64("parallelScanThreads"),
+        state.params.get_i64("parallelScanMinDocuments"),
+    )
 }
 
 /// Leading stages answered by the command layer (they read server state, not documents).
