@@ -594,4 +594,59 @@ mod tests {
             );
         }
     }
+
+    /// Merges the sums of `values` split at every point; where the merge says exact, sum and
+    /// mean must be the one-pass ones (values and types).
+    fn check_merges(values: &[Bson]) -> usize {
+        let mut whole = NumSum::default();
+        for v in values {
+            whole.add(v);
+        }
+        let mut exact = 0;
+        for cut in 0..=values.len() {
+            let (mut a, mut b) = (NumSum::default(), NumSum::default());
+            values[..cut].iter().for_each(|v| {
+                a.add(v);
+            });
+            values[cut..].iter().for_each(|v| {
+                b.add(v);
+            });
+            if a.merge(&b) {
+                exact += 1;
+                assert_eq!((a.sum(), a.avg()), (whole.sum(), whole.avg()), "cut {cut}: {values:?}");
+            }
+        }
+        exact
+    }
+
+    #[test]
+    fn merged_sums_equal_one_pass_sums_where_exact() {
+        let mut rng = StdRng::seed_from_u64(17);
+        let (mut exact, mut tried) = (0, 0);
+        for _ in 0..500 {
+            let values: Vec<Bson> = (0..rng.random_range(0..12))
+                .map(|_| match rng.random_range(0..5) {
+                    0 => Bson::Int32(rng.random_range(-1000..1000)),
+                    1 => Bson::Int64(rng.random_range(-(1i64 << 62)..(1i64 << 62))),
+                    2 => Bson::Double(random_double(&mut rng)),
+                    3 => Bson::String("x".into()),
+                    _ => Bson::Decimal128(
+                        format!("{}.{:02}", rng.random_range(-999..999), rng.random_range(0..100))
+                            .parse()
+                            .expect("decimal"),
+                    ),
+                })
+                .collect();
+            tried += values.len() + 1;
+            exact += check_merges(&values);
+        }
+        assert!(exact * 4 > tried, "a fair share merges ({exact} of {tried})");
+        // Integers and cents always merge; a long overflow or a double never does.
+        let ints: Vec<Bson> = (0..50).map(|i| Bson::Int32(i * 7 - 100)).collect();
+        assert_eq!(check_merges(&ints), 51);
+        let big = [Bson::Int64(i64::MAX), Bson::Int64(1), Bson::Int64(-1)];
+        assert_eq!(check_merges(&big), 2, "only the cuts with an empty side");
+        let mixed = [Bson::Double(0.1), Bson::Int32(1), Bson::Double(0.2)];
+        assert_eq!(check_merges(&mixed), 2);
+    }
 }
