@@ -2,6 +2,7 @@
 //! through the planner, so indexes serve it), run it on the storage pool, hand `$out`/`$merge`
 //! output to `commands/output.rs`, and return the results through a cursor.
 
+use crate::exec::parallel::stages as parallel;
 use super::args;
 use super::argspec::{self, specs};
 use super::crud_read::{cursor_reply, deadline};
@@ -171,6 +172,7 @@ pub fn run_spec(state: &ServerState, req: &Request, spec: Spec) -> CommandResult
             shown.as_deref(),
             &pipeline,
             coll.as_ref(),
+            parallelism(state),
         )?));
     }
     if let (Some(c), Some(n)) = (&coll, driver::count_shape(&stages)) {
@@ -349,6 +351,7 @@ fn explain_reply(
     coll: Option<&str>,
     pipeline: &Pipeline,
     c: Option<&Arc<Collection>>,
+    cfg: crate::exec::parallel::Parallelism,
 ) -> CommandResult<Reply> {
     let ns = format!("{db}.{}", coll.unwrap_or("$cmd.aggregate"));
     let filter_doc = driver::scan_filter(pipeline);
@@ -376,7 +379,16 @@ fn explain_reply(
                     .cloned(),
                 ..Default::default()
             };
-            (planner::explain::plan_tree(&choice.winner, &shape), done)
+            let tree = planner::explain::plan_tree(&choice.winner, &shape);
+            // A first stage that merges over a parallel scan runs inside `$cursor`.
+            let parts = parallel::stage_parts(c, pipeline, done, &filter_doc, &choice.winner, cfg);
+            match parts {
+                Some(parts) => {
+                    let per_part = pipeline.stage_documents().swap_remove(done);
+                    (parallel::explain_tree(parts, Some(per_part), tree), done + 1)
+                }
+                None => (tree, done),
+            }
         }
         _ => (doc! { "stage": "EOF" }, 0),
     };

@@ -29,10 +29,10 @@ pub fn count(
     filter_doc: &Document,
     cfg: Parallelism,
 ) -> CommandResult<Option<u64>> {
-    if serial_only(filter_doc) {
+    let choice = planner::choose(coll, filter, filter_doc, None, None);
+    if count_parts(coll, filter_doc, &choice.winner, cfg).is_none() {
         return Ok(None);
     }
-    let choice = planner::choose(coll, filter, filter_doc, None, None);
     let Some(split) = split(coll, &choice.winner, cfg)? else {
         return Ok(None);
     };
@@ -51,6 +51,48 @@ fn count_split(split: &Split, coll: &Arc<Collection>, filter: &Filter) -> Comman
         },
     )?;
     Ok(counts.map(|c| c.iter().sum()))
+}
+
+/// How many parts a parallel scan would run stage `at` of `pipeline` in (`None`: serial), as
+/// explain shows it; a part may still give up at run time (see the module note).
+pub fn stage_parts(
+    coll: &Collection,
+    pipeline: &Pipeline,
+    at: usize,
+    filter_doc: &Document,
+    plan: &Plan,
+    cfg: Parallelism,
+) -> Option<usize> {
+    pipeline.mergeable_at(at)?;
+    let stage_doc = pipeline.stage_documents().swap_remove(at);
+    if serial_only(filter_doc) || serial_only(&stage_doc) {
+        return None;
+    }
+    super::parts_for(coll, plan, cfg)
+}
+
+/// How many parts a count of the matches of `filter_doc` by `plan` would run in.
+pub fn count_parts(
+    coll: &Collection,
+    filter_doc: &Document,
+    plan: &Plan,
+    cfg: Parallelism,
+) -> Option<usize> {
+    if serial_only(filter_doc) {
+        return None;
+    }
+    super::parts_for(coll, plan, cfg)
+}
+
+/// The explain tree of a parallel scan: a `PARALLEL` stage over the scan's tree, with the number
+/// of parts and the stage each part runs (merged in part order).
+pub fn explain_tree(parts: usize, per_part: Option<Document>, input: Document) -> Document {
+    let mut d = doc! { "stage": "PARALLEL", "parts": i32::try_from(parts).unwrap_or(i32::MAX) };
+    if let Some(stage) = per_part {
+        d.insert("partialStage", stage);
+    }
+    d.insert("inputStage", input);
+    d
 }
 
 /// What a parallel scan did for a pipeline: the output of stage `at` (the input of the stages
@@ -74,8 +116,7 @@ pub fn run_stage(
     let Some(stage) = pipeline.mergeable_at(at) else {
         return Ok(None);
     };
-    let stage_doc = pipeline.stage_documents().swap_remove(at);
-    if serial_only(filter_doc) || serial_only(&stage_doc) {
+    if stage_parts(coll, pipeline, at, filter_doc, plan, cfg).is_none() {
         return Ok(None);
     }
     let Some(split) = split(coll, plan, cfg)? else {
