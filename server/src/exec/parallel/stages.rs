@@ -172,9 +172,9 @@ fn group(
         coll,
         filter,
         || (g.table(), Held::global(), 0usize),
-        |(table, held, used), doc| {
-            let now = g.fold_part(table, &doc)?;
-            Ok(bound.charge(held, used, now))
+        |(table, held, used), doc| match g.fold_part(table, &doc)? {
+            Some(now) => Ok(bound.charge(held, used, now)),
+            None => Ok(Step::GiveUp),
         },
     )?;
     let Some(parts) = parts else {

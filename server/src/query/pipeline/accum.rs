@@ -323,6 +323,15 @@ impl Acc {
         )
     }
 
+    /// False once `state` can no longer be merged with a later part's (a sum that saw a
+    /// double): a parallel fold gives up at once rather than at the merge.
+    pub fn still_merges(state: &State) -> bool {
+        match state {
+            State::Sum(s) => s.merges(),
+            _ => true,
+        }
+    }
+
     /// Folds `later`, this accumulator's state over a later part of the input (one that saw at
     /// least one document of the group), into `state`. False when the merged state might differ
     /// from one fold over both parts (a sum that cannot be merged exactly, see

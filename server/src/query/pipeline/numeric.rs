@@ -160,6 +160,12 @@ impl NumSum {
         true
     }
 
+    /// False once this sum can no longer merge with another non-empty one (see
+    /// [`NumSum::merge`]): a double was added, int64 overflowed, or an addend was special.
+    pub fn merges(&self) -> bool {
+        self.mergeable && !self.long_overflow && self.width != Width::Double
+    }
+
     /// Adds the addends of `later` (the sum over a later part of the same input) when the result
     /// is certain to equal adding them one by one after this sum's own; false otherwise, and
     /// `self` is then unusable (the caller folds the whole input in one pass instead).

@@ -271,8 +271,13 @@ impl Group {
         self.key_of(raw, &mut t.key)
     }
 
-    /// Folds `raw` into the group of `t.key` (made with `id` when new).
-    fn fold_into(&self, t: &mut GroupTable, raw: &RawDocument, id: Value<'_>) -> CommandResult<()> {
+    /// Folds `raw` into the group of `t.key` (made with `id` when new); returns its slot.
+    fn fold_into(
+        &self,
+        t: &mut GroupTable,
+        raw: &RawDocument,
+        id: Value<'_>,
+    ) -> CommandResult<usize> {
         let slot = match t.index.get(t.key.as_slice()) {
             Some(&i) => i,
             None => {
@@ -286,7 +291,7 @@ impl Group {
             }
         };
         t.used_bytes += self.add(&mut t.groups[slot].1, raw)?;
-        Ok(())
+        Ok(slot)
     }
 
     /// True when a fold over parts of the input can be merged exactly ([`Group::merge_tables`]):
@@ -306,11 +311,14 @@ impl Group {
         }
     }
 
-    /// Folds one document of a part into its table; returns the bytes the table holds.
-    pub fn fold_part(&self, t: &mut GroupTable, raw: &RawDocument) -> CommandResult<usize> {
+    /// Folds one document of a part into its table; returns the bytes the table holds, or
+    /// `None` once the group's state can no longer merge (`Acc::still_merges`: a sum saw a
+    /// double), so the parallel fold gives up early.
+    pub fn fold_part(&self, t: &mut GroupTable, raw: &RawDocument) -> CommandResult<Option<usize>> {
         let id = self.key_in(t, raw)?;
-        self.fold_into(t, raw, id)?;
-        Ok(t.used_bytes)
+        let slot = self.fold_into(t, raw, id)?;
+        let merges = t.groups[slot].1.iter().all(Acc::still_merges);
+        Ok(merges.then_some(t.used_bytes))
     }
 
     /// The tables of consecutive parts of the input, in input order, merged into the table one
