@@ -19,10 +19,7 @@ fn cores() -> usize {
 }
 
 async fn start() -> (Server, mongodb::Client, mongodb::Collection<Document>) {
-    let server = Server::start(
-        BIN,
-        &["--setParameter", "parallelScanMinDocuments=1000"],
-    );
+    let server = Server::start(BIN, &["--setParameter", "parallelScanMinDocuments=1000"]);
     let client = server.client().await;
     let coll = client.database("t").collection::<Document>("c");
     let docs: Vec<Document> = (0..DOCS)
@@ -64,7 +61,11 @@ async fn cursor_plan(db: &mongodb::Database, pipeline: &[Document]) -> Document 
         .await
         .unwrap();
     let stages = e.get_array("stages").unwrap();
-    let cursor = stages[0].as_document().unwrap().get_document("$cursor").unwrap();
+    let cursor = stages[0]
+        .as_document()
+        .unwrap()
+        .get_document("$cursor")
+        .unwrap();
     cursor
         .get_document("queryPlanner")
         .unwrap()
@@ -75,14 +76,19 @@ async fn cursor_plan(db: &mongodb::Database, pipeline: &[Document]) -> Document 
 
 fn pipelines() -> Vec<Vec<Document>> {
     vec![
-        vec![doc! { "$group": { "_id": "$k", "n": { "$sum": 1 }, "s": { "$sum": "$v" },
+        vec![
+            doc! { "$group": { "_id": "$k", "n": { "$sum": 1 }, "s": { "$sum": "$v" },
             "a": { "$avg": "$v" }, "lo": { "$min": "$s" }, "hi": { "$max": "$v" },
-            "f": { "$first": "$_id" }, "l": { "$last": "$_id" } } }],
+            "f": { "$first": "$_id" }, "l": { "$last": "$_id" } } },
+        ],
         vec![
             doc! { "$match": { "t": { "$ne": 2 } } },
             doc! { "$group": { "_id": null, "n": { "$sum": 1 } } },
         ],
-        vec![doc! { "$match": { "k": { "$gt": 3 } } }, doc! { "$count": "n" }],
+        vec![
+            doc! { "$match": { "k": { "$gt": 3 } } },
+            doc! { "$count": "n" },
+        ],
         vec![doc! { "$sort": { "k": -1, "t": 1 } }, doc! { "$limit": 10 }],
         vec![
             doc! { "$group": { "_id": "$t", "c": { "$count": {} } } },
@@ -98,9 +104,17 @@ async fn parallel_and_serial_replies_are_equal() {
     let parallel = cores() > 1;
     for p in pipelines() {
         let plan = cursor_plan(&db, &p).await;
-        assert_eq!(plan.get_str("stage").unwrap() == "PARALLEL", parallel, "{plan}");
+        assert_eq!(
+            plan.get_str("stage").unwrap() == "PARALLEL",
+            parallel,
+            "{plan}"
+        );
         if parallel {
-            assert_eq!(plan.get_i32("parts").unwrap() as usize, cores().min(8), "{plan}");
+            assert_eq!(
+                plan.get_i32("parts").unwrap() as usize,
+                cores().min(8),
+                "{plan}"
+            );
         }
         let on = agg(&coll, &p).await;
         set_threads(&client, 1).await;
@@ -113,16 +127,26 @@ async fn parallel_and_serial_replies_are_equal() {
     }
     let q = doc! { "v": { "$type": "number" }, "t": { "$lt": 3 } };
     let on_docs = coll.count_documents(q.clone()).await.unwrap();
-    let on_count = db.run_command(doc! { "count": "c", "query": q.clone() }).await.unwrap();
+    let on_count = db
+        .run_command(doc! { "count": "c", "query": q.clone() })
+        .await
+        .unwrap();
     let e = db
         .run_command(doc! { "explain": { "count": "c", "query": q.clone() } })
         .await
         .unwrap();
     let count_input = cairn_e2e::winning(&e).get_document("inputStage").unwrap();
-    assert_eq!(count_input.get_str("stage").unwrap() == "PARALLEL", parallel, "{e}");
+    assert_eq!(
+        count_input.get_str("stage").unwrap() == "PARALLEL",
+        parallel,
+        "{e}"
+    );
     set_threads(&client, 1).await;
     let off_docs = coll.count_documents(q.clone()).await.unwrap();
-    let off_count = db.run_command(doc! { "count": "c", "query": q }).await.unwrap();
+    let off_count = db
+        .run_command(doc! { "count": "c", "query": q })
+        .await
+        .unwrap();
     assert_eq!(on_docs, off_docs);
     assert_eq!(on_count, off_count);
     assert!(on_docs > 0);
@@ -142,7 +166,11 @@ async fn max_time_ms_and_kill_op_stop_a_parallel_group() {
     let (_server, client, coll) = start().await;
     let db = client.database("t");
     let plan = cursor_plan(&db, &heavy_group()).await;
-    assert_eq!(plan.get_str("stage").unwrap() == "PARALLEL", cores() > 1, "{plan}");
+    assert_eq!(
+        plan.get_str("stage").unwrap() == "PARALLEL",
+        cores() > 1,
+        "{plan}"
+    );
     let started = Instant::now();
     let r = coll
         .aggregate(heavy_group())
@@ -189,7 +217,10 @@ async fn max_time_ms_and_kill_op_stop_a_parallel_group() {
         .unwrap();
     let e = query.await.unwrap().unwrap_err();
     assert_eq!(error_code(&e), 11601, "{e}");
-    println!("parallel $group, killOp: code 11601 after {:?}", killed.elapsed());
+    println!(
+        "parallel $group, killOp: code 11601 after {:?}",
+        killed.elapsed()
+    );
     assert!(killed.elapsed() < STOP_BOUND);
     // Every helper thread came back: the next heavy-free group still runs (and in parallel).
     let n = agg(&coll, &[doc! { "$count": "n" }]).await;

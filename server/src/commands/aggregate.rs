@@ -2,7 +2,6 @@
 //! through the planner, so indexes serve it), run it on the storage pool, hand `$out`/`$merge`
 //! output to `commands/output.rs`, and return the results through a cursor.
 
-use crate::exec::parallel::stages as parallel;
 use super::args;
 use super::argspec::{self, specs};
 use super::crud_read::{cursor_reply, deadline};
@@ -11,6 +10,7 @@ use crate::cursors::{Cursor, FIRST_BATCH_COUNT_DEFAULT};
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::exec::DocSource;
 use crate::exec::aggregate::{self as driver, Env};
+use crate::exec::parallel::stages as parallel;
 use crate::planner;
 use crate::query::matcher::Filter;
 use crate::query::pipeline::{OutputTarget, ParseContext, Pipeline};
@@ -385,7 +385,10 @@ fn explain_reply(
             match parts {
                 Some(parts) => {
                     let per_part = pipeline.stage_documents().swap_remove(done);
-                    (parallel::explain_tree(parts, Some(per_part), tree), done + 1)
+                    (
+                        parallel::explain_tree(parts, Some(per_part), tree),
+                        done + 1,
+                    )
                 }
                 None => (tree, done),
             }

@@ -39,7 +39,11 @@ pub fn count(
     count_split(&split, coll, filter)
 }
 
-fn count_split(split: &Split, coll: &Arc<Collection>, filter: &Filter) -> CommandResult<Option<u64>> {
+fn count_split(
+    split: &Split,
+    coll: &Arc<Collection>,
+    filter: &Filter,
+) -> CommandResult<Option<u64>> {
     let counts = run_parts(
         split,
         coll,

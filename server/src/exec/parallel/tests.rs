@@ -25,7 +25,11 @@ fn seed() -> u64 {
 }
 
 fn decimal(rng: &mut StdRng) -> Bson {
-    let text = format!("{}.{:02}", rng.random_range(-999..999), rng.random_range(0..100));
+    let text = format!(
+        "{}.{:02}",
+        rng.random_range(-999..999),
+        rng.random_range(0..100)
+    );
     Bson::Decimal128(text.parse::<Decimal128>().expect("decimal"))
 }
 
@@ -108,7 +112,10 @@ fn random_group(rng: &mut StdRng) -> Document {
         bson!({ "$count": {} }),
     ];
     for i in 0..rng.random_range(1..5) {
-        g.insert(format!("a{i}"), accs[rng.random_range(0..accs.len())].clone());
+        g.insert(
+            format!("a{i}"),
+            accs[rng.random_range(0..accs.len())].clone(),
+        );
     }
     doc! { "$group": g }
 }
@@ -198,7 +205,10 @@ fn parallel_pipelines_equal_serial_ones() {
             parallel_runs += usize::from(went_parallel(&coll, &stages, cfg));
         }
     }
-    assert!(parallel_runs > 60, "most runs went parallel ({parallel_runs})");
+    assert!(
+        parallel_runs > 60,
+        "most runs went parallel ({parallel_runs})"
+    );
 }
 
 #[test]
@@ -251,7 +261,10 @@ fn double_sums_and_states_past_the_bound_fall_back_to_serial() {
     };
     let doubles = [doc! { "$group": { "_id": "$k", "s": { "$sum": "$d" } } }];
     assert!(!went_parallel(&coll, &doubles, cfg), "a double sum");
-    assert_eq!(run(&coll, &doubles, cfg), run(&coll, &doubles, Parallelism::SERIAL));
+    assert_eq!(
+        run(&coll, &doubles, cfg),
+        run(&coll, &doubles, Parallelism::SERIAL)
+    );
     let ints = [doc! { "$group": { "_id": "$k", "s": { "$sum": "$i" } } }];
     assert!(went_parallel(&coll, &ints, cfg), "an integer sum");
     // 4000 groups of a few hundred bytes pass a 100 KB bound: serial, which fails with 292.

@@ -41,9 +41,9 @@ use bson::{Bson, Document, RawDocumentBuf};
 use codes::perr;
 use run_context::RunCx;
 pub use stages::GeoNear;
-pub use stages::{Group, GroupTable, Mergeable};
-pub(crate) use stages::TopK;
 use stages::Stage;
+pub(crate) use stages::TopK;
+pub use stages::{Group, GroupTable, Mergeable};
 pub use suspend::{Input, Suspended};
 
 /// A stream of documents flowing between stages.

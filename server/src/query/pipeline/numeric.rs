@@ -619,7 +619,11 @@ mod tests {
             });
             if a.merge(&b) {
                 exact += 1;
-                assert_eq!((a.sum(), a.avg()), (whole.sum(), whole.avg()), "cut {cut}: {values:?}");
+                assert_eq!(
+                    (a.sum(), a.avg()),
+                    (whole.sum(), whole.avg()),
+                    "cut {cut}: {values:?}"
+                );
             }
         }
         exact
@@ -637,16 +641,23 @@ mod tests {
                     2 => Bson::Double(random_double(&mut rng)),
                     3 => Bson::String("x".into()),
                     _ => Bson::Decimal128(
-                        format!("{}.{:02}", rng.random_range(-999..999), rng.random_range(0..100))
-                            .parse()
-                            .expect("decimal"),
+                        format!(
+                            "{}.{:02}",
+                            rng.random_range(-999..999),
+                            rng.random_range(0..100)
+                        )
+                        .parse()
+                        .expect("decimal"),
                     ),
                 })
                 .collect();
             tried += values.len() + 1;
             exact += check_merges(&values);
         }
-        assert!(exact * 4 > tried, "a fair share merges ({exact} of {tried})");
+        assert!(
+            exact * 4 > tried,
+            "a fair share merges ({exact} of {tried})"
+        );
         // Integers and cents always merge; a long overflow or a double never does.
         let ints: Vec<Bson> = (0..50).map(|i| Bson::Int32(i * 7 - 100)).collect();
         assert_eq!(check_merges(&ints), 51);
