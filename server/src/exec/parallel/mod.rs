@@ -191,7 +191,10 @@ pub enum Step {
 
 /// Runs `each` over the matching documents of every range of `split`, each range on its own
 /// thread with its own state from `make`; the states in range order, or `None` when a part
-/// gave up. The first error (in range order) wins.
+/// gave up. A part's error stops the others; the operation's interruption (killOp, maxTimeMS,
+/// a client gone) is returned as such, but any other error gives `None`: the serial scan then
+/// meets the error the serial order meets first (a later part's error may have stopped the
+/// part that holds the earlier one), with its exact message.
 pub fn run_parts<T, M, E>(
     split: &Split,
     coll: &Arc<Collection>,
@@ -242,14 +245,11 @@ where
         }
         out
     });
-    let mut states = Vec::with_capacity(results.len());
-    for r in results {
-        match r? {
-            Some(state) => states.push(state),
-            None => return Ok(None),
-        }
+    if results.iter().any(Result::is_err) {
+        crate::interrupt::check()?;
+        return Ok(None);
     }
-    Ok(Some(states))
+    Ok(results.into_iter().flatten().collect())
 }
 
 /// Reads one range in chunks, handing each matching document to `each`. True when the range

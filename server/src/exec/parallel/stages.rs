@@ -184,7 +184,10 @@ fn group(
     let Some(parts) = parts else {
         return Ok(None);
     };
-    let tables: Vec<GroupTable> = parts.into_iter().map(|(t, _, _)| t).collect();
+    // The parts' charges stay until the output is made (it is then handed on uncharged, as
+    // small as the table it came from).
+    let (tables, _held): (Vec<GroupTable>, Vec<Held>) =
+        parts.into_iter().map(|(t, h, _)| (t, h)).unzip();
     match g.merge_tables(tables) {
         Some(t) => g.table_output(t).map(Some),
         None => Ok(None),

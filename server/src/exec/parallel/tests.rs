@@ -313,3 +313,42 @@ fn ranges_cover_the_record_ids_once() {
         assert_eq!(all, serial, "{parts_max} parts");
     }
 }
+
+#[test]
+fn a_part_error_is_the_serial_scans_first_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine =
+        storage::Engine::open(dir.path(), storage::EngineOptions::default()).expect("open");
+    let coll = engine
+        .create_collection("t", "c", Document::new())
+        .expect("create");
+    // A bad value late in the first half and one early in the second: the second part meets
+    // its error first, but the serial scan's error names the first one.
+    let ops = (0..2000)
+        .map(|i| {
+            let s = match i {
+                990 => "bad-first".to_string(),
+                1001 => "bad-second".to_string(),
+                _ => format!("2020-01-{:02}T00:00:00Z", i % 28 + 1),
+            };
+            let d = doc! { "_id": i, "s": s };
+            storage::WriteOp::Insert(RawDocumentBuf::try_from(&d).expect("encode"))
+        })
+        .collect();
+    coll.write(ops).expect("insert");
+    let stages = [doc! { "$group": { "_id": { "$toDate": "$s" }, "n": { "$sum": 1 } } }];
+    let ctx = ParseContext::new("t", Some("c"), bson::DateTime::from_millis(0));
+    let p = Arc::new(Pipeline::parse(&stages, &ctx).expect("parses"));
+    let error = |cfg| match streamed(&coll, &p, cfg) {
+        Ok(Some(mut s)) => s.next_batch(10, None).expect_err("fails").message,
+        Ok(None) => panic!("not streamed"),
+        Err(e) => e.message,
+    };
+    let serial = error(Parallelism::SERIAL);
+    assert!(serial.contains("bad-first"), "{serial}");
+    let cfg = Parallelism {
+        parts_max: 2,
+        docs_min: 0,
+    };
+    assert_eq!(error(cfg), serial);
+}

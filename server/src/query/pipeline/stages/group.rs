@@ -8,6 +8,11 @@
 //! the sorted documents are folded one group at a time, so each group is folded by exactly one
 //! path, in input order, and no partial accumulator state ever needs merging. The groups
 //! already in memory can still grow (a `$push` into an existing group is not spilled).
+//!
+//! A parallel scan (`exec::parallel`) folds parts of the input into separate tables
+//! ([`GroupTable`]) and merges them in input order ([`Group::merge_tables`]), only for
+//! accumulators whose states merge exactly (`Acc::merges`) and never with spilling: a part that
+//! passes the bound gives up and the serial fold above runs.
 
 use super::{Drain, Stage, spec_doc};
 use crate::error::CommandResult;
