@@ -352,3 +352,41 @@ fn a_part_error_is_the_serial_scans_first_error() {
     };
     assert_eq!(error(cfg), serial);
 }
+
+#[test]
+fn an_interrupted_operation_stops_every_part() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine =
+        storage::Engine::open(dir.path(), storage::EngineOptions::default()).expect("open");
+    let mut rng = StdRng::seed_from_u64(3);
+    let coll = collection(&mut rng, &engine, "c", 3000, false);
+    let plan = Plan::CollScan {
+        direction: Direction::Forward,
+    };
+    let cfg = Parallelism {
+        parts_max: 3,
+        docs_min: 0,
+    };
+    let op = crate::interrupt::Interrupt::default();
+    let _installed = op.install();
+    let split = split(&coll, &plan, cfg).expect("split").expect("parallel");
+    let filter = Filter::parse(&Document::new()).expect("filter");
+    let seen = AtomicUsize::new(0);
+    // The first part to read its 100th document kills the operation; every part must stop.
+    let r = run_parts(
+        &split,
+        &coll,
+        &filter,
+        || 0usize,
+        |n, _| {
+            *n += 1;
+            if seen.fetch_add(1, Relaxed) == 100 {
+                op.interrupt(crate::interrupt::Reason::Killed);
+            }
+            Ok(Step::Go)
+        },
+    );
+    let e = r.err().expect("interrupted");
+    assert_eq!(e.code, crate::error::ErrorCode::Interrupted);
+    assert!(seen.load(Relaxed) < 1000, "parts stopped early");
+}
