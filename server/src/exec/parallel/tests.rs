@@ -386,7 +386,7 @@ fn an_interrupted_operation_stops_every_part() {
             Ok(Step::Go)
         },
     );
-    let e = r.err().expect("interrupted");
+    let e = r.expect_err("interrupted");
     assert_eq!(e.code, crate::error::ErrorCode::Interrupted);
     assert!(seen.load(Relaxed) < 1000, "parts stopped early");
 }
