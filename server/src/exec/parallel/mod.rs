@@ -135,12 +135,15 @@ pub fn parts_for(coll: &Collection, plan: &Plan, cfg: Parallelism) -> Option<usi
             direction: Direction::Forward
         }
     );
-    let eligible = cfg.parts_max >= 2
-        && forward_scan
+    (forward_scan && worth_splitting(coll, cfg)).then_some(cfg.parts_max)
+}
+
+/// The conditions on the collection and the operation alone (cheap: checked before planning).
+pub fn worth_splitting(coll: &Collection, cfg: Parallelism) -> bool {
+    cfg.parts_max >= 2
         && !coll.is_clustered()
         && crate::txn::current().is_none()
-        && coll.count() >= cfg.docs_min.max(2);
-    eligible.then_some(cfg.parts_max)
+        && coll.count() >= cfg.docs_min.max(2)
 }
 
 /// Splits a scan of `coll` by `plan` into RecordId ranges of about equal width, with the

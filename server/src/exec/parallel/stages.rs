@@ -29,6 +29,10 @@ pub fn count(
     filter_doc: &Document,
     cfg: Parallelism,
 ) -> CommandResult<Option<u64>> {
+    // Most counts are of small collections: no second planning for them.
+    if !super::worth_splitting(coll, cfg) {
+        return Ok(None);
+    }
     let choice = planner::choose(coll, filter, filter_doc, None, None);
     if count_parts(coll, filter_doc, &choice.winner, cfg).is_none() {
         return Ok(None);
