@@ -1,7 +1,8 @@
 //! Proves parallel collection scans through the driver: `$group`, `$count`, top-k `$sort` +
 //! `$limit`, `countDocuments` and the `count` command give the same replies with parallel scans
 //! on and off (`parallelScanThreads` 1), explain shows the `PARALLEL` stage only when on, and
-//! maxTimeMS and killOp stop a parallel `$group` with mongod's codes (50, 11601).
+//! maxTimeMS and killOp stop a parallel `$group` with mongod's codes (50, 11601), and a
+//! transaction's `$group` and count see exactly its snapshot and its own writes.
 //! How: a real server process started with `parallelScanMinDocuments` low, 20,000 documents.
 
 use bson::{Bson, Document, doc};
@@ -225,4 +226,56 @@ async fn max_time_ms_and_kill_op_stop_a_parallel_group() {
     // Every helper thread came back: the next heavy-free group still runs (and in parallel).
     let n = agg(&coll, &[doc! { "$count": "n" }]).await;
     assert_eq!(n, vec![doc! { "n": DOCS }]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_transaction_groups_and_counts_what_it_sees() {
+    let server =
+        Server::start_initiated(BIN, &["--setParameter", "parallelScanMinDocuments=1000"]).await;
+    let client = server.client().await;
+    let coll = client.database("t").collection::<Document>("c");
+    let docs: Vec<Document> = (0..5000).map(|i| doc! { "_id": i, "k": i % 3 }).collect();
+    coll.insert_many(docs).await.unwrap();
+    let group = vec![
+        doc! { "$group": { "_id": "$k", "n": { "$sum": 1 } } },
+        doc! { "$sort": { "_id": 1 } },
+    ];
+    let mut s = client.start_session().await.unwrap();
+    s.start_transaction().await.unwrap();
+    coll.insert_one(doc! { "_id": -1, "k": 0 })
+        .session(&mut s)
+        .await
+        .unwrap();
+    coll.delete_one(doc! { "_id": 1 })
+        .session(&mut s)
+        .await
+        .unwrap();
+    // Outside the transaction, a write it cannot see.
+    coll.insert_one(doc! { "_id": 10_000, "k": 2 })
+        .await
+        .unwrap();
+    let mut cursor = coll.aggregate(group.clone()).session(&mut s).await.unwrap();
+    let mut inside = Vec::new();
+    while let Some(d) = cursor.next(&mut s).await {
+        inside.push(d.unwrap());
+    }
+    let expect = vec![
+        doc! { "_id": 0, "n": 1668 },
+        doc! { "_id": 1, "n": 1666 },
+        doc! { "_id": 2, "n": 1666 },
+    ];
+    assert_eq!(inside, expect);
+    let n = coll
+        .count_documents(doc! { "k": { "$gte": 0 } })
+        .session(&mut s)
+        .await
+        .unwrap();
+    assert_eq!(n, 5000);
+    s.commit_transaction().await.unwrap();
+    assert_eq!(
+        coll.count_documents(doc! { "k": { "$gte": 0 } })
+            .await
+            .unwrap(),
+        5001
+    );
 }
