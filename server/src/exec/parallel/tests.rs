@@ -390,3 +390,17 @@ fn an_interrupted_operation_stops_every_part() {
     assert_eq!(e.code, crate::error::ErrorCode::Interrupted);
     assert!(seen.load(Relaxed) < 1000, "parts stopped early");
 }
+
+#[test]
+fn parts_never_pass_the_cores_or_the_bound() {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let one_per_core = Parallelism::new(0, 10);
+    assert_eq!(one_per_core.parts_max, cores.min(PARALLEL_SCAN_PARTS_MAX));
+    assert_eq!(Parallelism::new(1, 10).parts_max, 1, "1: never parallel");
+    assert!(Parallelism::new(1000, 10).parts_max <= cores.min(PARALLEL_SCAN_PARTS_MAX));
+    assert_eq!(Parallelism::new(-3, -1).docs_min, 0);
+    // On one core nothing is split, whatever the parameter says.
+    if cores == 1 {
+        assert_eq!(Parallelism::new(4, 0).parts_max, 1);
+    }
+}
