@@ -25,6 +25,7 @@ mod load;
 mod map_reduce;
 mod offthread;
 mod ops;
+mod parallel_scan;
 mod plancache;
 mod planner;
 mod planner2;

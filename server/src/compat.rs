@@ -219,6 +219,17 @@ const NOTES: &[(&str, &str)] = &[
          fetches or scans documents instead), plans over a collated wildcard index; \
          sort keys are ICU4X's, so the hex differs from mongod's ICU 57 bytes.",
     ),
+    (
+        "Parallel collection scans",
+        "cairn's own (mongod scans on one thread): a forward collection scan of at least \
+         `parallelScanMinDocuments` (50,000) documents that feeds a count, a `$group` of \
+         `$sum`/`$avg`/`$count`/`$min`/`$max`/`$first`/`$last` or a top-k `$sort`+`$limit` is \
+         split into RecordId ranges scanned on up to one thread per core \
+         (`parallelScanThreads`: 0 one per core, 1 never), outside transactions and snapshot \
+         reads. Results, their order and numeric types equal the serial scan's; sums that \
+         could round (any double, integer overflow) run serially. explain shows a `PARALLEL` \
+         stage (`parts`, `partialStage`) inside `$cursor`, or under `COUNT`.",
+    ),
 ];
 
 fn yes_no(ok: bool) -> &'static str {

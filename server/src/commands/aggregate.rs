@@ -10,6 +10,7 @@ use crate::cursors::{Cursor, FIRST_BATCH_COUNT_DEFAULT};
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::exec::DocSource;
 use crate::exec::aggregate::{self as driver, Env};
+use crate::exec::parallel::stages as parallel;
 use crate::planner;
 use crate::query::matcher::Filter;
 use crate::query::pipeline::{OutputTarget, ParseContext, Pipeline};
@@ -171,10 +172,11 @@ pub fn run_spec(state: &ServerState, req: &Request, spec: Spec) -> CommandResult
             shown.as_deref(),
             &pipeline,
             coll.as_ref(),
+            parallelism(state),
         )?));
     }
     if let (Some(c), Some(n)) = (&coll, driver::count_shape(&stages)) {
-        let docs = driver::count_fast(c, &n, deadline)?;
+        let docs = driver::count_fast(c, &n, deadline, parallelism(state))?;
         let ns = format!("{}.{}", req.db, shown.clone().unwrap_or_default());
         return Ok(Ran::Reply(cursor_reply(0, &ns, true, docs)));
     }
@@ -198,7 +200,7 @@ pub fn run_spec(state: &ServerState, req: &Request, spec: Spec) -> CommandResult
     // collections, or has no collection to read, is run to the end here.
     let pipeline = Arc::new(pipeline);
     let streamed = match (&source, &coll) {
-        (None, Some(c)) => driver::streamed(c, &pipeline)?,
+        (None, Some(c)) => driver::streamed(c, &pipeline, parallelism(state))?,
         _ => None,
     };
     let mut source = match streamed {
@@ -227,6 +229,15 @@ pub fn run_spec(state: &ServerState, req: &Request, spec: Spec) -> CommandResult
     };
     let id = state.cursors.insert(cursor)?;
     Ok(Ran::Reply(cursor_reply(id, &ns, true, batch)))
+}
+
+/// How far this server lets a collection scan be split (`parallelScanThreads`,
+/// `parallelScanMinDocuments`; see `exec::parallel`).
+pub fn parallelism(state: &ServerState) -> crate::exec::parallel::Parallelism {
+    crate::exec::parallel::Parallelism::new(
+        state.params.get_i64("parallelScanThreads"),
+        state.params.get_i64("parallelScanMinDocuments"),
+    )
 }
 
 /// Leading stages answered by the command layer (they read server state, not documents).
@@ -340,6 +351,7 @@ fn explain_reply(
     coll: Option<&str>,
     pipeline: &Pipeline,
     c: Option<&Arc<Collection>>,
+    cfg: crate::exec::parallel::Parallelism,
 ) -> CommandResult<Reply> {
     let ns = format!("{db}.{}", coll.unwrap_or("$cmd.aggregate"));
     let filter_doc = driver::scan_filter(pipeline);
@@ -367,7 +379,19 @@ fn explain_reply(
                     .cloned(),
                 ..Default::default()
             };
-            (planner::explain::plan_tree(&choice.winner, &shape), done)
+            let tree = planner::explain::plan_tree(&choice.winner, &shape);
+            // A first stage that merges over a parallel scan runs inside `$cursor`.
+            let parts = parallel::stage_parts(c, pipeline, done, &filter_doc, &choice.winner, cfg);
+            match parts {
+                Some(parts) => {
+                    let per_part = pipeline.stage_documents().swap_remove(done);
+                    (
+                        parallel::explain_tree(parts, Some(per_part), tree),
+                        done + 1,
+                    )
+                }
+                None => (tree, done),
+            }
         }
         _ => (doc! { "stage": "EOF" }, 0),
     };

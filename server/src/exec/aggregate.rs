@@ -327,6 +327,7 @@ fn geo_near_input(
 pub fn streamed(
     coll: &Arc<Collection>,
     pipeline: &Arc<Pipeline>,
+    cfg: super::parallel::Parallelism,
 ) -> CommandResult<Option<super::DocSource>> {
     if pipeline.is_collectionless()
         || pipeline.output_target().is_some()
@@ -342,8 +343,24 @@ pub fn streamed(
     let filter = Filter::parse(&filter_doc)?;
     let choice = planner::choose(coll, &filter, &filter_doc, pipeline.leading_sort(), None);
     let done = stages_done(pipeline, &choice);
-    let scan = ScanState::new(coll.clone(), Arc::new(filter), scan_mode(&choice.winner));
-    let input = super::stream::StreamInput::Scan(Box::new(scan));
+    // The first stage after the scan, run over a parallel scan when it merges exactly; the
+    // rest of the pipeline then reads its output.
+    let parallel = super::parallel::stages::run_stage(
+        coll,
+        pipeline,
+        done,
+        &filter,
+        &filter_doc,
+        &choice.winner,
+        cfg,
+    )?;
+    let (input, done) = match parallel {
+        Some(out) => (super::stream::StreamInput::Docs(out.docs), done + 1),
+        None => {
+            let scan = ScanState::new(coll.clone(), Arc::new(filter), scan_mode(&choice.winner));
+            (super::stream::StreamInput::Scan(Box::new(scan)), done)
+        }
+    };
     Ok(Some(super::DocSource::Pipeline(Box::new(
         super::stream::Streamed::new(pipeline.clone(), done, input),
     ))))
@@ -428,11 +445,14 @@ pub fn count_fast(
     coll: &Arc<Collection>,
     shape: &CountShape,
     deadline: Option<Instant>,
+    cfg: super::parallel::Parallelism,
 ) -> CommandResult<Vec<RawDocumentBuf>> {
     let filter = Filter::parse(&shape.filter)?;
     // A transaction counts what it sees, not what is stored.
     let total = if filter.is_empty() && !crate::txn::active() {
         coll.count()
+    } else if let Some(n) = super::parallel::stages::count(coll, &filter, &shape.filter, cfg)? {
+        n
     } else {
         let mut scan = planned_scan(coll, filter, &shape.filter, None);
         let mut n = 0u64;

@@ -23,7 +23,7 @@ use std::time::Instant;
 use storage::{Collection, Direction, RecordId};
 
 /// Documents read from storage per step of a scan.
-const SCAN_CHUNK_COUNT: usize = 512;
+pub(super) const SCAN_CHUNK_COUNT: usize = 512;
 
 /// Where a scan reads: the collection in RecordId order, or an index plan's intervals.
 pub enum ScanMode {
