@@ -821,6 +821,12 @@ impl Engine {
         }
     }
 
+    /// A durable write on its way (`commit::PendingWriter`): take it when the write starts,
+    /// end it with `PendingWriter::sync_if_idle` once written, so the next sync covers it.
+    pub fn pending_writer(&self) -> crate::commit::PendingWriter {
+        self.inner.shared.commit.pending_writer()
+    }
+
     /// Blocks until everything written so far is durable.
     pub fn flush(&self) -> Result<()> {
         let seq = self.inner.shared.log.last_sequence();

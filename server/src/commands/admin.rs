@@ -222,6 +222,8 @@ fn log_section(g: &storage::CommitStatsSnapshot) -> Document {
         "group commit records per sync (mean)": per_sync(g.batch_records.sum),
         "group commit writers per sync": writers,
         "group commit waiter wake-ups before durable": g.waiter_wakeups_early as i64,
+        "group commit holds for writers on their way that ran out": g.holds_expired as i64,
+        "group commit writers waiting now": g.writers_waiting as i64,
     }
 }
 

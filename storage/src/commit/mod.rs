@@ -8,6 +8,13 @@
 //! - the commit thread, for everyone who waits (`wait_durable*`) while a sync is in flight or
 //!   without leading one: when that sync ends it syncs all of them at once.
 //!
+//! Writers on their way (`PendingWriter`, `pending`: a durable insert between the server
+//! reading it and its sync request) hold the next sync back, so that it covers them too: a
+//! writer leads only when nobody else is on the way, and the commit thread waits for them at
+//! most as long as the last sync took (`GROUP_COMMIT_HOLD_US_MAX` at most). Without this a
+//! closed loop of N clients split into a lone first writer's sync and one for the N-1 behind
+//! it (docs/BENCHMARKS.md, "Group commit: who a sync covers").
+//!
 //! Writes nobody waits for (w: 0, background deletes) are synced by the commit thread within
 //! `UNAWAITED_SYNC_MS`. In periodic mode (`journal_commit_interval_ms`) the thread syncs on that
 //! timer instead, or at once when some ticket asks to wait. A write is acknowledged only after a
@@ -16,9 +23,11 @@
 //! the unsynced bytes from memory, and a successful repair makes them durable and clears the
 //! failure, so waiters that come later are acknowledged again.
 
+mod pending;
 mod stats;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -28,7 +37,9 @@ use tokio::sync::watch;
 use crate::error::{Result, StorageError};
 use crate::log::Log;
 
-use crate::limits::UNAWAITED_SYNC_MS;
+use crate::limits::{GROUP_COMMIT_HOLD_US_MAX, UNAWAITED_SYNC_MS};
+
+pub use pending::PendingWriter;
 
 pub use stats::CommitStatsSnapshot;
 use stats::{CommitStats, Leader};
@@ -88,6 +99,10 @@ struct State {
     /// the writers-per-sync statistics when a sync covers them. Bounded by the writers waiting
     /// at once (a cancelled async wait leaves its entry until the next sync removes it).
     waiting: BTreeMap<u64, u32>,
+    /// Writers on their way (live `PendingWriter`s).
+    pending: usize,
+    /// Until when the commit thread holds a requested sync back for writers on their way.
+    hold_until: Option<Instant>,
     failed: Option<Failure>,
     shutdown: bool,
     /// The commit thread has exited; nothing more becomes durable.
@@ -101,6 +116,10 @@ pub(crate) struct Commit {
     cond: Condvar,
     watch: watch::Sender<Durable>,
     stats: CommitStats,
+    /// How long the last fdatasync took (µs): the longest the thread holds a sync back.
+    last_sync_us: AtomicU64,
+    /// Tests fix the hold (µs; 0: the rule above) to order events without timing them.
+    hold_fixed_us: AtomicU64,
 }
 
 impl Commit {
@@ -125,6 +144,8 @@ impl Commit {
             cond: Condvar::new(),
             watch,
             stats: CommitStats::new(),
+            last_sync_us: AtomicU64::new(0),
+            hold_fixed_us: AtomicU64::new(0),
         });
         let weak = Arc::downgrade(&commit);
         commit.log.set_on_repair(Box::new(move |seq| {
@@ -161,11 +182,18 @@ impl Commit {
         if st.durable < sequence {
             *st.waiting.entry(sequence).or_default() += 1;
         }
-        if st.requested < sequence {
-            st.requested = sequence;
-            if !st.syncing {
-                self.cond.notify_all();
-            }
+        self.ask(&mut st, sequence);
+    }
+
+    /// Raises `requested` to `sequence` and wakes the commit thread when it has something to
+    /// start: the first request since the last sync (it then syncs, or holds for writers on
+    /// their way with a timeout), or the last writer on the way arrived. Later requests need no
+    /// wake-up: the thread is holding, or a sync is in flight whose end looks again.
+    fn ask(&self, st: &mut State, sequence: u64) {
+        let first = st.requested <= st.durable;
+        st.requested = st.requested.max(sequence);
+        if st.requested > st.durable && !st.syncing && (first || st.pending == 0) {
+            self.cond.notify_all();
         }
     }
 
@@ -218,9 +246,9 @@ impl Commit {
         self.stats.sync_started(leader);
         let started = std::time::Instant::now();
         let outcome = self.log.sync_all();
-        self.stats
-            .sync_us
-            .record(started.elapsed().as_micros() as u64);
+        let took_us = started.elapsed().as_micros() as u64;
+        self.stats.sync_us.record(took_us);
+        self.last_sync_us.store(took_us, Relaxed);
         outcome
     }
 
@@ -229,6 +257,8 @@ impl Commit {
     /// sync was a writer's own (it waited without being registered), else 0.
     fn publish(&self, st: &mut State, outcome: Result<u64>, leader: u64) {
         st.syncing = false;
+        // A hold is for the sync after this one, measured from when that one is asked for.
+        st.hold_until = None;
         match outcome {
             Ok(seq) => {
                 let writers = covered_writers(st, seq) + leader;
@@ -284,8 +314,20 @@ impl Commit {
             // waiters asking again do not spin the thread.
             let urgent = (st.requested > st.durable || st.shutdown) && st.failed.is_none();
             if pending && urgent && !st.syncing {
-                st.syncing = true;
-                return Some(Leader::Requested);
+                match self.hold(&mut st) {
+                    None => {
+                        st.syncing = true;
+                        return Some(Leader::Requested);
+                    }
+                    Some(left) => {
+                        let (g, _) = self
+                            .cond
+                            .wait_timeout(st, left)
+                            .unwrap_or_else(|p| p.into_inner());
+                        st = g;
+                        continue;
+                    }
+                }
             }
             if st.shutdown && !pending && !st.syncing {
                 return None;
@@ -306,18 +348,51 @@ impl Commit {
         }
     }
 
-    /// The writer's own sync: when nothing is durable up to `sequence` yet and no sync is in
-    /// flight, fdatasync now on this thread; otherwise ask for one and return at once.
-    fn sync_if_idle(&self, sequence: u64) -> Result<()> {
+    /// How much longer a requested sync waits for writers on their way (None: sync now): the
+    /// hold starts at the first look and lasts the last sync's duration, capped.
+    fn hold(&self, st: &mut State) -> Option<Duration> {
+        if st.pending == 0 || st.shutdown {
+            st.hold_until = None;
+            return None;
+        }
+        let now = Instant::now();
+        let hold_us = match self.hold_fixed_us.load(Relaxed) {
+            0 => self
+                .last_sync_us
+                .load(Relaxed)
+                .min(GROUP_COMMIT_HOLD_US_MAX),
+            fixed => fixed,
+        };
+        let until = *st
+            .hold_until
+            .get_or_insert_with(|| now + Duration::from_micros(hold_us));
+        if now >= until {
+            self.stats.hold_expired();
+            st.hold_until = None;
+            return None;
+        }
+        Some(until - now)
+    }
+
+    /// The writer's own sync: when nothing is durable up to `sequence` yet, no sync is in
+    /// flight and no other writer is on its way, fdatasync now on this thread; otherwise ask
+    /// for one and return at once. `arriving`: the caller was one of the writers on the way.
+    fn sync_if_idle(&self, sequence: u64, arriving: bool) -> Result<()> {
         let mut st = self.state();
+        if arriving {
+            st.pending = st.pending.saturating_sub(1);
+        }
         if st.durable >= sequence {
+            self.ask(&mut st, 0);
             return Ok(());
         }
         if let Some(f) = &st.failed {
             return Err(f.error());
         }
-        if st.syncing || st.stopped {
-            st.requested = st.requested.max(sequence);
+        if st.syncing || st.stopped || st.pending > 0 {
+            // The sync in flight is followed by one for this write; writers on their way will
+            // ask too, and the last of them (or the thread when its hold ends) syncs for all.
+            self.ask(&mut st, sequence);
             return Ok(());
         }
         st.syncing = true;
@@ -443,7 +518,7 @@ impl Ticket {
     /// when it is durable (at once in the first case). Periodic mode's timer is bypassed, so
     /// call it only for writes that will be waited for.
     pub fn sync_if_idle(&self) -> Result<()> {
-        self.commit.sync_if_idle(self.sequence)
+        self.commit.sync_if_idle(self.sequence, false)
     }
 
     /// Whether the write is durable already.

@@ -29,6 +29,8 @@ pub(crate) struct CommitStats {
     writers_covered: AtomicU64,
     /// Times an async waiter was woken before its write was durable (or failed): wasted polls.
     waiter_wakeups_early: AtomicU64,
+    /// Holds for writers on their way that ended by their timeout rather than by arrivals.
+    holds_expired: AtomicU64,
     /// fdatasync durations (µs).
     pub sync_us: Histogram,
     /// Log records made durable per successful sync.
@@ -47,6 +49,7 @@ pub struct CommitStatsSnapshot {
     /// Writers made durable by syncs (summed over `batch_writers`).
     pub writers_covered: u64,
     pub waiter_wakeups_early: u64,
+    pub holds_expired: u64,
     /// Writers waiting for a sync now.
     pub writers_waiting: u64,
     pub sync_us: HistogramSnapshot,
@@ -70,6 +73,7 @@ impl CommitStats {
             syncs_failed: AtomicU64::new(0),
             writers_covered: AtomicU64::new(0),
             waiter_wakeups_early: AtomicU64::new(0),
+            holds_expired: AtomicU64::new(0),
             sync_us: Histogram::new(SYNC_US_BOUNDS),
             batch_records: Histogram::new(BATCH_RECORDS_BOUNDS),
             batch_writers: Histogram::new(WRITERS_BOUNDS),
@@ -99,6 +103,10 @@ impl CommitStats {
         self.writers_covered.fetch_add(writers, Relaxed);
     }
 
+    pub fn hold_expired(&self) {
+        self.holds_expired.fetch_add(1, Relaxed);
+    }
+
     pub fn woken_early(&self) {
         self.waiter_wakeups_early.fetch_add(1, Relaxed);
     }
@@ -111,6 +119,7 @@ impl CommitStats {
             syncs_failed: self.syncs_failed.load(Relaxed),
             writers_covered: self.writers_covered.load(Relaxed),
             waiter_wakeups_early: self.waiter_wakeups_early.load(Relaxed),
+            holds_expired: self.holds_expired.load(Relaxed),
             writers_waiting: 0,
             sync_us: self.sync_us.snapshot(),
             batch_records: self.batch_records.snapshot(),

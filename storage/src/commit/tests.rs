@@ -107,6 +107,8 @@ mod counted {
     use crate::sim::SimBackend;
     use std::collections::BTreeMap;
     use std::sync::Arc;
+    use std::sync::atomic::Ordering::Relaxed;
+    use std::time::Duration;
 
     struct Rig {
         sim: SimBackend,
@@ -115,11 +117,24 @@ mod counted {
     }
 
     fn rig() -> Rig {
+        rig_with(None)
+    }
+
+    /// `interval`: periodic mode's timer (a long one keeps the timer out of a test).
+    fn rig_with(interval: Option<Duration>) -> Rig {
         let sim = SimBackend::new();
         let log = Log::open(Arc::new(sim.clone()), 1 << 20, BTreeMap::new(), None, 0);
         let log = Arc::new(log.expect("log"));
-        let (commit, _thread) = Commit::start(log.clone(), None, 0).expect("commit");
+        let (commit, _thread) = Commit::start(log.clone(), interval, 0).expect("commit");
         Rig { sim, log, commit }
+    }
+
+    /// A rig whose commit thread holds a requested sync for writers on their way until they
+    /// all arrived (an hour's hold) and whose timer never fires within a test.
+    fn holding_rig() -> Rig {
+        let r = rig_with(Some(Duration::from_secs(3600)));
+        r.commit.hold_fixed_us.store(3_600_000_000, Relaxed);
+        r
     }
 
     impl Rig {
@@ -240,5 +255,54 @@ mod counted {
         let st = r.commit.stats();
         assert_eq!(st.syncs_failed, 1);
         assert_eq!(st.writers_waiting, 0);
+    }
+
+    #[test]
+    fn a_writer_on_its_way_holds_the_sync_and_the_last_arrival_syncs_for_all() {
+        let r = holding_rig();
+        let on_way = r.commit.pending_writer();
+        let first = r.commit.pending_writer();
+        let a = r.append();
+        first.sync_if_idle(&a).expect("ask");
+        assert!(!a.is_durable(), "another writer is on its way: no sync yet");
+        assert_eq!(r.commit.stats().syncs(), 0);
+        let b = r.append();
+        on_way.sync_if_idle(&b).expect("sync");
+        assert!(a.is_durable() && b.is_durable());
+        let st = r.commit.stats();
+        assert_eq!(
+            (st.syncs(), st.syncs_by_writer),
+            (1, 1),
+            "one sync, by the last arrival"
+        );
+        assert_eq!(st.batch_records.sum, 2);
+    }
+
+    #[test]
+    fn a_writer_that_gives_up_on_its_way_releases_the_held_sync() {
+        let r = holding_rig();
+        let on_way = r.commit.pending_writer();
+        let a = r.append();
+        a.sync_if_idle().expect("ask");
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| a.wait_durable_blocking());
+            r.until_waiting(1);
+            assert_eq!(r.commit.stats().syncs(), 0);
+            drop(on_way);
+            waiter.join().expect("waiter").expect("durable");
+        });
+        assert_eq!(r.commit.stats().syncs_requested, 1);
+    }
+
+    #[test]
+    fn a_writer_that_never_arrives_delays_a_sync_only_by_the_hold() {
+        let r = rig();
+        let _never = r.commit.pending_writer();
+        let a = r.append();
+        a.sync_if_idle().expect("ask");
+        a.wait_durable_blocking()
+            .expect("durable once the hold ends");
+        let st = r.commit.stats();
+        assert!(st.holds_expired >= 1 || st.syncs_by_timer >= 1);
     }
 }
