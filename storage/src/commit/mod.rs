@@ -37,7 +37,7 @@ use tokio::sync::watch;
 use crate::error::{Result, StorageError};
 use crate::log::Log;
 
-use crate::limits::{GROUP_COMMIT_HOLD_US_MAX, UNAWAITED_SYNC_MS};
+use crate::limits::{GROUP_COMMIT_HOLD_BACKOFF_MAX, GROUP_COMMIT_HOLD_US_MAX, UNAWAITED_SYNC_MS};
 
 pub use pending::PendingWriter;
 
@@ -103,6 +103,12 @@ struct State {
     pending: usize,
     /// Until when the commit thread holds a requested sync back for writers on their way.
     hold_until: Option<Instant>,
+    /// Holds still to skip, and how many the next expired hold makes us skip: a hold that
+    /// ran out means writers arrive spread out, not in a burst, and holding only idles the
+    /// disk; after `hold_backoff` skipped holds we try again (doubling while they keep
+    /// running out, reset when a hold ends by arrivals).
+    hold_skip: u32,
+    hold_backoff: u32,
     failed: Option<Failure>,
     shutdown: bool,
     /// The commit thread has exited; nothing more becomes durable.
@@ -257,8 +263,11 @@ impl Commit {
     /// sync was a writer's own (it waited without being registered), else 0.
     fn publish(&self, st: &mut State, outcome: Result<u64>, leader: u64) {
         st.syncing = false;
-        // A hold is for the sync after this one, measured from when that one is asked for.
-        st.hold_until = None;
+        // A hold still set when its sync ran ended by arrivals (an expired one is cleared):
+        // holding pays here. The next hold is measured from when the next sync is asked for.
+        if st.hold_until.take().is_some() {
+            st.hold_backoff = 0;
+        }
         match outcome {
             Ok(seq) => {
                 let writers = covered_writers(st, seq) + leader;
@@ -351,8 +360,7 @@ impl Commit {
     /// How much longer a requested sync waits for writers on their way (None: sync now): the
     /// hold starts at the first look and lasts the last sync's duration, capped.
     fn hold(&self, st: &mut State) -> Option<Duration> {
-        if st.pending == 0 || st.shutdown {
-            st.hold_until = None;
+        if st.pending == 0 || st.shutdown || Self::skip_hold(st) {
             return None;
         }
         let now = Instant::now();
@@ -369,9 +377,20 @@ impl Commit {
         if now >= until {
             self.stats.hold_expired();
             st.hold_until = None;
+            st.hold_backoff = (st.hold_backoff * 2).clamp(1, GROUP_COMMIT_HOLD_BACKOFF_MAX);
+            st.hold_skip = st.hold_backoff;
             return None;
         }
         Some(until - now)
+    }
+
+    /// Whether holds are in their backoff (see `State::hold_skip`); counts one skipped.
+    fn skip_hold(st: &mut State) -> bool {
+        if st.hold_skip == 0 || st.hold_until.is_some() {
+            return false;
+        }
+        st.hold_skip -= 1;
+        true
     }
 
     /// The writer's own sync: when nothing is durable up to `sequence` yet, no sync is in
@@ -389,7 +408,8 @@ impl Commit {
         if let Some(f) = &st.failed {
             return Err(f.error());
         }
-        if st.syncing || st.stopped || st.pending > 0 {
+        let hold = st.pending > 0 && !Self::skip_hold(&mut st);
+        if st.syncing || st.stopped || hold {
             // The sync in flight is followed by one for this write; writers on their way will
             // ask too, and the last of them (or the thread when its hold ends) syncs for all.
             self.ask(&mut st, sequence);

@@ -305,4 +305,23 @@ mod counted {
         let st = r.commit.stats();
         assert!(st.holds_expired >= 1 || st.syncs_by_timer >= 1);
     }
+
+    #[test]
+    fn after_a_hold_runs_out_the_next_writer_syncs_without_holding() {
+        let r = rig();
+        r.commit.hold_fixed_us.store(1, Relaxed);
+        let _never = r.commit.pending_writer();
+        let a = r.append();
+        a.sync_if_idle().expect("ask");
+        a.wait_durable_blocking()
+            .expect("durable once the hold ran out");
+        assert_eq!(r.commit.stats().holds_expired, 1);
+        let b = r.append();
+        b.sync_if_idle().expect("sync");
+        assert!(
+            b.is_durable(),
+            "holds are in their backoff: the writer syncs itself"
+        );
+        assert_eq!(r.commit.stats().syncs_by_writer, 1);
+    }
 }
