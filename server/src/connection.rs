@@ -227,6 +227,21 @@ struct Exhaust {
     last_response_id: i32,
 }
 
+/// One whole request frame in, its reply frame out (`None`: no reply is due, or the frame
+/// closes the connection): the way a request's bytes travel from the socket's read buffer to the
+/// socket's write, without the socket. `benches/copies.rs` measures the copies on this path.
+pub async fn answer_frame(
+    state: &Arc<ServerState>,
+    info: &mut ConnectionInfo,
+    frame: BytesMut,
+) -> Option<Vec<u8>> {
+    let message = wire::decode(&frame).ok()?;
+    match handle(state, info, message, Interrupt::default()).await {
+        Ok(Some((bytes, _))) => Some(bytes),
+        _ => None,
+    }
+}
+
 /// Handle one message; `Ok(None)` means no reply is due (moreToCome).
 async fn handle(
     state: &Arc<ServerState>,
