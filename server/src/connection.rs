@@ -320,6 +320,11 @@ async fn handle_msg(
         match &mut reply {
             Reply::Doc(d) => crate::clock::decorate_doc(state, d),
             Reply::Raw(r) => crate::clock::decorate_raw(state, r),
+            Reply::Cursor(c) => {
+                let mut gossip = RawDocumentBuf::new();
+                crate::clock::decorate_raw(state, &mut gossip);
+                c.trailer = Some(gossip);
+            }
             Reply::Close => {}
         }
     }
@@ -453,6 +458,14 @@ fn encode_reply_with_id(
     compressor: Option<Compressor>,
     flags: u32,
 ) -> Result<Vec<u8>, End> {
+    if let Reply::Cursor(batch) = reply {
+        // The documents go from the batch straight into a frame sized for the whole reply.
+        let mut w = wire::MsgWriter::with_capacity(id, response_to, flags, batch.frame_bytes());
+        batch.write_into(w.body());
+        return w
+            .finish(compressor)
+            .map_err(|e| End::Malformed(e.to_string()));
+    }
     let body = reply_bytes(reply).map_err(|e| End::Malformed(e.to_string()))?;
     let out = OpMsg {
         flags,
@@ -638,6 +651,7 @@ fn reply_bytes(reply: Reply) -> Result<RawDocumentBuf, bson::error::Error> {
     match reply {
         Reply::Doc(d) => RawDocumentBuf::try_from(&d),
         Reply::Raw(r) => Ok(r),
+        Reply::Cursor(c) => Ok(c.to_raw()),
         Reply::Close => Ok(RawDocumentBuf::new()),
     }
 }

@@ -520,7 +520,9 @@ impl Collection {
     ) -> Result<Vec<Planned>> {
         let mut next_rid = st.next_record_id;
         // Documents changed earlier in this batch (None = deleted), so later ops see them.
-        let mut in_batch: HashMap<RecordId, Option<RawDocumentBuf>> = HashMap::new();
+        // Borrowed from `ops` (no copy of each new document); an old version read from the
+        // log is owned.
+        let mut in_batch: HashMap<RecordId, Option<&RawDocument>> = HashMap::new();
         let mut out = Vec::with_capacity(ops.len());
         // Pre-images only describe stamped batches (the history is what reads them).
         let pre_images = stamp.is_some() && self.keeps_pre_images();
@@ -534,12 +536,12 @@ impl Collection {
                 WriteOp::Delete(rid) => (*rid, None),
             };
             let first = !in_batch.contains_key(&rid);
-            let old = match (in_batch.get(&rid), op) {
-                (Some(d), _) => d.clone(),
+            let old: Option<std::borrow::Cow<'_, RawDocument>> = match (in_batch.get(&rid), op) {
+                (Some(d), _) => d.map(std::borrow::Cow::Borrowed),
                 // A new RecordId has no earlier version: no tree lookup.
                 (None, WriteOp::Insert(_)) => None,
                 (None, _) => match st.loc(self.pager(), rid)? {
-                    Some(loc) => Some(self.shared.log.read_document(loc)?),
+                    Some(loc) => Some(std::borrow::Cow::Owned(self.shared.log.read_document(loc)?)),
                     None => None,
                 },
             };
@@ -547,7 +549,7 @@ impl Collection {
                 return Err(StorageError::RecordNotFound(rid));
             }
             if let Some(b) = befores.as_deref_mut().filter(|_| first) {
-                b.push((rid, old.clone().map(Arc::new)));
+                b.push((rid, old.as_ref().map(|o| Arc::new(o.as_ref().to_owned()))));
             }
             let old_ref = old.as_deref();
             let new_ref = new.map(|d| &**d);
@@ -593,7 +595,7 @@ impl Collection {
                 }),
                 _ => None,
             };
-            in_batch.insert(rid, new.cloned());
+            in_batch.insert(rid, new.map(|d| &**d));
             out.push(Planned {
                 rid,
                 doc_size: new.map(|d| d.as_bytes().len() as u32),

@@ -303,21 +303,54 @@ fn check_shape(raw: &bson::RawDocument) -> CommandResult<()> {
 }
 
 /// A document ready to store: `_id` present (generated when missing) and first, size checked.
+/// A document whose `_id` is already first is kept as it is; otherwise the document is built
+/// again in one pass, `_id` first and every other element copied as its bytes (never decoded,
+/// so repeated field names survive, as in mongod).
 pub fn prepare_for_storage(raw: RawDocumentBuf) -> CommandResult<RawDocumentBuf> {
     check_shape(&raw)?;
-    // Fast path: `_id` already first; no decode needed.
-    if let Some(Ok((key, value))) = raw.iter().next()
-        && key == "_id"
-    {
-        let id = Bson::try_from(value).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
-        check_id(&id)?;
-        check_size(&raw)?;
-        return Ok(raw);
+    let bad = |e: bson::error::Error| err(ErrorCode::InvalidBSON, e.to_string());
+    let mut found = None;
+    for (n, elem) in raw.iter().enumerate() {
+        let (key, value) = elem.map_err(bad)?;
+        if key == "_id" {
+            found = Some((n, value));
+            break;
+        }
     }
-    let doc =
-        Document::try_from(raw.as_ref()).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
-    prepare_document(doc)
+    if let Some((n, value)) = found {
+        check_id(&Bson::try_from(value).map_err(bad)?)?;
+        if n == 0 {
+            check_size(&raw)?;
+            return Ok(raw);
+        }
+    }
+    let generated;
+    let id = match found {
+        Some((_, value)) => value,
+        None => {
+            generated = bson::oid::ObjectId::new();
+            bson::RawBsonRef::ObjectId(generated)
+        }
+    };
+    // Room for the whole result up front: the appends below never move the buffer.
+    let mut bytes = Vec::with_capacity(raw.as_bytes().len() + PREPENDED_ID_BYTES_MAX);
+    bytes.extend_from_slice(&EMPTY_DOCUMENT);
+    let mut out = RawDocumentBuf::from_bytes(bytes).map_err(bad)?;
+    out.append(bson::cstr!("_id"), id);
+    for elem in raw.iter() {
+        let (key, value) = elem.map_err(bad)?;
+        if key != "_id" {
+            out.append(key, value);
+        }
+    }
+    check_size(&out)?;
+    Ok(out)
 }
+
+/// An empty BSON document: its length (5) and the terminating zero.
+const EMPTY_DOCUMENT: [u8; 5] = [5, 0, 0, 0, 0];
+/// A generated `_id` element: type, "_id\0", a 12-byte ObjectId.
+const PREPENDED_ID_BYTES_MAX: usize = 1 + 4 + 12;
 
 pub fn prepare_document(mut doc: Document) -> CommandResult<RawDocumentBuf> {
     let id = doc
@@ -418,7 +451,10 @@ pub(super) fn insert_group(
     ordered: bool,
     out: &mut WriteOutcome,
 ) {
-    if docs.is_empty() {
+    if docs.len() <= 1 {
+        // One document: the batch would be the same single write as the fallback below, so
+        // it is written once, without keeping a copy for a second try.
+        insert_each(coll, db, name, docs, ordered, out);
         return;
     }
     let ops: Vec<WriteOp> = docs
@@ -430,6 +466,18 @@ pub(super) fn insert_group(
         out.keep(t);
         return;
     }
+    insert_each(coll, db, name, docs, ordered, out);
+}
+
+/// Insert documents one write each, each failure reported at its own index.
+fn insert_each(
+    coll: &Arc<Collection>,
+    db: &str,
+    name: &str,
+    docs: Vec<(usize, RawDocumentBuf)>,
+    ordered: bool,
+    out: &mut WriteOutcome,
+) {
     for (i, d) in docs {
         match crate::txn::write(coll, vec![WriteOp::Insert(d)]) {
             Ok(t) => {

@@ -9,6 +9,7 @@ pub mod args;
 pub mod argspec;
 pub mod auth;
 pub mod authz;
+pub mod batch;
 pub mod bulk_write;
 pub mod capped;
 pub mod change_ddl;
@@ -96,6 +97,8 @@ pub struct Request {
 pub enum Reply {
     Doc(Document),
     Raw(RawDocumentBuf),
+    /// A cursor batch, written straight into the reply frame (see `batch`).
+    Cursor(batch::CursorBatch),
     /// Send nothing and close the connection (the `shutdown` command).
     Close,
 }
@@ -643,6 +646,7 @@ impl crate::sessions::Storable for Reply {
         match self {
             Reply::Doc(d) => Some(d.clone()),
             Reply::Raw(r) => Document::try_from(r.as_ref()).ok(),
+            Reply::Cursor(c) => Document::try_from(c.to_raw().as_ref()).ok(),
             Reply::Close => None,
         }
     }

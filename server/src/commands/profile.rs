@@ -254,6 +254,7 @@ pub(crate) fn reply_document(result: &CommandResult<Reply>) -> Option<Document> 
     match result {
         Ok(Reply::Doc(d)) => Some(d.clone()),
         Ok(Reply::Raw(r)) => Document::try_from(r.as_ref()).ok(),
+        Ok(Reply::Cursor(c)) => Document::try_from(c.to_raw().as_ref()).ok(),
         _ => None,
     }
 }
