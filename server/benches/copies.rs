@@ -41,7 +41,7 @@ fn frame(body: bson::Document, docs: Vec<RawDocumentBuf>) -> BytesMut {
     if !docs.is_empty() {
         msg.sequences.push(wire::DocumentSequence {
             identifier: "documents".into(),
-            documents: docs.into(),
+            documents: docs.into_iter().map(Into::into).collect(),
         });
     }
     BytesMut::from(&wire::encode_msg(1, 0, &msg, None).expect("frame")[..])

@@ -108,10 +108,11 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         match wire::frame_length(&buf) {
             Err(e) => return End::Malformed(e.to_string()),
             Ok(Some(len)) if buf.len() >= len => {
-                let frame = buf.split_to(len);
+                // Frozen, not copied: the message's document sequences are slices of it.
+                let frame = buf.split_to(len).freeze();
                 state.network.bytes_in.fetch_add(len as u64, Relaxed);
                 state.network.num_requests.fetch_add(1, Relaxed);
-                let message = match wire::decode(&frame) {
+                let message = match wire::decode_shared(frame.clone()) {
                     Ok(m) => m,
                     Err(e) if !e.closes_connection() => {
                         // mongod answers these (a well-framed OP_MSG with bad sections) with an error.
@@ -235,7 +236,7 @@ pub async fn answer_frame(
     info: &mut ConnectionInfo,
     frame: BytesMut,
 ) -> Option<Vec<u8>> {
-    let message = wire::decode(&frame).ok()?;
+    let message = wire::decode_shared(frame.freeze()).ok()?;
     match handle(state, info, message, Interrupt::default()).await {
         Ok(Some((bytes, _))) => Some(bytes),
         _ => None,

@@ -636,7 +636,7 @@ impl Txn {
         &self,
         w: &NsWrites,
         staged: &[(RecordId, Option<Pending>)],
-        d: &RawDocumentBuf,
+        d: &bson::RawDocument,
     ) -> storage::Result<()> {
         let Ok(Some(id)) = d.get("_id") else {
             return Ok(());
@@ -704,8 +704,9 @@ impl Txn {
                 WriteOp::Insert(d) => {
                     self.check_new_id(w, &staged, &d)?;
                     next_insert += 1;
+                    // Kept until the commit: owned (a borrowed document is copied here).
                     let p = Pending {
-                        doc: Some(d),
+                        doc: Some(d.into_owned()),
                         by_operators: false,
                     };
                     (next_insert - 1, Some(p))
@@ -788,7 +789,7 @@ impl Txn {
     pub fn commit(
         &self,
         note: bson::Document,
-        record: Option<(Arc<Collection>, WriteOp)>,
+        record: Option<(Arc<Collection>, WriteOp<'static>)>,
     ) -> storage::Result<Option<Ticket>> {
         let writes = std::mem::take(&mut *lock(&self.writes));
         let parts: Vec<(Arc<Collection>, Vec<WriteOp>)> = writes
@@ -798,7 +799,7 @@ impl Txn {
                     .pending
                     .into_iter()
                     .filter_map(|(rid, p)| match (rid >= INSERT_RID_BASE, p.doc) {
-                        (true, Some(d)) => Some(WriteOp::Insert(d)),
+                        (true, Some(d)) => Some(WriteOp::Insert(d.into())),
                         (true, None) => None,
                         (false, None) => Some(WriteOp::Delete(rid)),
                         (false, Some(d)) if p.by_operators => Some(WriteOp::Update(rid, d)),

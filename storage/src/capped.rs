@@ -91,12 +91,12 @@ impl Oldest<'_> {
 
 /// `ops` with the deletes that keep the collection inside `limits` added after the inserts
 /// that need them; the flag says which ops are the caller's.
-pub(crate) fn with_trims(
+pub(crate) fn with_trims<'a>(
     st: &CollState,
     pager: &Pager,
     limits: CappedLimits,
-    ops: Vec<WriteOp>,
-) -> Result<Vec<(WriteOp, bool)>> {
+    ops: Vec<WriteOp<'a>>,
+) -> Result<Vec<(WriteOp<'a>, bool)>> {
     if !ops.iter().any(|o| matches!(o, WriteOp::Insert(_))) {
         return Ok(ops.into_iter().map(|o| (o, true)).collect());
     }

@@ -9,6 +9,7 @@
 //! Every structure that grows with the data is a paged tree: the count, the data size and the
 //! index specs are all the collection keeps in memory.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -29,16 +30,28 @@ pub(crate) use crate::write::{StampDraft, write_across};
 /// A document's id inside its collection: increasing, never reused.
 pub type RecordId = u64;
 
-/// One operation of an atomic write.
+/// One operation of an atomic write. An inserted document may be borrowed (`'a`): a server
+/// inserting straight from a request's bytes then copies it once, into the log.
 #[derive(Clone, Debug)]
-pub enum WriteOp {
-    Insert(RawDocumentBuf),
+pub enum WriteOp<'a> {
+    Insert(Cow<'a, RawDocument>),
     /// A new version of the whole document (the client replaced it).
     Replace(RecordId, RawDocumentBuf),
     /// A new version made by update operators: stored as `Replace`, but a stamped history
     /// records the diff from the old version.
     Update(RecordId, RawDocumentBuf),
     Delete(RecordId),
+}
+
+impl WriteOp<'_> {
+    /// The document the op stores (none for a delete).
+    pub fn document(&self) -> Option<&RawDocument> {
+        match self {
+            WriteOp::Insert(d) => Some(d),
+            WriteOp::Replace(_, d) | WriteOp::Update(_, d) => Some(d),
+            WriteOp::Delete(_) => None,
+        }
+    }
 }
 
 /// Scan order.
@@ -527,21 +540,21 @@ impl Collection {
         // Pre-images only describe stamped batches (the history is what reads them).
         let pre_images = stamp.is_some() && self.keeps_pre_images();
         for op in ops {
-            let (rid, new) = match op {
-                WriteOp::Insert(d) => {
+            let rid = match op {
+                WriteOp::Insert(_) => {
                     next_rid += 1;
-                    (next_rid - 1, Some(d))
+                    next_rid - 1
                 }
-                WriteOp::Replace(rid, d) | WriteOp::Update(rid, d) => (*rid, Some(d)),
-                WriteOp::Delete(rid) => (*rid, None),
+                WriteOp::Replace(rid, _) | WriteOp::Update(rid, _) | WriteOp::Delete(rid) => *rid,
             };
+            let new = op.document();
             let first = !in_batch.contains_key(&rid);
-            let old: Option<std::borrow::Cow<'_, RawDocument>> = match (in_batch.get(&rid), op) {
-                (Some(d), _) => d.map(std::borrow::Cow::Borrowed),
+            let old: Option<Cow<'_, RawDocument>> = match (in_batch.get(&rid), op) {
+                (Some(d), _) => d.map(Cow::Borrowed),
                 // A new RecordId has no earlier version: no tree lookup.
                 (None, WriteOp::Insert(_)) => None,
                 (None, _) => match st.loc(self.pager(), rid)? {
-                    Some(loc) => Some(std::borrow::Cow::Owned(self.shared.log.read_document(loc)?)),
+                    Some(loc) => Some(Cow::Owned(self.shared.log.read_document(loc)?)),
                     None => None,
                 },
             };
@@ -552,7 +565,7 @@ impl Collection {
                 b.push((rid, old.as_ref().map(|o| Arc::new(o.as_ref().to_owned()))));
             }
             let old_ref = old.as_deref();
-            let new_ref = new.map(|d| &**d);
+            let new_ref = new;
             if let Some(s) = stamp.as_deref_mut() {
                 // Op indexes count across the whole batch (every collection of it).
                 let index = s.ops.len().to_string();
@@ -595,7 +608,7 @@ impl Collection {
                 }),
                 _ => None,
             };
-            in_batch.insert(rid, new.map(|d| &**d));
+            in_batch.insert(rid, new);
             out.push(Planned {
                 rid,
                 doc_size: new.map(|d| d.as_bytes().len() as u32),

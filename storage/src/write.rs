@@ -50,7 +50,7 @@ fn check_sizes(parts: &[(&Collection, Vec<WriteOp>)]) -> Result<()> {
     }
     for (_, ops) in parts {
         for op in ops {
-            if let WriteOp::Insert(d) | WriteOp::Replace(_, d) | WriteOp::Update(_, d) = op
+            if let Some(d) = op.document()
                 && d.as_bytes().len() > DOCUMENT_SIZE_MAX
             {
                 return Err(StorageError::LimitExceeded("document too large".into()));

@@ -103,8 +103,8 @@ mod reader;
 mod writer;
 
 pub use codec::{
-    Body, FrameReader, Message, compress_frame, decode, encode_msg, encode_query, encode_reply,
-    next_frame,
+    Body, FrameReader, Message, compress_frame, decode, decode_shared, encode_msg, encode_query,
+    encode_reply, next_frame,
 };
 pub use compress::Compressor;
 pub use error::WireError;
@@ -116,6 +116,7 @@ pub use legacy::{
 pub use msg::{
     DocumentSequence, FLAG_CHECKSUM_PRESENT, FLAG_EXHAUST_ALLOWED, FLAG_MORE_TO_COME,
     FLAGS_REQUIRED_KNOWN, FLAGS_REQUIRED_MASK, OpMsg, SECTION_KIND_BODY, SECTION_KIND_SEQUENCE,
+    SharedDocument,
 };
 pub use writer::{DocWriter, MsgWriter};
 

@@ -15,7 +15,8 @@ use crate::query::sort::SortSpec;
 use crate::query::update::Modification;
 use crate::query::update::{ApplyContext, upsert_seed};
 use crate::state::ServerState;
-use bson::{Bson, Document, RawDocumentBuf, doc};
+use bson::{Bson, Document, RawDocument, RawDocumentBuf, doc};
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use storage::{Collection, Ticket, WriteOp};
@@ -154,10 +155,12 @@ pub(super) fn batch_len_error(n: usize) -> CommandError {
 }
 
 /// The statements of a write command: from the body's array or from a kind-1 sequence.
-fn statements(req: &Request, field: &str) -> CommandResult<Vec<RawDocumentBuf>> {
+/// Borrowed from the request where it holds them as sent (a sequence, the raw body), so an
+/// insert copies each document only where it is stored.
+fn statements<'r>(req: &'r Request, field: &str) -> CommandResult<Vec<Cow<'r, RawDocument>>> {
     let mut out = Vec::new();
     if let Some(seq) = req.sequences.iter().find(|s| s.identifier == field) {
-        out.extend(seq.documents.iter().cloned());
+        out.extend(seq.documents.iter().map(|d| Cow::Borrowed(d.as_ref())));
     }
     if let Some(raw) = &req.raw_body {
         raw_statements(raw, &req.name, field, &mut out)?;
@@ -168,6 +171,11 @@ fn statements(req: &Request, field: &str) -> CommandResult<Vec<RawDocumentBuf>> 
         return Err(batch_len_error(out.len()));
     }
     Ok(out)
+}
+
+/// Update and delete statements are parsed into owned values anyway.
+fn owned(stmts: Vec<Cow<'_, RawDocument>>) -> Vec<RawDocumentBuf> {
+    stmts.into_iter().map(Cow::into_owned).collect()
 }
 
 fn not_array_of_objects(command: &str, field: &str) -> CommandError {
@@ -184,13 +192,13 @@ fn not_array(command: &str, field: &str) -> CommandError {
     )
 }
 
-/// Statements from the body's bytes, each copied as sent (a repeated field inside a statement
+/// Statements from the body's bytes, each as sent (a repeated field inside a statement
 /// survives, so `prepare_for_storage` can refuse it as mongod does).
-fn raw_statements(
-    raw: &RawDocumentBuf,
+fn raw_statements<'r>(
+    raw: &'r RawDocumentBuf,
     command: &str,
     field: &str,
-    out: &mut Vec<RawDocumentBuf>,
+    out: &mut Vec<Cow<'r, RawDocument>>,
 ) -> CommandResult<()> {
     let bad = |e: bson::error::Error| err(ErrorCode::InvalidBSON, e.to_string());
     let Some(value) = raw.get(field).map_err(bad)? else {
@@ -204,12 +212,16 @@ fn raw_statements(
         let Some(d) = item.as_document() else {
             return Err(not_array_of_objects(command, field));
         };
-        out.push(d.to_owned());
+        out.push(Cow::Borrowed(d));
     }
     Ok(())
 }
 
-fn doc_statements(req: &Request, field: &str, out: &mut Vec<RawDocumentBuf>) -> CommandResult<()> {
+fn doc_statements(
+    req: &Request,
+    field: &str,
+    out: &mut Vec<Cow<'_, RawDocument>>,
+) -> CommandResult<()> {
     match req.body.get(field) {
         None => {}
         Some(Bson::Array(items)) => {
@@ -217,10 +229,10 @@ fn doc_statements(req: &Request, field: &str, out: &mut Vec<RawDocumentBuf>) -> 
                 let Bson::Document(d) = item else {
                     return Err(not_array_of_objects(&req.name, field));
                 };
-                out.push(
+                out.push(Cow::Owned(
                     RawDocumentBuf::try_from(d)
                         .map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?,
-                );
+                ));
             }
         }
         Some(_) => return Err(not_array(&req.name, field)),
@@ -306,7 +318,10 @@ fn check_shape(raw: &bson::RawDocument) -> CommandResult<()> {
 /// A document whose `_id` is already first is kept as it is; otherwise the document is built
 /// again in one pass, `_id` first and every other element copied as its bytes (never decoded,
 /// so repeated field names survive, as in mongod).
-pub fn prepare_for_storage(raw: RawDocumentBuf) -> CommandResult<RawDocumentBuf> {
+pub fn prepare_for_storage<'a>(
+    raw: impl Into<Cow<'a, RawDocument>>,
+) -> CommandResult<Cow<'a, RawDocument>> {
+    let raw = raw.into();
     check_shape(&raw)?;
     let bad = |e: bson::error::Error| err(ErrorCode::InvalidBSON, e.to_string());
     let mut found = None;
@@ -344,7 +359,7 @@ pub fn prepare_for_storage(raw: RawDocumentBuf) -> CommandResult<RawDocumentBuf>
         }
     }
     check_size(&out)?;
-    Ok(out)
+    Ok(Cow::Owned(out))
 }
 
 /// An empty BSON document: its length (5) and the terminating zero.
@@ -365,7 +380,7 @@ pub fn prepare_document(mut doc: Document) -> CommandResult<RawDocumentBuf> {
     Ok(raw)
 }
 
-fn check_size(raw: &RawDocumentBuf) -> CommandResult<()> {
+fn check_size(raw: &RawDocument) -> CommandResult<()> {
     let n = raw.as_bytes().len();
     if n > limits::BSON_OBJECT_SIZE_MAX {
         return Err(err(
@@ -403,7 +418,7 @@ fn insert_documents(state: &ServerState, req: &Request) -> CommandResult<WriteOu
     crate::catalog::check_user_writable(&req.db, &coll_name)?;
     if let Some(ts) = super::timeseries::lookup(state, &req.db, &coll_name) {
         let mut out = WriteOutcome::default();
-        super::timeseries::insert(&ts, &req.db, docs, ordered, &mut out)?;
+        super::timeseries::insert(&ts, &req.db, owned(docs), ordered, &mut out)?;
         return Ok(out);
     }
     state.catalog.check_not_view(&req.db, &coll_name)?;
@@ -411,7 +426,7 @@ fn insert_documents(state: &ServerState, req: &Request) -> CommandResult<WriteOu
     let bypass = args::opt_bool(&req.body, "insert", "bypassDocumentValidation")?.unwrap_or(false);
     let checker = super::validation::Checker::new(Some(&coll), bypass)?;
     let mut out = WriteOutcome::default();
-    let mut pending: Vec<(usize, RawDocumentBuf)> = Vec::new();
+    let mut pending: Vec<(usize, Cow<'_, RawDocument>)> = Vec::new();
     for (i, raw) in docs.into_iter().enumerate() {
         state.opcounters.insert.fetch_add(1, Relaxed);
         match prepare_for_storage(raw).and_then(|d| checker.insert(&d).map(|()| d)) {
@@ -447,19 +462,17 @@ pub(super) fn insert_group(
     coll: &Arc<Collection>,
     db: &str,
     name: &str,
-    docs: Vec<(usize, RawDocumentBuf)>,
+    docs: Vec<(usize, Cow<'_, RawDocument>)>,
     ordered: bool,
     out: &mut WriteOutcome,
 ) {
-    if docs.len() <= 1 {
-        // One document: the batch would be the same single write as the fallback below, so
-        // it is written once, without keeping a copy for a second try.
-        insert_each(coll, db, name, docs, ordered, out);
+    if docs.is_empty() {
         return;
     }
+    // Borrowed, not copied: the documents stay in `docs` for the one-at-a-time retry.
     let ops: Vec<WriteOp> = docs
         .iter()
-        .map(|(_, d)| WriteOp::Insert(d.clone()))
+        .map(|(_, d)| WriteOp::Insert(Cow::Borrowed(d.as_ref())))
         .collect();
     if let Ok(t) = crate::txn::write(coll, ops) {
         out.n += docs.len() as i64;
@@ -474,7 +487,7 @@ fn insert_each(
     coll: &Arc<Collection>,
     db: &str,
     name: &str,
-    docs: Vec<(usize, RawDocumentBuf)>,
+    docs: Vec<(usize, Cow<'_, RawDocument>)>,
     ordered: bool,
     out: &mut WriteOutcome,
 ) {
@@ -655,7 +668,7 @@ fn update_statements(
     mut out: WriteOutcome,
 ) -> CommandResult<WriteOutcome> {
     let ordered = args::opt_bool(&req.body, "update", "ordered")?.unwrap_or(true);
-    let stmts = statements(req, "updates")?;
+    let stmts = owned(statements(req, "updates")?);
     if super::timeseries::lookup(state, &req.db, coll).is_some() {
         let mut out = WriteOutcome::default();
         for (i, raw) in stmts.iter().enumerate() {
@@ -748,7 +761,7 @@ pub(super) fn check_sort_single(stmt: &bson::RawDocument) -> CommandResult<()> {
 /// Apply `update` to a stored document; `None` when it changed nothing.
 /// The storage op of an update's new version: a replacement, or an operator update (whose
 /// diff the oplog records under `--replSet`).
-pub(super) fn update_op(stmt: &UpdateStmt, rid: u64, next: RawDocumentBuf) -> WriteOp {
+pub(super) fn update_op(stmt: &UpdateStmt, rid: u64, next: RawDocumentBuf) -> WriteOp<'static> {
     if stmt.update.is_replacement() {
         WriteOp::Replace(rid, next)
     } else {
@@ -843,7 +856,7 @@ pub(super) fn run_update(
         let raw = prepare_document(doc)?;
         let coll = state.catalog.get_or_create(db, name)?;
         super::validation::Checker::new(Some(&coll), stmt.bypass_validation)?.insert(&raw)?;
-        let t = crate::txn::write(&coll, vec![WriteOp::Insert(raw)])
+        let t = crate::txn::write(&coll, vec![WriteOp::Insert(raw.into())])
             .map_err(|e| storage_error(e, db, name))?;
         out.keep(t);
         out.n += 1;
@@ -939,7 +952,7 @@ fn delete_statements(
         state.catalog.check_not_view(&req.db, name)?;
     }
     let ordered = args::opt_bool(&req.body, "delete", "ordered")?.unwrap_or(true);
-    let stmts = statements(req, "deletes")?;
+    let stmts = owned(statements(req, "deletes")?);
     check_entries(&specs::DELETE_ENTRY, &stmts)?;
     let vars = args::let_variables(&req.body, "delete")?;
     let coll = state.catalog.collection(&req.db, name);

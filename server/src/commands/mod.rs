@@ -64,7 +64,8 @@ pub struct ConnectionInfo {
 /// A kind-1 document sequence as handed to handlers.
 pub struct Sequence {
     pub identifier: String,
-    pub documents: Vec<RawDocumentBuf>,
+    /// Slices of the request's frame, as they arrived.
+    pub documents: Vec<wire::SharedDocument>,
 }
 
 /// A parsed request: the command body plus the generic fields mongod accepts on every command.

@@ -321,7 +321,8 @@ fn write_entry(state: &ServerState, db: &str, entry: Document) -> CommandResult<
     let raw = RawDocumentBuf::try_from(&entry)
         .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?;
     let serr = |e| storage_error(e, db, PROFILE_COLLECTION);
-    coll.write(vec![WriteOp::Insert(raw)]).map_err(serr)?;
+    coll.write(vec![WriteOp::Insert(raw.into())])
+        .map_err(serr)?;
     if coll.capped_limits().is_some() {
         return Ok(());
     }
