@@ -902,15 +902,15 @@ mod tests {
         let (_dir, engine, coll, rids) = setup();
         let registry = Arc::new(Registry::default());
         let t = Txn::begin(&registry, engine.snapshot().expect("snapshot"));
-        coll.write(vec![WriteOp::Insert(raw(doc! {"_id": 99}))])
+        coll.write(vec![WriteOp::Insert(raw(doc! {"_id": 99}).into())])
             .expect("a later commit");
         t.buffer(
             &coll,
             vec![
                 WriteOp::Delete(rids[1]),
                 WriteOp::Replace(rids[2], raw(doc! {"_id": 20})),
-                WriteOp::Insert(raw(doc! {"_id": 5})),
-                WriteOp::Insert(raw(doc! {"_id": 6})),
+                WriteOp::Insert(raw(doc! {"_id": 5}).into()),
+                WriteOp::Insert(raw(doc! {"_id": 6}).into()),
             ],
         )
         .expect("buffer");
@@ -926,11 +926,11 @@ mod tests {
         }
         assert_eq!(t.get(&coll, rids[1]).expect("get"), None, "its own delete");
         let e = t
-            .buffer(&coll, vec![WriteOp::Insert(raw(doc! {"_id": 3}))])
+            .buffer(&coll, vec![WriteOp::Insert(raw(doc! {"_id": 3}).into())])
             .expect_err("a duplicate _id");
         assert!(matches!(e, StorageError::DuplicateKey { .. }), "{e}");
         let e = t
-            .buffer(&coll, vec![WriteOp::Insert(raw(doc! {"_id": 99}))])
+            .buffer(&coll, vec![WriteOp::Insert(raw(doc! {"_id": 99}).into())])
             .expect_err("an _id committed after the snapshot");
         assert!(matches!(e, StorageError::WriteConflict(_)), "{e}");
     }
@@ -973,7 +973,7 @@ mod tests {
         let body = "x".repeat(100);
         t.buffer(
             &coll,
-            vec![WriteOp::Insert(raw(doc! {"_id": 10, "s": &body}))],
+            vec![WriteOp::Insert(raw(doc! {"_id": 10, "s": &body}).into())],
         )
         .expect("under the bound");
         let one = t.pinned_bytes();
@@ -982,8 +982,8 @@ mod tests {
             .buffer(
                 &coll,
                 vec![
-                    WriteOp::Insert(raw(doc! {"_id": 11, "s": &body})),
-                    WriteOp::Insert(raw(doc! {"_id": 12, "s": &body})),
+                    WriteOp::Insert(raw(doc! {"_id": 11, "s": &body}).into()),
+                    WriteOp::Insert(raw(doc! {"_id": 12, "s": &body}).into()),
                 ],
             )
             .expect_err("past the bound");

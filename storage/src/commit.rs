@@ -435,9 +435,9 @@ mod tests {
         Engine::open(dir, opts).expect("open")
     }
 
-    fn insert(i: i32) -> Vec<WriteOp> {
+    fn insert(i: i32) -> Vec<WriteOp<'static>> {
         let d = RawDocumentBuf::try_from(&doc! { "_id": i }).expect("doc");
-        vec![WriteOp::Insert(d)]
+        vec![WriteOp::Insert(d.into())]
     }
 
     #[test]

@@ -609,7 +609,7 @@ mod scan_tests {
                 .map(|i| {
                     storage::WriteOp::Insert(
                         RawDocumentBuf::try_from(&bson::doc! { "_id": i }).unwrap(),
-                    )
+                    .into())
                 })
                 .collect();
             coll.write(ops).unwrap();
@@ -654,7 +654,7 @@ mod scan_tests {
             .map(|i| {
                 storage::WriteOp::Insert(
                     RawDocumentBuf::try_from(&bson::doc! { "_id": i }).unwrap(),
-                )
+                .into())
             })
             .collect();
         coll.write(ops).unwrap();
