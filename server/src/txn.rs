@@ -877,7 +877,7 @@ mod tests {
             storage::Engine::open(dir.path(), storage::EngineOptions::default()).expect("engine");
         let coll = engine.create_collection("t", "c", doc! {}).expect("create");
         let ops = (0..4)
-            .map(|i| WriteOp::Insert(raw(doc! {"_id": i})))
+            .map(|i| WriteOp::Insert(raw(doc! {"_id": i}).into()))
             .collect();
         let rids = coll.write(ops).expect("seed").record_ids;
         (dir, engine, coll, rids)

@@ -608,8 +608,10 @@ mod scan_tests {
                 .iter()
                 .map(|i| {
                     storage::WriteOp::Insert(
-                        RawDocumentBuf::try_from(&bson::doc! { "_id": i }).unwrap(),
-                    .into())
+                        RawDocumentBuf::try_from(&bson::doc! { "_id": i })
+                            .unwrap()
+                            .into(),
+                    )
                 })
                 .collect();
             coll.write(ops).unwrap();
@@ -653,8 +655,10 @@ mod scan_tests {
         let ops: Vec<storage::WriteOp> = (0..1000)
             .map(|i| {
                 storage::WriteOp::Insert(
-                    RawDocumentBuf::try_from(&bson::doc! { "_id": i }).unwrap(),
-                .into())
+                    RawDocumentBuf::try_from(&bson::doc! { "_id": i })
+                        .unwrap()
+                        .into(),
+                )
             })
             .collect();
         coll.write(ops).unwrap();
