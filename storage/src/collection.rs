@@ -123,15 +123,16 @@ pub(crate) enum Undo {
     Removed(usize, Vec<u8>, RecordId),
 }
 
-/// One op of a write, ready to log and apply.
-pub(crate) struct Planned {
+/// One op of a write, ready to log and apply; its record's document is borrowed from the op
+/// (`'o`), so it is copied only into the log.
+pub(crate) struct Planned<'o> {
     pub rid: RecordId,
     /// Bytes of the new document (None: delete).
     pub doc_size: Option<u32>,
-    pub record: OutRecord,
+    pub record: OutRecord<'o>,
     /// The document's version before this op, logged just before `record` when the
     /// collection keeps pre-images (`record::Kind::PreImage`).
-    pub pre_image: Option<OutRecord>,
+    pub pre_image: Option<OutRecord<'static>>,
 }
 
 pub(crate) fn lock_err() -> StorageError {
@@ -522,15 +523,15 @@ impl Collection {
 
     /// Index changes and log records for `ops`; index changes are recorded in `undo`, side
     /// table entries for running builds in `side`.
-    pub(crate) fn plan(
+    pub(crate) fn plan<'o>(
         &self,
         st: &mut CollState,
-        ops: &[WriteOp],
+        ops: &'o [WriteOp<'_>],
         undo: &mut Vec<Undo>,
         side: &mut [Vec<SideOp>],
         mut stamp: Option<&mut StampDraft>,
         mut befores: Option<&mut Vec<(RecordId, crate::snapshot::Body)>>,
-    ) -> Result<Vec<Planned>> {
+    ) -> Result<Vec<Planned<'o>>> {
         let mut next_rid = st.next_record_id;
         // Documents changed earlier in this batch (None = deleted), so later ops see them.
         // Borrowed from `ops` (no copy of each new document); an old version read from the
@@ -595,24 +596,28 @@ impl Collection {
             for (b, ops) in st.builds.iter().zip(side.iter_mut()) {
                 b.side_ops(rid, old_ref, new_ref, ops)?;
             }
-            let payload = record::data_payload(self.id, rid, new.map(|d| d.as_bytes()), &removed);
+            let payload = record::data_payload_around(self.id, rid, &removed);
             let kind = if new.is_some() {
                 Kind::Put
             } else {
                 Kind::Delete
             };
             let pre_image = match old_ref {
-                Some(o) if pre_images => Some(OutRecord {
-                    kind: Kind::PreImage,
-                    payload: record::data_payload(self.id, rid, Some(o.as_bytes()), &[]),
-                }),
+                Some(o) if pre_images => Some(OutRecord::whole(
+                    Kind::PreImage,
+                    record::data_payload(self.id, rid, Some(o.as_bytes()), &[]),
+                )),
                 _ => None,
             };
             in_batch.insert(rid, new);
             out.push(Planned {
                 rid,
                 doc_size: new.map(|d| d.as_bytes().len() as u32),
-                record: OutRecord { kind, payload },
+                record: OutRecord {
+                    kind,
+                    payload,
+                    document: new.map(|d| d.as_bytes()),
+                },
                 pre_image,
             });
         }
@@ -684,7 +689,7 @@ impl Collection {
     pub(crate) fn apply(
         &self,
         st: &mut CollState,
-        planned: &[Planned],
+        planned: &[Planned<'_>],
         locs: Vec<Loc>,
     ) -> Result<()> {
         let pager = &*self.shared.pager;

@@ -104,10 +104,28 @@ fn now_wall() -> (u64, i64) {
     (d.as_secs(), d.as_millis() as i64)
 }
 
-/// A record to append.
-pub(crate) struct OutRecord {
+/// A record to append. A data record's document may stay where the caller holds it
+/// (`document`, spliced into the payload by `record::encode_spliced`): it is then copied once,
+/// into the appended bytes.
+pub(crate) struct OutRecord<'a> {
     pub kind: Kind,
     pub payload: Vec<u8>,
+    pub document: Option<&'a [u8]>,
+}
+
+impl OutRecord<'_> {
+    /// A record whose payload is all in `payload`.
+    pub fn whole(kind: Kind, payload: Vec<u8>) -> OutRecord<'static> {
+        OutRecord {
+            kind,
+            payload,
+            document: None,
+        }
+    }
+
+    fn payload_len(&self) -> usize {
+        self.payload.len() + self.document.map_or(0, <[u8]>::len)
+    }
 }
 
 struct Writer {
@@ -354,7 +372,7 @@ impl Log {
     /// Appends records (wrapped in BatchBegin/BatchEnd when `batch` and more than one), returns
     /// the last sequence written and the location of each input record. A damaged log is
     /// repaired first when its backoff has passed, or the damage's error returned.
-    pub fn append(&self, recs: &[OutRecord], batch: bool) -> Result<(u64, Vec<Loc>)> {
+    pub fn append(&self, recs: &[OutRecord<'_>], batch: bool) -> Result<(u64, Vec<Loc>)> {
         self.append_stamped(recs, batch, None)
             .map(|(s, l, _)| (s, l))
     }
@@ -363,7 +381,7 @@ impl Log {
     /// wrapped); also returns the batch's last timestamp (0 when unstamped).
     pub fn append_stamped(
         &self,
-        recs: &[OutRecord],
+        recs: &[OutRecord<'_>],
         batch: bool,
         stamp: Option<&StampOps>,
     ) -> Result<(u64, Vec<Loc>, u64)> {
@@ -382,7 +400,7 @@ impl Log {
 
     fn append_healing(
         &self,
-        recs: &[OutRecord],
+        recs: &[OutRecord<'_>],
         batch: bool,
         stamp: Option<&StampOps>,
         healed: &mut Option<u64>,
@@ -390,7 +408,7 @@ impl Log {
         let wrap = (batch && recs.len() > 1) || stamp.is_some();
         let mut total = recs
             .iter()
-            .map(|r| RECORD_HEADER_SIZE + r.payload.len())
+            .map(|r| RECORD_HEADER_SIZE + r.payload_len())
             .sum::<usize>();
         if let Some(s) = stamp {
             total += RECORD_HEADER_SIZE + record::STAMP_OPS_OFFSET + s.ops.len() + s.details.len();
@@ -435,7 +453,13 @@ impl Log {
         }
         for r in recs {
             let at = buf.len();
-            record::encode(&mut buf, r.kind, seq, &r.payload);
+            record::encode_spliced(
+                &mut buf,
+                r.kind,
+                seq,
+                &r.payload,
+                r.document.unwrap_or_default(),
+            );
             seq += 1;
             locs.push(Loc {
                 segment: w.segment_id,
