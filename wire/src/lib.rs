@@ -7,7 +7,8 @@
 //! [`frame_length`] looks at the first four bytes of a buffer and says "need more",
 //! "a frame of N bytes is there" or "impossible length" (below 16 or above
 //! [`limits::MESSAGE_SIZE_MAX`]). [`FrameReader`] wraps that around a `BytesMut`. [`decode`]
-//! turns one whole frame into a [`Message`]; OP_COMPRESSED is undone on the way and remembered in
+//! turns one whole frame into a [`Message`] ([`decode_shared`] of a `bytes::Bytes` frame keeps
+//! the document sequences as slices of it, no copy); OP_COMPRESSED is undone on the way and remembered in
 //! [`Message::compressor`]. Every document is walked once (see [`validate_document`]) so that
 //! later raw reads of it through the `bson` crate cannot fail on structure.
 //!
