@@ -28,6 +28,7 @@ pub mod index_spec;
 pub mod indexes;
 pub mod map_reduce;
 pub mod output;
+pub mod prepare;
 pub mod profile;
 pub mod replset;
 pub mod roles;
