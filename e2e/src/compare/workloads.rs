@@ -125,9 +125,13 @@ pub async fn run_all(client: &Client, db_name: &str, sizes: &Sizes) -> Vec<Measu
         .await,
     );
     out.push(
-        timed("find limit 1000 (whole documents)", "ms/op", lower, sizes, |_| {
-            find_whole(&users, sizes)
-        })
+        timed(
+            "find limit 1000 (whole documents)",
+            "ms/op",
+            lower,
+            sizes,
+            |_| find_whole(&users, sizes),
+        )
         .await,
     );
     out.push(
