@@ -550,7 +550,12 @@ fn log_slow(
     let (keys, docs) = req.op.examined();
     attr.insert("keysExamined", keys as i64);
     attr.insert("docsExamined", docs as i64);
-    if let Some(reply) = commands::profile::reply_document(result) {
+    if let Ok(Reply::Cursor(batch)) = result {
+        // Counted from the batch: a slow find or getMore does not decode its whole reply.
+        let counts = batch.counts();
+        attr.insert("cursorExhausted", !counts.contains_key("cursorid"));
+        attr.extend(counts);
+    } else if let Some(reply) = commands::profile::reply_document(result) {
         let mut counts = bson::Document::new();
         commands::profile::reply_counts(req.command, &reply, &mut counts);
         if reply.contains_key("cursor") {

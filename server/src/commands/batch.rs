@@ -82,6 +82,16 @@ impl CursorBatch {
         }
     }
 
+    /// What the slow-query log and the profiler count from a cursor reply (`nreturned`, and
+    /// `cursorid` while the cursor stays open), without building the reply.
+    pub fn counts(&self) -> bson::Document {
+        let mut counts = bson::doc! { "nreturned": self.docs.len() as i64 };
+        if self.id != 0 {
+            counts.insert("cursorid", self.id);
+        }
+        counts
+    }
+
     /// The reply as one document (for the readers named in the module comment).
     pub fn to_raw(&self) -> RawDocumentBuf {
         let mut w = DocWriter::new();
@@ -125,6 +135,18 @@ mod tests {
             next,
             doc! {"cursor": {"nextBatch": [], "id": 0i64, "ns": "d.c"}, "ok": 1.0}
         );
+    }
+
+    #[test]
+    fn counts_are_what_the_profiler_reads_from_the_reply() {
+        for id in [0, 5] {
+            let docs = vec![raw(doc! {"_id": 1}), raw(doc! {"_id": 2})];
+            let b = CursorBatch::new(id, "d.c", false, docs);
+            let reply = Document::try_from(b.to_raw().as_ref()).expect("decodes");
+            let mut want = Document::new();
+            crate::commands::profile::reply_counts("getMore", &reply, &mut want);
+            assert_eq!(b.counts(), want);
+        }
     }
 
     #[test]
