@@ -26,6 +26,7 @@ use crate::limits::{
     LOG_RETRY_BACKOFF_MS_MAX, LOG_RETRY_BACKOFF_MS_MIN, PREALLOCATE_CHUNK_BYTES,
     READ_RUN_BYTES_MAX, WRITE_BATCH_BYTES_MAX,
 };
+pub(crate) use crate::record::OutRecord;
 use crate::record::{self, Kind, RECORD_DOCUMENT_OFFSET, RECORD_HEADER_SIZE, SEGMENT_HEADER_SIZE};
 
 /// Where a stored document's record lives.
@@ -102,30 +103,6 @@ fn now_wall() -> (u64, i64) {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
     (d.as_secs(), d.as_millis() as i64)
-}
-
-/// A record to append. A data record's document may stay where the caller holds it
-/// (`document`, spliced into the payload by `record::encode_spliced`): it is then copied once,
-/// into the appended bytes.
-pub(crate) struct OutRecord<'a> {
-    pub kind: Kind,
-    pub payload: Vec<u8>,
-    pub document: Option<&'a [u8]>,
-}
-
-impl OutRecord<'_> {
-    /// A record whose payload is all in `payload`.
-    pub fn whole(kind: Kind, payload: Vec<u8>) -> OutRecord<'static> {
-        OutRecord {
-            kind,
-            payload,
-            document: None,
-        }
-    }
-
-    fn payload_len(&self) -> usize {
-        self.payload.len() + self.document.map_or(0, <[u8]>::len)
-    }
 }
 
 struct Writer {

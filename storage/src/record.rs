@@ -422,3 +422,27 @@ pub fn parse_segment_file_name(name: &str) -> Option<u64> {
     }
     u64::from_str_radix(hex, 16).ok()
 }
+
+/// A record to append. A data record's document may stay where the caller holds it
+/// (`document`, spliced into the payload by `record::encode_spliced`): it is then copied once,
+/// into the appended bytes.
+pub(crate) struct OutRecord<'a> {
+    pub kind: Kind,
+    pub payload: Vec<u8>,
+    pub document: Option<&'a [u8]>,
+}
+
+impl OutRecord<'_> {
+    /// A record whose payload is all in `payload`.
+    pub fn whole(kind: Kind, payload: Vec<u8>) -> OutRecord<'static> {
+        OutRecord {
+            kind,
+            payload,
+            document: None,
+        }
+    }
+
+    pub(crate) fn payload_len(&self) -> usize {
+        self.payload.len() + self.document.map_or(0, <[u8]>::len)
+    }
+}
