@@ -123,6 +123,59 @@ async fn a_document_with_two_ids_is_refused_with_mongods_write_error() {
     assert_eq!(r.get_i32("n").unwrap(), 1, "{r}");
 }
 
+/// The names of a raw document's fields, in order.
+fn field_names(d: &bson::RawDocument) -> Vec<String> {
+    d.iter()
+        .map(|e| e.unwrap().0.as_str().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn repeated_names_are_stored_wherever_the_id_is() {
+    let (s, db) = setup().await;
+    // In the body's array: `_id` after the repeat, and no `_id` at all (generated).
+    let mut moved = rawdoc! { "a": 1, "_id": 1 };
+    moved.append(cstr!("a"), 2);
+    let mut generated = rawdoc! { "a": 1, "tag": "generated" };
+    generated.append(cstr!("a"), 2);
+    for d in [moved, generated] {
+        let r = insert_raw(&db, d).await;
+        assert_eq!(r.get_i32("n").unwrap(), 1, "{r}");
+    }
+    // In a document sequence (the driver's insert), `_id` last.
+    let mut late = rawdoc! { "b": 1 };
+    late.append(cstr!("b"), 2);
+    late.append(cstr!("_id"), 2);
+    db.collection::<RawDocumentBuf>("c")
+        .insert_one(late)
+        .await
+        .unwrap();
+    // Read back as bytes: a decoded document would keep one of each name.
+    let find = OpMsg::new(rawdoc! { "find": "c", "sort": { "_id": 1 }, "$db": "strict" });
+    let mut conn = RawConn::connect(&s.addr());
+    conn.send(&wire::encode_msg(9, 0, &find, None).unwrap())
+        .unwrap();
+    let reply = match wire::decode(&conn.recv().unwrap()).unwrap().body {
+        Body::Msg(m) => m.body,
+        _ => panic!("not OP_MSG"),
+    };
+    let cursor = reply.get_document("cursor").unwrap();
+    let names: Vec<Vec<String>> = cursor
+        .get_array("firstBatch")
+        .unwrap()
+        .into_iter()
+        .map(|d| field_names(d.unwrap().as_document().unwrap()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            vec!["_id", "a", "a"],
+            vec!["_id", "b", "b"],
+            vec!["_id", "a", "tag", "a"],
+        ]
+    );
+}
+
 #[tokio::test]
 async fn stored_documents_nest_up_to_180_levels() {
     let (_s, db) = setup().await;

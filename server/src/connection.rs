@@ -108,10 +108,11 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         match wire::frame_length(&buf) {
             Err(e) => return End::Malformed(e.to_string()),
             Ok(Some(len)) if buf.len() >= len => {
-                let frame = buf.split_to(len);
+                // Frozen, not copied: the message's document sequences are slices of it.
+                let frame = buf.split_to(len).freeze();
                 state.network.bytes_in.fetch_add(len as u64, Relaxed);
                 state.network.num_requests.fetch_add(1, Relaxed);
-                let message = match wire::decode(&frame) {
+                let message = match wire::decode_shared(frame.clone()) {
                     Ok(m) => m,
                     Err(e) if !e.closes_connection() => {
                         // mongod answers these (a well-framed OP_MSG with bad sections) with an error.
@@ -227,6 +228,21 @@ struct Exhaust {
     last_response_id: i32,
 }
 
+/// One whole request frame in, its reply frame out (`None`: no reply is due, or the frame
+/// closes the connection): the way a request's bytes travel from the socket's read buffer to the
+/// socket's write, without the socket. `benches/copies.rs` measures the copies on this path.
+pub async fn answer_frame(
+    state: &Arc<ServerState>,
+    info: &mut ConnectionInfo,
+    frame: BytesMut,
+) -> Option<Vec<u8>> {
+    let message = wire::decode_shared(frame.freeze()).ok()?;
+    match handle(state, info, message, Interrupt::default()).await {
+        Ok(Some((bytes, _))) => Some(bytes),
+        _ => None,
+    }
+}
+
 /// Handle one message; `Ok(None)` means no reply is due (moreToCome).
 async fn handle(
     state: &Arc<ServerState>,
@@ -305,6 +321,11 @@ async fn handle_msg(
         match &mut reply {
             Reply::Doc(d) => crate::clock::decorate_doc(state, d),
             Reply::Raw(r) => crate::clock::decorate_raw(state, r),
+            Reply::Cursor(c) => {
+                let mut gossip = RawDocumentBuf::new();
+                crate::clock::decorate_raw(state, &mut gossip);
+                c.trailer = Some(gossip);
+            }
             Reply::Close => {}
         }
     }
@@ -438,6 +459,14 @@ fn encode_reply_with_id(
     compressor: Option<Compressor>,
     flags: u32,
 ) -> Result<Vec<u8>, End> {
+    if let Reply::Cursor(batch) = reply {
+        // The documents go from the batch straight into a frame sized for the whole reply.
+        let mut w = wire::MsgWriter::with_capacity(id, response_to, flags, batch.frame_bytes());
+        batch.write_into(w.body());
+        return w
+            .finish(compressor)
+            .map_err(|e| End::Malformed(e.to_string()));
+    }
     let body = reply_bytes(reply).map_err(|e| End::Malformed(e.to_string()))?;
     let out = OpMsg {
         flags,
@@ -521,7 +550,12 @@ fn log_slow(
     let (keys, docs) = req.op.examined();
     attr.insert("keysExamined", keys as i64);
     attr.insert("docsExamined", docs as i64);
-    if let Some(reply) = commands::profile::reply_document(result) {
+    if let Ok(Reply::Cursor(batch)) = result {
+        // Counted from the batch: a slow find or getMore does not decode its whole reply.
+        let counts = batch.counts();
+        attr.insert("cursorExhausted", !counts.contains_key("cursorid"));
+        attr.extend(counts);
+    } else if let Some(reply) = commands::profile::reply_document(result) {
         let mut counts = bson::Document::new();
         commands::profile::reply_counts(req.command, &reply, &mut counts);
         if reply.contains_key("cursor") {
@@ -623,6 +657,7 @@ fn reply_bytes(reply: Reply) -> Result<RawDocumentBuf, bson::error::Error> {
     match reply {
         Reply::Doc(d) => RawDocumentBuf::try_from(&d),
         Reply::Raw(r) => Ok(r),
+        Reply::Cursor(c) => Ok(c.to_raw()),
         Reply::Close => Ok(RawDocumentBuf::new()),
     }
 }

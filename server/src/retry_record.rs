@@ -98,7 +98,7 @@ impl RetryRecord {
     }
 
     /// The op that sets the session's record to `txnNum` (with `reply`, once known).
-    fn record_op(&self, reply: Option<Document>) -> storage::Result<WriteOp> {
+    fn record_op(&self, reply: Option<Document>) -> storage::Result<WriteOp<'static>> {
         let id = session_id(&self.key);
         let mut d = doc! {
             "_id": id.clone(),
@@ -121,7 +121,7 @@ impl RetryRecord {
         };
         Ok(match existing {
             Some(rid) => WriteOp::Replace(rid, raw),
-            None => WriteOp::Insert(raw),
+            None => WriteOp::Insert(raw.into()),
         })
     }
 
@@ -145,7 +145,7 @@ pub fn committed_op(
     engine: &storage::Engine,
     key: &[u8],
     txn_number: i64,
-) -> storage::Result<(Arc<Collection>, WriteOp)> {
+) -> storage::Result<(Arc<Collection>, WriteOp<'static>)> {
     let coll = collection(engine)?;
     let id = session_id(key);
     let raw = encode(&doc! {
@@ -161,7 +161,7 @@ pub fn committed_op(
     };
     let op = match existing {
         Some(rid) => WriteOp::Replace(rid, raw),
-        None => WriteOp::Insert(raw),
+        None => WriteOp::Insert(raw.into()),
     };
     Ok((coll, op))
 }

@@ -636,7 +636,7 @@ impl Txn {
         &self,
         w: &NsWrites,
         staged: &[(RecordId, Option<Pending>)],
-        d: &RawDocumentBuf,
+        d: &bson::RawDocument,
     ) -> storage::Result<()> {
         let Ok(Some(id)) = d.get("_id") else {
             return Ok(());
@@ -704,8 +704,9 @@ impl Txn {
                 WriteOp::Insert(d) => {
                     self.check_new_id(w, &staged, &d)?;
                     next_insert += 1;
+                    // Kept until the commit: owned (a borrowed document is copied here).
                     let p = Pending {
-                        doc: Some(d),
+                        doc: Some(d.into_owned()),
                         by_operators: false,
                     };
                     (next_insert - 1, Some(p))
@@ -788,7 +789,7 @@ impl Txn {
     pub fn commit(
         &self,
         note: bson::Document,
-        record: Option<(Arc<Collection>, WriteOp)>,
+        record: Option<(Arc<Collection>, WriteOp<'static>)>,
     ) -> storage::Result<Option<Ticket>> {
         let writes = std::mem::take(&mut *lock(&self.writes));
         let parts: Vec<(Arc<Collection>, Vec<WriteOp>)> = writes
@@ -798,7 +799,7 @@ impl Txn {
                     .pending
                     .into_iter()
                     .filter_map(|(rid, p)| match (rid >= INSERT_RID_BASE, p.doc) {
-                        (true, Some(d)) => Some(WriteOp::Insert(d)),
+                        (true, Some(d)) => Some(WriteOp::Insert(d.into())),
                         (true, None) => None,
                         (false, None) => Some(WriteOp::Delete(rid)),
                         (false, Some(d)) if p.by_operators => Some(WriteOp::Update(rid, d)),
@@ -876,7 +877,7 @@ mod tests {
             storage::Engine::open(dir.path(), storage::EngineOptions::default()).expect("engine");
         let coll = engine.create_collection("t", "c", doc! {}).expect("create");
         let ops = (0..4)
-            .map(|i| WriteOp::Insert(raw(doc! {"_id": i})))
+            .map(|i| WriteOp::Insert(raw(doc! {"_id": i}).into()))
             .collect();
         let rids = coll.write(ops).expect("seed").record_ids;
         (dir, engine, coll, rids)
@@ -901,15 +902,15 @@ mod tests {
         let (_dir, engine, coll, rids) = setup();
         let registry = Arc::new(Registry::default());
         let t = Txn::begin(&registry, engine.snapshot().expect("snapshot"));
-        coll.write(vec![WriteOp::Insert(raw(doc! {"_id": 99}))])
+        coll.write(vec![WriteOp::Insert(raw(doc! {"_id": 99}).into())])
             .expect("a later commit");
         t.buffer(
             &coll,
             vec![
                 WriteOp::Delete(rids[1]),
                 WriteOp::Replace(rids[2], raw(doc! {"_id": 20})),
-                WriteOp::Insert(raw(doc! {"_id": 5})),
-                WriteOp::Insert(raw(doc! {"_id": 6})),
+                WriteOp::Insert(raw(doc! {"_id": 5}).into()),
+                WriteOp::Insert(raw(doc! {"_id": 6}).into()),
             ],
         )
         .expect("buffer");
@@ -925,11 +926,11 @@ mod tests {
         }
         assert_eq!(t.get(&coll, rids[1]).expect("get"), None, "its own delete");
         let e = t
-            .buffer(&coll, vec![WriteOp::Insert(raw(doc! {"_id": 3}))])
+            .buffer(&coll, vec![WriteOp::Insert(raw(doc! {"_id": 3}).into())])
             .expect_err("a duplicate _id");
         assert!(matches!(e, StorageError::DuplicateKey { .. }), "{e}");
         let e = t
-            .buffer(&coll, vec![WriteOp::Insert(raw(doc! {"_id": 99}))])
+            .buffer(&coll, vec![WriteOp::Insert(raw(doc! {"_id": 99}).into())])
             .expect_err("an _id committed after the snapshot");
         assert!(matches!(e, StorageError::WriteConflict(_)), "{e}");
     }
@@ -972,7 +973,7 @@ mod tests {
         let body = "x".repeat(100);
         t.buffer(
             &coll,
-            vec![WriteOp::Insert(raw(doc! {"_id": 10, "s": &body}))],
+            vec![WriteOp::Insert(raw(doc! {"_id": 10, "s": &body}).into())],
         )
         .expect("under the bound");
         let one = t.pinned_bytes();
@@ -981,8 +982,8 @@ mod tests {
             .buffer(
                 &coll,
                 vec![
-                    WriteOp::Insert(raw(doc! {"_id": 11, "s": &body})),
-                    WriteOp::Insert(raw(doc! {"_id": 12, "s": &body})),
+                    WriteOp::Insert(raw(doc! {"_id": 11, "s": &body}).into()),
+                    WriteOp::Insert(raw(doc! {"_id": 12, "s": &body}).into()),
                 ],
             )
             .expect_err("past the bound");

@@ -71,7 +71,7 @@ fn put_durable(c: &mut Criterion) {
                 k += 1;
                 let t = cr
                     .coll
-                    .write(vec![WriteOp::Insert(cairn_doc(k, &value))])
+                    .write(vec![WriteOp::Insert((cairn_doc(k, &value)).into())])
                     .expect("write");
                 t.wait_durable_blocking().expect("durable");
             })
@@ -125,7 +125,7 @@ fn put_batch(c: &mut Criterion) {
     g.bench_function("cairn", |b| {
         b.iter(|| {
             let ops = (0..BATCH_COUNT)
-                .map(|i| WriteOp::Insert(cairn_doc(k + i, &value)))
+                .map(|i| WriteOp::Insert((cairn_doc(k + i, &value)).into()))
                 .collect();
             k += BATCH_COUNT;
             cr.coll
@@ -187,7 +187,7 @@ fn reads(c: &mut Criterion) {
     let value = vec![0x11u8; 256];
     let cr = cairn();
     let ops = (0..PRELOAD_COUNT)
-        .map(|i| WriteOp::Insert(cairn_doc(i, &value)))
+        .map(|i| WriteOp::Insert((cairn_doc(i, &value)).into()))
         .collect();
     let rids = cr.coll.write(ops).expect("load").record_ids;
     let dir = tempfile::tempdir().expect("tempdir");

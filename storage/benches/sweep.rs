@@ -377,7 +377,7 @@ fn child_fill(dir: &Path, target_bytes: u64) {
     let (mut docs, mut bytes) = (0u64, 0u64);
     while bytes < target_bytes {
         let batch: Vec<WriteOp> = (docs..docs + BULK_BATCH_COUNT as u64)
-            .map(|i| WriteOp::Insert(goal_doc(i)))
+            .map(|i| WriteOp::Insert(goal_doc(i).into()))
             .collect();
         bytes += batch
             .iter()

@@ -91,12 +91,12 @@ impl Oldest<'_> {
 
 /// `ops` with the deletes that keep the collection inside `limits` added after the inserts
 /// that need them; the flag says which ops are the caller's.
-pub(crate) fn with_trims(
+pub(crate) fn with_trims<'a>(
     st: &CollState,
     pager: &Pager,
     limits: CappedLimits,
-    ops: Vec<WriteOp>,
-) -> Result<Vec<(WriteOp, bool)>> {
+    ops: Vec<WriteOp<'a>>,
+) -> Result<Vec<(WriteOp<'a>, bool)>> {
     if !ops.iter().any(|o| matches!(o, WriteOp::Insert(_))) {
         return Ok(ops.into_iter().map(|o| (o, true)).collect());
     }
@@ -156,9 +156,11 @@ mod tests {
     use crate::{Engine, EngineOptions, WriteOp};
     use bson::{RawDocumentBuf, doc};
 
-    fn ins(i: i32) -> WriteOp {
+    fn ins(i: i32) -> WriteOp<'static> {
         WriteOp::Insert(
-            RawDocumentBuf::try_from(&doc! { "_id": i, "pad": "x".repeat(80) }).unwrap(),
+            RawDocumentBuf::try_from(&doc! { "_id": i, "pad": "x".repeat(80) })
+                .unwrap()
+                .into(),
         )
     }
 
@@ -219,7 +221,7 @@ mod tests {
         assert_eq!(ids(&c), vec![6, 7, 8, 9]);
         assert!(c.data_size_bytes() <= (each * 4) as u64);
         let big = RawDocumentBuf::try_from(&doc! { "_id": 99, "pad": "y".repeat(2000) }).unwrap();
-        c.write(vec![WriteOp::Insert(big)])
+        c.write(vec![WriteOp::Insert(big.into())])
             .unwrap()
             .wait_durable_blocking()
             .unwrap();

@@ -9,6 +9,7 @@
 //! Every structure that grows with the data is a paged tree: the count, the data size and the
 //! index specs are all the collection keeps in memory.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -29,16 +30,28 @@ pub(crate) use crate::write::{StampDraft, write_across};
 /// A document's id inside its collection: increasing, never reused.
 pub type RecordId = u64;
 
-/// One operation of an atomic write.
+/// One operation of an atomic write. An inserted document may be borrowed (`'a`): a server
+/// inserting straight from a request's bytes then copies it once, into the log.
 #[derive(Clone, Debug)]
-pub enum WriteOp {
-    Insert(RawDocumentBuf),
+pub enum WriteOp<'a> {
+    Insert(Cow<'a, RawDocument>),
     /// A new version of the whole document (the client replaced it).
     Replace(RecordId, RawDocumentBuf),
     /// A new version made by update operators: stored as `Replace`, but a stamped history
     /// records the diff from the old version.
     Update(RecordId, RawDocumentBuf),
     Delete(RecordId),
+}
+
+impl WriteOp<'_> {
+    /// The document the op stores (none for a delete).
+    pub fn document(&self) -> Option<&RawDocument> {
+        match self {
+            WriteOp::Insert(d) => Some(d),
+            WriteOp::Replace(_, d) | WriteOp::Update(_, d) => Some(d),
+            WriteOp::Delete(_) => None,
+        }
+    }
 }
 
 /// Scan order.
@@ -110,15 +123,16 @@ pub(crate) enum Undo {
     Removed(usize, Vec<u8>, RecordId),
 }
 
-/// One op of a write, ready to log and apply.
-pub(crate) struct Planned {
+/// One op of a write, ready to log and apply; its record's document is borrowed from the op
+/// (`'o`), so it is copied only into the log.
+pub(crate) struct Planned<'o> {
     pub rid: RecordId,
     /// Bytes of the new document (None: delete).
     pub doc_size: Option<u32>,
-    pub record: OutRecord,
+    pub record: OutRecord<'o>,
     /// The document's version before this op, logged just before `record` when the
     /// collection keeps pre-images (`record::Kind::PreImage`).
-    pub pre_image: Option<OutRecord>,
+    pub pre_image: Option<OutRecord<'static>>,
 }
 
 pub(crate) fn lock_err() -> StorageError {
@@ -509,37 +523,39 @@ impl Collection {
 
     /// Index changes and log records for `ops`; index changes are recorded in `undo`, side
     /// table entries for running builds in `side`.
-    pub(crate) fn plan(
+    pub(crate) fn plan<'o>(
         &self,
         st: &mut CollState,
-        ops: &[WriteOp],
+        ops: &'o [WriteOp<'_>],
         undo: &mut Vec<Undo>,
         side: &mut [Vec<SideOp>],
         mut stamp: Option<&mut StampDraft>,
         mut befores: Option<&mut Vec<(RecordId, crate::snapshot::Body)>>,
-    ) -> Result<Vec<Planned>> {
+    ) -> Result<Vec<Planned<'o>>> {
         let mut next_rid = st.next_record_id;
         // Documents changed earlier in this batch (None = deleted), so later ops see them.
-        let mut in_batch: HashMap<RecordId, Option<RawDocumentBuf>> = HashMap::new();
+        // Borrowed from `ops` (no copy of each new document); an old version read from the
+        // log is owned.
+        let mut in_batch: HashMap<RecordId, Option<&RawDocument>> = HashMap::new();
         let mut out = Vec::with_capacity(ops.len());
         // Pre-images only describe stamped batches (the history is what reads them).
         let pre_images = stamp.is_some() && self.keeps_pre_images();
         for op in ops {
-            let (rid, new) = match op {
-                WriteOp::Insert(d) => {
+            let rid = match op {
+                WriteOp::Insert(_) => {
                     next_rid += 1;
-                    (next_rid - 1, Some(d))
+                    next_rid - 1
                 }
-                WriteOp::Replace(rid, d) | WriteOp::Update(rid, d) => (*rid, Some(d)),
-                WriteOp::Delete(rid) => (*rid, None),
+                WriteOp::Replace(rid, _) | WriteOp::Update(rid, _) | WriteOp::Delete(rid) => *rid,
             };
+            let new = op.document();
             let first = !in_batch.contains_key(&rid);
-            let old = match (in_batch.get(&rid), op) {
-                (Some(d), _) => d.clone(),
+            let old: Option<Cow<'_, RawDocument>> = match (in_batch.get(&rid), op) {
+                (Some(d), _) => d.map(Cow::Borrowed),
                 // A new RecordId has no earlier version: no tree lookup.
                 (None, WriteOp::Insert(_)) => None,
                 (None, _) => match st.loc(self.pager(), rid)? {
-                    Some(loc) => Some(self.shared.log.read_document(loc)?),
+                    Some(loc) => Some(Cow::Owned(self.shared.log.read_document(loc)?)),
                     None => None,
                 },
             };
@@ -547,10 +563,10 @@ impl Collection {
                 return Err(StorageError::RecordNotFound(rid));
             }
             if let Some(b) = befores.as_deref_mut().filter(|_| first) {
-                b.push((rid, old.clone().map(Arc::new)));
+                b.push((rid, old.as_ref().map(|o| Arc::new(o.as_ref().to_owned()))));
             }
             let old_ref = old.as_deref();
-            let new_ref = new.map(|d| &**d);
+            let new_ref = new;
             if let Some(s) = stamp.as_deref_mut() {
                 // Op indexes count across the whole batch (every collection of it).
                 let index = s.ops.len().to_string();
@@ -580,24 +596,28 @@ impl Collection {
             for (b, ops) in st.builds.iter().zip(side.iter_mut()) {
                 b.side_ops(rid, old_ref, new_ref, ops)?;
             }
-            let payload = record::data_payload(self.id, rid, new.map(|d| d.as_bytes()), &removed);
+            let payload = record::data_payload_around(self.id, rid, &removed);
             let kind = if new.is_some() {
                 Kind::Put
             } else {
                 Kind::Delete
             };
             let pre_image = match old_ref {
-                Some(o) if pre_images => Some(OutRecord {
-                    kind: Kind::PreImage,
-                    payload: record::data_payload(self.id, rid, Some(o.as_bytes()), &[]),
-                }),
+                Some(o) if pre_images => Some(OutRecord::whole(
+                    Kind::PreImage,
+                    record::data_payload(self.id, rid, Some(o.as_bytes()), &[]),
+                )),
                 _ => None,
             };
-            in_batch.insert(rid, new.cloned());
+            in_batch.insert(rid, new);
             out.push(Planned {
                 rid,
                 doc_size: new.map(|d| d.as_bytes().len() as u32),
-                record: OutRecord { kind, payload },
+                record: OutRecord {
+                    kind,
+                    payload,
+                    document: new.map(|d| d.as_bytes()),
+                },
                 pre_image,
             });
         }
@@ -669,7 +689,7 @@ impl Collection {
     pub(crate) fn apply(
         &self,
         st: &mut CollState,
-        planned: &[Planned],
+        planned: &[Planned<'_>],
         locs: Vec<Loc>,
     ) -> Result<()> {
         let pager = &*self.shared.pager;

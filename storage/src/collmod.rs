@@ -95,7 +95,11 @@ mod tests {
             let e = Engine::open(dir.path(), EngineOptions::default()).unwrap();
             let c = e.create_collection("d", "c", doc! {}).unwrap();
             let docs = (0..10).map(|i| {
-                WriteOp::Insert(RawDocumentBuf::try_from(&doc! { "_id": i, "t": i }).unwrap())
+                WriteOp::Insert(
+                    RawDocumentBuf::try_from(&doc! { "_id": i, "t": i })
+                        .unwrap()
+                        .into(),
+                )
             });
             c.write(docs.collect())
                 .unwrap()

@@ -248,10 +248,10 @@ fn move_found(
             if st.loc(pager, f.rid)? != Some(f.loc) {
                 continue; // replaced or deleted since
             }
-            out.push(OutRecord {
-                kind: Kind::Move,
-                payload: record::move_payload(cid, f.rid, &f.doc),
-            });
+            out.push(OutRecord::whole(
+                Kind::Move,
+                record::move_payload(cid, f.rid, &f.doc),
+            ));
             moved.push(f);
         }
         if out.is_empty() {

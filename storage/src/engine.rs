@@ -414,10 +414,7 @@ impl Engine {
     pub(crate) fn log_catalog(&self, ops: &[CatalogOp]) -> Result<Ticket> {
         let recs: Vec<OutRecord> = ops
             .iter()
-            .map(|op| OutRecord {
-                kind: Kind::Catalog,
-                payload: op.to_bytes(),
-            })
+            .map(|op| OutRecord::whole(Kind::Catalog, op.to_bytes()))
             .collect();
         let (seq, _) = self.inner.shared.log.append(&recs, true)?;
         self.inner.shared.commit.note_written(seq);
@@ -441,10 +438,7 @@ impl Engine {
         }
         let recs: Vec<OutRecord> = ops
             .iter()
-            .map(|op| OutRecord {
-                kind: Kind::Catalog,
-                payload: op.to_bytes(),
-            })
+            .map(|op| OutRecord::whole(Kind::Catalog, op.to_bytes()))
             .collect();
         let mut details = Document::new();
         for (i, n) in notes.iter().enumerate() {

@@ -307,7 +307,9 @@ mod tests {
                 None => e.create_collection("t", "c", Document::new()).unwrap(),
             };
             let t = c
-                .write(vec![WriteOp::Insert(rawdoc! { "_id": round, "a": 1 })])
+                .write(vec![WriteOp::Insert(
+                    rawdoc! { "_id": round, "a": 1 }.into(),
+                )])
                 .unwrap();
             t.wait_durable_blocking().unwrap();
             let rid = t.record_ids[0];
@@ -371,7 +373,7 @@ mod tests {
         let plain = e.create_collection("t", "plain", Document::new()).unwrap();
         for c in [&kept, &plain] {
             let t = c
-                .write(vec![WriteOp::Insert(rawdoc! { "_id": 1, "v": 0 })])
+                .write(vec![WriteOp::Insert(rawdoc! { "_id": 1, "v": 0 }.into())])
                 .unwrap();
             let rid = t.record_ids[0];
             c.write(vec![
@@ -389,7 +391,7 @@ mod tests {
         e.set_collection_options("t", "kept", Document::new())
             .unwrap();
         let t = kept
-            .write(vec![WriteOp::Insert(rawdoc! { "_id": 2 })])
+            .write(vec![WriteOp::Insert(rawdoc! { "_id": 2 }.into())])
             .unwrap();
         kept.write(vec![WriteOp::Delete(t.record_ids[0])])
             .unwrap()

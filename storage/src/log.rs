@@ -26,6 +26,7 @@ use crate::limits::{
     LOG_RETRY_BACKOFF_MS_MAX, LOG_RETRY_BACKOFF_MS_MIN, PREALLOCATE_CHUNK_BYTES,
     READ_RUN_BYTES_MAX, WRITE_BATCH_BYTES_MAX,
 };
+pub(crate) use crate::record::OutRecord;
 use crate::record::{self, Kind, RECORD_DOCUMENT_OFFSET, RECORD_HEADER_SIZE, SEGMENT_HEADER_SIZE};
 
 /// Where a stored document's record lives.
@@ -102,12 +103,6 @@ fn now_wall() -> (u64, i64) {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
     (d.as_secs(), d.as_millis() as i64)
-}
-
-/// A record to append.
-pub(crate) struct OutRecord {
-    pub kind: Kind,
-    pub payload: Vec<u8>,
 }
 
 struct Writer {
@@ -354,7 +349,7 @@ impl Log {
     /// Appends records (wrapped in BatchBegin/BatchEnd when `batch` and more than one), returns
     /// the last sequence written and the location of each input record. A damaged log is
     /// repaired first when its backoff has passed, or the damage's error returned.
-    pub fn append(&self, recs: &[OutRecord], batch: bool) -> Result<(u64, Vec<Loc>)> {
+    pub fn append(&self, recs: &[OutRecord<'_>], batch: bool) -> Result<(u64, Vec<Loc>)> {
         self.append_stamped(recs, batch, None)
             .map(|(s, l, _)| (s, l))
     }
@@ -363,7 +358,7 @@ impl Log {
     /// wrapped); also returns the batch's last timestamp (0 when unstamped).
     pub fn append_stamped(
         &self,
-        recs: &[OutRecord],
+        recs: &[OutRecord<'_>],
         batch: bool,
         stamp: Option<&StampOps>,
     ) -> Result<(u64, Vec<Loc>, u64)> {
@@ -382,7 +377,7 @@ impl Log {
 
     fn append_healing(
         &self,
-        recs: &[OutRecord],
+        recs: &[OutRecord<'_>],
         batch: bool,
         stamp: Option<&StampOps>,
         healed: &mut Option<u64>,
@@ -390,7 +385,7 @@ impl Log {
         let wrap = (batch && recs.len() > 1) || stamp.is_some();
         let mut total = recs
             .iter()
-            .map(|r| RECORD_HEADER_SIZE + r.payload.len())
+            .map(|r| RECORD_HEADER_SIZE + r.payload_len())
             .sum::<usize>();
         if let Some(s) = stamp {
             total += RECORD_HEADER_SIZE + record::STAMP_OPS_OFFSET + s.ops.len() + s.details.len();
@@ -435,7 +430,13 @@ impl Log {
         }
         for r in recs {
             let at = buf.len();
-            record::encode(&mut buf, r.kind, seq, &r.payload);
+            record::encode_spliced(
+                &mut buf,
+                r.kind,
+                seq,
+                &r.payload,
+                r.document.unwrap_or_default(),
+            );
             seq += 1;
             locs.push(Loc {
                 segment: w.segment_id,

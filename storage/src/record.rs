@@ -84,13 +84,34 @@ impl Kind {
 
 /// Appends one encoded record to `out`.
 pub fn encode(out: &mut Vec<u8>, kind: Kind, sequence: u64, payload: &[u8]) {
+    encode_spliced(out, kind, sequence, payload, &[]);
+}
+
+/// `encode` of the payload `payload[..PAYLOAD_DOCUMENT_OFFSET]`, `document`,
+/// `payload[PAYLOAD_DOCUMENT_OFFSET..]` (a data record whose document was left out of its
+/// payload, see `data_payload_around`): the document is copied once, straight into `out`. With
+/// an empty `document` this is `encode` of `payload`.
+pub fn encode_spliced(
+    out: &mut Vec<u8>,
+    kind: Kind,
+    sequence: u64,
+    payload: &[u8],
+    document: &[u8],
+) {
     let start = out.len();
-    let len = u32::try_from(payload.len()).unwrap_or(u32::MAX);
+    let len = u32::try_from(payload.len() + document.len()).unwrap_or(u32::MAX);
     out.extend_from_slice(&len.to_le_bytes());
     out.extend_from_slice(&[0; 4]);
     out.push(kind as u8);
     out.extend_from_slice(&sequence.to_le_bytes());
-    out.extend_from_slice(payload);
+    if document.is_empty() {
+        out.extend_from_slice(payload);
+    } else {
+        let at = PAYLOAD_DOCUMENT_OFFSET.min(payload.len());
+        out.extend_from_slice(&payload[..at]);
+        out.extend_from_slice(document);
+        out.extend_from_slice(&payload[at..]);
+    }
     let crc = record_crc(&out[start..]);
     out[start + RECORD_CRC_OFFSET..start + RECORD_KIND_OFFSET].copy_from_slice(&crc.to_le_bytes());
     debug_assert!(matches!(decode(&out[start..]), Decoded::Record(..)));
@@ -212,6 +233,11 @@ pub type RemovedKey = (u32, Vec<u8>);
 
 /// A PUT (`document` given) or DELETE payload; `removed` lists the index keys the write takes
 /// away, so replay never has to read the document's previous version.
+/// `data_payload` without the document: what `encode_spliced` puts around it.
+pub fn data_payload_around(collection_id: u64, record_id: u64, removed: &[RemovedKey]) -> Vec<u8> {
+    data_payload(collection_id, record_id, None, removed)
+}
+
 pub fn data_payload(
     collection_id: u64,
     record_id: u64,
@@ -395,4 +421,28 @@ pub fn parse_segment_file_name(name: &str) -> Option<u64> {
         return None;
     }
     u64::from_str_radix(hex, 16).ok()
+}
+
+/// A record to append. A data record's document may stay where the caller holds it
+/// (`document`, spliced into the payload by `record::encode_spliced`): it is then copied once,
+/// into the appended bytes.
+pub(crate) struct OutRecord<'a> {
+    pub kind: Kind,
+    pub payload: Vec<u8>,
+    pub document: Option<&'a [u8]>,
+}
+
+impl OutRecord<'_> {
+    /// A record whose payload is all in `payload`.
+    pub fn whole(kind: Kind, payload: Vec<u8>) -> OutRecord<'static> {
+        OutRecord {
+            kind,
+            payload,
+            document: None,
+        }
+    }
+
+    pub(crate) fn payload_len(&self) -> usize {
+        self.payload.len() + self.document.map_or(0, <[u8]>::len)
+    }
 }

@@ -618,11 +618,14 @@ mod tests {
             RawDocumentBuf::try_from(&bson::doc! {"_id": v % 10, "v": v}).expect("encodes")
         };
         let t1 = c
-            .write(vec![WriteOp::Insert(raw(1)), WriteOp::Insert(raw(2))])
+            .write(vec![
+                WriteOp::Insert(raw(1).into()),
+                WriteOp::Insert(raw(2).into()),
+            ])
             .expect("insert");
         let (a, b) = (t1.record_ids[0], t1.record_ids[1]);
         let t2 = c.write(vec![WriteOp::Update(a, raw(10))]).expect("update");
-        c.write(vec![WriteOp::Delete(b), WriteOp::Insert(raw(3))])
+        c.write(vec![WriteOp::Delete(b), WriteOp::Insert(raw(3).into())])
             .expect("delete and insert");
         let values = |snap: &Snapshot| -> Vec<i32> {
             let (docs, _) = c

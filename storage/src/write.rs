@@ -27,13 +27,14 @@ pub(crate) struct StampDraft {
     pub details: Document,
 }
 
-/// One collection's share of a batch while it is planned.
-struct Part<'a> {
+/// One collection's share of a batch while it is planned; its planned records borrow their
+/// documents from the ops (`'o`).
+struct Part<'a, 'o> {
     coll: &'a Collection,
     st: RwLockWriteGuard<'a, CollState>,
     undo: Vec<Undo>,
     side: Vec<Vec<SideOp>>,
-    planned: Vec<Planned>,
+    planned: Vec<Planned<'o>>,
     /// Per planned op: whether the caller asked for it (false: a capped collection's trim).
     mine: Vec<bool>,
     /// The version before the batch of each RecordId it touches, kept for open snapshots
@@ -50,7 +51,7 @@ fn check_sizes(parts: &[(&Collection, Vec<WriteOp>)]) -> Result<()> {
     }
     for (_, ops) in parts {
         for op in ops {
-            if let WriteOp::Insert(d) | WriteOp::Replace(_, d) | WriteOp::Update(_, d) = op
+            if let Some(d) = op.document()
                 && d.as_bytes().len() > DOCUMENT_SIZE_MAX
             {
                 return Err(StorageError::LimitExceeded("document too large".into()));
@@ -109,15 +110,27 @@ pub fn write_across_at(
     }
     let keep = shared.versions.keeping()?;
     let mut stamp = shared.stamp.then(StampDraft::default);
-    let mut planned_parts: Vec<Part<'_>> = Vec::with_capacity(parts.len());
-    for ((coll, ops), st) in parts.into_iter().zip(guards) {
+    // Every part's ops (a capped collection's trims added) stay here until the batch is
+    // logged: the planned records borrow their documents.
+    let mut colls = Vec::with_capacity(parts.len());
+    let mut all_ops = Vec::with_capacity(parts.len());
+    let mut mines = Vec::with_capacity(parts.len());
+    for ((coll, ops), st) in parts.into_iter().zip(&guards) {
+        let (ops, mine) = with_trims(coll, st, ops)?;
+        colls.push(coll);
+        all_ops.push(ops);
+        mines.push(mine);
+    }
+    let mut planned_parts: Vec<Part<'_, '_>> = Vec::with_capacity(colls.len());
+    let each = colls.into_iter().zip(&all_ops).zip(mines).zip(guards);
+    for (((coll, ops), mine), st) in each {
         let mut part = Part {
             coll,
             st,
             undo: Vec::new(),
             side: Vec::new(),
             planned: Vec::new(),
-            mine: Vec::new(),
+            mine,
             befores: keep.then(Vec::new),
         };
         let planned = plan_part(&mut part, ops, stamp.as_mut());
@@ -151,6 +164,7 @@ pub fn write_across_at(
         records.push(OutRecord {
             kind: p.record.kind,
             payload: std::mem::take(&mut p.record.payload),
+            document: p.record.document,
         });
         is_pre_image.push(false);
     }
@@ -246,22 +260,33 @@ fn lock_in_id_order<'a>(
     Ok(guards.into_iter().flatten().collect())
 }
 
-/// Plans one collection's ops (a capped collection's trims added) into `part`.
-fn plan_part(part: &mut Part<'_>, ops: Vec<WriteOp>, stamp: Option<&mut StampDraft>) -> Result<()> {
-    let (ops, mine): (Vec<WriteOp>, Vec<bool>) = match part.coll.capped_limits() {
-        Some(l) => crate::capped::with_trims(&part.st, &part.coll.shared.pager, l, ops)?
+/// `ops` with a capped collection's trims added, and which of them are the caller's.
+fn with_trims<'w>(
+    coll: &Collection,
+    st: &CollState,
+    ops: Vec<WriteOp<'w>>,
+) -> Result<(Vec<WriteOp<'w>>, Vec<bool>)> {
+    Ok(match coll.capped_limits() {
+        Some(l) => crate::capped::with_trims(st, &coll.shared.pager, l, ops)?
             .into_iter()
             .unzip(),
         None => {
             let n = ops.len();
             (ops, vec![true; n])
         }
-    };
-    part.mine = mine;
+    })
+}
+
+/// Plans one collection's ops into `part`.
+fn plan_part<'o>(
+    part: &mut Part<'_, 'o>,
+    ops: &'o [WriteOp<'_>],
+    stamp: Option<&mut StampDraft>,
+) -> Result<()> {
     part.side = vec![Vec::new(); part.st.builds.len()];
     part.planned = part.coll.plan(
         &mut part.st,
-        &ops,
+        ops,
         &mut part.undo,
         &mut part.side,
         stamp,
@@ -271,7 +296,7 @@ fn plan_part(part: &mut Part<'_>, ops: Vec<WriteOp>, stamp: Option<&mut StampDra
 }
 
 /// Undoes the index changes of every part planned so far.
-fn rollback_all(parts: &mut [Part<'_>]) -> Result<()> {
+fn rollback_all(parts: &mut [Part<'_, '_>]) -> Result<()> {
     let mut result = Ok(());
     for p in parts.iter_mut().rev() {
         if let Err(e) = p.coll.rollback(&mut p.st, std::mem::take(&mut p.undo)) {

@@ -64,7 +64,7 @@ fn workload(sim: &SimBackend, seed: u64, rounds_done: &mut usize) -> (Pair, Pair
         return (acked.clone(), acked);
     }
     // One account per collection and number, `u` unique in b.
-    let seed_ops = |i: i64| WriteOp::Insert(raw(&doc! {"_id": i, "u": i, "v": 0i64}));
+    let seed_ops = |i: i64| WriteOp::Insert(raw(&doc! {"_id": i, "u": i, "v": 0i64}).into());
     let Ok(t) = write_across(vec![
         (&a, (0..ACCOUNTS).map(seed_ops).collect()),
         (&b, (0..ACCOUNTS).map(seed_ops).collect()),
@@ -247,7 +247,7 @@ fn bad_batches_are_refused_and_change_nothing() {
     let e = clean_engine(&sim);
     let a = e.create_collection("db", "a", doc! {}).expect("a");
     let b = e.create_collection("db", "b", doc! {}).expect("b");
-    let ins = |i: i64| WriteOp::Insert(raw(&doc! {"_id": i}));
+    let ins = |i: i64| WriteOp::Insert(raw(&doc! {"_id": i}).into());
     assert!(matches!(
         write_across(vec![]),
         Err(StorageError::InvalidDocument(_))

@@ -37,7 +37,7 @@ fn crud_scan_reopen() {
         let t = c
             .write(
                 (0..100)
-                    .map(|i| WriteOp::Insert(raw(doc! {"_id": i, "v": i * 2})))
+                    .map(|i| WriteOp::Insert(raw(doc! {"_id": i, "v": i * 2}).into()))
                     .collect(),
             )
             .expect("insert");
@@ -82,7 +82,7 @@ fn crud_scan_reopen() {
     assert!(c.get(rids[6]).expect("get").is_none());
     assert_eq!(e.collections("db")[0].options, doc! {"capped": false});
     let t = c
-        .write(vec![WriteOp::Insert(raw(doc! {"_id": 1000}))])
+        .write(vec![WriteOp::Insert(raw(doc! {"_id": 1000}).into())])
         .expect("insert");
     assert!(t.record_ids[0] > rids[99], "record ids are never reused");
 }
@@ -93,8 +93,8 @@ fn unique_index_is_atomic() {
     let e = Engine::open(dir.path(), opts()).expect("open");
     let c = e.create_collection("db", "u", doc! {}).expect("create");
     c.write(vec![
-        WriteOp::Insert(raw(doc! {"_id": 1, "a": 1})),
-        WriteOp::Insert(raw(doc! {"_id": 2, "a": 2})),
+        WriteOp::Insert(raw(doc! {"_id": 1, "a": 1}).into()),
+        WriteOp::Insert(raw(doc! {"_id": 2, "a": 2}).into()),
     ])
     .expect("insert");
     let spec = IndexSpec {
@@ -107,8 +107,8 @@ fn unique_index_is_atomic() {
         .expect("index");
     let err = c
         .write(vec![
-            WriteOp::Insert(raw(doc! {"_id": 3, "a": 3})),
-            WriteOp::Insert(raw(doc! {"_id": 4, "a": 1})),
+            WriteOp::Insert(raw(doc! {"_id": 3, "a": 3}).into()),
+            WriteOp::Insert(raw(doc! {"_id": 4, "a": 1}).into()),
         ])
         .expect_err("dup");
     match err {
@@ -150,11 +150,11 @@ fn unique_index_is_atomic() {
     let c = e.collection("db", "u").expect("coll");
     assert_eq!(c.indexes().len(), 2);
     assert!(
-        c.write(vec![WriteOp::Insert(raw(doc! {"_id": 9, "a": 2}))])
+        c.write(vec![WriteOp::Insert(raw(doc! {"_id": 9, "a": 2}).into())])
             .is_err()
     );
     e.drop_index("db", "u", "a_1").expect("drop index");
-    c.write(vec![WriteOp::Insert(raw(doc! {"_id": 9, "a": 2}))])
+    c.write(vec![WriteOp::Insert(raw(doc! {"_id": 9, "a": 2}).into())])
         .expect("now allowed");
 }
 
@@ -165,7 +165,7 @@ fn ddl_survives_reopen() {
         let e = Engine::open(dir.path(), opts()).expect("open");
         for n in ["a", "b", "c"] {
             let c = e.create_collection("db", n, doc! {}).expect("create");
-            c.write(vec![WriteOp::Insert(raw(doc! {"_id": n}))])
+            c.write(vec![WriteOp::Insert(raw(doc! {"_id": n}).into())])
                 .expect("insert");
         }
         e.create_collection("other", "x", doc! {}).expect("create");
@@ -211,7 +211,7 @@ async fn async_wait_and_group_commit() {
         let c = c.clone();
         tasks.push(tokio::spawn(async move {
             let t = c
-                .write(vec![WriteOp::Insert(raw(doc! {"_id": i}))])
+                .write(vec![WriteOp::Insert(raw(doc! {"_id": i}).into())])
                 .expect("write");
             t.wait_durable().await.expect("durable");
         }));

@@ -74,8 +74,8 @@ fn collated_keys_in_every_write_path_and_after_reopen() {
     let e = Engine::open(dir.path(), opts()).expect("open");
     let c = e.create_collection("db", "c", doc! {}).expect("create");
     c.write(vec![
-        WriteOp::Insert(raw(&doc! {"_id": 1, "s": "Apple"})),
-        WriteOp::Insert(raw(&doc! {"_id": 2, "s": "APPLE", "n": 5})),
+        WriteOp::Insert(raw(&doc! {"_id": 1, "s": "Apple"}).into()),
+        WriteOp::Insert(raw(&doc! {"_id": 2, "s": "APPLE", "n": 5}).into()),
     ])
     .expect("insert");
     // A build over existing data maps the keys.
@@ -83,8 +83,10 @@ fn collated_keys_in_every_write_path_and_after_reopen() {
         .expect("build");
     assert_eq!(lookup(&c, "s_1", "apple"), 2);
     // Inserts and updates map; unindexing an update finds the old mapped key.
-    c.write(vec![WriteOp::Insert(raw(&doc! {"_id": 3, "s": "aPPle"}))])
-        .expect("insert");
+    c.write(vec![WriteOp::Insert(
+        raw(&doc! {"_id": 3, "s": "aPPle"}).into(),
+    )])
+    .expect("insert");
     let rid = c
         .find_by_id(bson::RawBsonRef::Int32(1))
         .expect("find")
@@ -108,9 +110,9 @@ fn collated_keys_in_every_write_path_and_after_reopen() {
     )
     .expect("unique");
     let dup = c
-        .write(vec![WriteOp::Insert(raw(
-            &doc! {"_id": 9, "s": "apple", "n": 5},
-        ))])
+        .write(vec![WriteOp::Insert(
+            raw(&doc! {"_id": 9, "s": "apple", "n": 5}).into(),
+        )])
         .expect_err("case variant collides");
     match dup {
         StorageError::DuplicateKey { key_value, .. } => {
@@ -123,17 +125,19 @@ fn collated_keys_in_every_write_path_and_after_reopen() {
     }
     // Reopen after a checkpoint, then once more with the tail replayed.
     e.checkpoint().expect("checkpoint");
-    c.write(vec![WriteOp::Insert(raw(&doc! {"_id": 4, "s": "BANANA"}))])
-        .expect("insert");
+    c.write(vec![WriteOp::Insert(
+        raw(&doc! {"_id": 4, "s": "BANANA"}).into(),
+    )])
+    .expect("insert");
     drop(c);
     drop(e);
     let e = Engine::open(dir.path(), opts()).expect("reopen");
     let c = e.collection("db", "c").expect("collection");
     assert_eq!(lookup(&c, "s_1", "apple"), 2);
     assert_eq!(lookup(&c, "s_1", "banana"), 1);
-    c.write(vec![WriteOp::Insert(raw(
-        &doc! {"_id": 10, "s": "Apple", "n": 5},
-    ))])
+    c.write(vec![WriteOp::Insert(
+        raw(&doc! {"_id": 10, "s": "Apple", "n": 5}).into(),
+    )])
     .expect_err("still unique after the reopen");
 }
 
@@ -144,9 +148,9 @@ fn default_collation_reaches_the_id_index() {
     let c = e
         .create_collection("db", "d", doc! {"collation": {"locale": "fold"}})
         .expect("create");
-    c.write(vec![WriteOp::Insert(raw(&doc! {"_id": "Key"}))])
+    c.write(vec![WriteOp::Insert(raw(&doc! {"_id": "Key"}).into())])
         .expect("insert");
-    let dup = c.write(vec![WriteOp::Insert(raw(&doc! {"_id": "KEY"}))]);
+    let dup = c.write(vec![WriteOp::Insert(raw(&doc! {"_id": "KEY"}).into())]);
     assert!(matches!(dup, Err(StorageError::DuplicateKey { .. })));
     // Point look-ups by `_id` map the value the same way.
     assert!(

@@ -42,7 +42,11 @@ fn compaction_keeps_data_and_bounds_disk() {
             .map(|i| doc! {"_id": i, "r": 0, "pad": "c".repeat(500)})
             .collect();
         let t = c
-            .write(docs.iter().map(|d| WriteOp::Insert(raw(d))).collect())
+            .write(
+                docs.iter()
+                    .map(|d| WriteOp::Insert(raw(d).into()))
+                    .collect(),
+            )
             .expect("insert");
         for (rid, d) in t.record_ids.iter().zip(docs) {
             model.insert(*rid, d);

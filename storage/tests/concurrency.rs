@@ -55,7 +55,9 @@ fn readers_see_whole_batches() {
                 for b in 0..BATCHES {
                     let ops = (0..BATCH_DOCS)
                         .map(|i| {
-                            WriteOp::Insert(raw(&doc! {"_id": (w * BATCHES + b) * BATCH_DOCS + i}))
+                            WriteOp::Insert(
+                                raw(&doc! {"_id": (w * BATCHES + b) * BATCH_DOCS + i}).into(),
+                            )
                         })
                         .collect();
                     c.write(ops)

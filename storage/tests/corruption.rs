@@ -27,7 +27,7 @@ fn populate(checkpoint: bool) -> (SimBackend, Vec<String>) {
         .expect("create");
     for b in 0..60 {
         let ops = (0..5)
-            .map(|i| WriteOp::Insert(raw(&doc! {"_id": b * 10 + i, "pad": "z".repeat(150)})))
+            .map(|i| WriteOp::Insert(raw(&doc! {"_id": b * 10 + i, "pad": "z".repeat(150)}).into()))
             .collect();
         c.write(ops).expect("write");
         if checkpoint && b == 40 {
@@ -82,7 +82,7 @@ fn torn_tail_is_truncated() {
             "lost at most the torn batches, kept {n}"
         );
         assert_eq!(n % 5, 0, "batches are whole");
-        c.write(vec![WriteOp::Insert(raw(&doc! {"_id": -1}))])
+        c.write(vec![WriteOp::Insert(raw(&doc! {"_id": -1}).into())])
             .expect("write after truncation");
         engine.close().expect("close");
         let engine =

@@ -59,7 +59,7 @@ fn workload(sim: &SimBackend, seed: u64, opts: &EngineOptions, pre_images: bool)
                     next += 1;
                     WriteOp::Insert(raw(
                         &doc! {"_id": next, "u": next, "pad": "p".repeat(rng.random_range(0..400))},
-                    ))
+                    ).into())
                 })
                 .collect(),
             5..7 if !live.is_empty() => {
@@ -87,11 +87,11 @@ fn workload(sim: &SimBackend, seed: u64, opts: &EngineOptions, pre_images: bool)
         };
         let Ok(t) = c.write(ops.clone()) else { break };
         for (op, rid) in ops.iter().zip(&t.record_ids) {
-            match op {
-                WriteOp::Insert(d) | WriteOp::Replace(_, d) | WriteOp::Update(_, d) => {
-                    pending.insert(*rid, Document::try_from(d.clone()).expect("decode"));
+            match op.document() {
+                Some(d) => {
+                    pending.insert(*rid, Document::try_from(d).expect("decode"));
                 }
-                WriteOp::Delete(_) => {
+                None => {
                     pending.remove(rid);
                 }
             }
@@ -275,10 +275,12 @@ fn crash_at_every_sync_point_with(opts: EngineOptions, pre_images: bool, name: &
         let engine = Engine::open_with_backend(Arc::new(image.clone()), opts.clone())
             .expect("second recovery");
         if let Some(c) = engine.collection("db", "c") {
-            c.write(vec![WriteOp::Insert(raw(&doc! {"_id": -1, "u": -1}))])
-                .expect("write after recovery")
-                .wait_durable_blocking()
-                .expect("durable");
+            c.write(vec![WriteOp::Insert(
+                raw(&doc! {"_id": -1, "u": -1}).into(),
+            )])
+            .expect("write after recovery")
+            .wait_durable_blocking()
+            .expect("durable");
         }
     }
     assert!(!full.is_empty());

@@ -24,9 +24,9 @@ fn opts() -> EngineOptions {
 }
 
 fn insert(c: &Collection, id: i64) -> storage::Result<Ticket> {
-    c.write(vec![WriteOp::Insert(raw(
-        &doc! { "_id": id, "pad": "p".repeat(300) },
-    ))])
+    c.write(vec![WriteOp::Insert(
+        raw(&doc! { "_id": id, "pad": "p".repeat(300) }).into(),
+    )])
 }
 
 fn acked(c: &Collection, id: i64) {

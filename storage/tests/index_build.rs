@@ -58,7 +58,9 @@ fn build_under_concurrent_writes_equals_a_build_from_scratch() {
     let n = 20_000i64;
     for chunk in 0..n / 1000 {
         let ops = (chunk * 1000..(chunk + 1) * 1000)
-            .map(|i| WriteOp::Insert(raw(&doc! {"_id": i, "k": i % 1777, "pad": "x".repeat(100)})))
+            .map(|i| {
+                WriteOp::Insert(raw(&doc! {"_id": i, "k": i % 1777, "pad": "x".repeat(100)}).into())
+            })
             .collect();
         c.write(ops).expect("load");
     }
@@ -79,9 +81,9 @@ fn build_under_concurrent_writes_equals_a_build_from_scratch() {
                 let op = match rng.random_range(0..3) {
                     0 => {
                         next += 1;
-                        WriteOp::Insert(raw(
-                            &doc! {"_id": next, "k": [rng.random_range(0..50), 77]},
-                        ))
+                        WriteOp::Insert(
+                            raw(&doc! {"_id": next, "k": [rng.random_range(0..50), 77]}).into(),
+                        )
                     }
                     1 => WriteOp::Replace(
                         rid,
@@ -153,7 +155,7 @@ fn unique_builds_fail_on_a_duplicate_and_give_pages_back() {
         .create_collection("db", "c", doc! {})
         .expect("create");
     let ops = (0..3000)
-        .map(|i| WriteOp::Insert(raw(&doc! {"_id": i, "u": i, "d": i % 1000})))
+        .map(|i| WriteOp::Insert(raw(&doc! {"_id": i, "u": i, "d": i % 1000}).into()))
         .collect();
     c.write(ops).expect("load");
     match engine.create_index("db", "c", spec("d_1", "d", true), &|_, _| {}) {
@@ -173,7 +175,7 @@ fn unique_builds_fail_on_a_duplicate_and_give_pages_back() {
     assert_eq!(entries(&c, "u_1").len(), 3000);
     // The new unique index is enforced at once.
     assert!(matches!(
-        c.write(vec![WriteOp::Insert(raw(&doc! {"_id": -5, "u": 7}))]),
+        c.write(vec![WriteOp::Insert(raw(&doc! {"_id": -5, "u": 7}).into())]),
         Err(StorageError::DuplicateKey { .. })
     ));
 }
@@ -186,7 +188,7 @@ fn a_build_whose_collection_is_dropped_gives_its_pages_back() {
         .create_collection("db", "c", doc! {})
         .expect("create");
     let ops = (0..20_000)
-        .map(|i| WriteOp::Insert(raw(&doc! {"_id": i, "k": i})))
+        .map(|i| WriteOp::Insert(raw(&doc! {"_id": i, "k": i}).into()))
         .collect();
     c.write(ops).expect("load");
     let dropper = {
@@ -225,14 +227,14 @@ fn a_crash_after_a_build_rebuilds_it_at_open() {
         .create_collection("db", "c", doc! {})
         .expect("create");
     let ops = (0..2000)
-        .map(|i| WriteOp::Insert(raw(&doc! {"_id": i, "k": i % 7})))
+        .map(|i| WriteOp::Insert(raw(&doc! {"_id": i, "k": i % 7}).into()))
         .collect();
     c.write(ops).expect("load");
     engine.checkpoint().expect("checkpoint before the build");
     engine
         .create_index("db", "c", spec("k_1", "k", false), &|_, _| {})
         .expect("build");
-    c.write(vec![WriteOp::Insert(raw(&doc! {"_id": -1, "k": 3}))])
+    c.write(vec![WriteOp::Insert(raw(&doc! {"_id": -1, "k": 3}).into())])
         .expect("write")
         .wait_durable_blocking()
         .expect("durable");

@@ -81,12 +81,12 @@ fn kill_child_entry() {
                     }
                     let id = round * 10_000_000 + t * 1_000_000 + i;
                     let ops = vec![
-                        WriteOp::Insert(raw(
-                            &doc! {"_id": id, "v": i % 97, "pad": "k".repeat(200)},
-                        )),
-                        WriteOp::Insert(raw(
-                            &doc! {"_id": -id - 1, "v": -1, "pad": "s".repeat(400)},
-                        )),
+                        WriteOp::Insert(
+                            raw(&doc! {"_id": id, "v": i % 97, "pad": "k".repeat(200)}).into(),
+                        ),
+                        WriteOp::Insert(
+                            raw(&doc! {"_id": -id - 1, "v": -1, "pad": "s".repeat(400)}).into(),
+                        ),
                     ];
                     let ticket = c.write(ops).expect("write");
                     let rids = ticket.record_ids.clone();

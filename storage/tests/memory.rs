@@ -63,11 +63,14 @@ fn page_memory_stays_within_the_cache_setting() {
     for chunk in 0..n / 500 {
         let ops = (chunk * 500..(chunk + 1) * 500)
             .map(|i| {
-                WriteOp::Insert(raw(&doc! {
-                    "_id": i,
-                    "a": format!("user-{:08}", (i * 7919) % n),
-                    "b": (i * 104_729) % 1_000_003,
-                }))
+                WriteOp::Insert(
+                    raw(&doc! {
+                        "_id": i,
+                        "a": format!("user-{:08}", (i * 7919) % n),
+                        "b": (i * 104_729) % 1_000_003,
+                    })
+                    .into(),
+                )
             })
             .collect();
         c.write(ops).expect("load");

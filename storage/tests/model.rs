@@ -82,7 +82,11 @@ fn model_with_reboots() {
                     })
                     .collect();
                 let t = c
-                    .write(docs.iter().map(|d| WriteOp::Insert(raw(d))).collect())
+                    .write(
+                        docs.iter()
+                            .map(|d| WriteOp::Insert(raw(d).into()))
+                            .collect(),
+                    )
                     .expect("insert");
                 for (rid, d) in t.record_ids.iter().zip(docs) {
                     model.insert(*rid, d);

@@ -35,7 +35,7 @@ fn periodic_mode_acks_before_sync_and_j_waits() {
     let e = Engine::open(dir.path(), opts).expect("open");
     let c = e.create_collection("db", "p", doc! {}).expect("create");
     let t = c
-        .write(vec![WriteOp::Insert(raw(&doc! {"_id": 1}))])
+        .write(vec![WriteOp::Insert(raw(&doc! {"_id": 1}).into())])
         .expect("write");
     assert!(!t.is_durable(), "periodic mode does not sync per write");
     let start = Instant::now();
@@ -74,8 +74,12 @@ fn partial_sparse_and_multikey_indexes() {
         doc! {"_id": 2, "q": 50},
         doc! {"_id": 3},
     ];
-    c.write(docs.iter().map(|d| WriteOp::Insert(raw(d))).collect())
-        .expect("insert");
+    c.write(
+        docs.iter()
+            .map(|d| WriteOp::Insert(raw(d).into()))
+            .collect(),
+    )
+    .expect("insert");
     let partial = IndexSpec {
         name: "q_partial".into(),
         key: doc! {"q": 1},
@@ -108,10 +112,10 @@ fn partial_sparse_and_multikey_indexes() {
         "a, b, and null for the two docs without tags"
     );
     // Outside the partial filter, duplicates are fine; inside, they are not.
-    c.write(vec![WriteOp::Insert(raw(&doc! {"_id": 4, "q": 5}))])
+    c.write(vec![WriteOp::Insert(raw(&doc! {"_id": 4, "q": 5}).into())])
         .expect("outside filter");
     let err = c
-        .write(vec![WriteOp::Insert(raw(&doc! {"_id": 5, "q": 50}))])
+        .write(vec![WriteOp::Insert(raw(&doc! {"_id": 5, "q": 50}).into())])
         .expect_err("dup");
     assert!(matches!(err, StorageError::DuplicateKey { ref index, .. } if index == "q_partial"));
     let flags: Vec<(String, bool)> = c
@@ -129,9 +133,9 @@ fn partial_sparse_and_multikey_indexes() {
     };
     e.create_index("db", "i", both, &|_, _| {})
         .expect("compound");
-    match c.write(vec![WriteOp::Insert(raw(
-        &doc! {"_id": 6, "a": [1], "b": [2]},
-    ))]) {
+    match c.write(vec![WriteOp::Insert(
+        raw(&doc! {"_id": 6, "a": [1], "b": [2]}).into(),
+    )]) {
         Err(StorageError::Key(k)) => assert_eq!(k.code(), 171),
         other => panic!("expected parallel arrays, got {other:?}"),
     }

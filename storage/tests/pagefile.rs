@@ -24,7 +24,9 @@ fn insert(engine: &Engine, model: &mut BTreeMap<u64, Document>, from: i64, n: i6
     let c = engine.collection("db", "c").expect("collection");
     for i in from..from + n {
         let d = doc! {"_id": i, "v": i % 13, "pad": "p".repeat(200)};
-        let t = c.write(vec![WriteOp::Insert(raw(&d))]).expect("insert");
+        let t = c
+            .write(vec![WriteOp::Insert(raw(&d).into())])
+            .expect("insert");
         t.wait_durable_blocking().expect("durable");
         model.insert(t.record_ids[0], d);
     }
@@ -85,7 +87,7 @@ fn check_reopened(sim: &SimBackend, model: &BTreeMap<u64, Document>) {
             .is_empty()
     );
     // And it goes on: a write, a checkpoint, a clean reopen.
-    c.write(vec![WriteOp::Insert(raw(&doc! {"_id": -1}))])
+    c.write(vec![WriteOp::Insert(raw(&doc! {"_id": -1}).into())])
         .expect("write")
         .wait_durable_blocking()
         .expect("durable");

@@ -47,8 +47,8 @@ fn snapshot_docs(
 }
 
 /// Random ops on the current model; `ops[i]` goes to collection `i`.
-fn random_ops(r: &mut impl Rng, now: &Model, counter: &mut i64) -> [Vec<WriteOp>; 2] {
-    let mut ops: [Vec<WriteOp>; 2] = Default::default();
+fn random_ops(r: &mut impl Rng, now: &Model, counter: &mut i64) -> [Vec<WriteOp<'static>>; 2] {
+    let mut ops: [Vec<WriteOp<'static>>; 2] = Default::default();
     for _ in 0..r.random_range(1..4) {
         let c = r.random_range(0..2);
         let rids: Vec<RecordId> = now[c].keys().copied().collect();
@@ -73,7 +73,7 @@ fn random_ops(r: &mut impl Rng, now: &Model, counter: &mut i64) -> [Vec<WriteOp>
                     ops[c].push(WriteOp::Delete(rid));
                 }
             }
-            _ => ops[c].push(WriteOp::Insert(body)),
+            _ => ops[c].push(WriteOp::Insert(body.into())),
         }
     }
     ops
@@ -84,11 +84,11 @@ fn apply(model: &mut Model, ops: &[Vec<WriteOp>; 2], rids: &[RecordId]) {
     for (c, ops) in ops.iter().enumerate() {
         for op in ops {
             let rid = *rids.next().expect("one rid per op");
-            match op {
-                WriteOp::Insert(d) | WriteOp::Replace(_, d) | WriteOp::Update(_, d) => {
-                    model[c].insert(rid, decode(d.clone()));
+            match op.document() {
+                Some(d) => {
+                    model[c].insert(rid, decode(d.to_owned()));
                 }
-                WriteOp::Delete(_) => {
+                None => {
                     model[c].remove(&rid);
                 }
             }
@@ -98,8 +98,8 @@ fn apply(model: &mut Model, ops: &[Vec<WriteOp>; 2], rids: &[RecordId]) {
 
 fn parts<'a>(
     colls: &'a [Arc<Collection>; 2],
-    ops: &[Vec<WriteOp>; 2],
-) -> Vec<(&'a Collection, Vec<WriteOp>)> {
+    ops: &[Vec<WriteOp<'static>>; 2],
+) -> Vec<(&'a Collection, Vec<WriteOp<'static>>)> {
     colls
         .iter()
         .zip(ops)
@@ -223,7 +223,7 @@ fn concurrent_transfers_keep_the_total_in_every_snapshot() {
         .create_collection("bank", "accounts", doc! {})
         .expect("create");
     let inserts = (0..ACCOUNTS)
-        .map(|i| WriteOp::Insert(raw(&doc! {"_id": i, "b": BALANCE})))
+        .map(|i| WriteOp::Insert(raw(&doc! {"_id": i, "b": BALANCE}).into()))
         .collect();
     let rids = c.write(inserts).expect("accounts").record_ids;
     let done = Arc::new(AtomicBool::new(false));

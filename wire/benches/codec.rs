@@ -17,7 +17,9 @@ fn stored(i: i32) -> RawDocumentBuf {
 }
 
 fn insert_batch() -> OpMsg {
-    let documents = (0..BATCH_DOCUMENT_COUNT).map(stored).collect();
+    let documents = (0..BATCH_DOCUMENT_COUNT)
+        .map(|i| stored(i).into())
+        .collect();
     OpMsg {
         flags: 0,
         body: rawdoc! { "insert": "users", "ordered": true, "$db": "app" },

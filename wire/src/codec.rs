@@ -44,14 +44,21 @@ impl Body {
     }
 }
 
-/// Decode exactly one whole frame (as delimited by `frame_length`).
+/// Decode exactly one whole frame (as delimited by `frame_length`). The frame is copied once
+/// so that the message can share it; `decode_shared` takes one already shared.
 pub fn decode(frame: &[u8]) -> Result<Message, WireError> {
-    let header = checked_header(frame)?;
+    decode_shared(Bytes::copy_from_slice(frame))
+}
+
+/// `decode` of a frame the message may keep: the documents of its sequences are slices of it
+/// (a server's read buffer split off with `BytesMut::split_to(..).freeze()` costs no copy).
+pub fn decode_shared(frame: Bytes) -> Result<Message, WireError> {
+    let header = checked_header(&frame)?;
     match OpCode::from_i32(header.op_code) {
-        Some(OpCode::Compressed) => decode_compressed(frame, header),
+        Some(OpCode::Compressed) => decode_compressed(&frame, header),
         Some(_) => Ok(Message {
             header,
-            body: decode_body(frame, header.op_code)?,
+            body: decode_body(&frame, header.op_code)?,
             compressor: None,
         }),
         None => Err(WireError::UnknownOpCode(header.op_code)),
@@ -73,7 +80,7 @@ fn checked_header(frame: &[u8]) -> Result<Header, WireError> {
     Ok(header)
 }
 
-fn decode_body(frame: &[u8], op_code: i32) -> Result<Body, WireError> {
+fn decode_body(frame: &Bytes, op_code: i32) -> Result<Body, WireError> {
     match OpCode::from_i32(op_code) {
         Some(OpCode::Msg) => Ok(Body::Msg(msg::decode(frame)?)),
         Some(OpCode::Query) => Ok(Body::Query(legacy::decode_query(frame)?)),
@@ -116,6 +123,7 @@ fn decode_compressed(frame: &[u8], outer: Header) -> Result<Message, WireError> 
     let mut inner = Vec::with_capacity(HEADER_SIZE + payload_len);
     inner.extend_from_slice(&header.to_bytes());
     inner.extend_from_slice(&payload);
+    let inner = Bytes::from(inner);
     Ok(Message {
         header,
         body: decode_body(&inner, original)?,
@@ -270,6 +278,6 @@ impl FrameReader {
     }
 
     pub fn next_message(&mut self) -> Result<Option<Message>, WireError> {
-        self.next_frame()?.map(|frame| decode(&frame)).transpose()
+        self.next_frame()?.map(decode_shared).transpose()
     }
 }

@@ -7,7 +7,8 @@
 //! [`frame_length`] looks at the first four bytes of a buffer and says "need more",
 //! "a frame of N bytes is there" or "impossible length" (below 16 or above
 //! [`limits::MESSAGE_SIZE_MAX`]). [`FrameReader`] wraps that around a `BytesMut`. [`decode`]
-//! turns one whole frame into a [`Message`]; OP_COMPRESSED is undone on the way and remembered in
+//! turns one whole frame into a [`Message`] ([`decode_shared`] of a `bytes::Bytes` frame keeps
+//! the document sequences as slices of it, no copy); OP_COMPRESSED is undone on the way and remembered in
 //! [`Message::compressor`]. Every document is walked once (see [`validate_document`]) so that
 //! later raw reads of it through the `bson` crate cannot fail on structure.
 //!
@@ -103,8 +104,8 @@ mod reader;
 mod writer;
 
 pub use codec::{
-    Body, FrameReader, Message, compress_frame, decode, encode_msg, encode_query, encode_reply,
-    next_frame,
+    Body, FrameReader, Message, compress_frame, decode, decode_shared, encode_msg, encode_query,
+    encode_reply, next_frame,
 };
 pub use compress::Compressor;
 pub use error::WireError;
@@ -116,6 +117,7 @@ pub use legacy::{
 pub use msg::{
     DocumentSequence, FLAG_CHECKSUM_PRESENT, FLAG_EXHAUST_ALLOWED, FLAG_MORE_TO_COME,
     FLAGS_REQUIRED_KNOWN, FLAGS_REQUIRED_MASK, OpMsg, SECTION_KIND_BODY, SECTION_KIND_SEQUENCE,
+    SharedDocument,
 };
 pub use writer::{DocWriter, MsgWriter};
 

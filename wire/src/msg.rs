@@ -4,7 +4,10 @@
 //! any section and rejects unknown *required* flag bits (0-15), as the spec demands; unknown
 //! optional bits (16-31) are kept and ignored.
 
+use std::sync::LazyLock;
+
 use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
+use bytes::Bytes;
 
 use crate::error::WireError;
 use crate::limits::{
@@ -31,7 +34,46 @@ pub const SECTION_KIND_SEQUENCE: u8 = 1;
 #[derive(Debug, Clone, PartialEq)]
 pub struct DocumentSequence {
     pub identifier: String,
-    pub documents: Vec<RawDocumentBuf>,
+    pub documents: Vec<SharedDocument>,
+}
+
+/// One document of a sequence. A decoded one is a slice of the message it arrived in (shared,
+/// never copied: an insert's documents go from the socket's buffer to wherever they are stored
+/// in one copy); one to send wraps an encoded document. Either way it was checked before it
+/// became one, so it always reads as a document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SharedDocument(Bytes);
+
+/// What a `SharedDocument` reads as if its invariant were ever broken.
+static EMPTY_DOCUMENT: LazyLock<RawDocumentBuf> = LazyLock::new(RawDocumentBuf::new);
+
+impl SharedDocument {
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl AsRef<RawDocument> for SharedDocument {
+    fn as_ref(&self) -> &RawDocument {
+        RawDocument::from_bytes(&self.0).unwrap_or_else(|_| {
+            debug_assert!(false, "a SharedDocument holds a checked document");
+            &EMPTY_DOCUMENT
+        })
+    }
+}
+
+impl std::ops::Deref for SharedDocument {
+    type Target = RawDocument;
+
+    fn deref(&self) -> &RawDocument {
+        self.as_ref()
+    }
+}
+
+impl From<RawDocumentBuf> for SharedDocument {
+    fn from(doc: RawDocumentBuf) -> Self {
+        SharedDocument(Bytes::from(doc.into_bytes()))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -69,8 +111,9 @@ impl OpMsg {
     }
 }
 
-/// Decode a whole OP_MSG frame (header included; the header was checked by the caller).
-pub(crate) fn decode(frame: &[u8]) -> Result<OpMsg, WireError> {
+/// Decode a whole OP_MSG frame (header included; the header was checked by the caller). The
+/// sequences' documents share `frame`.
+pub(crate) fn decode(frame: &Bytes) -> Result<OpMsg, WireError> {
     let mut reader = Reader::new(frame);
     reader.take(HEADER_SIZE, "header")?;
     let flags = reader.u32("OP_MSG flagBits")?;
@@ -102,7 +145,7 @@ pub(crate) fn decode(frame: &[u8]) -> Result<OpMsg, WireError> {
                         count_max: SEQUENCE_COUNT_MAX,
                     });
                 }
-                let sequence = decode_sequence(&mut reader)?;
+                let sequence = decode_sequence(frame, &mut reader)?;
                 if sequences
                     .iter()
                     .any(|s| s.identifier == sequence.identifier)
@@ -164,7 +207,7 @@ fn verify_checksum(frame: &[u8]) -> Result<usize, WireError> {
 }
 
 /// Kind 1: i32 size (counting itself), identifier cstring, then documents filling the size.
-fn decode_sequence(reader: &mut Reader<'_>) -> Result<DocumentSequence, WireError> {
+fn decode_sequence(frame: &Bytes, reader: &mut Reader<'_>) -> Result<DocumentSequence, WireError> {
     let declared = reader.i32("sequence size")?;
     let too_small = WireError::SectionLength {
         length_bytes: declared.into(),
@@ -185,8 +228,9 @@ fn decode_sequence(reader: &mut Reader<'_>) -> Result<DocumentSequence, WireErro
     let identifier = section.cstring("sequence identifier")?.to_owned();
     let mut documents = Vec::new();
     while section.remaining() > 0 {
+        // Checked by `document`; a slice of `frame` (the reader walks it), so no copy.
         let doc = section.document("sequence document")?;
-        documents.push(owned_document(doc, "sequence document")?);
+        documents.push(SharedDocument(frame.slice_ref(doc)));
     }
     Ok(DocumentSequence {
         identifier,

@@ -4,6 +4,8 @@
 //! `DocWriter` inside an OP_MSG frame so that the body is written once, directly where it will
 //! be sent. These take our own data, not a peer's, so their invariants are `debug_assert!`s.
 
+use std::io::Write;
+
 use bson::raw::BindRawBsonRef;
 use bson::{RawDocument, RawDocumentBuf};
 
@@ -73,9 +75,9 @@ impl DocWriter {
         self.buf.push(kind);
         match self.open.last_mut().and_then(|o| o.array_len.as_mut()) {
             Some(index) => {
-                let mut digits = itoa_buffer(*index);
+                // Writing into a Vec cannot fail; no temporary string per array element.
+                let _ = write!(self.buf, "{index}");
                 *index += 1;
-                self.buf.append(&mut digits);
             }
             None => self.buf.extend_from_slice(key.as_bytes()),
         }
@@ -200,10 +202,6 @@ impl DocWriter {
     }
 }
 
-fn itoa_buffer(index: usize) -> Vec<u8> {
-    index.to_string().into_bytes()
-}
-
 /// Writes an OP_MSG (body only) straight into its frame buffer.
 ///
 /// ```
@@ -219,7 +217,20 @@ pub struct MsgWriter {
 
 impl MsgWriter {
     pub fn new(request_id: i32, response_to: i32, flags: u32) -> Self {
-        let mut prefix = start_frame(request_id, response_to, OpCode::Msg);
+        Self::with_capacity(request_id, response_to, flags, 0)
+    }
+
+    /// A writer whose frame buffer holds `capacity_bytes` (the whole frame, checksum included)
+    /// before it grows: a reply whose size is known ahead is then written without the buffer
+    /// being moved (each growth copies everything written so far).
+    pub fn with_capacity(
+        request_id: i32,
+        response_to: i32,
+        flags: u32,
+        capacity_bytes: usize,
+    ) -> Self {
+        let mut prefix = Vec::with_capacity(capacity_bytes.min(crate::limits::MESSAGE_SIZE_MAX));
+        prefix.extend_from_slice(&start_frame(request_id, response_to, OpCode::Msg));
         prefix.extend_from_slice(&flags.to_le_bytes());
         prefix.push(SECTION_KIND_BODY);
         MsgWriter {

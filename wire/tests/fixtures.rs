@@ -69,11 +69,11 @@ fn op_msg_two_sequences() {
         sequences: vec![
             DocumentSequence {
                 identifier: "documents".into(),
-                documents: docs_a.clone(),
+                documents: shared(&docs_a),
             },
             DocumentSequence {
                 identifier: "updates".into(),
-                documents: docs_b.clone(),
+                documents: shared(&docs_b),
             },
         ],
     };
@@ -93,7 +93,7 @@ fn op_msg_two_sequences() {
     let encoded = encode_msg(7, 0, &msg, None).unwrap();
     assert_eq!(encoded, expected);
     check_roundtrip(&encoded, &msg_message(7, 0, expected.len(), msg.clone()));
-    assert_eq!(msg.sequence("updates").unwrap().documents, docs_b);
+    assert_eq!(msg.sequence("updates").unwrap().documents, shared(&docs_b));
 }
 
 #[test]
@@ -342,7 +342,7 @@ fn large_zstd_batch_near_the_limit_decodes() {
     ];
     let seq = DocumentSequence {
         identifier: "documents".into(),
-        documents: docs,
+        documents: shared(&docs),
     };
     let msg = OpMsg {
         sequences: vec![seq],
@@ -366,4 +366,9 @@ fn hand_written_snappy_literal_block_decodes() {
     let mut want = decode(&plain).unwrap();
     want.compressor = Some(Compressor::Snappy);
     assert_eq!(decode(&framed).unwrap(), want);
+}
+
+/// Documents as a sequence carries them.
+fn shared(docs: &[bson::RawDocumentBuf]) -> Vec<wire::SharedDocument> {
+    docs.iter().cloned().map(Into::into).collect()
 }

@@ -97,7 +97,7 @@ fn random_msg(rng: &mut StdRng) -> OpMsg {
         .map(|i| DocumentSequence {
             identifier: format!("seq{i}"),
             documents: (0..rng.random_range(0..4))
-                .map(|_| random_doc(rng, 1))
+                .map(|_| random_doc(rng, 1).into())
                 .collect(),
         })
         .collect();
@@ -332,9 +332,8 @@ fn all_documents(message: &Message) -> Vec<&bson::RawDocument> {
     match &message.body {
         Body::Msg(m) => {
             let seqs = m.sequences.iter().flat_map(|s| s.documents.iter());
-            std::iter::once(&m.body)
-                .chain(seqs)
-                .map(|d| d.as_ref())
+            std::iter::once(m.body.as_ref())
+                .chain(seqs.map(|d| d.as_ref()))
                 .collect()
         }
         Body::Query(q) => std::iter::once(&q.query)

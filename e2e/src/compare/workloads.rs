@@ -125,6 +125,16 @@ pub async fn run_all(client: &Client, db_name: &str, sizes: &Sizes) -> Vec<Measu
         .await,
     );
     out.push(
+        timed(
+            "find limit 1000 (whole documents)",
+            "ms/op",
+            lower,
+            sizes,
+            |_| find_whole(&users, sizes),
+        )
+        .await,
+    );
+    out.push(
         timed("$group by key", "ms/op", lower, sizes, |_| {
             group(&users, sizes)
         })
@@ -471,6 +481,17 @@ async fn projection(users: &Collection<Document>, sizes: &Sizes) -> Outcome {
     let (start, done) = within_budget(sizes, sizes.scan_ops, async |_| {
         let p = doc! {"username": 1, "email": 1, "age": 1};
         drain(users.find(doc! {}).projection(p).limit(1000).await?).await?;
+        Ok(())
+    })
+    .await?;
+    Ok(per_op_ms(start, done))
+}
+
+/// 1,000 stored documents as they are: the reply path (storage read to socket) with nothing
+/// computed per document.
+async fn find_whole(users: &Collection<Document>, sizes: &Sizes) -> Outcome {
+    let (start, done) = within_budget(sizes, sizes.scan_ops, async |_| {
+        drain(users.find(doc! {}).limit(1000).await?).await?;
         Ok(())
     })
     .await?;

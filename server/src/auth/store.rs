@@ -233,7 +233,7 @@ fn raw(d: &Document) -> CommandResult<RawDocumentBuf> {
 /// Insert a new user or role document. A duplicate `_id` is a storage DuplicateKey error.
 pub fn insert(state: &ServerState, coll: &str, d: &Document) -> CommandResult<Ticket> {
     let c = ensure(state, coll)?;
-    c.write(vec![WriteOp::Insert(raw(d)?)])
+    c.write(vec![WriteOp::Insert((raw(d)?).into())])
         .map_err(|e| storage_error(e, AUTH_DB, coll))
 }
 

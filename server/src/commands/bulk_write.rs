@@ -502,7 +502,8 @@ fn insert_run(
     results: &mut Results,
     shared: &mut WriteOutcome,
 ) -> bool {
-    let mut pending: Vec<(usize, RawDocumentBuf)> = Vec::with_capacity(len);
+    let mut pending: Vec<(usize, std::borrow::Cow<'static, bson::RawDocument>)> =
+        Vec::with_capacity(len);
     let mut refused: Vec<(usize, CommandError)> = Vec::new();
     let existing = state.catalog.collection(&ns.db, &ns.coll);
     let checker = match crate::commands::validation::Checker::new(

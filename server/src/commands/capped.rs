@@ -200,7 +200,10 @@ fn copy_documents(from: &Collection, to: &Collection) -> CommandResult<()> {
             .map_err(serr)?;
         let Some((rid, _)) = chunk.last() else { break };
         after = Some(*rid);
-        let ops = chunk.into_iter().map(|(_, d)| WriteOp::Insert(d)).collect();
+        let ops = chunk
+            .into_iter()
+            .map(|(_, d)| WriteOp::Insert(d.into()))
+            .collect();
         last = Some(to.write(ops).map_err(serr)?);
     }
     if let Some(t) = last {

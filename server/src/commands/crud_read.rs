@@ -16,30 +16,16 @@ use crate::query::pipeline::values::to_doc;
 use crate::query::projection::Projection;
 use crate::query::sort::SortSpec;
 use crate::state::ServerState;
-use bson::{Bson, Document, RawArrayBuf, RawDocumentBuf, cstr, doc};
+use bson::{Bson, Document, RawDocumentBuf, doc};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 use storage::Direction;
 
-/// Build `{cursor: {<batch>: [...], id, ns}, ok: 1}` with the documents spliced in raw.
+/// `{cursor: {<batch>: [...], id, ns}, ok: 1}`, its documents written into the reply frame as
+/// they are (`super::batch`).
 pub fn cursor_reply(id: i64, ns: &str, first: bool, docs: Vec<RawDocumentBuf>) -> Reply {
-    let mut batch = RawArrayBuf::new();
-    for d in docs {
-        batch.push(d);
-    }
-    let mut cursor = RawDocumentBuf::new();
-    if first {
-        cursor.append(cstr!("firstBatch"), batch);
-    } else {
-        cursor.append(cstr!("nextBatch"), batch);
-    }
-    cursor.append(cstr!("id"), id);
-    cursor.append(cstr!("ns"), ns);
-    let mut reply = RawDocumentBuf::new();
-    reply.append(cstr!("cursor"), cursor);
-    reply.append(cstr!("ok"), 1.0);
-    Reply::Raw(reply)
+    Reply::Cursor(super::batch::CursorBatch::new(id, ns, first, docs))
 }
 
 /// The request's `maxTimeMS` deadline (its interrupt token's).

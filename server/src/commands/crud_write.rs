@@ -15,7 +15,8 @@ use crate::query::sort::SortSpec;
 use crate::query::update::Modification;
 use crate::query::update::{ApplyContext, upsert_seed};
 use crate::state::ServerState;
-use bson::{Bson, Document, RawDocumentBuf, doc};
+use bson::{Bson, Document, RawDocument, RawDocumentBuf, doc};
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use storage::{Collection, Ticket, WriteOp};
@@ -167,10 +168,12 @@ pub(super) fn batch_len_error(n: usize) -> CommandError {
 }
 
 /// The statements of a write command: from the body's array or from a kind-1 sequence.
-fn statements(req: &Request, field: &str) -> CommandResult<Vec<RawDocumentBuf>> {
+/// Borrowed from the request where it holds them as sent (a sequence, the raw body), so an
+/// insert copies each document only where it is stored.
+fn statements<'r>(req: &'r Request, field: &str) -> CommandResult<Vec<Cow<'r, RawDocument>>> {
     let mut out = Vec::new();
     if let Some(seq) = req.sequences.iter().find(|s| s.identifier == field) {
-        out.extend(seq.documents.iter().cloned());
+        out.extend(seq.documents.iter().map(|d| Cow::Borrowed(d.as_ref())));
     }
     if let Some(raw) = &req.raw_body {
         raw_statements(raw, &req.name, field, &mut out)?;
@@ -181,6 +184,11 @@ fn statements(req: &Request, field: &str) -> CommandResult<Vec<RawDocumentBuf>> 
         return Err(batch_len_error(out.len()));
     }
     Ok(out)
+}
+
+/// Update and delete statements are parsed into owned values anyway.
+fn owned(stmts: Vec<Cow<'_, RawDocument>>) -> Vec<RawDocumentBuf> {
+    stmts.into_iter().map(Cow::into_owned).collect()
 }
 
 fn not_array_of_objects(command: &str, field: &str) -> CommandError {
@@ -197,13 +205,13 @@ fn not_array(command: &str, field: &str) -> CommandError {
     )
 }
 
-/// Statements from the body's bytes, each copied as sent (a repeated field inside a statement
+/// Statements from the body's bytes, each as sent (a repeated field inside a statement
 /// survives, so `prepare_for_storage` can refuse it as mongod does).
-fn raw_statements(
-    raw: &RawDocumentBuf,
+fn raw_statements<'r>(
+    raw: &'r RawDocumentBuf,
     command: &str,
     field: &str,
-    out: &mut Vec<RawDocumentBuf>,
+    out: &mut Vec<Cow<'r, RawDocument>>,
 ) -> CommandResult<()> {
     let bad = |e: bson::error::Error| err(ErrorCode::InvalidBSON, e.to_string());
     let Some(value) = raw.get(field).map_err(bad)? else {
@@ -217,12 +225,16 @@ fn raw_statements(
         let Some(d) = item.as_document() else {
             return Err(not_array_of_objects(command, field));
         };
-        out.push(d.to_owned());
+        out.push(Cow::Borrowed(d));
     }
     Ok(())
 }
 
-fn doc_statements(req: &Request, field: &str, out: &mut Vec<RawDocumentBuf>) -> CommandResult<()> {
+fn doc_statements(
+    req: &Request,
+    field: &str,
+    out: &mut Vec<Cow<'_, RawDocument>>,
+) -> CommandResult<()> {
     match req.body.get(field) {
         None => {}
         Some(Bson::Array(items)) => {
@@ -230,10 +242,10 @@ fn doc_statements(req: &Request, field: &str, out: &mut Vec<RawDocumentBuf>) -> 
                 let Bson::Document(d) = item else {
                     return Err(not_array_of_objects(&req.name, field));
                 };
-                out.push(
+                out.push(Cow::Owned(
                     RawDocumentBuf::try_from(d)
                         .map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?,
-                );
+                ));
             }
         }
         Some(_) => return Err(not_array(&req.name, field)),
@@ -241,123 +253,7 @@ fn doc_statements(req: &Request, field: &str, out: &mut Vec<RawDocumentBuf>) -> 
     Ok(())
 }
 
-/// Check an `_id` value mongod would refuse to store.
-fn check_id(id: &Bson) -> CommandResult<()> {
-    match id {
-        Bson::Array(_) => Err(err(
-            ErrorCode::InvalidIdField,
-            "The '_id' value cannot be of type array",
-        )),
-        Bson::RegularExpression(_) => {
-            Err(err(ErrorCode::InvalidIdField, "can't use a regex for _id"))
-        }
-        Bson::Undefined => Err(err(
-            ErrorCode::InvalidIdField,
-            "can't use a undefined for _id",
-        )),
-        Bson::Document(d) if d.keys().any(|k| k.starts_with('$')) => Err(err(
-            ErrorCode::DollarPrefixedFieldName,
-            format!(
-                "_id fields may not contain '$'-prefixed fields: {} is not valid for storage.",
-                d.keys().next().map_or("", |k| k)
-            ),
-        )),
-        _ => Ok(()),
-    }
-}
-
-/// What mongod refuses in a document to insert before looking at values: a second top-level
-/// `_id` (other repeated names are stored, as mongod 8.0 still does) and nesting deeper than
-/// `STORED_NESTING_DEPTH_MAX` levels. Works on the bytes: a `Document` would hide the repeat.
-fn check_shape(raw: &bson::RawDocument) -> CommandResult<()> {
-    let bad = |e: bson::error::Error| err(ErrorCode::InvalidBSON, e.to_string());
-    let mut ids = 0;
-    for elem in raw.iter() {
-        if elem.map_err(bad)?.0.as_str() == "_id" {
-            ids += 1;
-        }
-    }
-    if ids > 1 {
-        return Err(err(
-            ErrorCode::BadValue,
-            "can't have multiple _id fields in one document",
-        ));
-    }
-    // Each level costs at least 7 bytes (type, empty key, an empty document), so a small
-    // document cannot be too deep and skips the walk.
-    if raw.as_bytes().len() < limits::STORED_NESTING_DEPTH_MAX * 7 {
-        return Ok(());
-    }
-    let mut stack = vec![raw.iter()];
-    while let Some(top) = stack.last_mut() {
-        let Some(elem) = top.next() else {
-            stack.pop();
-            continue;
-        };
-        let inner = match elem.map_err(bad)?.1 {
-            bson::RawBsonRef::Document(d) => d,
-            bson::RawBsonRef::Array(a) => {
-                bson::RawDocument::from_bytes(a.as_bytes()).map_err(bad)?
-            }
-            _ => continue,
-        };
-        if stack.len() == limits::STORED_NESTING_DEPTH_MAX {
-            return Err(err(
-                ErrorCode::Overflow,
-                format!(
-                    "cannot insert document because it exceeds {} levels of nesting",
-                    limits::STORED_NESTING_DEPTH_MAX
-                ),
-            ));
-        }
-        stack.push(inner.iter());
-    }
-    Ok(())
-}
-
-/// A document ready to store: `_id` present (generated when missing) and first, size checked.
-pub fn prepare_for_storage(raw: RawDocumentBuf) -> CommandResult<RawDocumentBuf> {
-    check_shape(&raw)?;
-    // Fast path: `_id` already first; no decode needed.
-    if let Some(Ok((key, value))) = raw.iter().next()
-        && key == "_id"
-    {
-        let id = Bson::try_from(value).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
-        check_id(&id)?;
-        check_size(&raw)?;
-        return Ok(raw);
-    }
-    let doc =
-        Document::try_from(raw.as_ref()).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
-    prepare_document(doc)
-}
-
-pub fn prepare_document(mut doc: Document) -> CommandResult<RawDocumentBuf> {
-    let id = doc
-        .remove("_id")
-        .unwrap_or_else(|| Bson::ObjectId(bson::oid::ObjectId::new()));
-    check_id(&id)?;
-    let mut out = doc! { "_id": id };
-    out.extend(doc);
-    let raw =
-        RawDocumentBuf::try_from(&out).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
-    check_size(&raw)?;
-    Ok(raw)
-}
-
-fn check_size(raw: &RawDocumentBuf) -> CommandResult<()> {
-    let n = raw.as_bytes().len();
-    if n > limits::BSON_OBJECT_SIZE_MAX {
-        return Err(err(
-            ErrorCode::BSONObjectTooLarge,
-            format!(
-                "object to insert too large. size in bytes: {n}, max size: {}",
-                limits::BSON_OBJECT_SIZE_MAX
-            ),
-        ));
-    }
-    Ok(())
-}
+pub use super::prepare::{prepare_document, prepare_for_storage};
 
 pub async fn insert(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<Reply> {
     let wc = WriteConcern::parse(req.write_concern.as_ref())?;
@@ -384,7 +280,7 @@ fn insert_documents(state: &ServerState, req: &Request) -> CommandResult<WriteOu
     crate::catalog::check_user_writable(&req.db, &coll_name)?;
     if let Some(ts) = super::timeseries::lookup(state, &req.db, &coll_name) {
         let mut out = WriteOutcome::default();
-        super::timeseries::insert(&ts, &req.db, docs, ordered, &mut out)?;
+        super::timeseries::insert(&ts, &req.db, owned(docs), ordered, &mut out)?;
         return Ok(out);
     }
     state.catalog.check_not_view(&req.db, &coll_name)?;
@@ -392,7 +288,7 @@ fn insert_documents(state: &ServerState, req: &Request) -> CommandResult<WriteOu
     let bypass = args::opt_bool(&req.body, "insert", "bypassDocumentValidation")?.unwrap_or(false);
     let checker = super::validation::Checker::new(Some(&coll), bypass)?;
     let mut out = WriteOutcome::default();
-    let mut pending: Vec<(usize, RawDocumentBuf)> = Vec::new();
+    let mut pending: Vec<(usize, Cow<'_, RawDocument>)> = Vec::new();
     for (i, raw) in docs.into_iter().enumerate() {
         state.opcounters.insert.fetch_add(1, Relaxed);
         match prepare_for_storage(raw).and_then(|d| checker.insert(&d).map(|()| d)) {
@@ -428,22 +324,35 @@ pub(super) fn insert_group(
     coll: &Arc<Collection>,
     db: &str,
     name: &str,
-    docs: Vec<(usize, RawDocumentBuf)>,
+    docs: Vec<(usize, Cow<'_, RawDocument>)>,
     ordered: bool,
     out: &mut WriteOutcome,
 ) {
     if docs.is_empty() {
         return;
     }
+    // Borrowed, not copied: the documents stay in `docs` for the one-at-a-time retry.
     let ops: Vec<WriteOp> = docs
         .iter()
-        .map(|(_, d)| WriteOp::Insert(d.clone()))
+        .map(|(_, d)| WriteOp::Insert(Cow::Borrowed(d.as_ref())))
         .collect();
     if let Ok(t) = crate::txn::write(coll, ops) {
         out.n += docs.len() as i64;
         out.keep(t);
         return;
     }
+    insert_each(coll, db, name, docs, ordered, out);
+}
+
+/// Insert documents one write each, each failure reported at its own index.
+fn insert_each(
+    coll: &Arc<Collection>,
+    db: &str,
+    name: &str,
+    docs: Vec<(usize, Cow<'_, RawDocument>)>,
+    ordered: bool,
+    out: &mut WriteOutcome,
+) {
     for (i, d) in docs {
         match crate::txn::write(coll, vec![WriteOp::Insert(d)]) {
             Ok(t) => {
@@ -621,7 +530,7 @@ fn update_statements(
     mut out: WriteOutcome,
 ) -> CommandResult<WriteOutcome> {
     let ordered = args::opt_bool(&req.body, "update", "ordered")?.unwrap_or(true);
-    let stmts = statements(req, "updates")?;
+    let stmts = owned(statements(req, "updates")?);
     if super::timeseries::lookup(state, &req.db, coll).is_some() {
         let mut out = WriteOutcome::default();
         for (i, raw) in stmts.iter().enumerate() {
@@ -714,7 +623,7 @@ pub(super) fn check_sort_single(stmt: &bson::RawDocument) -> CommandResult<()> {
 /// Apply `update` to a stored document; `None` when it changed nothing.
 /// The storage op of an update's new version: a replacement, or an operator update (whose
 /// diff the oplog records under `--replSet`).
-pub(super) fn update_op(stmt: &UpdateStmt, rid: u64, next: RawDocumentBuf) -> WriteOp {
+pub(super) fn update_op(stmt: &UpdateStmt, rid: u64, next: RawDocumentBuf) -> WriteOp<'static> {
     if stmt.update.is_replacement() {
         WriteOp::Replace(rid, next)
     } else {
@@ -809,7 +718,7 @@ pub(super) fn run_update(
         let raw = prepare_document(doc)?;
         let coll = state.catalog.get_or_create(db, name)?;
         super::validation::Checker::new(Some(&coll), stmt.bypass_validation)?.insert(&raw)?;
-        let t = crate::txn::write(&coll, vec![WriteOp::Insert(raw)])
+        let t = crate::txn::write(&coll, vec![WriteOp::Insert(raw.into())])
             .map_err(|e| storage_error(e, db, name))?;
         out.keep(t);
         out.n += 1;
@@ -905,7 +814,7 @@ fn delete_statements(
         state.catalog.check_not_view(&req.db, name)?;
     }
     let ordered = args::opt_bool(&req.body, "delete", "ordered")?.unwrap_or(true);
-    let stmts = statements(req, "deletes")?;
+    let stmts = owned(statements(req, "deletes")?);
     check_entries(&specs::DELETE_ENTRY, &stmts)?;
     let vars = args::let_variables(&req.body, "delete")?;
     let coll = state.catalog.collection(&req.db, name);

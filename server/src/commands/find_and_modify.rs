@@ -229,7 +229,7 @@ fn find_and_change(
             let raw = prepare_document(new_doc)?;
             let coll = state.catalog.get_or_create(&req.db, name)?;
             super::validation::Checker::new(Some(&coll), bypass)?.insert(&raw)?;
-            let t = crate::txn::write(&coll, vec![WriteOp::Insert(raw.clone())])
+            let t = crate::txn::write(&coll, vec![WriteOp::Insert(raw.clone().into())])
                 .map_err(|e| storage_error(e, &req.db, name))?;
             let value = if a.return_new {
                 project(&a.fields, &raw)?

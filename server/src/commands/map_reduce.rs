@@ -317,6 +317,7 @@ pub async fn map_reduce(state: &Arc<ServerState>, req: &Arc<Request>) -> Command
 fn inline_reply(state: &ServerState, reply: Reply) -> CommandResult<Reply> {
     let raw = match reply {
         Reply::Raw(r) => r,
+        Reply::Cursor(c) => c.to_raw(),
         Reply::Doc(d) => RawDocumentBuf::try_from(&d)
             .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?,
         Reply::Close => return Err(err(ErrorCode::InternalError, "no reply")),

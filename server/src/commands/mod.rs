@@ -9,6 +9,7 @@ pub mod args;
 pub mod argspec;
 pub mod auth;
 pub mod authz;
+pub mod batch;
 pub mod bulk_write;
 pub mod capped;
 pub mod change_ddl;
@@ -28,6 +29,7 @@ pub mod index_spec;
 pub mod indexes;
 pub mod map_reduce;
 pub mod output;
+pub mod prepare;
 pub mod profile;
 pub mod replset;
 pub mod roles;
@@ -64,7 +66,8 @@ pub struct ConnectionInfo {
 /// A kind-1 document sequence as handed to handlers.
 pub struct Sequence {
     pub identifier: String,
-    pub documents: Vec<RawDocumentBuf>,
+    /// Slices of the request's frame, as they arrived.
+    pub documents: Vec<wire::SharedDocument>,
 }
 
 /// A parsed request: the command body plus the generic fields mongod accepts on every command.
@@ -97,6 +100,8 @@ pub struct Request {
 pub enum Reply {
     Doc(Document),
     Raw(RawDocumentBuf),
+    /// A cursor batch, written straight into the reply frame (see `batch`).
+    Cursor(batch::CursorBatch),
     /// Send nothing and close the connection (the `shutdown` command).
     Close,
 }
@@ -649,6 +654,7 @@ impl crate::sessions::Storable for Reply {
         match self {
             Reply::Doc(d) => Some(d.clone()),
             Reply::Raw(r) => Document::try_from(r.as_ref()).ok(),
+            Reply::Cursor(c) => Document::try_from(c.to_raw().as_ref()).ok(),
             Reply::Close => None,
         }
     }

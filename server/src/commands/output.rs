@@ -86,7 +86,7 @@ fn write_temp(
     let coll = state.catalog.get_or_create(db, temp)?;
     let ops = output
         .into_iter()
-        .map(|d| prepare_document(d).map(WriteOp::Insert))
+        .map(|d| prepare_document(d).map(|d| WriteOp::Insert(d.into())))
         .collect::<CommandResult<Vec<_>>>()?;
     let mut last = None;
     for chunk in ops.chunks(10_000) {
@@ -134,7 +134,7 @@ fn merge_into(
         let raw = prepare_document(result)?;
         let op = match existing.first() {
             Some((rid, _, _)) => WriteOp::Replace(*rid, raw),
-            None => WriteOp::Insert(raw),
+            None => WriteOp::Insert(raw.into()),
         };
         last = Some(
             coll.write(vec![op])

@@ -254,6 +254,7 @@ pub(crate) fn reply_document(result: &CommandResult<Reply>) -> Option<Document> 
     match result {
         Ok(Reply::Doc(d)) => Some(d.clone()),
         Ok(Reply::Raw(r)) => Document::try_from(r.as_ref()).ok(),
+        Ok(Reply::Cursor(c)) => Document::try_from(c.to_raw().as_ref()).ok(),
         _ => None,
     }
 }
@@ -320,7 +321,8 @@ fn write_entry(state: &ServerState, db: &str, entry: Document) -> CommandResult<
     let raw = RawDocumentBuf::try_from(&entry)
         .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?;
     let serr = |e| storage_error(e, db, PROFILE_COLLECTION);
-    coll.write(vec![WriteOp::Insert(raw)]).map_err(serr)?;
+    coll.write(vec![WriteOp::Insert(raw.into())])
+        .map_err(serr)?;
     if coll.capped_limits().is_some() {
         return Ok(());
     }

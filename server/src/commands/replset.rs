@@ -123,7 +123,7 @@ fn save(state: &ServerState, cfg: &Document) -> CommandResult<()> {
         .map_err(|e| storage_error(e, LOCAL_DB, REPLSET_COLLECTION))?;
     let op = match existing.first() {
         Some((rid, _)) => WriteOp::Replace(*rid, raw),
-        None => WriteOp::Insert(raw),
+        None => WriteOp::Insert(raw.into()),
     };
     let ticket = c
         .write(vec![op])

@@ -274,6 +274,10 @@ pub fn stamp(reply: Reply, at: Timestamp) -> Reply {
             }
             Reply::Doc(d)
         }
+        Reply::Cursor(mut c) => {
+            c.at_cluster_time = Some(at);
+            Reply::Cursor(c)
+        }
         Reply::Raw(r) => match stamp_raw(&r, at) {
             Some(out) => Reply::Raw(out),
             None => Reply::Raw(r),
@@ -359,9 +363,10 @@ mod tests {
             increment: 2,
         };
         let raw = super::super::crud_read::cursor_reply(0, "d.c", true, vec![]);
-        let Reply::Raw(r) = stamp(raw, t) else {
-            panic!("raw in, raw out");
+        let Reply::Cursor(c) = stamp(raw, t) else {
+            panic!("a cursor in, a cursor out");
         };
+        let r = c.to_raw();
         let d = Document::try_from(r.as_ref()).expect("decodes");
         assert_eq!(
             d.get_document("cursor")

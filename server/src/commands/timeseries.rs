@@ -281,7 +281,7 @@ pub(super) fn insert(
             .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?;
         ops.push(match o.rid {
             Some(rid) => WriteOp::Replace(rid, raw),
-            None => WriteOp::Insert(raw),
+            None => WriteOp::Insert(raw.into()),
         });
     }
     if !ops.is_empty() {

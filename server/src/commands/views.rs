@@ -203,7 +203,7 @@ pub fn store(state: &ServerState, db: &str, view: &View) -> CommandResult<()> {
     let views = views_collection(state, db)?;
     let raw = raw(&view.to_document(db))?;
     let ticket = views
-        .write(vec![WriteOp::Insert(raw)])
+        .write(vec![WriteOp::Insert(raw.into())])
         .map_err(|e| match e {
             storage::StorageError::DuplicateKey { .. } => err(
                 ErrorCode::NamespaceExists,

@@ -627,7 +627,9 @@ mod scan_tests {
                 .iter()
                 .map(|i| {
                     storage::WriteOp::Insert(
-                        RawDocumentBuf::try_from(&bson::doc! { "_id": i }).unwrap(),
+                        RawDocumentBuf::try_from(&bson::doc! { "_id": i })
+                            .unwrap()
+                            .into(),
                     )
                 })
                 .collect();
@@ -674,7 +676,9 @@ mod scan_tests {
         let ops: Vec<storage::WriteOp> = (0..2000)
             .map(|i| {
                 storage::WriteOp::Insert(
-                    RawDocumentBuf::try_from(&bson::doc! { "_id": i }).unwrap(),
+                    RawDocumentBuf::try_from(&bson::doc! { "_id": i })
+                        .unwrap()
+                        .into(),
                 )
             })
             .collect();
@@ -708,7 +712,9 @@ mod scan_tests {
         let ops: Vec<storage::WriteOp> = (0..1000)
             .map(|i| {
                 storage::WriteOp::Insert(
-                    RawDocumentBuf::try_from(&bson::doc! { "_id": i }).unwrap(),
+                    RawDocumentBuf::try_from(&bson::doc! { "_id": i })
+                        .unwrap()
+                        .into(),
                 )
             })
             .collect();

@@ -5,7 +5,7 @@
 //! memory budget until it is handed out, killed or reaped: the charge shrinks as rows leave.
 
 use super::scan::index_key_of;
-use crate::error::{CommandResult, ErrorCode, err};
+use crate::error::CommandResult;
 use crate::query::budget::Held;
 use crate::query::projection::Projection;
 use bson::{Document, RawDocumentBuf, cstr};
@@ -36,8 +36,8 @@ impl Finish {
             (Some(pattern), _) => index_key_of(&doc, pattern)?,
             (None, Some(p)) => match score {
                 Some(s) => p.apply_scored(&doc, pos, s)?,
-                None => RawDocumentBuf::try_from(&p.apply(&doc, pos)?)
-                    .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?,
+                // Kept fields are copied as their bytes (no decode and re-encode).
+                None => p.apply_raw(&doc, pos)?,
             },
             (None, None) => doc,
         };

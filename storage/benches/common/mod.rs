@@ -121,7 +121,7 @@ impl Store for Cairn {
     fn put(&mut self, items: &[(u64, RawDocumentBuf)]) {
         let ops = items
             .iter()
-            .map(|(_, d)| WriteOp::Insert(d.clone()))
+            .map(|(_, d)| WriteOp::Insert(d.clone().into()))
             .collect();
         let ticket = self.coll.write(ops).expect("cairn write");
         ticket.wait_durable_blocking().expect("cairn durable");

@@ -16,9 +16,9 @@ fn engine(dir: &std::path::Path, periodic_ms: Option<u64>) -> Engine {
     Engine::open(dir, opts).expect("open")
 }
 
-fn insert(i: i32) -> Vec<WriteOp> {
+fn insert(i: i32) -> Vec<WriteOp<'static>> {
     let d = RawDocumentBuf::try_from(&doc! { "_id": i }).expect("doc");
-    vec![WriteOp::Insert(d)]
+    vec![WriteOp::Insert(d.into())]
 }
 
 #[test]
@@ -139,10 +139,7 @@ mod counted {
 
     impl Rig {
         fn append(&self) -> Ticket {
-            let rec = OutRecord {
-                kind: Kind::Put,
-                payload: vec![7; 64],
-            };
+            let rec = OutRecord::whole(Kind::Put, vec![7; 64]);
             let (sequence, _) = self.log.append(&[rec], false).expect("append");
             self.commit.note_written(sequence);
             Ticket {

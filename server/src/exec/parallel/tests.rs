@@ -75,7 +75,7 @@ fn collection(
     let ops = (0..n)
         .map(|i| {
             let d = random_doc(rng, i, doubles);
-            storage::WriteOp::Insert(RawDocumentBuf::try_from(&d).expect("encode"))
+            storage::WriteOp::Insert(RawDocumentBuf::try_from(&d).expect("encode").into())
         })
         .collect();
     coll.write(ops).expect("insert");
@@ -251,7 +251,7 @@ fn double_sums_and_states_past_the_bound_fall_back_to_serial() {
     let ops = (0..4000)
         .map(|i| {
             let d = doc! { "_id": i, "k": i % 7, "d": 0.1 * f64::from(i), "i": i };
-            storage::WriteOp::Insert(RawDocumentBuf::try_from(&d).expect("encode"))
+            storage::WriteOp::Insert(RawDocumentBuf::try_from(&d).expect("encode").into())
         })
         .collect();
     coll.write(ops).expect("insert");
@@ -332,7 +332,7 @@ fn a_part_error_is_the_serial_scans_first_error() {
                 _ => format!("2020-01-{:02}T00:00:00Z", i % 28 + 1),
             };
             let d = doc! { "_id": i, "s": s };
-            storage::WriteOp::Insert(RawDocumentBuf::try_from(&d).expect("encode"))
+            storage::WriteOp::Insert(RawDocumentBuf::try_from(&d).expect("encode").into())
         })
         .collect();
     coll.write(ops).expect("insert");
