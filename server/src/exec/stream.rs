@@ -1,10 +1,17 @@
-//! A suspended aggregation pipeline: an aggregate over a collection runs only as far as the
-//! batch being filled needs, and the rest waits in the cursor until `getMore` asks for it.
-//! Streaming stages run one input document at a time; a blocking stage consumes its input when
-//! first asked and then hands its output out one document at a time
-//! (`query::pipeline::Suspended`). Between batches the cursor holds at most one prepared
-//! result (a lookahead that makes `done` exact) plus one input document's results. The input
-//! is the resumable scan (`ScanState`), or documents already in memory (tests).
+//! A suspended aggregation pipeline: an aggregate runs only as far as the batch being filled
+//! needs, and the rest waits in the cursor until `getMore` asks for it. Streaming stages run one
+//! input document at a time; a blocking stage consumes its input when first asked and then
+//! hands its output out one document at a time (`query::pipeline::Suspended`). Between batches
+//! the cursor holds at most one prepared result (a lookahead that makes `done` exact) plus one
+//! input document's results. The input is the resumable scan (`ScanState`), or documents
+//! already in memory (a source stage's, `$geoNear`'s or `$text`'s matches, none for
+//! `$documents`, tests).
+//!
+//! Stages that read other collections (`$lookup`, `$graphLookup`, `$unionWith`, those inside
+//! `$facet`) read them through the [`Reader`] at every pull, so each `getMore` reads them as of
+//! its own time, in its transaction's or snapshot's view when the command layer installed one.
+//! The cursor names those collections ([`Streamed::foreign`]) so that dropping or renaming one
+//! kills it as dropping its own collection does (`crate::cursors`).
 
 use super::scan::{ScanState, check_deadline};
 use crate::error::CommandResult;
@@ -20,11 +27,32 @@ pub enum StreamInput {
     Docs(VecDeque<RawDocumentBuf>),
 }
 
+/// Where a suspended pipeline reads other collections, one environment per pull.
+pub trait Reader: Send + Sync {
+    /// The environment of one pull, interrupting at `deadline` (and on the thread's token).
+    fn env(&self, deadline: Option<Instant>) -> Box<dyn PipelineEnv + '_>;
+}
+
+/// For pipelines that read no other collection: only the deadline reaches the stages.
+pub struct NoReader;
+
+impl Reader for NoReader {
+    fn env(&self, deadline: Option<Instant>) -> Box<dyn PipelineEnv + '_> {
+        Box::new(Deadline(deadline))
+    }
+}
+
+/// A collection the pipeline reads besides its input, with its UUID when the cursor opened
+/// (`None`: it did not exist then).
+pub type ForeignNs = (String, String, Option<bson::Uuid>);
+
 /// A pipeline suspended between two results.
 pub struct Streamed {
     pipeline: Arc<Pipeline>,
     run: Suspended,
     input: StreamInput,
+    reader: Arc<dyn Reader>,
+    foreign: Vec<ForeignNs>,
     /// Results pulled but not yet handed out.
     pub(super) pending: VecDeque<RawDocumentBuf>,
 }
@@ -43,14 +71,22 @@ impl PipelineEnv for Deadline {
 }
 
 impl Streamed {
-    /// `pipeline` after its first `skip` stages (which `input` already did) must neither read
-    /// other collections nor write (`$out`/`$merge`).
-    pub fn new(pipeline: Arc<Pipeline>, skip: usize, input: StreamInput) -> Streamed {
+    /// `pipeline` after its first `skip` stages (which `input` already did), reading other
+    /// collections through `reader`; `foreign` names them for the cursor.
+    pub fn new(
+        pipeline: Arc<Pipeline>,
+        skip: usize,
+        input: StreamInput,
+        reader: Arc<dyn Reader>,
+        foreign: Vec<ForeignNs>,
+    ) -> Streamed {
         let run = pipeline.suspend(skip);
         Streamed {
             pipeline,
             run,
             input,
+            reader,
+            foreign,
             pending: VecDeque::new(),
         }
     }
@@ -65,18 +101,38 @@ impl Streamed {
         self.pending.len() + self.run.prepared_count()
     }
 
+    /// The collections the stages read besides the input.
+    pub fn foreign(&self) -> &[ForeignNs] {
+        &self.foreign
+    }
+
     /// Pulls one more result into `pending`, unless the run is over.
     pub fn fill(&mut self, deadline: Option<Instant>) -> CommandResult<()> {
-        let env = Deadline(deadline);
+        let env = self.reader.env(deadline);
         let input = &mut self.input;
         let mut next_input = || match input {
             StreamInput::Scan(scan) => Ok(scan.next_match(deadline)?.map(|(_, raw, _)| raw)),
             StreamInput::Docs(docs) => Ok(docs.pop_front()),
         };
-        if let Some(doc) = self.pipeline.pull(&mut self.run, &mut next_input, &env)? {
+        if let Some(doc) = self.pipeline.pull(&mut self.run, &mut next_input, &*env)? {
+            // A leading `$text` search's documents carry their score until they leave.
+            let doc = if self.pipeline.has_text_score() {
+                crate::query::meta::strip_raw(doc)?
+            } else {
+                doc
+            };
             self.pending.push_back(doc);
         }
         Ok(())
+    }
+
+    /// The next result (`None`: no more), for a caller that takes them one at a time
+    /// (`$out`/`$merge` writing chunks).
+    pub fn next_doc(&mut self, deadline: Option<Instant>) -> CommandResult<Option<RawDocumentBuf>> {
+        if self.pending.is_empty() {
+            self.fill(deadline)?;
+        }
+        Ok(self.pending.pop_front())
     }
 }
 
@@ -161,7 +217,7 @@ mod tests {
                 .iter()
                 .map(|d| RawDocumentBuf::try_from(d).expect("encodes"))
                 .collect();
-            let streamed = Streamed::new(pipeline.clone(), 0, StreamInput::Docs(raw));
+            let streamed = Streamed::new(pipeline.clone(), 0, StreamInput::Docs(raw), Arc::new(NoReader), Vec::new());
             let mut source = DocSource::Pipeline(Box::new(streamed));
             let mut got = Vec::new();
             while !source.is_exhausted() {
@@ -209,7 +265,7 @@ mod tests {
             .iter()
             .map(|d| RawDocumentBuf::try_from(d).expect("encodes"))
             .collect();
-        let streamed = Streamed::new(pipeline, 0, StreamInput::Docs(raw));
+        let streamed = Streamed::new(pipeline, 0, StreamInput::Docs(raw), Arc::new(NoReader), Vec::new());
         let mut source = DocSource::Pipeline(Box::new(streamed));
         let mut got = Vec::new();
         while !source.is_exhausted() {

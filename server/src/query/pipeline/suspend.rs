@@ -1,22 +1,27 @@
 //! A pipeline run that can stop after any result and go on later, blocking stages included
 //! (an aggregate's cursor keeps one between `getMore`s). The stages after the first `skip` are
-//! cut at every stage that does not stream ([`STREAMING`]) into segments: a segment is a run of
-//! streaming stages fed by the pipeline's input (the first) or by the blocking stage before it.
-//! Pulling a result pulls the last segment, which pushes one input document at a time through
-//! its stages (`Pipeline::push_from`, bounded by the segment's end). The first time a segment
-//! needs a document from its blocking stage, that stage consumes the whole previous segment
-//! (which pulls further back the same way) and becomes a [`Drain`]: its sorted buffer, spilled
-//! runs or group table, handed out one document at a time. So between two pulls the run holds
-//! only the drains, each segment's results of one input document, and its counters; dropping
-//! it drops the drains, which gives their memory charges back and closes their spill files.
+//! cut at every stage that does not stream ([`STREAMING`], [`STATEFUL`]) into segments: a
+//! segment is a run of streaming stages fed by the pipeline's input (the first), by the
+//! blocking stage before it, or by a `$unionWith`. Pulling a result pulls the last segment,
+//! which pushes one input document at a time through its stages (`Pipeline::push_from`,
+//! bounded by the segment's end). The first time a segment needs a document from its blocking
+//! stage, that stage consumes the whole previous segment (which pulls further back the same
+//! way) and becomes a [`Drain`]: its sorted buffer, spilled runs or group table, handed out one
+//! document at a time. A `$unionWith` hands out the previous segment's results as they are
+//! pulled, then its other side: a suspended run of its sub-pipeline over a [`ForeignScan`] of
+//! its collection. So between two pulls the run holds only the drains, the stateful stages'
+//! slots (`$lookup`'s and `$graphLookup`'s hash tables, bounded and charged to the budget),
+//! the open foreign scans, each segment's results of one input document, and its counters;
+//! dropping it drops all of that, which gives the memory charges back and closes spill files.
 //!
-//! Stages that read other collections need the command's environment at every pull; callers
-//! keep such pipelines out ([`Pipeline::reads_other_collections`]). `$out`/`$merge` never
-//! appear here either: their output is written by the command, not handed out.
+//! Stages that read other collections do so through the `env` of the pull that needs them, so
+//! a cursor reads them as of each `getMore` (its transaction's or snapshot's view when one is
+//! installed). `$out`/`$merge` pass their documents through (checking `$merge`'s `on` fields);
+//! the command writes what comes out.
 
 use super::run_context::RunCx;
-use super::stages::Drain;
-use super::{Pipeline, PipelineEnv, StreamState};
+use super::stages::{Drain, UnionSide};
+use super::{ForeignScan, Pipeline, PipelineEnv, StreamState};
 use crate::error::CommandResult;
 use bson::RawDocumentBuf;
 use std::collections::VecDeque;
@@ -36,7 +41,18 @@ pub(super) const STREAMING: &[&str] = &[
     "$limit",
     "$skip",
     crate::query::timeseries::UNPACK_STAGE,
+    "$out",
+    "$merge",
 ];
+
+/// Stages that take one document at a time and give one, keeping state between documents in
+/// a slot (`Stage::open_slot`): they run inside a segment too.
+pub(super) const STATEFUL: &[&str] = &["$lookup", "$graphLookup"];
+
+/// True when stage `name` runs inside a segment.
+fn streams(name: &str) -> bool {
+    STREAMING.contains(&name) || STATEFUL.contains(&name)
+}
 
 /// Where the input of a suspended run comes from, one document per call (`None`: no more).
 pub type Input<'i> = dyn FnMut() -> CommandResult<Option<RawDocumentBuf>> + 'i;
@@ -64,8 +80,17 @@ enum Feed {
     /// The stage has not consumed its input yet.
     Waiting,
     Open(Drain),
+    /// A `$unionWith`: handing out its input (`None`), then its other side.
+    Union(Option<Box<OtherSide>>),
     /// Used up, or no longer needed: what it held is dropped.
     Closed,
+}
+
+/// A `$unionWith`'s other side, suspended: the foreign scan (none for a sub-pipeline that
+/// starts with `$documents`) and the run of its sub-pipeline (none without one).
+struct OtherSide {
+    scan: Option<Box<dyn ForeignScan>>,
+    run: Option<Suspended>,
 }
 
 impl Suspended {
@@ -101,10 +126,11 @@ impl Pipeline {
             let ends = self
                 .stages
                 .get(i)
-                .is_none_or(|s| !STREAMING.contains(&s.name.as_str()));
+                .is_none_or(|s| !streams(&s.name));
             if ends {
                 let mut state = self.stream_state(start);
                 state.end = i;
+                self.open_slots(&mut state);
                 segments.push(Segment {
                     feeder,
                     feed: Feed::Waiting,
@@ -181,6 +207,9 @@ impl Pipeline {
         input: &mut Input<'_>,
         cx: RunCx<'_>,
     ) -> CommandResult<Option<RawDocumentBuf>> {
+        if let Some(side) = self.stages[stage].stage.union_side() {
+            return self.feed_union(run, j, side, input, cx);
+        }
         if matches!(run.segments[j].feed, Feed::Waiting) {
             let drain = {
                 let upstream =
@@ -199,6 +228,51 @@ impl Pipeline {
                 Ok(None)
             }
         }
+    }
+
+    /// The next output document of a `$unionWith` that feeds segment `j`: segment `j - 1`'s
+    /// results as they are pulled, then its other side, opened when the input runs out.
+    fn feed_union(
+        &self,
+        run: &mut Suspended,
+        j: usize,
+        side: UnionSide<'_>,
+        input: &mut Input<'_>,
+        cx: RunCx<'_>,
+    ) -> CommandResult<Option<RawDocumentBuf>> {
+        if matches!(run.segments[j].feed, Feed::Waiting) {
+            run.segments[j].feed = Feed::Union(None);
+        }
+        if matches!(run.segments[j].feed, Feed::Union(None)) {
+            if let Some(doc) = self.pull_from(run, j - 1, input, cx)? {
+                return Ok(Some(doc));
+            }
+            let scan = match side.coll {
+                Some((db, coll)) => Some(cx.env.open_scan(db, coll)?),
+                None => None,
+            };
+            let other = OtherSide {
+                scan,
+                run: side.pipeline.map(|p| p.suspend(0)),
+            };
+            run.segments[j].feed = Feed::Union(Some(Box::new(other)));
+        }
+        let Feed::Union(Some(other)) = &mut run.segments[j].feed else {
+            return Ok(None);
+        };
+        let OtherSide { scan, run: sub } = &mut **other;
+        let mut next_input = || match scan {
+            Some(s) => s.next(cx.env),
+            None => Ok(None),
+        };
+        let next = match (sub, side.pipeline) {
+            (Some(sub), Some(p)) => p.pull(sub, &mut next_input, cx.env)?,
+            _ => next_input()?,
+        };
+        if next.is_none() {
+            run.segments[j].feed = Feed::Closed;
+        }
+        Ok(next)
     }
 }
 
