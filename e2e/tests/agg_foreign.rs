@@ -1,0 +1,271 @@
+//! Proves aggregates that read other collections wait in their cursor too: a `$lookup` (hash
+//! table, foreign index, `let` + pipeline) and a `$unionWith` over thousands of documents read in
+//! small batches give the whole result, the lookup's table is charged while the cursor is open
+//! and given back by killCursors, dropping or renaming the foreign collection between getMores
+//! kills the cursor (43, as dropping its own collection does), and `$out`/`$merge` of a large
+//! result write it in chunks without holding it (the server's peak RSS grows by less than the
+//! result's size). How: a real `cairn` process, raw aggregate/getMore/killCursors commands,
+//! `serverStatus`'s `metrics.queryMemory.usedBytes`, and VmHWM in /proc/<pid>/status.
+
+use bson::{Bson, Document, doc};
+use cairn_e2e::{Server, error_code};
+
+const BIN: &str = env!("CARGO_BIN_EXE_cairn");
+
+/// Local documents; each `k` names one of `FOREIGN` foreign documents.
+const LOCAL: i64 = 20_000;
+const FOREIGN: i64 = 1_000;
+
+async fn fill(db: &mongodb::Database) {
+    let local: Vec<Document> = (0..LOCAL)
+        .map(|i| doc! { "_id": i, "k": i % FOREIGN, "pad": "p".repeat(40) })
+        .collect();
+    for chunk in local.chunks(10_000) {
+        db.collection("c").insert_many(chunk.to_vec()).await.unwrap();
+    }
+    let foreign: Vec<Document> = (0..FOREIGN)
+        .map(|j| doc! { "_id": j, "k": j, "name": format!("n{j}") })
+        .collect();
+    db.collection::<Document>("f")
+        .insert_many(foreign)
+        .await
+        .unwrap();
+}
+
+async fn used_bytes(db: &mongodb::Database) -> i64 {
+    let status = db.run_command(doc! { "serverStatus": 1 }).await.unwrap();
+    status
+        .get_document("metrics")
+        .and_then(|m| m.get_document("queryMemory"))
+        .and_then(|m| m.get_i64("usedBytes"))
+        .unwrap()
+}
+
+fn docs_of(cursor: &Document, field: &str) -> Vec<Document> {
+    cursor
+        .get_array(field)
+        .unwrap()
+        .iter()
+        .filter_map(|b| b.as_document().cloned())
+        .collect()
+}
+
+/// Opens an aggregate on `c` with a first batch of `batch`: (id, first batch).
+async fn open(db: &mongodb::Database, pipeline: Vec<Document>, batch: i32) -> (i64, Vec<Document>) {
+    let reply = db
+        .run_command(doc! { "aggregate": "c", "pipeline": pipeline, "cursor": { "batchSize": batch } })
+        .await
+        .unwrap();
+    let cursor = reply.get_document("cursor").unwrap();
+    (cursor.get_i64("id").unwrap(), docs_of(cursor, "firstBatch"))
+}
+
+async fn read_rest(db: &mongodb::Database, mut id: i64, batch: i32) -> Vec<Document> {
+    let mut out = Vec::new();
+    while id != 0 {
+        let reply = db
+            .run_command(doc! { "getMore": id, "collection": "c", "batchSize": batch })
+            .await
+            .unwrap();
+        let cursor = reply.get_document("cursor").unwrap();
+        out.extend(docs_of(cursor, "nextBatch"));
+        id = cursor.get_i64("id").unwrap();
+    }
+    out
+}
+
+fn int(v: Option<&Bson>) -> i64 {
+    match v {
+        Some(Bson::Int32(n)) => i64::from(*n),
+        Some(Bson::Int64(n)) => *n,
+        other => panic!("not an integer: {other:?}"),
+    }
+}
+
+/// Every local document joined with its one foreign match, in `_id` order.
+fn check_joined(got: &[Document]) {
+    assert_eq!(got.len() as i64, LOCAL);
+    for (i, d) in (0i64..).zip(got) {
+        assert_eq!(int(d.get("_id")), i);
+        let j = d.get_array("j").unwrap();
+        assert_eq!(j.len(), 1, "{d}");
+        let name = j[0].as_document().unwrap().get_str("name").unwrap();
+        assert_eq!(name, format!("n{}", i % FOREIGN));
+    }
+}
+
+#[tokio::test]
+async fn a_lookup_streams_by_every_route_and_kill_cursors_frees_its_table() {
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let db = client.database("foreign");
+    fill(&db).await;
+    let equality = vec![
+        doc! { "$lookup": { "from": "f", "localField": "k", "foreignField": "k", "as": "j" } },
+        doc! { "$project": { "pad": 0 } },
+    ];
+    let with_let = vec![
+        doc! { "$lookup": { "from": "f", "let": { "v": "$k" }, "pipeline": [
+            { "$match": { "$expr": { "$eq": ["$k", "$$v"] } } }, { "$project": { "name": 1 } }
+        ], "as": "j" } },
+        doc! { "$project": { "pad": 0 } },
+    ];
+    // The hash table: charged to the budget while the cursor is open.
+    let (id, mut got) = open(&db, equality.clone(), 5).await;
+    assert_eq!(got.len(), 5);
+    assert_ne!(id, 0, "the rest waits in the cursor");
+    assert!(used_bytes(&db).await > 0, "the hash table is charged");
+    got.extend(read_rest(&db, id, 700).await);
+    check_joined(&got);
+    assert_eq!(used_bytes(&db).await, 0, "a used-up cursor holds nothing");
+
+    let (id, _) = open(&db, equality.clone(), 2).await;
+    assert!(used_bytes(&db).await > 0);
+    let reply = db
+        .run_command(doc! { "killCursors": "c", "cursors": [id] })
+        .await
+        .unwrap();
+    assert_eq!(reply.get_array("cursorsKilled").unwrap().len(), 1);
+    assert_eq!(used_bytes(&db).await, 0, "killCursors gives the table back");
+
+    // `let` + pipeline over a foreign collection small enough to be kept.
+    let (id, mut got) = open(&db, with_let, 3).await;
+    got.extend(read_rest(&db, id, 900).await);
+    check_joined(&got);
+
+    // The foreign index: probes as results are pulled, nothing held.
+    db.run_command(doc! { "createIndexes": "f", "indexes": [{ "key": { "k": 1 }, "name": "k_1" }] })
+        .await
+        .unwrap();
+    let (id, mut got) = open(&db, equality, 4).await;
+    assert_eq!(used_bytes(&db).await, 0, "an index probe holds no table");
+    got.extend(read_rest(&db, id, 1000).await);
+    check_joined(&got);
+}
+
+/// Foreign reads happen as results are pulled: a document inserted into `f` between two
+/// getMores is seen by the later ones (no snapshot outside a transaction, as in mongod).
+#[tokio::test]
+async fn a_union_with_reads_the_other_side_as_it_is_pulled() {
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let db = client.database("union");
+    fill(&db).await;
+    let pipeline = vec![
+        doc! { "$match": { "_id": { "$lt": 3 } } },
+        doc! { "$unionWith": { "coll": "f", "pipeline": [{ "$project": { "name": 1 } }] } },
+    ];
+    let (id, mut got) = open(&db, pipeline, 2).await;
+    assert_eq!(got.len(), 2);
+    db.collection::<Document>("f")
+        .insert_one(doc! { "_id": FOREIGN, "k": FOREIGN, "name": "late" })
+        .await
+        .unwrap();
+    got.extend(read_rest(&db, id, 100).await);
+    assert_eq!(got.len() as i64, 3 + FOREIGN + 1, "the late document is read too");
+    let names: Vec<&str> = got.iter().filter_map(|d| d.get_str("name").ok()).collect();
+    assert_eq!(names.first(), Some(&"n0"));
+    assert_eq!(names.last(), Some(&"late"));
+}
+
+#[tokio::test]
+async fn dropping_or_renaming_the_foreign_collection_kills_the_cursor() {
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let db = client.database("dropped");
+    fill(&db).await;
+    let lookup = vec![doc! { "$lookup": { "from": "f", "localField": "k", "foreignField": "k", "as": "j" } }];
+    let union = vec![doc! { "$unionWith": "f" }];
+    for (pipeline, ddl) in [
+        (lookup.clone(), doc! { "drop": "f" }),
+        (union, doc! { "renameCollection": "dropped.f", "to": "dropped.g" }),
+    ] {
+        let (id, first) = open(&db, pipeline.clone(), 2).await;
+        assert_eq!(first.len(), 2);
+        let admin = client.database("admin");
+        let target = if ddl.contains_key("drop") { &db } else { &admin };
+        target.run_command(ddl.clone()).await.unwrap();
+        let e = db
+            .run_command(doc! { "getMore": id, "collection": "c", "batchSize": 10 })
+            .await
+            .unwrap_err();
+        assert_eq!(error_code(&e), 43, "{ddl}: {e}");
+        assert_eq!(used_bytes(&db).await, 0, "{ddl}: the killed cursor's table is given back");
+        // Put `f` back for the next case.
+        if ddl.contains_key("renameCollection") {
+            admin
+                .run_command(doc! { "renameCollection": "dropped.g", "to": "dropped.f" })
+                .await
+                .unwrap();
+        } else {
+            let foreign: Vec<Document> = (0..FOREIGN)
+                .map(|j| doc! { "_id": j, "k": j, "name": format!("n{j}") })
+                .collect();
+            db.collection::<Document>("f")
+                .insert_many(foreign)
+                .await
+                .unwrap();
+        }
+    }
+}
+
+/// The server's peak resident memory in bytes (VmHWM), after resetting it to the current RSS.
+fn peak_rss_bytes(server: &Server, reset: bool) -> u64 {
+    let pid = server.pid();
+    if reset {
+        // "5" resets the peak to the current RSS (Linux 4.0+).
+        let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
+    }
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+#[tokio::test]
+async fn out_and_merge_of_a_large_result_write_it_in_chunks() {
+    const DOCS: i64 = 30_000;
+    const PAD: usize = 2_000;
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let db = client.database("bigout");
+    let c = db.collection::<Document>("c");
+    for start in (0..DOCS).step_by(2_000) {
+        let docs: Vec<Document> = (start..start + 2_000)
+            .map(|i| doc! { "_id": i, "v": i, "pad": "x".repeat(PAD) })
+            .collect();
+        c.insert_many(docs).await.unwrap();
+    }
+    let result_bytes = DOCS as u64 * PAD as u64;
+    for (name, last) in [
+        ("out", doc! { "$out": "o" }),
+        ("merge", doc! { "$merge": { "into": "m" } }),
+    ] {
+        let before = peak_rss_bytes(&server, true);
+        let reply = db
+            .run_command(doc! {
+                "aggregate": "c", "cursor": {},
+                "pipeline": [{ "$addFields": { "w": { "$add": ["$v", 1] } } }, last],
+            })
+            .await
+            .unwrap();
+        let cursor = reply.get_document("cursor").unwrap();
+        assert_eq!(cursor.get_i64("id").unwrap(), 0);
+        let grown = peak_rss_bytes(&server, false).saturating_sub(before);
+        println!("${name} of {result_bytes} bytes: peak RSS grew by {grown} bytes");
+        assert!(
+            grown < result_bytes,
+            "${name}: peak RSS grew by {grown} bytes for a {result_bytes}-byte result"
+        );
+        let target = if name == "out" { "o" } else { "m" };
+        let n = db
+            .collection::<Document>(target)
+            .count_documents(doc! { "w": { "$gt": 0 } })
+            .await
+            .unwrap();
+        assert_eq!(n as i64, DOCS, "${name} wrote every document");
+    }
+    assert_eq!(used_bytes(&db).await, 0);
+}
