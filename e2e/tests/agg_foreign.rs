@@ -3,7 +3,7 @@
 //! small batches give the whole result, the lookup's table is charged while the cursor is open
 //! and given back by killCursors, dropping or renaming the foreign collection between getMores
 //! kills the cursor (43, as dropping its own collection does), and `$out`/`$merge` of a large
-//! result write it in chunks without holding it (the server's peak RSS grows by less than the
+//! result write it in chunks without holding it (the server's peak RSS grows by less than half the
 //! result's size). How: a real `cairn` process, raw aggregate/getMore/killCursors commands,
 //! `serverStatus`'s `metrics.queryMemory.usedBytes`, and VmHWM in /proc/<pid>/status.
 
@@ -15,13 +15,18 @@ const BIN: &str = env!("CARGO_BIN_EXE_cairn");
 /// Local documents; each `k` names one of `FOREIGN` foreign documents.
 const LOCAL: i64 = 20_000;
 const FOREIGN: i64 = 1_000;
+/// Local documents the `let` + pipeline form joins.
+const LET_LOCAL: i64 = 2_000;
 
 async fn fill(db: &mongodb::Database) {
     let local: Vec<Document> = (0..LOCAL)
         .map(|i| doc! { "_id": i, "k": i % FOREIGN, "pad": "p".repeat(40) })
         .collect();
     for chunk in local.chunks(10_000) {
-        db.collection("c").insert_many(chunk.to_vec()).await.unwrap();
+        db.collection("c")
+            .insert_many(chunk.to_vec())
+            .await
+            .unwrap();
     }
     let foreign: Vec<Document> = (0..FOREIGN)
         .map(|j| doc! { "_id": j, "k": j, "name": format!("n{j}") })
@@ -53,7 +58,9 @@ fn docs_of(cursor: &Document, field: &str) -> Vec<Document> {
 /// Opens an aggregate on `c` with a first batch of `batch`: (id, first batch).
 async fn open(db: &mongodb::Database, pipeline: Vec<Document>, batch: i32) -> (i64, Vec<Document>) {
     let reply = db
-        .run_command(doc! { "aggregate": "c", "pipeline": pipeline, "cursor": { "batchSize": batch } })
+        .run_command(
+            doc! { "aggregate": "c", "pipeline": pipeline, "cursor": { "batchSize": batch } },
+        )
         .await
         .unwrap();
     let cursor = reply.get_document("cursor").unwrap();
@@ -82,9 +89,9 @@ fn int(v: Option<&Bson>) -> i64 {
     }
 }
 
-/// Every local document joined with its one foreign match, in `_id` order.
-fn check_joined(got: &[Document]) {
-    assert_eq!(got.len() as i64, LOCAL);
+/// The first `n` local documents joined with their one foreign match each, in `_id` order.
+fn check_joined(got: &[Document], n: i64) {
+    assert_eq!(got.len() as i64, n);
     for (i, d) in (0i64..).zip(got) {
         assert_eq!(int(d.get("_id")), i);
         let j = d.get_array("j").unwrap();
@@ -104,7 +111,10 @@ async fn a_lookup_streams_by_every_route_and_kill_cursors_frees_its_table() {
         doc! { "$lookup": { "from": "f", "localField": "k", "foreignField": "k", "as": "j" } },
         doc! { "$project": { "pad": 0 } },
     ];
+    // Run per local document, so over fewer of them (a debug build evaluates 1,000 `$expr`s
+    // for each).
     let with_let = vec![
+        doc! { "$match": { "_id": { "$lt": LET_LOCAL } } },
         doc! { "$lookup": { "from": "f", "let": { "v": "$k" }, "pipeline": [
             { "$match": { "$expr": { "$eq": ["$k", "$$v"] } } }, { "$project": { "name": 1 } }
         ], "as": "j" } },
@@ -116,7 +126,7 @@ async fn a_lookup_streams_by_every_route_and_kill_cursors_frees_its_table() {
     assert_ne!(id, 0, "the rest waits in the cursor");
     assert!(used_bytes(&db).await > 0, "the hash table is charged");
     got.extend(read_rest(&db, id, 700).await);
-    check_joined(&got);
+    check_joined(&got, LOCAL);
     assert_eq!(used_bytes(&db).await, 0, "a used-up cursor holds nothing");
 
     let (id, _) = open(&db, equality.clone(), 2).await;
@@ -131,16 +141,18 @@ async fn a_lookup_streams_by_every_route_and_kill_cursors_frees_its_table() {
     // `let` + pipeline over a foreign collection small enough to be kept.
     let (id, mut got) = open(&db, with_let, 3).await;
     got.extend(read_rest(&db, id, 900).await);
-    check_joined(&got);
+    check_joined(&got, LET_LOCAL);
 
     // The foreign index: probes as results are pulled, nothing held.
-    db.run_command(doc! { "createIndexes": "f", "indexes": [{ "key": { "k": 1 }, "name": "k_1" }] })
-        .await
-        .unwrap();
+    db.run_command(
+        doc! { "createIndexes": "f", "indexes": [{ "key": { "k": 1 }, "name": "k_1" }] },
+    )
+    .await
+    .unwrap();
     let (id, mut got) = open(&db, equality, 4).await;
     assert_eq!(used_bytes(&db).await, 0, "an index probe holds no table");
     got.extend(read_rest(&db, id, 1000).await);
-    check_joined(&got);
+    check_joined(&got, LOCAL);
 }
 
 /// Foreign reads happen as results are pulled: a document inserted into `f` between two
@@ -162,7 +174,11 @@ async fn a_union_with_reads_the_other_side_as_it_is_pulled() {
         .await
         .unwrap();
     got.extend(read_rest(&db, id, 100).await);
-    assert_eq!(got.len() as i64, 3 + FOREIGN + 1, "the late document is read too");
+    assert_eq!(
+        got.len() as i64,
+        3 + FOREIGN + 1,
+        "the late document is read too"
+    );
     let names: Vec<&str> = got.iter().filter_map(|d| d.get_str("name").ok()).collect();
     assert_eq!(names.first(), Some(&"n0"));
     assert_eq!(names.last(), Some(&"late"));
@@ -174,23 +190,36 @@ async fn dropping_or_renaming_the_foreign_collection_kills_the_cursor() {
     let client = server.client().await;
     let db = client.database("dropped");
     fill(&db).await;
-    let lookup = vec![doc! { "$lookup": { "from": "f", "localField": "k", "foreignField": "k", "as": "j" } }];
+    let lookup = vec![
+        doc! { "$lookup": { "from": "f", "localField": "k", "foreignField": "k", "as": "j" } },
+    ];
     let union = vec![doc! { "$unionWith": "f" }];
     for (pipeline, ddl) in [
         (lookup.clone(), doc! { "drop": "f" }),
-        (union, doc! { "renameCollection": "dropped.f", "to": "dropped.g" }),
+        (
+            union,
+            doc! { "renameCollection": "dropped.f", "to": "dropped.g" },
+        ),
     ] {
         let (id, first) = open(&db, pipeline.clone(), 2).await;
         assert_eq!(first.len(), 2);
         let admin = client.database("admin");
-        let target = if ddl.contains_key("drop") { &db } else { &admin };
+        let target = if ddl.contains_key("drop") {
+            &db
+        } else {
+            &admin
+        };
         target.run_command(ddl.clone()).await.unwrap();
         let e = db
             .run_command(doc! { "getMore": id, "collection": "c", "batchSize": 10 })
             .await
             .unwrap_err();
         assert_eq!(error_code(&e), 43, "{ddl}: {e}");
-        assert_eq!(used_bytes(&db).await, 0, "{ddl}: the killed cursor's table is given back");
+        assert_eq!(
+            used_bytes(&db).await,
+            0,
+            "{ddl}: the killed cursor's table is given back"
+        );
         // Put `f` back for the next case.
         if ddl.contains_key("renameCollection") {
             admin
@@ -256,7 +285,7 @@ async fn out_and_merge_of_a_large_result_write_it_in_chunks() {
         let grown = peak_rss_bytes(&server, false).saturating_sub(before);
         println!("${name} of {result_bytes} bytes: peak RSS grew by {grown} bytes");
         assert!(
-            grown < result_bytes,
+            grown < result_bytes / 2,
             "${name}: peak RSS grew by {grown} bytes for a {result_bytes}-byte result"
         );
         let target = if name == "out" { "o" } else { "m" };

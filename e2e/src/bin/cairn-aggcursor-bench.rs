@@ -80,7 +80,8 @@ async fn load(db: &Database, cli: &Cli) -> Result<()> {
     let c = db.collection::<Document>("c");
     let docs: Vec<Document> = (0..n)
         .map(|i| {
-            let mut d = doc! { "_id": i as i64, "k": ((i * 7919) % n) as i64, "pad": "p".repeat(100) };
+            let mut d =
+                doc! { "_id": i as i64, "k": ((i * 7919) % n) as i64, "pad": "p".repeat(100) };
             if lookup {
                 d.insert("fk", (i % foreign) as i64);
             }
@@ -99,8 +100,10 @@ async fn load(db: &Database, cli: &Cli) -> Result<()> {
             f.insert_many(chunk.to_vec()).await?;
         }
         if cli.foreign_index {
-            db.run_command(doc! { "createIndexes": "f", "indexes": [{ "key": { "k": 1 }, "name": "k_1" }] })
-                .await?;
+            db.run_command(
+                doc! { "createIndexes": "f", "indexes": [{ "key": { "k": 1 }, "name": "k_1" }] },
+            )
+            .await?;
         }
     }
     Ok(())
@@ -177,7 +180,11 @@ async fn main() -> Result<()> {
     println!(
         "{} documents{}, pipeline [{}], {} runs per build\n",
         cli.docs,
-        if cli.foreign_index { ", foreign index" } else { "" },
+        if cli.foreign_index {
+            ", foreign index"
+        } else {
+            ""
+        },
         shown.join(", "),
         cli.runs
     );

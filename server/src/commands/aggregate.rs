@@ -203,8 +203,13 @@ pub fn run_spec(state: &ServerState, req: &Request, spec: Spec) -> CommandResult
     if let Some(target) = pipeline.output_target() {
         let target = target.clone();
         let target_ns = (target.db.clone(), target.coll.clone());
-        let reads_target = run.foreign().iter().any(|(d, c, _)| (d, c) == (&target_ns.0, &target_ns.1))
-            || coll_name.as_ref().is_some_and(|c| req.db == target_ns.0 && *c == target_ns.1);
+        let reads_target = run
+            .foreign()
+            .iter()
+            .any(|(d, c, _)| (d, c) == (&target_ns.0, &target_ns.1))
+            || coll_name
+                .as_ref()
+                .is_some_and(|c| req.db == target_ns.0 && *c == target_ns.1);
         return Ok(Ran::Output(Box::new(Output {
             target,
             run: Box::new(run),

@@ -35,16 +35,20 @@ enum Results {
 }
 
 impl Results {
+    /// The next result (`None`: no more), pulled within the request's deadline.
+    fn next(&mut self, req: &Request) -> CommandResult<Option<RawDocumentBuf>> {
+        match self {
+            Results::Streaming(run) => run.next_doc(super::crud_read::deadline(req)),
+            Results::Held(docs) => Ok(docs.pop_front()),
+        }
+    }
+
     /// The next chunk (empty: no more).
     fn chunk(&mut self, req: &Request) -> CommandResult<Vec<RawDocumentBuf>> {
         let mut out = Vec::new();
         let mut bytes = 0usize;
         while out.len() < CHUNK_DOCS_MAX && bytes < CHUNK_BYTES_MAX {
-            let next = match self {
-                Results::Streaming(run) => run.next_doc(super::crud_read::deadline(req))?,
-                Results::Held(docs) => docs.pop_front(),
-            };
-            let Some(doc) = next else { break };
+            let Some(doc) = self.next(req)? else { break };
             bytes += doc.as_bytes().len();
             out.push(doc);
         }
@@ -74,8 +78,9 @@ pub async fn write_output(
         OutputMode::Merge { .. } => {
             let mut results = Results::Streaming(run);
             if reads_target {
+                let c = collator.clone();
                 results = off_thread(state, req, move |_, req| {
-                    let _collation = crate::query::collator::scope(collator);
+                    let _collation = crate::query::collator::scope(c);
                     let mut all = VecDeque::new();
                     while let Some(doc) = results.next(req)? {
                         all.push_back(doc);
@@ -83,18 +88,8 @@ pub async fn write_output(
                     Ok(Results::Held(all))
                 })
                 .await?;
-                return write_merge(state, req, target, results, None).await;
             }
             write_merge(state, req, target, results, collator).await
-        }
-    }
-}
-
-impl Results {
-    fn next(&mut self, req: &Request) -> CommandResult<Option<RawDocumentBuf>> {
-        match self {
-            Results::Streaming(run) => run.next_doc(super::crud_read::deadline(req)),
-            Results::Held(docs) => Ok(docs.pop_front()),
         }
     }
 }
@@ -174,9 +169,9 @@ async fn write_merge(
             break;
         }
         let guard = state.catalog.lock(&target.db, &target.coll).await;
-        let (t, c) = (target.clone(), collator.clone());
+        let t = target.clone();
+        // The `on` match runs without the command's collation, as the whole-result path did.
         let ticket = off_thread(state, req, move |state, _| {
-            let _collation = crate::query::collator::scope(c);
             let written = merge_into(state, &t, chunk);
             drop(guard);
             written

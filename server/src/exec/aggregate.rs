@@ -5,11 +5,11 @@
 //! collected as raw BSON for a cursor.
 
 use super::scan::{ScanState, check_deadline, collect_matches, planned_scan, scan_mode};
+use super::stream::{ForeignNs, Reader, StreamInput, Streamed};
 use crate::catalog::Catalog;
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::planner;
 use crate::query::matcher::Filter;
-use super::stream::{ForeignNs, Reader, StreamInput, Streamed};
 use crate::query::pipeline::{Flow, ForeignScan, Pipeline, PipelineEnv, RawScan};
 use crate::query::types::as_i64;
 use bson::{Bson, Document, RawDocumentBuf, doc};
@@ -400,7 +400,10 @@ pub fn suspended(
                 (StreamInput::Docs(raw_of(near)?), 1)
             } else if pipeline.has_text_score() {
                 let filter = Filter::parse(&scan_filter(pipeline))?;
-                (StreamInput::Docs(raw_of(text_input(c, &filter, deadline)?)?), 1)
+                (
+                    StreamInput::Docs(raw_of(text_input(c, &filter, deadline)?)?),
+                    1,
+                )
             } else {
                 let filter_doc = scan_filter(pipeline);
                 let filter = Filter::parse(&filter_doc)?;

@@ -188,7 +188,8 @@ mod tests {
 
     /// Stages that read the foreign collection `f` (documents `{_id, k, next}`).
     fn random_foreign_stage(rng: &mut StdRng) -> Bson {
-        let lookup = bson!({"$lookup": {"from": "f", "localField": "a", "foreignField": "k", "as": "j"}});
+        let lookup =
+            bson!({"$lookup": {"from": "f", "localField": "a", "foreignField": "k", "as": "j"}});
         match rng.random_range(0..7) {
             0 => lookup,
             1 => bson!({"$lookup": {"from": "f", "let": {"v": "$a"}, "pipeline": [
@@ -200,9 +201,13 @@ mod tests {
                 {"$match": {"k": {"$gt": rng.random_range(-4..4)}}}, {"$sort": {"k": 1, "_id": 1}}
             ]}}),
             4 => bson!({"$unionWith": "f"}),
-            5 => bson!({"$graphLookup": {"from": "f", "startWith": "$a", "connectFromField": "next",
-                "connectToField": "k", "as": "g", "maxDepth": 2, "depthField": "d"}}),
-            _ => bson!({"$facet": {"j": [lookup, {"$project": {"j._id": 1}}], "n": [{"$count": "n"}]}}),
+            5 => {
+                bson!({"$graphLookup": {"from": "f", "startWith": "$a", "connectFromField": "next",
+                "connectToField": "k", "as": "g", "maxDepth": 2, "depthField": "d"}})
+            }
+            _ => {
+                bson!({"$facet": {"j": [lookup, {"$project": {"j._id": 1}}], "n": [{"$count": "n"}]}})
+            }
         }
     }
 
@@ -327,7 +332,13 @@ mod tests {
             let foreign = pipeline.foreign_namespaces();
             foreign_rounds += usize::from(!foreign.is_empty());
             let reader: Arc<dyn Reader> = env.clone();
-            let streamed = Streamed::new(pipeline.clone(), 0, StreamInput::Docs(raw), reader, Vec::new());
+            let streamed = Streamed::new(
+                pipeline.clone(),
+                0,
+                StreamInput::Docs(raw),
+                reader,
+                Vec::new(),
+            );
             let source = DocSource::Pipeline(Box::new(streamed));
             let got = read_in_batches(&mut rng, source);
             match (whole, got) {
@@ -338,10 +349,15 @@ mod tests {
                     (w.code, w.message),
                     "seed {seed} round {round}"
                 ),
-                (w, g) => panic!("seed {seed} round {round} {stages:?}: whole {w:?}, streamed {g:?}"),
+                (w, g) => {
+                    panic!("seed {seed} round {round} {stages:?}: whole {w:?}, streamed {g:?}")
+                }
             }
         }
-        assert!(foreign_rounds > 50, "{foreign_rounds} rounds read a foreign collection");
+        assert!(
+            foreign_rounds > 50,
+            "{foreign_rounds} rounds read a foreign collection"
+        );
     }
 
     fn input_of(n: i32) -> Vec<Document> {
@@ -366,7 +382,13 @@ mod tests {
             .iter()
             .map(|d| RawDocumentBuf::try_from(d).expect("encodes"))
             .collect();
-        let streamed = Streamed::new(pipeline, 0, StreamInput::Docs(raw), Arc::new(NoReader), Vec::new());
+        let streamed = Streamed::new(
+            pipeline,
+            0,
+            StreamInput::Docs(raw),
+            Arc::new(NoReader),
+            Vec::new(),
+        );
         let mut source = DocSource::Pipeline(Box::new(streamed));
         let mut got = Vec::new();
         while !source.is_exhausted() {

@@ -42,7 +42,6 @@ use codes::perr;
 use run_context::RunCx;
 pub use stages::GeoNear;
 use stages::Stage;
-pub use stages::StreamSlot;
 pub use suspend::{Input, Suspended};
 
 /// A stream of documents flowing between stages.
@@ -568,14 +567,12 @@ impl Pipeline {
                 Ok(())
             }
             "$skip" => self.push_from(i + 1, state, doc, cx, out),
-            _ if state.slots.get(i).is_some_and(Option::is_some) => {
-                let Some(Some(slot)) = state.slots.get_mut(i) else {
-                    return Ok(());
-                };
-                let next = stage.stage.push_slot(slot, doc, cx)?;
-                self.push_from(i + 1, state, next, cx, out)
-            }
             _ => {
+                // A stage that keeps state between documents runs on its slot.
+                if let Some(Some(slot)) = state.slots.get_mut(i) {
+                    let next = stage.stage.push_slot(slot, doc, cx)?;
+                    return self.push_from(i + 1, state, next, cx, out);
+                }
                 let one: RawStream<'_> = Box::new(std::iter::once(Ok(doc)));
                 for next in stage.stage.run_raw(one, cx)?.into_raw() {
                     self.push_from(i + 1, state, next?, cx, out)?;

@@ -123,10 +123,7 @@ impl Pipeline {
         let mut segments = Vec::new();
         let (mut start, mut feeder) = (skip, None);
         for i in skip..=self.stages.len() {
-            let ends = self
-                .stages
-                .get(i)
-                .is_none_or(|s| !streams(&s.name));
+            let ends = self.stages.get(i).is_none_or(|s| !streams(&s.name));
             if ends {
                 let mut state = self.stream_state(start);
                 state.end = i;
@@ -279,7 +276,8 @@ impl Pipeline {
 #[cfg(test)]
 mod tests {
     //! Proves a suspended run cuts the pipeline at its blocking stages and frees what they hold
-    //! once a `$limit` after them is used up.
+    //! once a `$limit` after them is used up, keeps a `$lookup`'s table for the whole run, and
+    //! reads a `$unionWith`'s side only after its input.
     //! How: small in-memory inputs pulled one result at a time, the budget read before and after.
     use super::*;
     use crate::query::pipeline::tests::{MapEnv, ctx, stages_of};
@@ -320,6 +318,45 @@ mod tests {
             .map(|s| (s.feeder, s.state.skip, s.state.end))
             .collect();
         assert_eq!(bounds, vec![(None, 0, 1), (Some(1), 2, 2), (Some(2), 3, 4)]);
+    }
+
+    /// Counts the foreign reads of a [`MapEnv`].
+    struct CountingEnv(MapEnv, std::cell::Cell<usize>);
+
+    impl PipelineEnv for CountingEnv {
+        fn collection_docs(&self, db: &str, coll: &str) -> CommandResult<Vec<bson::Document>> {
+            self.1.set(self.1.get() + 1);
+            self.0.collection_docs(db, coll)
+        }
+    }
+
+    #[test]
+    fn a_lookup_builds_its_table_once_and_a_union_reads_its_side_last() {
+        let foreign: Vec<bson::Document> = (0..10).map(|j| doc! {"_id": j, "k": j}).collect();
+        let env = CountingEnv(
+            MapEnv([("f".to_string(), foreign)].into_iter().collect()),
+            std::cell::Cell::new(0),
+        );
+        let stages = stages_of(bson!([
+            {"$lookup": {"from": "f", "localField": "k", "foreignField": "k", "as": "j"}},
+            {"$unionWith": "f"},
+            {"$limit": 55},
+        ]));
+        let p = Pipeline::parse(&stages, &ctx()).expect("parses");
+        let mut run = p.suspend(0);
+        let mut docs = raw_docs(50);
+        let mut input = || Ok(docs.pop_front());
+        let mut joined = 0;
+        for n in 0..55 {
+            let doc = p.pull(&mut run, &mut input, &env).expect("pulls");
+            let doc = bson::Document::try_from(doc.expect("a result").as_ref()).expect("doc");
+            joined += usize::from(doc.get_array("j").is_ok_and(|j| j.len() == 1));
+            // The table is read with the first document; `f` again only once the input is out.
+            assert_eq!(env.1.get(), if n < 50 { 1 } else { 2 }, "after {n} pulls");
+        }
+        assert_eq!(joined, 50, "every k in 0..7 has one foreign match");
+        assert!(p.pull(&mut run, &mut input, &env).expect("pulls").is_none());
+        assert!(run.done());
     }
 
     #[test]

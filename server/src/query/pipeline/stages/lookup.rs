@@ -11,6 +11,7 @@
 use super::foreign::ForeignTable;
 use super::{Stage, StreamSlot, UnionSide, spec_doc};
 use crate::error::CommandResult;
+use crate::query::budget::Held;
 use crate::query::expr::outer;
 use crate::query::matcher::Filter;
 use crate::query::path;
@@ -20,7 +21,6 @@ use crate::query::pipeline::limits::GRAPH_LOOKUP_DEPTH_MAX;
 use crate::query::pipeline::run_context::{RunCx, doc_size_bytes};
 use crate::query::pipeline::values::{raw_value_key, split_field_path, to_doc, to_raw, value_key};
 use crate::query::pipeline::variables::{AggExpr, check_variable_name};
-use crate::query::budget::Held;
 use crate::query::pipeline::{DocStream, ParseContext, Pipeline, PipelineEnv};
 use bson::{Bson, Document, RawDocument, RawDocumentBuf};
 use std::collections::HashSet;
@@ -297,11 +297,7 @@ impl Lookup {
     /// document on while it fits in an eighth of the memory bound (charged to the budget), else
     /// read again for every document (a bound on what a suspended cursor holds, at the price
     /// of one foreign scan per input document).
-    fn whole<'e>(
-        &self,
-        state: &mut JoinState,
-        cx: RunCx<'e>,
-    ) -> CommandResult<DocStream<'e>> {
+    fn whole<'e>(&self, state: &mut JoinState, cx: RunCx<'e>) -> CommandResult<DocStream<'e>> {
         let Some((db, coll)) = &self.from else {
             return Ok(Box::new(std::iter::empty()));
         };
@@ -332,9 +328,7 @@ impl Lookup {
         match &state.whole {
             Whole::Held { docs, .. } => Ok(Box::new(docs.clone().into_iter().map(Ok))),
             _ => Ok(Box::new(
-                cx.env
-                    .scan_raw(db, coll)?
-                    .map(|item| to_doc(&item?.1)),
+                cx.env.scan_raw(db, coll)?.map(|item| to_doc(&item?.1)),
             )),
         }
     }
@@ -404,7 +398,10 @@ struct JoinState {
 enum Whole {
     Unread,
     /// The documents, and their charge to the budget (given back with them).
-    Held { docs: Vec<Document>, _charge: Held },
+    Held {
+        docs: Vec<Document>,
+        _charge: Held,
+    },
     /// Past the bound: read again for every input document.
     TooLarge,
 }

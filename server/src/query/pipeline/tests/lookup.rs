@@ -139,7 +139,10 @@ fn run(
         Ok(out) => out,
         Err(e) => panic!("run: {e:?}"),
     };
-    assert_eq!(suspended, out, "a suspended run gives what a whole run gives");
+    assert_eq!(
+        suspended, out,
+        "a suspended run gives what a whole run gives"
+    );
     out
 }
 
