@@ -48,7 +48,7 @@ impl Cli {
             ]),
             "lookup" => Ok(vec![
                 doc! { "$lookup": { "from": "f", "localField": "fk", "foreignField": "k", "as": "j" } },
-                doc! { "$project": { "k": 1, "j.name": 1 } },
+                doc! { "$project": { "k": 1, "pad": 1, "j": 1 } },
             ]),
             other => anyhow::bail!("--pipeline {other}: sort or lookup"),
         }

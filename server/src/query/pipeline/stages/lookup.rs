@@ -333,22 +333,24 @@ impl Lookup {
         }
     }
 
+    /// `doc` with its matches set at `as`; `raw` is the same document encoded (the keys and
+    /// `let` values are read from it).
     fn join(
         &self,
         mut doc: Document,
+        raw: &RawDocument,
         state: &mut JoinState,
         cx: RunCx<'_>,
     ) -> CommandResult<Document> {
-        let raw = to_raw(&doc)?;
         let joined = match (&self.fields, &self.pipeline) {
-            (Some(_), None) => self.candidates(&raw, state, cx)?,
+            (Some(_), None) => self.candidates(raw, state, cx)?,
             (Some(_), Some(p)) => {
-                let matched = self.candidates(&raw, state, cx)?;
-                p.run(&raw, Box::new(matched.into_iter().map(Ok)), cx.env)?
+                let matched = self.candidates(raw, state, cx)?;
+                p.run(raw, Box::new(matched.into_iter().map(Ok)), cx.env)?
             }
             (None, Some(p)) => {
                 let input = self.whole(state, cx)?;
-                p.run(&raw, input, cx.env)?
+                p.run(raw, input, cx.env)?
             }
             (None, None) => Vec::new(),
         };
@@ -427,9 +429,11 @@ fn slot_mismatch(stage: &str) -> crate::error::CommandError {
 impl Stage for Lookup {
     fn run<'a>(&'a self, input: DocStream<'a>, cx: RunCx<'a>) -> CommandResult<DocStream<'a>> {
         let mut state = JoinState::new();
-        Ok(Box::new(
-            input.map(move |item| self.join(item?, &mut state, cx)),
-        ))
+        Ok(Box::new(input.map(move |item| {
+            let doc = item?;
+            let raw = to_raw(&doc)?;
+            self.join(doc, &raw, &mut state, cx)
+        })))
     }
 
     fn open_slot(&self) -> Option<StreamSlot> {
@@ -445,7 +449,7 @@ impl Stage for Lookup {
         let state = slot
             .downcast_mut::<JoinState>()
             .ok_or_else(|| slot_mismatch("$lookup"))?;
-        to_raw(&self.join(to_doc(&doc)?, state, cx)?)
+        to_raw(&self.join(to_doc(&doc)?, &doc, state, cx)?)
     }
 
     fn foreign_namespaces(&self, out: &mut Vec<(String, String)>) {
