@@ -2,9 +2,10 @@
 //! table, foreign index, `let` + pipeline) and a `$unionWith` over thousands of documents read in
 //! small batches give the whole result, the lookup's table is charged while the cursor is open
 //! and given back by killCursors, dropping or renaming the foreign collection between getMores
-//! kills the cursor (43, as dropping its own collection does), and `$out`/`$merge` of a large
-//! result write it in chunks without holding it (the server's peak RSS grows by less than half the
-//! result's size). How: a real `cairn` process, raw aggregate/getMore/killCursors commands,
+//! kills the cursor (43, as dropping its own collection does), a getMore inside a slow
+//! `$lookup` stops at maxTimeMS, `$out`/`$merge` of a large result write it in chunks without
+//! holding it (the server's peak RSS grows by less than half the result's size), and a failing
+//! `$out` leaves no temporary collection and the target untouched. How: a real `cairn` process, raw aggregate/getMore/killCursors commands,
 //! `serverStatus`'s `metrics.queryMemory.usedBytes`, and VmHWM in /proc/<pid>/status.
 
 use bson::{Bson, Document, doc};
@@ -297,4 +298,87 @@ async fn out_and_merge_of_a_large_result_write_it_in_chunks() {
         assert_eq!(n as i64, DOCS, "${name} wrote every document");
     }
     assert_eq!(used_bytes(&db).await, 0);
+}
+
+/// A `$out` whose pipeline fails after some chunks were written leaves the target as it was
+/// and no temporary collection behind.
+#[tokio::test]
+async fn a_failing_out_drops_its_temporary_collection() {
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let db = client.database("failout");
+    let c = db.collection::<Document>("c");
+    let docs: Vec<Document> = (0..5_000_i64)
+        .map(|i| doc! { "_id": i, "v": 4_999 - i })
+        .collect();
+    c.insert_many(docs).await.unwrap();
+    db.collection::<Document>("o")
+        .insert_one(doc! { "_id": "kept" })
+        .await
+        .unwrap();
+    // The last document divides by zero, after several chunks went to the temporary collection.
+    let e = db
+        .run_command(doc! {
+            "aggregate": "c", "cursor": {},
+            "pipeline": [{ "$addFields": { "q": { "$divide": [1, "$v"] } } }, { "$out": "o" }],
+        })
+        .await
+        .unwrap_err();
+    assert_ne!(error_code(&e), 0, "{e}");
+    let names = db.list_collection_names().await.unwrap();
+    assert!(
+        names.iter().all(|n| !n.starts_with("tmp.agg_out")),
+        "{names:?}"
+    );
+    let kept: Vec<Document> = {
+        use futures_util::TryStreamExt;
+        db.collection::<Document>("o")
+            .find(doc! {})
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap()
+    };
+    assert_eq!(kept, vec![doc! { "_id": "kept" }]);
+}
+
+/// The getMore of a suspended `$lookup` whose sub-pipeline is slow per foreign document stops
+/// at what is left of the command's maxTimeMS (50), and the cursor is gone with its state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_get_more_inside_a_lookup_stops_at_max_time_ms() {
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let db = client.database("slowlookup");
+    fill(&db).await;
+    let reply = db
+        .run_command(doc! {
+            "aggregate": "c", "cursor": { "batchSize": 1 }, "maxTimeMS": 3_000_i64,
+            "pipeline": [
+                { "$match": { "_id": { "$lt": 50 } } },
+                { "$lookup": { "from": "f", "let": { "v": "$k" }, "pipeline": [
+                    { "$match": { "$expr": { "$eq": ["$k", "$$v"] } } },
+                    { "$addFields": { "x": { "$size": { "$range": [0, 500_000] } } } },
+                ], "as": "j" } },
+            ],
+        })
+        .await
+        .unwrap();
+    let id = reply.get_document("cursor").unwrap().get_i64("id").unwrap();
+    assert_ne!(id, 0);
+    let e = db
+        .run_command(doc! { "getMore": id, "collection": "c", "batchSize": 1_000 })
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&e), 50, "{e}");
+    assert_eq!(
+        used_bytes(&db).await,
+        0,
+        "the failed cursor gave its state back"
+    );
+    let e = db
+        .run_command(doc! { "getMore": id, "collection": "c" })
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&e), 43, "{e}");
 }
