@@ -1,6 +1,7 @@
 //! `aggregate`: parse the pipeline, feed it the collection (a leading `$match`/`$sort` goes
-//! through the planner, so indexes serve it), run it on the storage pool, hand `$out`/`$merge`
-//! output to `commands/output.rs`, and return the results through a cursor.
+//! through the planner, so indexes serve it), suspend it on the storage pool, and return its
+//! first batch and a cursor that holds the rest suspended; `$out`/`$merge` pipelines go to
+//! `commands/output.rs`, which pulls and writes them in chunks.
 
 use super::args;
 use super::argspec::{self, specs};

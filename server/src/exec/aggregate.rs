@@ -1,8 +1,9 @@
 //! The aggregation driver: the pipeline's input is the collection read through the planner (the
 //! leading `$match`, or one behind stages that leave its fields as stored, and a leading `$sort`
 //! choose the plan), storage as the pipeline's `PipelineEnv` (`$lookup`, `$unionWith`,
-//! `$graphLookup`), the drivers' `countDocuments` pipeline answered by a count, and the results
-//! collected as raw BSON for a cursor.
+//! `$graphLookup`; an owned handle, so a suspended cursor reads them at each `getMore`), the
+//! pipeline suspended over that input for a cursor (`suspended`), the drivers' `countDocuments`
+//! pipeline answered by a count, and the run-to-the-end path `count`/`distinct` on views use.
 
 use super::scan::{ScanState, check_deadline, collect_matches, planned_scan, scan_mode};
 use super::stream::{ForeignNs, Reader, StreamInput, Streamed};

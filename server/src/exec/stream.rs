@@ -429,3 +429,80 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod timing {
+    //! Measures a `$lookup` + `$project` over CAIRN_BENCH_DOCS documents (default 100000) run
+    //! whole against the same pipeline suspended and read in batches of 1000.
+    //! How: ignored test; prints both times.
+    use super::*;
+    use crate::exec::DocSource;
+    use crate::query::pipeline::ParseContext;
+    use bson::doc;
+
+    struct Far(Vec<Document>);
+
+    impl PipelineEnv for Far {
+        fn collection_docs(&self, _db: &str, _coll: &str) -> CommandResult<Vec<Document>> {
+            Ok(self.0.clone())
+        }
+    }
+
+    struct FarRef<'a>(&'a Far);
+
+    impl PipelineEnv for FarRef<'_> {
+        fn collection_docs(&self, db: &str, coll: &str) -> CommandResult<Vec<Document>> {
+            self.0.collection_docs(db, coll)
+        }
+    }
+
+    impl Reader for Far {
+        fn env(&self, _deadline: Option<Instant>) -> Box<dyn PipelineEnv + '_> {
+            Box::new(FarRef(self))
+        }
+    }
+
+    #[test]
+    #[ignore]
+    fn bench_lookup_whole_against_suspended() {
+        let n: i64 = std::env::var("CAIRN_BENCH_DOCS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(100_000);
+        let far: Vec<Document> = (0..n / 10)
+            .map(|j| doc! {"_id": j, "k": j, "name": format!("n{j}"), "pad": "q".repeat(100)})
+            .collect();
+        let input: Vec<Document> = (0..n)
+            .map(|i| doc! {"_id": i, "k": i, "pad": "p".repeat(100), "fk": i % (n / 10)})
+            .collect();
+        let stages = vec![
+            doc! {"$lookup": {"from": "f", "localField": "fk", "foreignField": "k", "as": "j"}},
+            doc! {"$project": {"k": 1, "pad": 1, "j": 1}},
+        ];
+        let ctx = ParseContext::new("db", Some("c"), bson::DateTime::from_millis(0));
+        let pipeline = Arc::new(Pipeline::parse(&stages, &ctx).expect("parses"));
+        let raw: VecDeque<RawDocumentBuf> = input
+            .iter()
+            .map(|d| RawDocumentBuf::try_from(d).expect("encodes"))
+            .collect();
+        let start = Instant::now();
+        let flow = crate::query::pipeline::Flow::Raw(Box::new(raw.clone().into_iter().map(Ok)));
+        let env = Far(far.clone());
+        let whole: Vec<RawDocumentBuf> = pipeline
+            .run_flow(0, flow, &env)
+            .expect("runs")
+            .into_raw()
+            .collect::<CommandResult<_>>()
+            .expect("runs");
+        println!("whole: {} in {:?}", whole.len(), start.elapsed());
+        let start = Instant::now();
+        let reader: Arc<dyn Reader> = Arc::new(Far(far));
+        let streamed = Streamed::new(pipeline, 0, StreamInput::Docs(raw), reader, Vec::new());
+        let mut source = DocSource::Pipeline(Box::new(streamed));
+        let mut count = 0;
+        while !source.is_exhausted() {
+            count += source.next_batch(1000, None).expect("batch").len();
+        }
+        println!("suspended: {count} in {:?}", start.elapsed());
+    }
+}
