@@ -4,8 +4,9 @@
 //! and given back by killCursors, dropping or renaming the foreign collection between getMores
 //! kills the cursor (43, as dropping its own collection does), a getMore inside a slow
 //! `$lookup` stops at maxTimeMS, `$out`/`$merge` of a large result write it in chunks without
-//! holding it (the server's peak RSS grows by less than half the result's size), and a failing
-//! `$out` leaves no temporary collection and the target untouched. How: a real `cairn` process, raw aggregate/getMore/killCursors commands,
+//! holding it (the server's peak RSS grows by less than half the result's size), a failing
+//! `$out` leaves no temporary collection and the target untouched, and inside a transaction a
+//! getMore's foreign reads see the transaction's snapshot. How: a real `cairn` process, raw aggregate/getMore/killCursors commands,
 //! `serverStatus`'s `metrics.queryMemory.usedBytes`, and VmHWM in /proc/<pid>/status.
 
 use bson::{Bson, Document, doc};
@@ -381,4 +382,45 @@ async fn a_get_more_inside_a_lookup_stops_at_max_time_ms() {
         .await
         .unwrap_err();
     assert_eq!(error_code(&e), 43, "{e}");
+}
+
+/// Inside a transaction a later getMore's foreign reads see the transaction's snapshot: a
+/// document another client commits into the foreign collection between two batches, before
+/// the `$unionWith` opens its side, is not read (outside a transaction it is: see
+/// `a_union_with_reads_the_other_side_as_it_is_pulled`).
+#[tokio::test]
+async fn a_union_in_a_transaction_reads_its_snapshot_across_get_mores() {
+    let server = Server::start_initiated(BIN, &[]).await;
+    let client = server.client().await;
+    let db = client.database("txnunion");
+    let c = db.collection::<Document>("c");
+    let f = db.collection::<Document>("f");
+    c.insert_many((0..5).map(|i| doc! { "_id": i }).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    f.insert_many((100..110).map(|i| doc! { "_id": i }).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    let mut s = client.start_session().await.unwrap();
+    s.start_transaction().await.unwrap();
+    let mut cursor = c
+        .aggregate(vec![doc! { "$unionWith": "f" }])
+        .batch_size(2)
+        .session(&mut s)
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    if let Some(d) = cursor.next(&mut s).await {
+        got.push(d.unwrap());
+    }
+    f.insert_one(doc! { "_id": 999 }).await.unwrap();
+    while let Some(d) = cursor.next(&mut s).await {
+        got.push(d.unwrap());
+    }
+    s.commit_transaction().await.unwrap();
+    assert_eq!(got.len(), 15, "{got:?}");
+    assert!(
+        !got.iter().any(|d| d.get_i32("_id").ok() == Some(999)),
+        "{got:?}"
+    );
 }
