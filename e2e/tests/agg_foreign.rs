@@ -5,8 +5,9 @@
 //! kills the cursor (43, as dropping its own collection does), a getMore inside a slow
 //! `$lookup` stops at maxTimeMS, `$out`/`$merge` of a large result write it in chunks without
 //! holding it (the server's peak RSS grows by less than half the result's size), a failing
-//! `$out` leaves no temporary collection and the target untouched, and inside a transaction a
-//! getMore's foreign reads see the transaction's snapshot. How: a real `cairn` process, raw aggregate/getMore/killCursors commands,
+//! `$out` leaves no temporary collection and the target untouched, inside a transaction a
+//! getMore's foreign reads see the transaction's snapshot, and a `$geoNear` cursor's matches
+//! are charged while it is open. How: a real `cairn` process, raw aggregate/getMore/killCursors commands,
 //! `serverStatus`'s `metrics.queryMemory.usedBytes`, and VmHWM in /proc/<pid>/status.
 
 use bson::{Bson, Document, doc};
@@ -422,5 +423,44 @@ async fn a_union_in_a_transaction_reads_its_snapshot_across_get_mores() {
     assert!(
         !got.iter().any(|d| d.get_i32("_id").ok() == Some(999)),
         "{got:?}"
+    );
+}
+
+/// A leading `$geoNear`'s matches (found nearest first at the first batch) wait in the cursor
+/// charged to the query budget, and killCursors gives the charge back.
+#[tokio::test]
+async fn a_geo_near_cursor_keeps_its_matches_charged() {
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let db = client.database("near");
+    let points: Vec<Document> = (0..2_000_i32)
+        .map(|i| {
+            let (x, y) = (f64::from(i % 50) / 10.0, f64::from(i / 50) / 10.0);
+            doc! { "_id": i, "loc": { "type": "Point", "coordinates": [x, y] } }
+        })
+        .collect();
+    db.collection::<Document>("c")
+        .insert_many(points)
+        .await
+        .unwrap();
+    db.run_command(
+        doc! { "createIndexes": "c", "indexes": [{ "key": { "loc": "2dsphere" }, "name": "loc" }] },
+    )
+    .await
+    .unwrap();
+    let near = vec![doc! { "$geoNear": {
+        "near": { "type": "Point", "coordinates": [0.0, 0.0] }, "distanceField": "d",
+    } }];
+    let (id, first) = open(&db, near, 2).await;
+    assert_eq!(first.len(), 2);
+    assert_eq!(int(first[0].get("_id")), 0, "nearest first");
+    assert!(used_bytes(&db).await > 0, "the matches are charged");
+    db.run_command(doc! { "killCursors": "c", "cursors": [id] })
+        .await
+        .unwrap();
+    assert_eq!(
+        used_bytes(&db).await,
+        0,
+        "killCursors gives the charge back"
     );
 }

@@ -397,14 +397,12 @@ pub fn suspended(
         (None, Some(c)) if !pipeline.is_collectionless() => {
             if let Some(g) = pipeline.leading_geo_near() {
                 let want = pipeline.geo_near_limit();
-                let near = geo_near_input(c, g, want, deadline)?;
-                (StreamInput::Docs(raw_of(near)?), 1)
+                let near = raw_of(geo_near_input(c, g, want, deadline)?)?;
+                (StreamInput::charged(near, "$geoNear")?, 1)
             } else if pipeline.has_text_score() {
                 let filter = Filter::parse(&scan_filter(pipeline))?;
-                (
-                    StreamInput::Docs(raw_of(text_input(c, &filter, deadline)?)?),
-                    1,
-                )
+                let hits = raw_of(text_input(c, &filter, deadline)?)?;
+                (StreamInput::charged(hits, "$text")?, 1)
             } else {
                 let filter_doc = scan_filter(pipeline);
                 let filter = Filter::parse(&filter_doc)?;

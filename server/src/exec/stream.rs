@@ -4,8 +4,8 @@
 //! hands its output out one document at a time (`query::pipeline::Suspended`). Between batches
 //! the cursor holds at most one prepared result (a lookahead that makes `done` exact) plus one
 //! input document's results. The input is the resumable scan (`ScanState`), or documents
-//! already in memory (a source stage's, `$geoNear`'s or `$text`'s matches, none for
-//! `$documents`, tests).
+//! already in memory (a source stage's; `$geoNear`'s or `$text`'s matches, charged to the
+//! query budget; none for `$documents`; tests).
 //!
 //! Stages that read other collections (`$lookup`, `$graphLookup`, `$unionWith`, those inside
 //! `$facet`) read them through the [`Reader`] at every pull, so each `getMore` reads them as of
@@ -25,6 +25,42 @@ use std::time::Instant;
 pub enum StreamInput {
     Scan(Box<ScanState>),
     Docs(VecDeque<RawDocumentBuf>),
+    /// Documents an input that must see everything first already made (a leading `$geoNear`'s
+    /// matches, nearest first, or `$text`'s): charged to the query budget, the charge lowered
+    /// as they are handed on.
+    Charged {
+        docs: VecDeque<RawDocumentBuf>,
+        bytes: usize,
+        held: crate::query::budget::Held,
+    },
+}
+
+impl StreamInput {
+    /// `docs` charged to the query budget for `stage` (146 when it has no room).
+    pub fn charged(docs: VecDeque<RawDocumentBuf>, stage: &str) -> CommandResult<StreamInput> {
+        let bytes = docs.iter().map(|d| d.as_bytes().len()).sum();
+        let mut held = crate::query::budget::Held::global();
+        if !held.set(bytes) {
+            return Err(crate::query::budget::exhausted(stage, bytes));
+        }
+        Ok(StreamInput::Charged { docs, bytes, held })
+    }
+
+    fn next(&mut self, deadline: Option<Instant>) -> CommandResult<Option<RawDocumentBuf>> {
+        match self {
+            StreamInput::Scan(scan) => Ok(scan.next_match(deadline)?.map(|(_, raw, _)| raw)),
+            StreamInput::Docs(docs) => Ok(docs.pop_front()),
+            StreamInput::Charged { docs, bytes, held } => {
+                let doc = docs.pop_front();
+                if let Some(d) = &doc {
+                    *bytes = bytes.saturating_sub(d.as_bytes().len());
+                    // A fall is always granted.
+                    held.set(*bytes);
+                }
+                Ok(doc)
+            }
+        }
+    }
 }
 
 /// Where a suspended pipeline reads other collections, one environment per pull.
@@ -110,10 +146,7 @@ impl Streamed {
     pub fn fill(&mut self, deadline: Option<Instant>) -> CommandResult<()> {
         let env = self.reader.env(deadline);
         let input = &mut self.input;
-        let mut next_input = || match input {
-            StreamInput::Scan(scan) => Ok(scan.next_match(deadline)?.map(|(_, raw, _)| raw)),
-            StreamInput::Docs(docs) => Ok(docs.pop_front()),
-        };
+        let mut next_input = || input.next(deadline);
         if let Some(doc) = self.pipeline.pull(&mut self.run, &mut next_input, &*env)? {
             // A leading `$text` search's documents carry their score until they leave.
             let doc = if self.pipeline.has_text_score() {
