@@ -552,3 +552,72 @@ async fn streamed_aggregates_match_materialised_ones() {
         "a used-up $limit ends the cursor"
     );
 }
+
+/// mongod 8.1's `$convert` between numbers and binData, over stored values: a big-endian
+/// round trip, a binData of the wrong length (241, or `onError`), a bad `byteOrder` (9130002).
+#[tokio::test]
+async fn convert_numbers_to_and_from_bindata() {
+    let server = Server::start(BIN, &[]);
+    let c = server
+        .client()
+        .await
+        .database("cvt")
+        .collection::<Document>("c");
+    let bin = |bytes: Vec<u8>| bson::Binary {
+        subtype: bson::spec::BinarySubtype::Generic,
+        bytes,
+    };
+    c.insert_many(vec![
+        doc! { "_id": 1, "n": -375, "b": bin(vec![0, 0, 0, 42]) },
+        doc! { "_id": 2, "n": 200_i64, "b": bin(vec![1, 2, 3, 4, 5]) },
+    ])
+    .await
+    .unwrap();
+    let project = doc! { "$project": {
+        "bytes": { "$convert": { "input": "$n", "to": "binData", "byteOrder": "big" } },
+        "back": { "$convert": {
+            "input": { "$convert": { "input": "$n", "to": "binData", "byteOrder": "big" } },
+            "to": "long", "byteOrder": "big",
+        } },
+        "int": { "$convert": { "input": "$b", "to": "int", "byteOrder": "big", "onError": "bad length" } },
+    } };
+    let out: Vec<Document> = c
+        .aggregate(vec![project, doc! { "$sort": { "_id": 1 } }])
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(
+        out[0].get_binary_generic("bytes").unwrap(),
+        &vec![0xff, 0xff, 0xfe, 0x89]
+    );
+    assert_eq!(out[0].get_i64("back").unwrap(), -375);
+    assert_eq!(out[0].get_i32("int").unwrap(), 42);
+    assert_eq!(
+        out[1].get_binary_generic("bytes").unwrap(),
+        &vec![0, 0, 0, 0, 0, 0, 0, 200]
+    );
+    assert_eq!(out[1].get_i64("back").unwrap(), 200);
+    assert_eq!(out[1].get_str("int").unwrap(), "bad length");
+    for (spec, code) in [
+        (doc! { "input": "$b", "to": "int" }, 241),
+        (
+            doc! { "input": "$n", "to": "binData", "byteOrder": "middle" },
+            9130002,
+        ),
+        (
+            doc! { "input": "$n", "to": "binData", "byteOrder": 1 },
+            9130001,
+        ),
+    ] {
+        let e = c
+            .aggregate(vec![
+                doc! { "$match": { "_id": 2 } },
+                doc! { "$project": { "x": { "$convert": spec.clone() } } },
+            ])
+            .await
+            .unwrap_err();
+        assert_eq!(error_code(&e), code, "{spec}");
+    }
+}

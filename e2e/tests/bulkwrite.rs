@@ -306,3 +306,101 @@ async fn update_with_sort_picks_the_first_in_order() {
         .unwrap();
     assert!(r.upserted_id.is_some());
 }
+
+/// `cursor.batchSize` bounds the first batch; the other results come from `getMore` on
+/// `admin.$cmd.bulkWrite`. The 8.0 fields `stmtId`/`stmtIds` are taken; the op fields are typed
+/// as mongod's IDL types them.
+#[tokio::test]
+async fn batch_size_leaves_a_cursor_and_fields_are_typed() {
+    let (_s, client) = setup().await;
+    let admin = client.database("admin");
+    let ops: Vec<Document> = (100..105)
+        .map(|i| doc! { "insert": 0, "document": { "_id": i } })
+        .collect();
+    let reply = admin
+        .run_command(doc! {
+            "bulkWrite": 1, "ops": ops.clone(), "nsInfo": ns(), "cursor": { "batchSize": 2 },
+        })
+        .await
+        .unwrap();
+    let cursor = reply.get_document("cursor").unwrap();
+    assert_eq!(cursor.get_array("firstBatch").unwrap().len(), 2);
+    assert_eq!(cursor.get_str("ns").unwrap(), "admin.$cmd.bulkWrite");
+    assert_eq!(reply.get_i32("nInserted").unwrap(), 5);
+    let id = cursor.get_i64("id").unwrap();
+    assert_ne!(id, 0);
+    let more = admin
+        .run_command(doc! { "getMore": id, "collection": "$cmd.bulkWrite" })
+        .await
+        .unwrap();
+    let next = more.get_document("cursor").unwrap();
+    let idx: Vec<i32> = next
+        .get_array("nextBatch")
+        .unwrap()
+        .iter()
+        .map(|d| d.as_document().unwrap().get_i32("idx").unwrap())
+        .collect();
+    assert_eq!(idx, vec![2, 3, 4]);
+    assert_eq!(next.get_i64("id").unwrap(), 0);
+    // batchSize 0: every result waits in the cursor.
+    let reply = admin
+        .run_command(doc! {
+            "bulkWrite": 1, "ops": [{ "delete": 0, "filter": { "_id": 100 } }], "nsInfo": ns(),
+            "cursor": { "batchSize": 0 }, "stmtId": 0, "stmtIds": [0],
+        })
+        .await
+        .unwrap();
+    let cursor = reply.get_document("cursor").unwrap();
+    assert!(cursor.get_array("firstBatch").unwrap().is_empty());
+    let id = cursor.get_i64("id").unwrap();
+    assert_ne!(id, 0);
+    // A results cursor is killed like any other.
+    let killed = admin
+        .run_command(doc! { "killCursors": "$cmd.bulkWrite", "cursors": [id] })
+        .await
+        .unwrap();
+    assert_eq!(
+        killed.get_array("cursorsKilled").unwrap(),
+        &vec![Bson::Int64(id)]
+    );
+
+    let one = |op: Document| doc! { "bulkWrite": 1, "ops": [op], "nsInfo": ns() };
+    let cases = [
+        (
+            doc! { "bulkWrite": 1, "ops": ops.clone(), "nsInfo": ns(), "ordered": 1 },
+            14,
+        ),
+        (
+            doc! { "bulkWrite": 1, "ops": ops.clone(), "nsInfo": ns(), "errorsOnly": 1 },
+            14,
+        ),
+        (
+            doc! { "bulkWrite": 1, "ops": ops.clone(), "nsInfo": ns(), "cursor": { "batchSize": -1 } },
+            51024,
+        ),
+        (
+            doc! { "bulkWrite": 1, "ops": ops.clone(), "nsInfo": ns(), "cursor": { "x": 1 } },
+            40415,
+        ),
+        (
+            doc! { "bulkWrite": 1, "ops": ops, "nsInfo": [{ "ns": "bwa.c", "collectionUUID": 1 }] },
+            14,
+        ),
+        (one(doc! { "update": 0, "filter": {}, "updateMods": 5 }), 14),
+        (
+            one(doc! { "update": 0, "filter": {}, "updateMods": {}, "arrayFilters": [1] }),
+            14,
+        ),
+        (
+            one(doc! { "update": 0, "filter": {}, "updateMods": {}, "constants": 1 }),
+            14,
+        ),
+        (one(doc! { "delete": 0, "filter": {}, "hint": 1 }), 9),
+        (one(doc! { "delete": 0, "filter": {}, "collation": 1 }), 14),
+        (one(doc! { "delete": 0, "filter": 1 }), 14),
+    ];
+    for (cmd, code) in cases {
+        let e = admin.run_command(cmd.clone()).await.unwrap_err();
+        assert_eq!(error_code(&e), code, "{cmd}: {}", error_message(&e));
+    }
+}

@@ -4,6 +4,7 @@
 //! those links were most of the build time. Run one file's tests with
 //! `cargo test -p cairn --test e2e <module>::`.
 
+mod admin_args;
 mod agg_foreign;
 mod agg_suspended;
 mod aggregate;
@@ -25,6 +26,7 @@ mod load;
 mod map_reduce;
 mod offthread;
 mod ops;
+mod parallel_scan;
 mod plancache;
 mod planner;
 mod planner2;

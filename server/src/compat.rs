@@ -177,6 +177,28 @@ const NOTES: &[(&str, &str)] = &[
      their projection: aggregate, count and distinct match filters set without one.",
     ),
     (
+        "$convert and binData",
+        "strings to and from binData under a `format` (8.0), and numbers to and from binData \
+     (8.1): int, long and double to binData (4, 8 and 8 bytes, any subtype), binData to int \
+     (1, 2 or 4 bytes, signed), long (1, 2, 4 or 8) and double (4 bytes read as single \
+     precision, or 8), in `byteOrder` `little` (the default) or `big`; `$toInt`, `$toLong` \
+     and `$toDouble` read binData little-endian. A length the target cannot read is 241 \
+     ConversionFailure (`onError` applies); a `byteOrder` that is not a string is 9130001, \
+     one that is not `little` or `big` 9130002 (past `onError`). Not yet: 8.3's arrays of \
+     numbers to binData and `base`.",
+    ),
+    (
+        "bulkWrite",
+        "mongod 8.0's command on `admin`: `nsInfo`, insert/update/delete ops (update with \
+     `multi`, `upsert`, `arrayFilters`, `hint`, `collation`, `sort`, `constants`; delete with \
+     `multi`, `hint`, `collation`), `ordered`, `bypassDocumentValidation`, `errorsOnly`, `let`, \
+     `stmtId`/`stmtIds`, `cursor.batchSize` (results past it, or past what one reply holds, \
+     wait in a cursor on `admin.$cmd.bulkWrite` for getMore), `writeConcernError`; the reply's `nErrors`, \
+     `nInserted`, `nMatched`, `nModified`, `nUpserted`, `nDeleted` and per-op items \
+     (`ok`, `idx`, `n`, `nModified`, `upserted`, and an error's `code`/`errmsg`). Not yet: \
+     `retriedStmtIds`.",
+    ),
+    (
         "Clustered collections",
         "`create` with `clusteredIndex: {key: {_id: 1}, unique: true}` (mongod 7.0's checks and codes), documents in `_id` order, CLUSTERED_IXSCAN with `minRecord`/`maxRecord` for `_id` equality and ranges, TTL by `_id` date through `expireAfterSeconds` (and `collMod`). createIndexes on the cluster key is a no-op. Not yet: capped clustered collections, the legacy `clusteredIndex: true` outside time-series buckets, implicit creation through createIndexes' `clustered` option.",
     ),
@@ -196,6 +218,17 @@ const NOTES: &[(&str, &str)] = &[
          covered projections, other COUNT_SCANs and DISTINCT_SCAN over a collated index (it \
          fetches or scans documents instead), plans over a collated wildcard index; \
          sort keys are ICU4X's, so the hex differs from mongod's ICU 57 bytes.",
+    ),
+    (
+        "Parallel collection scans",
+        "cairn's own (mongod scans on one thread): a forward collection scan of at least \
+         `parallelScanMinDocuments` (50,000) documents that feeds a count, a `$group` of \
+         `$sum`/`$avg`/`$count`/`$min`/`$max`/`$first`/`$last` or a top-k `$sort`+`$limit` is \
+         split into RecordId ranges scanned on up to one thread per core \
+         (`parallelScanThreads`: 0 one per core, 1 never), outside transactions and snapshot \
+         reads. Results, their order and numeric types equal the serial scan's; sums that \
+         could round (any double, integer overflow) run serially. explain shows a `PARALLEL` \
+         stage (`parts`, `partialStage`) inside `$cursor`, or under `COUNT`.",
     ),
 ];
 
@@ -277,6 +310,7 @@ pub fn render(stage_supported: &dyn Fn(&str) -> bool) -> String {
         EXPRESSIONS,
         &expression_supported,
     );
+    out.push_str(&crate::commands::argspec::doc::render());
     out.push_str("## Notes\n\n");
     for (topic, text) in NOTES {
         out.push_str(&format!("- **{topic}**: {text}\n"));

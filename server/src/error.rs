@@ -385,6 +385,9 @@ error_codes! {
     Location4341114 = 4341114,
     Location4341115 = 4341115,
     Location4341125 = 4341125,
+    // $convert's `byteOrder` (mongod 8.1): not a string, not "little" or "big".
+    Location9130001 = 9130001,
+    Location9130002 = 9130002,
     // The math expressions' domain and type errors.
     Location28714 = 28714,
     Location28756 = 28756,

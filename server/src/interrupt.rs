@@ -187,6 +187,12 @@ pub fn check() -> CommandResult<()> {
     })
 }
 
+/// The thread's current operation, for helper threads that work for it (a parallel scan's
+/// parts install it, so killOp, maxTimeMS and a client that hangs up stop them too).
+pub fn current() -> Option<Interrupt> {
+    crate::scoped::current(&CURRENT)
+}
+
 /// Count index keys and documents a scan of the thread's current operation read.
 pub fn count_examined(keys: u64, docs: u64) {
     CURRENT.with(|c| {

@@ -37,6 +37,15 @@ pub const READ_AHEAD_BYTES_MAX: usize = 1024 * 1024;
 /// `max_blocking_threads`): as many storage operations as mongod 7.0 admits at once by default
 /// (128 read and 128 write tickets, here one pool). Further jobs queue, one per connection at most.
 pub const STORAGE_THREADS_MAX: usize = 128;
+/// Parts one parallel collection scan is split into at most (`exec::parallel`; the machine's
+/// cores and `parallelScanThreads` may lower it).
+pub const PARALLEL_SCAN_PARTS_MAX: usize = 8;
+/// Helper threads all parallel scans together may run at once, beyond the pool threads their
+/// operations already hold; a scan that finds none free runs serially.
+pub const PARALLEL_SCAN_HELPERS_MAX: usize = 16;
+/// Default of `parallelScanMinDocuments`: smaller collections are scanned serially (starting
+/// threads and merging partial states does not pay below it).
+pub const PARALLEL_SCAN_DOCS_MIN_DEFAULT: i64 = 50_000;
 /// Smallest default cache (mongod: the larger of 256 MB and half of RAM less 1 GB).
 pub const CACHE_SIZE_BYTES_DEFAULT_MIN: u64 = 256 * 1024 * 1024;
 /// Largest `--wiredTigerCacheSizeGB` (mongod's bound).

@@ -87,6 +87,23 @@ const DEFS: &[Def] = &[
         startup: true,
     },
     Def {
+        // cairn's own: parts a collection scan for a count, a mergeable `$group` or a top-k
+        // `$sort` may be split into (`exec::parallel`); 0: one per core, 1: never parallel.
+        name: "parallelScanThreads",
+        kind: Kind::Int,
+        default: || Bson::Int32(0),
+        runtime: true,
+        startup: true,
+    },
+    Def {
+        // cairn's own: collections with fewer documents are scanned serially.
+        name: "parallelScanMinDocuments",
+        kind: Kind::Int,
+        default: || Bson::Int64(crate::limits::PARALLEL_SCAN_DOCS_MIN_DEFAULT),
+        runtime: true,
+        startup: true,
+    },
+    Def {
         name: "logLevel",
         kind: Kind::Int,
         default: || Bson::Int32(0),

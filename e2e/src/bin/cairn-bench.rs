@@ -43,6 +43,25 @@ struct Cli {
 enum Command {
     /// The storage sweep: a fresh cairn per record count, measured from outside.
     Sweep(SweepArgs),
+    /// Serial against parallel collection scans on one cairn (`parallelScanThreads` 1 and 0,
+    /// alternating), per document; DIR/parallel.json and DIR/parallel.md.
+    Parallel(ParallelArgs),
+}
+
+#[derive(Args)]
+struct ParallelArgs {
+    /// Connection string of the cairn server to measure.
+    #[arg(long)]
+    server: String,
+    /// Directory for parallel.json and parallel.md.
+    #[arg(long)]
+    out: PathBuf,
+    /// Record counts, comma separated.
+    #[arg(long, value_delimiter = ',', default_values_t = vec![100_000u64, 1_000_000])]
+    counts: Vec<u64>,
+    /// Runs of each workload each way (median reported).
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
 }
 
 #[derive(Args)]
@@ -113,8 +132,40 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Some(Command::Sweep(args)) => run_sweep(args),
+        Some(Command::Parallel(args)) => run_parallel(args),
         None => run_cost(cli.cost),
     }
+}
+
+fn run_parallel(a: ParallelArgs) -> Result<()> {
+    use cairn_e2e::compare::parallel_ab;
+    if a.counts.is_empty() || a.counts.contains(&0) {
+        bail!("record counts must be positive");
+    }
+    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    let load_before = parallel_ab::load_average();
+    let rows = tokio::runtime::Runtime::new()?.block_on(async {
+        let mut options = ClientOptions::parse(&a.server).await?;
+        options
+            .server_selection_timeout
+            .get_or_insert(SERVER_SELECTION_TIMEOUT);
+        let client = Client::with_options(options)?;
+        let mut rows = Vec::new();
+        for &docs in &a.counts {
+            let db = format!("bench_parallel_{}_{docs}", std::process::id());
+            rows.extend(parallel_ab::run(&client, &db, docs, a.runs).await?);
+        }
+        anyhow::Ok(rows)
+    })?;
+    let load_after = parallel_ab::load_average();
+    let md = parallel_ab::markdown(&rows, a.runs, &load_before, &load_after);
+    std::fs::write(
+        a.out.join("parallel.json"),
+        serde_json::to_string_pretty(&rows)?,
+    )?;
+    std::fs::write(a.out.join("parallel.md"), &md)?;
+    print!("{md}");
+    Ok(())
 }
 
 fn run_sweep(a: SweepArgs) -> Result<()> {

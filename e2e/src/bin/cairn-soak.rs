@@ -14,7 +14,7 @@ use cairn_e2e::compare::plot::{Series, time_lines};
 use clap::Parser;
 use futures_util::StreamExt;
 use mongodb::options::FindOptions;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -93,6 +93,23 @@ async fn heap_mb(client: &mongodb::Client) -> Result<Heap> {
         allocated: mb("allocated"),
         resident: mb("resident"),
     })
+}
+
+/// Saves jemalloc's per-size-class report (`serverStatus: 1, jemalloc: 2`) as `OUT/<name>`, so
+/// what stays resident after the load can be told apart (slabs, thread caches, dirty pages).
+async fn save_allocator_report(client: &mongodb::Client, out: &Path, name: &str) -> Result<()> {
+    let st = client
+        .database("admin")
+        .run_command(doc! {"serverStatus": 1, "jemalloc": 2})
+        .await?;
+    let text = st
+        .get_document("jemalloc")
+        .ok()
+        .and_then(|j| j.get_str("formattedString").ok())
+        .unwrap_or("(the server gave no allocator report)");
+    std::fs::create_dir_all(out)?;
+    std::fs::write(out.join(name), text)?;
+    Ok(())
 }
 
 /// Live heap bytes, and what the allocator keeps resident for them (MB).
@@ -294,6 +311,7 @@ async fn run(cli: &Cli) -> Result<()> {
     let loaded_threads = proc_status(pid, "Threads:").unwrap_or(0.0);
     let (cache_loaded, _) = cache_and_cursors(&client).await?;
     let heap_loaded = heap_mb(&client).await?;
+    save_allocator_report(&client, &cli.out, "jemalloc-loaded.txt").await?;
     eprintln!(
         "loaded {} documents; RSS {baseline:.1} MB (empty server {idle_before_load:.1} MB)",
         cli.docs
@@ -366,6 +384,7 @@ async fn run(cli: &Cli) -> Result<()> {
         );
     }
     let (cache_end, cursors_end) = cache_and_cursors(&client).await?;
+    save_allocator_report(&client, &cli.out, "jemalloc-idle.txt").await?;
     let end = End {
         cache_loaded,
         cache_end,

@@ -10,6 +10,7 @@ pub mod dataset;
 pub mod launch;
 pub mod limits;
 pub mod normalize;
+pub mod parallel_ab;
 pub mod ping;
 pub mod plot;
 pub mod png;

@@ -5,7 +5,7 @@
 //! `serverStatus` reads `Engine::stats()`, which the engine keeps cheap (counters, no page
 //! reads, no wait on the log), so monitoring is answered even when the storage pool is busy.
 
-use super::{COMMANDS, ConnectionInfo, Reply, Request, truthy};
+use super::{COMMANDS, ConnectionInfo, Reply, Request, argspec, truthy};
 use crate::error::{CommandResult, ErrorCode, err, storage_error};
 use crate::limits;
 use crate::state::ServerState;
@@ -41,6 +41,12 @@ pub fn build_info() -> Reply {
     })
 }
 
+/// A field every command may carry: never a parameter name to `getParameter`/`setParameter`,
+/// whose other fields are parameters (no table can list them).
+fn is_generic(name: &str) -> bool {
+    name.starts_with('$') || super::args::GENERIC_FIELDS.contains(&name)
+}
+
 pub fn get_parameter(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     let all = matches!(req.body.get("getParameter"), Some(Bson::String(s)) if s == "*")
         || matches!(req.body.get("getParameter"), Some(Bson::Document(d)) if d.get("allParameters").is_some_and(truthy));
@@ -48,12 +54,7 @@ pub fn get_parameter(state: &ServerState, req: &Request) -> CommandResult<Reply>
         state.params.all()
     } else {
         let mut out = Document::new();
-        for (name, _) in req
-            .body
-            .iter()
-            .skip(1)
-            .filter(|(k, _)| !k.starts_with('$') && *k != "lsid" && *k != "comment")
-        {
+        for (name, _) in req.body.iter().skip(1).filter(|(k, _)| !is_generic(k)) {
             if let Some(v) = state.params.get(name) {
                 out.insert(name, v);
             }
@@ -70,7 +71,7 @@ pub fn get_parameter(state: &ServerState, req: &Request) -> CommandResult<Reply>
 pub fn set_parameter(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     let mut was = None;
     for (name, value) in req.body.iter().skip(1) {
-        if name.starts_with('$') || name == "lsid" || name == "comment" {
+        if is_generic(name) {
             continue;
         }
         if was.is_some() {
@@ -203,22 +204,49 @@ fn storage_jobs_section(state: &ServerState) -> Document {
 /// bytes the program holds (`allocated`), in the pages those sit in (`active`), resident in
 /// memory for the allocator including its metadata (`resident`), mapped, and kept mapped but
 /// returned to the OS (`retained`). RSS well above `resident` is not the heap's.
-fn jemalloc_section() -> Document {
+/// With `serverStatus: 1, jemalloc: 2` (as mongod's `tcmalloc: 2` adds its allocator's report)
+/// the section also carries `formattedString`: jemalloc's own statistics per size class, which
+/// tell slab fragmentation from thread caches and unpurged pages.
+fn jemalloc_section(verbose: bool) -> Document {
     use tikv_jemalloc_ctl::{epoch, stats};
     // The counters are a snapshot refreshed by advancing the epoch.
     let _ = epoch::advance();
     let n = |r: tikv_jemalloc_ctl::Result<usize>| r.map_or(-1, |v| v as i64);
-    doc! {
+    let mut section = doc! {
         "allocated": n(stats::allocated::read()),
         "active": n(stats::active::read()),
         "resident": n(stats::resident::read()),
         "metadata": n(stats::metadata::read()),
         "mapped": n(stats::mapped::read()),
         "retained": n(stats::retained::read()),
+    };
+    if verbose {
+        let mut report = Vec::new();
+        let mut options = tikv_jemalloc_ctl::stats_print::Options::default();
+        options.skip_constants = true;
+        options.skip_per_arena = true;
+        options.skip_mutex_statistics = true;
+        if tikv_jemalloc_ctl::stats_print::stats_print(&mut report, options).is_ok() {
+            section.insert(
+                "formattedString",
+                String::from_utf8_lossy(&report).into_owned(),
+            );
+        }
+    }
+    section
+}
+
+/// The verbosity a section asks for (`serverStatus: 1, jemalloc: 2`): a number, else 1.
+fn section_verbosity(req: &Request, section: &str) -> f64 {
+    match req.body.get(section) {
+        Some(Bson::Int32(v)) => f64::from(*v),
+        Some(Bson::Int64(v)) => *v as f64,
+        Some(Bson::Double(v)) => *v,
+        _ => 1.0,
     }
 }
 
-pub fn server_status(state: &ServerState) -> Reply {
+pub fn server_status(state: &ServerState, req: &Request) -> Reply {
     let engine_stats = state.catalog.engine().stats();
     let uptime = state.started.elapsed();
     let (resident, virt) = process_memory_mb();
@@ -258,7 +286,7 @@ pub fn server_status(state: &ServerState) -> Reply {
         },
         "storageEngine": { "name": "cairn", "supportsCommittedReads": false, "persistent": true },
         "wiredTiger": wired_tiger_section(&engine_stats),
-        "jemalloc": jemalloc_section(),
+        "jemalloc": jemalloc_section(section_verbosity(req, "jemalloc") >= 2.0),
         "metrics": {
             "storageJobs": storage_jobs_section(state),
             "ttl": {
@@ -312,6 +340,7 @@ pub fn start_session() -> Reply {
 }
 
 pub fn get_log(state: &ServerState, req: &Request) -> CommandResult<Reply> {
+    argspec::check(&argspec::admin::GET_LOG, &req.body)?;
     let Some(Bson::String(which)) = req.body.get("getLog") else {
         return Err(err(
             ErrorCode::TypeMismatch,
@@ -334,7 +363,8 @@ pub fn get_log(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     }))
 }
 
-pub fn shutdown(state: &ServerState, conn: &ConnectionInfo) -> CommandResult<Reply> {
+pub fn shutdown(state: &ServerState, conn: &ConnectionInfo, req: &Request) -> CommandResult<Reply> {
+    argspec::check(&argspec::admin::SHUTDOWN, &req.body)?;
     // Without authentication, mongod only takes `shutdown` from the local machine.
     if !conn.peer.ip().is_loopback() {
         return Err(err(
@@ -351,6 +381,7 @@ pub fn shutdown(state: &ServerState, conn: &ConnectionInfo) -> CommandResult<Rep
 /// its next yield point with Interrupted (11601). mongod answers the same whether or not the
 /// operation still runs.
 pub fn kill_op(state: &ServerState, req: &Request) -> CommandResult<Reply> {
+    argspec::check(&argspec::admin::KILL_OP, &req.body)?;
     let opid = match req.body.get("op") {
         None => {
             return Err(err(
@@ -385,8 +416,9 @@ const FSYNC_SEE_ALSO: &str = "http://dochub.mongodb.org/core/fsynccommand";
 /// `fsync`: a checkpoint now (on the blocking pool). With `lock: true` (fsyncLock) every write
 /// command (and the TTL monitor) then waits in dispatch until as many `fsyncUnlock`s came;
 /// reads go on. No write reaches the log while locked, and the checkpoint just taken leaves
-/// no dirty page behind. mongod reads the fields it knows and ignores the others.
+/// no dirty page behind. Its fields are 8.0's `fsync.idl` (strict).
 pub async fn fsync(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<Reply> {
+    argspec::check(&argspec::admin::FSYNC, &req.body)?;
     let lock = req.body.get("lock").is_some_and(truthy);
     let count = if lock {
         Some(state.catalog.fsync.lock().await)
@@ -437,14 +469,19 @@ pub async fn fsync_unlock(state: &ServerState) -> CommandResult<Reply> {
 
 /// `currentOp`: the operations in flight, `fsyncLock` while the server is locked, and with
 /// `$all` or `idleSessions` the open transactions no statement runs on (mongod's idle
-/// sessions).
-pub fn current_op(state: &ServerState, req: &Request) -> Reply {
+/// sessions). Every other non-generic field is a filter on the listed operations, as mongod
+/// turns them into a `$match` after `$currentOp`.
+pub fn current_op(state: &ServerState, req: &Request) -> CommandResult<Reply> {
+    let filter = current_op_filter(&req.body)?;
     let mut inprog = state.ops.in_progress();
     let idle = ["$all", "idleSessions"]
         .iter()
         .any(|k| req.body.get(*k).is_some_and(truthy));
     if idle {
         inprog.extend(super::transactions::idle_transactions(state));
+    }
+    if let Some(f) = filter {
+        inprog.retain(|op| bson::RawDocumentBuf::try_from(op).is_ok_and(|raw| f.matches(&raw)));
     }
     let mut r = doc! { "inprog": inprog };
     if state.catalog.fsync.is_locked() {
@@ -455,7 +492,23 @@ pub fn current_op(state: &ServerState, req: &Request) -> Reply {
         );
     }
     r.insert("ok", 1.0);
-    Reply::Doc(r)
+    Ok(Reply::Doc(r))
+}
+
+/// The filter part of a `currentOp` body: what is neither the command, its switches nor a
+/// generic argument. `None` when there is none.
+fn current_op_filter(body: &Document) -> CommandResult<Option<crate::query::matcher::Filter>> {
+    let filter: Document = body
+        .iter()
+        .skip(1)
+        .filter(|(k, _)| !matches!(k.as_str(), "$all" | "$ownOps" | "idleSessions"))
+        .filter(|(k, _)| !super::args::GENERIC_FIELDS.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if filter.is_empty() {
+        return Ok(None);
+    }
+    crate::query::matcher::Filter::parse(&filter).map(Some)
 }
 
 /// `configureFailPoint` (test commands only): the reply's `count` is how often the point was

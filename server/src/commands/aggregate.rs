@@ -11,6 +11,7 @@ use crate::cursors::{Cursor, FIRST_BATCH_COUNT_DEFAULT};
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::exec::DocSource;
 use crate::exec::aggregate::{self as driver, Env};
+use crate::exec::parallel::stages as parallel;
 use crate::planner;
 use crate::query::matcher::Filter;
 use crate::query::pipeline::{OutputTarget, ParseContext, Pipeline};
@@ -183,10 +184,11 @@ pub fn run_spec(state: &ServerState, req: &Request, spec: Spec) -> CommandResult
             shown.as_deref(),
             &pipeline,
             coll.as_ref(),
+            parallelism(state),
         )?));
     }
     if let (Some(c), Some(n)) = (&coll, driver::count_shape(&stages)) {
-        let docs = driver::count_fast(c, &n, deadline)?;
+        let docs = driver::count_fast(c, &n, deadline, parallelism(state))?;
         let ns = format!("{}.{}", req.db, shown.clone().unwrap_or_default());
         return Ok(Ran::Reply(cursor_reply(0, &ns, true, docs)));
     }
@@ -200,7 +202,14 @@ pub fn run_spec(state: &ServerState, req: &Request, spec: Spec) -> CommandResult
     // pulled); `$out`/`$merge` pull it in chunks as they write.
     let pipeline = Arc::new(pipeline);
     let colls = state.catalog.engine().collections_handle();
-    let run = driver::suspended(source, coll.as_ref(), &pipeline, colls, deadline)?;
+    let run = driver::suspended(
+        source,
+        coll.as_ref(),
+        &pipeline,
+        colls,
+        deadline,
+        parallelism(state),
+    )?;
     if let Some(target) = pipeline.output_target() {
         let target = target.clone();
         let target_ns = (target.db.clone(), target.coll.clone());
@@ -239,6 +248,15 @@ pub fn run_spec(state: &ServerState, req: &Request, spec: Spec) -> CommandResult
     };
     let id = state.cursors.insert(cursor)?;
     Ok(Ran::Reply(cursor_reply(id, &ns, true, batch)))
+}
+
+/// How far this server lets a collection scan be split (`parallelScanThreads`,
+/// `parallelScanMinDocuments`; see `exec::parallel`).
+pub fn parallelism(state: &ServerState) -> crate::exec::parallel::Parallelism {
+    crate::exec::parallel::Parallelism::new(
+        state.params.get_i64("parallelScanThreads"),
+        state.params.get_i64("parallelScanMinDocuments"),
+    )
 }
 
 /// Leading stages answered by the command layer (they read server state, not documents).
@@ -352,6 +370,7 @@ fn explain_reply(
     coll: Option<&str>,
     pipeline: &Pipeline,
     c: Option<&Arc<Collection>>,
+    cfg: crate::exec::parallel::Parallelism,
 ) -> CommandResult<Reply> {
     let ns = format!("{db}.{}", coll.unwrap_or("$cmd.aggregate"));
     let filter_doc = driver::scan_filter(pipeline);
@@ -379,7 +398,19 @@ fn explain_reply(
                     .cloned(),
                 ..Default::default()
             };
-            (planner::explain::plan_tree(&choice.winner, &shape), done)
+            let tree = planner::explain::plan_tree(&choice.winner, &shape);
+            // A first stage that merges over a parallel scan runs inside `$cursor`.
+            let parts = parallel::stage_parts(c, pipeline, done, &filter_doc, &choice.winner, cfg);
+            match parts {
+                Some(parts) => {
+                    let per_part = pipeline.stage_documents().swap_remove(done);
+                    (
+                        parallel::explain_tree(parts, Some(per_part), tree),
+                        done + 1,
+                    )
+                }
+                None => (tree, done),
+            }
         }
         _ => (doc! { "stage": "EOF" }, 0),
     };

@@ -8,7 +8,8 @@
 //! delete touches is locked (in name order, so two bulk writes cannot deadlock) for the whole
 //! command; the locks are released before the durability wait.
 
-use super::args::{self, check_fields, type_name};
+use super::args::{self, type_name};
+use super::argspec::{self, bulk as specs};
 use super::crud_write::{self, WriteOutcome};
 use super::{Reply, Request};
 use crate::catalog::WriteConcern;
@@ -20,8 +21,10 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
-/// The namespace mongod names the results cursor with.
+/// The namespace mongod names the results cursor with, and its collection part (what a
+/// `getMore` on `admin` names).
 const CURSOR_NS: &str = "admin.$cmd.bulkWrite";
+const CURSOR_COLL: &str = "$cmd.bulkWrite";
 
 /// One namespace of `nsInfo`.
 #[derive(Debug, Clone, PartialEq)]
@@ -67,39 +70,10 @@ struct BulkRequest {
     vars: Option<Document>,
     /// A retryable write (`txnNumber`): its `multi: true` ops fail, as in mongod.
     retryable: bool,
+    /// `cursor.batchSize`: how many result items the first batch holds (all when absent); the
+    /// rest wait in a cursor for `getMore`.
+    batch_size: Option<usize>,
 }
-
-const TOP_FIELDS: &[&str] = &[
-    "ops",
-    "nsInfo",
-    "ordered",
-    "bypassDocumentValidation",
-    "errorsOnly",
-    "cursor",
-    "let",
-];
-
-const NS_FIELDS: &[&str] = &[
-    "ns",
-    "collectionUUID",
-    "encryptionInformation",
-    "isTimeseriesNamespace",
-];
-
-const INSERT_FIELDS: &[&str] = &["insert", "document"];
-const UPDATE_FIELDS: &[&str] = &[
-    "update",
-    "filter",
-    "updateMods",
-    "multi",
-    "upsert",
-    "arrayFilters",
-    "hint",
-    "collation",
-    "sort",
-    "constants",
-];
-const DELETE_FIELDS: &[&str] = &["delete", "filter", "multi", "hint", "collation"];
 
 fn missing(field: &str) -> CommandError {
     err(
@@ -144,12 +118,11 @@ fn parse_namespaces(items: Vec<Bson>) -> CommandResult<Vec<Namespace>> {
         let Bson::Document(d) = item else {
             return Err(wrong_type(&format!("nsInfo.{i}"), &item, "object"));
         };
-        check_fields_named(&d, "bulkWrite.nsInfo", NS_FIELDS, 0)?;
-        let ns = match d.get("ns") {
-            Some(Bson::String(s)) => s.clone(),
-            Some(v) => return Err(wrong_type("nsInfo.ns", v, "string")),
-            None => return Err(missing("nsInfo.ns")),
-        };
+        argspec::check_entry(&specs::NS_INFO, &d)?;
+        let ns = d
+            .get_str("ns")
+            .map_err(|_| missing("nsInfo.ns"))?
+            .to_string();
         let (db, coll) = ns.split_once('.').unwrap_or((&ns, ""));
         if db.is_empty() || coll.is_empty() {
             return Err(err(
@@ -163,24 +136,6 @@ fn parse_namespaces(items: Vec<Bson>) -> CommandResult<Vec<Namespace>> {
         });
     }
     Ok(out)
-}
-
-/// Unknown fields of a nested document, named under `path` (mongod's own paths drop the index).
-fn check_fields_named(
-    d: &Document,
-    path: &str,
-    allowed: &[&str],
-    skip: usize,
-) -> CommandResult<()> {
-    for k in d.keys().skip(skip) {
-        if !allowed.contains(&k.as_str()) {
-            return Err(err(
-                ErrorCode::Location40415,
-                format!("BSON field '{path}.{k}' is an unknown field."),
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// An op's namespace index: any number type holding a whole non-negative value.
@@ -222,10 +177,10 @@ fn parse_op(item: Bson, i: usize) -> CommandResult<(Op, i64)> {
         return Err(wrong_type(&format!("ops.{i}"), &item, "object"));
     };
     let first = body.iter().next().map(|(k, v)| (k.clone(), v.clone()));
-    let (kind, fields, index) = match first {
-        Some((k, v)) if k == "insert" => (Kind::Insert, INSERT_FIELDS, v),
-        Some((k, v)) if k == "update" => (Kind::Update, UPDATE_FIELDS, v),
-        Some((k, v)) if k == "delete" => (Kind::Delete, DELETE_FIELDS, v),
+    let (kind, spec, index) = match first {
+        Some((k, v)) if k == "insert" => (Kind::Insert, &specs::INSERT_OP, v),
+        Some((k, v)) if k == "update" => (Kind::Update, &specs::UPDATE_OP, v),
+        Some((k, v)) if k == "delete" => (Kind::Delete, &specs::DELETE_OP, v),
         Some((k, _)) => {
             return Err(err(
                 ErrorCode::Location40415,
@@ -240,36 +195,21 @@ fn parse_op(item: Bson, i: usize) -> CommandResult<(Op, i64)> {
         }
     };
     let n = ns_index(kind, &index)?;
-    check_fields_named(&body, "bulkWrite.ops", fields, 1)?;
-    let required: &[(&str, &str)] = match kind {
-        Kind::Insert => &[("document", "object")],
-        Kind::Update => &[("filter", "object"), ("updateMods", "")],
-        Kind::Delete => &[("filter", "object")],
-    };
-    for (field, expected) in required {
-        match body.get(*field) {
-            None => return Err(missing(&format!("ops.{field}"))),
-            Some(Bson::Document(_)) => {}
-            Some(Bson::Array(_)) if expected.is_empty() => {}
-            Some(v) if expected.is_empty() => {
+    argspec::check_entry(spec, &body)?;
+    if kind == Kind::Update {
+        // An update document or a pipeline.
+        match body.get("updateMods") {
+            Some(Bson::Document(_) | Bson::Array(_)) | None => {}
+            Some(v) => {
                 return Err(err(
                     ErrorCode::TypeMismatch,
                     format!(
-                        "BSON field 'bulkWrite.ops.{field}' is the wrong type '{}', expected types '[object, array]'",
+                        "BSON field 'bulkWrite.ops.updateMods' is the wrong type '{}', expected types '[object, array]'",
                         type_name(v)
                     ),
                 ));
             }
-            Some(v) => return Err(wrong_type(&format!("ops.{field}"), v, expected)),
         }
-    }
-    for flag in ["multi", "upsert"] {
-        match body.get(flag) {
-            None | Some(Bson::Boolean(_)) => {}
-            Some(v) => return Err(wrong_type(&format!("ops.{flag}"), v, "bool")),
-        }
-    }
-    if kind == Kind::Update {
         let raw = RawDocumentBuf::try_from(&body)
             .map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
         crud_write::check_sort_single(&raw)?;
@@ -283,7 +223,7 @@ fn render_op(op: &Document) -> String {
 }
 
 fn parse(req: &Request) -> CommandResult<BulkRequest> {
-    check_fields(&req.body, "bulkWrite", TOP_FIELDS)?;
+    argspec::check(&specs::BULK_WRITE, &req.body)?;
     let ns_items = array_field(req, "nsInfo")?.ok_or_else(|| missing("nsInfo"))?;
     let namespaces = parse_namespaces(ns_items)?;
     let op_items = array_field(req, "ops")?.ok_or_else(|| missing("ops"))?;
@@ -298,9 +238,11 @@ fn parse(req: &Request) -> CommandResult<BulkRequest> {
     let errors_only = args::opt_bool(&req.body, "bulkWrite", "errorsOnly")?.unwrap_or(false);
     let bypass_validation =
         args::opt_bool(&req.body, "bulkWrite", "bypassDocumentValidation")?.unwrap_or(false);
+    let mut batch_size = None;
     if let Some(c) = args::opt_doc(&req.body, "bulkWrite", "cursor")? {
-        check_fields_named(c, "bulkWrite.cursor", &["batchSize"], 0)?;
-        args::opt_non_negative(c, "bulkWrite.cursor", "batchSize")?;
+        argspec::check_entry(&specs::CURSOR, c)?;
+        batch_size = args::opt_non_negative(c, "bulkWrite.cursor", "batchSize")?
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX));
     }
     let vars = args::let_variables(&req.body, "bulkWrite")?;
     if ops.is_empty() || ops.len() > limits::WRITE_BATCH_COUNT_MAX {
@@ -332,6 +274,7 @@ fn parse(req: &Request) -> CommandResult<BulkRequest> {
         errors_only,
         vars,
         retryable: req.body.contains_key("txnNumber"),
+        batch_size,
     })
 }
 
@@ -352,6 +295,7 @@ pub async fn bulk_write(state: &Arc<ServerState>, req: &Arc<Request>) -> Command
     for (db, coll) in &locked {
         guards.push(state.catalog.lock(db, coll).await);
     }
+    let batch_size = bulk.batch_size;
     let job_wc = wc.clone();
     let (results, ticket) = super::off_thread(state, req, move |state, _| {
         let out = run(state, &bulk);
@@ -366,7 +310,7 @@ pub async fn bulk_write(state: &Arc<ServerState>, req: &Arc<Request>) -> Command
     if let Some(t) = &ticket {
         state.catalog.finish_write(t, &wc).await?;
     }
-    let mut reply = results.into_reply();
+    let mut reply = results.into_reply(state, batch_size)?;
     if let Some(wce) = wc.error() {
         reply.insert("writeConcernError", wce);
     }
@@ -416,17 +360,71 @@ impl Results {
         self.error(idx, &d);
     }
 
-    fn into_reply(self) -> Document {
-        doc! {
-            "cursor": { "id": 0_i64, "firstBatch": self.items, "ns": CURSOR_NS },
+    /// The reply; items past `batch_size`, or past what one reply can hold, wait in a cursor on
+    /// `admin.$cmd.bulkWrite` for getMore.
+    fn into_reply(self, state: &ServerState, batch_size: Option<usize>) -> CommandResult<Document> {
+        let mut rest = self
+            .items
+            .iter()
+            .map(|d| {
+                RawDocumentBuf::try_from(d).map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))
+            })
+            .collect::<CommandResult<std::collections::VecDeque<_>>>()?;
+        let first = first_batch(&mut rest, batch_size.unwrap_or(usize::MAX))?;
+        let id = if rest.is_empty() {
+            0
+        } else {
+            state.cursors.insert(crate::cursors::Cursor {
+                db: "admin".into(),
+                coll: CURSOR_COLL.into(),
+                uuid: None,
+                source: crate::exec::DocSource::Buffered(rest),
+                last_used: std::time::Instant::now(),
+                no_timeout: false,
+                time_left: None,
+                tail: None,
+                collator: None,
+                snapshot: None,
+            })?
+        };
+        Ok(doc! {
+            "cursor": { "id": id, "firstBatch": first, "ns": CURSOR_NS },
             "nErrors": self.n_errors as i32,
             "nInserted": self.n_inserted as i32,
             "nDeleted": self.n_deleted as i32,
             "nMatched": self.n_matched as i32,
             "nModified": self.n_modified as i32,
             "nUpserted": self.n_upserted as i32,
-        }
+        })
     }
+}
+
+/// Room the reply keeps beside its first batch (counts, cursor fields, writeConcernError).
+const REPLY_OVERHEAD_BYTES: usize = 64 * 1024;
+/// What one array element costs beyond its document: type byte, index key and its NUL.
+const ARRAY_ELEMENT_OVERHEAD_BYTES: usize = 8;
+
+/// Take up to `count` items off the front of `rest`, as many as fit in one reply (always one
+/// at least, when any is left, so a getMore-driven client makes progress).
+fn first_batch(
+    rest: &mut std::collections::VecDeque<RawDocumentBuf>,
+    count: usize,
+) -> CommandResult<Vec<Bson>> {
+    let room = limits::BSON_OBJECT_SIZE_MAX - REPLY_OVERHEAD_BYTES;
+    let mut out = Vec::new();
+    let mut bytes = 0usize;
+    while out.len() < count {
+        let Some(item) = rest.front() else { break };
+        bytes += item.as_bytes().len() + ARRAY_ELEMENT_OVERHEAD_BYTES;
+        if bytes > room && !out.is_empty() {
+            break;
+        }
+        let Some(item) = rest.pop_front() else { break };
+        let d = Document::try_from(item.as_ref())
+            .map_err(|e| err(ErrorCode::InvalidBSON, e.to_string()))?;
+        out.push(Bson::Document(d));
+    }
+    Ok(out)
 }
 
 /// Run the ops in order; an ordered bulk write stops at its first failed op.
@@ -698,113 +696,4 @@ fn delete_op(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn request(body: Document) -> Request {
-        let mut body = body;
-        body.insert("$db", "admin");
-        super::super::parse_request(body, vec![], true)
-            .ok()
-            .unwrap()
-    }
-
-    fn code(body: Document) -> (i32, String) {
-        let e = parse(&request(body)).unwrap_err();
-        (e.code.code(), e.message)
-    }
-
-    fn ns() -> Bson {
-        bson::bson!([{ "ns": "d.c" }])
-    }
-
-    #[test]
-    fn nsinfo_checks_come_first() {
-        assert_eq!(
-            code(doc! { "bulkWrite": 1, "ops": [] }),
-            (
-                40414,
-                "BSON field 'bulkWrite.nsInfo' is missing but a required field".into()
-            )
-        );
-        assert_eq!(
-            code(doc! { "bulkWrite": 1, "ops": [], "nsInfo": 5 }).0,
-            14,
-            "a wrongly typed nsInfo is reported before the batch size"
-        );
-        assert_eq!(
-            code(doc! { "bulkWrite": 1, "ops": [{ "insert": 0, "document": {} }], "nsInfo": [5] })
-                .1,
-            "BSON field 'bulkWrite.nsInfo.0' is the wrong type 'int', expected type 'object'"
-        );
-        assert_eq!(
-            code(doc! { "bulkWrite": 1, "ops": [{ "insert": 0, "document": {} }], "nsInfo": [{ "x": 1 }] }).1,
-            "BSON field 'bulkWrite.nsInfo.x' is an unknown field."
-        );
-        for (ns, named) in [("nodot", "nodot"), ("", ""), (".", "")] {
-            assert_eq!(
-                code(
-                    doc! { "bulkWrite": 1, "ops": [{ "insert": 0, "document": {} }], "nsInfo": [{ "ns": ns }] }
-                ),
-                (
-                    73,
-                    format!("Invalid namespace specified for bulkWrite: '{named}'")
-                )
-            );
-        }
-    }
-
-    #[test]
-    fn op_shapes() {
-        let one = |op: Document| code(doc! { "bulkWrite": 1, "ops": [op], "nsInfo": ns() });
-        assert_eq!(
-            code(doc! { "bulkWrite": 1, "ops": [], "nsInfo": ns() }).0,
-            16
-        );
-        assert_eq!(
-            one(doc! { "insert": -1, "document": {} }),
-            (
-                2,
-                "BSON field 'insert' value must be >= 0, actual value '-1'".into()
-            )
-        );
-        let (c, m) = one(doc! { "insert": 5, "document": {} });
-        assert_eq!(c, 2);
-        assert!(m.ends_with("has an invalid nsInfo index."), "{m}");
-        assert_eq!(
-            one(doc! { "insert": "0", "document": {} }).1,
-            "BSON field 'bulkWrite.ops.insert' is the wrong type 'string', expected types '[long, int, decimal, double]'"
-        );
-        assert_eq!(
-            one(doc! { "frobnicate": 0 }).1,
-            "BSON field 'bulkWrite.frobnicate' is an unknown field."
-        );
-        for (op, field) in [
-            (doc! { "insert": 0 }, "document"),
-            (doc! { "update": 0, "filter": {} }, "updateMods"),
-            (doc! { "update": 0, "updateMods": {} }, "filter"),
-            (doc! { "delete": 0 }, "filter"),
-        ] {
-            assert_eq!(
-                one(op),
-                (
-                    40414,
-                    format!("BSON field 'bulkWrite.ops.{field}' is missing but a required field")
-                )
-            );
-        }
-        assert_eq!(
-            one(doc! { "insert": 0, "document": 5 }).1,
-            "BSON field 'bulkWrite.ops.document' is the wrong type 'int', expected type 'object'"
-        );
-        assert_eq!(one(doc! { "delete": 0, "filter": {}, "x": 1 }).0, 40415);
-        assert_eq!(
-            code(doc! { "bulkWrite": 1, "ops": [{ "insert": 0, "document": {} }], "nsInfo": ns(), "bogus": 1 }).0,
-            40415
-        );
-        let ok = parse(&request(
-            doc! { "bulkWrite": 1, "ops": [{ "insert": 0.0, "document": {} }], "nsInfo": ns() },
-        ));
-        assert!(ok.is_ok(), "a double index is accepted");
-    }
-}
+mod tests;

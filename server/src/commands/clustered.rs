@@ -17,6 +17,8 @@ use storage::{Collection, ID_INDEX_NAME};
 /// `clusteredIndex` as mongod's IDL (`ClusteredIndexSpec`) has it.
 const SPEC: CommandSpec = CommandSpec {
     name: "clusteredIndex",
+    strict: true,
+    target: None,
     fields: &[
         req("key", Ty::Object),
         req("unique", Ty::SafeBool),

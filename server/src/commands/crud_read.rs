@@ -424,6 +424,10 @@ pub fn count(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     } else if let Some(plan) = key_only {
         let mut stats = exec::keyscan::KeyStats::default();
         exec::keyscan::count_keys(&coll, &plan, &filter, &mut stats)?
+    } else if let Some(n) =
+        exec::parallel::stages::count(&coll, &filter, &query, super::aggregate::parallelism(state))?
+    {
+        n
     } else {
         let mut n = 0u64;
         exec::for_each_match(&coll, &filter, &query, deadline(req), |_| {

@@ -2,7 +2,7 @@
 //! `listDatabases`, `renameCollection`, `collMod`, `dbStats`, `collStats`, `validate`.
 //! Options cairn cannot honour yet are refused with a clear error, never silently ignored.
 
-use super::args::{self, check_fields};
+use super::args;
 use super::argspec::{self, specs};
 use super::crud_read::cursor_reply;
 use super::{Reply, Request, off_thread};
@@ -76,6 +76,8 @@ fn default_collation(body: &Document, options: &mut Document) -> CommandResult<(
 /// `changeStreamPreAndPostImages: {enabled: <bool>}` as mongod's IDL has it.
 const PRE_AND_POST_IMAGES: argspec::CommandSpec = argspec::CommandSpec {
     name: "changeStreamPreAndPostImages",
+    strict: true,
+    target: None,
     fields: &[argspec::req("enabled", argspec::Ty::Bool)],
 };
 
@@ -456,7 +458,7 @@ pub async fn rename_collection(
 }
 
 pub fn db_stats(state: &ServerState, req: &Request) -> CommandResult<Reply> {
-    check_fields(&req.body, "dbStats", &["scale", "freeStorage"])?;
+    argspec::check(&argspec::admin::DB_STATS, &req.body)?;
     validate_db_name(&req.db)?;
     let scale = args::opt_i64(&req.body, "dbStats", "scale")?
         .unwrap_or(1)
@@ -497,7 +499,7 @@ pub fn db_stats(state: &ServerState, req: &Request) -> CommandResult<Reply> {
 }
 
 pub fn coll_stats(state: &ServerState, req: &Request) -> CommandResult<Reply> {
-    check_fields(&req.body, "collStats", &["scale", "verbose"])?;
+    argspec::check(&argspec::admin::COLL_STATS, &req.body)?;
     let name = args::collection_name(&req.body, "collStats")?;
     let scale = args::opt_i64(&req.body, "collStats", "scale")?
         .unwrap_or(1)
@@ -553,18 +555,7 @@ pub async fn validate(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandRe
 }
 
 fn validate_collection(state: &ServerState, req: &Request, name: &str) -> CommandResult<Reply> {
-    check_fields(
-        &req.body,
-        "validate",
-        &[
-            "full",
-            "repair",
-            "metadata",
-            "checkBSONConformance",
-            "background",
-            "scandata",
-        ],
-    )?;
+    argspec::check(&argspec::admin::VALIDATE, &req.body)?;
     let ns = format!("{}.{name}", req.db);
     let Some(c) = state.catalog.collection(&req.db, name) else {
         return Err(err(

@@ -7,7 +7,8 @@
 //! checks only: sessions are not tracked), and the read/write concern defaults, which mongod
 //! refuses on a standalone.
 
-use super::args::{self, check_fields, type_name};
+use super::args::{self, type_name};
+use super::argspec::{self, admin as specs};
 use super::{Reply, Request};
 use crate::error::{CommandError, CommandResult, ErrorCode, err, storage_error};
 use crate::query::collation::Spec;
@@ -40,16 +41,12 @@ fn missing(path: &str) -> CommandError {
 /// `keyPattern` fields lie in `[min, max)`.
 pub fn data_size(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     let started = Instant::now();
+    argspec::check(&specs::DATA_SIZE, &req.body)?;
     let ns = match req.body.get("dataSize") {
         Some(Bson::String(s)) => s.clone(),
         Some(v) => return Err(wrong_type("dataSize.dataSize", v, "string")),
         None => return Err(missing("dataSize.dataSize")),
     };
-    check_fields(
-        &req.body,
-        "dataSize",
-        &["keyPattern", "min", "max", "estimate"],
-    )?;
     let (db, coll) = ns.split_once('.').unwrap_or((&ns, ""));
     let min = args::opt_doc(&req.body, "dataSize", "min")?.filter(|d| !d.is_empty());
     let max = args::opt_doc(&req.body, "dataSize", "max")?.filter(|d| !d.is_empty());
@@ -108,21 +105,7 @@ fn raw(d: &Document) -> CommandResult<bson::RawDocumentBuf> {
 /// them all; `dryRun` only estimates (the log's dead bytes).
 pub async fn compact(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<Reply> {
     let name = args::collection_name(&req.body, "compact")?;
-    check_fields(
-        &req.body,
-        "compact",
-        &["force", "freeSpaceTargetMB", "dryRun"],
-    )?;
-    args::opt_bool(&req.body, "compact", "force")?;
-    args::opt_bool(&req.body, "compact", "dryRun")?;
-    if let Some(mb) = args::opt_i64(&req.body, "compact", "freeSpaceTargetMB")?
-        && mb < 1
-    {
-        return Err(err(
-            ErrorCode::BadValue,
-            format!("BSON field 'freeSpaceTargetMB' value must be >= 1, actual value '{mb}'"),
-        ));
-    }
+    argspec::check(&specs::COMPACT, &req.body)?;
     let dry_run = req.body.get("dryRun").is_some_and(super::truthy);
     super::off_thread(state, req, move |state, req| {
         if state.catalog.collection(&req.db, &name).is_none() {
@@ -156,54 +139,20 @@ pub async fn compact(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandRes
 /// `validateDBMetadata`: which collections and indexes use features outside the API version
 /// asked for. Everything cairn can create is in API version 1, so the list is empty.
 pub fn validate_db_metadata(req: &Request) -> CommandResult<Reply> {
-    check_fields(
-        &req.body,
-        "validateDBMetadata",
-        &["db", "collection", "apiParameters"],
-    )?;
-    for field in ["db", "collection"] {
-        match req.body.get(field) {
-            None | Some(Bson::String(_)) => {}
-            Some(v) => {
-                return Err(wrong_type(
-                    &format!("validateDBMetadata.{field}"),
-                    v,
-                    "string",
-                ));
-            }
-        }
-    }
-    let api = match req.body.get("apiParameters") {
-        Some(Bson::Document(d)) => d,
-        Some(v) => return Err(wrong_type("validateDBMetadata.apiParameters", v, "object")),
-        None => return Err(missing("validateDBMetadata.apiParameters")),
+    argspec::check(&specs::VALIDATE_DB_METADATA, &req.body)?;
+    let Ok(api) = req.body.get_document("apiParameters") else {
+        return Err(missing("validateDBMetadata.apiParameters"));
     };
-    for k in api.keys() {
-        if !matches!(k.as_str(), "version" | "strict" | "deprecationErrors") {
-            return Err(err(
-                ErrorCode::Location40415,
-                format!("BSON field 'validateDBMetadata.apiParameters.{k}' is an unknown field."),
-            ));
-        }
-    }
-    match api.get("version") {
-        Some(Bson::String(v)) if v == "1" => {}
-        Some(Bson::String(v)) => {
+    argspec::check_entry(&specs::API_PARAMETERS, api)?;
+    match api.get_str("version") {
+        Ok("1") => {}
+        Ok(v) => {
             return Err(err(
                 ErrorCode::APIVersionError,
                 format!("API version must be \"1\", not \"{v}\""),
             ));
         }
-        Some(v) => {
-            return Err(wrong_type(
-                "validateDBMetadata.apiParameters.version",
-                v,
-                "string",
-            ));
-        }
-        None => {
-            return Err(missing("validateDBMetadata.apiParameters.version"));
-        }
+        Err(_) => return Err(missing("validateDBMetadata.apiParameters.version")),
     }
     Ok(Reply::Doc(doc! { "apiVersionErrors": [], "ok": 1.0 }))
 }
@@ -231,7 +180,7 @@ fn top_entry() -> Document {
 
 /// `top` (admin): usage per namespace, in mongod's shape.
 pub fn top(state: &ServerState, req: &Request) -> CommandResult<Reply> {
-    check_fields(&req.body, "top", &[])?;
+    argspec::check(&specs::TOP, &req.body)?;
     let mut totals = doc! { "note": "all times in microseconds" };
     let engine = state.catalog.engine();
     for db in engine.databases() {
@@ -245,8 +194,7 @@ pub fn top(state: &ServerState, req: &Request) -> CommandResult<Reply> {
 /// `lockInfo` (admin): the locks held or waited for. cairn's per-namespace write locks are
 /// short and internal; none is reported.
 pub fn lock_info(req: &Request) -> CommandResult<Reply> {
-    check_fields(&req.body, "lockInfo", &["includeStorageEngineDump"])?;
-    args::opt_bool(&req.body, "lockInfo", "includeStorageEngineDump")?;
+    argspec::check(&specs::LOCK_INFO, &req.body)?;
     Ok(Reply::Doc(doc! { "lockInfo": [], "ok": 1.0 }))
 }
 
@@ -334,11 +282,7 @@ pub fn plan_cache_clear(state: &ServerState, req: &Request) -> CommandResult<Rep
 /// `planCacheClear`'s collection name and shape, checked.
 fn plan_cache_clear_args(req: &Request) -> CommandResult<(String, Document)> {
     plan_cache_ns(req, "planCacheClear")?;
-    check_fields(
-        &req.body,
-        "planCacheClear",
-        &["query", "sort", "projection", "collation"],
-    )?;
+    argspec::check(&specs::PLAN_CACHE_CLEAR, &req.body)?;
     let shape = query_shape(&req.body, false)?;
     Ok((args::collection_name(&req.body, "planCacheClear")?, shape))
 }
@@ -356,11 +300,7 @@ pub fn plan_cache_set_filter(state: &ServerState, req: &Request) -> CommandResul
 /// [`plan_cache_set_filter`] once the collection is known to exist.
 fn set_filter(req: &Request) -> CommandResult<Reply> {
     let ns = plan_cache_ns(req, "planCacheSetFilter")?;
-    check_fields(
-        &req.body,
-        "planCacheSetFilter",
-        &["query", "sort", "projection", "collation", "indexes"],
-    )?;
+    argspec::check(&specs::PLAN_CACHE_SET_FILTER, &req.body)?;
     let mut shape = query_shape(&req.body, true)?;
     let indexes = match req.body.get("indexes") {
         None => return Err(err(ErrorCode::BadValue, "required field indexes missing")),
@@ -407,11 +347,7 @@ fn set_filter(req: &Request) -> CommandResult<Reply> {
 /// `planCacheClearFilters`: forget the index filters of one shape, or all of the collection's.
 pub fn plan_cache_clear_filters(req: &Request) -> CommandResult<Reply> {
     let ns = plan_cache_ns(req, "planCacheClearFilters")?;
-    check_fields(
-        &req.body,
-        "planCacheClearFilters",
-        &["query", "sort", "projection", "collation"],
-    )?;
+    argspec::check(&specs::PLAN_CACHE_CLEAR_FILTERS, &req.body)?;
     let shape = query_shape(&req.body, false)?;
     if !shape.contains_key("query") {
         // mongod refuses these rather than clear every filter when `query` was forgotten.
@@ -432,7 +368,7 @@ pub fn plan_cache_clear_filters(req: &Request) -> CommandResult<Reply> {
 /// `planCacheListFilters`: the index filters of a collection.
 pub fn plan_cache_list_filters(req: &Request) -> CommandResult<Reply> {
     let ns = plan_cache_ns(req, "planCacheListFilters")?;
-    check_fields(&req.body, "planCacheListFilters", &[])?;
+    argspec::check(&specs::PLAN_CACHE_LIST_FILTERS, &req.body)?;
     let list = crate::planner::filters::list(&ns);
     Ok(Reply::Doc(doc! { "filters": list, "ok": 1.0 }))
 }
@@ -477,7 +413,7 @@ fn unknown_cluster_parameter(name: &str) -> CommandError {
 
 /// `getClusterParameter` (admin): one name, a list of names, or `"*"`.
 pub fn get_cluster_parameter(req: &Request) -> CommandResult<Reply> {
-    check_fields(&req.body, "getClusterParameter", &[])?;
+    argspec::check(&specs::GET_CLUSTER_PARAMETER, &req.body)?;
     let names: Vec<String> = match req.body.get("getClusterParameter") {
         Some(Bson::String(s)) if s == "*" => {
             CLUSTER_PARAMETERS.iter().map(|s| s.to_string()).collect()
@@ -514,7 +450,7 @@ pub fn get_cluster_parameter(req: &Request) -> CommandResult<Reply> {
 
 /// `setClusterParameter` (admin): `{name: {fields}}`, the fields checked against the default's.
 pub fn set_cluster_parameter(req: &Request) -> CommandResult<Reply> {
-    check_fields(&req.body, "setClusterParameter", &[])?;
+    argspec::check(&specs::SET_CLUSTER_PARAMETER, &req.body)?;
     let spec = match req.body.get("setClusterParameter") {
         Some(Bson::Document(d)) => d,
         Some(v) => {
@@ -570,74 +506,50 @@ pub fn default_rw_concern(req: &Request) -> CommandResult<Reply> {
     ))
 }
 
-/// Check an array of objects argument (the session commands'), each entry's fields against
-/// `allowed`, with `required` present.
-fn check_entries(
+/// Check a session command: its table, then each element's (`LogicalSessionFromClient`, a
+/// user, a pattern).
+fn check_session_command(
     req: &Request,
-    command: &str,
-    allowed: &[&str],
-    required: Option<&str>,
+    spec: &argspec::CommandSpec,
+    entry: &argspec::CommandSpec,
 ) -> CommandResult<()> {
-    check_fields(&req.body, command, &[])?;
-    let items = match req.body.get(command) {
-        Some(Bson::Array(a)) => a,
-        Some(v) => return Err(wrong_type(&format!("{command}.{command}"), v, "array")),
-        None => return Err(missing(&format!("{command}.{command}"))),
+    argspec::check(spec, &req.body)?;
+    let Ok(items) = req.body.get_array(spec.name) else {
+        return Err(missing(&format!("{0}.{0}", spec.name)));
     };
-    for (i, item) in items.iter().enumerate() {
-        let Bson::Document(d) = item else {
-            return Err(wrong_type(
-                &format!("{command}.{command}.{i}"),
-                item,
-                "object",
-            ));
-        };
-        for k in d.keys() {
-            if !allowed.contains(&k.as_str()) {
-                return Err(err(
-                    ErrorCode::Location40415,
-                    format!("BSON field '{command}.{command}.{k}' is an unknown field."),
-                ));
-            }
-        }
-        if let Some(r) = required
-            && !d.contains_key(r)
-        {
-            return Err(missing(&format!("{command}.{command}.{r}")));
-        }
-        for (k, v) in d {
-            let ok = match k.as_str() {
-                "id" | "uid" => matches!(v, Bson::Binary(_)),
-                "user" | "db" => matches!(v, Bson::String(_)),
-                "lsid" => matches!(v, Bson::Document(_)),
-                "users" | "roles" => matches!(v, Bson::Array(_)),
-                _ => true,
-            };
-            if !ok {
-                let expected = match k.as_str() {
-                    "id" | "uid" => "binData",
-                    "user" | "db" => "string",
-                    "lsid" => "object",
-                    _ => "array",
-                };
-                return Err(wrong_type(&format!("{command}.{command}.{k}"), v, expected));
-            }
+    for item in items {
+        if let Bson::Document(d) = item {
+            argspec::check_entry(entry, d)?;
         }
     }
     Ok(())
+}
+
+/// `endSessions` and `refreshSessions`: an array of session ids.
+pub fn check_sessions(req: &Request) -> CommandResult<()> {
+    let spec = match req.command {
+        "endSessions" => &specs::END_SESSIONS,
+        _ => &specs::REFRESH_SESSIONS,
+    };
+    check_session_command(req, spec, &specs::SESSION_ENTRY)
 }
 
 /// `killSessions`, `killAllSessions`, `killAllSessionsByPattern`: checked, then nothing to kill
 /// (sessions are not tracked yet).
 pub fn kill_sessions(req: &Request) -> CommandResult<Reply> {
     match req.command {
-        "killSessions" => check_entries(req, "killSessions", &["id", "uid"], Some("id"))?,
-        "killAllSessions" => check_entries(req, "killAllSessions", &["user", "db"], None)?,
-        _ => check_entries(
+        "killSessions" => {
+            check_session_command(req, &specs::KILL_SESSIONS, &specs::SESSION_ENTRY)?;
+        }
+        "killAllSessions" => check_session_command(
             req,
-            "killAllSessionsByPattern",
-            &["lsid", "uid", "users", "roles"],
-            None,
+            &specs::KILL_ALL_SESSIONS,
+            &specs::KILL_ALL_SESSIONS_ENTRY,
+        )?,
+        _ => check_session_command(
+            req,
+            &specs::KILL_ALL_SESSIONS_BY_PATTERN,
+            &specs::KILL_PATTERN_ENTRY,
         )?,
     }
     Ok(Reply::ok())

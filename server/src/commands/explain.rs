@@ -287,6 +287,7 @@ pub fn explain(state: &ServerState, req: &Request) -> CommandResult<Reply> {
                 None if name == "count" => {
                     let (tree, rejected, s, all) =
                         planned(c, &filter, &mut t, hint.as_deref(), &verbosity)?;
+                    let tree = parallel_count_tree(state, c, &filter, &t.filter, tree);
                     (
                         doc! { "stage": "COUNT", "inputStage": tree },
                         rejected,
@@ -346,6 +347,23 @@ pub fn explain(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     );
     reply.insert("ok", 1.0);
     Ok(Reply::Doc(reply))
+}
+
+/// A count's scan tree under the `PARALLEL` stage when the count would split its scan.
+fn parallel_count_tree(
+    state: &ServerState,
+    c: &Arc<storage::Collection>,
+    filter: &Filter,
+    filter_doc: &Document,
+    tree: Document,
+) -> Document {
+    use crate::exec::parallel::stages as parallel;
+    let cfg = super::aggregate::parallelism(state);
+    let choice = planner::choose(c, filter, filter_doc, None, None);
+    match parallel::count_parts(c, filter_doc, &choice.winner, cfg) {
+        Some(parts) => parallel::explain_tree(parts, None, tree),
+        None => tree,
+    }
 }
 
 fn natural_hint(t: &Target) -> bool {

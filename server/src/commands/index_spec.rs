@@ -1,5 +1,5 @@
-//! Parsing and validating one `createIndexes` index spec, alone: the allowed option names,
-//! key values and index types, TTL, partial and sparse rules, `_id` index rules, default names,
+//! Parsing and validating one `createIndexes` index spec, alone: the option names, types and
+//! per-kind refusals through the `index_options` table, key values and index types, TTL, partial and sparse rules, `_id` index rules, default names,
 //! and the stored forms of text, wildcard, `2d` and `2dsphere` specs, all with mongod's codes and
 //! wording. It never looks at a collection: comparing a spec with existing indexes, and building
 //! it, belong to `indexes.rs`.
@@ -9,32 +9,6 @@ use crate::error::{CommandError, CommandResult, ErrorCode, err};
 use bson::{Bson, Document, doc};
 use storage::{ID_INDEX_NAME, IndexSpec};
 
-/// Options an index spec may carry; anything else is refused (197).
-const SPEC_FIELDS: &[&str] = &[
-    "key",
-    "name",
-    "unique",
-    "sparse",
-    "partialFilterExpression",
-    "expireAfterSeconds",
-    "hidden",
-    "collation",
-    "background",
-    "v",
-    "ns",
-    "storageEngine",
-    "weights",
-    "default_language",
-    "language_override",
-    "textIndexVersion",
-    "2dsphereIndexVersion",
-    "bits",
-    "min",
-    "max",
-    "bucketSize",
-    "wildcardProjection",
-    "prepareUnique",
-];
 /// Special index types cairn does not build yet.
 const UNSUPPORTED_TYPES: &[&str] = &["geoHaystack"];
 
@@ -224,13 +198,8 @@ fn wildcard_rules(d: &Document, key: &Document) -> CommandResult<()> {
         return Ok(());
     }
     let terms: Vec<(&String, &Bson)> = key.iter().filter(|(k, _)| is_wildcard_field(k)).collect();
+    // The options a wildcard index refuses are the `index_options` table's.
     let Some((field, direction)) = terms.first() else {
-        if d.contains_key(PROJECTION) {
-            return Err(bad_spec(
-                d,
-                "The field 'wildcardProjection' is only allowed in an 'wildcard' index",
-            ));
-        }
         return Ok(());
     };
     if !crate::query::types::as_f64(direction).is_some_and(|f| f > 0.0) {
@@ -238,18 +207,6 @@ fn wildcard_rules(d: &Document, key: &Document) -> CommandResult<()> {
             d,
             format!("cairn builds ascending wildcard indexes only, not {{ {field}: {direction} }}"),
         ));
-    }
-    for option in ["unique", "sparse", "expireAfterSeconds"] {
-        let set = match option {
-            "expireAfterSeconds" => d.contains_key(option),
-            _ => d.get(option).is_some_and(truthy),
-        };
-        if set {
-            return Err(bad_spec(
-                d,
-                format!("Index type 'wildcard' does not support the '{option}' option"),
-            ));
-        }
     }
     if field.as_str() != storage::wildcard::WILDCARD && d.contains_key(PROJECTION) {
         return Err(bad_spec(
@@ -263,16 +220,7 @@ fn wildcard_rules(d: &Document, key: &Document) -> CommandResult<()> {
 
 /// Turn one element of `indexes` into an `IndexSpec`, checking it as mongod does.
 pub fn parse_spec(d: &Document) -> CommandResult<IndexSpec> {
-    for k in d.keys() {
-        if !SPEC_FIELDS.contains(&k.as_str()) {
-            return Err(err(
-                ErrorCode::InvalidIndexSpecificationOption,
-                format!(
-                    "The field '{k}' is not valid for an index specification. Specification: {d}"
-                ),
-            ));
-        }
-    }
+    super::index_options::check_fields(d)?;
     let key = match d.get("key") {
         Some(Bson::Document(k)) if !k.is_empty() => k.clone(),
         Some(Bson::Document(_)) => return Err(bad_spec(d, "Index keys cannot be an empty field.")),
@@ -283,29 +231,9 @@ pub fn parse_spec(d: &Document) -> CommandResult<IndexSpec> {
             ));
         }
     };
-    // Checked before the index type is looked at, as mongod does.
-    if d.get("unique").is_some_and(truthy) && key.values().any(|v| v.as_str() == Some("hashed")) {
-        return Err(err(
-            ErrorCode::Location16764,
-            "Currently hashed indexes cannot guarantee uniqueness. Use a regular index.",
-        ));
-    }
-    // An `_id` key pattern takes only these fields (mongod: TTL, hidden, unique, sparse, ... 197).
-    if key == doc! { "_id": 1 }
-        && let Some(option) = d.keys().find(|k| {
-            !matches!(
-                k.as_str(),
-                "key" | "name" | "v" | "ns" | "collation" | "_id"
-            )
-        })
-    {
-        return Err(err(
-            ErrorCode::InvalidIndexSpecificationOption,
-            format!(
-                "The field '{option}' is not valid for an _id index specification. Specification: {d}"
-            ),
-        ));
-    }
+    // Checked before the key's values are, as mongod does.
+    super::index_options::check_kind(d, &key)?;
+    super::index_options::check_version(d)?;
     let hashed = key
         .values()
         .filter(|v| v.as_str() == Some("hashed"))
@@ -548,9 +476,37 @@ mod tests {
             code(doc! { "key": { "_id": 1 }, "name": "_id_", "hidden": true }),
             197
         );
-        for option in ["unique", "sparse", "background", "partialFilterExpression"] {
+        for option in ["unique", "sparse", "background"] {
             let spec = doc! { "key": { "_id": 1 }, "name": "_id_1", option: true };
             assert_eq!(code(spec), 197, "{option}");
+        }
+        let partial = doc! { "key": { "_id": 1 }, "partialFilterExpression": { "a": 1 } };
+        assert_eq!(code(partial), 197);
+        // Types come first, in spec order, as mongod's validateIndexSpec walks the spec.
+        let cases = [
+            (doc! { "key": 1 }, 14),
+            (doc! { "key": { "a": 1 }, "name": 1 }, 14),
+            (doc! { "key": { "a": 1 }, "hidden": 1 }, 14),
+            (doc! { "key": { "a": 1 }, "unique": "yes" }, 14),
+            (doc! { "key": { "a": 1 }, "partialFilterExpression": 1 }, 14),
+            (doc! { "key": { "a": "2d" }, "bits": "x" }, 14),
+            (doc! { "key": { "a": 1 }, "v": "2" }, 14),
+            (doc! { "key": { "a": 1 }, "v": 3 }, 67),
+            (doc! { "key": { "a": 1 }, "v": 1.5 }, 2),
+            (doc! { "key": { "a": 1 }, "collation": {} }, 2),
+            (doc! { "key": { "a": "text" }, "default_language": 1 }, 14),
+            (doc! { "key": { "a": "text" }, "weights": 1 }, 14),
+            (doc! { "key": { "a": 1 }, "weights": { "a": 2 } }, 67),
+            (
+                doc! { "key": { "a": 1 }, "unique": true, "prepareUnique": true },
+                67,
+            ),
+            (doc! { "bogus": 1, "key": 1 }, 197),
+            (doc! { "key": 1, "bogus": 1 }, 14),
+            (doc! { "name": "x" }, 9),
+        ];
+        for (spec, want) in cases {
+            assert_eq!(code(spec.clone()), want, "{spec}");
         }
         let plain = doc! { "key": { "_id": 1 }, "name": "_id_", "v": 2, "collation": { "locale": "simple" } };
         assert!(parse_spec(&plain).is_ok());

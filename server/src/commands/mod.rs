@@ -23,6 +23,7 @@ pub mod explain;
 pub mod find_and_modify;
 pub mod handshake;
 pub mod index_collation;
+pub mod index_options;
 pub mod index_spec;
 pub mod indexes;
 pub mod map_reduce;
@@ -513,11 +514,15 @@ pub async fn dispatch(
     let result = match spec.name {
         "hello" => handshake::hello(state, conn, req, false),
         "isMaster" => handshake::hello(state, conn, req, true),
-        "ping" | "refreshSessions" => Ok(Reply::ok()),
-        "endSessions" => {
-            transactions::end_sessions(state, req).await;
-            Ok(Reply::ok())
-        }
+        "ping" => argspec::check(&argspec::admin::PING, &req.body).map(|_| Reply::ok()),
+        "refreshSessions" => diagnostic::check_sessions(req).map(|_| Reply::ok()),
+        "endSessions" => match diagnostic::check_sessions(req) {
+            Ok(()) => {
+                transactions::end_sessions(state, req).await;
+                Ok(Reply::ok())
+            }
+            Err(e) => Err(e),
+        },
         "killSessions" | "killAllSessions" | "killAllSessionsByPattern" => {
             let r = diagnostic::kill_sessions(req);
             if r.is_ok() {
@@ -551,16 +556,17 @@ pub async fn dispatch(
         "setParameter" => admin::set_parameter(state, req),
         "getCmdLineOpts" => Ok(admin::get_cmd_line_opts(state)),
         "hostInfo" => Ok(admin::host_info()),
-        "serverStatus" => Ok(admin::server_status(state)),
+        "serverStatus" => Ok(admin::server_status(state, req)),
         "whatsmyuri" => Ok(Reply::Doc(
             bson::doc! { "you": conn.peer.to_string(), "ok": 1.0 },
         )),
-        "connectionStatus" => Ok(auth::connection_status(conn, req)),
+        "connectionStatus" => argspec::check(&argspec::admin::CONNECTION_STATUS, &req.body)
+            .map(|_| auth::connection_status(conn, req)),
         "listCommands" => Ok(admin::list_commands(state)),
         "startSession" => Ok(admin::start_session()),
         "getLog" => admin::get_log(state, req),
         "logRotate" => off_thread(state, req, admin::log_rotate).await,
-        "shutdown" => admin::shutdown(state, conn),
+        "shutdown" => admin::shutdown(state, conn, req),
         "profile" => profile::profile(state, req),
         "fsync" => admin::fsync(state, req).await,
         "replSetInitiate" => off_thread(state, req, replset::initiate).await,
@@ -618,7 +624,7 @@ pub async fn dispatch(
         "explain" => off_thread(state, req, explain::explain).await,
         "aggregate" => aggregate::aggregate(state, req).await,
         "mapReduce" => map_reduce::map_reduce(state, req).await,
-        "currentOp" => Ok(admin::current_op(state, req)),
+        "currentOp" => admin::current_op(state, req),
         "killOp" => admin::kill_op(state, req),
         "getFreeMonitoringStatus" => Ok(Reply::Doc(bson::doc! { "state": "disabled", "ok": 1.0 })),
         other => Err(err(

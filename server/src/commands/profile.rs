@@ -32,7 +32,7 @@ const TRIM_BATCH_COUNT: usize = 64;
 /// `{profile: <level>, slowms?, sampleRate?, filter?}`: `was` is the level before; `-1` only
 /// reads.
 pub fn profile(state: &ServerState, req: &Request) -> CommandResult<Reply> {
-    super::args::check_fields(&req.body, "profile", &["slowms", "sampleRate", "filter"])?;
+    super::argspec::check(&super::argspec::admin::PROFILE, &req.body)?;
     let level = match req.body.get("profile").and_then(super::as_i64) {
         Some(l @ -1..=2) => l as i32,
         _ => {

@@ -5,7 +5,7 @@
 //! may only hold privileges on their own database and inherit roles of their own database;
 //! a grant that would make a role inherit itself is refused.
 
-use super::args::check_fields;
+use super::argspec::users::check as check_args;
 use super::users::{
     bad, check_not_builtin, check_role_scope, check_roles_exist, committed, name_arg, role_list,
     roles_bson, write_lock,
@@ -109,11 +109,7 @@ fn check_restrictions(body: &Document) -> CommandResult<()> {
 
 pub async fn create_role(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
     let b = &req.body;
-    check_fields(
-        b,
-        "createRole",
-        &["privileges", "roles", "authenticationRestrictions"],
-    )?;
+    check_args(b, "createRole")?;
     let role = Name::new(&name_arg(b, "createRole")?, &req.db);
     if builtin::is_reserved(&role.name, &role.db) {
         return Err(bad(
@@ -151,11 +147,7 @@ pub async fn create_role(state: &Arc<ServerState>, req: &Request) -> CommandResu
 
 pub async fn update_role(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
     let b = &req.body;
-    check_fields(
-        b,
-        "updateRole",
-        &["privileges", "roles", "authenticationRestrictions"],
-    )?;
+    check_args(b, "updateRole")?;
     let role = Name::new(&name_arg(b, "updateRole")?, &req.db);
     check_not_builtin(&role)?;
     let privileges = privilege_list(b, "updateRole", &req.db)?;
@@ -230,7 +222,7 @@ fn remove_roles(
 }
 
 pub async fn drop_role(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
-    check_fields(&req.body, "dropRole", &[])?;
+    check_args(&req.body, "dropRole")?;
     let role = Name::new(&name_arg(&req.body, "dropRole")?, &req.db);
     check_not_builtin(&role)?;
     let _lock = write_lock(state).await;
@@ -246,7 +238,7 @@ pub async fn drop_role(state: &Arc<ServerState>, req: &Request) -> CommandResult
 }
 
 pub async fn drop_all_roles(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
-    check_fields(&req.body, "dropAllRolesFromDatabase", &[])?;
+    check_args(&req.body, "dropAllRolesFromDatabase")?;
     let db = req.db.clone();
     let _lock = write_lock(state).await;
     let (n, tickets) = blocking(state, move |s| {
@@ -274,7 +266,7 @@ pub async fn change_role_privileges(
     } else {
         "revokePrivilegesFromRole"
     };
-    check_fields(&req.body, command, &["privileges"])?;
+    check_args(&req.body, command)?;
     let role = Name::new(&name_arg(&req.body, command)?, &req.db);
     check_not_builtin(&role)?;
     let change = privilege_list(&req.body, command, &req.db)?
@@ -321,7 +313,7 @@ pub async fn change_role_roles(
     } else {
         "revokeRolesFromRole"
     };
-    check_fields(&req.body, command, &["roles"])?;
+    check_args(&req.body, command)?;
     let role = Name::new(&name_arg(&req.body, command)?, &req.db);
     check_not_builtin(&role)?;
     let change = role_list(&req.body, command, &req.db)?
@@ -364,15 +356,7 @@ pub async fn change_role_roles(
 
 pub async fn roles_info(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
     let b = req.body.clone();
-    check_fields(
-        &b,
-        "rolesInfo",
-        &[
-            "showPrivileges",
-            "showBuiltinRoles",
-            "showAuthenticationRestrictions",
-        ],
-    )?;
+    check_args(&b, "rolesInfo")?;
     let db = req.db.clone();
     let named: Option<Vec<Name>> = match b.get("rolesInfo").unwrap_or(&Bson::Null) {
         Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) => None,

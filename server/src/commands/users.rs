@@ -4,7 +4,7 @@
 //! storage write path under the auth write lock (users, then roles: every auth write takes
 //! both, in that order). Every change bumps the auth generation so that sessions re-resolve.
 
-use super::args::check_fields;
+use super::argspec::users::check as check_args;
 use super::{Reply, Request, truthy};
 use crate::auth::scram::{Credential, ITERATIONS_MIN_SHA1, ITERATIONS_MIN_SHA256, Mechanism};
 use crate::auth::store::{self, AUTH_DB, Name, ROLES, USERS};
@@ -215,18 +215,7 @@ fn digest_arg(body: &Document) -> bool {
 
 pub async fn create_user(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
     let b = &req.body;
-    check_fields(
-        b,
-        "createUser",
-        &[
-            "pwd",
-            "customData",
-            "roles",
-            "digestPassword",
-            "mechanisms",
-            "authenticationRestrictions",
-        ],
-    )?;
+    check_args(b, "createUser")?;
     let db = req.db.clone();
     let user = Name::new(&name_arg(b, "createUser")?, &db);
     if db == "local" {
@@ -286,18 +275,7 @@ pub async fn create_user(state: &Arc<ServerState>, req: &Request) -> CommandResu
 
 pub async fn update_user(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
     let b = req.body.clone();
-    check_fields(
-        &b,
-        "updateUser",
-        &[
-            "pwd",
-            "customData",
-            "roles",
-            "digestPassword",
-            "mechanisms",
-            "authenticationRestrictions",
-        ],
-    )?;
+    check_args(&b, "updateUser")?;
     let user = Name::new(&name_arg(&b, "updateUser")?, &req.db);
     let roles = role_list(&b, "updateUser", &req.db)?;
     let custom = super::args::opt_doc(&b, "updateUser", "customData")?.cloned();
@@ -346,7 +324,7 @@ pub async fn update_user(state: &Arc<ServerState>, req: &Request) -> CommandResu
 }
 
 pub async fn drop_user(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
-    check_fields(&req.body, "dropUser", &[])?;
+    check_args(&req.body, "dropUser")?;
     let user = Name::new(&name_arg(&req.body, "dropUser")?, &req.db);
     let _lock = write_lock(state).await;
     let ticket = blocking(state, move |s| {
@@ -364,7 +342,7 @@ pub async fn drop_user(state: &Arc<ServerState>, req: &Request) -> CommandResult
 }
 
 pub async fn drop_all_users(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
-    check_fields(&req.body, "dropAllUsersFromDatabase", &[])?;
+    check_args(&req.body, "dropAllUsersFromDatabase")?;
     let db = req.db.clone();
     let _lock = write_lock(state).await;
     let (n, ticket) = blocking(state, move |s| {
@@ -388,7 +366,7 @@ pub async fn change_user_roles(
     } else {
         "revokeRolesFromUser"
     };
-    check_fields(&req.body, command, &["roles"])?;
+    check_args(&req.body, command)?;
     let user = Name::new(&name_arg(&req.body, command)?, &req.db);
     let roles = role_list(&req.body, command, &req.db)?.ok_or_else(|| {
         bad(format!(
@@ -452,17 +430,7 @@ fn which(req: &Request) -> CommandResult<Which> {
 
 pub async fn users_info(state: &Arc<ServerState>, req: &Request) -> CommandResult<Reply> {
     let b = req.body.clone();
-    check_fields(
-        &b,
-        "usersInfo",
-        &[
-            "showCredentials",
-            "showCustomData",
-            "showPrivileges",
-            "showAuthenticationRestrictions",
-            "filter",
-        ],
-    )?;
+    check_args(&b, "usersInfo")?;
     let which = which(req)?;
     let filter = match super::args::opt_doc(&b, "usersInfo", "filter")? {
         Some(f) => Some(crate::query::matcher::Filter::parse(f)?),

@@ -387,6 +387,7 @@ pub fn suspended(
     pipeline: &Arc<Pipeline>,
     colls: storage::Collections,
     deadline: Option<Instant>,
+    cfg: super::parallel::Parallelism,
 ) -> CommandResult<Streamed> {
     let raw_of = |flow: Flow<'static>| flow.into_raw().collect::<CommandResult<VecDeque<_>>>();
     let (input, done) = match (source, coll) {
@@ -409,8 +410,25 @@ pub fn suspended(
                 let choice =
                     planner::choose(c, &filter, &filter_doc, pipeline.leading_sort(), None);
                 let done = stages_done(pipeline, &choice);
-                let scan = ScanState::new(c.clone(), Arc::new(filter), scan_mode(&choice.winner));
-                (StreamInput::Scan(Box::new(scan)), done)
+                // The first stage after the scan, run over a parallel scan when it merges
+                // exactly; the rest of the pipeline then reads its output.
+                let parallel = super::parallel::stages::run_stage(
+                    c,
+                    pipeline,
+                    done,
+                    &filter,
+                    &filter_doc,
+                    &choice.winner,
+                    cfg,
+                )?;
+                match parallel {
+                    Some(out) => (StreamInput::Docs(out.docs), done + 1),
+                    None => {
+                        let mode = scan_mode(&choice.winner);
+                        let scan = ScanState::new(c.clone(), Arc::new(filter), mode);
+                        (StreamInput::Scan(Box::new(scan)), done)
+                    }
+                }
             }
         }
         _ => (StreamInput::Docs(VecDeque::new()), 0),
@@ -512,11 +530,14 @@ pub fn count_fast(
     coll: &Arc<Collection>,
     shape: &CountShape,
     deadline: Option<Instant>,
+    cfg: super::parallel::Parallelism,
 ) -> CommandResult<Vec<RawDocumentBuf>> {
     let filter = Filter::parse(&shape.filter)?;
     // A transaction counts what it sees, not what is stored.
     let total = if filter.is_empty() && !crate::txn::active() {
         coll.count()
+    } else if let Some(n) = super::parallel::stages::count(coll, &filter, &shape.filter, cfg)? {
+        n
     } else {
         let mut scan = planned_scan(coll, filter, &shape.filter, None);
         let mut n = 0u64;

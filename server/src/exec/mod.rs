@@ -12,6 +12,7 @@ pub mod covered;
 pub mod find;
 pub mod keyscan;
 pub mod near;
+pub mod parallel;
 pub mod scan;
 pub mod sorted;
 pub mod source;

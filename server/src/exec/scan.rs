@@ -23,7 +23,7 @@ use std::time::Instant;
 use storage::{Collection, Direction, RecordId};
 
 /// Documents read from storage per step of a scan.
-const SCAN_CHUNK_COUNT: usize = 512;
+pub(super) const SCAN_CHUNK_COUNT: usize = 512;
 
 /// Where a scan reads: the collection in RecordId order, or an index plan's intervals.
 pub enum ScanMode {
@@ -81,9 +81,13 @@ pub struct ScanState {
     pub skip: u64,
     /// Documents still to return; `None` = no limit.
     pub remaining: Option<u64>,
-    /// Reads from storage so far: with a limit, chunks start near the limit and double, so a
-    /// `limit: 5` query reads a handful of entries rather than a full chunk.
+    /// Reads from storage since the current batch began: with a limit or a batch size, chunks
+    /// start near what is asked for and double, so a `limit: 5` query reads a handful of
+    /// entries rather than a full chunk.
     reads: u32,
+    /// Documents the current batch still asks for (`None`: as many as fit). A cursor left open
+    /// after a small batch then holds a few read-ahead matches, not a full chunk of them.
+    wanted: Option<u64>,
     pub exhausted: bool,
     /// Matching documents read ahead of the batch that asked for them.
     pub pending: VecDeque<RawDocumentBuf>,
@@ -159,6 +163,7 @@ impl ScanState {
             skip: 0,
             remaining: None,
             reads: 0,
+            wanted: None,
             exhausted: false,
             pending: VecDeque::new(),
             keys_examined: 0,
@@ -175,12 +180,26 @@ impl ScanState {
             && (self.remaining == Some(0) || (self.exhausted && self.matches.is_empty()))
     }
 
+    /// Starts a batch that asks for `count` more documents: reads from storage size themselves
+    /// to it again.
+    pub fn begin_batch(&mut self, count: usize) {
+        self.wanted = Some(count as u64);
+        self.reads = 0;
+    }
+
     /// How many entries the next read from storage asks for.
     fn chunk_count(&mut self) -> usize {
         let reads = self.reads.min(10);
         self.reads = self.reads.saturating_add(1);
-        match self.remaining {
-            Some(r) => ((r + self.skip + 1).clamp(8, SCAN_CHUNK_COUNT as u64) as usize)
+        let asked = match (self.remaining, self.wanted) {
+            (Some(r), Some(w)) => Some(r.min(w)),
+            (r, w) => r.or(w),
+        };
+        match asked {
+            Some(n) => (n
+                .saturating_add(self.skip)
+                .saturating_add(1)
+                .clamp(8, SCAN_CHUNK_COUNT as u64) as usize)
                 .saturating_mul(1 << reads)
                 .min(SCAN_CHUNK_COUNT),
             None => SCAN_CHUNK_COUNT,
@@ -641,6 +660,42 @@ mod scan_tests {
             (vec![1, 2, 3, 4, 5], "COLLSCAN".to_string(), 0, 5)
         );
         assert_eq!(read(&clustered, Direction::Backward).0, vec![5, 4, 3, 2, 1]);
+    }
+
+    /// A cursor left open after a small batch holds a few read-ahead matches, not a chunk of
+    /// 512 (600 abandoned `batchSize: 2` cursors held 60 MB before); later batches read more.
+    #[test]
+    fn reads_from_storage_size_themselves_to_the_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = storage::Engine::open(dir.path(), storage::EngineOptions::default()).unwrap();
+        let coll = engine
+            .create_collection("t", "c", bson::Document::new())
+            .unwrap();
+        let ops: Vec<storage::WriteOp> = (0..2000)
+            .map(|i| {
+                storage::WriteOp::Insert(
+                    RawDocumentBuf::try_from(&bson::doc! { "_id": i }).unwrap(),
+                )
+            })
+            .collect();
+        coll.write(ops).unwrap();
+        let filter = Arc::new(Filter::parse(&bson::doc! {}).unwrap());
+        let mode = ScanMode::Collection {
+            direction: Direction::Forward,
+            after: None,
+        };
+        let mut source = DocSource::Scan(Box::new(ScanState::new(coll, filter, mode)));
+        let examined = |s: &DocSource| match s {
+            DocSource::Scan(s) => s.docs_examined,
+            _ => unreachable!(),
+        };
+        assert_eq!(source.next_batch(2, None).unwrap().len(), 2);
+        assert_eq!(examined(&source), 8, "the first read is sized to the batch");
+        assert_eq!(source.next_batch(101, None).unwrap().len(), 101);
+        assert!(examined(&source) < 2 * 103 + 8, "{}", examined(&source));
+        let rest = source.next_batch(usize::MAX, None).unwrap();
+        assert_eq!(rest.len(), 2000 - 103);
+        assert_eq!(examined(&source), 2000);
     }
 
     #[test]

@@ -36,6 +36,9 @@ impl DocSource {
     ) -> CommandResult<Vec<RawDocumentBuf>> {
         let mut out = Vec::new();
         let mut bytes = 0usize;
+        if let DocSource::Scan(s) = self {
+            s.begin_batch(count);
+        }
         while out.len() < count {
             let next = match self {
                 DocSource::Buffered(q) => q.pop_front(),

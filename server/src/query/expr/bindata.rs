@@ -3,7 +3,7 @@
 //! when writing a string: a UUID for a 16-byte subtype-4 value, base64 otherwise), binData to
 //! binData of the same subtype. A failed conversion is ConversionFailure (which `onError`
 //! catches); a bad `format` or `subtype` argument fails with its own code, past `onError`.
-//! Numbers to and from binData (`byteOrder`) came with 8.1 and are not here.
+//! Numbers to and from binData (`byteOrder`, 8.1) are `bindata_numeric`'s.
 
 use super::args::{Value, is_nullish, type_name};
 use crate::error::{CommandError, CommandResult, ErrorCode, err};

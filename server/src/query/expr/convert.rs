@@ -1,10 +1,11 @@
 //! Types and conversion: `$type`, `$isNumber`, `$toString`/`$toInt`/`$toLong`/`$toDouble`/
 //! `$toDecimal`/`$toBool`, `$toObjectId`, `$toDate` and `$convert` (its binData side is in
-//! `bindata.rs`).
+//! `bindata.rs`, numbers to and from binData in `bindata_numeric.rs`).
 
 use super::Operator;
 use super::args::*;
 use super::bindata::{self, Format};
+use super::bindata_numeric::{self as numeric, ByteOrder};
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::query::types;
 use bson::oid::ObjectId;
@@ -64,6 +65,17 @@ pub(super) fn convert(op: Operator, v: &Value) -> CommandResult<Value> {
             other if types::is_number(other) => to_text(v)?,
             _ => return Err(fail()),
         }),
+        ToInt | ToLong | ToDouble if matches!(x, Bson::Binary(_)) => {
+            let Bson::Binary(b) = x else {
+                return Err(fail());
+            };
+            let to = match op {
+                ToInt => "int",
+                ToLong => "long",
+                _ => "double",
+            };
+            numeric::to_number(b, to, ByteOrder::Little)?
+        }
         ToInt | ToLong => {
             let n = match x {
                 Bson::Int32(i) => i64::from(*i),
@@ -203,8 +215,20 @@ fn parse_target(to: &Value) -> CommandResult<Option<Target>> {
 }
 
 /// Converts a present, non-null `input` to `target`.
-fn convert_to(input: &Value, target: &Target, format: Option<Format>) -> CommandResult<Value> {
+fn convert_to(
+    input: &Value,
+    target: &Target,
+    format: Option<Format>,
+    order: ByteOrder,
+) -> CommandResult<Value> {
     let op = match (target.name, input) {
+        ("binData", Some(n @ (Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_)))) => {
+            let subtype = bindata::subtype(&target.subtype)?;
+            return Ok(numeric::from_number(n, subtype, order));
+        }
+        (to @ ("int" | "long" | "double"), Some(Bson::Binary(b))) => {
+            return numeric::to_number(b, to, order).map(Some);
+        }
         ("binData", Some(Bson::String(s))) => {
             let format = bindata::require_format(format, "string", "binData")?;
             let subtype = bindata::subtype(&target.subtype)?;
@@ -230,7 +254,7 @@ fn convert_to(input: &Value, target: &Target, format: Option<Format>) -> Command
     convert(op, input)
 }
 
-/// `$convert`: arguments `input, to, onError, onNull, format`. `to` is read first (its errors
+/// `$convert`: arguments `input, to, onError, onNull, format, byteOrder`. `to` is read first (its errors
 /// stand even for a null input); a nullish input gives `onNull`, a nullish `to` null; only a
 /// conversion failure gives `onError`.
 pub(super) fn convert_named(values: &[Option<Value>]) -> CommandResult<Value> {
@@ -244,7 +268,8 @@ pub(super) fn convert_named(values: &[Option<Value>]) -> CommandResult<Value> {
         return null();
     };
     let format = bindata::parse_format(&arg(4))?;
-    match convert_to(&input, &target, format) {
+    let order = numeric::parse_byte_order(&arg(5))?;
+    match convert_to(&input, &target, format, order) {
         Err(e) if e.code == ErrorCode::ConversionFailure => {
             match values.get(2).cloned().flatten() {
                 Some(on_error) => Ok(on_error),

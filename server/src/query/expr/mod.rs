@@ -14,6 +14,7 @@ mod arithmetic;
 pub(crate) mod array_n;
 mod arrays;
 mod bindata;
+mod bindata_numeric;
 mod bson_values;
 mod comparison;
 mod control;

@@ -168,7 +168,7 @@ const NAMED: &[(&str, NamedOp, &[&str], &[&str])] = &[
         "$convert",
         NamedOp::Convert,
         &["input", "to"],
-        &["onError", "onNull", "format"],
+        &["onError", "onNull", "format", "byteOrder"],
     ),
     (
         "$dateAdd",

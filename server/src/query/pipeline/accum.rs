@@ -307,6 +307,69 @@ impl Acc {
         }
     }
 
+    /// True when states of this accumulator folded over consecutive parts of an input can be
+    /// merged into the state one fold over the whole input makes (see [`Acc::merge`]): the
+    /// parallel scan (`exec::parallel`) groups only with these.
+    pub fn merges(&self) -> bool {
+        matches!(
+            self,
+            Acc::Sum(_)
+                | Acc::Avg(_)
+                | Acc::Count
+                | Acc::Min(_)
+                | Acc::Max(_)
+                | Acc::First(_)
+                | Acc::Last(_)
+        )
+    }
+
+    /// False once `state` can no longer be merged with a later part's (a sum that saw a
+    /// double): a parallel fold gives up at once rather than at the merge.
+    pub fn still_merges(state: &State) -> bool {
+        match state {
+            State::Sum(s) => s.merges(),
+            _ => true,
+        }
+    }
+
+    /// Folds `later`, this accumulator's state over a later part of the input (one that saw at
+    /// least one document of the group), into `state`. False when the merged state might differ
+    /// from one fold over both parts (a sum that cannot be merged exactly, see
+    /// `NumSum::merge`); the caller then folds in one pass.
+    pub fn merge(&self, state: &mut State, later: State) -> bool {
+        match (self, state, later) {
+            (Acc::Sum(_) | Acc::Avg(_) | Acc::Count, State::Sum(a), State::Sum(b)) => a.merge(&b),
+            (Acc::Min(_) | Acc::Max(_), State::Extreme(best), State::Extreme(other)) => {
+                let want = if matches!(self, Acc::Max(_)) {
+                    Ordering::Greater
+                } else {
+                    Ordering::Less
+                };
+                // As in `add`: only a strictly better value replaces, so the earliest of equal
+                // extremes stays.
+                if let Some(v) = other
+                    && best
+                        .as_ref()
+                        .is_none_or(|b| crate::query::collator::compare_bson(&v, b) == want)
+                {
+                    *best = Some(v);
+                }
+                true
+            }
+            (Acc::First(_), State::First(first), State::First(other)) => {
+                if first.is_none() {
+                    *first = other;
+                }
+                true
+            }
+            (Acc::Last(_), State::Last(last), State::Last(other)) => {
+                *last = other;
+                true
+            }
+            _ => false,
+        }
+    }
+
     fn ranked_keep(&self, n: &Option<usize>) -> usize {
         n.unwrap_or(1)
     }

@@ -42,6 +42,8 @@ use codes::perr;
 use run_context::RunCx;
 pub use stages::GeoNear;
 use stages::Stage;
+pub(crate) use stages::TopK;
+pub use stages::{Group, GroupTable, Mergeable};
 pub use suspend::{Input, Suspended};
 
 /// A stream of documents flowing between stages.
@@ -640,6 +642,16 @@ impl Pipeline {
             }) if name == "$sort" => Some(d),
             _ => None,
         }
+    }
+
+    /// What one blocking stage may hold (`internalQueryMaxBlockingSortMemoryUsageBytes`).
+    pub fn memory_max_bytes(&self) -> usize {
+        self.memory_max_bytes
+    }
+
+    /// Stage `i` when a parallel scan can run it over parts of its input and merge exactly.
+    pub fn mergeable_at(&self, i: usize) -> Option<Mergeable<'_>> {
+        self.stages.get(i)?.stage.mergeable()
     }
 
     /// Where `$out`/`$merge` want the pipeline's output written, if the pipeline ends in one.

@@ -56,7 +56,17 @@ pub struct NumSum {
     /// double that does not fit goes into `dec`.
     doubles: (i128, i32),
     pub count: i64,
+    /// For [`NumSum::merge`]: the sum of the addends' magnitudes (as doubles, an estimate
+    /// within rounding), the least decimal exponent among them (0 for integers), and whether
+    /// every addend was a finite number that fits those bounds.
+    abs_f64: f64,
+    exponent_min: i32,
+    mergeable: bool,
 }
+
+/// Slack on [`NumSum`]'s magnitude estimate (a double sum of many magnitudes is off by at
+/// most `count * 2^-53` relatively; this covers 10^12 addends).
+const ABS_SLACK: f64 = 1.0001;
 
 impl Default for NumSum {
     fn default() -> Self {
@@ -70,6 +80,9 @@ impl Default for NumSum {
             ints: 0,
             doubles: (0, 0),
             count: 0,
+            abs_f64: 0.0,
+            exponent_min: 0,
+            mergeable: true,
         }
     }
 }
@@ -96,6 +109,7 @@ impl NumSum {
             _ => return false,
         };
         self.count += 1;
+        self.abs_f64 += as_f64.abs();
         self.width = self.width.max(width);
         match as_long {
             Some(l) if !self.long_overflow => match self.long.checked_add(l) {
@@ -111,22 +125,99 @@ impl NumSum {
         }
         let as_dec = match v {
             Bson::Double(d) => match dec_from_f64(*d) {
-                Dec::Finite(c, e) => match dec_add(self.doubles, (c, e)) {
-                    Some(sum) => {
-                        self.doubles = sum;
-                        return true;
+                Dec::Finite(c, e) => {
+                    self.exponent_min = self.exponent_min.min(e);
+                    match dec_add(self.doubles, (c, e)) {
+                        Some(sum) => {
+                            self.doubles = sum;
+                            return true;
+                        }
+                        None => {
+                            self.mergeable = false;
+                            Some(Bson::Decimal128(decimal_from_parts(c, e)))
+                        }
                     }
-                    None => Some(Bson::Decimal128(decimal_from_parts(c, e))),
-                },
-                Dec::Special => Some(Bson::Double(*d)),
+                }
+                Dec::Special => {
+                    self.mergeable = false;
+                    Some(Bson::Double(*d))
+                }
                 Dec::Inexact => None,
             },
+            Bson::Decimal128(d) => {
+                match dec_from_decimal(*d) {
+                    Dec::Finite(_, e) => self.exponent_min = self.exponent_min.min(e),
+                    _ => self.mergeable = false,
+                }
+                as_dec
+            }
             _ => as_dec,
         };
         self.dec = match (&self.dec, as_dec) {
             (Some(sum), Some(x)) => crate::query::decimal::add(sum, &x),
             _ => None,
         };
+        true
+    }
+
+    /// False once this sum can no longer merge with another non-empty one (see
+    /// [`NumSum::merge`]): a double was added, int64 overflowed, or an addend was special.
+    pub fn merges(&self) -> bool {
+        self.mergeable && !self.long_overflow && self.width != Width::Double
+    }
+
+    /// Adds the addends of `later` (the sum over a later part of the same input) when the result
+    /// is certain to equal adding them one by one after this sum's own; false otherwise, and
+    /// `self` is then unusable (the caller folds the whole input in one pass instead).
+    ///
+    /// Certain means no step of either order rounds: integer sums whose magnitudes together
+    /// stay below 2^63 (no prefix overflows to a double), and decimal sums whose magnitudes
+    /// stay below 10^33 units of their least exponent (every partial sum is exact in 34
+    /// digits, and an exact decimal sum is the same value with the same exponent in any
+    /// order). A sum that reads its double total (a double added, or int64 overflow) depends
+    /// on the order of its compensated additions and never merges.
+    pub fn merge(&mut self, later: &NumSum) -> bool {
+        if later.count == 0 {
+            return true;
+        }
+        if self.count == 0 {
+            *self = later.clone();
+            return true;
+        }
+        let width = self.width.max(later.width);
+        let abs = (self.abs_f64 + later.abs_f64) * ABS_SLACK;
+        let exponent_min = self.exponent_min.min(later.exponent_min);
+        let exact = self.mergeable
+            && later.mergeable
+            && match width {
+                Width::Int | Width::Long => {
+                    !self.long_overflow && !later.long_overflow && abs < 9.2e18
+                }
+                Width::Double => false,
+                Width::Decimal => abs < 10f64.powi(exponent_min.saturating_add(33)),
+            };
+        let dec = match (&self.dec, &later.dec) {
+            (Some(a), Some(b)) if exact => crate::query::decimal::add(a, b),
+            _ => None,
+        };
+        let (Some(dec), Some(doubles), Some(long), Some(ints)) = (
+            dec,
+            dec_add(self.doubles, later.doubles),
+            self.long.checked_add(later.long),
+            self.ints.checked_add(later.ints),
+        ) else {
+            return false;
+        };
+        self.width = width;
+        self.long = long;
+        self.ints = ints;
+        self.doubles = doubles;
+        self.dec = Some(dec);
+        // Not read for an exact width; kept a plain sum for completeness.
+        self.double += later.double;
+        self.count += later.count;
+        self.abs_f64 += later.abs_f64;
+        self.exponent_min = exponent_min;
         true
     }
 
@@ -508,5 +599,71 @@ mod tests {
                 "round {round}: {values:?}"
             );
         }
+    }
+
+    /// Merges the sums of `values` split at every point; where the merge says exact, sum and
+    /// mean must be the one-pass ones (values and types).
+    fn check_merges(values: &[Bson]) -> usize {
+        let mut whole = NumSum::default();
+        for v in values {
+            whole.add(v);
+        }
+        let mut exact = 0;
+        for cut in 0..=values.len() {
+            let (mut a, mut b) = (NumSum::default(), NumSum::default());
+            values[..cut].iter().for_each(|v| {
+                a.add(v);
+            });
+            values[cut..].iter().for_each(|v| {
+                b.add(v);
+            });
+            if a.merge(&b) {
+                exact += 1;
+                assert_eq!(
+                    (a.sum(), a.avg()),
+                    (whole.sum(), whole.avg()),
+                    "cut {cut}: {values:?}"
+                );
+            }
+        }
+        exact
+    }
+
+    #[test]
+    fn merged_sums_equal_one_pass_sums_where_exact() {
+        let mut rng = StdRng::seed_from_u64(17);
+        let (mut exact, mut tried) = (0, 0);
+        for _ in 0..500 {
+            let values: Vec<Bson> = (0..rng.random_range(0..12))
+                .map(|_| match rng.random_range(0..5) {
+                    0 => Bson::Int32(rng.random_range(-1000..1000)),
+                    1 => Bson::Int64(rng.random_range(-(1i64 << 62)..(1i64 << 62))),
+                    2 => Bson::Double(random_double(&mut rng)),
+                    3 => Bson::String("x".into()),
+                    _ => Bson::Decimal128(
+                        format!(
+                            "{}.{:02}",
+                            rng.random_range(-999..999),
+                            rng.random_range(0..100)
+                        )
+                        .parse()
+                        .expect("decimal"),
+                    ),
+                })
+                .collect();
+            tried += values.len() + 1;
+            exact += check_merges(&values);
+        }
+        assert!(
+            exact * 4 > tried,
+            "a fair share merges ({exact} of {tried})"
+        );
+        // Integers and cents always merge; a long overflow or a double never does.
+        let ints: Vec<Bson> = (0..50).map(|i| Bson::Int32(i * 7 - 100)).collect();
+        assert_eq!(check_merges(&ints), 51);
+        let big = [Bson::Int64(i64::MAX), Bson::Int64(1), Bson::Int64(-1)];
+        assert_eq!(check_merges(&big), 2, "only the cuts with an empty side");
+        let mixed = [Bson::Double(0.1), Bson::Int32(1), Bson::Double(0.2)];
+        assert_eq!(check_merges(&mixed), 2);
     }
 }

@@ -211,6 +211,10 @@ impl Count {
 }
 
 impl Stage for Count {
+    fn mergeable(&self) -> Option<super::Mergeable<'_>> {
+        Some(super::Mergeable::Count(&self.field))
+    }
+
     fn run<'a>(&'a self, input: DocStream<'a>, _cx: RunCx<'a>) -> CommandResult<DocStream<'a>> {
         let mut n: i64 = 0;
         for item in input {

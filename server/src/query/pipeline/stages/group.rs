@@ -8,6 +8,11 @@
 //! the sorted documents are folded one group at a time, so each group is folded by exactly one
 //! path, in input order, and no partial accumulator state ever needs merging. The groups
 //! already in memory can still grow (a `$push` into an existing group is not spilled).
+//!
+//! A parallel scan (`exec::parallel`) folds parts of the input into separate tables
+//! ([`GroupTable`]) and merges them in input order ([`Group::merge_tables`]), only for
+//! accumulators whose states merge exactly (`Acc::merges`) and never with spilling: a part that
+//! passes the bound gives up and the serial fold above runs.
 
 use super::{Drain, Stage, spec_doc};
 use crate::error::CommandResult;
@@ -20,7 +25,7 @@ use crate::query::pipeline::spill::{KeyOf, KeyOrder, RowStream, Sorter};
 use crate::query::pipeline::values::{raw_value_key, to_raw, value_key};
 use crate::query::pipeline::variables::{AggExpr, Value};
 use crate::query::pipeline::{DocStream, Flow, ParseContext, RawStream};
-use bson::{Bson, Document, RawDocument};
+use bson::{Bson, Document, RawDocument, RawDocumentBuf};
 use std::collections::HashMap;
 use std::ops::Deref;
 use std::sync::Arc;
@@ -216,60 +221,29 @@ impl Group {
     /// groups not yet in it are set aside in an external sort by group key (see the module note).
     /// Documents arrive raw and are never decoded here (those set aside stay raw too).
     fn fold_input(&self, input: RawStream<'_>, cx: RunCx<'_>) -> CommandResult<Folded> {
-        let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
-        let mut groups: Vec<(Bson, Vec<State>)> = Vec::new();
-        let mut used_bytes = 0usize;
+        let mut table = self.table();
         let mut held = Held::global();
         let mut spilled: Option<Sorter<'static, Vec<u8>>> = None;
         let mut spilled_bytes = 0usize;
         let mut spilled_held = Held::global();
-        let mut key = Vec::new();
-        // A constant `_id` (`null`, `1`, ...) is evaluated once, with the first document.
-        let is_constant = self.id.is_constant();
-        let mut constant: Option<(Vec<u8>, Bson)> = None;
         for (seq, item) in (0u64..).zip(input) {
             let raw = item?;
-            let id = if let Some((k, v)) = &constant {
-                key.clone_from(k);
-                Value::Owned(v.clone())
-            } else if is_constant {
-                let v = self
-                    .key_of(&raw, &mut key)?
-                    .into_owned()
-                    .unwrap_or(Bson::Null);
-                constant = Some((key.clone(), v.clone()));
-                Value::Owned(v)
-            } else {
-                self.key_of(&raw, &mut key)?
-            };
-            let slot = match (index.get(key.as_slice()), spilled.as_mut()) {
-                (Some(&i), _) => i,
-                (None, Some(sorter)) => {
-                    spilled_bytes += raw.as_bytes().len() + ENTRY_OVERHEAD_BYTES;
-                    sorter.push((key.clone(), seq, raw));
-                    if cx.charge_spillable(&mut spilled_held, spilled_bytes, "$group")? {
-                        sorter.spill()?;
-                        spilled_bytes = 0;
-                        spilled_held.set(0);
-                    }
-                    continue;
+            let id = self.key_in(&mut table, &raw)?;
+            if let (None, Some(sorter)) = (table.index.get(table.key.as_slice()), spilled.as_mut())
+            {
+                spilled_bytes += raw.as_bytes().len() + ENTRY_OVERHEAD_BYTES;
+                sorter.push((table.key.clone(), seq, raw));
+                if cx.charge_spillable(&mut spilled_held, spilled_bytes, "$group")? {
+                    sorter.spill()?;
+                    spilled_bytes = 0;
+                    spilled_held.set(0);
                 }
-                (None, None) => {
-                    let k = id.into_owned().unwrap_or(Bson::Null);
-                    used_bytes += value_size_bytes(&k) * 2
-                        + ENTRY_OVERHEAD_BYTES * (1 + self.spec.accs.len());
-                    index.insert(key.clone(), groups.len());
-                    groups.push((
-                        k,
-                        self.spec.accs.iter().map(|(_, a)| a.new_state()).collect(),
-                    ));
-                    groups.len() - 1
-                }
-            };
-            used_bytes += self.add(&mut groups[slot].1, &raw)?;
+                continue;
+            }
+            self.fold_into(&mut table, &raw, id)?;
             // Past the bound (the stage's or the server's), with `allowDiskUse`, the table stops
             // taking new groups: their documents go to an external sort instead.
-            if cx.charge_spillable(&mut held, used_bytes, "$group")? && spilled.is_none() {
+            if cx.charge_spillable(&mut held, table.used_bytes, "$group")? && spilled.is_none() {
                 let order: KeyOrder<'static, Vec<u8>> = Arc::new(|a, b| a.cmp(b));
                 let id = self.id.clone();
                 let key_of: KeyOf<'static, Vec<u8>> =
@@ -278,11 +252,133 @@ impl Group {
             }
         }
         Ok(Folded {
-            groups,
+            groups: table.groups,
             spilled,
             held: [held, spilled_held],
         })
     }
+
+    /// Writes the group key of `raw` into `t.key` and returns the `_id` for a new group. A
+    /// constant `_id` (`null`, `1`, ...) is evaluated once, with the first document.
+    fn key_in<'d>(&self, t: &mut GroupTable, raw: &'d RawDocument) -> CommandResult<Value<'d>> {
+        if let Some((k, v)) = &t.constant {
+            t.key.clone_from(k);
+            return Ok(Value::Owned(v.clone()));
+        }
+        if self.id.is_constant() {
+            let v = self
+                .key_of(raw, &mut t.key)?
+                .into_owned()
+                .unwrap_or(Bson::Null);
+            t.constant = Some((t.key.clone(), v.clone()));
+            return Ok(Value::Owned(v));
+        }
+        self.key_of(raw, &mut t.key)
+    }
+
+    /// Folds `raw` into the group of `t.key` (made with `id` when new); returns its slot.
+    fn fold_into(
+        &self,
+        t: &mut GroupTable,
+        raw: &RawDocument,
+        id: Value<'_>,
+    ) -> CommandResult<usize> {
+        let slot = match t.index.get(t.key.as_slice()) {
+            Some(&i) => i,
+            None => {
+                let k = id.into_owned().unwrap_or(Bson::Null);
+                t.used_bytes +=
+                    value_size_bytes(&k) * 2 + ENTRY_OVERHEAD_BYTES * (1 + self.spec.accs.len());
+                t.index.insert(t.key.clone(), t.groups.len());
+                let states = self.spec.accs.iter().map(|(_, a)| a.new_state()).collect();
+                t.groups.push((k, states));
+                t.groups.len() - 1
+            }
+        };
+        t.used_bytes += self.add(&mut t.groups[slot].1, raw)?;
+        Ok(slot)
+    }
+
+    /// True when a fold over parts of the input can be merged exactly ([`Group::merge_tables`]):
+    /// every accumulator merges (`Acc::merges`).
+    pub fn merges(&self) -> bool {
+        self.spec.accs.iter().all(|(_, a)| a.merges())
+    }
+
+    /// An empty table, for one part of the input (`exec::parallel`).
+    pub fn table(&self) -> GroupTable {
+        GroupTable {
+            index: HashMap::new(),
+            groups: Vec::new(),
+            used_bytes: 0,
+            key: Vec::new(),
+            constant: None,
+        }
+    }
+
+    /// Folds one document of a part into its table; returns the bytes the table holds, or
+    /// `None` once the group's state can no longer merge (`Acc::still_merges`: a sum saw a
+    /// double), so the parallel fold gives up early.
+    pub fn fold_part(&self, t: &mut GroupTable, raw: &RawDocument) -> CommandResult<Option<usize>> {
+        let id = self.key_in(t, raw)?;
+        let slot = self.fold_into(t, raw, id)?;
+        let merges = t.groups[slot].1.iter().all(Acc::still_merges);
+        Ok(merges.then_some(t.used_bytes))
+    }
+
+    /// The tables of consecutive parts of the input, in input order, merged into the table one
+    /// fold over the whole input makes: groups keep their first-seen order (a group first seen
+    /// in a later part comes after every group of the earlier ones, as it would have), and a
+    /// group's `_id` is its first document's. `None` when a state does not merge exactly.
+    pub fn merge_tables(&self, tables: Vec<GroupTable>) -> Option<GroupTable> {
+        let mut tables = tables.into_iter();
+        let mut out = tables.next()?;
+        for t in tables {
+            let mut keys: Vec<(usize, Vec<u8>)> =
+                t.index.into_iter().map(|(k, slot)| (slot, k)).collect();
+            keys.sort_unstable_by_key(|(slot, _)| *slot);
+            for ((_, key), (id, states)) in keys.into_iter().zip(t.groups) {
+                match out.index.get(&key) {
+                    Some(&i) => {
+                        let mine = &mut out.groups[i].1;
+                        for (((_, acc), state), later) in
+                            self.spec.accs.iter().zip(mine.iter_mut()).zip(states)
+                        {
+                            if !acc.merge(state, later) {
+                                return None;
+                            }
+                        }
+                    }
+                    None => {
+                        out.index.insert(key, out.groups.len());
+                        out.groups.push((id, states));
+                    }
+                }
+            }
+            out.used_bytes += t.used_bytes;
+        }
+        Some(out)
+    }
+
+    /// The output documents of a merged table, raw, in first-seen order.
+    pub fn table_output(&self, t: GroupTable) -> CommandResult<Vec<RawDocumentBuf>> {
+        t.groups
+            .into_iter()
+            .map(|(key, states)| to_raw(&self.output(key, &states)?))
+            .collect()
+    }
+}
+
+/// A `$group`'s in-memory table: groups in first-seen order, found by the order-preserving
+/// encoding of their key, and the bytes they hold (an estimate, for the memory bound).
+pub struct GroupTable {
+    index: HashMap<Vec<u8>, usize>,
+    groups: Vec<(Bson, Vec<State>)>,
+    used_bytes: usize,
+    /// The current document's key (reused between documents).
+    key: Vec<u8>,
+    /// A constant `_id`'s key and value, once evaluated.
+    constant: Option<(Vec<u8>, Bson)>,
 }
 
 /// A `$group`'s input folded: the groups in memory in first-seen order, the documents of the
@@ -373,6 +469,10 @@ impl Group {
 }
 
 impl Stage for Group {
+    fn mergeable(&self) -> Option<super::Mergeable<'_>> {
+        self.merges().then_some(super::Mergeable::Group(self))
+    }
+
     fn run<'a>(&'a self, input: DocStream<'a>, cx: RunCx<'a>) -> CommandResult<DocStream<'a>> {
         self.group(Flow::Docs(input).into_raw(), cx)
     }

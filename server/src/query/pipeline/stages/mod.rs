@@ -16,7 +16,8 @@ mod unwind;
 mod window;
 
 pub use geo_near::GeoNear;
-pub(crate) use sort::SortKeys;
+pub use group::{Group, GroupTable};
+pub(crate) use sort::{SortKeys, TopK};
 
 use super::codes::{self, perr};
 use super::output::{self, OutputTarget};
@@ -99,6 +100,21 @@ pub trait Stage: std::fmt::Debug + Send + Sync {
     fn geo_near(&self) -> Option<&GeoNear> {
         None
     }
+
+    /// For a stage whose work over parts of its input merges exactly (`$count`, a `$group`
+    /// whose accumulators merge, a top-k `$sort`): what a parallel scan runs per part.
+    fn mergeable(&self) -> Option<Mergeable<'_>> {
+        None
+    }
+}
+
+/// A stage a parallel scan (`exec::parallel`) can run over parts of its input and merge.
+pub enum Mergeable<'p> {
+    /// `$count` into this field.
+    Count(&'p str),
+    Group(&'p Group),
+    /// `$sort` keeping its best `k` (a `$limit` follows).
+    TopK(&'p SortKeys, u64),
 }
 
 /// Stages mongod has that cairn reports as not implemented rather than unknown.

@@ -245,6 +245,10 @@ impl Sort {
 }
 
 impl Stage for Sort {
+    fn mergeable(&self) -> Option<super::Mergeable<'_>> {
+        self.top_k.map(|k| super::Mergeable::TopK(&self.keys, k))
+    }
+
     fn run<'a>(&'a self, input: DocStream<'a>, cx: RunCx<'a>) -> CommandResult<DocStream<'a>> {
         match self.top_k {
             Some(k) => {
@@ -297,37 +301,95 @@ fn top_k_raw(
     k: u64,
     cx: RunCx<'_>,
 ) -> CommandResult<Vec<RawDocumentBuf>> {
-    let k = usize::try_from(k).unwrap_or(usize::MAX);
-    let mut rows: Vec<(Vec<u8>, RawDocumentBuf)> = Vec::new();
-    // The k-th best key once k documents are kept: a later document must beat it (a tie
-    // loses, the sort being stable).
-    let mut threshold: Option<Vec<u8>> = None;
-    let mut used_bytes = 0usize;
+    let mut top = TopK::new(keys, k);
     let mut held = Held::global();
-    let (mut key, mut scratch) = (Vec::new(), Vec::new());
-    let trim = |rows: &mut Vec<(Vec<u8>, RawDocumentBuf)>| {
-        rows.sort_by(|a, b| a.0.cmp(&b.0));
-        rows.truncate(k);
-    };
     for item in input {
-        let raw = item?;
-        keys.encoded_key_of(&raw, &mut key, &mut scratch);
-        if threshold.as_ref().is_some_and(|t| key >= *t) {
-            cx.charge(&mut held, used_bytes, "Sort")?;
-            continue;
-        }
-        used_bytes += raw.as_bytes().len() + key.len();
-        rows.push((key.clone(), raw));
-        if rows.len() >= k.saturating_mul(2).max(2) {
-            // Amortised top-k: sorting then truncating at 2k keeps O(n log k) work.
-            trim(&mut rows);
-            used_bytes = rows.iter().map(|(k, d)| k.len() + d.as_bytes().len()).sum();
-            threshold = rows.get(k.saturating_sub(1)).map(|(key, _)| key.clone());
-        }
+        let used_bytes = top.push(item?);
         cx.charge(&mut held, used_bytes, "Sort")?;
     }
-    trim(&mut rows);
-    Ok(rows.into_iter().map(|(_, d)| d).collect())
+    Ok(top.finish())
+}
+
+/// The best `k` documents of a stream by a sort, stable (of equal keys the earlier wins),
+/// holding O(k) of them: raw, each with its encoded sort key, so nothing is decoded and a
+/// document that cannot enter the top k is dropped once its key is encoded. A parallel scan
+/// (`exec::parallel`) keeps one per part of its input and merges them ([`TopK::merge`]).
+pub struct TopK<'s> {
+    keys: &'s SortKeys,
+    k: usize,
+    rows: Vec<(Vec<u8>, RawDocumentBuf)>,
+    /// The k-th best key once k documents are kept: a later document must beat it (a tie
+    /// loses, the sort being stable).
+    threshold: Option<Vec<u8>>,
+    used_bytes: usize,
+    key: Vec<u8>,
+    scratch: Vec<u8>,
+}
+
+impl<'s> TopK<'s> {
+    pub fn new(keys: &'s SortKeys, k: u64) -> TopK<'s> {
+        TopK {
+            keys,
+            k: usize::try_from(k).unwrap_or(usize::MAX),
+            rows: Vec::new(),
+            threshold: None,
+            used_bytes: 0,
+            key: Vec::new(),
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Offers the next document; returns the bytes held.
+    pub fn push(&mut self, raw: RawDocumentBuf) -> usize {
+        self.keys
+            .encoded_key_of(&raw, &mut self.key, &mut self.scratch);
+        if self.threshold.as_ref().is_some_and(|t| self.key >= *t) {
+            return self.used_bytes;
+        }
+        self.used_bytes += raw.as_bytes().len() + self.key.len();
+        self.rows.push((self.key.clone(), raw));
+        if self.rows.len() >= self.k.saturating_mul(2).max(2) {
+            // Amortised top-k: sorting then truncating at 2k keeps O(n log k) work.
+            self.trim();
+            self.used_bytes = self
+                .rows
+                .iter()
+                .map(|(k, d)| k.len() + d.as_bytes().len())
+                .sum();
+            self.threshold = self
+                .rows
+                .get(self.k.saturating_sub(1))
+                .map(|(key, _)| key.clone());
+        }
+        self.used_bytes
+    }
+
+    fn trim(&mut self) {
+        // Stable: of equal keys the earlier row (earlier input) stays first.
+        self.rows.sort_by(|a, b| a.0.cmp(&b.0));
+        self.rows.truncate(self.k);
+    }
+
+    /// The kept documents, best first.
+    pub fn finish(mut self) -> Vec<RawDocumentBuf> {
+        self.trim();
+        self.rows.into_iter().map(|(_, d)| d).collect()
+    }
+
+    /// The top k of consecutive parts of one input, in input order: what one `TopK` over the
+    /// whole input keeps (each part kept every document of the overall top k it saw, and rows
+    /// appended in part order then sorted stably keep input order among equal keys).
+    pub fn merge(parts: Vec<TopK<'s>>) -> Vec<RawDocumentBuf> {
+        let mut parts = parts.into_iter();
+        let Some(mut out) = parts.next() else {
+            return Vec::new();
+        };
+        for mut p in parts {
+            p.trim();
+            out.rows.append(&mut p.rows);
+        }
+        out.finish()
+    }
 }
 
 /// Sorts a whole stream (stable). With `allowDiskUse`, each time the buffer passes the memory
