@@ -389,6 +389,46 @@ pub fn suspended(
     deadline: Option<Instant>,
     cfg: super::parallel::Parallelism,
 ) -> CommandResult<Streamed> {
+    let (input, done) = suspended_input(source, coll, pipeline, deadline, cfg)?;
+    let foreign: Vec<ForeignNs> = pipeline
+        .foreign_namespaces()
+        .into_iter()
+        .map(|(db, name)| {
+            let uuid = colls.get(&db, &name).map(|c| c.uuid());
+            (db, name, uuid)
+        })
+        .collect();
+    let reader = Arc::new(StoreReader(colls));
+    Ok(Streamed::new(
+        pipeline.clone(),
+        done,
+        input,
+        reader,
+        foreign,
+    ))
+}
+
+/// [`suspended`] over `coll` for a pipeline that reads no other collection (tests).
+#[cfg(test)]
+pub fn streamed(
+    coll: &Arc<Collection>,
+    pipeline: &Arc<Pipeline>,
+    cfg: super::parallel::Parallelism,
+) -> CommandResult<Option<super::DocSource>> {
+    let (input, done) = suspended_input(None, Some(coll), pipeline, None, cfg)?;
+    let reader = Arc::new(super::stream::NoReader);
+    let run = Streamed::new(pipeline.clone(), done, input, reader, Vec::new());
+    Ok(Some(super::DocSource::Pipeline(Box::new(run))))
+}
+
+/// The input of [`suspended`] and how many leading stages it already did.
+fn suspended_input(
+    source: Option<Vec<Document>>,
+    coll: Option<&Arc<Collection>>,
+    pipeline: &Arc<Pipeline>,
+    deadline: Option<Instant>,
+    cfg: super::parallel::Parallelism,
+) -> CommandResult<(StreamInput, usize)> {
     let raw_of = |flow: Flow<'static>| flow.into_raw().collect::<CommandResult<VecDeque<_>>>();
     let (input, done) = match (source, coll) {
         (Some(docs), _) => {
@@ -433,22 +473,7 @@ pub fn suspended(
         }
         _ => (StreamInput::Docs(VecDeque::new()), 0),
     };
-    let foreign: Vec<ForeignNs> = pipeline
-        .foreign_namespaces()
-        .into_iter()
-        .map(|(db, name)| {
-            let uuid = colls.get(&db, &name).map(|c| c.uuid());
-            (db, name, uuid)
-        })
-        .collect();
-    let reader = Arc::new(StoreReader(colls));
-    Ok(Streamed::new(
-        pipeline.clone(),
-        done,
-        input,
-        reader,
-        foreign,
-    ))
+    Ok((input, done))
 }
 
 /// The planner's scan as the pipeline's input stream: the stored documents as raw BSON, one at
