@@ -36,6 +36,7 @@ async fn every_workload_runs_and_reports() {
         pg_pid: None,
         floor_dir: Some(floor.path().to_path_buf()),
         seed: 7,
+        also: None,
     };
     let run = load::run(&cfg).await.expect("run");
     assert_eq!(

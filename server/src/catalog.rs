@@ -8,7 +8,7 @@ use crate::error::{CommandResult, ErrorCode, err, storage_error};
 use bson::{Bson, Document};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use storage::{Collection, Engine, StorageError, Ticket};
+use storage::{Collection, Engine, PendingWriter, StorageError, Ticket};
 
 // One limit per bound: the namespace lengths are the storage engine's.
 use storage::limits::{DATABASE_NAME_SIZE_MAX, NAMESPACE_SIZE_MAX};
@@ -248,6 +248,20 @@ impl Catalog {
         if self.waits(wc) {
             // A failed sync fails every waiter it concerns: `finish_write` reports it.
             let _ = ticket.sync_if_idle();
+        }
+    }
+
+    /// A durable write on its way, when its reply will wait: the next sync waits for it too
+    /// (see `storage::PendingWriter`). Hand it to `sync_if_idle_pending` at the job's end.
+    pub fn pending_writer(&self, wc: &WriteConcern) -> Option<PendingWriter> {
+        self.waits(wc).then(|| self.engine.pending_writer())
+    }
+
+    /// `sync_if_idle` for a write that announced itself with `pending_writer`.
+    pub fn sync_if_idle_pending(&self, ticket: &Ticket, pending: Option<PendingWriter>) {
+        if let Some(p) = pending {
+            // A failed sync fails every waiter it concerns: `finish_write` reports it.
+            let _ = p.sync_if_idle(ticket);
         }
     }
 

@@ -281,14 +281,30 @@ fn storage_families(e: &storage::EngineStats) -> Vec<MetricFamily> {
         histogram(
             "cairn_log_sync_duration_seconds",
             "fdatasync of the log (group commit)",
-            &e.sync_us,
+            &e.group_commit.sync_us,
             1e6,
         ),
         histogram(
             "cairn_group_commit_batch_records",
             "Log records made durable by one sync",
-            &e.sync_batch_records,
+            &e.group_commit.batch_records,
             1.0,
+        ),
+        histogram(
+            "cairn_group_commit_batch_writers",
+            "Waiting writers made durable by one sync",
+            &e.group_commit.batch_writers,
+            1.0,
+        ),
+        labelled_counters(
+            "cairn_group_commit_syncs_total",
+            "Log syncs by who ran them",
+            "leader",
+            &[
+                ("writer", e.group_commit.syncs_by_writer),
+                ("requested", e.group_commit.syncs_requested),
+                ("timer", e.group_commit.syncs_by_timer),
+            ],
         ),
     ]
 }

@@ -119,9 +119,9 @@ pub struct EngineStats {
     pub open_replayed_records: u64,
     /// Milliseconds the open took (checkpoint load, replay, index rebuilds).
     pub open_ms: u64,
-    /// Group commit: fdatasync durations (µs) and records made durable per sync.
-    pub sync_us: crate::histogram::HistogramSnapshot,
-    pub sync_batch_records: crate::histogram::HistogramSnapshot,
+    /// Group commit: syncs and who ran them, fdatasync durations (µs), records and writers
+    /// made durable per sync.
+    pub group_commit: crate::commit::CommitStatsSnapshot,
 }
 
 /// The buffer pool's numbers (reported by `serverStatus.wiredTiger.cache`).
@@ -823,9 +823,14 @@ impl Engine {
             segments_compacted: ck.compacted.load(Ordering::Relaxed),
             open_replayed_records: self.inner.opened.0,
             open_ms: self.inner.opened.1,
-            sync_us: self.inner.shared.commit.sync_us.snapshot(),
-            sync_batch_records: self.inner.shared.commit.sync_batch_records.snapshot(),
+            group_commit: self.inner.shared.commit.stats(),
         }
+    }
+
+    /// A durable write on its way (`commit::PendingWriter`): take it when the write starts,
+    /// end it with `PendingWriter::sync_if_idle` once written, so the next sync covers it.
+    pub fn pending_writer(&self) -> crate::commit::PendingWriter {
+        self.inner.shared.commit.pending_writer()
     }
 
     /// Blocks until everything written so far is durable.

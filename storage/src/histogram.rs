@@ -10,11 +10,17 @@ pub const SYNC_US_BOUNDS: &[u64] = &[
 ];
 /// Bucket upper bounds of group-commit batch sizes, in log records per sync.
 pub const BATCH_RECORDS_BOUNDS: &[u64] = &[1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096];
+/// Bucket upper bounds of writers made durable per group-commit sync (0: a sync nobody waited
+/// for, e.g. the timer's).
+pub const WRITERS_BOUNDS: &[u64] = &[0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 128];
 
 /// The most buckets a histogram has (its bounds plus one for everything above them).
 const BUCKETS_MAX: usize = 16;
-const _: () =
-    assert!(SYNC_US_BOUNDS.len() < BUCKETS_MAX && BATCH_RECORDS_BOUNDS.len() < BUCKETS_MAX);
+const _: () = assert!(
+    SYNC_US_BOUNDS.len() < BUCKETS_MAX
+        && BATCH_RECORDS_BOUNDS.len() < BUCKETS_MAX
+        && WRITERS_BOUNDS.len() < BUCKETS_MAX
+);
 
 pub struct Histogram {
     bounds: &'static [u64],

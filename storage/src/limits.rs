@@ -50,6 +50,11 @@ pub const CHECKPOINT_SYNC_SLICE_BYTES: usize = 8 << 20;
 /// Immediate mode: how long a write nobody waits for may stay unsynced (mongod's default
 /// `journalCommitInterval`). Waited-for writes are synced at once.
 pub const UNAWAITED_SYNC_MS: u64 = 100;
+/// Longest a requested sync is held back for writers on their way (`commit::PendingWriter`);
+/// the hold is otherwise the last sync's duration, so it never costs more than a sync did.
+pub const GROUP_COMMIT_HOLD_US_MAX: u64 = 2_000;
+/// Most holds skipped after holds ran out (writers arriving spread out rather than in bursts).
+pub const GROUP_COMMIT_HOLD_BACKOFF_MAX: u32 = 64;
 /// After a failed log write or sync, the first retry waits this long; each failed retry doubles
 /// the wait up to `LOG_RETRY_BACKOFF_MS_MAX` (a full disk is not hammered, yet writes resume
 /// within seconds of space returning).

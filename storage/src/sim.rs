@@ -10,10 +10,14 @@
 //! fail with EIO the way Linux fails them: the unsynced bytes are dropped from the way to the
 //! disk while reads still see them, so from then on a sync makes durable only what was written
 //! after the failure ("fsyncgate"; a later successful sync proves nothing about older bytes).
+//!
+//! Group-commit tests hold syncs at a gate (`hold_syncs`): a sync then blocks, without the
+//! state lock so writes go on, until `release_syncs`; `wait_for_held_syncs` says when a sync
+//! is waiting there, so a test orders threads by events, never by sleeping.
 
 use std::collections::HashMap;
 use std::io;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use crate::backend::{Backend, BackendFile};
 use crate::error::{Result, StorageError};
@@ -46,10 +50,19 @@ fn disk_full_error() -> io::Error {
     io::Error::from_raw_os_error(28)
 }
 
+/// Syncs held back for a test (see the module comment).
+#[derive(Default)]
+struct Gate {
+    held: bool,
+    /// Syncs blocked at the gate now.
+    waiting: u64,
+}
+
 /// The simulated backend; clones share one state.
 #[derive(Clone, Default)]
 pub struct SimBackend {
     state: Arc<Mutex<SimState>>,
+    gate: Arc<(Mutex<Gate>, Condvar)>,
 }
 
 fn crash_error() -> io::Error {
@@ -100,6 +113,43 @@ impl SimBackend {
         st.files.get(id).map(|f| f.durable.clone())
     }
 
+    /// From now on every file and directory sync blocks until `release_syncs`.
+    pub fn hold_syncs(&self) {
+        self.gate_lock().held = true;
+    }
+
+    /// Lets held syncs (and later ones) through.
+    pub fn release_syncs(&self) {
+        self.gate_lock().held = false;
+        self.gate.1.notify_all();
+    }
+
+    /// Blocks until at least `n` syncs wait at the gate.
+    pub fn wait_for_held_syncs(&self, n: u64) {
+        let mut g = self.gate_lock();
+        while g.waiting < n {
+            g = self.gate.1.wait(g).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    fn gate_lock(&self) -> MutexGuard<'_, Gate> {
+        self.gate.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Where a sync waits while the gate is held.
+    fn pass_gate(&self) {
+        let mut g = self.gate_lock();
+        if !g.held {
+            return;
+        }
+        g.waiting += 1;
+        self.gate.1.notify_all();
+        while g.held {
+            g = self.gate.1.wait(g).unwrap_or_else(|p| p.into_inner());
+        }
+        g.waiting -= 1;
+    }
+
     /// Number of syncs so far.
     pub fn sync_count(&self) -> u64 {
         self.state.lock().map(|s| s.syncs).unwrap_or(0)
@@ -148,6 +198,7 @@ impl SimBackend {
         };
         SimBackend {
             state: Arc::new(Mutex::new(state)),
+            gate: Arc::default(),
         }
     }
 
@@ -309,6 +360,7 @@ impl BackendFile for SimFile {
         })
     }
     fn sync(&self) -> io::Result<()> {
+        self.backend.pass_gate();
         let mut st = self.backend.state()?;
         SimBackend::count_sync(&mut st)?;
         let fail = st.syncs_to_fail > 0;
@@ -399,6 +451,7 @@ impl Backend for SimBackend {
         Ok(())
     }
     fn sync_dir(&self) -> io::Result<()> {
+        self.pass_gate();
         let mut st = self.state()?;
         SimBackend::count_sync(&mut st)?;
         st.durable_names = st.names.clone();

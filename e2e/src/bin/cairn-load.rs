@@ -82,6 +82,16 @@ struct Cli {
     floor_dir: Option<PathBuf>,
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// A second MongoDB-compatible server taking its turn in every cell (e.g. another build
+    /// of cairn: before/after side by side).
+    #[arg(long)]
+    also_uri: Option<String>,
+    /// What the reports call the server behind --also-uri.
+    #[arg(long, default_value = "other")]
+    also_label: String,
+    /// Pid of the server behind --also-uri (default: whoever listens on its loopback port).
+    #[arg(long)]
+    also_server_pid: Option<u32>,
     /// Directory for load.json, load.md and load.png.
     #[arg(long)]
     out: PathBuf,
@@ -118,6 +128,11 @@ fn main() -> Result<()> {
         pg_pid: cli.pg_pid,
         floor_dir: cli.floor_dir,
         seed: cli.seed,
+        also: cli.also_uri.map(|uri| load::Also {
+            uri,
+            label: cli.also_label,
+            server_pid: cli.also_server_pid,
+        }),
     };
     let rt = tokio::runtime::Runtime::new()?;
     let run = rt

@@ -31,6 +31,10 @@ struct Shared {
     file: File,
     log: Mutex<Log>,
     synced: Condvar,
+    /// Syncs, appends and time in fdatasync over the whole run (warm-up included).
+    syncs: AtomicU64,
+    appends: AtomicU64,
+    sync_us: AtomicU64,
 }
 
 /// Acknowledgements in the measured window and their latencies (µs).
@@ -38,6 +42,10 @@ pub struct FloorRun {
     pub acks: u64,
     pub seconds: f64,
     pub latency_us: Histogram<u64>,
+    /// Appends per sync and mean fdatasync time over the whole run: what a server's own
+    /// group-commit counters are held against.
+    pub writers_per_sync: f64,
+    pub sync_us_mean: f64,
 }
 
 fn lock(m: &Mutex<Log>) -> std::sync::MutexGuard<'_, Log> {
@@ -53,6 +61,7 @@ fn append(s: &Shared, record: &[u8]) -> Result<(), String> {
         .write_all_at(record, offset)
         .map_err(|e| e.to_string())?;
     log.written = end;
+    s.appends.fetch_add(1, Ordering::Relaxed);
     loop {
         if let Some(e) = &log.failed {
             return Err(e.clone());
@@ -64,7 +73,11 @@ fn append(s: &Shared, record: &[u8]) -> Result<(), String> {
             log.syncing = true;
             let target = log.written;
             drop(log);
+            let started = Instant::now();
             let result = s.file.sync_data();
+            s.syncs.fetch_add(1, Ordering::Relaxed);
+            let took = started.elapsed().as_micros() as u64;
+            s.sync_us.fetch_add(took, Ordering::Relaxed);
             log = lock(&s.log);
             log.syncing = false;
             match result {
@@ -101,6 +114,9 @@ pub fn run(
             failed: None,
         }),
         synced: Condvar::new(),
+        syncs: AtomicU64::new(0),
+        appends: AtomicU64::new(0),
+        sync_us: AtomicU64::new(0),
     });
     let start = Instant::now();
     let (from, to) = (start + warmup, start + warmup + measure);
@@ -133,6 +149,8 @@ pub fn run(
         acks: 0,
         seconds: measure.as_secs_f64(),
         latency_us: crate::load::histogram(),
+        writers_per_sync: 0.0,
+        sync_us_mean: 0.0,
     };
     let mut last_done = from;
     for t in threads {
@@ -143,6 +161,9 @@ pub fn run(
         out.acks += acks;
         out.latency_us.add(&hist).map_err(|e| e.to_string())?;
     }
+    let syncs = shared.syncs.load(Ordering::Relaxed).max(1) as f64;
+    out.writers_per_sync = shared.appends.load(Ordering::Relaxed) as f64 / syncs;
+    out.sync_us_mean = shared.sync_us.load(Ordering::Relaxed) as f64 / syncs;
     if acks_max.is_some() {
         out.seconds = last_done.duration_since(from).as_secs_f64();
     }

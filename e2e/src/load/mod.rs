@@ -53,6 +53,16 @@ pub struct Config {
     /// Where the group-commit floor's probe file goes (the server's disk); None: no floor.
     pub floor_dir: Option<PathBuf>,
     pub seed: u64,
+    /// A second MongoDB-compatible server taking its turn in every cell (e.g. another build).
+    pub also: Option<Also>,
+}
+
+/// A second MongoDB-compatible server: where it is, its name in the reports, its pid.
+#[derive(Clone, Debug)]
+pub struct Also {
+    pub uri: String,
+    pub label: String,
+    pub server_pid: Option<u32>,
 }
 
 /// Longest latency a histogram holds (longer ones are recorded as this), µs: one hour.
@@ -86,6 +96,9 @@ pub struct Measurement {
     pub client_cores: Option<f64>,
     pub server_cores: Option<f64>,
     pub first_error: Option<String>,
+    /// The floor's appends per sync and mean fdatasync µs (None for servers).
+    pub writers_per_sync: Option<f64>,
+    pub sync_us_mean: Option<f64>,
 }
 
 impl Measurement {
@@ -108,6 +121,8 @@ impl Measurement {
             client_cores: None,
             server_cores: None,
             first_error: None,
+            writers_per_sync: None,
+            sync_us_mean: None,
         }
     }
 
@@ -175,6 +190,17 @@ pub async fn run(cfg: &Config) -> Outcome<Run> {
             watch: watch_for(System::Mongo, uri, cfg.server_pid),
         });
     }
+    if let Some(also) = &cfg.also {
+        eprintln!("loading {} records into {}", cfg.records, also.uri);
+        target::load_mongo(&also.uri, &cfg.db, cfg.records, cfg.shape, cfg.seed).await?;
+        subjects.push(Subject {
+            system: System::Mongo,
+            label: also.label.clone(),
+            uri: also.uri.clone(),
+            keys: KeySpace::new(cfg.records),
+            watch: watch_for(System::Mongo, &also.uri, also.server_pid),
+        });
+    }
     if let Some(uri) = &cfg.pg {
         eprintln!("loading {} records into PostgreSQL", cfg.records);
         target::load_postgres(uri, cfg.records, cfg.shape, cfg.seed).await?;
@@ -214,7 +240,7 @@ pub async fn run(cfg: &Config) -> Outcome<Run> {
                         None => floor_cell(cfg, c, round).await,
                     };
                     eprintln!(
-                        "round {round} {:<6} c={c:<3} {:<10} {:>9.0} ops/s p50 {:>7.0} us p99 {:>7.0} us server {:?} client {:?}{}",
+                        "round {round} {:<6} c={c:<3} {:<10} {:>9.0} ops/s p50 {:>7.0} us p99 {:>7.0} us server {:?} client {:?}{}{}",
                         w.name(),
                         m.system,
                         m.ops_per_s,
@@ -225,6 +251,10 @@ pub async fn run(cfg: &Config) -> Outcome<Run> {
                         m.first_error
                             .as_ref()
                             .map(|e| format!(" errors {} ({e})", m.errors))
+                            .unwrap_or_default(),
+                        m.writers_per_sync
+                            .zip(m.sync_us_mean)
+                            .map(|(w, us)| format!(" writers/sync {w:.1} sync {us:.0} us"))
                             .unwrap_or_default()
                     );
                     measurements.push(m);
@@ -268,6 +298,8 @@ async fn floor_cell(cfg: &Config, connections: usize, round: usize) -> Measureme
             m.seconds = r.seconds;
             m.ops_per_s = r.acks as f64 / r.seconds.max(1e-9);
             m.set_latency(&r.latency_us);
+            m.writers_per_sync = Some(r.writers_per_sync);
+            m.sync_us_mean = Some(r.sync_us_mean);
         }
         Err(e) => {
             m.errors = 1;

@@ -181,11 +181,50 @@ pub fn wired_tiger_section(s: &storage::EngineStats) -> Document {
             "unmodified pages evicted": c.pages_evicted.saturating_sub(c.pages_evicted_dirty) as i64,
             "modified pages evicted": c.pages_evicted_dirty as i64,
         },
+        "log": log_section(&s.group_commit),
         "transaction": {
             "transaction checkpoints": s.checkpoints as i64,
             "transaction checkpoint most recent time (msecs)": s.checkpoint_last_ms as i64,
             "transaction checkpoint currently running": i64::from(s.checkpoint_running),
         },
+    }
+}
+
+/// `serverStatus.wiredTiger.log`: group commit. The first two are WiredTiger's statistic
+/// names; the rest are cairn's own, saying who ran the syncs and how many waiting writers
+/// (durable writes whose replies waited) and log records each one covered, so a user sees
+/// whether concurrent writers share fdatasyncs.
+fn log_section(g: &storage::CommitStatsSnapshot) -> Document {
+    let syncs_ok = g.batch_writers.count();
+    let per_sync = |n: u64| {
+        if syncs_ok == 0 {
+            0.0
+        } else {
+            n as f64 / syncs_ok as f64
+        }
+    };
+    let mut writers = Document::new();
+    for (i, n) in g.batch_writers.counts.iter().enumerate() {
+        let name = match g.batch_writers.bounds.get(i) {
+            Some(b) => format!("le {b}"),
+            None => "more".to_string(),
+        };
+        writers.insert(name, *n as i64);
+    }
+    doc! {
+        "log sync operations": g.syncs() as i64,
+        "log sync time duration (usecs)": g.sync_us.sum as i64,
+        "group commit syncs led by a writer": g.syncs_by_writer as i64,
+        "group commit syncs by the commit thread for waiters": g.syncs_requested as i64,
+        "group commit syncs by the commit thread's timer": g.syncs_by_timer as i64,
+        "group commit syncs failed": g.syncs_failed as i64,
+        "group commit writers made durable": g.writers_covered as i64,
+        "group commit writers per sync (mean)": per_sync(g.writers_covered),
+        "group commit records per sync (mean)": per_sync(g.batch_records.sum),
+        "group commit writers per sync": writers,
+        "group commit waiter wake-ups before durable": g.waiter_wakeups_early as i64,
+        "group commit holds for writers on their way that ran out": g.holds_expired as i64,
+        "group commit writers waiting now": g.writers_waiting as i64,
     }
 }
 

@@ -76,6 +76,19 @@ impl WriteOutcome {
         self
     }
 
+    /// `sync_if_idle` for a write that announced itself (`Catalog::pending_writer`); without a
+    /// ticket the pending writer just ends.
+    pub(super) fn sync_if_idle_pending(
+        self,
+        state: &ServerState,
+        pending: Option<storage::PendingWriter>,
+    ) -> Self {
+        if let Some(t) = &self.ticket {
+            state.catalog.sync_if_idle_pending(t, pending);
+        }
+        self
+    }
+
     /// `keep_ticket` for a write that may have been buffered in a transaction (no ticket).
     pub(super) fn keep(&mut self, t: Option<Ticket>) {
         if let Some(t) = t {
@@ -348,14 +361,15 @@ fn check_size(raw: &RawDocumentBuf) -> CommandResult<()> {
 
 pub async fn insert(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<Reply> {
     let wc = WriteConcern::parse(req.write_concern.as_ref())?;
-    let job_wc = wc.clone();
+    // Announced before the hop to the pool, so a sync started meanwhile waits for it.
+    let pending = state.catalog.pending_writer(&wc);
     let ts_guard = super::timeseries::insert_guard(state, req).await;
     let out = super::off_thread(state, req, move |state, req| {
         let out = insert_documents(state, req);
         drop(ts_guard);
         Ok(out?
             .record_reply(state, req, false)
-            .sync_if_idle(state, &job_wc))
+            .sync_if_idle_pending(state, pending))
     })
     .await?;
     out.reply(state, &wc, false).await

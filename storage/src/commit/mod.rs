@@ -8,6 +8,13 @@
 //! - the commit thread, for everyone who waits (`wait_durable*`) while a sync is in flight or
 //!   without leading one: when that sync ends it syncs all of them at once.
 //!
+//! Writers on their way (`PendingWriter`, `pending`: a durable insert between the server
+//! reading it and its sync request) hold the next sync back, so that it covers them too: a
+//! writer leads only when nobody else is on the way, and the commit thread waits for them at
+//! most as long as the last sync took (`GROUP_COMMIT_HOLD_US_MAX` at most). Without this a
+//! closed loop of N clients split into a lone first writer's sync and one for the N-1 behind
+//! it (docs/BENCHMARKS.md, "Group commit: who a sync covers").
+//!
 //! Writes nobody waits for (w: 0, background deletes) are synced by the commit thread within
 //! `UNAWAITED_SYNC_MS`. In periodic mode (`journal_commit_interval_ms`) the thread syncs on that
 //! timer instead, or at once when some ticket asks to wait. A write is acknowledged only after a
@@ -16,6 +23,11 @@
 //! the unsynced bytes from memory, and a successful repair makes them durable and clears the
 //! failure, so waiters that come later are acknowledged again.
 
+mod pending;
+mod stats;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -25,7 +37,12 @@ use tokio::sync::watch;
 use crate::error::{Result, StorageError};
 use crate::log::Log;
 
-use crate::limits::UNAWAITED_SYNC_MS;
+use crate::limits::{GROUP_COMMIT_HOLD_BACKOFF_MAX, GROUP_COMMIT_HOLD_US_MAX, UNAWAITED_SYNC_MS};
+
+pub use pending::PendingWriter;
+
+pub use stats::CommitStatsSnapshot;
+use stats::{CommitStats, Leader};
 
 /// What the commit thread has published.
 #[derive(Clone, Copy, Debug, Default)]
@@ -78,6 +95,20 @@ struct State {
     syncing: bool,
     /// Threads blocked in `wait_blocking`.
     blocked: usize,
+    /// Sequences writers wait for (with how many wait for each), above `durable`: counted into
+    /// the writers-per-sync statistics when a sync covers them. Bounded by the writers waiting
+    /// at once (a cancelled async wait leaves its entry until the next sync removes it).
+    waiting: BTreeMap<u64, u32>,
+    /// Writers on their way (live `PendingWriter`s).
+    pending: usize,
+    /// Until when the commit thread holds a requested sync back for writers on their way.
+    hold_until: Option<Instant>,
+    /// Holds still to skip, and how many the next expired hold makes us skip: a hold that
+    /// ran out means writers arrive spread out, not in a burst, and holding only idles the
+    /// disk; after `hold_backoff` skipped holds we try again (doubling while they keep
+    /// running out, reset when a hold ends by arrivals).
+    hold_skip: u32,
+    hold_backoff: u32,
     failed: Option<Failure>,
     shutdown: bool,
     /// The commit thread has exited; nothing more becomes durable.
@@ -90,9 +121,11 @@ pub(crate) struct Commit {
     state: Mutex<State>,
     cond: Condvar,
     watch: watch::Sender<Durable>,
-    /// fdatasync durations (µs) and records made durable per sync, for the metrics endpoint.
-    pub sync_us: crate::histogram::Histogram,
-    pub sync_batch_records: crate::histogram::Histogram,
+    stats: CommitStats,
+    /// How long the last fdatasync took (µs): the longest the thread holds a sync back.
+    last_sync_us: AtomicU64,
+    /// Tests fix the hold (µs; 0: the rule above) to order events without timing them.
+    hold_fixed_us: AtomicU64,
 }
 
 impl Commit {
@@ -116,10 +149,9 @@ impl Commit {
             }),
             cond: Condvar::new(),
             watch,
-            sync_us: crate::histogram::Histogram::new(crate::histogram::SYNC_US_BOUNDS),
-            sync_batch_records: crate::histogram::Histogram::new(
-                crate::histogram::BATCH_RECORDS_BOUNDS,
-            ),
+            stats: CommitStats::new(),
+            last_sync_us: AtomicU64::new(0),
+            hold_fixed_us: AtomicU64::new(0),
         });
         let weak = Arc::downgrade(&commit);
         commit.log.set_on_repair(Box::new(move |seq| {
@@ -149,14 +181,25 @@ impl Commit {
         st.written = st.written.max(sequence);
     }
 
-    /// Asks for a sync up to `sequence` now. A sync in flight will be followed by one for it.
+    /// Asks for a sync up to `sequence` now, for a writer that will wait for it. A sync in
+    /// flight will be followed by one for it.
     fn request(&self, sequence: u64) {
         let mut st = self.state();
-        if st.requested < sequence {
-            st.requested = sequence;
-            if !st.syncing {
-                self.cond.notify_all();
-            }
+        if st.durable < sequence {
+            *st.waiting.entry(sequence).or_default() += 1;
+        }
+        self.ask(&mut st, sequence);
+    }
+
+    /// Raises `requested` to `sequence` and wakes the commit thread when it has something to
+    /// start: the first request since the last sync (it then syncs, or holds for writers on
+    /// their way with a timeout), or the last writer on the way arrived. Later requests need no
+    /// wake-up: the thread is holding, or a sync is in flight whose end looks again.
+    fn ask(&self, st: &mut State, sequence: u64) {
+        let first = st.requested <= st.durable;
+        st.requested = st.requested.max(sequence);
+        if st.requested > st.durable && !st.syncing && (first || st.pending == 0) {
+            self.cond.notify_all();
         }
     }
 
@@ -164,6 +207,9 @@ impl Commit {
     fn repaired(&self, sequence: u64) {
         let mut st = self.state();
         st.failed = None;
+        let records = sequence.saturating_sub(st.durable);
+        let writers = covered_writers(&mut st, sequence);
+        self.stats.covered(records, writers);
         st.durable = st.durable.max(sequence);
         self.watch.send_replace(Durable {
             sequence: st.durable,
@@ -175,6 +221,14 @@ impl Commit {
     /// The highest durable sequence.
     pub fn durable_sequence(&self) -> u64 {
         self.state().durable
+    }
+
+    pub fn stats(&self) -> CommitStatsSnapshot {
+        let waiting = self.state().waiting.values().map(|&n| u64::from(n)).sum();
+        CommitStatsSnapshot {
+            writers_waiting: waiting,
+            ..self.stats.snapshot()
+        }
     }
 
     pub fn subscribe(&self) -> DurableWatch {
@@ -194,22 +248,30 @@ impl Commit {
 
     /// fdatasync of the log up to its last written sequence, rolled segments first (the
     /// caller holds `syncing`).
-    fn sync_log(&self) -> Result<u64> {
+    fn sync_log(&self, leader: Leader) -> Result<u64> {
+        self.stats.sync_started(leader);
         let started = std::time::Instant::now();
         let outcome = self.log.sync_all();
-        self.sync_us.record(started.elapsed().as_micros() as u64);
+        let took_us = started.elapsed().as_micros() as u64;
+        self.stats.sync_us.record(took_us);
+        self.last_sync_us.store(took_us, Relaxed);
         outcome
     }
 
     /// Publishes a sync's outcome (to async waiters through the watch) and releases `syncing`;
-    /// the caller wakes blocked waiters and the thread as needed.
-    fn publish(&self, st: &mut State, outcome: Result<u64>) {
+    /// the caller wakes blocked waiters and the thread as needed. `leader` is 1 when the
+    /// sync was a writer's own (it waited without being registered), else 0.
+    fn publish(&self, st: &mut State, outcome: Result<u64>, leader: u64) {
         st.syncing = false;
+        // A hold still set when its sync ran ended by arrivals (an expired one is cleared):
+        // holding pays here. The next hold is measured from when the next sync is asked for.
+        if st.hold_until.take().is_some() {
+            st.hold_backoff = 0;
+        }
         match outcome {
             Ok(seq) => {
-                if seq > st.durable {
-                    self.sync_batch_records.record(seq - st.durable);
-                }
+                let writers = covered_writers(st, seq) + leader;
+                self.stats.covered(seq.saturating_sub(st.durable), writers);
                 st.durable = st.durable.max(seq);
                 st.failed = None;
                 self.watch.send_replace(Durable {
@@ -219,6 +281,9 @@ impl Commit {
             }
             Err(e) => {
                 // The log logged the failure once (with the OS error) and keeps the bytes.
+                self.stats.sync_failed();
+                // Every registered waiter is above `durable` and fails with this sync.
+                st.waiting.clear();
                 st.failed = Some(Failure::of(&e));
                 self.watch.send_replace(Durable {
                     sequence: st.durable,
@@ -230,18 +295,19 @@ impl Commit {
 
     fn sync_loop(&self) {
         loop {
-            if !self.wait_for_work() {
+            let Some(leader) = self.wait_for_work() else {
                 return;
-            }
-            let outcome = self.sync_log();
+            };
+            let outcome = self.sync_log(leader);
             let mut st = self.state();
-            self.publish(&mut st, outcome);
+            self.publish(&mut st, outcome, 0);
             self.cond.notify_all();
         }
     }
 
-    /// Blocks until a sync is due and claims it (`syncing`); false when the thread should stop.
-    fn wait_for_work(&self) -> bool {
+    /// Blocks until a sync is due and claims it (`syncing`), saying why; None when the thread
+    /// should stop.
+    fn wait_for_work(&self) -> Option<Leader> {
         let period = self
             .interval
             .unwrap_or(Duration::from_millis(UNAWAITED_SYNC_MS));
@@ -251,17 +317,29 @@ impl Commit {
         loop {
             let pending = st.written > st.durable;
             if st.failed.is_some() && st.shutdown {
-                return false;
+                return None;
             }
             // After a failure only the timer retries (the log's own backoff paces repairs), so
             // waiters asking again do not spin the thread.
             let urgent = (st.requested > st.durable || st.shutdown) && st.failed.is_none();
             if pending && urgent && !st.syncing {
-                st.syncing = true;
-                return true;
+                match self.hold(&mut st) {
+                    None => {
+                        st.syncing = true;
+                        return Some(Leader::Requested);
+                    }
+                    Some(left) => {
+                        let (g, _) = self
+                            .cond
+                            .wait_timeout(st, left)
+                            .unwrap_or_else(|p| p.into_inner());
+                        st = g;
+                        continue;
+                    }
+                }
             }
             if st.shutdown && !pending && !st.syncing {
-                return false;
+                return None;
             }
             let left = due.saturating_duration_since(Instant::now());
             let (g, _) = self
@@ -272,36 +350,80 @@ impl Commit {
             if Instant::now() >= due {
                 if st.written > st.durable && !st.syncing {
                     st.syncing = true;
-                    return true;
+                    return Some(Leader::Timer);
                 }
                 due = Instant::now() + period;
             }
         }
     }
 
-    /// The writer's own sync: when nothing is durable up to `sequence` yet and no sync is in
-    /// flight, fdatasync now on this thread; otherwise ask for one and return at once.
-    fn sync_if_idle(&self, sequence: u64) -> Result<()> {
+    /// How much longer a requested sync waits for writers on their way (None: sync now): the
+    /// hold starts at the first look and lasts the last sync's duration, capped.
+    fn hold(&self, st: &mut State) -> Option<Duration> {
+        if st.pending == 0 || st.shutdown || Self::skip_hold(st) {
+            return None;
+        }
+        let now = Instant::now();
+        let hold_us = match self.hold_fixed_us.load(Relaxed) {
+            0 => self
+                .last_sync_us
+                .load(Relaxed)
+                .min(GROUP_COMMIT_HOLD_US_MAX),
+            fixed => fixed,
+        };
+        let until = *st
+            .hold_until
+            .get_or_insert_with(|| now + Duration::from_micros(hold_us));
+        if now >= until {
+            self.stats.hold_expired();
+            st.hold_until = None;
+            st.hold_backoff = (st.hold_backoff * 2).clamp(1, GROUP_COMMIT_HOLD_BACKOFF_MAX);
+            st.hold_skip = st.hold_backoff;
+            return None;
+        }
+        Some(until - now)
+    }
+
+    /// Whether holds are in their backoff (see `State::hold_skip`); counts one skipped.
+    fn skip_hold(st: &mut State) -> bool {
+        if st.hold_skip == 0 || st.hold_until.is_some() {
+            return false;
+        }
+        st.hold_skip -= 1;
+        true
+    }
+
+    /// The writer's own sync: when nothing is durable up to `sequence` yet, no sync is in
+    /// flight and no other writer is on its way, fdatasync now on this thread; otherwise ask
+    /// for one and return at once. `arriving`: the caller was one of the writers on the way.
+    fn sync_if_idle(&self, sequence: u64, arriving: bool) -> Result<()> {
         let mut st = self.state();
+        if arriving {
+            st.pending = st.pending.saturating_sub(1);
+        }
         if st.durable >= sequence {
+            self.ask(&mut st, 0);
             return Ok(());
         }
         if let Some(f) = &st.failed {
             return Err(f.error());
         }
-        if st.syncing || st.stopped {
-            st.requested = st.requested.max(sequence);
+        let hold = st.pending > 0 && !Self::skip_hold(&mut st);
+        if st.syncing || st.stopped || hold {
+            // The sync in flight is followed by one for this write; writers on their way will
+            // ask too, and the last of them (or the thread when its hold ends) syncs for all.
+            self.ask(&mut st, sequence);
             return Ok(());
         }
         st.syncing = true;
         drop(st);
-        let outcome = self.sync_log();
+        let outcome = self.sync_log(Leader::Writer);
         let mut st = self.state();
         let result = match &outcome {
             Ok(_) => Ok(()),
             Err(e) => Err(Failure::of(e).error()),
         };
-        self.publish(&mut st, outcome);
+        self.publish(&mut st, outcome, 1);
         // Wake the commit thread only when someone is left for it (or it must stop), and
         // blocked waiters only when there are some.
         let left = st.requested > st.durable && st.written > st.durable;
@@ -342,8 +464,16 @@ impl Commit {
         }
         self.request(sequence);
         let mut rx = self.watch.subscribe();
+        let mut first = true;
         let seen = rx
-            .wait_for(|d| d.sequence >= sequence || d.failed)
+            .wait_for(|d| {
+                let done = d.sequence >= sequence || d.failed;
+                // The first call checks the value at subscription; later ones are wake-ups.
+                if !done && !std::mem::replace(&mut first, false) {
+                    self.stats.woken_early();
+                }
+                done
+            })
             .await
             .map(|d| *d)
             .map_err(|_| StorageError::Closed)?;
@@ -355,6 +485,13 @@ impl Commit {
             None => Err(StorageError::Closed),
         }
     }
+}
+
+/// Removes the waiting writers at or below `durable` and returns how many there were.
+fn covered_writers(st: &mut State, durable: u64) -> u64 {
+    let above = st.waiting.split_off(&durable.saturating_add(1));
+    let covered = std::mem::replace(&mut st.waiting, above);
+    covered.values().map(|&n| u64::from(n)).sum()
 }
 
 /// Told whenever more of the log becomes durable (a sync completed): what change streams and
@@ -401,7 +538,7 @@ impl Ticket {
     /// when it is durable (at once in the first case). Periodic mode's timer is bypassed, so
     /// call it only for writes that will be waited for.
     pub fn sync_if_idle(&self) -> Result<()> {
-        self.commit.sync_if_idle(self.sequence)
+        self.commit.sync_if_idle(self.sequence, false)
     }
 
     /// Whether the write is durable already.
@@ -420,101 +557,4 @@ impl std::fmt::Debug for Ticket {
 }
 
 #[cfg(test)]
-mod tests {
-    use crate::{Engine, EngineOptions, WriteOp};
-    use bson::{RawDocumentBuf, doc};
-    use std::time::{Duration, Instant};
-
-    fn engine(dir: &std::path::Path, periodic_ms: Option<u64>) -> Engine {
-        let opts = EngineOptions {
-            segment_size_bytes: 64 << 10,
-            background_compaction: false,
-            journal_commit_interval_ms: periodic_ms,
-            ..EngineOptions::default()
-        };
-        Engine::open(dir, opts).expect("open")
-    }
-
-    fn insert(i: i32) -> Vec<WriteOp> {
-        let d = RawDocumentBuf::try_from(&doc! { "_id": i }).expect("doc");
-        vec![WriteOp::Insert(d)]
-    }
-
-    #[test]
-    fn a_lone_writer_syncs_itself() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let e = engine(dir.path(), None);
-        let c = e.create_collection("db", "c", doc! {}).expect("create");
-        let t = c.write(insert(1)).expect("write");
-        t.sync_if_idle().expect("sync");
-        assert!(
-            t.is_durable(),
-            "no sync was in flight: the writer's own sync covers it"
-        );
-    }
-
-    #[test]
-    fn concurrent_writers_share_syncs_and_all_become_durable() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let e = engine(dir.path(), None);
-        let c = e.create_collection("db", "c", doc! {}).expect("create");
-        std::thread::scope(|s| {
-            for w in 0..8 {
-                let c = c.clone();
-                s.spawn(move || {
-                    for i in 0..200 {
-                        let t = c.write(insert(w * 1000 + i)).expect("write");
-                        // Half lead when idle, half only wait: both must end durable.
-                        if i % 2 == 0 {
-                            t.sync_if_idle().expect("sync");
-                        }
-                        t.wait_durable_blocking().expect("durable");
-                    }
-                });
-            }
-        });
-        assert_eq!(c.count(), 1600);
-    }
-
-    #[test]
-    fn writes_nobody_waits_for_are_synced_by_the_timer() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let e = engine(dir.path(), None);
-        let c = e.create_collection("db", "c", doc! {}).expect("create");
-        let t = c.write(insert(1)).expect("write");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !t.is_durable() {
-            assert!(
-                Instant::now() < deadline,
-                "an unawaited write stayed unsynced"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn an_async_waiter_behind_a_leader_is_woken() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let e = engine(dir.path(), None);
-        let c = e.create_collection("db", "c", doc! {}).expect("create");
-        for i in 0..200 {
-            let first = c.write(insert(2 * i)).expect("write");
-            let second = c.write(insert(2 * i + 1)).expect("write");
-            let leader = tokio::task::spawn_blocking(move || first.sync_if_idle().map(|()| first));
-            second.wait_durable().await.expect("durable");
-            let first = leader.await.expect("join").expect("sync");
-            first.wait_durable().await.expect("durable");
-        }
-    }
-
-    #[test]
-    fn periodic_mode_still_waits_for_its_timer_or_a_waiter() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let e = engine(dir.path(), Some(60_000));
-        let c = e.create_collection("db", "c", doc! {}).expect("create");
-        let t = c.write(insert(1)).expect("write");
-        assert!(!t.is_durable());
-        t.wait_durable_blocking().expect("j: true waits");
-        assert!(t.is_durable());
-    }
-}
+mod tests;
