@@ -5,6 +5,7 @@
 //! `cargo test -p cairn --test e2e <module>::`.
 
 mod admin_args;
+mod agg_foreign;
 mod agg_suspended;
 mod aggregate;
 mod auth;

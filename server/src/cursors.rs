@@ -1,7 +1,9 @@
 //! Cursors: the registry that `find`, `aggregate` and `listCollections` leave open results in, and
 //! that `getMore` and `killCursors` read. Ids are random non-zero int64s; the registry is bounded
 //! (`CURSORS_MAX`); idle cursors are reaped after `cursorTimeoutMillis`; a cursor whose collection
-//! was dropped (or dropped and re-created: its UUID differs) fails its next `getMore`.
+//! was dropped (or dropped and re-created: its UUID differs) fails its next `getMore`. So does a
+//! suspended aggregate when a collection its stages read (`$lookup`'s, `$unionWith`'s,
+//! `$graphLookup`'s) goes: dropping or renaming it removes the cursor here.
 //!
 //! The registry only stores: a cursor holds a suspended execution (`crate::exec::DocSource`),
 //! which the command layer resumes; nothing here reads storage.
@@ -112,8 +114,10 @@ impl CursorRegistry {
 
     /// Drop cursors over a namespace (`coll` None: the whole database).
     pub fn invalidate(&self, db: &str, coll: Option<&str>) {
-        self.map()
-            .retain(|_, c| !(c.db == db && coll.is_none_or(|name| c.coll == name)));
+        let hit = |d: &str, c: &str| d == db && coll.is_none_or(|name| c == name);
+        self.map().retain(|_, c| {
+            !(hit(&c.db, &c.coll) || c.source.foreign().iter().any(|(d, f, _)| hit(d, f)))
+        });
     }
 
     /// Remove cursors idle for longer than `timeout`; returns how many.

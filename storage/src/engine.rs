@@ -500,6 +500,12 @@ impl Engine {
             .cloned()
     }
 
+    /// A handle that finds collections by name without keeping the engine open (see
+    /// [`Collections`]).
+    pub fn collections_handle(&self) -> Collections {
+        Collections(Arc::downgrade(&self.inner))
+    }
+
     /// A read view of every collection as of the last applied write (see `snapshot`).
     pub fn snapshot(&self) -> Result<crate::snapshot::Snapshot> {
         let shared = &self.inner.shared;
@@ -876,6 +882,23 @@ impl Engine {
     /// background thread does this); true if a segment was emptied.
     pub fn compact(&self) -> Result<bool> {
         crate::compact::compact_once(&self.inner, true)
+    }
+}
+
+/// Finds collections by name, like [`Engine::collection`], for a reader that outlives one
+/// request (a suspended cursor reading other collections between `getMore`s). It holds the
+/// engine weakly: dropping the `Engine` still closes it, and a handle then finds nothing.
+#[derive(Clone)]
+pub struct Collections(Weak<Inner>);
+
+impl Collections {
+    pub fn get(&self, db: &str, name: &str) -> Option<Arc<Collection>> {
+        let inner = self.0.upgrade()?;
+        let catalog = inner.catalog.read().ok()?;
+        catalog
+            .by_name
+            .get(&(db.to_string(), name.to_string()))
+            .cloned()
     }
 }
 

@@ -45,7 +45,7 @@ mod write;
 pub use backend::{Backend, BackendFile, FileBackend};
 pub use collection::{Collection, Direction, IndexInfo, RecordId, WriteOp};
 pub use commit::{CommitStatsSnapshot, DurableWatch, PendingWriter, Ticket};
-pub use engine::{CacheStats, CollectionInfo, Engine, EngineOptions, EngineStats};
+pub use engine::{CacheStats, CollectionInfo, Collections, Engine, EngineOptions, EngineStats};
 pub use error::{Result, StorageError};
 pub use history::{HistoryBatch, HistoryOp, HistoryPos, HistoryRead};
 pub use index::{

@@ -1,6 +1,8 @@
 //! `cairn-aggcursor-bench`: two `cairn` builds side by side on the same data: the time to the
-//! first batch of an aggregate with a blocking stage (`$sort` over the whole collection then
-//! `$project`, default batch size), the server's RSS while that cursor is open, and the time to
+//! first batch of an aggregate (`--pipeline sort`: `$sort` over the whole collection then
+//! `$project`; `--pipeline lookup`: a `$lookup` of every document in a foreign collection of a
+//! tenth the size, through its hash table or, with `--foreign-index`, the foreign index, then
+//! `$project`; default batch size), the server's RSS while that cursor is open, and the time to
 //! read the whole result. Both servers are started and loaded first; the runs then alternate
 //! between them, so both see the same machine load. See docs/BENCHMARKS.md (issues 11/12).
 
@@ -29,6 +31,28 @@ struct Cli {
     /// Runs per build (medians reported).
     #[arg(long, default_value_t = 5)]
     runs: usize,
+    /// What the aggregate does: `sort` or `lookup`.
+    #[arg(long, default_value = "sort")]
+    pipeline: String,
+    /// With `--pipeline lookup`: index the foreign field, so the join probes the index.
+    #[arg(long)]
+    foreign_index: bool,
+}
+
+impl Cli {
+    fn stages(&self) -> Result<Vec<Document>> {
+        match self.pipeline.as_str() {
+            "sort" => Ok(vec![
+                doc! { "$sort": { "k": 1 } },
+                doc! { "$project": { "k": 1 } },
+            ]),
+            "lookup" => Ok(vec![
+                doc! { "$lookup": { "from": "f", "localField": "fk", "foreignField": "k", "as": "j" } },
+                doc! { "$project": { "k": 1, "pad": 1, "j": 1 } },
+            ]),
+            other => anyhow::bail!("--pipeline {other}: sort or lookup"),
+        }
+    }
 }
 
 /// What one run measured on one build.
@@ -49,23 +73,44 @@ fn rss_bytes(pid: u32) -> Result<u64> {
     Ok(kb * 1024)
 }
 
-async fn load(db: &Database, n: usize) -> Result<()> {
+async fn load(db: &Database, cli: &Cli) -> Result<()> {
+    let n = cli.docs;
+    let lookup = cli.pipeline == "lookup";
+    let foreign = (n / 10).max(1);
     let c = db.collection::<Document>("c");
     let docs: Vec<Document> = (0..n)
-        .map(|i| doc! { "_id": i as i64, "k": ((i * 7919) % n) as i64, "pad": "p".repeat(100) })
+        .map(|i| {
+            let mut d =
+                doc! { "_id": i as i64, "k": ((i * 7919) % n) as i64, "pad": "p".repeat(100) };
+            if lookup {
+                d.insert("fk", (i % foreign) as i64);
+            }
+            d
+        })
         .collect();
     for chunk in docs.chunks(10_000) {
         c.insert_many(chunk.to_vec()).await?;
+    }
+    if lookup {
+        let f = db.collection::<Document>("f");
+        let docs: Vec<Document> = (0..foreign)
+            .map(|j| doc! { "_id": j as i64, "k": j as i64, "name": format!("n{j}"), "pad": "q".repeat(100) })
+            .collect();
+        for chunk in docs.chunks(10_000) {
+            f.insert_many(chunk.to_vec()).await?;
+        }
+        if cli.foreign_index {
+            db.run_command(
+                doc! { "createIndexes": "f", "indexes": [{ "key": { "k": 1 }, "name": "k_1" }] },
+            )
+            .await?;
+        }
     }
     Ok(())
 }
 
 /// One aggregate: its first batch timed, RSS read with the cursor open, then the rest read.
-async fn one_run(db: &Database, pid: u32) -> Result<Sample> {
-    let pipeline = vec![
-        doc! { "$sort": { "k": 1 } },
-        doc! { "$project": { "k": 1 } },
-    ];
+async fn one_run(db: &Database, pid: u32, pipeline: Vec<Document>) -> Result<Sample> {
     let start = Instant::now();
     let reply = db
         .run_command(doc! { "aggregate": "c", "pipeline": pipeline, "cursor": {} })
@@ -98,12 +143,13 @@ fn ms(d: Duration) -> f64 {
 #[tokio::main]
 async fn main() -> Result<()> {
     let cli = Cli::parse();
+    cli.stages()?;
     let builds = [cli.before.as_str(), cli.after.as_str()];
     let servers: Vec<Server> = builds.iter().map(|b| Server::start(b, &[])).collect();
     let mut dbs = Vec::new();
     for s in &servers {
         let db = s.client().await.database("aggcursor");
-        load(&db, cli.docs).await?;
+        load(&db, &cli).await?;
         dbs.push(db);
     }
     let idle: Vec<u64> = servers
@@ -115,7 +161,7 @@ async fn main() -> Result<()> {
         // Alternate which build goes first, so neither always runs on a warmer machine.
         for k in 0..2 {
             let b = (k + run) % 2;
-            samples[b].push(one_run(&dbs[b], servers[b].pid()).await?);
+            samples[b].push(one_run(&dbs[b], servers[b].pid(), cli.stages()?).await?);
         }
     }
     let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
@@ -130,9 +176,17 @@ async fn main() -> Result<()> {
             )
         })
         .collect();
+    let shown: Vec<String> = cli.stages()?.iter().map(|s| s.to_string()).collect();
     println!(
-        "{} documents, $sort {{k: 1}} then $project {{k: 1}}, {} runs per build\n",
-        cli.docs, cli.runs
+        "{} documents{}, pipeline [{}], {} runs per build\n",
+        cli.docs,
+        if cli.foreign_index {
+            ", foreign index"
+        } else {
+            ""
+        },
+        shown.join(", "),
+        cli.runs
     );
     println!(
         "| build | first batch, ms (median) | RSS idle after load, MiB | RSS with the cursor open, first run, MiB | same, max over runs, MiB | whole result, ms (median) |"

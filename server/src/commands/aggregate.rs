@@ -1,6 +1,7 @@
 //! `aggregate`: parse the pipeline, feed it the collection (a leading `$match`/`$sort` goes
-//! through the planner, so indexes serve it), run it on the storage pool, hand `$out`/`$merge`
-//! output to `commands/output.rs`, and return the results through a cursor.
+//! through the planner, so indexes serve it), suspend it on the storage pool, and return its
+//! first batch and a cursor that holds the rest suspended; `$out`/`$merge` pipelines go to
+//! `commands/output.rs`, which pulls and writes them in chunks.
 
 use super::args;
 use super::argspec::{self, specs};
@@ -23,12 +24,22 @@ use storage::Collection;
 /// What the storage part of `aggregate` produced.
 pub enum Ran {
     Reply(Reply),
-    /// `$out`/`$merge`: the documents to write, then an empty cursor on `ns`.
-    Output {
-        target: OutputTarget,
-        docs: Vec<Document>,
-        ns: String,
-    },
+    /// `$out`/`$merge`: the suspended pipeline whose results to write (`commands::output`
+    /// pulls them in bounded chunks), then an empty cursor on `ns`.
+    Output(Box<Output>),
+}
+
+/// What `$out`/`$merge` write and how.
+pub struct Output {
+    pub target: OutputTarget,
+    pub run: Box<crate::exec::stream::Streamed>,
+    pub ns: String,
+    /// The pipeline reads the target collection (as its input or a foreign one): `$merge`
+    /// must then have every result before it writes the first, or it could read its own
+    /// writes.
+    pub reads_target: bool,
+    /// The command's collator, current again while the results are pulled.
+    pub collator: Option<Arc<crate::query::collator::Collator>>,
 }
 
 pub async fn aggregate(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<Reply> {
@@ -41,8 +52,9 @@ pub async fn aggregate(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandR
     }
     match super::off_thread(state, req, run_pipeline).await? {
         Ran::Reply(reply) => Ok(reply),
-        Ran::Output { target, docs, ns } => {
-            super::output::write_output(state, req, target, docs).await?;
+        Ran::Output(out) => {
+            let ns = out.ns.clone();
+            super::output::write_output(state, req, *out).await?;
             Ok(cursor_reply(0, &ns, true, vec![]))
         }
     }
@@ -180,36 +192,43 @@ pub fn run_spec(state: &ServerState, req: &Request, spec: Spec) -> CommandResult
         let ns = format!("{}.{}", req.db, shown.clone().unwrap_or_default());
         return Ok(Ran::Reply(cursor_reply(0, &ns, true, docs)));
     }
-    let env = Env {
-        catalog: &state.catalog,
-        deadline,
-    };
     let ns = format!(
         "{}.{}",
         req.db,
         shown.clone().unwrap_or_else(|| "$cmd.aggregate".into())
     );
-    if let Some(target) = pipeline.output_target() {
-        let input = driver::input(source, coll.as_ref(), &pipeline, deadline)?;
-        let docs = driver::run_to_docs(&pipeline, input, &env)?;
-        let target = target.clone();
-        return Ok(Ran::Output { target, docs, ns });
-    }
-    // A pipeline over a collection runs as far as each batch needs and waits in the cursor
-    // between batches (its blocking stages holding what they must); one that reads other
-    // collections, or has no collection to read, is run to the end here.
+    // The pipeline runs as far as each batch needs and waits in the cursor between batches
+    // (its blocking stages holding what they must, its foreign reads done as results are
+    // pulled); `$out`/`$merge` pull it in chunks as they write.
     let pipeline = Arc::new(pipeline);
-    let streamed = match (&source, &coll) {
-        (None, Some(c)) => driver::streamed(c, &pipeline, parallelism(state))?,
-        _ => None,
-    };
-    let mut source = match streamed {
-        Some(s) => s,
-        None => {
-            let input = driver::input(source, coll.as_ref(), &pipeline, deadline)?;
-            DocSource::Buffered(driver::run_to_raw(&pipeline, input, &env)?)
-        }
-    };
+    let colls = state.catalog.engine().collections_handle();
+    let run = driver::suspended(
+        source,
+        coll.as_ref(),
+        &pipeline,
+        colls,
+        deadline,
+        parallelism(state),
+    )?;
+    if let Some(target) = pipeline.output_target() {
+        let target = target.clone();
+        let target_ns = (target.db.clone(), target.coll.clone());
+        let reads_target = run
+            .foreign()
+            .iter()
+            .any(|(d, c, _)| (d, c) == (&target_ns.0, &target_ns.1))
+            || coll_name
+                .as_ref()
+                .is_some_and(|c| req.db == target_ns.0 && *c == target_ns.1);
+        return Ok(Ran::Output(Box::new(Output {
+            target,
+            run: Box::new(run),
+            ns,
+            reads_target,
+            collator: crate::query::collator::current(),
+        })));
+    }
+    let mut source = DocSource::Pipeline(Box::new(run));
     let batch = source.next_batch(batch_size, deadline)?;
     if source.is_exhausted() {
         return Ok(Ran::Reply(cursor_reply(0, &ns, true, batch)));
@@ -421,10 +440,7 @@ pub fn view_docs(
     let pipeline = Pipeline::parse(&stages, &ctx)?;
     let deadline = deadline(req);
     let coll = state.catalog.collection(&req.db, &r.base);
-    let env = Env {
-        catalog: &state.catalog,
-        deadline,
-    };
+    let env = Env::new(&state.catalog, deadline);
     let input = driver::input(None, coll.as_ref(), &pipeline, deadline)?;
     driver::run_to_raw(&pipeline, input, &env)
 }

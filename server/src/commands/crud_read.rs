@@ -218,7 +218,7 @@ fn find_on_view(
     };
     match super::aggregate::run_spec(state, req, spec)? {
         super::aggregate::Ran::Reply(r) => Ok(r),
-        super::aggregate::Ran::Output { .. } => Err(err(
+        super::aggregate::Ran::Output(_) => Err(err(
             ErrorCode::InternalError,
             "a find on a view produced output",
         )),
@@ -286,6 +286,20 @@ pub fn get_more(state: &ServerState, req: &Request) -> CommandResult<Reply> {
             return Err(err(
                 ErrorCode::QueryPlanKilled,
                 format!("collection dropped: {ns}"),
+            ));
+        }
+    }
+    // A suspended pipeline that reads other collections dies with them too, as with its own.
+    for (db, coll, uuid) in cursor.source.foreign() {
+        let Some(uuid) = uuid else { continue };
+        let same = state
+            .catalog
+            .collection(db, coll)
+            .is_some_and(|c| c.uuid() == *uuid);
+        if !same {
+            return Err(err(
+                ErrorCode::QueryPlanKilled,
+                format!("collection dropped: {db}.{coll}"),
             ));
         }
     }

@@ -240,7 +240,7 @@ pub fn explain(state: &ServerState, req: &Request) -> CommandResult<Reply> {
         return match super::aggregate::run_pipeline(state, &sub)? {
             super::aggregate::Ran::Reply(reply) => Ok(reply),
             // `explain: true` never writes.
-            super::aggregate::Ran::Output { .. } => Err(err(
+            super::aggregate::Ran::Output(_) => Err(err(
                 ErrorCode::InternalError,
                 "explain of an aggregation produced output",
             )),

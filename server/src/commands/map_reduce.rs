@@ -305,8 +305,8 @@ pub async fn map_reduce(state: &Arc<ServerState>, req: &Arc<Request>) -> Command
     })
     .await?;
     match ran {
-        Ran::Output { target, docs, .. } => {
-            super::output::write_output(state, req, target, docs).await?;
+        Ran::Output(out) => {
+            super::output::write_output(state, req, *out).await?;
             Ok(Reply::Doc(doc! {"result": mr.reply_target(), "ok": 1.0}))
         }
         Ran::Reply(reply) => inline_reply(state, reply),

@@ -1,15 +1,17 @@
 //! The aggregation driver: the pipeline's input is the collection read through the planner (the
 //! leading `$match`, or one behind stages that leave its fields as stored, and a leading `$sort`
 //! choose the plan), storage as the pipeline's `PipelineEnv` (`$lookup`, `$unionWith`,
-//! `$graphLookup`), the drivers' `countDocuments` pipeline answered by a count, and the results
-//! collected as raw BSON for a cursor.
+//! `$graphLookup`; an owned handle, so a suspended cursor reads them at each `getMore`), the
+//! pipeline suspended over that input for a cursor (`suspended`), the drivers' `countDocuments`
+//! pipeline answered by a count, and the run-to-the-end path `count`/`distinct` on views use.
 
 use super::scan::{ScanState, check_deadline, collect_matches, planned_scan, scan_mode};
+use super::stream::{ForeignNs, Reader, StreamInput, Streamed};
 use crate::catalog::Catalog;
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::planner;
 use crate::query::matcher::Filter;
-use crate::query::pipeline::{Flow, Pipeline, PipelineEnv, RawScan};
+use crate::query::pipeline::{Flow, ForeignScan, Pipeline, PipelineEnv, RawScan};
 use crate::query::types::as_i64;
 use bson::{Bson, Document, RawDocumentBuf, doc};
 use std::collections::VecDeque;
@@ -17,15 +19,67 @@ use std::sync::Arc;
 use std::time::Instant;
 use storage::Collection;
 
-/// Storage as the pipeline sees it ($lookup, $unionWith, $graphLookup).
-pub struct Env<'a> {
-    pub catalog: &'a Catalog,
+/// Storage as the pipeline sees it ($lookup, $unionWith, $graphLookup). It finds collections
+/// through a handle that does not borrow the catalog, so a suspended cursor keeps one
+/// ([`StoreReader`]) and makes an `Env` for every pull.
+pub struct Env {
+    pub colls: storage::Collections,
     pub deadline: Option<Instant>,
 }
 
-impl PipelineEnv for Env<'_> {
+impl Env {
+    pub fn new(catalog: &Catalog, deadline: Option<Instant>) -> Env {
+        Env {
+            colls: catalog.engine().collections_handle(),
+            deadline,
+        }
+    }
+}
+
+/// The storage [`Reader`] of a suspended aggregate.
+pub struct StoreReader(pub storage::Collections);
+
+impl Reader for StoreReader {
+    fn env(&self, deadline: Option<Instant>) -> Box<dyn PipelineEnv + '_> {
+        Box::new(Env {
+            colls: self.0.clone(),
+            deadline,
+        })
+    }
+}
+
+/// A foreign collection scan a cursor keeps between batches (`$unionWith`'s other side). It
+/// holds the collection as the cursor's own scan does; dropping or renaming the collection
+/// kills the cursor (`crate::cursors`), which drops the scan.
+/// `None`: the collection does not exist (it reads as empty).
+struct StoreScan(Option<ScanState>);
+
+impl ForeignScan for StoreScan {
+    fn next(&mut self, env: &dyn PipelineEnv) -> CommandResult<Option<RawDocumentBuf>> {
+        env.check_interrupt()?;
+        let Some(scan) = &mut self.0 else {
+            return Ok(None);
+        };
+        Ok(scan.next_match(None)?.map(|(_, raw, _)| raw))
+    }
+}
+
+/// Every document of `c` in natural order.
+fn whole_scan(c: Arc<Collection>) -> CommandResult<ScanState> {
+    let mode = super::scan::ScanMode::Collection {
+        direction: storage::Direction::Forward,
+        after: None,
+    };
+    Ok(ScanState::new(
+        c,
+        Arc::new(Filter::parse(&Document::new())?),
+        mode,
+    ))
+}
+
+impl PipelineEnv for Env {
     fn collection_docs(&self, db: &str, coll: &str) -> CommandResult<Vec<Document>> {
-        let Some(c) = self.catalog.collection(db, coll) else {
+        let Some(c) = self.colls.get(db, coll) else {
             return Ok(vec![]);
         };
         let all = collect_matches(
@@ -41,14 +95,10 @@ impl PipelineEnv for Env<'_> {
 
     /// A collection scan pulled in chunks, so a foreign read holds one chunk at a time.
     fn scan_raw<'e>(&'e self, db: &str, coll: &str) -> CommandResult<RawScan<'e>> {
-        let Some(c) = self.catalog.collection(db, coll) else {
+        let Some(c) = self.colls.get(db, coll) else {
             return Ok(Box::new(std::iter::empty()));
         };
-        let mode = super::scan::ScanMode::Collection {
-            direction: storage::Direction::Forward,
-            after: None,
-        };
-        let mut scan = ScanState::new(c, Arc::new(Filter::parse(&Document::new())?), mode);
+        let mut scan = whole_scan(c)?;
         let deadline = self.deadline;
         Ok(Box::new(std::iter::from_fn(move || {
             match scan.next_match(deadline) {
@@ -59,8 +109,13 @@ impl PipelineEnv for Env<'_> {
         })))
     }
 
+    fn open_scan(&self, db: &str, coll: &str) -> CommandResult<Box<dyn ForeignScan>> {
+        let scan = self.colls.get(db, coll).map(whole_scan).transpose()?;
+        Ok(Box::new(StoreScan(scan)))
+    }
+
     fn fetch_raw(&self, db: &str, coll: &str, id: u64) -> CommandResult<Option<RawDocumentBuf>> {
-        let Some(c) = self.catalog.collection(db, coll) else {
+        let Some(c) = self.colls.get(db, coll) else {
             return Ok(None);
         };
         crate::txn::get(&c, id).map_err(|e| crate::error::storage_error(e, db, coll))
@@ -75,7 +130,7 @@ impl PipelineEnv for Env<'_> {
         field: &str,
         values: &[Bson],
     ) -> CommandResult<Option<Vec<Document>>> {
-        let Some(c) = self.catalog.collection(db, coll) else {
+        let Some(c) = self.colls.get(db, coll) else {
             return Ok(Some(vec![]));
         };
         let indexed = c
@@ -319,51 +374,106 @@ fn geo_near_input(
     Ok(Flow::Raw(Box::new(out.into_iter())))
 }
 
-/// A suspended pipeline for an aggregate over `coll`: nothing runs until a batch asks for
-/// documents, and a batch runs the scan and the stages only as far as it needs (a blocking stage
-/// consumes its input when first asked, then hands out its output a document at a time).
-/// `None` when a stage reads other collections (it needs the command's storage environment at
-/// every pull) or the pipeline writes.
+/// The aggregate suspended over its input, nothing run yet (a leading `$geoNear` or `$text`
+/// excepted: their matches are found now, nearest or in RecordId order, and wait as the
+/// input). A batch then runs the scan and the stages only as far as it needs: a blocking stage
+/// consumes its input when first asked and hands out its output a document at a time; stages
+/// that read other collections read them through `colls` at each pull. The input is the
+/// documents of a source stage (`source`), the collection through the planner, or nothing
+/// (`$documents`, a missing collection).
+pub fn suspended(
+    source: Option<Vec<Document>>,
+    coll: Option<&Arc<Collection>>,
+    pipeline: &Arc<Pipeline>,
+    colls: storage::Collections,
+    deadline: Option<Instant>,
+    cfg: super::parallel::Parallelism,
+) -> CommandResult<Streamed> {
+    let (input, done) = suspended_input(source, coll, pipeline, deadline, cfg)?;
+    let foreign: Vec<ForeignNs> = pipeline
+        .foreign_namespaces()
+        .into_iter()
+        .map(|(db, name)| {
+            let uuid = colls.get(&db, &name).map(|c| c.uuid());
+            (db, name, uuid)
+        })
+        .collect();
+    let reader = Arc::new(StoreReader(colls));
+    Ok(Streamed::new(
+        pipeline.clone(),
+        done,
+        input,
+        reader,
+        foreign,
+    ))
+}
+
+/// [`suspended`] over `coll` for a pipeline that reads no other collection (tests).
+#[cfg(test)]
 pub fn streamed(
     coll: &Arc<Collection>,
     pipeline: &Arc<Pipeline>,
     cfg: super::parallel::Parallelism,
 ) -> CommandResult<Option<super::DocSource>> {
-    if pipeline.is_collectionless()
-        || pipeline.output_target().is_some()
-        || pipeline.leading_geo_near().is_some()
-        || pipeline.has_text_score()
-    {
-        return Ok(None);
-    }
-    if pipeline.reads_other_collections() {
-        return Ok(None);
-    }
-    let filter_doc = scan_filter(pipeline);
-    let filter = Filter::parse(&filter_doc)?;
-    let choice = planner::choose(coll, &filter, &filter_doc, pipeline.leading_sort(), None);
-    let done = stages_done(pipeline, &choice);
-    // The first stage after the scan, run over a parallel scan when it merges exactly; the
-    // rest of the pipeline then reads its output.
-    let parallel = super::parallel::stages::run_stage(
-        coll,
-        pipeline,
-        done,
-        &filter,
-        &filter_doc,
-        &choice.winner,
-        cfg,
-    )?;
-    let (input, done) = match parallel {
-        Some(out) => (super::stream::StreamInput::Docs(out.docs), done + 1),
-        None => {
-            let scan = ScanState::new(coll.clone(), Arc::new(filter), scan_mode(&choice.winner));
-            (super::stream::StreamInput::Scan(Box::new(scan)), done)
+    let (input, done) = suspended_input(None, Some(coll), pipeline, None, cfg)?;
+    let reader = Arc::new(super::stream::NoReader);
+    let run = Streamed::new(pipeline.clone(), done, input, reader, Vec::new());
+    Ok(Some(super::DocSource::Pipeline(Box::new(run))))
+}
+
+/// The input of [`suspended`] and how many leading stages it already did.
+fn suspended_input(
+    source: Option<Vec<Document>>,
+    coll: Option<&Arc<Collection>>,
+    pipeline: &Arc<Pipeline>,
+    deadline: Option<Instant>,
+    cfg: super::parallel::Parallelism,
+) -> CommandResult<(StreamInput, usize)> {
+    let raw_of = |flow: Flow<'static>| flow.into_raw().collect::<CommandResult<VecDeque<_>>>();
+    let (input, done) = match (source, coll) {
+        (Some(docs), _) => {
+            let raw = docs.iter().map(crate::query::pipeline::values::to_raw);
+            (StreamInput::Docs(raw.collect::<CommandResult<_>>()?), 0)
         }
+        (None, Some(c)) if !pipeline.is_collectionless() => {
+            if let Some(g) = pipeline.leading_geo_near() {
+                let want = pipeline.geo_near_limit();
+                let near = raw_of(geo_near_input(c, g, want, deadline)?)?;
+                (StreamInput::charged(near, "$geoNear")?, 1)
+            } else if pipeline.has_text_score() {
+                let filter = Filter::parse(&scan_filter(pipeline))?;
+                let hits = raw_of(text_input(c, &filter, deadline)?)?;
+                (StreamInput::charged(hits, "$text")?, 1)
+            } else {
+                let filter_doc = scan_filter(pipeline);
+                let filter = Filter::parse(&filter_doc)?;
+                let choice =
+                    planner::choose(c, &filter, &filter_doc, pipeline.leading_sort(), None);
+                let done = stages_done(pipeline, &choice);
+                // The first stage after the scan, run over a parallel scan when it merges
+                // exactly; the rest of the pipeline then reads its output.
+                let parallel = super::parallel::stages::run_stage(
+                    c,
+                    pipeline,
+                    done,
+                    &filter,
+                    &filter_doc,
+                    &choice.winner,
+                    cfg,
+                )?;
+                match parallel {
+                    Some(out) => (StreamInput::Docs(out.docs), done + 1),
+                    None => {
+                        let mode = scan_mode(&choice.winner);
+                        let scan = ScanState::new(c.clone(), Arc::new(filter), mode);
+                        (StreamInput::Scan(Box::new(scan)), done)
+                    }
+                }
+            }
+        }
+        _ => (StreamInput::Docs(VecDeque::new()), 0),
     };
-    Ok(Some(super::DocSource::Pipeline(Box::new(
-        super::stream::Streamed::new(pipeline.clone(), done, input),
-    ))))
+    Ok((input, done))
 }
 
 /// The planner's scan as the pipeline's input stream: the stored documents as raw BSON, one at
@@ -498,34 +608,13 @@ pub fn input(
 pub fn run_to_raw(
     pipeline: &Pipeline,
     (input, done): (Flow<'static>, usize),
-    env: &Env<'_>,
+    env: &Env,
 ) -> CommandResult<VecDeque<RawDocumentBuf>> {
     let out = pipeline.run_flow(done, input, env)?.into_raw();
     if pipeline.has_text_score() {
         return out.map(|r| crate::query::meta::strip_raw(r?)).collect();
     }
     out.collect::<CommandResult<VecDeque<_>>>()
-}
-
-/// Run the pipeline, but its first `done` stages, to the end, as documents (for `$out` and
-/// `$merge`), without the text score field.
-pub fn run_to_docs(
-    pipeline: &Pipeline,
-    (input, done): (Flow<'static>, usize),
-    env: &Env<'_>,
-) -> CommandResult<Vec<Document>> {
-    let strip = pipeline.has_text_score();
-    pipeline
-        .run_flow(done, input, env)?
-        .into_docs()
-        .map(|d| {
-            let mut d = d?;
-            if strip {
-                crate::query::meta::strip(&mut d);
-            }
-            Ok(d)
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -95,6 +95,15 @@ impl DocSource {
         }
     }
 
+    /// The collections a suspended pipeline reads besides its input (see
+    /// `super::stream::Streamed::foreign`); none for the other sources.
+    pub fn foreign(&self) -> &[super::stream::ForeignNs] {
+        match self {
+            DocSource::Pipeline(p) => p.foreign(),
+            _ => &[],
+        }
+    }
+
     pub fn is_exhausted(&self) -> bool {
         match self {
             DocSource::Buffered(q) => q.is_empty(),

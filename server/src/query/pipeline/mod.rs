@@ -83,13 +83,26 @@ impl<'a> Flow<'a> {
 /// Where a streamed run (a segment of [`Pipeline::suspend`], through `Pipeline::push_from`)
 /// stands: the stages the input already did, the documents each `$skip`/`$limit` has counted,
 /// and whether a `$limit` is used up.
-#[derive(Debug, Clone)]
 pub struct StreamState {
     skip: usize,
     /// The stage the run stops before (the pipeline's length, or a suspended segment's end).
     end: usize,
     counts: Vec<u64>,
     finished: bool,
+    /// The state of each stage that streams with state (`$lookup`, `$graphLookup`), by
+    /// position; `None` for the others.
+    slots: Vec<Option<stages::StreamSlot>>,
+}
+
+impl std::fmt::Debug for StreamState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamState")
+            .field("skip", &self.skip)
+            .field("end", &self.end)
+            .field("counts", &self.counts)
+            .field("finished", &self.finished)
+            .finish_non_exhaustive()
+    }
 }
 
 impl StreamState {
@@ -139,10 +152,38 @@ pub trait PipelineEnv {
         Ok(None)
     }
 
+    /// A read of `db.coll` in natural order that a suspended run keeps between batches and
+    /// pulls one document at a time (`$unionWith` in a cursor). The default reads
+    /// `collection_docs` at once and hands them out.
+    fn open_scan(&self, db: &str, coll: &str) -> CommandResult<Box<dyn ForeignScan>> {
+        let docs = self.collection_docs(db, coll)?;
+        let raw = docs
+            .iter()
+            .map(values::to_raw)
+            .collect::<CommandResult<std::collections::VecDeque<_>>>()?;
+        Ok(Box::new(BufferedScan(raw)))
+    }
+
     /// Called as blocking stages consume documents; an error (e.g. MaxTimeMSExpired or
     /// Interrupted) stops the pipeline. The default never interrupts.
     fn check_interrupt(&self) -> CommandResult<()> {
         Ok(())
+    }
+}
+
+/// A foreign collection read that can stop between two documents and go on in a later
+/// batch (see [`PipelineEnv::open_scan`]): owned and `Send`, it lives in a cursor.
+pub trait ForeignScan: Send {
+    /// The next document (`None`: no more); `env` is the environment of the current batch.
+    fn next(&mut self, env: &dyn PipelineEnv) -> CommandResult<Option<RawDocumentBuf>>;
+}
+
+/// Documents read ahead, handed out one at a time.
+struct BufferedScan(std::collections::VecDeque<RawDocumentBuf>);
+
+impl ForeignScan for BufferedScan {
+    fn next(&mut self, _env: &dyn PipelineEnv) -> CommandResult<Option<RawDocumentBuf>> {
+        Ok(self.0.pop_front())
     }
 }
 
@@ -470,7 +511,23 @@ impl Pipeline {
             end: self.stages.len(),
             counts: vec![0; self.stages.len()],
             finished: false,
+            slots: Vec::new(),
         }
+    }
+
+    /// Gives each stage of `state`'s range that streams with state a fresh one.
+    fn open_slots(&self, state: &mut StreamState) {
+        state.slots = self
+            .stages
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                (state.skip..state.end)
+                    .contains(&i)
+                    .then(|| s.stage.open_slot())
+                    .flatten()
+            })
+            .collect();
     }
 
     /// Runs one input document through the stages of a segment from stage `i` on, each stage's
@@ -513,6 +570,11 @@ impl Pipeline {
             }
             "$skip" => self.push_from(i + 1, state, doc, cx, out),
             _ => {
+                // A stage that keeps state between documents runs on its slot.
+                if let Some(Some(slot)) = state.slots.get_mut(i) {
+                    let next = stage.stage.push_slot(slot, doc, cx)?;
+                    return self.push_from(i + 1, state, next, cx, out);
+                }
                 let one: RawStream<'_> = Box::new(std::iter::once(Ok(doc)));
                 for next in stage.stage.run_raw(one, cx)?.into_raw() {
                     self.push_from(i + 1, state, next?, cx, out)?;
@@ -608,13 +670,19 @@ impl Pipeline {
         self.stages.iter().map(|s| s.name.as_str()).collect()
     }
 
-    /// True when any stage reads another collection through [`PipelineEnv`].
-    pub fn reads_other_collections(&self) -> bool {
-        self.stages.iter().any(|s| {
-            matches!(
-                s.name.as_str(),
-                "$lookup" | "$unionWith" | "$graphLookup" | "$facet"
-            )
-        })
+    /// The collections the stages read besides their input (sub-pipelines included), as
+    /// `(db, coll)`, each once.
+    pub fn foreign_namespaces(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        self.foreign_namespaces_into(&mut out);
+        let mut seen = std::collections::HashSet::new();
+        out.retain(|ns| seen.insert(ns.clone()));
+        out
+    }
+
+    pub(crate) fn foreign_namespaces_into(&self, out: &mut Vec<(String, String)>) {
+        for s in &self.stages {
+            s.stage.foreign_namespaces(out);
+        }
     }
 }

@@ -1,22 +1,27 @@
 //! A pipeline run that can stop after any result and go on later, blocking stages included
 //! (an aggregate's cursor keeps one between `getMore`s). The stages after the first `skip` are
-//! cut at every stage that does not stream ([`STREAMING`]) into segments: a segment is a run of
-//! streaming stages fed by the pipeline's input (the first) or by the blocking stage before it.
-//! Pulling a result pulls the last segment, which pushes one input document at a time through
-//! its stages (`Pipeline::push_from`, bounded by the segment's end). The first time a segment
-//! needs a document from its blocking stage, that stage consumes the whole previous segment
-//! (which pulls further back the same way) and becomes a [`Drain`]: its sorted buffer, spilled
-//! runs or group table, handed out one document at a time. So between two pulls the run holds
-//! only the drains, each segment's results of one input document, and its counters; dropping
-//! it drops the drains, which gives their memory charges back and closes their spill files.
+//! cut at every stage that does not stream ([`STREAMING`], [`STATEFUL`]) into segments: a
+//! segment is a run of streaming stages fed by the pipeline's input (the first), by the
+//! blocking stage before it, or by a `$unionWith`. Pulling a result pulls the last segment,
+//! which pushes one input document at a time through its stages (`Pipeline::push_from`,
+//! bounded by the segment's end). The first time a segment needs a document from its blocking
+//! stage, that stage consumes the whole previous segment (which pulls further back the same
+//! way) and becomes a [`Drain`]: its sorted buffer, spilled runs or group table, handed out one
+//! document at a time. A `$unionWith` hands out the previous segment's results as they are
+//! pulled, then its other side: a suspended run of its sub-pipeline over a [`ForeignScan`] of
+//! its collection. So between two pulls the run holds only the drains, the stateful stages'
+//! slots (`$lookup`'s and `$graphLookup`'s hash tables, bounded and charged to the budget),
+//! the open foreign scans, each segment's results of one input document, and its counters;
+//! dropping it drops all of that, which gives the memory charges back and closes spill files.
 //!
-//! Stages that read other collections need the command's environment at every pull; callers
-//! keep such pipelines out ([`Pipeline::reads_other_collections`]). `$out`/`$merge` never
-//! appear here either: their output is written by the command, not handed out.
+//! Stages that read other collections do so through the `env` of the pull that needs them, so
+//! a cursor reads them as of each `getMore` (its transaction's or snapshot's view when one is
+//! installed). `$out`/`$merge` pass their documents through (checking `$merge`'s `on` fields);
+//! the command writes what comes out.
 
 use super::run_context::RunCx;
-use super::stages::Drain;
-use super::{Pipeline, PipelineEnv, StreamState};
+use super::stages::{Drain, UnionSide};
+use super::{ForeignScan, Pipeline, PipelineEnv, StreamState};
 use crate::error::CommandResult;
 use bson::RawDocumentBuf;
 use std::collections::VecDeque;
@@ -36,7 +41,18 @@ pub(super) const STREAMING: &[&str] = &[
     "$limit",
     "$skip",
     crate::query::timeseries::UNPACK_STAGE,
+    "$out",
+    "$merge",
 ];
+
+/// Stages that take one document at a time and give one, keeping state between documents in
+/// a slot (`Stage::open_slot`): they run inside a segment too.
+pub(super) const STATEFUL: &[&str] = &["$lookup", "$graphLookup"];
+
+/// True when stage `name` runs inside a segment.
+fn streams(name: &str) -> bool {
+    STREAMING.contains(&name) || STATEFUL.contains(&name)
+}
 
 /// Where the input of a suspended run comes from, one document per call (`None`: no more).
 pub type Input<'i> = dyn FnMut() -> CommandResult<Option<RawDocumentBuf>> + 'i;
@@ -64,8 +80,17 @@ enum Feed {
     /// The stage has not consumed its input yet.
     Waiting,
     Open(Drain),
+    /// A `$unionWith`: handing out its input (`None`), then its other side.
+    Union(Option<Box<OtherSide>>),
     /// Used up, or no longer needed: what it held is dropped.
     Closed,
+}
+
+/// A `$unionWith`'s other side, suspended: the foreign scan (none for a sub-pipeline that
+/// starts with `$documents`) and the run of its sub-pipeline (none without one).
+struct OtherSide {
+    scan: Option<Box<dyn ForeignScan>>,
+    run: Option<Suspended>,
 }
 
 impl Suspended {
@@ -98,13 +123,11 @@ impl Pipeline {
         let mut segments = Vec::new();
         let (mut start, mut feeder) = (skip, None);
         for i in skip..=self.stages.len() {
-            let ends = self
-                .stages
-                .get(i)
-                .is_none_or(|s| !STREAMING.contains(&s.name.as_str()));
+            let ends = self.stages.get(i).is_none_or(|s| !streams(&s.name));
             if ends {
                 let mut state = self.stream_state(start);
                 state.end = i;
+                self.open_slots(&mut state);
                 segments.push(Segment {
                     feeder,
                     feed: Feed::Waiting,
@@ -181,6 +204,9 @@ impl Pipeline {
         input: &mut Input<'_>,
         cx: RunCx<'_>,
     ) -> CommandResult<Option<RawDocumentBuf>> {
+        if let Some(side) = self.stages[stage].stage.union_side() {
+            return self.feed_union(run, j, side, input, cx);
+        }
         if matches!(run.segments[j].feed, Feed::Waiting) {
             let drain = {
                 let upstream =
@@ -200,12 +226,58 @@ impl Pipeline {
             }
         }
     }
+
+    /// The next output document of a `$unionWith` that feeds segment `j`: segment `j - 1`'s
+    /// results as they are pulled, then its other side, opened when the input runs out.
+    fn feed_union(
+        &self,
+        run: &mut Suspended,
+        j: usize,
+        side: UnionSide<'_>,
+        input: &mut Input<'_>,
+        cx: RunCx<'_>,
+    ) -> CommandResult<Option<RawDocumentBuf>> {
+        if matches!(run.segments[j].feed, Feed::Waiting) {
+            run.segments[j].feed = Feed::Union(None);
+        }
+        if matches!(run.segments[j].feed, Feed::Union(None)) {
+            if let Some(doc) = self.pull_from(run, j - 1, input, cx)? {
+                return Ok(Some(doc));
+            }
+            let scan = match side.coll {
+                Some((db, coll)) => Some(cx.env.open_scan(db, coll)?),
+                None => None,
+            };
+            let other = OtherSide {
+                scan,
+                run: side.pipeline.map(|p| p.suspend(0)),
+            };
+            run.segments[j].feed = Feed::Union(Some(Box::new(other)));
+        }
+        let Feed::Union(Some(other)) = &mut run.segments[j].feed else {
+            return Ok(None);
+        };
+        let OtherSide { scan, run: sub } = &mut **other;
+        let mut next_input = || match scan {
+            Some(s) => s.next(cx.env),
+            None => Ok(None),
+        };
+        let next = match (sub, side.pipeline) {
+            (Some(sub), Some(p)) => p.pull(sub, &mut next_input, cx.env)?,
+            _ => next_input()?,
+        };
+        if next.is_none() {
+            run.segments[j].feed = Feed::Closed;
+        }
+        Ok(next)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     //! Proves a suspended run cuts the pipeline at its blocking stages and frees what they hold
-    //! once a `$limit` after them is used up.
+    //! once a `$limit` after them is used up, keeps a `$lookup`'s table for the whole run, and
+    //! reads a `$unionWith`'s side only after its input.
     //! How: small in-memory inputs pulled one result at a time, the budget read before and after.
     use super::*;
     use crate::query::pipeline::tests::{MapEnv, ctx, stages_of};
@@ -246,6 +318,45 @@ mod tests {
             .map(|s| (s.feeder, s.state.skip, s.state.end))
             .collect();
         assert_eq!(bounds, vec![(None, 0, 1), (Some(1), 2, 2), (Some(2), 3, 4)]);
+    }
+
+    /// Counts the foreign reads of a [`MapEnv`].
+    struct CountingEnv(MapEnv, std::cell::Cell<usize>);
+
+    impl PipelineEnv for CountingEnv {
+        fn collection_docs(&self, db: &str, coll: &str) -> CommandResult<Vec<bson::Document>> {
+            self.1.set(self.1.get() + 1);
+            self.0.collection_docs(db, coll)
+        }
+    }
+
+    #[test]
+    fn a_lookup_builds_its_table_once_and_a_union_reads_its_side_last() {
+        let foreign: Vec<bson::Document> = (0..10).map(|j| doc! {"_id": j, "k": j}).collect();
+        let env = CountingEnv(
+            MapEnv([("f".to_string(), foreign)].into_iter().collect()),
+            std::cell::Cell::new(0),
+        );
+        let stages = stages_of(bson!([
+            {"$lookup": {"from": "f", "localField": "k", "foreignField": "k", "as": "j"}},
+            {"$unionWith": "f"},
+            {"$limit": 55},
+        ]));
+        let p = Pipeline::parse(&stages, &ctx()).expect("parses");
+        let mut run = p.suspend(0);
+        let mut docs = raw_docs(50);
+        let mut input = || Ok(docs.pop_front());
+        let mut joined = 0;
+        for n in 0..55 {
+            let doc = p.pull(&mut run, &mut input, &env).expect("pulls");
+            let doc = bson::Document::try_from(doc.expect("a result").as_ref()).expect("doc");
+            joined += usize::from(doc.get_array("j").is_ok_and(|j| j.len() == 1));
+            // The table is read with the first document; `f` again only once the input is out.
+            assert_eq!(env.1.get(), if n < 50 { 1 } else { 2 }, "after {n} pulls");
+        }
+        assert_eq!(joined, 50, "every k in 0..7 has one foreign match");
+        assert!(p.pull(&mut run, &mut input, &env).expect("pulls").is_none());
+        assert!(run.done());
     }
 
     #[test]

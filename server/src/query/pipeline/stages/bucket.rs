@@ -78,27 +78,46 @@ impl Facet {
     }
 }
 
+fn facet_too_large(size_bytes: usize) -> crate::error::CommandError {
+    perr(
+        codes::FACET_TOO_LARGE,
+        format!(
+            "document constructed by $facet is {size_bytes} bytes, which exceeds the limit of {OUTPUT_DOCUMENT_BYTES_MAX} bytes"
+        ),
+    )
+}
+
 impl Stage for Facet {
     fn run<'a>(&'a self, input: DocStream<'a>, cx: RunCx<'a>) -> CommandResult<DocStream<'a>> {
+        // Every facet reads the whole input, so the input is held (charged) once; each facet
+        // reads it through a stream of copies, not a copy of it, and its results are counted
+        // as they come so an oversized output fails before it is all built.
         let (docs, _held) = collect(input, cx, "$facet")?;
         let mut out = Document::new();
+        let mut size_bytes = 0usize;
         for (name, pipeline) in &self.facets {
-            let results = pipeline.run_vec(docs.clone(), cx.env)?;
-            out.insert(
-                name.clone(),
-                Bson::Array(results.into_iter().map(Bson::Document).collect()),
-            );
+            let mut results = Vec::new();
+            for d in pipeline.run(Box::new(docs.iter().cloned().map(Ok)), cx.env)? {
+                let d = d?;
+                size_bytes = size_bytes.saturating_add(to_raw(&d)?.as_bytes().len());
+                if size_bytes > OUTPUT_DOCUMENT_BYTES_MAX {
+                    return Err(facet_too_large(size_bytes));
+                }
+                results.push(Bson::Document(d));
+            }
+            out.insert(name.clone(), Bson::Array(results));
         }
         let size_bytes = to_raw(&out)?.as_bytes().len();
         if size_bytes > OUTPUT_DOCUMENT_BYTES_MAX {
-            return Err(perr(
-                codes::FACET_TOO_LARGE,
-                format!(
-                    "document constructed by $facet is {size_bytes} bytes, which exceeds the limit of {OUTPUT_DOCUMENT_BYTES_MAX} bytes"
-                ),
-            ));
+            return Err(facet_too_large(size_bytes));
         }
         Ok(Box::new(std::iter::once(Ok(out))))
+    }
+
+    fn foreign_namespaces(&self, out: &mut Vec<(String, String)>) {
+        for (_, p) in &self.facets {
+            p.foreign_namespaces_into(out);
+        }
     }
 }
 

@@ -10,10 +10,17 @@
 //! documents themselves are held only up to an eighth of the stage's memory bound; past it the table
 //! keeps just their ids and reads a matched document again by id when it is probed
 //! ([`PipelineEnv::fetch_raw`]), which bounds the table at a few dozen bytes per foreign
-//! document plus the bound.
+//! document plus the bound. That size is charged to the server's query memory budget
+//! (`query::budget`) while the table lives, so a suspended cursor's table shows in
+//! `serverStatus` and is given back when the cursor goes.
+//!
+//! The table is read once, when the run's first input document needs it; a suspended run
+//! keeps it between `getMore`s, so its keys are those of that moment. Documents past the held
+//! share are read again by id when matched, so they are as current as the probe.
 
 use super::lookup::keys_raw;
 use crate::error::CommandResult;
+use crate::query::budget::Held;
 use crate::query::matcher::Filter;
 use crate::query::pipeline::PipelineEnv;
 use bson::{RawDocument, RawDocumentBuf};
@@ -26,7 +33,7 @@ const INTERRUPT_CHECK_DOCS: usize = 1024;
 
 /// The share of the stage's memory bound the held documents may take (1/8): the rest is left
 /// for the documents one input gathers (`$lookup`'s 4568 bound is the same setting).
-const HELD_SHARE_DIVISOR: usize = 8;
+pub(super) const HELD_SHARE_DIVISOR: usize = 8;
 
 struct Slot {
     id: u64,
@@ -40,7 +47,12 @@ pub struct ForeignTable {
     field: Vec<String>,
     slots: Vec<Slot>,
     by_hash: HashMap<u64, Vec<usize>>,
+    /// The table's estimated size, charged to the query memory budget.
+    held: Held,
 }
+
+/// Bytes a slot and its hash entries take besides a held document (an estimate).
+const SLOT_BYTES: usize = std::mem::size_of::<Slot>() + 24;
 
 fn hash_key(key: &[u8]) -> u64 {
     let mut h = DefaultHasher::new();
@@ -63,12 +75,14 @@ impl ForeignTable {
             field: field.to_vec(),
             slots: Vec::new(),
             by_hash: HashMap::new(),
+            held: Held::global(),
         };
         let held_bytes_max = memory_max_bytes / HELD_SHARE_DIVISOR;
         let mut held_bytes = 0usize;
         for (n, item) in env.scan_raw(db, coll)?.enumerate() {
             if n % INTERRUPT_CHECK_DOCS == 0 {
                 env.check_interrupt()?;
+                table.charge(held_bytes.min(held_bytes_max))?;
             }
             let (id, raw) = item?;
             if let Some(f) = restrict
@@ -90,7 +104,19 @@ impl ForeignTable {
             let doc = (held_bytes <= held_bytes_max).then_some(raw);
             table.slots.push(Slot { id, doc });
         }
+        table.charge(held_bytes.min(held_bytes_max))?;
         Ok(table)
+    }
+
+    /// Charges the table's size with `docs_bytes` of held documents (146 when the server's
+    /// budget has no room: the table cannot spill).
+    fn charge(&mut self, docs_bytes: usize) -> CommandResult<()> {
+        let bytes = docs_bytes.saturating_add(self.slots.len().saturating_mul(SLOT_BYTES));
+        if self.held.set(bytes) {
+            Ok(())
+        } else {
+            Err(crate::query::budget::exhausted("$lookup", bytes))
+        }
     }
 
     /// The documents whose field equals one of `keys` (encoded keys), in collection order,

@@ -9,8 +9,9 @@
 //! as the caller pulls results.
 
 use super::foreign::ForeignTable;
-use super::{Stage, spec_doc};
+use super::{Stage, StreamSlot, UnionSide, spec_doc};
 use crate::error::CommandResult;
+use crate::query::budget::Held;
 use crate::query::expr::outer;
 use crate::query::matcher::Filter;
 use crate::query::path;
@@ -21,7 +22,7 @@ use crate::query::pipeline::run_context::{RunCx, doc_size_bytes};
 use crate::query::pipeline::values::{raw_value_key, split_field_path, to_doc, to_raw, value_key};
 use crate::query::pipeline::variables::{AggExpr, check_variable_name};
 use crate::query::pipeline::{DocStream, ParseContext, Pipeline, PipelineEnv};
-use bson::{Bson, Document, RawDocument};
+use bson::{Bson, Document, RawDocument, RawDocumentBuf};
 use std::collections::HashSet;
 use std::ops::ControlFlow;
 
@@ -106,17 +107,22 @@ impl SubPipeline {
     fn run(
         &self,
         local: &RawDocument,
-        input: Vec<Document>,
+        input: DocStream<'_>,
         env: &dyn PipelineEnv,
     ) -> CommandResult<Vec<Document>> {
+        let run = || self.parsed.run(input, env)?.collect();
         if self.lets.is_empty() {
-            return self.parsed.run_vec(input, env);
+            return run();
         }
         let mut values = Vec::with_capacity(self.lets.len());
         for (name, e) in &self.lets {
             values.push((name.clone(), e.eval(local)?.unwrap_or(Bson::Null)));
         }
-        outer::run_with_values(values, || self.parsed.run_vec(input, env))
+        outer::run_with_values(values, run)
+    }
+
+    fn foreign_namespaces(&self, out: &mut Vec<(String, String)>) {
+        self.parsed.foreign_namespaces_into(out);
     }
 
     fn starts_with_documents(&self) -> bool {
@@ -238,23 +244,14 @@ impl Lookup {
 
     /// The foreign documents matching `doc`'s local keys: through the environment's index when
     /// it has one (`index_usable` turns false at its first refusal), else through `table`
-    /// (built on first use). The pipeline-only form takes the whole collection (`all`).
+    /// (built on first use).
     fn candidates(
         &self,
         raw: &RawDocument,
         state: &mut JoinState,
         cx: RunCx<'_>,
     ) -> CommandResult<Vec<Document>> {
-        let Some((local, far)) = &self.fields else {
-            if state.all.is_none() {
-                state.all = Some(match &self.from {
-                    Some((db, coll)) => cx.env.collection_docs(db, coll)?,
-                    None => Vec::new(),
-                });
-            }
-            return Ok(state.all.clone().unwrap_or_default());
-        };
-        let Some((db, coll)) = &self.from else {
+        let (Some((local, far)), Some((db, coll))) = (&self.fields, &self.from) else {
             return Ok(Vec::new());
         };
         let keys = keys_raw(raw, local, false);
@@ -296,17 +293,66 @@ impl Lookup {
             .collect()
     }
 
+    /// The pipeline-only form's input: the whole foreign collection, kept from the first
+    /// document on while it fits in an eighth of the memory bound (charged to the budget), else
+    /// read again for every document (a bound on what a suspended cursor holds, at the price
+    /// of one foreign scan per input document).
+    fn whole<'e>(&self, state: &mut JoinState, cx: RunCx<'e>) -> CommandResult<DocStream<'e>> {
+        let Some((db, coll)) = &self.from else {
+            return Ok(Box::new(std::iter::empty()));
+        };
+        if matches!(state.whole, Whole::Unread) {
+            let held_bytes_max = cx.memory_max_bytes / super::foreign::HELD_SHARE_DIVISOR;
+            let (mut docs, mut bytes) = (Vec::new(), 0usize);
+            state.whole = Whole::TooLarge;
+            for item in cx.env.scan_raw(db, coll)? {
+                let (_, raw) = item?;
+                bytes = bytes.saturating_add(raw.as_bytes().len());
+                if bytes > held_bytes_max {
+                    docs.clear();
+                    break;
+                }
+                docs.push(to_doc(&raw)?);
+            }
+            if bytes <= held_bytes_max {
+                let mut held = Held::global();
+                if !held.set(bytes) {
+                    return Err(crate::query::budget::exhausted("$lookup", bytes));
+                }
+                state.whole = Whole::Held {
+                    docs,
+                    _charge: held,
+                };
+            }
+        }
+        match &state.whole {
+            Whole::Held { docs, .. } => Ok(Box::new(docs.clone().into_iter().map(Ok))),
+            _ => Ok(Box::new(
+                cx.env.scan_raw(db, coll)?.map(|item| to_doc(&item?.1)),
+            )),
+        }
+    }
+
+    /// `doc` with its matches set at `as`; `raw` is the same document encoded (the keys and
+    /// `let` values are read from it).
     fn join(
         &self,
         mut doc: Document,
+        raw: &RawDocument,
         state: &mut JoinState,
         cx: RunCx<'_>,
     ) -> CommandResult<Document> {
-        let raw = to_raw(&doc)?;
-        let matched = self.candidates(&raw, state, cx)?;
-        let joined = match &self.pipeline {
-            Some(p) => p.run(&raw, matched, cx.env)?,
-            None => matched,
+        let joined = match (&self.fields, &self.pipeline) {
+            (Some(_), None) => self.candidates(raw, state, cx)?,
+            (Some(_), Some(p)) => {
+                let matched = self.candidates(raw, state, cx)?;
+                p.run(raw, Box::new(matched.into_iter().map(Ok)), cx.env)?
+            }
+            (None, Some(p)) => {
+                let input = self.whole(state, cx)?;
+                p.run(raw, input, cx.env)?
+            }
+            (None, None) => Vec::new(),
         };
         let total_bytes: usize = joined.iter().map(doc_size_bytes).sum();
         if total_bytes > cx.memory_max_bytes {
@@ -342,23 +388,75 @@ fn local_values(doc: &RawDocument, path: &[String]) -> Vec<Bson> {
     out
 }
 
-/// What one run of a `$lookup` keeps between input documents.
+/// What one run of a `$lookup` keeps between input documents (in a suspended run, between
+/// batches too: see `StreamSlot`).
 struct JoinState {
     index_usable: bool,
     table: Option<ForeignTable>,
-    all: Option<Vec<Document>>,
+    whole: Whole,
+}
+
+/// The pipeline-only form's foreign documents.
+enum Whole {
+    Unread,
+    /// The documents, and their charge to the budget (given back with them).
+    Held {
+        docs: Vec<Document>,
+        _charge: Held,
+    },
+    /// Past the bound: read again for every input document.
+    TooLarge,
+}
+
+impl JoinState {
+    fn new() -> JoinState {
+        JoinState {
+            index_usable: true,
+            table: None,
+            whole: Whole::Unread,
+        }
+    }
+}
+
+/// A slot handed to a stage that did not make it: our bug, never the client's.
+fn slot_mismatch(stage: &str) -> crate::error::CommandError {
+    crate::error::err(
+        crate::error::ErrorCode::InternalError,
+        format!("{stage} was given another stage's state"),
+    )
 }
 
 impl Stage for Lookup {
     fn run<'a>(&'a self, input: DocStream<'a>, cx: RunCx<'a>) -> CommandResult<DocStream<'a>> {
-        let mut state = JoinState {
-            index_usable: true,
-            table: None,
-            all: None,
-        };
-        Ok(Box::new(
-            input.map(move |item| self.join(item?, &mut state, cx)),
-        ))
+        let mut state = JoinState::new();
+        Ok(Box::new(input.map(move |item| {
+            let doc = item?;
+            let raw = to_raw(&doc)?;
+            self.join(doc, &raw, &mut state, cx)
+        })))
+    }
+
+    fn open_slot(&self) -> Option<StreamSlot> {
+        Some(Box::new(JoinState::new()))
+    }
+
+    fn push_slot(
+        &self,
+        slot: &mut StreamSlot,
+        doc: RawDocumentBuf,
+        cx: RunCx<'_>,
+    ) -> CommandResult<RawDocumentBuf> {
+        let state = slot
+            .downcast_mut::<JoinState>()
+            .ok_or_else(|| slot_mismatch("$lookup"))?;
+        to_raw(&self.join(to_doc(&doc)?, &doc, state, cx)?)
+    }
+
+    fn foreign_namespaces(&self, out: &mut Vec<(String, String)>) {
+        out.extend(self.from.iter().cloned());
+        if let Some(p) = &self.pipeline {
+            p.foreign_namespaces(out);
+        }
     }
 }
 
@@ -443,6 +541,20 @@ impl Stage for UnionWith {
             }
         });
         Ok(Box::new(input.chain(tail)))
+    }
+
+    fn union_side(&self) -> Option<UnionSide<'_>> {
+        Some(UnionSide {
+            coll: self.coll.as_ref().map(|(d, c)| (d.as_str(), c.as_str())),
+            pipeline: self.pipeline.as_ref().map(|p| &p.parsed),
+        })
+    }
+
+    fn foreign_namespaces(&self, out: &mut Vec<(String, String)>) {
+        out.extend(self.coll.iter().cloned());
+        if let Some(p) = &self.pipeline {
+            p.foreign_namespaces(out);
+        }
     }
 }
 
@@ -582,24 +694,55 @@ impl GraphLookup {
     }
 }
 
+impl GraphLookup {
+    /// One input document's search, the table built on the run's first document.
+    fn step(
+        &self,
+        doc: Document,
+        graph: &mut Option<ForeignTable>,
+        cx: RunCx<'_>,
+    ) -> CommandResult<Document> {
+        if graph.is_none() {
+            *graph = Some(ForeignTable::build(
+                cx.env,
+                (&self.from.0, &self.from.1),
+                &self.connect_to,
+                self.restrict.as_ref(),
+                cx.memory_max_bytes,
+            )?);
+        }
+        match graph {
+            Some(g) => self.search(doc, g, cx.env),
+            None => Ok(doc),
+        }
+    }
+}
+
 impl Stage for GraphLookup {
     fn run<'a>(&'a self, input: DocStream<'a>, cx: RunCx<'a>) -> CommandResult<DocStream<'a>> {
         let mut graph: Option<ForeignTable> = None;
-        Ok(Box::new(input.map(move |item| {
-            let doc = item?;
-            if graph.is_none() {
-                graph = Some(ForeignTable::build(
-                    cx.env,
-                    (&self.from.0, &self.from.1),
-                    &self.connect_to,
-                    self.restrict.as_ref(),
-                    cx.memory_max_bytes,
-                )?);
-            }
-            match &graph {
-                Some(g) => self.search(doc, g, cx.env),
-                None => Ok(doc),
-            }
-        })))
+        Ok(Box::new(
+            input.map(move |item| self.step(item?, &mut graph, cx)),
+        ))
+    }
+
+    fn open_slot(&self) -> Option<StreamSlot> {
+        Some(Box::new(None::<ForeignTable>))
+    }
+
+    fn push_slot(
+        &self,
+        slot: &mut StreamSlot,
+        doc: RawDocumentBuf,
+        cx: RunCx<'_>,
+    ) -> CommandResult<RawDocumentBuf> {
+        let graph = slot
+            .downcast_mut::<Option<ForeignTable>>()
+            .ok_or_else(|| slot_mismatch("$graphLookup"))?;
+        to_raw(&self.step(to_doc(&doc)?, graph, cx)?)
+    }
+
+    fn foreign_namespaces(&self, out: &mut Vec<(String, String)>) {
+        out.push(self.from.clone());
     }
 }

@@ -31,6 +31,17 @@ use bson::{Bson, Document, RawDocumentBuf};
 /// document at a time. Dropping it frees what it holds (memory charges, spill files).
 pub type Drain = Box<dyn Iterator<Item = CommandResult<RawDocumentBuf>> + Send>;
 
+/// What a stage that streams but keeps state between documents (`$lookup`'s hash table or
+/// index choice, `$graphLookup`'s table) carries through a suspended run: owned and `Send`,
+/// kept in the cursor between batches, dropped (with its memory charge) with the run.
+pub type StreamSlot = Box<dyn std::any::Any + Send>;
+
+/// `$unionWith`'s other side, for a suspended run that reads it after its input.
+pub struct UnionSide<'p> {
+    pub coll: Option<(&'p str, &'p str)>,
+    pub pipeline: Option<&'p super::Pipeline>,
+}
+
 /// One executable stage.
 pub trait Stage: std::fmt::Debug + Send + Sync {
     /// Wraps `input` in this stage's transformation.
@@ -55,6 +66,30 @@ pub trait Stage: std::fmt::Debug + Send + Sync {
             .collect::<CommandResult<Vec<_>>>()?;
         Ok(Box::new(out.into_iter().map(Ok)))
     }
+
+    /// For a stage that streams with state (see [`StreamSlot`]): its state for a new run.
+    fn open_slot(&self) -> Option<StreamSlot> {
+        None
+    }
+
+    /// Runs one document through a stage that gave a slot ([`Stage::open_slot`]).
+    fn push_slot(
+        &self,
+        _slot: &mut StreamSlot,
+        _doc: RawDocumentBuf,
+        _cx: RunCx<'_>,
+    ) -> CommandResult<RawDocumentBuf> {
+        Err(err(ErrorCode::InternalError, "this stage keeps no slot"))
+    }
+
+    /// For `$unionWith`: the collection and pipeline it appends.
+    fn union_side(&self) -> Option<UnionSide<'_>> {
+        None
+    }
+
+    /// Adds the collections this stage (and its sub-pipelines) reads besides its input, as
+    /// `(db, coll)`: a cursor that suspends the stage dies with them (see `crate::cursors`).
+    fn foreign_namespaces(&self, _out: &mut Vec<(String, String)>) {}
 
     /// For `$out`/`$merge`: where the output goes.
     fn output_target(&self) -> Option<OutputTarget> {

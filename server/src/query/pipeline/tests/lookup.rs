@@ -1,6 +1,7 @@
 //! Proves `$lookup` (equality through a foreign index, equality through the hash table, that
 //! table past its memory bound, and `let` + sub-pipeline) and `$graphLookup` equal a nested-loop
-//! reference on random data. How: seeded random local and foreign documents (seed printed, set
+//! reference on random data, run whole and suspended (pulled one result at a time, as a cursor
+//! runs them). How: seeded random local and foreign documents (seed printed, set
 //! it with CAIRN_SEED); the reference compares every local value with every foreign value
 //! through `storage::order`, and re-parses the sub-pipeline per document with the value inlined.
 
@@ -133,9 +134,34 @@ fn run(
         Ok(p) => p,
         Err(e) => panic!("parse: {e:?}"),
     };
-    match p.run_vec(input, env) {
+    let suspended = run_suspended(&p, &input, env);
+    let out = match p.run_vec(input, env) {
         Ok(out) => out,
         Err(e) => panic!("run: {e:?}"),
+    };
+    assert_eq!(
+        suspended, out,
+        "a suspended run gives what a whole run gives"
+    );
+    out
+}
+
+/// The pipeline as a cursor runs it: suspended, one result pulled at a time, the join state
+/// kept in the run between pulls.
+fn run_suspended(p: &Pipeline, input: &[Document], env: &dyn PipelineEnv) -> Vec<Document> {
+    let mut docs: std::collections::VecDeque<bson::RawDocumentBuf> = input
+        .iter()
+        .map(|d| bson::RawDocumentBuf::try_from(d).expect("encodes"))
+        .collect();
+    let mut next = || Ok(docs.pop_front());
+    let mut run = p.suspend(0);
+    let mut out = Vec::new();
+    loop {
+        match p.pull(&mut run, &mut next, env) {
+            Ok(Some(raw)) => out.push(Document::try_from(raw.as_ref()).expect("decodes")),
+            Ok(None) => return out,
+            Err(e) => panic!("suspended run: {e:?}"),
+        }
     }
 }
 
