@@ -539,9 +539,19 @@ async fn a_transaction_reading_through_a_view_holds_the_views_sources() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_commit_retried_after_kill_9_answers_committed() {
     let mut server = initiated(&[]).await;
+    // The seed goes through a client of its own: a retryable insert on this client could leave
+    // its server session (txnNumber 1 used) in the pool for `holding`'s session to pick up, and
+    // the transaction would then be number 2, not the 1 retried below.
+    let seeder = server.client().await;
+    seeder
+        .database("t")
+        .collection::<Document>("c")
+        .insert_one(doc! { "_id": 0 })
+        .await
+        .expect("seed");
+    drop(seeder);
     let client = server.client().await;
     let c = client.database("t").collection::<Document>("c");
-    c.insert_one(doc! { "_id": 0 }).await.expect("seed");
     let mut s = holding(&client, &c, 1).await;
     let lsid = s.id().clone();
     s.commit_transaction().await.expect("commit");
