@@ -46,8 +46,12 @@ class Run:
                                      text=True)
         self.out, self.err = [], []
         self.ready = threading.Event()
-        threading.Thread(target=self._drain, args=(self.proc.stdout, self.out, True), daemon=True).start()
-        threading.Thread(target=self._drain, args=(self.proc.stderr, self.err, False), daemon=True).start()
+        self.drains = [
+            threading.Thread(target=self._drain, args=(self.proc.stdout, self.out, True), daemon=True),
+            threading.Thread(target=self._drain, args=(self.proc.stderr, self.err, False), daemon=True),
+        ]
+        for t in self.drains:
+            t.start()
 
     def _drain(self, pipe, sink, watch):
         for line in pipe:
@@ -64,7 +68,12 @@ class Run:
             raise AssertionError("server did not start:\n" + "".join(self.err[-20:] + self.out[-20:]))
 
     def wait_exit(self, timeout=START_TIMEOUT_S):
-        return self.proc.wait(timeout=timeout)
+        code = self.proc.wait(timeout=timeout)
+        # The pipes end with the process; without the join, text() could be read before the
+        # drains took the last lines (a refusal then looked like an exit with no message).
+        for t in self.drains:
+            t.join(timeout)
+        return code
 
     def stop(self):
         self.proc.terminate()
