@@ -1,7 +1,8 @@
 //! Proves the admin and diagnostic commands tools call: `fsync {lock: true}` really holds writes
 //! back (reads go on) until `fsyncUnlock`, `compact` reclaims dead log space, `dataSize`, the
 //! plan-cache commands, `$planCacheStats`, cluster parameters, `top`, `lockInfo`,
-//! `connPoolStats`, `validateDBMetadata`, and their argument errors. How: a real `cairn` process
+//! `connPoolStats`, `validateDBMetadata`, `serverStatus`'s group-commit and allocator sections,
+//! and their argument errors. How: a real `cairn` process
 //! driven by the Rust driver with raw `runCommand`; the blocked write is a spawned task whose
 //! completion is checked after the unlock, and the `fsyncLockedWrite` fail point says when it
 //! reached the locked gate (no sleeps, no timing assertions).
@@ -221,4 +222,73 @@ async fn plan_cache_and_other_diagnostics() {
         .run_command(doc! { "killAllSessionsByPattern": [] })
         .await
         .unwrap();
+}
+
+/// `serverStatus.wiredTiger.log` counts group commit's syncs and whom they covered, and
+/// `serverStatus: 1, jemalloc: 2` carries the allocator's own report (`formattedString`).
+#[tokio::test]
+async fn server_status_reports_group_commit_and_the_allocator() {
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let admin = client.database("admin");
+    let c = client.database("gc").collection::<Document>("c");
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let c = c.clone();
+            tokio::spawn(async move {
+                for i in 0..10 {
+                    c.insert_one(doc! { "_id": w * 100 + i }).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.await.unwrap();
+    }
+    let status = admin.run_command(doc! { "serverStatus": 1 }).await.unwrap();
+    let log = status
+        .get_document("wiredTiger")
+        .and_then(|w| w.get_document("log"))
+        .unwrap();
+    let n = |k: &str| {
+        log.get_i64(k)
+            .unwrap_or_else(|e| panic!("{k}: {e} in {log}"))
+    };
+    assert!(n("log sync operations") >= 1, "{log}");
+    // A writer already covered by a sync that began before it asked is not counted (see
+    // `storage::commit::stats`), so only "some" is certain here.
+    assert!(n("group commit writers made durable") >= 1, "{log}");
+    let by_who = n("group commit syncs led by a writer")
+        + n("group commit syncs by the commit thread for waiters")
+        + n("group commit syncs by the commit thread's timer");
+    assert_eq!(by_who, n("log sync operations"), "{log}");
+    assert_eq!(n("group commit syncs failed"), 0);
+    let histogram: i64 = log
+        .get_document("group commit writers per sync")
+        .unwrap()
+        .values()
+        .map(|v| v.as_i64().unwrap())
+        .sum();
+    assert!(
+        histogram >= 1 && histogram <= n("log sync operations"),
+        "{log}"
+    );
+    assert!(
+        status
+            .get_document("jemalloc")
+            .unwrap()
+            .get("formattedString")
+            .is_none()
+    );
+
+    let verbose = admin
+        .run_command(doc! { "serverStatus": 1, "jemalloc": 2 })
+        .await
+        .unwrap();
+    let report = verbose
+        .get_document("jemalloc")
+        .and_then(|j| j.get_str("formattedString"))
+        .unwrap();
+    assert!(report.contains("jemalloc statistics"), "{report}");
+    assert!(report.contains("bins:"), "{report}");
 }
