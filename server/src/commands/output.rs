@@ -8,7 +8,7 @@
 //! reads never see its writes. Pulls and writes run on the storage pool; the durability waits
 //! stay async.
 
-use super::crud_write::prepare_document;
+use super::crud_write::{prepare_document, prepare_for_storage};
 use super::{Request, off_thread};
 use crate::commands::aggregate::Output;
 use crate::error::{CommandResult, storage_error};
@@ -201,9 +201,11 @@ fn write_temp(
         if chunk.is_empty() {
             return Ok(last);
         }
+        // Raw results go in as they are when `_id` is first (the usual case), borrowed from
+        // the chunk; no decode and re-encode per document.
         let ops = chunk
             .iter()
-            .map(|raw| prepare_document(to_doc(raw)?).map(|d| WriteOp::Insert(d.into())))
+            .map(|raw| prepare_for_storage(raw.as_ref()).map(WriteOp::Insert))
             .collect::<CommandResult<Vec<_>>>()?;
         last = Some(coll.write(ops).map_err(|e| storage_error(e, db, temp))?);
     }
