@@ -664,16 +664,15 @@ mod scan_tests {
         assert_eq!(read(&clustered, Direction::Backward).0, vec![5, 4, 3, 2, 1]);
     }
 
-    /// A cursor left open after a small batch holds a few read-ahead matches, not a chunk of
-    /// 512 (600 abandoned `batchSize: 2` cursors held 60 MB before); later batches read more.
-    #[test]
-    fn reads_from_storage_size_themselves_to_the_batch() {
+    /// A fresh collection of `{_id: 0}` .. `{_id: n - 1}` (the directory lives as long as the
+    /// returned guard).
+    fn ids_collection(n: i32) -> (tempfile::TempDir, Arc<Collection>) {
         let dir = tempfile::tempdir().unwrap();
         let engine = storage::Engine::open(dir.path(), storage::EngineOptions::default()).unwrap();
         let coll = engine
             .create_collection("t", "c", bson::Document::new())
             .unwrap();
-        let ops: Vec<storage::WriteOp> = (0..2000)
+        let ops: Vec<storage::WriteOp> = (0..n)
             .map(|i| {
                 storage::WriteOp::Insert(
                     RawDocumentBuf::try_from(&bson::doc! { "_id": i })
@@ -683,6 +682,14 @@ mod scan_tests {
             })
             .collect();
         coll.write(ops).unwrap();
+        (dir, coll)
+    }
+
+    /// A cursor left open after a small batch holds a few read-ahead matches, not a chunk of
+    /// 512 (600 abandoned `batchSize: 2` cursors held 60 MB before); later batches read more.
+    #[test]
+    fn reads_from_storage_size_themselves_to_the_batch() {
+        let (_dir, coll) = ids_collection(2000);
         let filter = Arc::new(Filter::parse(&bson::doc! {}).unwrap());
         let mode = ScanMode::Collection {
             direction: Direction::Forward,
@@ -704,21 +711,7 @@ mod scan_tests {
 
     #[test]
     fn index_scans_terminate_both_ways() {
-        let dir = tempfile::tempdir().unwrap();
-        let engine = storage::Engine::open(dir.path(), storage::EngineOptions::default()).unwrap();
-        let coll = engine
-            .create_collection("t", "c", bson::Document::new())
-            .unwrap();
-        let ops: Vec<storage::WriteOp> = (0..1000)
-            .map(|i| {
-                storage::WriteOp::Insert(
-                    RawDocumentBuf::try_from(&bson::doc! { "_id": i })
-                        .unwrap()
-                        .into(),
-                )
-            })
-            .collect();
-        coll.write(ops).unwrap();
+        let (_dir, coll) = ids_collection(1000);
         for direction in [Direction::Forward, Direction::Backward] {
             let plan = IndexPlan {
                 index_name: "_id_".into(),
