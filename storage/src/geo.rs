@@ -102,18 +102,43 @@ fn s2_rect((lng_lo, lat_lo, lng_hi, lat_hi): LngLatBox) -> Rect {
     Rect::from_degrees(lat_lo, lng_lo, lat_hi, lng_hi)
 }
 
+/// A longitude/latitude rectangle whose cell intersection test is the bounding-box test: a
+/// cell may meet the rectangle when the cell's (padded) longitude/latitude bound meets it.
+/// The `s2` crate's exact `Rect::intersects_cell` answers "no" for some cells the rectangle
+/// does cross (a box reaching from face 2 down into face 1 lost face 1's part), and a covering
+/// built on it misses stored points. The bounding test only ever says "yes" too often, which
+/// keeps a covering a superset; the fetch re-checks every document.
+struct LooseRect(Rect);
+
+impl s2::region::Region for LooseRect {
+    fn cap_bound(&self) -> Cap {
+        self.0.cap_bound()
+    }
+
+    fn rect_bound(&self) -> Rect {
+        self.0.clone()
+    }
+
+    fn contains_cell(&self, cell: &s2::cell::Cell) -> bool {
+        self.0.contains_cell(cell)
+    }
+
+    fn intersects_cell(&self, cell: &s2::cell::Cell) -> bool {
+        self.0.intersects(&cell.rect_bound())
+    }
+}
+
+fn rect_covering(b: LngLatBox) -> Vec<CellID> {
+    coverer().covering(&LooseRect(s2_rect(b))).0
+}
+
 fn box_cells(b: LngLatBox) -> Vec<i64> {
-    coverer()
-        .covering(&s2_rect(b))
-        .0
-        .iter()
-        .map(|c| c.0 as i64)
-        .collect()
+    rect_covering(b).iter().map(|c| c.0 as i64).collect()
 }
 
 /// Inclusive int64 intervals of cell ids a query over a box must scan.
 pub fn box_intervals(b: LngLatBox) -> Vec<(i64, i64)> {
-    intervals(coverer().covering(&s2_rect(b)).0)
+    intervals(rect_covering(b))
 }
 
 /// Inclusive int64 intervals of cell ids a query within `radius_rad` of `center` must scan.
@@ -429,6 +454,84 @@ mod tests {
             rawdoc! { "v": { "type": "Nope", "coordinates": [0, 0] } },
         ] {
             assert!(keys(&bad).is_err(), "{bad:?}");
+        }
+    }
+
+    fn covered(ivs: &[(i64, i64)], k: i64) -> bool {
+        ivs.iter().any(|(lo, hi)| *lo <= k && k <= *hi)
+    }
+
+    /// The box a CI run lost two points in: it reaches from cube face 2 down into face 1, and
+    /// the exact rectangle/cell test of the `s2` crate dropped face 1's part.
+    #[test]
+    fn a_box_across_cube_faces_covers_its_points() {
+        let range = (-100.0, 100.0);
+        let b = flat_box(
+            (
+                31.985202286211422,
+                47.469884392040676,
+                72.63413298369322,
+                77.95658241515203,
+            ),
+            range,
+        );
+        let ivs = box_intervals(b);
+        for p in [
+            (43.297988871925185, 47.892369467774955),
+            (54.06874430736886, 48.56215835667953),
+            (50.0, 60.0),
+        ] {
+            assert!(covered(&ivs, point_cell(flat_to_lnglat(p, range))), "{p:?}");
+        }
+    }
+
+    /// Random boxes and caps over the whole sphere: every point inside a box, or within a
+    /// cap's radius, is in the query intervals; and a stored box's keys meet the query of a
+    /// point inside it.
+    #[test]
+    fn coverings_hold_every_point_inside() {
+        use rand::{Rng, SeedableRng};
+        let seed = std::env::var("CAIRN_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(rand::random::<u64>);
+        eprintln!("CAIRN_SEED={seed}");
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        for _ in 0..1000 {
+            let (lng, lat): (f64, f64) = (
+                rng.random_range(-180.0..179.9),
+                rng.random_range(-90.0..90.0),
+            );
+            let (w, h): (f64, f64) = (rng.random_range(0.01..60.0), rng.random_range(0.01..40.0));
+            let b = (lng, lat, (lng + w).min(179.9), (lat + h).min(90.0));
+            let ivs = box_intervals(b);
+            for _ in 0..40 {
+                let p = (rng.random_range(b.0..=b.2), rng.random_range(b.1..=b.3));
+                assert!(covered(&ivs, point_cell(p)), "box {b:?} point {p:?}");
+            }
+            let r = rng.random_range(0.0001..1.0);
+            let ivs = cap_intervals((lng, lat), r);
+            let center = LatLng::from_degrees(lat, lng);
+            for _ in 0..40 {
+                let p = (
+                    rng.random_range(-180.0..180.0),
+                    rng.random_range(-90.0..90.0),
+                );
+                let d = center.distance(&LatLng::from_degrees(p.1, p.0)).rad();
+                if d <= r {
+                    assert!(
+                        covered(&ivs, point_cell(p)),
+                        "cap {lng},{lat} r {r} point {p:?}"
+                    );
+                }
+            }
+            let stored = box_cells(b);
+            let inner = (rng.random_range(b.0..=b.2), rng.random_range(b.1..=b.3));
+            let probe = box_intervals((inner.0, inner.1, inner.0, inner.1));
+            assert!(
+                stored.iter().any(|k| covered(&probe, *k)),
+                "stored box {b:?} probe {inner:?}"
+            );
         }
     }
 }
