@@ -2,6 +2,8 @@
 //! keeps everything. How: concurrent writers insert and record every acknowledged `_id`; the
 //! server process is SIGKILLed at a random moment; after a restart on the same data directory
 //! every acknowledged document must be there (repeated several times with random timings).
+//! The same for updates, deletes, findAndModify and bulkWrite: each acknowledged change is
+//! there after the kill.
 
 use bson::{Document, doc};
 use cairn_e2e::Server;
@@ -105,6 +107,157 @@ async fn acknowledged_writes_survive_sigkill() {
             "round {round}: {} acknowledged documents all present after SIGKILL",
             ids.len()
         );
+    }
+}
+
+/// What one writer saw acknowledged: the highest `v` written to each of its documents, and the
+/// documents it deleted.
+#[derive(Default)]
+struct Acked {
+    v: std::collections::HashMap<i64, i64>,
+    deleted: Vec<i64>,
+}
+
+/// One writer's statement `k` on its own documents (`base..base + DOCS`), by kind in turn:
+/// updateOne, findOneAndUpdate, an update through the `bulkWrite` command, and a delete of one
+/// of its `doomed` documents. Returns what to record once it is acknowledged.
+async fn change(
+    client: &mongodb::Client,
+    base: i64,
+    k: i64,
+) -> mongodb::error::Result<(Option<(i64, i64)>, Option<i64>)> {
+    const DOCS: i64 = 50;
+    let coll = client.database("dur2").collection::<Document>("c");
+    let id = base + k % DOCS;
+    let set = doc! { "$set": { "v": k } };
+    match k % 4 {
+        0 => {
+            coll.update_one(doc! { "_id": id }, set).await?;
+        }
+        1 => {
+            coll.find_one_and_update(doc! { "_id": id }, set).await?;
+        }
+        2 => {
+            let r = client
+                .database("admin")
+                .run_command(doc! {
+                    "bulkWrite": 1,
+                    "ops": [{ "update": 0, "filter": { "_id": id }, "updateMods": set }],
+                    "nsInfo": [{ "ns": "dur2.c" }],
+                })
+                .await?;
+            assert_eq!(r.get_i32("nErrors").unwrap_or(0), 0, "{r}");
+        }
+        _ => {
+            let doomed = -(base + k);
+            coll.delete_one(doc! { "_id": doomed }).await?;
+            return Ok((None, Some(doomed)));
+        }
+    }
+    Ok((Some((id, k)), None))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_updates_and_deletes_survive_sigkill() {
+    let seed: u64 = std::env::var("CAIRN_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random);
+    println!("CAIRN_SEED={seed}");
+    let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(seed);
+    let mut server = Server::start(BIN, &[]);
+    for round in 0..3i64 {
+        let client = server
+            .client_with(&["retryWrites=false", "maxPoolSize=8"])
+            .await;
+        let bases: Vec<i64> = (0..WRITERS as i64)
+            .map(|w| (round * 16 + w) * 1_000_000)
+            .collect();
+        // Each writer's documents, and the ones its deletes remove (negative ids).
+        let mut seed_docs = Vec::new();
+        for &base in &bases {
+            seed_docs.extend((0..50).map(|i| doc! { "_id": base + i, "v": -1i64 }));
+            seed_docs.extend(
+                (0..20_000)
+                    .step_by(4)
+                    .map(|k| doc! { "_id": -(base + k + 3) }),
+            );
+        }
+        let coll = client.database("dur2").collection::<Document>("c");
+        coll.insert_many(seed_docs).await.unwrap();
+        let acked: Vec<Arc<Mutex<Acked>>> = bases.iter().map(|_| Arc::default()).collect();
+        let mut tasks = Vec::new();
+        for (w, &base) in bases.iter().enumerate() {
+            let (client, acked) = (client.clone(), acked[w].clone());
+            tasks.push(tokio::spawn(async move {
+                for k in 0..20_000i64 {
+                    match change(&client, base, k).await {
+                        Ok((set, deleted)) => {
+                            let mut a = acked.lock().unwrap();
+                            if let Some((id, v)) = set {
+                                a.v.insert(id, v);
+                            }
+                            a.deleted.extend(deleted);
+                        }
+                        Err(_) => return,
+                    }
+                }
+            }));
+        }
+        let total = |acked: &[Arc<Mutex<Acked>>]| -> usize {
+            acked
+                .iter()
+                .map(|a| {
+                    let a = a.lock().unwrap();
+                    a.v.len() + a.deleted.len()
+                })
+                .sum()
+        };
+        for _ in 0..600 {
+            if total(&acked) >= 100 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let wait_ms = rand::Rng::random_range(&mut rng, 0..300);
+        tokio::time::sleep(Duration::from_millis(wait_ms)).await;
+        server.restart_after_kill();
+        for t in tasks {
+            let _ = t.await;
+        }
+        let client = server.client().await;
+        let coll = client.database("dur2").collection::<Document>("c");
+        let mut checked = 0;
+        for a in &acked {
+            let a = a.lock().unwrap();
+            for (&id, &v) in &a.v {
+                // Only this writer writes `id`, with rising `v`: a statement in flight at the
+                // kill may have landed after the last acknowledged one, never before it.
+                let d = coll.find_one(doc! { "_id": id }).await.unwrap().unwrap();
+                let got = d.get_i64("v").unwrap();
+                assert!(
+                    got >= v,
+                    "round {round} (seed {seed}): {id} has v {got}, acked {v}"
+                );
+                checked += 1;
+            }
+            let left = count(
+                &client.database("dur2"),
+                "c",
+                doc! { "_id": { "$in": a.deleted.clone() } },
+            )
+            .await;
+            assert_eq!(
+                left, 0,
+                "round {round} (seed {seed}): acknowledged deletes undone"
+            );
+            checked += a.deleted.len();
+        }
+        assert!(
+            checked > 0,
+            "round {round}: nothing was acknowledged before the kill"
+        );
+        println!("round {round}: {checked} acknowledged changes all present after SIGKILL");
     }
 }
 

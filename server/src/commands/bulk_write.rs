@@ -281,6 +281,8 @@ fn parse(req: &Request) -> CommandResult<BulkRequest> {
 pub async fn bulk_write(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<Reply> {
     let wc = WriteConcern::parse(req.write_concern.as_ref())?;
     let bulk = parse(req)?;
+    // Announced before the locks, as a plain write is (`crud_write::run_waiting`).
+    let pending = state.catalog.pending_writer(&wc);
     // Lock every namespace an update or delete touches, in name order.
     let locked: BTreeSet<(String, String)> = bulk
         .ops
@@ -296,13 +298,12 @@ pub async fn bulk_write(state: &Arc<ServerState>, req: &Arc<Request>) -> Command
         guards.push(state.catalog.lock(db, coll).await);
     }
     let batch_size = bulk.batch_size;
-    let job_wc = wc.clone();
     let (results, ticket) = super::off_thread(state, req, move |state, _| {
         let out = run(state, &bulk);
         drop(guards);
         let (results, ticket) = out;
         if let Some(t) = &ticket {
-            state.catalog.sync_if_idle(t, &job_wc);
+            state.catalog.sync_if_idle_pending(t, pending);
         }
         Ok((results, ticket))
     })

@@ -115,8 +115,10 @@ pub async fn run(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<
     // A target an open transaction holds: wait for it to end (holding nothing), then look for
     // the target again, as a plain update does (`crud_write::run_waiting`).
     let (value, last_error, ticket) = loop {
+        // Announced before the lock, as a plain update is (`crud_write::run_waiting`).
+        let pending = state.catalog.pending_writer(&wc);
         let guard = state.catalog.lock(&req.db, &name).await;
-        let (job_wc, name, a) = (wc.clone(), name.clone(), a.clone());
+        let (name, a) = (name.clone(), a.clone());
         let step = super::off_thread(state, req, move |state, req| {
             let outcome = find_and_change(state, req, &name, &a);
             // The lock is released before the sync: other writers need not wait for it.
@@ -125,7 +127,7 @@ pub async fn run(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<
             if let Changed::Done(o) = &outcome
                 && let Some(t) = &o.2
             {
-                state.catalog.sync_if_idle(t, &job_wc);
+                state.catalog.sync_if_idle_pending(t, pending);
             }
             Ok(outcome)
         })
