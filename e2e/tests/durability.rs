@@ -24,16 +24,44 @@ async fn count(db: &mongodb::Database, coll: &str, query: Document) -> i64 {
         .unwrap()
 }
 const ROUNDS: usize = 5;
-const WRITERS: usize = 4;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn acknowledged_writes_survive_sigkill() {
+/// The run's seed (`CAIRN_SEED`, else random; printed) and its generator.
+fn seeded() -> (u64, rand::rngs::StdRng) {
     let seed: u64 = std::env::var("CAIRN_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(rand::random);
     println!("CAIRN_SEED={seed}");
-    let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(seed);
+    (
+        seed,
+        <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(seed),
+    )
+}
+
+/// SIGKILL the server at a random moment once `acked()` has grown by `at_least` (or after
+/// 6 s), then restart it on the same data directory.
+async fn kill_at_random(
+    server: &mut Server,
+    rng: &mut rand::rngs::StdRng,
+    acked: impl Fn() -> usize,
+    at_least: usize,
+) {
+    let before = acked();
+    for _ in 0..600 {
+        if acked() >= before + at_least {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let wait_ms = rand::Rng::random_range(rng, 0..300);
+    tokio::time::sleep(Duration::from_millis(wait_ms)).await;
+    server.restart_after_kill();
+}
+const WRITERS: usize = 4;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_writes_survive_sigkill() {
+    let (seed, mut rng) = seeded();
     let mut server = Server::start(BIN, &[]);
     let acked: Arc<Mutex<Vec<i64>>> = Arc::default();
     let mut next_id = 0i64;
@@ -71,16 +99,7 @@ async fn acknowledged_writes_survive_sigkill() {
         }
         next_id += WRITERS as i64 * 1_000_000;
         // Kill at a random moment after this round's writers have had some writes acknowledged.
-        let before = acked.lock().unwrap().len();
-        for _ in 0..600 {
-            if acked.lock().unwrap().len() >= before + 50 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        let wait_ms = rand::Rng::random_range(&mut rng, 0..300);
-        tokio::time::sleep(Duration::from_millis(wait_ms)).await;
-        server.restart_after_kill();
+        kill_at_random(&mut server, &mut rng, || acked.lock().unwrap().len(), 50).await;
         for t in tasks {
             let _ = t.await;
         }
@@ -159,12 +178,7 @@ async fn change(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_updates_and_deletes_survive_sigkill() {
-    let seed: u64 = std::env::var("CAIRN_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(rand::random);
-    println!("CAIRN_SEED={seed}");
-    let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(seed);
+    let (seed, mut rng) = seeded();
     let mut server = Server::start(BIN, &[]);
     for round in 0..3i64 {
         let client = server
@@ -213,15 +227,7 @@ async fn acknowledged_updates_and_deletes_survive_sigkill() {
                 })
                 .sum()
         };
-        for _ in 0..600 {
-            if total(&acked) >= 100 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        let wait_ms = rand::Rng::random_range(&mut rng, 0..300);
-        tokio::time::sleep(Duration::from_millis(wait_ms)).await;
-        server.restart_after_kill();
+        kill_at_random(&mut server, &mut rng, || total(&acked), 100).await;
         for t in tasks {
             let _ = t.await;
         }
