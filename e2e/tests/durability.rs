@@ -235,7 +235,8 @@ async fn acknowledged_updates_and_deletes_survive_sigkill() {
         let coll = client.database("dur2").collection::<Document>("c");
         let mut checked = 0;
         for a in &acked {
-            let a = a.lock().unwrap();
+            // Every writer has ended: take what it saw rather than hold its lock across awaits.
+            let a = std::mem::take(&mut *a.lock().unwrap());
             for (&id, &v) in &a.v {
                 // Only this writer writes `id`, with rising `v`: a statement in flight at the
                 // kill may have landed after the last acknowledged one, never before it.
@@ -250,7 +251,7 @@ async fn acknowledged_updates_and_deletes_survive_sigkill() {
             let left = count(
                 &client.database("dur2"),
                 "c",
-                doc! { "_id": { "$in": a.deleted.clone() } },
+                doc! { "_id": { "$in": &a.deleted } },
             )
             .await;
             assert_eq!(
