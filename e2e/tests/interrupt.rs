@@ -298,6 +298,52 @@ fn rss_mib(pid: u32) -> (f64, f64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
+/// Two `$unwind`s of computed arrays make 10^8 documents of one: a first batch of two, and a
+/// `$limit` of five, come after a handful of them, with the server's memory bounded by one
+/// expansion per stage (it held the whole product before, gigabytes, and read all of it for
+/// the `$limit`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn nested_unwinds_hold_one_expansion_per_stage() {
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let coll = fill(&client, 1).await;
+    let unwinds = || {
+        vec![
+            doc! { "$set": { "r": { "$range": [0, 100_000] } } },
+            doc! { "$unwind": "$r" },
+            doc! { "$set": { "s": { "$range": [0, 1000] } } },
+            doc! { "$unwind": "$s" },
+        ]
+    };
+    let started = Instant::now();
+    let mut cursor = coll.aggregate(unwinds()).batch_size(2).await.unwrap();
+    let first = cursor.try_next().await.unwrap().unwrap();
+    assert_eq!(
+        (first.get("r"), first.get("s")),
+        (Some(&Bson::Int32(0)), Some(&Bson::Int32(0)))
+    );
+    drop(cursor);
+    let mut limited = unwinds();
+    limited.push(doc! { "$limit": 5 });
+    let got: Vec<Document> = coll
+        .aggregate(limited)
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 5);
+    let took = started.elapsed();
+    let (rss, peak) = rss_mib(server.pid());
+    println!(
+        "nested unwinds: first batch and $limit 5 in {:.0} ms, RSS {rss:.0} MiB, peak {peak:.0} MiB",
+        took.as_secs_f64() * 1e3
+    );
+    // 10^8 documents of ~60 bytes could not fit in this; one expansion per stage does.
+    assert!(peak < 1024.0, "peak RSS {peak:.0} MiB");
+    assert!(took < STOP_BOUND, "took {took:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn regex_find_all_over_a_big_string_is_bounded_and_interruptible() {
     let server = Server::start(BIN, &[]);

@@ -80,7 +80,7 @@ impl<'a> Flow<'a> {
     }
 }
 
-/// Where a streamed run (a segment of [`Pipeline::suspend`], through `Pipeline::push_from`)
+/// Where a streamed run (a segment of [`Pipeline::suspend`], through `Pipeline::step`)
 /// stands: the stages the input already did, the documents each `$skip`/`$limit` has counted,
 /// and whether a `$limit` is used up.
 pub struct StreamState {
@@ -530,20 +530,24 @@ impl Pipeline {
             .collect();
     }
 
-    /// Runs one input document through the stages of a segment from stage `i` on, each stage's
-    /// output handed to the next at once; what leaves the segment is appended to `out`, raw.
-    /// `$skip`/`$limit` count in `state`, so runs over a stream's documents give what one
-    /// [`Pipeline::run_flow`] over the whole stream gives.
-    fn push_from(
+    /// Runs one document through stage `i` of a segment alone and appends what it gives to
+    /// `out` (what waits for stage `i + 1`, or the segment's results): a segment keeps a queue
+    /// in front of every stage rather than pushing each output on at once, and `$unwind` gives
+    /// its outputs as a lazy expansion ([`Stage::expand_lazily`]), so a segment holds one
+    /// output of each `$unwind` at a time; pushing each on at once held the product of every
+    /// `$unwind` of one input document. `$skip`/`$limit` count in `state`, so runs over a stream's
+    /// documents give what one [`Pipeline::run_flow`] over the whole stream gives.
+    fn step(
         &self,
         i: usize,
         state: &mut StreamState,
         doc: RawDocumentBuf,
         cx: RunCx<'_>,
-        out: &mut std::collections::VecDeque<RawDocumentBuf>,
+        out: &mut std::collections::VecDeque<suspend::Waiting>,
     ) -> CommandResult<()> {
+        use suspend::Waiting::{Doc, Many};
         let Some(stage) = self.stages.get(i).filter(|_| i < state.end) else {
-            out.push_back(doc);
+            out.push_back(Doc(doc));
             return Ok(());
         };
         let n = || {
@@ -562,26 +566,27 @@ impl Pipeline {
                     // Every later output would pass this stage: the run is over after this one.
                     state.finished = true;
                 }
-                self.push_from(i + 1, state, doc, cx, out)
+                out.push_back(Doc(doc));
             }
-            "$skip" if state.counts[i] < n() => {
-                state.counts[i] += 1;
-                Ok(())
-            }
-            "$skip" => self.push_from(i + 1, state, doc, cx, out),
+            "$skip" if state.counts[i] < n() => state.counts[i] += 1,
+            "$skip" => out.push_back(Doc(doc)),
             _ => {
                 // A stage that keeps state between documents runs on its slot.
                 if let Some(Some(slot)) = state.slots.get_mut(i) {
-                    let next = stage.stage.push_slot(slot, doc, cx)?;
-                    return self.push_from(i + 1, state, next, cx, out);
+                    out.push_back(Doc(stage.stage.push_slot(slot, doc, cx)?));
+                    return Ok(());
+                }
+                if let Some(many) = stage.stage.expand_lazily(&doc) {
+                    out.push_back(Many(many?));
+                    return Ok(());
                 }
                 let one: RawStream<'_> = Box::new(std::iter::once(Ok(doc)));
                 for next in stage.stage.run_raw(one, cx)?.into_raw() {
-                    self.push_from(i + 1, state, next?, cx, out)?;
+                    out.push_back(Doc(next?));
                 }
-                Ok(())
             }
         }
+        Ok(())
     }
 
     /// The stages as `{name: spec}` documents, for explain output.

@@ -3,15 +3,17 @@
 //! cut at every stage that does not stream ([`STREAMING`], [`STATEFUL`]) into segments: a
 //! segment is a run of streaming stages fed by the pipeline's input (the first), by the
 //! blocking stage before it, or by a `$unionWith`. Pulling a result pulls the last segment,
-//! which pushes one input document at a time through its stages (`Pipeline::push_from`,
-//! bounded by the segment's end). The first time a segment needs a document from its blocking
+//! which moves one document one stage on at a time (`Pipeline::step`): a queue waits in front
+//! of each stage, the deepest non-empty one goes first, and an `$unwind` queues its outputs as
+//! a lazy expansion, so a segment holds one expansion per `$unwind`, not their product. The
+//! first time a segment needs a document from its blocking
 //! stage, that stage consumes the whole previous segment (which pulls further back the same
 //! way) and becomes a [`Drain`]: its sorted buffer, spilled runs or group table, handed out one
 //! document at a time. A `$unionWith` hands out the previous segment's results as they are
 //! pulled, then its other side: a suspended run of its sub-pipeline over a [`ForeignScan`] of
 //! its collection. So between two pulls the run holds only the drains, the stateful stages'
 //! slots (`$lookup`'s and `$graphLookup`'s hash tables, bounded and charged to the budget),
-//! the open foreign scans, each segment's results of one input document, and its counters;
+//! the open foreign scans, each segment's queues, and its counters;
 //! dropping it drops all of that, which gives the memory charges back and closes spill files.
 //!
 //! Stages that read other collections do so through the `env` of the pull that needs them, so
@@ -69,10 +71,39 @@ struct Segment {
     feeder: Option<usize>,
     feed: Feed,
     state: StreamState,
-    /// The segment's results from its last input document not pulled yet (`$unwind` can make
-    /// several of one).
-    pending: VecDeque<RawDocumentBuf>,
+    /// What waits in front of each of the segment's stages (`staged[k]` for stage
+    /// `state.skip + k`), handed on one document at a time, deepest stage first.
+    staged: Vec<VecDeque<Waiting>>,
+    /// The segment's results not pulled yet.
+    pending: VecDeque<Waiting>,
     done: bool,
+}
+
+/// What waits in a segment's queue: a document, or a stage's lazy expansion of one (an
+/// `$unwind`'s outputs, made as they are pulled).
+pub(super) enum Waiting {
+    Doc(RawDocumentBuf),
+    Many(Drain),
+}
+
+/// The next document of a queue: its first document, or the next output of its first
+/// expansion (`None` when that expansion just ran out; it is dropped).
+fn next_waiting(q: &mut VecDeque<Waiting>) -> CommandResult<Option<RawDocumentBuf>> {
+    match q.front_mut() {
+        Some(Waiting::Many(many)) => {
+            let next = many.next();
+            // A spent expansion goes at once, so `done` need not pull once more to see it.
+            if next.is_none() || many.size_hint().1 == Some(0) {
+                q.pop_front();
+            }
+            next.transpose()
+        }
+        Some(Waiting::Doc(_)) => match q.pop_front() {
+            Some(Waiting::Doc(doc)) => Ok(Some(doc)),
+            _ => Ok(None),
+        },
+        None => Ok(None),
+    }
 }
 
 /// A blocking stage's side of a segment.
@@ -96,15 +127,17 @@ struct OtherSide {
 impl Suspended {
     /// True once every result has been pulled.
     pub fn done(&self) -> bool {
-        self.segments
-            .last()
-            .is_none_or(|s| s.done && s.pending.is_empty())
+        self.segments.last().is_none_or(|s| {
+            s.done && s.pending.is_empty() && s.staged.iter().all(VecDeque::is_empty)
+        })
     }
 
-    /// Results made but not pulled yet: those of the last segment's current input document
-    /// (documents inside a blocking stage are its input, not results).
+    /// Documents made but not pulled yet: the last segment's results and those waiting
+    /// between its stages (documents inside a blocking stage are its input, not results).
     pub fn prepared_count(&self) -> usize {
-        self.segments.last().map_or(0, |s| s.pending.len())
+        self.segments
+            .last()
+            .map_or(0, |s| waiting_count(&s.pending) + s.staged_count())
     }
 
     /// Drops segment `j` and every one before it, with what their stages hold.
@@ -112,9 +145,26 @@ impl Suspended {
         for seg in self.segments.iter_mut().take(j + 1) {
             seg.feed = Feed::Closed;
             seg.pending.clear();
+            seg.staged.iter_mut().for_each(VecDeque::clear);
             seg.done = true;
         }
     }
+}
+
+impl Segment {
+    /// Documents waiting between the stages (an expansion counts what it says it has left).
+    fn staged_count(&self) -> usize {
+        self.staged.iter().map(waiting_count).sum()
+    }
+}
+
+fn waiting_count(q: &VecDeque<Waiting>) -> usize {
+    q.iter()
+        .map(|w| match w {
+            Waiting::Doc(_) => 1,
+            Waiting::Many(many) => many.size_hint().0,
+        })
+        .sum()
 }
 
 impl Pipeline {
@@ -131,6 +181,7 @@ impl Pipeline {
                 segments.push(Segment {
                     feeder,
                     feed: Feed::Waiting,
+                    staged: (start..i).map(|_| VecDeque::new()).collect(),
                     state,
                     pending: VecDeque::new(),
                     done: false,
@@ -166,8 +217,27 @@ impl Pipeline {
     ) -> CommandResult<Option<RawDocumentBuf>> {
         loop {
             let seg = &mut run.segments[j];
-            if let Some(doc) = seg.pending.pop_front() {
-                return Ok(Some(doc));
+            if !seg.pending.is_empty() {
+                match next_waiting(&mut seg.pending)? {
+                    Some(doc) => return Ok(Some(doc)),
+                    None => continue,
+                }
+            }
+            // The deepest stage with documents waiting goes first, so results come in the
+            // order of one document at a time passing every stage.
+            if let Some(k) = seg.staged.iter().rposition(|q| !q.is_empty()) {
+                cx.env.check_interrupt()?;
+                let was_finished = seg.state.finished;
+                let (upto, after) = seg.staged.split_at_mut(k + 1);
+                if let Some(doc) = next_waiting(&mut upto[k])? {
+                    let out = after.first_mut().unwrap_or(&mut seg.pending);
+                    self.step(seg.state.skip + k, &mut seg.state, doc, cx, out)?;
+                }
+                if seg.state.finished && !was_finished {
+                    // Stage k is a `$limit` just used up: what waits before it is not needed.
+                    upto.iter_mut().for_each(VecDeque::clear);
+                }
+                continue;
             }
             if seg.done || seg.state.finished {
                 // A used-up `$limit` ends the run early: what feeds it is not needed any more.
@@ -185,10 +255,11 @@ impl Pipeline {
             };
             let seg = &mut run.segments[j];
             match next {
-                Some(doc) => {
-                    let from = seg.state.skip;
-                    self.push_from(from, &mut seg.state, doc, cx, &mut seg.pending)?;
-                }
+                Some(doc) => seg
+                    .staged
+                    .first_mut()
+                    .unwrap_or(&mut seg.pending)
+                    .push_back(Waiting::Doc(doc)),
                 None => seg.done = true,
             }
         }
@@ -318,6 +389,38 @@ mod tests {
             .map(|s| (s.feeder, s.state.skip, s.state.end))
             .collect();
         assert_eq!(bounds, vec![(None, 0, 1), (Some(1), 2, 2), (Some(2), 3, 4)]);
+    }
+
+    /// Two `$unwind`s of one document: a pull holds what is left of each expansion (their
+    /// sum), never their product, and the results come in the order of a whole run.
+    #[test]
+    fn nested_unwinds_hold_one_expansion_each() {
+        let stages =
+            stages_of(bson!([{"$unwind": "$a"}, {"$unwind": "$b"}, {"$project": {"_id": 0}}]));
+        let p = Pipeline::parse(&stages, &ctx()).expect("parses");
+        let items: Vec<i32> = (0..100).collect();
+        let input = doc! {"_id": 1, "a": items.clone(), "b": items};
+        let whole = p
+            .run_vec(vec![input.clone()], &MapEnv::default())
+            .expect("runs");
+        let mut docs = VecDeque::from([RawDocumentBuf::try_from(&input).expect("encodes")]);
+        let mut next_input = || Ok(docs.pop_front());
+        let mut run = p.suspend(0);
+        let mut got = Vec::new();
+        while let Some(raw) = p
+            .pull(&mut run, &mut next_input, &MapEnv::default())
+            .expect("pulls")
+        {
+            assert!(
+                run.prepared_count() <= 200,
+                "{} prepared",
+                run.prepared_count()
+            );
+            got.push(bson::Document::try_from(raw.as_ref()).expect("decodes"));
+        }
+        assert_eq!(got.len(), 10_000);
+        assert_eq!(got, whole);
+        assert!(run.done());
     }
 
     /// Counts the foreign reads of a [`MapEnv`].

@@ -82,6 +82,14 @@ pub trait Stage: std::fmt::Debug + Send + Sync {
         Err(err(ErrorCode::InternalError, "this stage keeps no slot"))
     }
 
+    /// For a stage that may make many documents of one (`$unwind`): the outputs of `doc`
+    /// as an owned iterator that makes each as it is pulled, so a suspended run holds one of
+    /// them at a time (`Pipeline::step`). `None` (the default): the stage's outputs of one
+    /// document are few and made at once by [`Stage::run_raw`].
+    fn expand_lazily(&self, _doc: &RawDocumentBuf) -> Option<CommandResult<Drain>> {
+        None
+    }
+
     /// For `$unionWith`: the collection and pipeline it appends.
     fn union_side(&self) -> Option<UnionSide<'_>> {
         None

@@ -3,14 +3,14 @@
 //! missing and `[]` produce nothing unless `preserveNullAndEmptyArrays` (then the document
 //! passes with `[]` removed). `includeArrayIndex` records the position as a long, or null.
 
-use super::Stage;
+use super::{Drain, Stage};
 use crate::error::CommandResult;
 use crate::query::path::{get_path, remove_path, set_path};
 use crate::query::pipeline::DocStream;
 use crate::query::pipeline::codes::{self, perr};
 use crate::query::pipeline::run_context::RunCx;
-use crate::query::pipeline::values::{split_field_path, type_name};
-use bson::{Bson, Document};
+use crate::query::pipeline::values::{split_field_path, to_doc, to_raw, type_name};
+use bson::{Bson, Document, RawDocumentBuf};
 
 #[derive(Debug)]
 pub struct Unwind {
@@ -129,8 +129,9 @@ impl Unwind {
     }
 
     /// The documents one input becomes, produced as they are consumed: unwinding a large array
-    /// of a large document holds one copy at a time, not one per element.
-    fn expand<'a>(&'a self, doc: Document) -> Box<dyn Iterator<Item = Document> + 'a> {
+    /// of a large document holds one copy at a time, not one per element. Owned (the path is
+    /// copied per input document), so a suspended run can keep it between pulls.
+    fn expand(&self, doc: Document) -> Box<dyn Iterator<Item = Document> + Send> {
         let value = get_path(&doc, &self.path).cloned();
         match value {
             Some(Bson::Array(items)) if !items.is_empty() => {
@@ -138,10 +139,11 @@ impl Unwind {
                 // unwinding n elements cost n² in time).
                 let mut base = doc;
                 set_path(&mut base, &self.path, Bson::Null);
+                let (path, index_field) = (self.path.clone(), self.index_field.clone());
                 Box::new(items.into_iter().enumerate().map(move |(i, item)| {
                     let mut d = base.clone();
-                    set_path(&mut d, &self.path, item);
-                    if let Some(f) = &self.index_field {
+                    set_path(&mut d, &path, item);
+                    if let Some(f) = &index_field {
                         set_path(&mut d, f, Bson::Int64(i64::try_from(i).unwrap_or(i64::MAX)));
                     }
                     d
@@ -181,5 +183,11 @@ impl Stage for Unwind {
                 }
             },
         )))
+    }
+
+    fn expand_lazily(&self, doc: &RawDocumentBuf) -> Option<CommandResult<Drain>> {
+        let expanded =
+            to_doc(doc).map(|d| -> Drain { Box::new(self.expand(d).map(|d| to_raw(&d))) });
+        Some(expanded)
     }
 }
