@@ -81,6 +81,10 @@ struct CostArgs {
     /// Repetitions per workload (median reported).
     #[arg(long)]
     runs: Option<usize>,
+    /// Time only the workloads whose name contains one of these (comma separated), e.g.
+    /// `--only "range count unindexed,\$project,top-k"`; the data load always runs.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
 }
 
 #[derive(Args)]
@@ -232,6 +236,7 @@ fn run_cost(cli: CostArgs) -> Result<()> {
             let db = format!("bench_{}_{docs}", std::process::id());
             let mut sizes = Sizes::new(docs, runs, cli.quick);
             sizes.label = format!("{docs} records");
+            sizes.only = cli.only.clone();
             let measured = workloads::run_all(&client, &db, &sizes).await;
             let _ = client.database(&db).drop().await;
             let workloads = measured
