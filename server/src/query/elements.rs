@@ -71,6 +71,7 @@ pub fn for_each<'a>(doc: &'a RawDocument, mut each: impl FnMut(Element<'a>)) -> 
 
 /// The elements of `doc` in order while `each` returns true; `None` when the bytes walked are
 /// not well formed.
+#[inline]
 fn walk<'a>(doc: &'a RawDocument, mut each: impl FnMut(Element<'a>) -> bool) -> Option<()> {
     let bytes = doc.as_bytes();
     // The length prefix and the trailing zero were checked when the RawDocument was made.
@@ -104,6 +105,7 @@ fn i32_at(b: &[u8], at: usize) -> Option<usize> {
 }
 
 /// Bytes of a value of BSON type `kind` at the start of `b` (the rest of its container).
+#[inline]
 fn value_len(kind: u8, b: &[u8]) -> Option<usize> {
     let cstr_len = |at: usize| Some(b.get(at..)?.iter().position(|&x| x == 0)? + 1);
     let len = match kind {
@@ -143,7 +145,7 @@ mod tests {
             "_id": ObjectId::from_bytes([7; 12]), "d": 1.5, "s": "ü-text", "o": {"a": [1, {"b": 2}]},
             "arr": [1, "x"], "bin": Binary { subtype: BinarySubtype::Generic, bytes: vec![1, 2, 3] },
             "u": Bson::Undefined, "t": true, "date": DateTime::from_millis(5), "n": Bson::Null,
-            "re": Regex { pattern: "a.b".into(), options: "i".into() },
+            "re": Regex { pattern: "a.b".try_into().unwrap(), options: "i".try_into().unwrap() },
             "js": Bson::JavaScriptCode("f()".into()),
             "sym": Bson::Symbol("sy".into()),
             "jsw": JavaScriptCodeWithScope { code: "g()".into(), scope: doc! {"v": 1} },
@@ -183,7 +185,8 @@ mod tests {
         for cut in 5..good.len() {
             let mut b = good[..cut].to_vec();
             b.push(0);
-            b[..4].copy_from_slice(&(b.len() as i32).to_le_bytes());
+            let len = (b.len() as i32).to_le_bytes();
+            b[..4].copy_from_slice(&len);
             if let Ok(d) = RawDocumentBuf::from_bytes(b) {
                 let _ = for_each(&d, |_| {});
             }

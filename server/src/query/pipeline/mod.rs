@@ -575,6 +575,9 @@ impl Pipeline {
                     let next = stage.stage.push_slot(slot, doc, cx)?;
                     return self.push_from(i + 1, state, next, cx, out);
                 }
+                if let Some(next) = stage.stage.push_one(&doc) {
+                    return self.push_from(i + 1, state, next?, cx, out);
+                }
                 let one: RawStream<'_> = Box::new(std::iter::once(Ok(doc)));
                 for next in stage.stage.run_raw(one, cx)?.into_raw() {
                     self.push_from(i + 1, state, next?, cx, out)?;

@@ -296,6 +296,11 @@ impl Stage for Project {
             input.map(move |item| self.apply_raw(&item?)),
         )))
     }
+
+    fn push_one(&self, doc: &RawDocument) -> Option<CommandResult<RawDocumentBuf>> {
+        let raw_path = !(self.inclusion && self.tree.computed_below_top());
+        raw_path.then(|| self.apply_raw(doc))
+    }
 }
 
 impl Project {
@@ -365,22 +370,38 @@ fn include_flat(tree: &Tree, doc: &RawDocument) -> Option<RawDocumentBuf> {
         Some((_, node)) => matches!(node, Node::Include),
         None => key == b"_id",
     };
-    let mut len = 5;
+    // One walk notes the kept elements (a few, as a projection names a few fields); a second
+    // walk is needed only when more are kept than the notes hold.
+    let mut notes: [&[u8]; FLAT_NOTES] = [&[]; FLAT_NOTES];
+    let (mut noted, mut len) = (0usize, 5usize);
     crate::query::elements::for_each(doc, |e| {
         if kept(e.key) {
+            if let Some(slot) = notes.get_mut(noted) {
+                *slot = e.bytes;
+            }
+            noted += 1;
             len += e.bytes.len();
         }
     })?;
     let mut out = Vec::with_capacity(len);
     out.extend_from_slice(&i32::try_from(len).ok()?.to_le_bytes());
-    crate::query::elements::for_each(doc, |e| {
-        if kept(e.key) {
-            out.extend_from_slice(e.bytes);
+    if noted <= FLAT_NOTES {
+        for bytes in &notes[..noted] {
+            out.extend_from_slice(bytes);
         }
-    })?;
+    } else {
+        crate::query::elements::for_each(doc, |e| {
+            if kept(e.key) {
+                out.extend_from_slice(e.bytes);
+            }
+        })?;
+    }
     out.push(0);
     RawDocumentBuf::from_bytes(out).ok()
 }
+
+/// Kept elements [`include_flat`] notes in one walk.
+const FLAT_NOTES: usize = 16;
 
 /// [`include_array`] over a raw array whose tree computes nothing: non-documents are dropped.
 fn include_array_raw(tree: &Tree, items: &RawArray) -> CommandResult<RawArrayBuf> {
