@@ -556,6 +556,69 @@ mod tests {
         assert_eq!(sorted_with(20_000, true, &input), expected);
     }
 
+    /// The numeric shortcut of the top-k (a worse plain number is dropped before its key is
+    /// encoded) keeps exactly what a stable full sort keeps first, whatever the mix of types.
+    #[test]
+    fn top_k_equals_the_head_of_a_stable_sort() {
+        let mut rng = StdRng::seed_from_u64(11);
+        let values = || -> Vec<Bson> {
+            vec![
+                Bson::Double(f64::NAN),
+                Bson::Double(-0.0),
+                Bson::Int32(0),
+                Bson::Int64(3),
+                Bson::String("s".into()),
+                bson!([2, 9.5]),
+                Bson::Null,
+                bson!({"x": 1}),
+            ]
+        };
+        for (spec, nested) in [("k", false), ("o.k", true)] {
+            let input: Vec<Document> = (0..3000)
+                .map(|i| {
+                    let v = match rng.random_range(0..10) {
+                        0 => values()[rng.random_range(0..8)].clone(),
+                        1 => Bson::Int32(rng.random_range(-50..50)),
+                        _ => Bson::Double(rng.random_range(-50.0..50.0_f64).round() / 4.0),
+                    };
+                    let mut d = doc! {"i": i};
+                    if rng.random_range(0..20) != 0 {
+                        if nested {
+                            d.insert("o", doc! {"k": v});
+                        } else {
+                            d.insert("k", v);
+                        }
+                    }
+                    d
+                })
+                .collect();
+            for dir in [1, -1] {
+                for k in [1, 7, 40] {
+                    let c = ctx();
+                    let sort = doc! {"$sort": {spec: dir}};
+                    let full = Pipeline::parse(&stages_of(bson!([sort.clone()])), &c).unwrap();
+                    let mut want = full.run_vec(input.clone(), &MapEnv::default()).unwrap();
+                    want.truncate(k);
+                    let top = Pipeline::parse(&stages_of(bson!([sort, {"$limit": k as i32}])), &c)
+                        .unwrap();
+                    let raw: Vec<bson::RawDocumentBuf> = input
+                        .iter()
+                        .map(|d| bson::RawDocumentBuf::try_from(d).unwrap())
+                        .collect();
+                    let env = MapEnv::default();
+                    let flow = crate::query::pipeline::Flow::Raw(Box::new(raw.into_iter().map(Ok)));
+                    let got: Vec<Document> = top
+                        .run_flow(0, flow, &env)
+                        .unwrap()
+                        .into_docs()
+                        .collect::<Result<_, _>>()
+                        .unwrap();
+                    assert_eq!(got, want, "{spec} {dir} top {k}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn without_disk_use_the_bound_fails() {
         let input = random_docs(5000);
