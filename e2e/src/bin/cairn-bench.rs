@@ -46,6 +46,35 @@ enum Command {
     /// Serial against parallel collection scans on one cairn (`parallelScanThreads` 1 and 0,
     /// alternating), per document; DIR/parallel.json and DIR/parallel.md.
     Parallel(ParallelArgs),
+    /// Two cairn builds side by side: count scan, `$project` 3 fields, top-k, each as a ratio
+    /// to the count scan, with server and client CPU; DIR/ratio.json and DIR/ratio.md.
+    Ratio(RatioArgs),
+}
+
+#[derive(Args)]
+struct RatioArgs {
+    /// The build measured first in the first run (e.g. main's `cairn`).
+    #[arg(long)]
+    before: String,
+    /// The build compared with it.
+    #[arg(long)]
+    after: String,
+    /// Directory for ratio.json and ratio.md.
+    #[arg(long)]
+    out: PathBuf,
+    /// Documents in the collection.
+    #[arg(long, default_value_t = 100_000)]
+    docs: u64,
+    /// Alternating runs (medians reported).
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+    /// Operations per timed sample.
+    #[arg(long, default_value_t = 3)]
+    reps: usize,
+    /// Time only these workloads (0 count, 1 `$project`, 2 `$project` raw, 3 top-k), e.g. to
+    /// profile one; the ratio needs 0.
+    #[arg(long, value_delimiter = ',')]
+    workloads: Vec<usize>,
 }
 
 #[derive(Args)]
@@ -81,6 +110,10 @@ struct CostArgs {
     /// Repetitions per workload (median reported).
     #[arg(long)]
     runs: Option<usize>,
+    /// Time only the workloads whose name contains one of these (comma separated), e.g.
+    /// `--only "range count unindexed,\$project,top-k"`; the data load always runs.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
 }
 
 #[derive(Args)]
@@ -133,6 +166,7 @@ fn main() -> Result<()> {
     match cli.command {
         Some(Command::Sweep(args)) => run_sweep(args),
         Some(Command::Parallel(args)) => run_parallel(args),
+        Some(Command::Ratio(args)) => run_ratio(args),
         None => run_cost(cli.cost),
     }
 }
@@ -164,6 +198,42 @@ fn run_parallel(a: ParallelArgs) -> Result<()> {
         serde_json::to_string_pretty(&rows)?,
     )?;
     std::fs::write(a.out.join("parallel.md"), &md)?;
+    print!("{md}");
+    Ok(())
+}
+
+fn run_ratio(a: RatioArgs) -> Result<()> {
+    use cairn_e2e::compare::{parallel_ab, scan_ratio};
+    if a.docs == 0 || a.runs == 0 {
+        bail!("--docs and --runs must be positive");
+    }
+    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    let servers = [
+        cairn_e2e::Server::start(&a.before, &[]),
+        cairn_e2e::Server::start(&a.after, &[]),
+    ];
+    let load_before = parallel_ab::load_average();
+    let rows = tokio::runtime::Runtime::new()?.block_on(async {
+        let mut sides = Vec::new();
+        for (name, s) in ["before", "after"].iter().zip(&servers) {
+            sides.push(scan_ratio::Side {
+                name: name.to_string(),
+                client: s.client().await,
+                pid: s.pid(),
+            });
+        }
+        scan_ratio::run(&sides, a.docs, a.runs, a.reps.max(1), &a.workloads).await
+    })?;
+    let load = format!(
+        "load average before {load_before}, after {}",
+        parallel_ab::load_average()
+    );
+    let md = scan_ratio::markdown(&rows, a.docs, a.runs, a.reps.max(1), &load);
+    std::fs::write(
+        a.out.join("ratio.json"),
+        serde_json::to_string_pretty(&rows)?,
+    )?;
+    std::fs::write(a.out.join("ratio.md"), &md)?;
     print!("{md}");
     Ok(())
 }
@@ -232,6 +302,7 @@ fn run_cost(cli: CostArgs) -> Result<()> {
             let db = format!("bench_{}_{docs}", std::process::id());
             let mut sizes = Sizes::new(docs, runs, cli.quick);
             sizes.label = format!("{docs} records");
+            sizes.only = cli.only.clone();
             let measured = workloads::run_all(&client, &db, &sizes).await;
             let _ = client.database(&db).drop().await;
             let workloads = measured

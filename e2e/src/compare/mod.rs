@@ -15,6 +15,7 @@ pub mod ping;
 pub mod plot;
 pub mod png;
 pub mod report;
+pub mod scan_ratio;
 pub mod side;
 pub mod stats;
 pub mod sweep;

@@ -27,6 +27,9 @@ pub struct Sizes {
     pub run_budget: Duration,
     /// Progress lines on stderr name this (e.g. "target"); empty = silent.
     pub label: String,
+    /// Workloads to time, by a part of their name (empty: all). The load and the index it
+    /// builds always run, since the others read that data.
+    pub only: Vec<String>,
 }
 
 impl Sizes {
@@ -42,9 +45,23 @@ impl Sizes {
                 RUN_BUDGET_FULL
             },
             label: String::new(),
+            only: Vec::new(),
         }
     }
+
+    /// True when workload `name` is to be timed.
+    fn selected(&self, name: &str) -> bool {
+        ALWAYS_RUN.contains(&name)
+            || self.only.is_empty()
+            || self.only.iter().any(|part| name.contains(part.as_str()))
+    }
 }
+
+/// Workloads that prepare the data the others read: they run whatever `Sizes::only` says.
+const ALWAYS_RUN: &[&str] = &["bulk insert", "createIndex"];
+
+/// The value of a workload `Sizes::only` left out; `run_all` drops those.
+const NOT_SELECTED: &str = "not selected";
 
 /// Which direction of a value is good.
 #[derive(Clone, Copy, Debug, Serialize, serde::Deserialize, PartialEq, Eq)]
@@ -248,6 +265,7 @@ pub async fn run_all(client: &Client, db_name: &str, sizes: &Sizes) -> Vec<Measu
     );
     out.push(gauge("server RSS", "MiB", server_rss(client).await));
     out.push(gauge("data size on disk", "MiB", data_size(&db).await));
+    out.retain(|m| !matches!(&m.value, Err(e) if e == NOT_SELECTED));
     out
 }
 
@@ -263,6 +281,9 @@ where
     F: FnMut(usize) -> Fut,
     Fut: std::future::Future<Output = Outcome>,
 {
+    if !sizes.selected(name) {
+        return gauge(name, unit, Err(NOT_SELECTED.to_string()));
+    }
     let mut values = Vec::with_capacity(sizes.runs);
     let mut value = Err(String::new());
     for run in 0..sizes.runs {

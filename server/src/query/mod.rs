@@ -9,6 +9,7 @@ pub mod collation;
 pub mod collator;
 pub mod decimal;
 pub mod distinct;
+pub mod elements;
 pub mod expr;
 pub mod js;
 pub mod limits;

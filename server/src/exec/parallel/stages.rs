@@ -216,6 +216,10 @@ impl Bound {
     /// Records that a part's state went from `*used` to `now` bytes; gives up past the stage's
     /// bound or when the server's budget has no room.
     fn charge(&self, held: &mut Held, used: &mut usize, now: usize) -> Step {
+        if now == *used {
+            // Nothing changed (most documents of a top-k): no shared counter is touched.
+            return Step::Go;
+        }
         let total = if now >= *used {
             self.used_bytes.fetch_add(now - *used, Relaxed) + (now - *used)
         } else {

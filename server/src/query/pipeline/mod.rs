@@ -580,6 +580,9 @@ impl Pipeline {
                     out.push_back(Many(many?));
                     return Ok(());
                 }
+                if let Some(next) = stage.stage.push_one(&doc) {
+                    return self.push_from(i + 1, state, next?, cx, out);
+                }
                 let one: RawStream<'_> = Box::new(std::iter::once(Ok(doc)));
                 for next in stage.stage.run_raw(one, cx)?.into_raw() {
                     out.push_back(Doc(next?));

@@ -24,7 +24,7 @@ use super::output::{self, OutputTarget};
 use super::run_context::RunCx;
 use super::{DocStream, Flow, ParseContext, RawStream};
 use crate::error::{CommandResult, ErrorCode, err};
-use bson::{Bson, Document, RawDocumentBuf};
+use bson::{Bson, Document, RawDocument, RawDocumentBuf};
 
 /// A blocking stage's output once it has consumed its input: owned and `Send`, so a suspended
 /// pipeline (`super::suspend`) keeps it in a cursor between batches and hands it out one
@@ -65,6 +65,13 @@ pub trait Stage: std::fmt::Debug + Send + Sync {
             .into_raw()
             .collect::<CommandResult<Vec<_>>>()?;
         Ok(Box::new(out.into_iter().map(Ok)))
+    }
+
+    /// One raw document through a stage that makes exactly one raw document of each input
+    /// (`$project` without computed sub-fields), with no stream built around it: `None` when
+    /// this stage has no such path and [`Stage::run_raw`] must be used.
+    fn push_one(&self, _doc: &RawDocument) -> Option<CommandResult<RawDocumentBuf>> {
+        None
     }
 
     /// For a stage that streams with state (see [`StreamSlot`]): its state for a new run.

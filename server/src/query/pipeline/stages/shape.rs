@@ -296,6 +296,11 @@ impl Stage for Project {
             input.map(move |item| self.apply_raw(&item?)),
         )))
     }
+
+    fn push_one(&self, doc: &RawDocument) -> Option<CommandResult<RawDocumentBuf>> {
+        let raw_path = !(self.inclusion && self.tree.computed_below_top());
+        raw_path.then(|| self.apply_raw(doc))
+    }
 }
 
 impl Project {
@@ -303,7 +308,15 @@ impl Project {
         if !self.inclusion {
             return exclude_raw(&self.tree, raw);
         }
-        let mut out = include_raw(&self.tree, raw, true)?;
+        let flat = self
+            .tree
+            .is_flat()
+            .then(|| include_flat(&self.tree, raw))
+            .flatten();
+        let mut out = match flat {
+            Some(out) => out,
+            None => include_raw(&self.tree, raw, true)?,
+        };
         for (k, node) in &self.tree.fields {
             if let Node::Computed(e) = node
                 && let Some(v) = e.eval(raw)?
@@ -348,6 +361,47 @@ fn include_raw(tree: &Tree, doc: &RawDocument, top: bool) -> CommandResult<RawDo
     }
     Ok(out)
 }
+
+/// [`include_raw`] at the top level of a tree without sub-trees: the kept elements' bytes are
+/// found by `query::elements` and copied as stored into an output allocated once at its size.
+/// `None` when the document's bytes do not walk; `include_raw` then reports them.
+fn include_flat(tree: &Tree, doc: &RawDocument) -> Option<RawDocumentBuf> {
+    let kept = |key: &[u8]| match tree.fields.iter().find(|(k, _)| k.as_bytes() == key) {
+        Some((_, node)) => matches!(node, Node::Include),
+        None => key == b"_id",
+    };
+    // One walk notes the kept elements (a few, as a projection names a few fields); a second
+    // walk is needed only when more are kept than the notes hold.
+    let mut notes: [&[u8]; FLAT_NOTES] = [&[]; FLAT_NOTES];
+    let (mut noted, mut len) = (0usize, 5usize);
+    crate::query::elements::for_each(doc, |e| {
+        if kept(e.key) {
+            if let Some(slot) = notes.get_mut(noted) {
+                *slot = e.bytes;
+            }
+            noted += 1;
+            len += e.bytes.len();
+        }
+    })?;
+    let mut out = Vec::with_capacity(len);
+    out.extend_from_slice(&i32::try_from(len).ok()?.to_le_bytes());
+    if noted <= FLAT_NOTES {
+        for bytes in &notes[..noted] {
+            out.extend_from_slice(bytes);
+        }
+    } else {
+        crate::query::elements::for_each(doc, |e| {
+            if kept(e.key) {
+                out.extend_from_slice(e.bytes);
+            }
+        })?;
+    }
+    out.push(0);
+    RawDocumentBuf::from_bytes(out).ok()
+}
+
+/// Kept elements [`include_flat`] notes in one walk.
+const FLAT_NOTES: usize = 16;
 
 /// [`include_array`] over a raw array whose tree computes nothing: non-documents are dropped.
 fn include_array_raw(tree: &Tree, items: &RawArray) -> CommandResult<RawArrayBuf> {
@@ -502,6 +556,12 @@ fn add_computed_array(tree: &Tree, items: &mut [Bson], root: &RawDocument) -> Co
 }
 
 impl Tree {
+    /// True when no field has a sub-tree (`a.b` or `a: {b: 1}`): inclusion is then a filter
+    /// on top-level keys.
+    fn is_flat(&self) -> bool {
+        self.fields.iter().all(|(_, n)| !matches!(n, Node::Sub(_)))
+    }
+
     /// True when a sub-tree computes a field (the raw `$project` handles top-level ones only).
     fn computed_below_top(&self) -> bool {
         self.fields

@@ -125,6 +125,21 @@ impl SortKeys {
         Ordering::Equal
     }
 
+    /// A document's sort key as a number, cheaply, when that is all it can be: one key, whose
+    /// path passes through documents only (no array) to a double or an int32. `None` otherwise
+    /// (a missing field, another type, an array on the way): the caller encodes the key.
+    fn plain_number(&self, doc: &RawDocument) -> Option<f64> {
+        let [(path, _)] = self.keys.as_slice() else {
+            return None;
+        };
+        let (last, parents) = path.split_last()?;
+        let mut at = doc;
+        for p in parents {
+            at = crate::query::elements::find(at, p)?.as_document()?;
+        }
+        crate::query::elements::find(at, last)?.as_f64()
+    }
+
     /// The single path when the specification has exactly one key (for `$setWindowFields`).
     pub fn single_path(&self) -> Option<(&[String], bool)> {
         match self.keys.as_slice() {
@@ -305,7 +320,10 @@ fn top_k_raw(
     let mut held = Held::global();
     for item in input {
         let used_bytes = top.push(item?);
-        cx.charge(&mut held, used_bytes, "Sort")?;
+        // Most documents do not enter the top k: nothing changed, nothing to charge.
+        if used_bytes != held.bytes() {
+            cx.charge(&mut held, used_bytes, "Sort")?;
+        }
     }
     Ok(top.finish())
 }
@@ -321,6 +339,9 @@ pub struct TopK<'s> {
     /// The k-th best key once k documents are kept: a later document must beat it (a tie
     /// loses, the sort being stable).
     threshold: Option<Vec<u8>>,
+    /// The same key as a number when it is one (`SortKeys::plain_number`): a document whose key
+    /// is a plain number worse than it is dropped without encoding its key.
+    threshold_number: Option<f64>,
     used_bytes: usize,
     key: Vec<u8>,
     scratch: Vec<u8>,
@@ -333,6 +354,7 @@ impl<'s> TopK<'s> {
             k: usize::try_from(k).unwrap_or(usize::MAX),
             rows: Vec::new(),
             threshold: None,
+            threshold_number: None,
             used_bytes: 0,
             key: Vec::new(),
             scratch: Vec::new(),
@@ -341,6 +363,16 @@ impl<'s> TopK<'s> {
 
     /// Offers the next document; returns the bytes held.
     pub fn push(&mut self, raw: RawDocumentBuf) -> usize {
+        if let Some(t) = self.threshold_number
+            && let Some(v) = self.keys.plain_number(&raw)
+        {
+            // Numbers order as mongod orders them (NaN lowest): a NaN on either side compares
+            // false here and takes the encoded path.
+            let descending = self.keys.keys.first().is_some_and(|(_, d)| *d);
+            if (descending && v < t) || (!descending && v > t) {
+                return self.used_bytes;
+            }
+        }
         self.keys
             .encoded_key_of(&raw, &mut self.key, &mut self.scratch);
         if self.threshold.as_ref().is_some_and(|t| self.key >= *t) {
@@ -356,10 +388,9 @@ impl<'s> TopK<'s> {
                 .iter()
                 .map(|(k, d)| k.len() + d.as_bytes().len())
                 .sum();
-            self.threshold = self
-                .rows
-                .get(self.k.saturating_sub(1))
-                .map(|(key, _)| key.clone());
+            let kth = self.rows.get(self.k.saturating_sub(1));
+            self.threshold = kth.map(|(key, _)| key.clone());
+            self.threshold_number = kth.and_then(|(_, d)| self.keys.plain_number(d));
         }
         self.used_bytes
     }
@@ -523,6 +554,69 @@ mod tests {
         assert_eq!(sorted_with(2_000, true, &input), expected);
         // A few dozen runs merged once at the end.
         assert_eq!(sorted_with(20_000, true, &input), expected);
+    }
+
+    /// The numeric shortcut of the top-k (a worse plain number is dropped before its key is
+    /// encoded) keeps exactly what a stable full sort keeps first, whatever the mix of types.
+    #[test]
+    fn top_k_equals_the_head_of_a_stable_sort() {
+        let mut rng = StdRng::seed_from_u64(11);
+        let values = || -> Vec<Bson> {
+            vec![
+                Bson::Double(f64::NAN),
+                Bson::Double(-0.0),
+                Bson::Int32(0),
+                Bson::Int64(3),
+                Bson::String("s".into()),
+                bson!([2, 9.5]),
+                Bson::Null,
+                bson!({"x": 1}),
+            ]
+        };
+        for (spec, nested) in [("k", false), ("o.k", true)] {
+            let input: Vec<Document> = (0..3000)
+                .map(|i| {
+                    let v = match rng.random_range(0..10) {
+                        0 => values()[rng.random_range(0..8)].clone(),
+                        1 => Bson::Int32(rng.random_range(-50..50)),
+                        _ => Bson::Double(rng.random_range(-50.0..50.0_f64).round() / 4.0),
+                    };
+                    let mut d = doc! {"i": i};
+                    if rng.random_range(0..20) != 0 {
+                        if nested {
+                            d.insert("o", doc! {"k": v});
+                        } else {
+                            d.insert("k", v);
+                        }
+                    }
+                    d
+                })
+                .collect();
+            for dir in [1, -1] {
+                for k in [1, 7, 40] {
+                    let c = ctx();
+                    let sort = doc! {"$sort": {spec: dir}};
+                    let full = Pipeline::parse(&stages_of(bson!([sort.clone()])), &c).unwrap();
+                    let mut want = full.run_vec(input.clone(), &MapEnv::default()).unwrap();
+                    want.truncate(k);
+                    let top = Pipeline::parse(&stages_of(bson!([sort, {"$limit": k as i32}])), &c)
+                        .unwrap();
+                    let raw: Vec<bson::RawDocumentBuf> = input
+                        .iter()
+                        .map(|d| bson::RawDocumentBuf::try_from(d).unwrap())
+                        .collect();
+                    let env = MapEnv::default();
+                    let flow = crate::query::pipeline::Flow::Raw(Box::new(raw.into_iter().map(Ok)));
+                    let got: Vec<Document> = top
+                        .run_flow(0, flow, &env)
+                        .unwrap()
+                        .into_docs()
+                        .collect::<Result<_, _>>()
+                        .unwrap();
+                    assert_eq!(got, want, "{spec} {dir} top {k}");
+                }
+            }
+        }
     }
 
     #[test]
