@@ -581,7 +581,8 @@ impl Pipeline {
                     return Ok(());
                 }
                 if let Some(next) = stage.stage.push_one(&doc) {
-                    return self.push_from(i + 1, state, next?, cx, out);
+                    out.push_back(Doc(next?));
+                    return Ok(());
                 }
                 let one: RawStream<'_> = Box::new(std::iter::once(Ok(doc)));
                 for next in stage.stage.run_raw(one, cx)?.into_raw() {
