@@ -69,16 +69,9 @@ impl WriteOutcome {
         self.errors.push(d);
     }
 
-    /// At the end of the job: sync now when the reply will wait and no sync is in flight.
-    pub(super) fn sync_if_idle(self, state: &ServerState, wc: &WriteConcern) -> Self {
-        if let Some(t) = &self.ticket {
-            state.catalog.sync_if_idle(t, wc);
-        }
-        self
-    }
-
-    /// `sync_if_idle` for a write that announced itself (`Catalog::pending_writer`); without a
-    /// ticket the pending writer just ends.
+    /// At the end of the job of a write that announced itself (`Catalog::pending_writer`):
+    /// sync now when the reply will wait and no sync is in flight; without a ticket the pending
+    /// writer just ends.
     pub(super) fn sync_if_idle_pending(
         self,
         state: &ServerState,
@@ -498,8 +491,11 @@ async fn run_waiting(
 ) -> CommandResult<WriteOutcome> {
     let mut out = WriteOutcome::waiting(state, req);
     loop {
+        // Announced before the wait for the lock and the hop to the pool (as an insert does), so
+        // a sync started meanwhile also covers this write; dropped unused if the job ends early.
+        let pending = state.catalog.pending_writer(wc);
         let guard = state.catalog.lock(&req.db, coll_name).await;
-        let (name, job_wc) = (coll_name.to_string(), wc.clone());
+        let name = coll_name.to_string();
         // The lock travels with the job and is released when it ends, before any wait.
         let mut step = super::off_thread(state, req, move |state, req| {
             let out = statements(state, req, &name, out);
@@ -510,7 +506,7 @@ async fn run_waiting(
             }
             Ok(out
                 .record_reply(state, req, update)
-                .sync_if_idle(state, &job_wc))
+                .sync_if_idle_pending(state, pending))
         })
         .await?;
         let Some(key) = step.blocked_on.take() else {

@@ -560,7 +560,8 @@ fn choose_plan(
         };
         return (choice, false);
     }
-    let key = (hint.is_none() && allowed.is_none()).then(|| cache::Key::of(coll, filter_doc, sort));
+    let key = (hint.is_none() && allowed.is_none())
+        .then(|| cache::Key::with_indexes(coll, &indexes, filter_doc, sort));
     if let Some(key) = &key
         && let Some(name) = cache::get(key, coll)
     {
