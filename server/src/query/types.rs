@@ -4,7 +4,6 @@
 
 use bson::{Bson, RawBsonRef};
 
-/// The `$type` number of a value: the BSON element type byte, with MinKey as -1.
 /// A UUID's 16 bytes as 8-4-4-4-12 lower-case hex (other lengths: plain hex).
 pub fn uuid_text(bytes: &[u8]) -> String {
     // Every request with a session names it: written digit by digit, not through `format!`.
@@ -21,19 +20,7 @@ pub fn uuid_text(bytes: &[u8]) -> String {
     out
 }
 
-#[cfg(test)]
-mod uuid_text_tests {
-    use super::uuid_text;
-
-    #[test]
-    fn uuids_are_8_4_4_4_12_and_other_lengths_plain_hex() {
-        let bytes: Vec<u8> = (0u8..16).map(|i| i * 17).collect();
-        assert_eq!(uuid_text(&bytes), "00112233-4455-6677-8899-aabbccddeeff");
-        assert_eq!(uuid_text(&[0xab, 0x01]), "ab01");
-        assert_eq!(uuid_text(&[]), "");
-    }
-}
-
+/// The `$type` number of a value: the BSON element type byte, with MinKey as -1.
 pub fn type_code_raw(v: RawBsonRef<'_>) -> i32 {
     match v {
         RawBsonRef::MinKey => -1,
@@ -208,5 +195,18 @@ pub fn truthy(v: &Bson) -> bool {
         Bson::Double(f) => *f != 0.0,
         Bson::Null | Bson::Undefined => false,
         _ => true,
+    }
+}
+
+#[cfg(test)]
+mod uuid_text_tests {
+    use super::uuid_text;
+
+    #[test]
+    fn uuids_are_8_4_4_4_12_and_other_lengths_plain_hex() {
+        let bytes: Vec<u8> = (0u8..16).map(|i| i * 17).collect();
+        assert_eq!(uuid_text(&bytes), "00112233-4455-6677-8899-aabbccddeeff");
+        assert_eq!(uuid_text(&[0xab, 0x01]), "ab01");
+        assert_eq!(uuid_text(&[]), "");
     }
 }
