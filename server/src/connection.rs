@@ -491,6 +491,7 @@ async fn run_command(
         db: &req.db,
         body: &req.body,
         body_bytes: req.raw_body.as_ref().map_or(0, |b| b.as_bytes().len()),
+        raw_body: req.raw_body.as_ref(),
         interrupt: req.op.clone(),
     });
     let result = commands::dispatch(state, info, req).await;

@@ -35,11 +35,33 @@ enum Kind {
 struct CommandOp {
     connection_id: i64,
     client: String,
-    command: Document,
+    command: Shown,
     op_type: &'static str,
     interrupt: Interrupt,
     /// The key of the session the command runs in (its `lsid`), for killSessions.
     session: Option<Vec<u8>>,
+}
+
+/// The command `currentOp` shows: built when someone asks (most commands end unseen), from a
+/// copy of the body's bytes; a body that came without them is built at once.
+enum Shown {
+    Ready(Document),
+    Raw {
+        name: String,
+        body: bson::RawDocumentBuf,
+    },
+}
+
+impl Shown {
+    fn document(&self) -> Document {
+        match self {
+            Shown::Ready(d) => d.clone(),
+            Shown::Raw { name, body } => match Document::try_from(body.as_ref()) {
+                Ok(d) => shown_command(name, &d, body.as_bytes().len()),
+                Err(_) => Document::new(),
+            },
+        }
+    }
 }
 
 struct Op {
@@ -57,6 +79,9 @@ pub struct CommandInfo<'a> {
     pub body: &'a Document,
     /// The body's size on the wire.
     pub body_bytes: usize,
+    /// The body's bytes as received, when kept: `currentOp` builds its view of the command
+    /// from them only when asked.
+    pub raw_body: Option<&'a bson::RawDocumentBuf>,
     pub interrupt: Interrupt,
 }
 
@@ -119,7 +144,13 @@ impl OpRegistry {
             kind: Kind::Command(CommandOp {
                 connection_id: info.connection_id,
                 client: info.client,
-                command: shown_command(info.name, info.body, info.body_bytes),
+                command: match info.raw_body {
+                    Some(raw) => Shown::Raw {
+                        name: info.name.to_string(),
+                        body: raw.clone(),
+                    },
+                    None => Shown::Ready(shown_command(info.name, info.body, info.body_bytes)),
+                },
                 op_type: op_type(info.name),
                 interrupt: info.interrupt,
                 session: info
@@ -239,7 +270,7 @@ fn command_doc(op: &Op, c: &CommandOp) -> Document {
         "active": true,
         "op": c.op_type,
         "ns": op.ns.clone(),
-        "command": c.command.clone(),
+        "command": c.command.document(),
     };
     if let Some(reason) = c.interrupt.reason() {
         d.insert("killPending", true);
@@ -317,7 +348,25 @@ mod tests {
             db: "t",
             body,
             body_bytes: 100,
+            raw_body: None,
             interrupt: op.clone(),
+        }
+    }
+
+    #[test]
+    fn a_command_kept_as_bytes_is_shown_as_one_built_at_once() {
+        for body in [
+            doc! { "find": "c", "filter": { "a": 1 }, "lsid": { "id": 1 }, "$db": "t" },
+            doc! { "createUser": "u", "pwd": "secret", "roles": [] },
+        ] {
+            let name = body.keys().next().cloned().unwrap_or_default();
+            let raw = bson::RawDocumentBuf::try_from(&body).unwrap();
+            let len = raw.as_bytes().len();
+            let deferred = Shown::Raw {
+                name: name.clone(),
+                body: raw,
+            };
+            assert_eq!(deferred.document(), shown_command(&name, &body, len));
         }
     }
 

@@ -221,3 +221,43 @@ async fn async_wait_and_group_commit() {
     }
     assert_eq!(c.count(), 50);
 }
+
+#[test]
+fn get_many_answers_like_get_in_the_order_asked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let e = Engine::open(dir.path(), opts()).expect("open");
+    let c = e.create_collection("db", "m", doc! {}).expect("create");
+    // 2 KB documents over 64 KB segments: the records span several segments.
+    let pad = "x".repeat(2000);
+    let t = c
+        .write(
+            (0..200)
+                .map(|i| WriteOp::Insert(raw(doc! {"_id": i, "pad": &pad}).into()))
+                .collect(),
+        )
+        .expect("insert");
+    t.wait_durable_blocking().expect("durable");
+    let rids = t.record_ids.clone();
+    // A replaced record moves to the log's end; a deleted one is gone.
+    c.write(vec![
+        WriteOp::Replace(rids[10], raw(doc! {"_id": 10, "v": "moved"})),
+        WriteOp::Delete(rids[11]),
+    ])
+    .expect("replace+delete")
+    .wait_durable_blocking()
+    .expect("durable");
+    let mut asked: Vec<_> = rids.iter().rev().copied().collect();
+    asked.extend([rids[10], rids[3], rids[3], 1 << 40]);
+    let many = c.get_many(&asked).expect("get_many");
+    assert_eq!(many.len(), asked.len());
+    for (rid, got) in asked.iter().zip(&many) {
+        let one = c.get(*rid).expect("get");
+        assert_eq!(
+            got.as_ref().map(|d| d.as_bytes()),
+            one.as_ref().map(|d| d.as_bytes())
+        );
+    }
+    assert!(many[200 - 1 - 11].is_none(), "deleted");
+    assert!(many[asked.len() - 1].is_none(), "never there");
+    assert!(c.get_many(&[]).expect("empty").is_empty());
+}

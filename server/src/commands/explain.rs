@@ -309,7 +309,7 @@ pub fn explain(state: &ServerState, req: &Request) -> CommandResult<Reply> {
             let key = planner::cache::Key::of(c, &t.filter, sort);
             let filtered = planner::filters::allowed(c, &t.filter, sort).is_some();
             let cached = hint.is_none() && !filtered && planner::cache::peek(&key, c);
-            (key.query_hash, key.plan_cache_key, cached, filtered)
+            (key.query_hash(), key.plan_cache_key(), cached, filtered)
         }
         None => (String::new(), String::new(), false, false),
     };

@@ -350,21 +350,37 @@ impl ScanState {
         // A multikey index holds a document once per distinct key; a union may reach a
         // document through several branches.
         let dedup = plan.multikey || plans.len() > 1 || txn.is_some();
-        let mut out = Vec::with_capacity(entries.len());
+        // In index order: a document rebuilt from its key, or a RecordId still to fetch.
+        let mut slots: Vec<(RecordId, Option<RawDocumentBuf>)> = Vec::with_capacity(entries.len());
         for (key, rid) in entries {
             crate::interrupt::tick()?;
             if dedup && !seen.insert(rid) {
                 continue;
             }
             let covered = self.covered.as_ref().filter(|_| txn.is_none());
-            if let Some(doc) = covered.and_then(|c| c.rebuild(&key)) {
+            slots.push((rid, covered.and_then(|c| c.rebuild(&key))));
+        }
+        let fetch: Vec<RecordId> = slots
+            .iter()
+            .filter(|(_, doc)| doc.is_none())
+            .map(|(rid, _)| *rid)
+            .collect();
+        // Outside a transaction the chunk's documents are read together (one lock, reads in
+        // file order); a transaction looks at each through its own writes and snapshot.
+        let fetched = match &txn {
+            Some(t) => fetch
+                .iter()
+                .map(|&rid| t.get(&self.coll, rid))
+                .collect::<storage::Result<Vec<_>>>(),
+            None => self.coll.get_many(&fetch),
+        }
+        .map_err(serr)?;
+        let mut fetched = fetched.into_iter();
+        let mut out = Vec::with_capacity(slots.len());
+        for (rid, rebuilt) in slots {
+            if let Some(doc) = rebuilt {
                 out.push((rid, doc));
-            } else if let Some(doc) = match &txn {
-                Some(t) => t.get(&self.coll, rid),
-                None => self.coll.get(rid),
-            }
-            .map_err(serr)?
-            {
+            } else if let Some(doc) = fetched.next().flatten() {
                 self.docs_examined += 1;
                 crate::interrupt::count_examined(0, 1);
                 out.push((rid, doc));

@@ -15,20 +15,19 @@ use bson::{Bson, Document, doc};
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{LazyLock, Mutex};
-use storage::Collection;
+use storage::{Collection, IndexInfo};
 
 /// Entries held, over every collection.
 pub const ENTRIES_MAX: usize = 5_000;
 /// Writes to a collection after which an entry of it is planned afresh (mongod's 1000).
 pub const WRITES_MAX: u64 = 1_000;
 
-/// The shape of one query against one collection, and the hashes explain shows.
+/// The shape of one query against one collection; the hashes explain shows are derived from it
+/// when asked (a query planned through the cache never prints them).
 pub struct Key {
     uuid: bson::Uuid,
     shape: String,
     index_sig: u64,
-    pub query_hash: String,
-    pub plan_cache_key: String,
 }
 
 struct Entry {
@@ -125,9 +124,9 @@ fn operator_shape(ops: &Document) -> Document {
 }
 
 /// What of the indexes a plan depends on.
-fn index_signature(coll: &Collection) -> u64 {
+fn index_signature(indexes: &[IndexInfo]) -> u64 {
     let mut h = DefaultHasher::new();
-    for ix in coll.indexes() {
+    for ix in indexes {
         format!(
             "{}|{}|{}|{}|{}|{:?}|{:?}",
             ix.spec.name,
@@ -145,6 +144,16 @@ fn index_signature(coll: &Collection) -> u64 {
 
 impl Key {
     pub fn of(coll: &Collection, filter: &Document, sort: Option<&Document>) -> Key {
+        Key::with_indexes(coll, &coll.indexes(), filter, sort)
+    }
+
+    /// [`Key::of`] with the collection's indexes already read (`coll.indexes()` copies them).
+    pub fn with_indexes(
+        coll: &Collection,
+        indexes: &[IndexInfo],
+        filter: &Document,
+        sort: Option<&Document>,
+    ) -> Key {
         let mut shape = doc! {
             "query": filter_shape(filter),
             "sort": sort.cloned().unwrap_or_default(),
@@ -157,17 +166,21 @@ impl Key {
                 crate::query::collation::Spec::Locale(c.spec().clone()).to_document(),
             );
         }
-        let shape = shape.to_string();
-        let index_sig = index_signature(coll);
-        let query_hash = hash_hex(&shape, 0);
-        let plan_cache_key = hash_hex(&shape, index_sig);
         Key {
             uuid: coll.uuid(),
-            shape,
-            index_sig,
-            query_hash,
-            plan_cache_key,
+            shape: shape.to_string(),
+            index_sig: index_signature(indexes),
         }
+    }
+
+    /// mongod's `queryHash`: the shape alone.
+    pub fn query_hash(&self) -> String {
+        hash_hex(&self.shape, 0)
+    }
+
+    /// mongod's `planCacheKey`: the shape and the collection's indexes.
+    pub fn plan_cache_key(&self) -> String {
+        hash_hex(&self.shape, self.index_sig)
     }
 }
 
@@ -228,8 +241,8 @@ pub fn put(
         c.clock += 1;
         let entry = Entry {
             created_from,
-            query_hash: key.query_hash.clone(),
-            plan_cache_key: key.plan_cache_key.clone(),
+            query_hash: key.query_hash(),
+            plan_cache_key: key.plan_cache_key(),
             index_name: plan.index_name.clone(),
             key_pattern: plan.key_pattern.clone(),
             works,

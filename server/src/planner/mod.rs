@@ -332,7 +332,10 @@ pub fn is_plain(key: &Document) -> bool {
 pub fn id_index_plan(id: &Bson) -> IndexPlan {
     let key_pattern = bson::doc! { "_id": 1 };
     let field_bounds = vec![("_id".to_string(), vec![ValueInterval::point(id.clone())])];
-    let intervals = byte_intervals(&key_pattern, &[vec![ValueInterval::point(id.clone())]]);
+    // What `byte_intervals` gives a point on `{_id: 1}`, with the key encoded once (every
+    // look-up by `_id` plans this).
+    let key = storage::keycode::encode_bson_key(std::slice::from_ref(id), &[false]);
+    let intervals = vec![(key.clone(), storage::keys::prefix_end(&key))];
     IndexPlan {
         index_name: storage::ID_INDEX_NAME.to_string(),
         key_pattern,
@@ -560,7 +563,8 @@ fn choose_plan(
         };
         return (choice, false);
     }
-    let key = (hint.is_none() && allowed.is_none()).then(|| cache::Key::of(coll, filter_doc, sort));
+    let key = (hint.is_none() && allowed.is_none())
+        .then(|| cache::Key::with_indexes(coll, &indexes, filter_doc, sort));
     if let Some(key) = &key
         && let Some(name) = cache::get(key, coll)
     {
@@ -685,6 +689,23 @@ mod tests {
             None,
             "no point on a"
         );
+    }
+
+    #[test]
+    fn id_point_intervals_are_the_general_ones() {
+        for id in [
+            Bson::Int32(7),
+            Bson::String("k".into()),
+            Bson::Double(-0.0),
+            Bson::Document(doc! { "a": 1 }),
+            Bson::Null,
+        ] {
+            let general = byte_intervals(
+                &doc! { "_id": 1 },
+                &[vec![ValueInterval::point(id.clone())]],
+            );
+            assert_eq!(id_index_plan(&id).intervals, general, "{id:?}");
+        }
     }
 
     #[test]

@@ -4,23 +4,23 @@
 
 use bson::{Bson, RawBsonRef};
 
-/// The `$type` number of a value: the BSON element type byte, with MinKey as -1.
 /// A UUID's 16 bytes as 8-4-4-4-12 lower-case hex (other lengths: plain hex).
 pub fn uuid_text(bytes: &[u8]) -> String {
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    if hex.len() != 32 {
-        return hex;
+    // Every request with a session names it: written digit by digit, not through `format!`.
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let uuid = bytes.len() == 16;
+    let mut out = String::with_capacity(bytes.len() * 2 + 4);
+    for (i, b) in bytes.iter().enumerate() {
+        if uuid && matches!(i, 4 | 6 | 8 | 10) {
+            out.push('-');
+        }
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
     }
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
+    out
 }
 
+/// The `$type` number of a value: the BSON element type byte, with MinKey as -1.
 pub fn type_code_raw(v: RawBsonRef<'_>) -> i32 {
     match v {
         RawBsonRef::MinKey => -1,
@@ -195,5 +195,18 @@ pub fn truthy(v: &Bson) -> bool {
         Bson::Double(f) => *f != 0.0,
         Bson::Null | Bson::Undefined => false,
         _ => true,
+    }
+}
+
+#[cfg(test)]
+mod uuid_text_tests {
+    use super::uuid_text;
+
+    #[test]
+    fn uuids_are_8_4_4_4_12_and_other_lengths_plain_hex() {
+        let bytes: Vec<u8> = (0u8..16).map(|i| i * 17).collect();
+        assert_eq!(uuid_text(&bytes), "00112233-4455-6677-8899-aabbccddeeff");
+        assert_eq!(uuid_text(&[0xab, 0x01]), "ab01");
+        assert_eq!(uuid_text(&[]), "");
     }
 }
