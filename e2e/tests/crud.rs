@@ -415,13 +415,13 @@ async fn indexes_unique_and_listing() {
     .await
     .unwrap();
     let r = db
-        .run_command(doc! { "createIndexes": "ix", "indexes": [ { "key": { "email": 1 }, "unique": true } ] })
+        .run_command(doc! { "createIndexes": "ix", "indexes": [ { "key": { "email": 1 }, "name": "email_1", "unique": true } ] })
         .await
         .unwrap();
     assert_eq!(r.get_i32("numIndexesBefore").unwrap(), 1);
     assert_eq!(r.get_i32("numIndexesAfter").unwrap(), 2);
     let again = db
-        .run_command(doc! { "createIndexes": "ix", "indexes": [ { "key": { "email": 1 }, "unique": true } ] })
+        .run_command(doc! { "createIndexes": "ix", "indexes": [ { "key": { "email": 1 }, "name": "email_1", "unique": true } ] })
         .await
         .unwrap();
     assert_eq!(again.get_str("note").unwrap(), "all indexes already exist");
@@ -483,7 +483,7 @@ async fn indexes_unique_and_listing() {
     .unwrap();
     let e = db
         .run_command(
-            doc! { "createIndexes": "ix", "indexes": [ { "key": { "k": 1 }, "unique": true } ] },
+            doc! { "createIndexes": "ix", "indexes": [ { "key": { "k": 1 }, "name": "k_1", "unique": true } ] },
         )
         .await
         .unwrap_err();

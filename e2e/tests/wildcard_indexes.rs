@@ -306,24 +306,54 @@ async fn wildcard_specs_list_and_errors() {
     let client = server.client().await;
     let db = client.database("wild");
     db.create_collection("s").await.unwrap();
-    for bad in [
-        doc! { "key": { "$**": 1 }, "name": "u", "unique": true },
-        doc! { "key": { "$**": 1 }, "name": "sp", "sparse": true },
-        doc! { "key": { "$**": 1 }, "name": "t", "expireAfterSeconds": 10 },
-        doc! { "key": { "a": 1 }, "name": "p", "wildcardProjection": { "a": 1 } },
-        doc! { "key": { "a.$**": 1 }, "name": "q", "wildcardProjection": { "a": 1 } },
-        doc! { "key": { "$**": 1 }, "name": "m", "wildcardProjection": { "a": 1, "b": 0 } },
+    for (bad, code) in [
+        (
+            doc! { "key": { "$**": 1 }, "name": "u", "unique": true },
+            67,
+        ),
+        (
+            doc! { "key": { "$**": 1 }, "name": "sp", "sparse": true },
+            67,
+        ),
+        (
+            doc! { "key": { "$**": 1 }, "name": "t", "expireAfterSeconds": 10 },
+            67,
+        ),
+        (
+            doc! { "key": { "a": 1 }, "name": "p", "wildcardProjection": { "a": 1 } },
+            2,
+        ),
+        (
+            doc! { "key": { "a.$**": 1 }, "name": "q", "wildcardProjection": { "a": 1 } },
+            9,
+        ),
+        (
+            doc! { "key": { "$**": 1 }, "name": "e", "wildcardProjection": {} },
+            9,
+        ),
+        (
+            doc! { "key": { "$**": 1 }, "name": "n", "wildcardProjection": 1 },
+            14,
+        ),
+        (
+            doc! { "key": { "$**": 1 }, "name": "m", "wildcardProjection": { "a": 1, "b": 0 } },
+            31254,
+        ),
+        (
+            doc! { "key": { "$**": 1 }, "wildcardProjection": { "a": 1 } },
+            9,
+        ),
     ] {
         let e = db
             .run_command(doc! { "createIndexes": "s", "indexes": [bad.clone()] })
             .await
             .unwrap_err();
-        assert_eq!(error_code(&e), 67, "{bad}");
+        assert_eq!(error_code(&e), code, "{bad}");
     }
     db.run_command(doc! { "createIndexes": "s", "indexes": [
         { "key": { "$**": 1 }, "name": "w1", "wildcardProjection": { "a": 1 } },
         { "key": { "$**": 1 }, "name": "w2", "wildcardProjection": { "b": 1 } },
-        { "key": { "x.$**": 1 } },
+        { "key": { "x.$**": 1 }, "name": "x.$**_1" },
     ] })
     .await
     .unwrap();

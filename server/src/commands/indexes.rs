@@ -407,6 +407,7 @@ fn drop_named(state: &ServerState, req: &Request, name: &str) -> CommandResult<R
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::commands::index_spec::parse_named as parse_spec;
 
     #[test]
     fn text_specs_take_mongods_stored_form() {

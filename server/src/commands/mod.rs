@@ -423,6 +423,7 @@ pub async fn dispatch(
         Some(_) => None,
         None => crate::sessions::retryable(&req.body, spec.name, repl)?.map(|mut rw| {
             rw.statements = statement_count(req);
+            rw.ids = crate::retried::StmtIds::of(spec.name, &req.body, rw.statements);
             rw
         }),
     };
@@ -685,7 +686,8 @@ async fn record_reply(state: &Arc<ServerState>, req: &Arc<Request>, result: &Com
     if reply.get_f64("ok").ok() != Some(1.0) {
         return;
     }
-    let reply = crate::sessions::retried_form(&reply);
+    let ids = crate::retried::StmtIds::of(req.command, &req.body, statement_count(req));
+    let reply = crate::sessions::retried_form(&reply, &ids);
     let done = crate::offload::run(state, req.command, None, move |_| {
         record
             .record_reply(reply)
