@@ -125,7 +125,28 @@ fn cases() -> Vec<(&'static str, Document, i32)> {
             40414,
         ),
         ("t", doc! { "compact": "c", "freeSpaceTargetMB": 0 }, 51024),
+        // The $currentOp stage's options: booleans only, none unknown (FailedToParse).
+        (
+            "admin",
+            current_op_stage(
+                doc! { "allUsers": true, "idleConnections": false, "idleSessions": false, "localOps": true, "truncateOps": false, "idleCursors": false, "backtrace": false },
+            ),
+            0,
+        ),
+        ("admin", current_op_stage(doc! { "allUsers": 1 }), 9),
+        ("admin", current_op_stage(doc! { "idleSessions": "x" }), 9),
+        ("admin", current_op_stage(doc! { "bogus": true }), 9),
+        (
+            "admin",
+            doc! { "aggregate": 1, "pipeline": [{ "$currentOp": 1 }], "cursor": {} },
+            9,
+        ),
+        ("t", current_op_stage(doc! {}), 73),
     ]
+}
+
+fn current_op_stage(options: Document) -> Document {
+    doc! { "aggregate": 1, "pipeline": [{ "$currentOp": options }], "cursor": {} }
 }
 
 fn uuid() -> bson::Binary {
