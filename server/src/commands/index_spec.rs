@@ -359,7 +359,7 @@ pub fn parse_spec(d: &Document) -> CommandResult<IndexSpec> {
     for (k, v) in d {
         if matches!(
             k.as_str(),
-            "storageEngine" | "weights" | "default_language" | "wildcardProjection"
+            "storageEngine" | "weights" | "default_language" | "wildcardProjection" | "background"
         ) {
             extra.insert(k.clone(), v.clone());
         }
