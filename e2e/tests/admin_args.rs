@@ -125,6 +125,23 @@ fn cases() -> Vec<(&'static str, Document, i32)> {
             40414,
         ),
         ("t", doc! { "compact": "c", "freeSpaceTargetMB": 0 }, 51024),
+        // autoCompact (8.0): a bool, its two options typed, nothing else.
+        ("admin", doc! { "autoCompact": true }, 0),
+        (
+            "admin",
+            doc! { "autoCompact": false, "freeSpaceTargetMB": 20 },
+            0,
+        ),
+        ("admin", doc! { "autoCompact": true, "runOnce": true }, 0),
+        ("admin", doc! { "autoCompact": 1 }, 14),
+        ("admin", doc! { "autoCompact": true, "runOnce": 1 }, 14),
+        (
+            "admin",
+            doc! { "autoCompact": true, "freeSpaceTargetMB": 0 },
+            51024,
+        ),
+        ("admin", doc! { "autoCompact": true, "x": 1 }, 40415),
+        ("t", doc! { "autoCompact": true }, 13),
         // The $currentOp stage's options: booleans only, none unknown (FailedToParse).
         (
             "admin",

@@ -221,6 +221,7 @@ commands! {
     "fsyncUnlock" => "Release one fsync lock", admin true;
     "dataSize" => "Bytes and count of a collection, or of a key range of it";
     "compact" => "Reclaim the log's dead space (engine-wide) and report the bytes freed";
+    "autoCompact" => "Background compaction (always on in cairn's engine); runOnce compacts now", admin true;
     "validateDBMetadata" => "Collections and indexes outside an API version (none in cairn)";
     "top" => "Usage per namespace", admin true;
     "lockInfo" => "Locks held and waited for", admin true;
@@ -254,6 +255,7 @@ const WRITE_COMMANDS: &[&str] = &[
     "createIndexes",
     "dropIndexes",
     "compact",
+    "autoCompact",
     "createUser",
     "updateUser",
     "dropUser",
@@ -582,6 +584,7 @@ pub async fn dispatch(
         "fsyncUnlock" => admin::fsync_unlock(state).await,
         "dataSize" => off_thread(state, req, diagnostic::data_size).await,
         "compact" => diagnostic::compact(state, req).await,
+        "autoCompact" => diagnostic::auto_compact(state, req).await,
         "validateDBMetadata" => diagnostic::validate_db_metadata(req),
         "top" => diagnostic::top(state, req),
         "lockInfo" => diagnostic::lock_info(req),

@@ -58,6 +58,14 @@ pub static COMPACT: CommandSpec = CommandSpec {
     target: None,
 };
 
+/// 8.0's `autoCompact`: `{autoCompact: <bool>, freeSpaceTargetMB, runOnce}`.
+pub static AUTO_COMPACT: CommandSpec = CommandSpec {
+    name: "autoCompact",
+    fields: &[at_least("freeSpaceTargetMB", 1), opt("runOnce", Ty::Bool)],
+    strict: true,
+    target: Some(Ty::Bool),
+};
+
 /// 8.0's `fsync.idl` (7.0 parsed it by hand and ignored unknown fields).
 pub static FSYNC: CommandSpec = CommandSpec {
     name: "fsync",
@@ -315,6 +323,7 @@ pub static ALL: &[&CommandSpec] = &[
     &CONNECTION_STATUS,
     &LOCK_INFO,
     &COMPACT,
+    &AUTO_COMPACT,
     &FSYNC,
     &PROFILE,
     &GET_CLUSTER_PARAMETER,
