@@ -142,6 +142,21 @@ fn cases() -> Vec<(&'static str, Document, i32)> {
         ),
         ("admin", doc! { "autoCompact": true, "x": 1 }, 40415),
         ("t", doc! { "autoCompact": true }, 13),
+        // $listLocalSessions' spec (ListSessionsSpec).
+        ("admin", local_sessions(doc! { "allUsers": true }), 0),
+        (
+            "admin",
+            local_sessions(doc! { "users": [{ "user": "u", "db": "d" }] }),
+            0,
+        ),
+        ("admin", local_sessions(doc! { "allUsers": 1 }), 14),
+        ("admin", local_sessions(doc! { "users": [1] }), 14),
+        (
+            "admin",
+            local_sessions(doc! { "users": [{ "user": "u" }] }),
+            40414,
+        ),
+        ("admin", local_sessions(doc! { "bogus": 1 }), 40415),
         // The $currentOp stage's options: booleans only, none unknown (FailedToParse).
         (
             "admin",
@@ -160,6 +175,10 @@ fn cases() -> Vec<(&'static str, Document, i32)> {
         ),
         ("t", current_op_stage(doc! {}), 73),
     ]
+}
+
+fn local_sessions(spec: Document) -> Document {
+    doc! { "aggregate": 1, "pipeline": [{ "$listLocalSessions": spec }], "cursor": {} }
 }
 
 fn current_op_stage(options: Document) -> Document {

@@ -356,8 +356,18 @@ fn source_stage(
             }
             Ok(Some(ops))
         }
-        // Sessions are accepted but not tracked yet, so there is none to list.
-        "$listLocalSessions" => Ok(Some(vec![])),
+        // Sessions are not listed yet; the spec is checked as mongod's IDL parser does.
+        "$listLocalSessions" => {
+            if let Bson::Document(spec) = spec {
+                argspec::check_entry(&argspec::admin::LIST_SESSIONS_SPEC, spec)?;
+                for user in spec.get_array("users").into_iter().flatten() {
+                    if let Bson::Document(u) = user {
+                        argspec::check_entry(&argspec::admin::LIST_SESSIONS_USER, u)?;
+                    }
+                }
+            }
+            Ok(Some(vec![]))
+        }
         // The collection's plan cache entries (`planner::cache`).
         "$planCacheStats" => {
             let spec = spec.as_document().ok_or_else(|| {

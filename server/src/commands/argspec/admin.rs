@@ -129,6 +129,22 @@ pub static SESSION_ENTRY: CommandSpec = CommandSpec {
     target: None,
 };
 
+/// `$listLocalSessions`' spec (`list_sessions.idl`'s `ListSessionsSpec`).
+pub static LIST_SESSIONS_SPEC: CommandSpec = CommandSpec {
+    name: "$listLocalSessions",
+    fields: &[opt("allUsers", Ty::Bool), opt("users", Ty::ObjectArray)],
+    strict: true,
+    target: None,
+};
+
+/// One element of its `users` (`ListSessionsUser`).
+pub static LIST_SESSIONS_USER: CommandSpec = CommandSpec {
+    name: "ListSessionsUser",
+    fields: &[req("user", Ty::String), req("db", Ty::String)],
+    strict: true,
+    target: None,
+};
+
 pub static KILL_SESSIONS: CommandSpec = CommandSpec {
     name: "killSessions",
     fields: &[],
@@ -364,4 +380,6 @@ pub static ENTRIES: &[&CommandSpec] = &[
     &KILL_ALL_SESSIONS_ENTRY,
     &KILL_PATTERN_ENTRY,
     &API_PARAMETERS,
+    &LIST_SESSIONS_SPEC,
+    &LIST_SESSIONS_USER,
 ];
