@@ -125,7 +125,64 @@ fn cases() -> Vec<(&'static str, Document, i32)> {
             40414,
         ),
         ("t", doc! { "compact": "c", "freeSpaceTargetMB": 0 }, 51024),
+        // autoCompact (8.0): a bool, its two options typed, nothing else.
+        ("admin", doc! { "autoCompact": true }, 0),
+        (
+            "admin",
+            doc! { "autoCompact": false, "freeSpaceTargetMB": 20 },
+            0,
+        ),
+        ("admin", doc! { "autoCompact": true, "runOnce": true }, 0),
+        ("admin", doc! { "autoCompact": 1 }, 14),
+        ("admin", doc! { "autoCompact": true, "runOnce": 1 }, 14),
+        (
+            "admin",
+            doc! { "autoCompact": true, "freeSpaceTargetMB": 0 },
+            51024,
+        ),
+        ("admin", doc! { "autoCompact": true, "x": 1 }, 40415),
+        ("t", doc! { "autoCompact": true }, 13),
+        // $listLocalSessions' spec (ListSessionsSpec).
+        ("admin", local_sessions(doc! { "allUsers": true }), 0),
+        (
+            "admin",
+            local_sessions(doc! { "users": [{ "user": "u", "db": "d" }] }),
+            0,
+        ),
+        ("admin", local_sessions(doc! { "allUsers": 1 }), 14),
+        ("admin", local_sessions(doc! { "users": [1] }), 14),
+        (
+            "admin",
+            local_sessions(doc! { "users": [{ "user": "u" }] }),
+            40414,
+        ),
+        ("admin", local_sessions(doc! { "bogus": 1 }), 40415),
+        // The $currentOp stage's options: booleans only, none unknown (FailedToParse).
+        (
+            "admin",
+            current_op_stage(
+                doc! { "allUsers": true, "idleConnections": false, "idleSessions": false, "localOps": true, "truncateOps": false, "idleCursors": false, "backtrace": false },
+            ),
+            0,
+        ),
+        ("admin", current_op_stage(doc! { "allUsers": 1 }), 9),
+        ("admin", current_op_stage(doc! { "idleSessions": "x" }), 9),
+        ("admin", current_op_stage(doc! { "bogus": true }), 9),
+        (
+            "admin",
+            doc! { "aggregate": 1, "pipeline": [{ "$currentOp": 1 }], "cursor": {} },
+            9,
+        ),
+        ("t", current_op_stage(doc! {}), 73),
     ]
+}
+
+fn local_sessions(spec: Document) -> Document {
+    doc! { "aggregate": 1, "pipeline": [{ "$listLocalSessions": spec }], "cursor": {} }
+}
+
+fn current_op_stage(options: Document) -> Document {
+    doc! { "aggregate": 1, "pipeline": [{ "$currentOp": options }], "cursor": {} }
 }
 
 fn uuid() -> bson::Binary {

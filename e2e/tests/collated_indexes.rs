@@ -164,7 +164,7 @@ async fn unique_at_strength_two_rejects_case_variants() {
     let e = create_index(
         &db,
         "u",
-        doc! { "key": { "t": "text" }, "collation": { "locale": "en" } },
+        doc! { "key": { "t": "text" }, "name": "t_text", "collation": { "locale": "en" } },
     )
     .await
     .unwrap_err();
@@ -190,14 +190,14 @@ async fn index_creation_inherits_the_collection_default() {
     .await
     .unwrap();
     // A text index needs the explicit simple collation on such a collection.
-    let e = create_index(&db, "d", doc! { "key": { "t": "text" } })
+    let e = create_index(&db, "d", doc! { "key": { "t": "text" }, "name": "t_text" })
         .await
         .unwrap_err();
     assert_eq!(error_code(&e), 67, "{e}");
     create_index(
         &db,
         "d",
-        doc! { "key": { "t": "text" }, "collation": { "locale": "simple" } },
+        doc! { "key": { "t": "text" }, "name": "t_text", "collation": { "locale": "simple" } },
     )
     .await
     .unwrap();

@@ -415,16 +415,38 @@ async fn indexes_unique_and_listing() {
     .await
     .unwrap();
     let r = db
-        .run_command(doc! { "createIndexes": "ix", "indexes": [ { "key": { "email": 1 }, "unique": true } ] })
+        .run_command(doc! { "createIndexes": "ix", "indexes": [ { "key": { "email": 1 }, "name": "email_1", "unique": true } ] })
         .await
         .unwrap();
     assert_eq!(r.get_i32("numIndexesBefore").unwrap(), 1);
     assert_eq!(r.get_i32("numIndexesAfter").unwrap(), 2);
     let again = db
-        .run_command(doc! { "createIndexes": "ix", "indexes": [ { "key": { "email": 1 }, "unique": true } ] })
+        .run_command(doc! { "createIndexes": "ix", "indexes": [ { "key": { "email": 1 }, "name": "email_1", "unique": true } ] })
         .await
         .unwrap();
     assert_eq!(again.get_str("note").unwrap(), "all indexes already exist");
+    // listIndexes keeps `background` as the index was created with it; `_id_` has no `unique`.
+    db.run_command(doc! { "createIndexes": "ix", "indexes": [ { "key": { "n": 1 }, "name": "n_1", "background": true } ] })
+        .await
+        .unwrap();
+    let listed = db.run_command(doc! { "listIndexes": "ix" }).await.unwrap();
+    let batch = listed
+        .get_document("cursor")
+        .unwrap()
+        .get_array("firstBatch")
+        .unwrap();
+    let specs: Vec<&Document> = batch.iter().filter_map(|b| b.as_document()).collect();
+    assert_eq!(
+        specs[0],
+        &doc! { "v": 2, "key": { "_id": 1 }, "name": "_id_" }
+    );
+    assert_eq!(
+        specs[2],
+        &doc! { "v": 2, "key": { "n": 1 }, "name": "n_1", "background": true }
+    );
+    db.run_command(doc! { "dropIndexes": "ix", "index": "n_1" })
+        .await
+        .unwrap();
     let e = c.insert_one(doc! { "email": "a@x" }).await.unwrap_err();
     assert_eq!(error_code(&e), 11000);
     assert_eq!(
@@ -483,7 +505,7 @@ async fn indexes_unique_and_listing() {
     .unwrap();
     let e = db
         .run_command(
-            doc! { "createIndexes": "ix", "indexes": [ { "key": { "k": 1 }, "unique": true } ] },
+            doc! { "createIndexes": "ix", "indexes": [ { "key": { "k": 1 }, "name": "k_1", "unique": true } ] },
         )
         .await
         .unwrap_err();

@@ -82,13 +82,19 @@ fn a_retried_write_returns_the_first_reply_and_applies_once() {
         1,
         1,
     );
-    for _ in 0..2 {
+    for attempt in 0..2 {
         let r = command(&mut conn, &insert);
         assert_eq!(r.get_i32("n").ok(), Some(2), "{r}");
         assert!(
             !r.contains_key("writeErrors"),
             "a retry is no duplicate: {r}"
         );
+        // A retry names the statements that had run (mongod's retriedStmtIds).
+        let retried = r.get_array("retriedStmtIds").ok();
+        match attempt {
+            0 => assert!(retried.is_none(), "{r}"),
+            _ => assert_eq!(retried, Some(&vec![Bson::Int32(0), Bson::Int32(1)]), "{r}"),
+        }
     }
     let update = retryable(
         doc! { "update": "c", "updates": [{ "q": { "_id": 1 }, "u": { "$inc": { "n": 1 } } }] },
@@ -108,6 +114,8 @@ fn a_retried_write_returns_the_first_reply_and_applies_once() {
     let first = command(&mut conn, &fam);
     let again = command(&mut conn, &fam);
     assert_eq!(first.get("value"), again.get("value"));
+    assert!(!first.contains_key("retriedStmtId"), "{first}");
+    assert_eq!(again.get_i32("retriedStmtId").ok(), Some(0), "{again}");
     assert_eq!(counter(&mut conn, 2), Bson::Int32(5));
     let delete = retryable(
         doc! { "delete": "c", "deletes": [{ "q": { "_id": 2 }, "limit": 1 }] },
@@ -210,6 +218,27 @@ fn a_retry_after_a_lost_reply_and_concurrent_retries_apply_once() {
         assert_eq!(r.get_i32("n").ok(), Some(1), "{r}");
     }
     assert_eq!(counter(&mut conn, 7), Bson::Int32(1));
+    // An unordered bulkWrite whose second op failed: a retry names the other two.
+    let mut bulk = retryable(
+        doc! { "bulkWrite": 1, "ops": [
+            { "insert": 0, "document": { "_id": 8 } },
+            { "insert": 0, "document": { "_id": 7 } },
+            { "insert": 0, "document": { "_id": 9 } },
+        ], "nsInfo": [{ "ns": "rw.c" }], "ordered": false, "stmtId": 10 },
+        3,
+        3,
+    );
+    bulk.insert("$db", "admin");
+    let first = command(&mut conn, &bulk);
+    assert_eq!(first.get_i32("nInserted").ok(), Some(2), "{first}");
+    assert!(!first.contains_key("retriedStmtIds"), "{first}");
+    let again = command(&mut conn, &bulk);
+    assert_eq!(again.get_i32("nInserted").ok(), Some(2), "{again}");
+    let ids = again
+        .get_array("retriedStmtIds")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(ids, vec![Bson::Int32(10), Bson::Int32(12)], "{again}");
 }
 
 #[test]

@@ -282,7 +282,7 @@ async fn specs_languages_and_errors_follow_mongod() {
     .await
     .unwrap();
     let second = db
-        .run_command(doc! { "createIndexes": "e", "indexes": [{ "key": { "u": "text" } }] })
+        .run_command(doc! { "createIndexes": "e", "indexes": [{ "key": { "u": "text" }, "name": "u_text" }] })
         .await
         .unwrap_err();
     assert_eq!(error_code(&second), 85);

@@ -306,24 +306,54 @@ async fn wildcard_specs_list_and_errors() {
     let client = server.client().await;
     let db = client.database("wild");
     db.create_collection("s").await.unwrap();
-    for bad in [
-        doc! { "key": { "$**": 1 }, "name": "u", "unique": true },
-        doc! { "key": { "$**": 1 }, "name": "sp", "sparse": true },
-        doc! { "key": { "$**": 1 }, "name": "t", "expireAfterSeconds": 10 },
-        doc! { "key": { "a": 1 }, "name": "p", "wildcardProjection": { "a": 1 } },
-        doc! { "key": { "a.$**": 1 }, "name": "q", "wildcardProjection": { "a": 1 } },
-        doc! { "key": { "$**": 1 }, "name": "m", "wildcardProjection": { "a": 1, "b": 0 } },
+    for (bad, code) in [
+        (
+            doc! { "key": { "$**": 1 }, "name": "u", "unique": true },
+            67,
+        ),
+        (
+            doc! { "key": { "$**": 1 }, "name": "sp", "sparse": true },
+            67,
+        ),
+        (
+            doc! { "key": { "$**": 1 }, "name": "t", "expireAfterSeconds": 10 },
+            67,
+        ),
+        (
+            doc! { "key": { "a": 1 }, "name": "p", "wildcardProjection": { "a": 1 } },
+            2,
+        ),
+        (
+            doc! { "key": { "a.$**": 1 }, "name": "q", "wildcardProjection": { "a": 1 } },
+            9,
+        ),
+        (
+            doc! { "key": { "$**": 1 }, "name": "e", "wildcardProjection": {} },
+            9,
+        ),
+        (
+            doc! { "key": { "$**": 1 }, "name": "n", "wildcardProjection": 1 },
+            14,
+        ),
+        (
+            doc! { "key": { "$**": 1 }, "name": "m", "wildcardProjection": { "a": 1, "b": 0 } },
+            31254,
+        ),
+        (
+            doc! { "key": { "$**": 1 }, "wildcardProjection": { "a": 1 } },
+            9,
+        ),
     ] {
         let e = db
             .run_command(doc! { "createIndexes": "s", "indexes": [bad.clone()] })
             .await
             .unwrap_err();
-        assert_eq!(error_code(&e), 67, "{bad}");
+        assert_eq!(error_code(&e), code, "{bad}");
     }
     db.run_command(doc! { "createIndexes": "s", "indexes": [
         { "key": { "$**": 1 }, "name": "w1", "wildcardProjection": { "a": 1 } },
         { "key": { "$**": 1 }, "name": "w2", "wildcardProjection": { "b": 1 } },
-        { "key": { "x.$**": 1 } },
+        { "key": { "x.$**": 1 }, "name": "x.$**_1" },
     ] })
     .await
     .unwrap();
@@ -643,7 +673,6 @@ async fn compound_wildcard_explain_and_errors() {
         doc! { "key": { "a.$**": 1, "b.$**": 1 }, "name": "b4" },
         doc! { "key": { "t": "hashed", "a.$**": 1 }, "name": "b5" },
         doc! { "key": { "t": 1, "a.$**": 1 }, "name": "b6", "unique": true },
-        doc! { "key": { "t": 1, "a.$**": 1 }, "name": "b7", "wildcardProjection": { "a": 1 } },
     ] {
         let e = db
             .run_command(doc! { "createIndexes": "e", "indexes": [bad.clone()] })
@@ -651,4 +680,12 @@ async fn compound_wildcard_explain_and_errors() {
             .unwrap_err();
         assert_eq!(error_code(&e), 67, "{bad}");
     }
+    // A projection needs the `$**` term itself (FailedToParse, as mongod).
+    let bad =
+        doc! { "key": { "t": 1, "a.$**": 1 }, "name": "b7", "wildcardProjection": { "a": 1 } };
+    let e = db
+        .run_command(doc! { "createIndexes": "e", "indexes": [bad] })
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&e), 9);
 }

@@ -7,7 +7,7 @@
 
 use bson::{Document, doc, oid::ObjectId, spec::BinarySubtype};
 use cairn_server::commands::{args, argspec};
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{Criterion, criterion_group};
 use std::hint::black_box;
 
 fn session() -> Document {
@@ -83,50 +83,75 @@ fn read_find(body: &Document) -> usize {
     filter + (limit + skip + batch) as usize + usize::from(single)
 }
 
+fn decode(bytes: &[u8]) -> Document {
+    Document::from_reader(bytes).expect("decodes")
+}
+
+fn insert_before(body: &[u8]) -> bool {
+    let body = decode(body);
+    args::check_fields(
+        &body,
+        "insert",
+        &["documents", "ordered", "bypassDocumentValidation"],
+    )
+    .expect("valid");
+    read_insert(&body)
+}
+
+fn insert_after(body: &[u8]) -> bool {
+    let body = decode(body);
+    argspec::check(&argspec::specs::INSERT, &body).expect("valid");
+    read_insert(&body)
+}
+
+fn find_before(body: &[u8]) -> usize {
+    let body = decode(body);
+    args::check_fields(&body, "find", FIND_FIELDS).expect("valid");
+    read_find(&body)
+}
+
+fn find_after(body: &[u8]) -> usize {
+    let body = decode(body);
+    argspec::check(&argspec::specs::FIND, &body).expect("valid");
+    read_find(&body)
+}
+
 fn bench(c: &mut Criterion) {
     let insert = insert_body();
     let find = find_body();
-    let decode = |bytes: &[u8]| Document::from_reader(bytes).expect("decodes");
-
     let mut g = c.benchmark_group("insertOne parse path");
-    g.bench_function("before", |b| {
-        b.iter(|| {
-            let body = decode(black_box(&insert));
-            args::check_fields(
-                &body,
-                "insert",
-                &["documents", "ordered", "bypassDocumentValidation"],
-            )
-            .expect("valid");
-            read_insert(&body)
-        })
-    });
-    g.bench_function("after", |b| {
-        b.iter(|| {
-            let body = decode(black_box(&insert));
-            argspec::check(&argspec::specs::INSERT, &body).expect("valid");
-            read_insert(&body)
-        })
-    });
+    g.bench_function("before", |b| b.iter(|| insert_before(black_box(&insert))));
+    g.bench_function("after", |b| b.iter(|| insert_after(black_box(&insert))));
     g.finish();
-
     let mut g = c.benchmark_group("findOne by _id parse path");
-    g.bench_function("before", |b| {
-        b.iter(|| {
-            let body = decode(black_box(&find));
-            args::check_fields(&body, "find", FIND_FIELDS).expect("valid");
-            read_find(&body)
-        })
-    });
-    g.bench_function("after", |b| {
-        b.iter(|| {
-            let body = decode(black_box(&find));
-            argspec::check(&argspec::specs::FIND, &body).expect("valid");
-            read_find(&body)
-        })
-    });
+    g.bench_function("before", |b| b.iter(|| find_before(black_box(&find))));
+    g.bench_function("after", |b| b.iter(|| find_after(black_box(&find))));
     g.finish();
 }
 
+/// `ARGSPEC_RUN=<insert|find>-<before|after>:<n>` runs that path n times and exits, for
+/// instruction counts under `valgrind --tool=callgrind` (two counts, n and 2n, differ by n
+/// runs of the path alone); without it, the criterion groups run.
+fn main() {
+    if let Ok(run) = std::env::var("ARGSPEC_RUN") {
+        let (path, n) = run.split_once(':').expect("ARGSPEC_RUN=<path>:<n>");
+        let n: usize = n.parse().expect("a count");
+        let (insert, find) = (insert_body(), find_body());
+        let mut sum = 0usize;
+        for _ in 0..n {
+            sum += match path {
+                "insert-before" => usize::from(insert_before(black_box(&insert))),
+                "insert-after" => usize::from(insert_after(black_box(&insert))),
+                "find-before" => find_before(black_box(&find)),
+                "find-after" => find_after(black_box(&find)),
+                other => panic!("unknown path {other}"),
+            };
+        }
+        println!("{path} x{n}: {sum}");
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}
+
 criterion_group!(benches, bench);
-criterion_main!(benches);

@@ -106,6 +106,13 @@ const COMMANDS: &[&str] = &[
     "setClusterParameter",
     "getDefaultRWConcern",
     "setDefaultRWConcern",
+    "authenticate",
+    "dropAllUsersFromDatabase",
+    "dropAllRolesFromDatabase",
+    "revokePrivilegesFromRole",
+    "grantRolesToRole",
+    "revokeRolesFromRole",
+    "getFreeMonitoringStatus",
 ];
 
 /// Hand-written notes on behaviour the tables cannot show, rendered after them: (topic, text).
@@ -195,8 +202,17 @@ const NOTES: &[(&str, &str)] = &[
      `stmtId`/`stmtIds`, `cursor.batchSize` (results past it, or past what one reply holds, \
      wait in a cursor on `admin.$cmd.bulkWrite` for getMore), `writeConcernError`; the reply's `nErrors`, \
      `nInserted`, `nMatched`, `nModified`, `nUpserted`, `nDeleted` and per-op items \
-     (`ok`, `idx`, `n`, `nModified`, `upserted`, and an error's `code`/`errmsg`). Not yet: \
-     `retriedStmtIds`.",
+     (`ok`, `idx`, `n`, `nModified`, `upserted`, and an error's `code`/`errmsg`). A retried \
+     write (same `lsid` and `txnNumber`) answers the first reply with `retriedStmtIds`: every \
+     statement the first run executed (cairn replays the whole reply, so a statement that \
+     failed is not run again either, where mongod would retry it; with errors past the first \
+     batch of results, those are not known to the retry).",
+    ),
+    (
+        "Retried writes",
+        "a retry of a retryable insert, update or delete carries `retriedStmtIds` (the `stmtIds`, \
+     or `stmtId` counting up, of the statements the first run executed: none after an ordered \
+     write's first error, none that failed); a retried findAndModify carries `retriedStmtId`.",
     ),
     (
         "Clustered collections",
@@ -332,6 +348,18 @@ mod tests {
         match crate::query::pipeline::Pipeline::parse(&[doc! { stage: {} }], &ctx) {
             Ok(_) => true,
             Err(e) => e.code.code() != 40324 && !e.message.contains("not supported"),
+        }
+    }
+
+    /// The table lists every command the dispatch table answers (test-only commands aside).
+    #[test]
+    fn every_answered_command_is_listed() {
+        for c in crate::commands::COMMANDS.iter().filter(|c| !c.test_only) {
+            assert!(
+                COMMANDS.contains(&c.name),
+                "{} missing from compat::COMMANDS",
+                c.name
+            );
         }
     }
 

@@ -27,6 +27,7 @@ pub mod planner;
 pub mod profiler;
 pub mod query;
 pub mod repl;
+pub mod retried;
 pub mod retry_record;
 pub mod scoped;
 pub mod server;

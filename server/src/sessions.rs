@@ -139,6 +139,8 @@ pub struct Retryable {
     txn_number: i64,
     /// The command's statements (documents inserted, updates, deletes, bulkWrite ops).
     pub statements: u64,
+    /// Their ids, for the `retriedStmtIds` of a retry's reply.
+    pub ids: crate::retried::StmtIds,
 }
 
 fn idle_max() -> Duration {
@@ -245,6 +247,7 @@ pub fn retryable(body: &Document, command: &str, repl: bool) -> CommandResult<Op
         id_text,
         txn_number: n,
         statements: 1,
+        ids: crate::retried::StmtIds::of(command, body, 1),
     }))
 }
 
@@ -435,7 +438,10 @@ impl SessionTable {
                     .committed
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 txn.release();
-                s.phase = Some(Phase::Committed(retried_form(reply)));
+                s.phase = Some(Phase::Committed(retried_form(
+                    reply,
+                    &crate::retried::StmtIds::none(),
+                )));
             }
             Err(_) => {
                 s.abort();
@@ -668,7 +674,7 @@ where
             && d.get_f64("ok").ok() == Some(1.0)
             && !failed_before_writing(&d)
         {
-            let d = retried_form(&d);
+            let d = retried_form(&d, &rw.ids);
             let bytes =
                 bson::RawDocumentBuf::try_from(&d).map_or(usize::MAX, |r| r.as_bytes().len());
             s.executed = true;
@@ -689,9 +695,10 @@ where
 }
 
 /// The reply a retry gets: the first reply without the fields that describe that one attempt's
-/// wait (a retry has nothing to wait for: the write was durable before the first reply).
-pub fn retried_form(d: &Document) -> Document {
-    let mut out = d.clone();
+/// wait (a retry has nothing to wait for: the write was durable before the first reply), with
+/// the ids of the statements it had run (`retriedStmtIds`, see `retried`).
+pub fn retried_form(d: &Document, ids: &crate::retried::StmtIds) -> Document {
+    let mut out = ids.retried_reply(d);
     out.remove("writeConcernError");
     out
 }

@@ -335,16 +335,39 @@ fn source_stage(
             Ok(Some(docs))
         }
         "$currentOp" => {
+            let Bson::Document(spec) = spec else {
+                return Err(err(
+                    ErrorCode::FailedToParse,
+                    format!(
+                        "$currentOp options must be specified in an object, but found: {}",
+                        super::args::type_name(spec)
+                    ),
+                ));
+            };
             if db != "admin" || coll.is_some() {
                 return Err(err(
                     ErrorCode::InvalidNamespace,
                     "$currentOp must be run against the 'admin' database with {aggregate: 1}",
                 ));
             }
-            Ok(Some(state.ops.in_progress()))
+            let mut ops = state.ops.in_progress();
+            if current_op_options(spec)? {
+                ops.extend(super::transactions::idle_transactions(state));
+            }
+            Ok(Some(ops))
         }
-        // Sessions are accepted but not tracked yet, so there is none to list.
-        "$listLocalSessions" => Ok(Some(vec![])),
+        // Sessions are not listed yet; the spec is checked as mongod's IDL parser does.
+        "$listLocalSessions" => {
+            if let Bson::Document(spec) = spec {
+                argspec::check_entry(&argspec::admin::LIST_SESSIONS_SPEC, spec)?;
+                for user in spec.get_array("users").into_iter().flatten() {
+                    if let Bson::Document(u) = user {
+                        argspec::check_entry(&argspec::admin::LIST_SESSIONS_USER, u)?;
+                    }
+                }
+            }
+            Ok(Some(vec![]))
+        }
         // The collection's plan cache entries (`planner::cache`).
         "$planCacheStats" => {
             let spec = spec.as_document().ok_or_else(|| {
@@ -363,6 +386,44 @@ fn source_stage(
         }
         _ => Ok(None),
     }
+}
+
+/// The `$currentOp` stage's options, checked as mongod's stage parser does (every one a bool,
+/// FailedToParse otherwise, an unknown one FailedToParse). Returns whether idle sessions are
+/// listed (`idleSessions`, default true). The others change nothing on a standalone cairn: it
+/// has one user's view of operations, no idle connections or cursors listed, no truncation.
+fn current_op_options(spec: &Document) -> CommandResult<bool> {
+    const OPTIONS: &[&str] = &[
+        "idleConnections",
+        "idleSessions",
+        "allUsers",
+        "localOps",
+        "truncateOps",
+        "idleCursors",
+        "backtrace",
+    ];
+    let mut idle_sessions = true;
+    for (k, v) in spec {
+        if !OPTIONS.contains(&k.as_str()) {
+            return Err(err(
+                ErrorCode::FailedToParse,
+                format!("Unrecognized option '{k}' in $currentOp stage."),
+            ));
+        }
+        let Bson::Boolean(b) = v else {
+            return Err(err(
+                ErrorCode::FailedToParse,
+                format!(
+                    "The '{k}' parameter of the $currentOp stage must be a boolean value, but found: {}",
+                    super::args::type_name(v)
+                ),
+            ));
+        };
+        if k == "idleSessions" {
+            idle_sessions = *b;
+        }
+    }
+    Ok(idle_sessions)
 }
 
 fn explain_reply(

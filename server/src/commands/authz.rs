@@ -135,6 +135,7 @@ pub const RULES: &[(&str, Rule)] = &[
     ("fsyncUnlock", Cluster(&["unlock"])),
     ("dataSize", Custom(data_size)),
     ("compact", Collection(&["compact"])),
+    ("autoCompact", Cluster(&["compact"])),
     (
         "validateDBMetadata",
         Database(&["listCollections", "listIndexes"]),

@@ -120,18 +120,41 @@ pub async fn compact(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandRes
             let dead = before.log_bytes.saturating_sub(before.live_bytes) as i64;
             return Ok(Reply::Doc(doc! { "estimatedBytesFreed": dead, "ok": 1.0 }));
         }
-        let storage = |e| storage_error(e, &req.db, &name);
-        // Each pass empties at most one segment; the segment count bounds the passes.
-        for _ in 0..=before.segments {
-            if !engine.compact().map_err(storage)? {
-                break;
-            }
-        }
-        engine.checkpoint().map_err(storage)?;
-        engine.checkpoint().map_err(storage)?;
-        let after = engine.stats();
-        let freed = before.file_bytes.saturating_sub(after.file_bytes) as i64;
+        let freed = compact_all(engine).map_err(|e| storage_error(e, &req.db, &name))?;
         Ok(Reply::Doc(doc! { "bytesFreed": freed, "ok": 1.0 }))
+    })
+    .await
+}
+
+/// Compaction passes until nothing more is reclaimed, then two checkpoints (an emptied segment
+/// is deleted once no meta slot needs it); the bytes the data files shrank by.
+fn compact_all(engine: &storage::Engine) -> storage::Result<i64> {
+    let before = engine.stats();
+    // Each pass empties at most one segment; the segment count bounds the passes.
+    for _ in 0..=before.segments {
+        if !engine.compact()? {
+            break;
+        }
+    }
+    engine.checkpoint()?;
+    engine.checkpoint()?;
+    let after = engine.stats();
+    Ok(before.file_bytes.saturating_sub(after.file_bytes) as i64)
+}
+
+/// `autoCompact` (8.0): cairn's engine always compacts its log in the background when enough of
+/// it is dead, so `true` and `false` only pass mongod's argument checks; `runOnce: true` runs the
+/// passes `compact` runs, once, before answering (mongod answers first and compacts after).
+pub async fn auto_compact(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<Reply> {
+    argspec::check(&specs::AUTO_COMPACT, &req.body)?;
+    let enable = req.body.get_bool("autoCompact").unwrap_or(false);
+    if !(enable && req.body.get_bool("runOnce").unwrap_or(false)) {
+        return Ok(Reply::ok());
+    }
+    super::off_thread(state, req, |state, _| {
+        compact_all(state.catalog.engine())
+            .map_err(|e| storage_error(e, "admin", "autoCompact"))?;
+        Ok(Reply::ok())
     })
     .await
 }

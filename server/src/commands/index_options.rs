@@ -137,14 +137,6 @@ const NOT_TEXT: &[Kind] = &[
     Kind::Wildcard,
 ];
 
-const NOT_WILDCARD: &[Kind] = &[
-    Kind::Btree,
-    Kind::Hashed,
-    Kind::Text,
-    Kind::Flat2d,
-    Kind::Sphere,
-];
-
 /// Every option mongod 7.0/8.0 takes in an index spec.
 pub static OPTIONS: &[IndexOption] = &[
     id_option("key", OptionTy::Object),
@@ -169,7 +161,8 @@ pub static OPTIONS: &[IndexOption] = &[
     option("min", OptionTy::Number),
     option("max", OptionTy::Number),
     option("bucketSize", OptionTy::Number),
-    refused("wildcardProjection", OptionTy::Object, NOT_WILDCARD),
+    // Typed after its index kind, as mongod does: `check_wildcard_projection`.
+    option("wildcardProjection", OptionTy::Any),
 ];
 
 fn find(name: &str) -> Option<&'static IndexOption> {
@@ -196,6 +189,92 @@ pub fn check_fields(d: &Document) -> CommandResult<()> {
                 ErrorCode::BadValue,
                 "The field 'collation' cannot be an empty object.",
             ));
+        }
+    }
+    Ok(())
+}
+
+/// `wildcardProjection`, checked in mongod's order: on a key that is not a wildcard index's
+/// BadValue (2, kept for compatibility by mongod), not an object 14, on a key without a
+/// top-level `$**` term or empty 9 FailedToParse, inclusions mixed with exclusions 31253/31254
+/// (`_id` may differ). The paths themselves are `storage::wildcard`'s to check.
+pub fn check_wildcard_projection(d: &Document) -> CommandResult<()> {
+    const NAME: &str = "wildcardProjection";
+    let Some(v) = d.get(NAME) else {
+        return Ok(());
+    };
+    let empty = Document::new();
+    let key = d.get_document("key").unwrap_or(&empty);
+    if Kind::of(key) != Kind::Wildcard {
+        return Err(err(
+            ErrorCode::BadValue,
+            format!("The field '{NAME}' is only allowed in 'wildcard' indexes"),
+        ));
+    }
+    let Bson::Document(projection) = v else {
+        return Err(err(
+            ErrorCode::TypeMismatch,
+            format!(
+                "The field '{NAME}' must be a non-empty object, but got {}",
+                super::args::type_name(v)
+            ),
+        ));
+    };
+    if !key.contains_key(storage::wildcard::WILDCARD) {
+        return Err(err(
+            ErrorCode::FailedToParse,
+            format!("The field '{NAME}' is only allowed when 'key' is {{\"$**\": ±1}}"),
+        ));
+    }
+    if projection.is_empty() {
+        return Err(err(
+            ErrorCode::FailedToParse,
+            format!("The '{NAME}' field can't be an empty object"),
+        ));
+    }
+    let mut mode = None;
+    projection_mode(projection, "", &mut mode)
+}
+
+/// The first leaf (outside `_id`) sets inclusion or exclusion; a later leaf of the other kind
+/// is mongod's projection parser error. Values that are not numbers or booleans are left to
+/// the storage layer's parser.
+fn projection_mode(p: &Document, prefix: &str, mode: &mut Option<bool>) -> CommandResult<()> {
+    for (k, v) in p {
+        let path = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}.{k}")
+        };
+        if let Bson::Document(sub) = v {
+            projection_mode(sub, &path, mode)?;
+            continue;
+        }
+        let included = match v {
+            Bson::Boolean(b) => *b,
+            _ => match crate::query::types::as_f64(v) {
+                Some(f) => f != 0.0,
+                None => continue,
+            },
+        };
+        if path == "_id" {
+            continue;
+        }
+        match *mode {
+            Some(m) if m != included => {
+                let (code, what, kind) = if included {
+                    (ErrorCode::Location31253, "inclusion", "exclusion")
+                } else {
+                    (ErrorCode::Location31254, "exclusion", "inclusion")
+                };
+                return Err(err(
+                    code,
+                    format!(
+                        "Failed to parse projection: wildcardProjection :: caused by :: Cannot do {what} on field {path} in {kind} projection"
+                    ),
+                ));
+            }
+            _ => *mode = Some(included),
         }
     }
     Ok(())
@@ -321,6 +400,70 @@ mod tests {
     }
 
     #[test]
+    fn wildcard_projection_codes() {
+        let code = |d: Document| check_wildcard_projection(&d).err().map(|e| e.code.code());
+        let cases = [
+            (
+                doc! { "key": { "$**": 1 }, "wildcardProjection": { "a": 1 } },
+                None,
+            ),
+            (
+                doc! { "key": { "$**": 1, "b": 1 }, "wildcardProjection": { "b": 0 } },
+                None,
+            ),
+            (
+                doc! { "key": { "a": 1 }, "wildcardProjection": { "a": 1 } },
+                Some(2),
+            ),
+            (doc! { "key": { "a": 1 }, "wildcardProjection": 5 }, Some(2)),
+            (
+                doc! { "key": { "$**": "text" }, "wildcardProjection": { "a": 1 } },
+                Some(2),
+            ),
+            (doc! { "wildcardProjection": { "a": 1 } }, Some(2)),
+            (
+                doc! { "key": { "$**": 1 }, "wildcardProjection": 5 },
+                Some(14),
+            ),
+            (
+                doc! { "key": { "$**": 1 }, "wildcardProjection": [] },
+                Some(14),
+            ),
+            (
+                doc! { "key": { "a.$**": 1 }, "wildcardProjection": { "a": 1 } },
+                Some(9),
+            ),
+            (
+                doc! { "key": { "$**": 1 }, "wildcardProjection": {} },
+                Some(9),
+            ),
+            (
+                doc! { "key": { "$**": 1 }, "wildcardProjection": { "a": 1, "b": 0 } },
+                Some(31254),
+            ),
+            (
+                doc! { "key": { "$**": 1 }, "wildcardProjection": { "a": false, "b": true } },
+                Some(31253),
+            ),
+            (
+                doc! { "key": { "$**": 1 }, "wildcardProjection": { "a": { "x": 1, "y": 0 } } },
+                Some(31254),
+            ),
+            (
+                doc! { "key": { "$**": 1 }, "wildcardProjection": { "_id": 1, "a": 0 } },
+                None,
+            ),
+            (
+                doc! { "key": { "$**": 1 }, "wildcardProjection": { "a": 0, "_id": 1 } },
+                None,
+            ),
+        ];
+        for (d, want) in cases {
+            assert_eq!(code(d.clone()), want, "{d}");
+        }
+    }
+
+    #[test]
     fn versions() {
         let code = |v: Bson| check_version(&doc! { "v": v }).err().map(|e| e.code.code());
         assert_eq!(code(Bson::Int32(2)), None);
@@ -348,11 +491,6 @@ mod tests {
             (doc! { "key": { "$**": 1 }, "sparse": true }, Some(67)),
             (
                 doc! { "key": { "$**": 1 }, "expireAfterSeconds": 1 },
-                Some(67),
-            ),
-            (doc! { "key": { "$**": 1 }, "wildcardProjection": {} }, None),
-            (
-                doc! { "key": { "a": 1 }, "wildcardProjection": {} },
                 Some(67),
             ),
             (doc! { "key": { "$**": "text" }, "unique": true }, None),

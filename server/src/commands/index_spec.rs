@@ -221,6 +221,7 @@ fn wildcard_rules(d: &Document, key: &Document) -> CommandResult<()> {
 /// Turn one element of `indexes` into an `IndexSpec`, checking it as mongod does.
 pub fn parse_spec(d: &Document) -> CommandResult<IndexSpec> {
     super::index_options::check_fields(d)?;
+    super::index_options::check_wildcard_projection(d)?;
     let key = match d.get("key") {
         Some(Bson::Document(k)) if !k.is_empty() => k.clone(),
         Some(Bson::Document(_)) => return Err(bad_spec(d, "Index keys cannot be an empty field.")),
@@ -286,7 +287,15 @@ pub fn parse_spec(d: &Document) -> CommandResult<IndexSpec> {
                 "The index name cannot be empty",
             ));
         }
-        None => default_name(&key),
+        // mongod generates no name: drivers and shells send one (`default_name` is theirs).
+        None => {
+            return Err(err(
+                ErrorCode::FailedToParse,
+                format!(
+                    "Error in specification {d} :: caused by :: The 'name' field is a required property of an index specification"
+                ),
+            ));
+        }
         _ => {
             return Err(err(
                 ErrorCode::TypeMismatch,
@@ -350,7 +359,7 @@ pub fn parse_spec(d: &Document) -> CommandResult<IndexSpec> {
     for (k, v) in d {
         if matches!(
             k.as_str(),
-            "storageEngine" | "weights" | "default_language" | "wildcardProjection"
+            "storageEngine" | "weights" | "default_language" | "wildcardProjection" | "background"
         ) {
             extra.insert(k.clone(), v.clone());
         }
@@ -401,9 +410,39 @@ pub fn parse_spec(d: &Document) -> CommandResult<IndexSpec> {
     })
 }
 
+/// [`parse_spec`] with the default name filled in where the spec has none, as a driver sends
+/// it: for tests about everything but the name.
+#[cfg(test)]
+pub fn parse_named(d: &Document) -> CommandResult<IndexSpec> {
+    let mut d = d.clone();
+    if let (None, Ok(key)) = (d.get("name"), d.get_document("key")) {
+        let name = default_name(key);
+        d.insert("name", name);
+    }
+    parse_spec(&d)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn parse_spec(d: &Document) -> CommandResult<IndexSpec> {
+        parse_named(d)
+    }
+
+    #[test]
+    fn the_name_is_required() {
+        let e = super::parse_spec(&doc! { "key": { "a": 1 } }).unwrap_err();
+        assert_eq!(e.code.code(), 9);
+        assert!(
+            e.message
+                .contains("The 'name' field is a required property")
+        );
+        // The key is checked first.
+        assert_eq!(super::parse_spec(&doc! {}).unwrap_err().code.code(), 9);
+        let e = super::parse_spec(&doc! { "key": { "a": 0 } }).unwrap_err();
+        assert_eq!(e.code.code(), 67);
+    }
 
     #[test]
     fn default_names() {
@@ -453,12 +492,27 @@ mod tests {
             doc! { "key": { "$**": 1 }, "unique": true },
             doc! { "key": { "$**": 1 }, "sparse": true },
             doc! { "key": { "$**": 1 }, "expireAfterSeconds": 5 },
-            doc! { "key": { "a": 1 }, "wildcardProjection": { "a": 1 } },
-            doc! { "key": { "a.$**": 1 }, "wildcardProjection": { "a": 1 } },
-            doc! { "key": { "$**": 1 }, "wildcardProjection": { "a": 1, "b": 0 } },
             doc! { "key": { "$**": 1, "b": 1 } },
         ] {
             assert_eq!(code(bad.clone()), 67, "{bad}");
+        }
+        // wildcardProjection's own codes (index_options::check_wildcard_projection).
+        for (bad, want) in [
+            (
+                doc! { "key": { "a": 1 }, "wildcardProjection": { "a": 1 } },
+                2,
+            ),
+            (
+                doc! { "key": { "a.$**": 1 }, "wildcardProjection": { "a": 1 } },
+                9,
+            ),
+            (doc! { "key": { "$**": 1 }, "wildcardProjection": {} }, 9),
+            (
+                doc! { "key": { "$**": 1 }, "wildcardProjection": { "a": 1, "b": 0 } },
+                31254,
+            ),
+        ] {
+            assert_eq!(code(bad.clone()), want, "{bad}");
         }
         let wild = parse_spec(&doc! { "key": { "a.$**": 1 } }).unwrap();
         assert_eq!(wild.name, "a.$**_1");

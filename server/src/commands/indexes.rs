@@ -37,7 +37,16 @@ fn compare_existing(requested: &IndexSpec, existing: &[IndexSpec]) -> CommandRes
     if storage::text::is_text_key(&requested.key)
         && let Some(e) = existing.iter().find(|e| storage::text::is_text_key(&e.key))
     {
-        if e.name == requested.name && e.extra == requested.extra && same_options(e, requested) {
+        // `background` is kept to be listed, never compared (mongod ignores it here too).
+        let options = |s: &IndexSpec| {
+            let mut extra = s.extra.clone();
+            extra.remove("background");
+            extra
+        };
+        if e.name == requested.name
+            && options(e) == options(requested)
+            && same_options(e, requested)
+        {
             return Ok(true);
         }
         return Err(err(
@@ -407,6 +416,7 @@ fn drop_named(state: &ServerState, req: &Request, name: &str) -> CommandResult<R
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::commands::index_spec::parse_named as parse_spec;
 
     #[test]
     fn text_specs_take_mongods_stored_form() {
@@ -458,6 +468,19 @@ mod tests {
             compare_existing(&other, &[spec]).unwrap_err().code,
             ErrorCode::IndexOptionsConflict
         );
+    }
+
+    #[test]
+    fn listed_with_background_as_created() {
+        let spec = parse_spec(&doc! { "key": { "a": 1 }, "background": true }).unwrap();
+        assert_eq!(spec_document(&spec).get_bool("background").ok(), Some(true));
+        let plain = parse_spec(&doc! { "key": { "a": 1 } }).unwrap();
+        assert!(!spec_document(&plain).contains_key("background"));
+        // The same index asked again without it exists already.
+        assert!(compare_existing(&plain, std::slice::from_ref(&spec)).unwrap());
+        let text = parse_spec(&doc! { "key": { "t": "text" }, "background": 1 }).unwrap();
+        let again = parse_spec(&doc! { "key": { "t": "text" } }).unwrap();
+        assert!(compare_existing(&again, &[text]).unwrap());
     }
 
     #[test]

@@ -221,6 +221,7 @@ commands! {
     "fsyncUnlock" => "Release one fsync lock", admin true;
     "dataSize" => "Bytes and count of a collection, or of a key range of it";
     "compact" => "Reclaim the log's dead space (engine-wide) and report the bytes freed";
+    "autoCompact" => "Background compaction (always on in cairn's engine); runOnce compacts now", admin true;
     "validateDBMetadata" => "Collections and indexes outside an API version (none in cairn)";
     "top" => "Usage per namespace", admin true;
     "lockInfo" => "Locks held and waited for", admin true;
@@ -254,6 +255,7 @@ const WRITE_COMMANDS: &[&str] = &[
     "createIndexes",
     "dropIndexes",
     "compact",
+    "autoCompact",
     "createUser",
     "updateUser",
     "dropUser",
@@ -423,6 +425,7 @@ pub async fn dispatch(
         Some(_) => None,
         None => crate::sessions::retryable(&req.body, spec.name, repl)?.map(|mut rw| {
             rw.statements = statement_count(req);
+            rw.ids = crate::retried::StmtIds::of(spec.name, &req.body, rw.statements);
             rw
         }),
     };
@@ -581,6 +584,7 @@ pub async fn dispatch(
         "fsyncUnlock" => admin::fsync_unlock(state).await,
         "dataSize" => off_thread(state, req, diagnostic::data_size).await,
         "compact" => diagnostic::compact(state, req).await,
+        "autoCompact" => diagnostic::auto_compact(state, req).await,
         "validateDBMetadata" => diagnostic::validate_db_metadata(req),
         "top" => diagnostic::top(state, req),
         "lockInfo" => diagnostic::lock_info(req),
@@ -685,7 +689,8 @@ async fn record_reply(state: &Arc<ServerState>, req: &Arc<Request>, result: &Com
     if reply.get_f64("ok").ok() != Some(1.0) {
         return;
     }
-    let reply = crate::sessions::retried_form(&reply);
+    let ids = crate::retried::StmtIds::of(req.command, &req.body, statement_count(req));
+    let reply = crate::sessions::retried_form(&reply, &ids);
     let done = crate::offload::run(state, req.command, None, move |_| {
         record
             .record_reply(reply)

@@ -8,7 +8,6 @@
 //! the cursor dies with CappedPositionLost, as mongod's does. An empty collection gives no
 //! position to resume from, so `find` answers with a closed cursor there (mongod does too).
 
-use super::args::check_fields;
 use super::crud_read::{cursor_reply, time_left};
 use super::{Reply, Request};
 use crate::cursors::{Cursor, FIRST_BATCH_COUNT_DEFAULT, Tail};
@@ -145,16 +144,7 @@ async fn get_more_on(
     tail: Tail,
 ) -> CommandResult<Reply> {
     state.opcounters.getmore.fetch_add(1, Relaxed);
-    check_fields(
-        &req.body,
-        "getMore",
-        &[
-            "collection",
-            "batchSize",
-            "term",
-            "lastKnownCommittedOpTime",
-        ],
-    )?;
+    super::argspec::check(&super::argspec::specs::GET_MORE, &req.body)?;
     if req.max_time_ms.is_some() && !tail.await_data {
         return Err(err(
             ErrorCode::BadValue,

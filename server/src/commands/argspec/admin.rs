@@ -58,6 +58,14 @@ pub static COMPACT: CommandSpec = CommandSpec {
     target: None,
 };
 
+/// 8.0's `autoCompact`: `{autoCompact: <bool>, freeSpaceTargetMB, runOnce}`.
+pub static AUTO_COMPACT: CommandSpec = CommandSpec {
+    name: "autoCompact",
+    fields: &[at_least("freeSpaceTargetMB", 1), opt("runOnce", Ty::Bool)],
+    strict: true,
+    target: Some(Ty::Bool),
+};
+
 /// 8.0's `fsync.idl` (7.0 parsed it by hand and ignored unknown fields).
 pub static FSYNC: CommandSpec = CommandSpec {
     name: "fsync",
@@ -117,6 +125,22 @@ pub static REFRESH_SESSIONS: CommandSpec = CommandSpec {
 pub static SESSION_ENTRY: CommandSpec = CommandSpec {
     name: "LogicalSessionFromClient",
     fields: &[req("id", Ty::BinData), opt("uid", Ty::BinData)],
+    strict: true,
+    target: None,
+};
+
+/// `$listLocalSessions`' spec (`list_sessions.idl`'s `ListSessionsSpec`).
+pub static LIST_SESSIONS_SPEC: CommandSpec = CommandSpec {
+    name: "$listLocalSessions",
+    fields: &[opt("allUsers", Ty::Bool), opt("users", Ty::ObjectArray)],
+    strict: true,
+    target: None,
+};
+
+/// One element of its `users` (`ListSessionsUser`).
+pub static LIST_SESSIONS_USER: CommandSpec = CommandSpec {
+    name: "ListSessionsUser",
+    fields: &[req("user", Ty::String), req("db", Ty::String)],
     strict: true,
     target: None,
 };
@@ -315,6 +339,7 @@ pub static ALL: &[&CommandSpec] = &[
     &CONNECTION_STATUS,
     &LOCK_INFO,
     &COMPACT,
+    &AUTO_COMPACT,
     &FSYNC,
     &PROFILE,
     &GET_CLUSTER_PARAMETER,
@@ -355,4 +380,6 @@ pub static ENTRIES: &[&CommandSpec] = &[
     &KILL_ALL_SESSIONS_ENTRY,
     &KILL_PATTERN_ENTRY,
     &API_PARAMETERS,
+    &LIST_SESSIONS_SPEC,
+    &LIST_SESSIONS_USER,
 ];

@@ -88,7 +88,7 @@ pub fn render() -> String {
     entries.extend(admin::ENTRIES);
     entries.extend(bulk::ENTRIES);
     table(&mut out, &entries);
-    out.push_str("Index spec options (createIndexes): an unknown option answers 197, a wrongly typed one 14.\n\n| option | type | refused on | on `_id` |\n| --- | --- | --- | --- |\n");
+    out.push_str("Index spec options (createIndexes): an unknown option answers 197, a wrongly typed one 14, a spec without `key` or `name` 9 (mongod names no index itself; drivers send the name). `wildcardProjection` on an index that is not a wildcard one answers 2, not an object 14, with a key other than `$**` or empty 9, mixing inclusions and exclusions 31253/31254.\n\n| option | type | refused on | on `_id` |\n| --- | --- | --- | --- |\n");
     for o in index_options::OPTIONS {
         let kinds: Vec<String> = o.refused_on.iter().map(|k| format!("{k:?}")).collect();
         out.push_str(&format!(

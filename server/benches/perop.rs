@@ -1,0 +1,88 @@
+//! Instructions per insertOne and per findOne by `_id`, whole request path in-process: the
+//! request frame (as the Rust driver sends it: an `lsid`, `$db`, the document in a sequence)
+//! through `connection::answer_frame` to the reply frame, storage write and log sync included,
+//! the socket excluded. It gives the denominator for the argument checks' cost
+//! (`benches/argspec.rs`): what share of a whole operation the checks are.
+//!
+//! How: `PEROP_RUN=<insert|find>:<n>` answers n requests of that kind (a find run first inserts
+//! the same 1,000 documents); run it under `valgrind --tool=callgrind`
+//! at two n and divide the difference of the counts by the difference of the n.
+
+use bson::{RawDocumentBuf, doc, spec::BinarySubtype};
+use bytes::BytesMut;
+use cairn_server::commands::ConnectionInfo;
+use cairn_server::state::ServerState;
+use clap::Parser;
+use std::sync::Arc;
+
+/// Documents a find run inserts before its finds.
+const FIND_SEED_COUNT: i32 = 1000;
+
+fn frame(body: bson::Document, docs: Vec<RawDocumentBuf>) -> BytesMut {
+    let mut msg = wire::OpMsg::new(RawDocumentBuf::try_from(&body).expect("encodes"));
+    if !docs.is_empty() {
+        msg.sequences.push(wire::DocumentSequence {
+            identifier: "documents".into(),
+            documents: docs.into_iter().map(Into::into).collect(),
+        });
+    }
+    BytesMut::from(&wire::encode_msg(1, 0, &msg, None).expect("frame")[..])
+}
+
+async fn answer(state: &Arc<ServerState>, info: &mut ConnectionInfo, f: BytesMut) {
+    let reply = cairn_server::connection::answer_frame(state, info, f)
+        .await
+        .expect("a reply");
+    assert!(!String::from_utf8_lossy(&reply).contains("errmsg"));
+}
+
+fn main() {
+    let run = std::env::var("PEROP_RUN").expect("PEROP_RUN=<insert|find>:<n>");
+    let (kind, n) = run.split_once(':').expect("PEROP_RUN=<insert|find>:<n>");
+    let n: i32 = n.parse().expect("a count");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dbpath = dir.path().to_str().expect("utf-8 path");
+    let config = cairn_server::config::Config::parse_from([
+        "cairn",
+        "--dbpath",
+        dbpath,
+        "--slowms",
+        "100000000",
+    ]);
+    let ring = Arc::new(cairn_server::logging::LogRing::default());
+    let state = Arc::new(ServerState::new(config, vec![], ring).expect("state"));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let addr = "127.0.0.1:1".parse().expect("address");
+    let mut info = ConnectionInfo {
+        id: 1,
+        peer: addr,
+        local: addr,
+        client_metadata: None,
+        compressors: vec![],
+        hello_seen: false,
+        auth: state.auth.admit(usize::MAX).expect("admitted"),
+    };
+    let lsid = doc! { "id": bson::Binary { subtype: BinarySubtype::Uuid, bytes: vec![7; 16] } };
+    runtime.block_on(async {
+        // A find run reads from a fixed collection, so that two runs differ in finds only.
+        let inserts = if kind == "find" { FIND_SEED_COUNT } else { n };
+        for i in 0..inserts {
+            let d = doc! { "_id": i, "name": format!("user{i}"), "n": i };
+            let body = doc! { "insert": "c", "ordered": true, "$db": "b", "lsid": lsid.clone() };
+            answer(&state, &mut info, frame(body, vec![RawDocumentBuf::try_from(&d).expect("doc")])).await;
+        }
+        if kind == "find" {
+            for i in 0..n {
+                let body = doc! {
+                    "find": "c", "filter": { "_id": i % FIND_SEED_COUNT }, "limit": 1, "singleBatch": true,
+                    "$db": "b", "lsid": lsid.clone(),
+                };
+                answer(&state, &mut info, frame(body, vec![])).await;
+            }
+        }
+    });
+}
