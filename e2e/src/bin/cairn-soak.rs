@@ -3,9 +3,14 @@
 //! for `--minutes` runs `--clients` driver clients doing inserts, finds, updates, deletes,
 //! `$group` and sorting aggregates, plus raw-wire clients that open cursors and vanish,
 //! send a heavy aggregate and hang up at once, or ask for more than `maxTimeMS` allows. Then
-//! the load stops and the server idles for `--idle-secs` while sampling goes on. The report
-//! (JSON, markdown, and a PNG of RSS and throughput over time) says the RSS at start, at its
-//! peak and after the idle phase, and whether the server stayed up. See docs/BENCHMARKS.md.
+//! the load stops and the server idles for `--idle-secs` while sampling goes on. Two baselines:
+//! right after loading, and "warm", after `--warmup-secs` of the driver clients alone and
+//! `--settle-secs` of quiet (the connections, caches and pages a steady workload leaves). The
+//! report (JSON, markdown, and a PNG of RSS, live heap, allocator metadata and throughput over
+//! time) says the RSS and what lies outside the page cache at each mark, the peak, and whether
+//! the server stayed up; jemalloc's own report is saved after loading, warm, at the live heap's
+//! high and after idling. `--hostile-kinds` runs one kind of hostile request alone, to tell which
+//! drives the peak. See docs/BENCHMARKS.md.
 
 use anyhow::{Context, Result, bail};
 use bson::{Document, RawDocumentBuf, doc};
@@ -305,10 +310,13 @@ impl Rng {
     }
 }
 
-/// The server as it stood at one moment: RSS, page cache, allocator counters (MB).
+/// The server as it stood at one moment: RSS, its anonymous part (the heap, stacks; the rest is
+/// file-backed, mostly the binary's code pages, which the kernel can drop), page cache,
+/// allocator counters (MB).
 #[derive(Clone, Copy)]
 struct Mark {
     rss: f64,
+    anon: f64,
     cache: f64,
     heap: Heap,
 }
@@ -318,6 +326,7 @@ impl Mark {
         let (cache, _) = cache_and_cursors(client).await?;
         Ok(Mark {
             rss: rss_mb(pid).context("rss")?,
+            anon: proc_status(pid, "RssAnon:").context("RssAnon")? / 1024.0,
             cache,
             heap: heap_mb(client).await?,
         })
@@ -537,7 +546,7 @@ fn report(cli: &Cli, samples: &[Sample], counters: &Counters, end: &End) -> Resu
     let ops = counters.ops.load(Ordering::Relaxed);
     let hostile = counters.hostile.load(Ordering::Relaxed);
     let errors = counters.errors.load(Ordering::Relaxed);
-    let mark = |m: &Mark| serde_json::json!({"rss": m.rss, "cache": m.cache, "outside_cache": m.rest(), "heap": m.heap});
+    let mark = |m: &Mark| serde_json::json!({"rss": m.rss, "anon": m.anon, "cache": m.cache, "outside_cache": m.rest(), "heap": m.heap});
     let kinds: Vec<String> = cli
         .hostile_kinds
         .iter()
@@ -600,6 +609,12 @@ fn table(cli: &Cli, end: &End, peak: f64, peak_allocated: f64) -> String {
     md += &row(
         "**RSS outside the page cache**",
         &|m| m.rest(),
+        String::new(),
+    );
+    md += &row("anonymous RSS (`RssAnon`)", &|m| m.anon, String::new());
+    md += &row(
+        "anonymous RSS outside the page cache",
+        &|m| m.anon - m.cache,
         String::new(),
     );
     md += &row(
