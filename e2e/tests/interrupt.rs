@@ -258,8 +258,8 @@ async fn a_client_that_hangs_up_stops_its_push_everything_group() {
     let server = Server::start(BIN, &[]);
     let client = server.client().await;
     let coll = client.database("t").collection::<Document>("c");
-    let docs: Vec<Document> = (0..100_000)
-        .map(|i| doc! { "_id": i, "s": "x".repeat(i % 200), "pad": "y".repeat(100) })
+    let docs: Vec<Document> = (0..100_000i32)
+        .map(|i| doc! { "_id": i, "s": "x".repeat((i % 200) as usize), "pad": "y".repeat(100) })
         .collect();
     coll.insert_many(docs).await.unwrap();
     let admin = client.database("admin");
