@@ -251,6 +251,65 @@ async fn a_client_that_hangs_up_stops_its_query() {
     report("pings during the abandoned query", pings.join().unwrap());
 }
 
+/// The soak's hostile aggregate: every document pushed into its group, then the groups sorted.
+/// Hung up on, it must leave currentOp (it used to run on, holding the whole collection decoded).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_client_that_hangs_up_stops_its_push_everything_group() {
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let coll = client.database("t").collection::<Document>("c");
+    let docs: Vec<Document> = (0..100_000i32)
+        .map(|i| doc! { "_id": i, "s": "x".repeat((i % 200) as usize), "pad": "y".repeat(100) })
+        .collect();
+    coll.insert_many(docs).await.unwrap();
+    let admin = client.database("admin");
+    let mut raw = RawConn::connect(&server.addr());
+    let body = doc! {
+        "aggregate": "c",
+        "pipeline": [
+            {"$group": {"_id": "$s", "all": {"$push": "$$ROOT"}}},
+            {"$sort": {"_id": 1}},
+            // Many passes over the groups, so the query outlives the hang-up.
+            {"$unwind": "$all"}, {"$group": {"_id": "$all.s", "all": {"$push": "$all"}}},
+            {"$unwind": "$all"}, {"$group": {"_id": "$all.s", "all": {"$push": "$all"}}},
+        ],
+        "cursor": {},
+        "$db": "t",
+    };
+    let msg = wire::OpMsg {
+        flags: 0,
+        body: bson::RawDocumentBuf::try_from(&body).unwrap(),
+        sequences: vec![],
+    };
+    raw.send(&wire::encode_msg(1, 0, &msg, None).unwrap())
+        .unwrap();
+    wait_for_query(&admin).await;
+    let gone = Instant::now();
+    drop(raw);
+    let took = until_no_query(&admin, gone).await;
+    println!(
+        "client disconnect: the $push group left currentOp {:.1} ms after the client closed",
+        took.as_secs_f64() * 1e3
+    );
+    // The server still answers the same pipeline in full for a client that waits.
+    let groups: Vec<Document> = coll
+        .aggregate(vec![
+            doc! {"$group": {"_id": "$s", "all": {"$push": "$$ROOT"}}},
+            doc! {"$sort": {"_id": 1}},
+        ])
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(groups.len(), 200);
+    assert_eq!(groups[0].get_array("all").unwrap().len(), 500);
+    let first = groups[0].get_array("all").unwrap()[0]
+        .as_document()
+        .unwrap();
+    assert_eq!(first, &doc! { "_id": 0, "s": "", "pad": "y".repeat(100) });
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn get_more_runs_within_the_finds_max_time_ms() {
     let server = Server::start(BIN, &[]);

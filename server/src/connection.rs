@@ -110,6 +110,7 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
             Ok(Some(len)) if buf.len() >= len => {
                 // Frozen, not copied: the message's document sequences are slices of it.
                 let frame = buf.split_to(len).freeze();
+                shrink_read_buffer(&mut buf, len);
                 state.network.bytes_in.fetch_add(len as u64, Relaxed);
                 state.network.num_requests.fetch_add(1, Relaxed);
                 let message = match wire::decode_shared(frame.clone()) {
@@ -171,6 +172,22 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
             }
         }
     }
+}
+
+/// After a frame of `frame_len` bytes was split off `buf`: if it was large, or `buf` grew large,
+/// move what is left (the start of later requests) into a fresh small buffer. The big
+/// allocation is then freed when the request's frame is dropped, instead of staying with the
+/// connection for as long as it lives.
+fn shrink_read_buffer(buf: &mut BytesMut, frame_len: usize) {
+    let kept = limits::READ_BUFFER_KEPT_BYTES_MAX;
+    // A long run of requests read ahead is left alone until little of it remains, so shrinking
+    // copies at most `kept` bytes once, not the rest of the run after every request.
+    if (frame_len <= kept && buf.capacity() <= kept) || buf.len() > kept {
+        return;
+    }
+    let mut fresh = BytesMut::with_capacity(limits::READ_BUFFER_INITIAL_BYTES.max(buf.len()));
+    fresh.extend_from_slice(buf);
+    *buf = fresh;
 }
 
 /// Write one whole frame and push it out (a TLS stream buffers until flushed).
@@ -681,4 +698,50 @@ fn next_response_id() -> i32 {
     use std::sync::atomic::AtomicI32;
     static NEXT: AtomicI32 = AtomicI32::new(1);
     NEXT.fetch_add(1, Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A buffer as the read loop leaves it: `frame_len` bytes of one frame then `rest` bytes of
+    /// the next, the frame split off.
+    fn after_split(frame_len: usize, rest: &[u8]) -> (BytesMut, bytes::Bytes) {
+        let mut buf = BytesMut::with_capacity(limits::READ_BUFFER_INITIAL_BYTES);
+        buf.extend_from_slice(&vec![7u8; frame_len]);
+        buf.extend_from_slice(rest);
+        let frame = buf.split_to(frame_len).freeze();
+        shrink_read_buffer(&mut buf, frame_len);
+        (buf, frame)
+    }
+
+    #[test]
+    fn a_large_frame_leaves_a_small_buffer_with_the_next_requests_bytes() {
+        let (buf, frame) = after_split(16 << 20, b"next request");
+        assert_eq!(frame.len(), 16 << 20);
+        assert_eq!(&buf[..], b"next request");
+        assert!(buf.capacity() <= limits::READ_BUFFER_KEPT_BYTES_MAX);
+        // The connection no longer shares the frame's allocation: it goes with the request.
+        assert!(frame.is_unique());
+    }
+
+    #[test]
+    fn small_frames_keep_their_buffer() {
+        let (buf, frame) = after_split(300, b"abc");
+        assert_eq!(&buf[..], b"abc");
+        assert!(buf.capacity() < limits::READ_BUFFER_INITIAL_BYTES);
+        assert!(
+            !frame.is_unique(),
+            "a small frame's buffer is reused, not reallocated"
+        );
+    }
+
+    #[test]
+    fn a_long_read_ahead_is_not_copied_until_little_is_left() {
+        let rest = vec![1u8; 2 * limits::READ_BUFFER_KEPT_BYTES_MAX];
+        let (buf, _) = after_split(1 << 20, &rest);
+        // Still the big buffer's tail: copying it now would repeat for every request in it.
+        assert!(buf.capacity() > limits::READ_BUFFER_KEPT_BYTES_MAX);
+        assert_eq!(buf.len(), rest.len());
+    }
 }

@@ -30,6 +30,10 @@ pub const WIRE_VERSION_MIN: i32 = 0;
 pub const WIRE_VERSION_MAX: i32 = 25;
 /// Size of the read buffer a connection starts with; it grows to the frame being read.
 pub const READ_BUFFER_INITIAL_BYTES: usize = 16 * 1024;
+/// A read buffer that grew past this (a large frame, or requests read ahead) is replaced by a
+/// fresh one of `READ_BUFFER_INITIAL_BYTES` once its frame is taken, so an idle connection does
+/// not keep up to 48 MiB for the largest message it ever received.
+pub const READ_BUFFER_KEPT_BYTES_MAX: usize = 64 * 1024;
 /// While a request runs, the connection keeps reading (to notice a client that hangs up) until
 /// this many bytes of later requests wait in its buffer.
 pub const READ_AHEAD_BYTES_MAX: usize = 1024 * 1024;

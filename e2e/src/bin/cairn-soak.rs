@@ -3,9 +3,14 @@
 //! for `--minutes` runs `--clients` driver clients doing inserts, finds, updates, deletes,
 //! `$group` and sorting aggregates, plus raw-wire clients that open cursors and vanish,
 //! send a heavy aggregate and hang up at once, or ask for more than `maxTimeMS` allows. Then
-//! the load stops and the server idles for `--idle-secs` while sampling goes on. The report
-//! (JSON, markdown, and a PNG of RSS and throughput over time) says the RSS at start, at its
-//! peak and after the idle phase, and whether the server stayed up. See docs/BENCHMARKS.md.
+//! the load stops and the server idles for `--idle-secs` while sampling goes on. Two baselines:
+//! right after loading, and "warm", after `--warmup-secs` of the driver clients alone and
+//! `--settle-secs` of quiet (the connections, caches and pages a steady workload leaves). The
+//! report (JSON, markdown, and a PNG of RSS, live heap, allocator metadata and throughput over
+//! time) says the RSS and what lies outside the page cache at each mark, the peak, and whether
+//! the server stayed up; jemalloc's own report is saved after loading, warm, at the live heap's
+//! high and after idling. `--hostile-kinds` runs one kind of hostile request alone, to tell which
+//! drives the peak. See docs/BENCHMARKS.md.
 
 use anyhow::{Context, Result, bail};
 use bson::{Document, RawDocumentBuf, doc};
@@ -41,6 +46,18 @@ struct Cli {
     /// Raw-wire clients that abandon cursors and hang up mid-query.
     #[arg(long, default_value_t = 2)]
     hostile: usize,
+    /// What the hostile clients send, a comma-separated subset of `cursor` (open a cursor and
+    /// vanish), `group` (a `$push`-everything `$group`, hung up on) and `regex` (a catastrophic
+    /// regex under `maxTimeMS: 50`), to tell which of them drives the peak.
+    #[arg(long, default_value = "cursor,group,regex", value_delimiter = ',')]
+    hostile_kinds: Vec<HostileKind>,
+    /// Seconds the driver clients run before the load (no hostile clients), so the warm
+    /// baseline has seen the same connections and queries; 0 skips the warm baseline.
+    #[arg(long, default_value_t = 30)]
+    warmup_secs: u64,
+    /// Seconds of idling after the warm-up before the warm baseline is read.
+    #[arg(long, default_value_t = 30)]
+    settle_secs: u64,
     /// Documents loaded before the load starts.
     #[arg(long, default_value_t = 100_000)]
     docs: i64,
@@ -49,11 +66,22 @@ struct Cli {
     out: PathBuf,
 }
 
-/// One sample of the server: seconds since the load started, RSS, operations done so far.
+/// One kind of hostile request (`--hostile-kinds`).
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Debug)]
+enum HostileKind {
+    Cursor,
+    Group,
+    Regex,
+}
+
+/// One sample of the server: seconds since the load started, RSS, the allocator's live heap and
+/// metadata, operations done so far.
 #[derive(serde::Serialize, Clone, Copy)]
 struct Sample {
     secs: f64,
     rss_mb: f64,
+    allocated_mb: f64,
+    metadata_mb: f64,
     ops: u64,
     hostile_ops: u64,
 }
@@ -92,6 +120,7 @@ async fn heap_mb(client: &mongodb::Client) -> Result<Heap> {
     Ok(Heap {
         allocated: mb("allocated"),
         resident: mb("resident"),
+        metadata: mb("metadata"),
     })
 }
 
@@ -117,6 +146,7 @@ async fn save_allocator_report(client: &mongodb::Client, out: &Path, name: &str)
 struct Heap {
     allocated: f64,
     resident: f64,
+    metadata: f64,
 }
 
 /// The page cache's bytes and the open cursors, from `serverStatus`.
@@ -240,17 +270,17 @@ fn op_msg(body: Document) -> Result<Vec<u8>> {
 /// What a careless or hostile client does: open a cursor and vanish (the server keeps it until
 /// the cursor timeout), send a heavy aggregate and hang up before the answer, or send a query
 /// that `maxTimeMS` must cut short.
-async fn hostile_step(addr: &str, r: u64) -> Result<()> {
+async fn hostile_step(addr: &str, kind: HostileKind, r: u64) -> Result<()> {
     let mut s = tokio::net::TcpStream::connect(addr).await?;
-    let body = match r % 3 {
-        0 => doc! {"find": "items", "filter": {}, "batchSize": 2, "$db": "soak"},
-        1 => doc! {
+    let body = match kind {
+        HostileKind::Cursor => doc! {"find": "items", "filter": {}, "batchSize": 2, "$db": "soak"},
+        HostileKind::Group => doc! {
             "aggregate": "items",
             "pipeline": [{"$group": {"_id": "$s", "all": {"$push": "$$ROOT"}}}, {"$sort": {"_id": 1}}],
             "cursor": {},
             "$db": "soak",
         },
-        _ => doc! {
+        HostileKind::Regex => doc! {
             "find": "items",
             "filter": {"s": {"$regex": "(x+x+)+y"}},
             "maxTimeMS": 50,
@@ -258,7 +288,7 @@ async fn hostile_step(addr: &str, r: u64) -> Result<()> {
         },
     };
     s.write_all(&op_msg(body)?).await?;
-    if r.is_multiple_of(3) {
+    if kind == HostileKind::Cursor {
         // Read the first batch so the cursor exists, then leave without killCursors.
         let mut len = [0u8; 4];
         tokio::io::AsyncReadExt::read_exact(&mut s, &mut len).await?;
@@ -278,6 +308,104 @@ impl Rng {
         self.0 ^= self.0 << 17;
         self.0
     }
+}
+
+/// The server as it stood at one moment: RSS, its anonymous part (the heap, stacks; the rest is
+/// file-backed, mostly the binary's code pages, which the kernel can drop), page cache,
+/// allocator counters (MB).
+#[derive(Clone, Copy)]
+struct Mark {
+    rss: f64,
+    anon: f64,
+    cache: f64,
+    heap: Heap,
+}
+
+impl Mark {
+    async fn read(client: &mongodb::Client, pid: u32) -> Result<Mark> {
+        let (cache, _) = cache_and_cursors(client).await?;
+        Ok(Mark {
+            rss: rss_mb(pid).context("rss")?,
+            anon: proc_status(pid, "RssAnon:").context("RssAnon")? / 1024.0,
+            cache,
+            heap: heap_mb(client).await?,
+        })
+    }
+
+    /// RSS outside the page cache.
+    fn rest(&self) -> f64 {
+        self.rss - self.cache
+    }
+}
+
+type Tasks = Vec<tokio::task::JoinHandle<()>>;
+
+/// `n` driver clients running [`step`] until `stop`.
+fn spawn_drivers(
+    coll: &mongodb::Collection<Document>,
+    n: usize,
+    counters: &Arc<Counters>,
+    stop: &Arc<AtomicBool>,
+    fresh: &Arc<AtomicU64>,
+) -> Tasks {
+    (0..n)
+        .map(|c| {
+            let (coll, counters, stop, fresh) =
+                (coll.clone(), counters.clone(), stop.clone(), fresh.clone());
+            tokio::spawn(async move {
+                let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (c as u64 + 1));
+                while !stop.load(Ordering::Relaxed) {
+                    match step(&coll, rng.next(), &fresh).await {
+                        Ok(()) => counters.ops.fetch_add(1, Ordering::Relaxed),
+                        Err(_) => counters.errors.fetch_add(1, Ordering::Relaxed),
+                    };
+                }
+            })
+        })
+        .collect()
+}
+
+/// `cli.hostile` raw-wire clients sending the kinds asked for until `stop`.
+fn spawn_hostile(cli: &Cli, addr: &str, counters: &Arc<Counters>, stop: &Arc<AtomicBool>) -> Tasks {
+    if cli.hostile_kinds.is_empty() {
+        return Vec::new();
+    }
+    (0..cli.hostile)
+        .map(|h| {
+            let (addr, counters, stop) = (addr.to_string(), counters.clone(), stop.clone());
+            let kinds = cli.hostile_kinds.clone();
+            tokio::spawn(async move {
+                let mut rng = Rng(0x2545_f491_4f6c_dd1d ^ (h as u64 + 1));
+                while !stop.load(Ordering::Relaxed) {
+                    let r = rng.next();
+                    let kind = kinds[(r % kinds.len() as u64) as usize];
+                    if hostile_step(&addr, kind, r).await.is_ok() {
+                        counters.hostile.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+        })
+        .collect()
+}
+
+/// The warm baseline: the driver clients run for `--warmup-secs` (no hostile clients), then
+/// the server idles `--settle-secs`, so the baseline has the connections, caches and pages a
+/// steady workload leaves, measured after the same kind of quiet as the end of the soak.
+async fn warm_up(
+    cli: &Cli,
+    coll: &mongodb::Collection<Document>,
+    fresh: &Arc<AtomicU64>,
+) -> Result<u64> {
+    let counters = Arc::new(Counters::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let tasks = spawn_drivers(coll, cli.clients, &counters, &stop, fresh);
+    tokio::time::sleep(Duration::from_secs(cli.warmup_secs)).await;
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        let _ = t.await;
+    }
+    tokio::time::sleep(Duration::from_secs(cli.settle_secs)).await;
+    Ok(counters.ops.load(Ordering::Relaxed))
 }
 
 async fn run(cli: &Cli) -> Result<()> {
@@ -307,67 +435,29 @@ async fn run(cli: &Cli) -> Result<()> {
     let client = mongodb::Client::with_uri_str(format!("mongodb://{addr}/?maxPoolSize=64")).await?;
     let coll = client.database("soak").collection::<Document>("items");
     load(&coll, cli.docs).await?;
-    let baseline = rss_mb(pid).context("rss")?;
+    let loaded = Mark::read(&client, pid).await?;
     let loaded_threads = proc_status(pid, "Threads:").unwrap_or(0.0);
-    let (cache_loaded, _) = cache_and_cursors(&client).await?;
-    let heap_loaded = heap_mb(&client).await?;
     save_allocator_report(&client, &cli.out, "jemalloc-loaded.txt").await?;
     eprintln!(
-        "loaded {} documents; RSS {baseline:.1} MB (empty server {idle_before_load:.1} MB)",
-        cli.docs
+        "loaded {} documents; RSS {:.1} MB (empty server {idle_before_load:.1} MB)",
+        cli.docs, loaded.rss
     );
+    let fresh = Arc::new(AtomicU64::new(10_000_000));
+    let warm = if cli.warmup_secs > 0 {
+        let ops = warm_up(cli, &coll, &fresh).await?;
+        let warm = Mark::read(&client, pid).await?;
+        save_allocator_report(&client, &cli.out, "jemalloc-warm.txt").await?;
+        eprintln!("warmed up ({ops} operations); RSS {:.1} MB", warm.rss);
+        Some(warm)
+    } else {
+        None
+    };
 
     let counters = Arc::new(Counters::default());
     let stop = Arc::new(AtomicBool::new(false));
-    let fresh = Arc::new(AtomicU64::new(10_000_000));
-    let mut tasks = Vec::new();
-    for c in 0..cli.clients {
-        let (coll, counters, stop, fresh) =
-            (coll.clone(), counters.clone(), stop.clone(), fresh.clone());
-        tasks.push(tokio::spawn(async move {
-            let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (c as u64 + 1));
-            while !stop.load(Ordering::Relaxed) {
-                match step(&coll, rng.next(), &fresh).await {
-                    Ok(()) => counters.ops.fetch_add(1, Ordering::Relaxed),
-                    Err(_) => counters.errors.fetch_add(1, Ordering::Relaxed),
-                };
-            }
-        }));
-    }
-    for h in 0..cli.hostile {
-        let (addr, counters, stop) = (addr.clone(), counters.clone(), stop.clone());
-        tasks.push(tokio::spawn(async move {
-            let mut rng = Rng(0x2545_f491_4f6c_dd1d ^ (h as u64 + 1));
-            while !stop.load(Ordering::Relaxed) {
-                if hostile_step(&addr, rng.next()).await.is_ok() {
-                    counters.hostile.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        }));
-    }
-
-    let start = Instant::now();
-    let load_for = Duration::from_secs_f64(cli.minutes * 60.0);
-    let total = load_for + Duration::from_secs(cli.idle_secs);
-    let mut samples = Vec::new();
-    let mut alive = true;
-    while start.elapsed() < total {
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        if start.elapsed() >= load_for && !stop.load(Ordering::Relaxed) {
-            stop.store(true, Ordering::Relaxed);
-            eprintln!("load stopped; idling {} s", cli.idle_secs);
-        }
-        let Some(rss) = rss_mb(pid) else {
-            alive = false;
-            break;
-        };
-        samples.push(Sample {
-            secs: start.elapsed().as_secs_f64(),
-            rss_mb: rss,
-            ops: counters.ops.load(Ordering::Relaxed),
-            hostile_ops: counters.hostile.load(Ordering::Relaxed),
-        });
-    }
+    let mut tasks = spawn_drivers(&coll, cli.clients, &counters, &stop, &fresh);
+    tasks.extend(spawn_hostile(cli, &addr, &counters, &stop));
+    let samples = sample(cli, &client, pid, &counters, &stop).await;
     stop.store(true, Ordering::Relaxed);
     for t in tasks {
         let _ = t.await;
@@ -377,78 +467,191 @@ async fn run(cli: &Cli) -> Result<()> {
         .run_command(doc! {"ping": 1})
         .await
         .is_ok();
-    if !alive || !answered {
+    let Some(samples) = samples.filter(|_| answered) else {
         bail!(
             "the server died or stopped answering during the soak (see {})",
             log.display()
         );
-    }
-    let (cache_end, cursors_end) = cache_and_cursors(&client).await?;
+    };
+    let end_mark = Mark::read(&client, pid).await?;
+    let (_, cursors_end) = cache_and_cursors(&client).await?;
     save_allocator_report(&client, &cli.out, "jemalloc-idle.txt").await?;
     let end = End {
-        cache_loaded,
-        cache_end,
+        empty: idle_before_load,
+        loaded,
+        warm,
+        end: end_mark,
         cursors_end,
-        heap_loaded,
-        heap_end: heap_mb(&client).await?,
         threads: [loaded_threads, proc_status(pid, "Threads:").unwrap_or(0.0)],
     };
-    report(cli, baseline, idle_before_load, &samples, &counters, &end)
+    report(cli, &samples, &counters, &end)
 }
 
-/// What `serverStatus` said after loading and after the idle phase.
+/// Samples the server every second through the load and the idle phase (stopping the load on
+/// time); saves the allocator's report each time its live heap reaches a new high
+/// (`OUT/jemalloc-peak.txt`). `None` if the server died.
+async fn sample(
+    cli: &Cli,
+    client: &mongodb::Client,
+    pid: u32,
+    counters: &Counters,
+    stop: &AtomicBool,
+) -> Option<Vec<Sample>> {
+    let start = Instant::now();
+    let load_for = Duration::from_secs_f64(cli.minutes * 60.0);
+    let total = load_for + Duration::from_secs(cli.idle_secs);
+    let mut samples = Vec::new();
+    let mut high_mb = 0.0;
+    while start.elapsed() < total {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if start.elapsed() >= load_for && !stop.load(Ordering::Relaxed) {
+            stop.store(true, Ordering::Relaxed);
+            eprintln!("load stopped; idling {} s", cli.idle_secs);
+        }
+        let rss = rss_mb(pid)?;
+        let heap = heap_mb(client).await.ok();
+        let allocated = heap.map_or(0.0, |h| h.allocated);
+        if allocated > high_mb * 1.05 {
+            high_mb = allocated;
+            let _ = save_allocator_report(client, &cli.out, "jemalloc-peak.txt").await;
+        }
+        samples.push(Sample {
+            secs: start.elapsed().as_secs_f64(),
+            rss_mb: rss,
+            allocated_mb: allocated,
+            metadata_mb: heap.map_or(0.0, |h| h.metadata),
+            ops: counters.ops.load(Ordering::Relaxed),
+            hostile_ops: counters.hostile.load(Ordering::Relaxed),
+        });
+    }
+    Some(samples)
+}
+
+/// What the server looked like at the marks of the run.
 struct End {
-    cache_loaded: f64,
-    /// The allocator's live bytes (MB), after loading and after idling.
-    heap_loaded: Heap,
-    heap_end: Heap,
+    /// RSS of the empty server (MB).
+    empty: f64,
+    loaded: Mark,
+    warm: Option<Mark>,
+    end: Mark,
     /// The server's threads after loading and after idling.
     threads: [f64; 2],
-    cache_end: f64,
     cursors_end: i64,
 }
 
-fn report(
-    cli: &Cli,
-    baseline: f64,
-    empty: f64,
-    samples: &[Sample],
-    counters: &Counters,
-    end: &End,
-) -> Result<()> {
+fn report(cli: &Cli, samples: &[Sample], counters: &Counters, end: &End) -> Result<()> {
     let load_secs = cli.minutes * 60.0;
     let peak = samples.iter().map(|s| s.rss_mb).fold(0.0, f64::max);
-    let last = samples.last().map_or(baseline, |s| s.rss_mb);
+    let peak_allocated = samples.iter().map(|s| s.allocated_mb).fold(0.0, f64::max);
     let ops = counters.ops.load(Ordering::Relaxed);
     let hostile = counters.hostile.load(Ordering::Relaxed);
     let errors = counters.errors.load(Ordering::Relaxed);
+    let mark = |m: &Mark| serde_json::json!({"rss": m.rss, "anon": m.anon, "cache": m.cache, "outside_cache": m.rest(), "heap": m.heap});
+    let kinds: Vec<String> = cli
+        .hostile_kinds
+        .iter()
+        .map(|k| format!("{k:?}").to_lowercase())
+        .collect();
     let json = serde_json::json!({
         "minutes": cli.minutes, "idle_secs": cli.idle_secs, "clients": cli.clients,
-        "hostile_clients": cli.hostile, "docs": cli.docs,
-        "rss_mb": {"empty": empty, "baseline_after_load": baseline, "peak": peak, "after_idle": last},
-        "cache_mb": {"after_load": end.cache_loaded, "after_idle": end.cache_end},
-        "heap_mb": {"after_load": end.heap_loaded, "after_idle": end.heap_end},
+        "hostile_clients": cli.hostile, "hostile_kinds": kinds, "docs": cli.docs,
+        "warmup_secs": cli.warmup_secs, "settle_secs": cli.settle_secs,
+        "empty_rss_mb": end.empty,
+        "loaded": mark(&end.loaded),
+        "warm": end.warm.as_ref().map(mark),
+        "after_idle": mark(&end.end),
+        "peak_rss_mb": peak, "peak_allocated_mb": peak_allocated,
         "threads": {"after_load": end.threads[0], "after_idle": end.threads[1]},
         "open_cursors_after_idle": end.cursors_end,
         "ops": ops, "hostile_ops": hostile, "errors": errors,
         "samples": samples,
     });
     std::fs::write(cli.out.join("soak.json"), serde_json::to_vec_pretty(&json)?)?;
-    let mut rss = Vec::new();
+    plot(cli, samples)?;
+    let md = table(cli, end, peak, peak_allocated)
+        + &format!(
+            "\n{ops} driver operations ({:.0}/s), {errors} failed; {hostile} hostile connections ({}); {} cursors open after the idle phase.\n",
+            ops as f64 / load_secs,
+            kinds.join(", "),
+            end.cursors_end,
+        );
+    std::fs::write(cli.out.join("soak.md"), &md)?;
+    print!("{md}");
+    Ok(())
+}
+
+/// The markdown table of the marks: RSS, page cache, RSS outside it, the allocator's counters,
+/// and the end against each baseline.
+fn table(cli: &Cli, end: &End, peak: f64, peak_allocated: f64) -> String {
+    let growth = |base: f64, now: f64| format!("{:+.1}%", (now / base - 1.0) * 100.0);
+    let (l, e) = (&end.loaded, &end.end);
+    let w = end.warm;
+    let cell = |f: &dyn Fn(&Mark) -> f64| w.map_or(String::new(), |m| format!("{:.1} MB", f(&m)));
+    let vs_warm = |f: &dyn Fn(&Mark) -> f64| w.map_or(String::new(), |m| growth(f(&m), f(e)));
+    let row = |name: &str, f: &dyn Fn(&Mark) -> f64, peak: String| {
+        format!(
+            "| {name} | {:.1} MB | {} | {peak} | {:.1} MB | {} | {} |\n",
+            f(l),
+            cell(f),
+            f(e),
+            growth(f(l), f(e)),
+            vs_warm(f),
+        )
+    };
+    let mut md = format!(
+        "Empty server: {:.1} MB RSS.\n\n\
+         | | after loading {} docs | warm ({} s of driver load, {} s idle) | peak under load | after {} s idle | after idle vs loaded | after idle vs warm |\n\
+         |---|---|---|---|---|---|---|\n",
+        end.empty, cli.docs, cli.warmup_secs, cli.settle_secs, cli.idle_secs
+    );
+    md += &row("RSS", &|m| m.rss, format!("{peak:.1} MB"));
+    md += &row("page cache", &|m| m.cache, String::new());
+    md += &row(
+        "**RSS outside the page cache**",
+        &|m| m.rest(),
+        String::new(),
+    );
+    md += &row("anonymous RSS (`RssAnon`)", &|m| m.anon, String::new());
+    md += &row(
+        "anonymous RSS outside the page cache",
+        &|m| m.anon - m.cache,
+        String::new(),
+    );
+    md += &row(
+        "heap allocated (cache included)",
+        &|m| m.heap.allocated,
+        format!("{peak_allocated:.1} MB"),
+    );
+    md += &row("allocator resident", &|m| m.heap.resident, String::new());
+    md += &row("allocator metadata", &|m| m.heap.metadata, String::new());
+    md += &format!(
+        "| server threads | {} | | | {} | | |\n",
+        end.threads[0], end.threads[1]
+    );
+    md
+}
+
+/// `OUT/soak.png`: RSS, the live heap, the allocator's metadata and the driver throughput over
+/// the run.
+fn plot(cli: &Cli, samples: &[Sample]) -> Result<()> {
+    let pick = |f: &dyn Fn(&Sample) -> f64| samples.iter().map(|s| (s.secs, f(s))).collect();
     let mut rate = Vec::new();
-    let mut prev: Option<Sample> = None;
-    for s in samples {
-        rss.push((s.secs, s.rss_mb));
-        if let Some(p) = prev {
-            let dt = (s.secs - p.secs).max(1e-3);
-            rate.push((s.secs, (s.ops - p.ops) as f64 / dt / 10.0));
-        }
-        prev = Some(*s);
+    for w in samples.windows(2) {
+        let dt = (w[1].secs - w[0].secs).max(1e-3);
+        rate.push((w[1].secs, (w[1].ops - w[0].ops) as f64 / dt / 10.0));
     }
     let series = [
         Series {
             name: "server RSS (MB)".into(),
-            points: rss,
+            points: pick(&|s| s.rss_mb),
+        },
+        Series {
+            name: "heap allocated (MB)".into(),
+            points: pick(&|s| s.allocated_mb),
+        },
+        Series {
+            name: "allocator metadata (MB)".into(),
+            points: pick(&|s| s.metadata_mb),
         },
         Series {
             name: "driver ops/s / 10".into(),
@@ -463,38 +666,10 @@ fn report(
         &series,
         &title,
         "seconds since the load started",
-        Some(load_secs),
+        Some(cli.minutes * 60.0),
     )
     .map_err(anyhow::Error::msg)?;
     std::fs::write(cli.out.join("soak.png"), png)?;
-    let (base_rest, last_rest) = (baseline - end.cache_loaded, last - end.cache_end);
-    let md = format!(
-        "| | empty | after loading {} docs | peak under load | after {} s idle | after idle vs loaded |\n\
-         |---|---|---|---|---|---|\n\
-         | RSS | {empty:.1} MB | {baseline:.1} MB | {peak:.1} MB | {last:.1} MB | {:+.1}% |\n\
-         | page cache | | {:.1} MB | | {:.1} MB | |\n\
-         | RSS outside the page cache | | {base_rest:.1} MB | | {last_rest:.1} MB | {:+.1}% |\n\
-         | heap allocated (`serverStatus.jemalloc.allocated`, cache included) | | {:.1} MB | | {:.1} MB | |\n\
-         | allocator resident (`serverStatus.jemalloc.resident`) | | {:.1} MB | | {:.1} MB | |\n\
-         | server threads | | {} | | {} | |\n\n\
-         {ops} driver operations ({:.0}/s), {errors} failed; {hostile} hostile connections (abandoned cursors, hang-ups, cut-short queries); {} cursors open after the idle phase.\n",
-        cli.docs,
-        cli.idle_secs,
-        (last / baseline - 1.0) * 100.0,
-        end.cache_loaded,
-        end.cache_end,
-        (last_rest / base_rest - 1.0) * 100.0,
-        end.heap_loaded.allocated,
-        end.heap_end.allocated,
-        end.heap_loaded.resident,
-        end.heap_end.resident,
-        end.threads[0],
-        end.threads[1],
-        ops as f64 / load_secs,
-        end.cursors_end,
-    );
-    std::fs::write(cli.out.join("soak.md"), &md)?;
-    print!("{md}");
     Ok(())
 }
 

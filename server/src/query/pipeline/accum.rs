@@ -8,10 +8,12 @@
 use super::ParseContext;
 use super::codes::{self, perr};
 use super::js_accum::{JsAccumulator, JsReduce, JsState};
+use super::limits::ENTRY_OVERHEAD_BYTES;
 use super::numeric::{NumSum, StdDev};
+use super::raw_items::RawItems;
 use super::run_context::value_size_bytes;
 use super::stages::SortKeys;
-use super::values::{type_name, value_key};
+use super::values::{raw_value_key, type_name, value_key};
 use super::variables::{AggExpr, Value};
 use crate::error::CommandResult;
 use crate::query::expr::array_n::{self, ArrayNOp, validate_n};
@@ -74,10 +76,13 @@ pub enum State {
     Extreme(Option<Bson>),
     First(Option<Bson>),
     Last(Bson),
-    /// The items and, for `$push`, the bytes they hold (bounded by `limits::PUSH_BYTES_MAX`).
+    /// The items and, for `$percentile`, the bytes they hold (bounded by
+    /// `limits::PUSH_BYTES_MAX`).
     List(Vec<Bson>, usize),
-    /// `$addToSet`: the items, their keys, and the bytes they hold.
-    Set(Vec<Bson>, HashSet<Vec<u8>>, usize),
+    /// `$push`: the items, raw (their bytes are what the bound counts).
+    Pushed(RawItems),
+    /// `$addToSet`: the items, raw, and their keys.
+    Set(RawItems, HashSet<Vec<u8>>),
     Merge(Document),
     Dev(StdDev),
     Ranked(Vec<(Vec<Bson>, Bson)>),
@@ -152,10 +157,9 @@ impl Acc {
             Acc::Min(_) | Acc::Max(_) => State::Extreme(None),
             Acc::First(_) => State::First(None),
             Acc::Last(_) => State::Last(Bson::Null),
-            Acc::Push(_) | Acc::ExtremeN { .. } | Acc::Quantile { .. } => {
-                State::List(Vec::new(), 0)
-            }
-            Acc::AddToSet(_) => State::Set(Vec::new(), HashSet::new(), 0),
+            Acc::ExtremeN { .. } | Acc::Quantile { .. } => State::List(Vec::new(), 0),
+            Acc::Push(_) => State::Pushed(RawItems::default()),
+            Acc::AddToSet(_) => State::Set(RawItems::default(), HashSet::new()),
             Acc::MergeObjects(_) => State::Merge(Document::new()),
             Acc::StdDev { .. } => State::Dev(StdDev::default()),
             Acc::Top { .. } => State::Ranked(Vec::new()),
@@ -226,16 +230,31 @@ impl Acc {
                 *last = e.eval_raw(doc)?.into_owned().unwrap_or(Bson::Null);
                 Ok(0)
             }
-            (Acc::Push(e), State::List(items, held)) => {
-                push_some("$push", items, held, e.eval_raw(doc)?.into_owned())
+            (Acc::Push(e), State::Pushed(items)) => {
+                let grows = items.push(e.eval_raw(doc)?)?;
+                within_bound("$push", items.bytes())?;
+                Ok(grows)
             }
-            (Acc::AddToSet(e), State::Set(items, seen, held)) => {
-                match e.eval_raw(doc)?.into_owned() {
-                    Some(v) if seen.insert(value_key(&v)) => {
-                        push_some("$addToSet", items, held, Some(v))
+            (Acc::AddToSet(e), State::Set(items, seen)) => {
+                let v = e.eval_raw(doc)?;
+                let key = match &v {
+                    Value::Missing => return Ok(0),
+                    Value::Raw(r) => {
+                        let mut key = Vec::new();
+                        raw_value_key(&mut key, *r);
+                        key
                     }
-                    _ => Ok(0),
+                    Value::Owned(b) => value_key(b),
+                };
+                if seen.contains(&key) {
+                    return Ok(0);
                 }
+                // The bound counts the values, as mongod's does; the stage's memory charge
+                // counts their keys too.
+                let grows = items.push(v)? + key.len() + ENTRY_OVERHEAD_BYTES;
+                within_bound("$addToSet", items.bytes())?;
+                seen.insert(key);
+                Ok(grows)
             }
             (Acc::MergeObjects(e), State::Merge(out)) => {
                 merge_into(out, e.eval_raw(doc)?.into_owned())
@@ -410,7 +429,8 @@ impl Acc {
                 let mut samples: Vec<f64> = items.iter().filter_map(quantile::sample).collect();
                 quantile::format(*op, ps.len(), quantile::percentiles(&mut samples, ps))
             }
-            (_, State::List(items, _)) | (_, State::Set(items, ..)) => Bson::Array(items.clone()),
+            (_, State::List(items, _)) => Bson::Array(items.clone()),
+            (_, State::Pushed(items)) | (_, State::Set(items, ..)) => items.to_bson(),
             (_, State::Merge(d)) => Bson::Document(d.clone()),
             (Acc::StdDev { sample, .. }, State::Dev(dev)) => dev.result(*sample),
             (Acc::Top { n, .. }, State::Ranked(rows)) => {
@@ -441,6 +461,15 @@ fn push_some(
     let Some(v) = v else { return Ok(0) };
     let grows = value_size_bytes(&v);
     let used = held.saturating_add(grows);
+    within_bound(op, used)?;
+    *held = used;
+    items.push(v);
+    Ok(grows)
+}
+
+/// ExceededMemoryLimit once one group's `$push`/`$addToSet`/`$percentile` holds more than
+/// `limits::PUSH_BYTES_MAX`.
+fn within_bound(op: &str, used: usize) -> CommandResult<()> {
     if used > super::limits::PUSH_BYTES_MAX {
         return Err(perr(
             codes::EXCEEDED_MEMORY_LIMIT,
@@ -451,9 +480,7 @@ fn push_some(
             ),
         ));
     }
-    *held = used;
-    items.push(v);
-    Ok(grows)
+    Ok(())
 }
 
 /// `$mergeObjects`: later fields overwrite earlier ones; null and missing are skipped.

@@ -22,6 +22,7 @@ mod js_accum;
 pub mod limits;
 pub(crate) mod numeric;
 pub mod output;
+mod raw_items;
 pub mod run_context;
 mod spill;
 mod stages;
