@@ -221,6 +221,23 @@ async fn kill_op_interrupts_a_running_query() {
     assert_eq!(error_code(&e), 9, "{e}");
 }
 
+/// Sends `body` on a connection of its own, waits until it runs, closes the connection, and
+/// returns how long after the close the operation left `currentOp`.
+async fn hang_up_during(server: &Server, admin: &mongodb::Database, body: &Document) -> Duration {
+    let mut raw = RawConn::connect(&server.addr());
+    let msg = wire::OpMsg {
+        flags: 0,
+        body: bson::RawDocumentBuf::try_from(body).unwrap(),
+        sequences: vec![],
+    };
+    raw.send(&wire::encode_msg(1, 0, &msg, None).unwrap())
+        .unwrap();
+    wait_for_query(admin).await;
+    let gone = Instant::now();
+    drop(raw);
+    until_no_query(admin, gone).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_client_that_hangs_up_stops_its_query() {
     let server = Server::start(BIN, &[]);
@@ -229,20 +246,9 @@ async fn a_client_that_hangs_up_stops_its_query() {
     let admin = client.database("admin");
     let stop = Arc::new(AtomicBool::new(false));
     let pings = pinger(server.uri(), stop.clone());
-    let mut raw = RawConn::connect(&server.addr());
     let mut body = doc! { "find": "c", "filter": wide_filter(), "$db": "t" };
     body.insert("batchSize", 1000);
-    let msg = wire::OpMsg {
-        flags: 0,
-        body: bson::RawDocumentBuf::try_from(&body).unwrap(),
-        sequences: vec![],
-    };
-    raw.send(&wire::encode_msg(1, 0, &msg, None).unwrap())
-        .unwrap();
-    wait_for_query(&admin).await;
-    let gone = Instant::now();
-    drop(raw);
-    let took = until_no_query(&admin, gone).await;
+    let took = hang_up_during(&server, &admin, &body).await;
     stop.store(true, Ordering::Relaxed);
     println!(
         "client disconnect: the query left currentOp {:.1} ms after the client closed",
@@ -263,7 +269,6 @@ async fn a_client_that_hangs_up_stops_its_push_everything_group() {
         .collect();
     coll.insert_many(docs).await.unwrap();
     let admin = client.database("admin");
-    let mut raw = RawConn::connect(&server.addr());
     let body = doc! {
         "aggregate": "c",
         "pipeline": [
@@ -276,17 +281,7 @@ async fn a_client_that_hangs_up_stops_its_push_everything_group() {
         "cursor": {},
         "$db": "t",
     };
-    let msg = wire::OpMsg {
-        flags: 0,
-        body: bson::RawDocumentBuf::try_from(&body).unwrap(),
-        sequences: vec![],
-    };
-    raw.send(&wire::encode_msg(1, 0, &msg, None).unwrap())
-        .unwrap();
-    wait_for_query(&admin).await;
-    let gone = Instant::now();
-    drop(raw);
-    let took = until_no_query(&admin, gone).await;
+    let took = hang_up_during(&server, &admin, &body).await;
     println!(
         "client disconnect: the $push group left currentOp {:.1} ms after the client closed",
         took.as_secs_f64() * 1e3

@@ -10,12 +10,13 @@
 //! count one. The storage read's own buffer (the pread target) counts one on the find path,
 //! the reply frame one. Run: `cargo bench -p cairn --bench copies`.
 
+mod in_process;
+
 use bson::{RawDocumentBuf, doc};
 use bytes::BytesMut;
 use cairn_server::commands::ConnectionInfo;
 use cairn_server::state::ServerState;
 use cap::Cap;
-use clap::Parser;
 use std::alloc::System;
 use std::sync::Arc;
 
@@ -67,32 +68,12 @@ async fn copies(
 }
 
 fn main() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let dbpath = dir.path().to_str().expect("utf-8 path");
-    let config = cairn_server::config::Config::parse_from([
-        "cairn",
-        "--dbpath",
-        dbpath,
-        "--slowms",
-        "100000000",
-    ]);
-    let ring = Arc::new(cairn_server::logging::LogRing::default());
-    let state = Arc::new(ServerState::new(config, vec![], ring).expect("state"));
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let addr = "127.0.0.1:1".parse().expect("address");
-    let mut info = ConnectionInfo {
-        id: 1,
-        peer: addr,
-        local: addr,
-        client_metadata: None,
-        compressors: vec![],
-        hello_seen: false,
-        auth: state.auth.admit(usize::MAX).expect("admitted"),
-    };
+    let in_process::InProcess {
+        _dir,
+        state,
+        runtime,
+        mut info,
+    } = in_process::start();
     let doc_bytes = padded(Some(0)).as_bytes().len();
     runtime.block_on(async {
         let insert = |docs| frame(doc! { "insert": "c", "$db": "b" }, docs);

@@ -8,11 +8,12 @@
 //! the same 1,000 documents); run it under `valgrind --tool=callgrind`
 //! at two n and divide the difference of the counts by the difference of the n.
 
+mod in_process;
+
 use bson::{RawDocumentBuf, doc, spec::BinarySubtype};
 use bytes::BytesMut;
 use cairn_server::commands::ConnectionInfo;
 use cairn_server::state::ServerState;
-use clap::Parser;
 use std::sync::Arc;
 
 /// Documents a find run inserts before its finds.
@@ -40,32 +41,12 @@ fn main() {
     let run = std::env::var("PEROP_RUN").expect("PEROP_RUN=<insert|find>:<n>");
     let (kind, n) = run.split_once(':').expect("PEROP_RUN=<insert|find>:<n>");
     let n: i32 = n.parse().expect("a count");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let dbpath = dir.path().to_str().expect("utf-8 path");
-    let config = cairn_server::config::Config::parse_from([
-        "cairn",
-        "--dbpath",
-        dbpath,
-        "--slowms",
-        "100000000",
-    ]);
-    let ring = Arc::new(cairn_server::logging::LogRing::default());
-    let state = Arc::new(ServerState::new(config, vec![], ring).expect("state"));
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let addr = "127.0.0.1:1".parse().expect("address");
-    let mut info = ConnectionInfo {
-        id: 1,
-        peer: addr,
-        local: addr,
-        client_metadata: None,
-        compressors: vec![],
-        hello_seen: false,
-        auth: state.auth.admit(usize::MAX).expect("admitted"),
-    };
+    let in_process::InProcess {
+        _dir,
+        state,
+        runtime,
+        mut info,
+    } = in_process::start();
     let lsid = doc! { "id": bson::Binary { subtype: BinarySubtype::Uuid, bytes: vec![7; 16] } };
     runtime.block_on(async {
         // A find run reads from a fixed collection, so that two runs differ in finds only.
