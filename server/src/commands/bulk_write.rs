@@ -281,8 +281,6 @@ fn parse(req: &Request) -> CommandResult<BulkRequest> {
 pub async fn bulk_write(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<Reply> {
     let wc = WriteConcern::parse(req.write_concern.as_ref())?;
     let bulk = parse(req)?;
-    // Announced before the locks, as a plain write is (`crud_write::run_waiting`).
-    let pending = state.catalog.pending_writer(&wc);
     // Lock every namespace an update or delete touches, in name order.
     let locked: BTreeSet<(String, String)> = bulk
         .ops
@@ -297,6 +295,8 @@ pub async fn bulk_write(state: &Arc<ServerState>, req: &Arc<Request>) -> Command
     for (db, coll) in &locked {
         guards.push(state.catalog.lock(db, coll).await);
     }
+    // Announced once the locks are held, as a plain write is (`crud_write::run_waiting`).
+    let pending = state.catalog.pending_writer(&wc);
     let batch_size = bulk.batch_size;
     let (results, ticket) = super::off_thread(state, req, move |state, _| {
         let out = run(state, &bulk);

@@ -491,10 +491,11 @@ async fn run_waiting(
 ) -> CommandResult<WriteOutcome> {
     let mut out = WriteOutcome::waiting(state, req);
     loop {
-        // Announced before the lock and the hop to the pool, as an insert is, so that a sync
-        // started meanwhile waits for this write too (`storage::PendingWriter`).
-        let pending = state.catalog.pending_writer(wc);
         let guard = state.catalog.lock(&req.db, coll_name).await;
+        // Announced once the lock is held, before the hop to the pool, so that a sync started
+        // meanwhile waits for this write too (`storage::PendingWriter`). Announced before the
+        // lock, writers queued on it held syncs back (F at 64 connections: 0.89x).
+        let pending = state.catalog.pending_writer(wc);
         let name = coll_name.to_string();
         // The lock travels with the job and is released when it ends, before any wait.
         let mut step = super::off_thread(state, req, move |state, req| {

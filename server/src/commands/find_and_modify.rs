@@ -115,9 +115,9 @@ pub async fn run(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<
     // A target an open transaction holds: wait for it to end (holding nothing), then look for
     // the target again, as a plain update does (`crud_write::run_waiting`).
     let (value, last_error, ticket) = loop {
-        // Announced before the lock, as a plain update is (`crud_write::run_waiting`).
-        let pending = state.catalog.pending_writer(&wc);
         let guard = state.catalog.lock(&req.db, &name).await;
+        // Announced once the lock is held, as a plain update is (`crud_write::run_waiting`).
+        let pending = state.catalog.pending_writer(&wc);
         let (name, a) = (name.clone(), a.clone());
         let step = super::off_thread(state, req, move |state, req| {
             let outcome = find_and_change(state, req, &name, &a);
