@@ -12,6 +12,8 @@
 
 mod in_process;
 
+use in_process::frame;
+
 use bson::{RawDocumentBuf, doc};
 use bytes::BytesMut;
 use cairn_server::commands::ConnectionInfo;
@@ -35,17 +37,6 @@ fn padded(id: Option<i64>) -> RawDocumentBuf {
         None => doc! { "pad": pad },
     };
     RawDocumentBuf::try_from(&d).expect("encodes")
-}
-
-fn frame(body: bson::Document, docs: Vec<RawDocumentBuf>) -> BytesMut {
-    let mut msg = wire::OpMsg::new(RawDocumentBuf::try_from(&body).expect("encodes"));
-    if !docs.is_empty() {
-        msg.sequences.push(wire::DocumentSequence {
-            identifier: "documents".into(),
-            documents: docs.into_iter().map(Into::into).collect(),
-        });
-    }
-    BytesMut::from(&wire::encode_msg(1, 0, &msg, None).expect("frame")[..])
 }
 
 /// Bytes allocated while `frame` is answered, divided by `doc_bytes`.

@@ -10,6 +10,8 @@
 
 mod in_process;
 
+use in_process::frame;
+
 use bson::{RawDocumentBuf, doc, spec::BinarySubtype};
 use bytes::BytesMut;
 use cairn_server::commands::ConnectionInfo;
@@ -18,17 +20,6 @@ use std::sync::Arc;
 
 /// Documents a find run inserts before its finds.
 const FIND_SEED_COUNT: i32 = 1000;
-
-fn frame(body: bson::Document, docs: Vec<RawDocumentBuf>) -> BytesMut {
-    let mut msg = wire::OpMsg::new(RawDocumentBuf::try_from(&body).expect("encodes"));
-    if !docs.is_empty() {
-        msg.sequences.push(wire::DocumentSequence {
-            identifier: "documents".into(),
-            documents: docs.into_iter().map(Into::into).collect(),
-        });
-    }
-    BytesMut::from(&wire::encode_msg(1, 0, &msg, None).expect("frame")[..])
-}
 
 async fn answer(state: &Arc<ServerState>, info: &mut ConnectionInfo, f: BytesMut) {
     let reply = cairn_server::connection::answer_frame(state, info, f)

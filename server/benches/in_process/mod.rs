@@ -2,6 +2,8 @@
 //! directory, a runtime with one worker and one connection's info, so a bench feeds request
 //! frames to `connection::answer_frame` as a socket's bytes would go, without the socket.
 
+use bson::RawDocumentBuf;
+use bytes::BytesMut;
 use cairn_server::commands::ConnectionInfo;
 use cairn_server::state::ServerState;
 use clap::Parser;
@@ -48,4 +50,16 @@ pub fn start() -> InProcess {
         runtime,
         info,
     }
+}
+
+/// A request frame as a driver sends it: `body`, and `docs` as its `documents` sequence.
+pub fn frame(body: bson::Document, docs: Vec<RawDocumentBuf>) -> BytesMut {
+    let mut msg = wire::OpMsg::new(RawDocumentBuf::try_from(&body).expect("encodes"));
+    if !docs.is_empty() {
+        msg.sequences.push(wire::DocumentSequence {
+            identifier: "documents".into(),
+            documents: docs.into_iter().map(Into::into).collect(),
+        });
+    }
+    BytesMut::from(&wire::encode_msg(1, 0, &msg, None).expect("frame")[..])
 }

@@ -61,6 +61,22 @@ fn random_doc(rng: &mut StdRng, i: i64, doubles: bool) -> Document {
     d
 }
 
+/// Collection `name` holding `docs`, inserted in one write.
+fn filled(
+    engine: &storage::Engine,
+    name: &str,
+    docs: impl Iterator<Item = Document>,
+) -> Arc<Collection> {
+    let coll = engine
+        .create_collection("t", name, Document::new())
+        .expect("create");
+    let ops = docs
+        .map(|d| storage::WriteOp::Insert(RawDocumentBuf::try_from(&d).expect("encode").into()))
+        .collect();
+    coll.write(ops).expect("insert");
+    coll
+}
+
 /// A collection of `n` random documents with about a tenth deleted (holes in the RecordIds).
 fn collection(
     rng: &mut StdRng,
@@ -69,16 +85,7 @@ fn collection(
     n: i64,
     doubles: bool,
 ) -> Arc<Collection> {
-    let coll = engine
-        .create_collection("t", name, Document::new())
-        .expect("create");
-    let ops = (0..n)
-        .map(|i| {
-            let d = random_doc(rng, i, doubles);
-            storage::WriteOp::Insert(RawDocumentBuf::try_from(&d).expect("encode").into())
-        })
-        .collect();
-    coll.write(ops).expect("insert");
+    let coll = filled(engine, name, (0..n).map(|i| random_doc(rng, i, doubles)));
     let all = coll
         .scan(Direction::Forward, None, usize::MAX)
         .expect("scan");
@@ -245,16 +252,11 @@ fn double_sums_and_states_past_the_bound_fall_back_to_serial() {
     let dir = tempfile::tempdir().expect("tempdir");
     let engine =
         storage::Engine::open(dir.path(), storage::EngineOptions::default()).expect("open");
-    let coll = engine
-        .create_collection("t", "c", Document::new())
-        .expect("create");
-    let ops = (0..4000)
-        .map(|i| {
-            let d = doc! { "_id": i, "k": i % 7, "d": 0.1 * f64::from(i), "i": i };
-            storage::WriteOp::Insert(RawDocumentBuf::try_from(&d).expect("encode").into())
-        })
-        .collect();
-    coll.write(ops).expect("insert");
+    let coll = filled(
+        &engine,
+        "c",
+        (0..4000).map(|i| doc! { "_id": i, "k": i % 7, "d": 0.1 * f64::from(i), "i": i }),
+    );
     let cfg = Parallelism {
         parts_max: 4,
         docs_min: 0,
@@ -319,23 +321,20 @@ fn a_part_error_is_the_serial_scans_first_error() {
     let dir = tempfile::tempdir().expect("tempdir");
     let engine =
         storage::Engine::open(dir.path(), storage::EngineOptions::default()).expect("open");
-    let coll = engine
-        .create_collection("t", "c", Document::new())
-        .expect("create");
     // A bad value late in the first half and one early in the second: the second part meets
     // its error first, but the serial scan's error names the first one.
-    let ops = (0..2000)
-        .map(|i| {
+    let coll = filled(
+        &engine,
+        "c",
+        (0..2000).map(|i| {
             let s = match i {
                 990 => "bad-first".to_string(),
                 1001 => "bad-second".to_string(),
                 _ => format!("2020-01-{:02}T00:00:00Z", i % 28 + 1),
             };
-            let d = doc! { "_id": i, "s": s };
-            storage::WriteOp::Insert(RawDocumentBuf::try_from(&d).expect("encode").into())
-        })
-        .collect();
-    coll.write(ops).expect("insert");
+            doc! { "_id": i, "s": s }
+        }),
+    );
     let stages = [doc! { "$group": { "_id": { "$toDate": "$s" }, "n": { "$sum": 1 } } }];
     let ctx = ParseContext::new("t", Some("c"), bson::DateTime::from_millis(0));
     let p = Arc::new(Pipeline::parse(&stages, &ctx).expect("parses"));
