@@ -226,7 +226,12 @@ impl Pipeline {
             // The deepest stage with documents waiting goes first, so results come in the
             // order of one document at a time passing every stage.
             if let Some(k) = seg.staged.iter().rposition(|q| !q.is_empty()) {
-                cx.env.check_interrupt()?;
+                // A yield point per document made: each input is checked as it is pulled
+                // below, each output of an expansion here (a clock read per stage would
+                // multiply the checks by the pipeline's length).
+                if matches!(seg.staged[k].front(), Some(Waiting::Many(_))) {
+                    cx.env.check_interrupt()?;
+                }
                 let was_finished = seg.state.finished;
                 let (upto, after) = seg.staged.split_at_mut(k + 1);
                 if let Some(doc) = next_waiting(&mut upto[k])? {
