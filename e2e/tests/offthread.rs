@@ -364,3 +364,100 @@ async fn fsync_cache_and_checkpoint_settings() {
         .unwrap_err();
     assert_eq!(error_code(&hidden), 59);
 }
+
+/// Evicts every file of the data directory from the kernel's page cache (the files are synced:
+/// every write the tests made was acknowledged durable, and the page file is written and synced
+/// at checkpoints).
+fn drop_from_page_cache(dbpath: &std::path::Path) {
+    for entry in std::fs::read_dir(dbpath).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file()
+            && let Ok(f) = std::fs::File::open(&path)
+        {
+            f.sync_all().unwrap();
+            rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed).unwrap();
+        }
+    }
+}
+
+/// `serverStatus.metrics.storageJobs.{servedFromCache, movedToPool}`.
+async fn tried_on_worker(client: &mongodb::Client) -> (i64, i64) {
+    (
+        status_number(client, "metrics.storageJobs.servedFromCache").await,
+        status_number(client, "metrics.storageJobs.movedToPool").await,
+    )
+}
+
+#[tokio::test]
+async fn cached_reads_are_answered_on_the_worker_and_the_rest_on_the_pool() {
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let c = client.database("t").collection::<Document>("c");
+    let docs: Vec<Document> = (0..20_000)
+        .map(|i| doc! { "_id": i, "x": i, "pad": "p".repeat(50) })
+        .collect();
+    c.insert_many(docs).await.unwrap();
+
+    // Point reads of documents just written: their pages are cached.
+    let before = tried_on_worker(&client).await;
+    for i in 0..50 {
+        let d = c.find_one(doc! { "_id": i * 7 }).await.unwrap().unwrap();
+        assert_eq!(d.get_i32("x").unwrap(), i * 7);
+    }
+    let after = tried_on_worker(&client).await;
+    assert_eq!(
+        after.0 - before.0,
+        50,
+        "50 point reads answered on the worker"
+    );
+    assert_eq!(after.1, before.1);
+
+    // A document whose bytes left the page cache is read on the pool, then it is cached again.
+    drop_from_page_cache(&server.dbpath);
+    let before = tried_on_worker(&client).await;
+    let d = c.find_one(doc! { "_id": 12_345 }).await.unwrap().unwrap();
+    assert_eq!(d.get_i32("x").unwrap(), 12_345);
+    let after = tried_on_worker(&client).await;
+    assert_eq!(after.1 - before.1, 1, "the uncached read moved to the pool");
+    assert_eq!(after.0, before.0);
+    c.find_one(doc! { "_id": 12_345 }).await.unwrap().unwrap();
+    assert_eq!(tried_on_worker(&client).await.0, after.0 + 1);
+
+    // A find that scans 19,000 documents before its first batch is full runs past the worker's
+    // time (500 µs) and moves to the pool; its cursor is registered once, by the run that
+    // answers, and returns every document once.
+    let before = tried_on_worker(&client).await;
+    let mut cursor = c
+        .find(doc! { "x": { "$gte": 19_000 }, "pad": { "$ne": "" } })
+        .batch_size(10)
+        .await
+        .unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    while cursor.advance().await.unwrap() {
+        let d = cursor.deserialize_current().unwrap();
+        assert!(
+            seen.insert(d.get_i32("_id").unwrap()),
+            "a document came twice"
+        );
+    }
+    assert_eq!(seen.len(), 1_000);
+    let after = tried_on_worker(&client).await;
+    assert!(
+        after.1 - before.1 >= 1,
+        "the scan moved to the pool: {before:?} -> {after:?}"
+    );
+    let open = status_number(&client, "metrics.cursor.open.total").await;
+    assert_eq!(open, 0, "no cursor left behind by a dropped attempt");
+
+    // Turned off, nothing is tried on the worker.
+    admin_command(
+        &client,
+        doc! { "setParameter": 1, "cairnReadsOnWorker": false },
+    )
+    .await;
+    let before = tried_on_worker(&client).await;
+    for i in 0..10 {
+        c.find_one(doc! { "_id": i }).await.unwrap().unwrap();
+    }
+    assert_eq!(tried_on_worker(&client).await, before);
+}

@@ -65,6 +65,14 @@ impl CursorRegistry {
 
     /// Register a cursor and return its id.
     pub fn insert(&self, cursor: Cursor) -> CommandResult<i64> {
+        if storage::nowait::active() && storage::nowait::refused() {
+            // This call was tried on an async worker and refused (`crate::offload::run_cached`):
+            // it is dropped and run again on the pool, so its cursor must not outlive it.
+            return Err(err(
+                ErrorCode::InternalError,
+                "no cursor for a dropped attempt",
+            ));
+        }
         let mut map = self.map();
         if map.len() >= CURSORS_MAX {
             return Err(err(

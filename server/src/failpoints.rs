@@ -135,6 +135,12 @@ impl FailPoints {
         map.values().filter(|p| p.mode != Mode::Off).count()
     }
 
+    /// Whether any fail point is on (calls are then never tried on the async workers, so every
+    /// storage call meets the `blockStorageCall` point).
+    pub fn any_on(&self) -> bool {
+        self.on.load(Relaxed) != 0
+    }
+
     /// `configureFailPoint` on the point `name` (the command layer has read the name and checked
     /// the fields): returns how often the point was entered before.
     pub fn configure(&self, name: &str, body: &Document) -> CommandResult<u64> {

@@ -11,7 +11,8 @@
 //! pipeline call [`check`] (one thread-local read, one atomic load and, with a deadline, a clock
 //! read) or [`tick`] (a counter; a real check every `TICKS_PER_CHECK` steps) in their loops.
 //! Code running outside an operation (start-up, the TTL monitor without a token) is never
-//! interrupted. This module sits at the bottom of the layers: it imports only `error`.
+//! interrupted. This module sits at the bottom of the layers: it imports only `error` (and the
+//! storage engine's no-wait flag, to refuse a call tried on an async worker that ran too long).
 
 use crate::error::{CommandError, CommandResult, ErrorCode, err};
 use std::cell::{Cell, RefCell};
@@ -118,6 +119,12 @@ impl Interrupt {
     }
 
     /// The summary of the last plan chosen for the operation (`COLLSCAN`, `IXSCAN { a: 1 }`).
+    /// Forgets the keys and documents counted so far (an attempt that is run again).
+    pub fn reset_examined(&self) {
+        self.0.keys_examined.store(0, Relaxed);
+        self.0.docs_examined.store(0, Relaxed);
+    }
+
     pub fn plan_summary(&self) -> Option<String> {
         self.0.plan_summary.lock().ok().and_then(|p| p.clone())
     }
@@ -174,6 +181,39 @@ impl Interrupt {
 thread_local! {
     static CURRENT: RefCell<Option<Interrupt>> = const { RefCell::new(None) };
     static TICKS: Cell<u32> = const { Cell::new(0) };
+    /// While a call is tried on an async worker (`crate::offload::run_cached`): when its time
+    /// there ends.
+    static TRY_UNTIL: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// Bounds the time of a call tried on an async worker: from now until the guard drops, a yield
+/// point past `budget` refuses the attempt (`storage::nowait::refused` turns true) and fails, so
+/// the caller drops the attempt and runs the call on the storage pool.
+pub fn try_budget(budget: Duration) -> TryBudget {
+    TRY_UNTIL.with(|t| t.set(Some(Instant::now() + budget)));
+    TryBudget(std::marker::PhantomData)
+}
+
+/// Ends the time bound of [`try_budget`] when dropped.
+pub struct TryBudget(std::marker::PhantomData<*const ()>);
+
+impl Drop for TryBudget {
+    fn drop(&mut self) {
+        TRY_UNTIL.with(|t| t.set(None));
+    }
+}
+
+fn check_try_budget() -> CommandResult<()> {
+    match TRY_UNTIL.with(Cell::get) {
+        Some(until) if Instant::now() >= until => {
+            storage::nowait::refuse();
+            Err(err(
+                ErrorCode::InternalError,
+                "the call ran past its time on the async worker",
+            ))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Restores the thread's previous operation (usually none) when dropped.
@@ -181,6 +221,7 @@ pub type Installed = crate::scoped::Installed<Interrupt>;
 
 /// A yield point: fails when the thread's current operation must stop.
 pub fn check() -> CommandResult<()> {
+    check_try_budget()?;
     CURRENT.with(|c| match &*c.borrow() {
         Some(op) => op.check(),
         None => Ok(()),

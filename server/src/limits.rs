@@ -41,6 +41,12 @@ pub const READ_AHEAD_BYTES_MAX: usize = 1024 * 1024;
 /// `max_blocking_threads`): as many storage operations as mongod 7.0 admits at once by default
 /// (128 read and 128 write tickets, here one pool). Further jobs queue, one per connection at most.
 pub const STORAGE_THREADS_MAX: usize = 128;
+
+/// How long a read-only call tried on an async worker (`crate::offload::run_cached`) may run
+/// before it is dropped and run again on the storage pool. A point read from cached pages takes
+/// tens of microseconds; this bounds what one attempt can hold a worker for, and what is wasted
+/// when the attempt is dropped.
+pub const TRY_ON_WORKER_MICROS: u64 = 500;
 /// Parts one parallel collection scan is split into at most (`exec::parallel`; the machine's
 /// cores and `parallelScanThreads` may lower it).
 pub const PARALLEL_SCAN_PARTS_MAX: usize = 8;

@@ -11,7 +11,9 @@
 //! `crate::interrupt::Interrupt` installed as the thread's current operation, so the scans,
 //! the matcher and the expressions it runs stop at their next yield point once it is
 //! interrupted. Waiting for a write to become durable is not a job: it stays async
-//! (`Catalog::finish_write`) and holds no pool thread.
+//! (`Catalog::finish_write`) and holds no pool thread. Read-only calls may first be tried on the
+//! async worker itself ([`run_cached`]): only what cannot block (cached pages, a short time) is
+//! answered there, anything else runs here.
 
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::interrupt::Interrupt;
@@ -70,6 +72,76 @@ where
                 ErrorCode::InternalError,
                 format!("{command}: storage job failed: {e}"),
             ))
+        }
+    }
+}
+
+/// Runs a read-only call `f`, first on the calling async worker if it can be answered there
+/// without blocking, else on the blocking pool as [`run`] does.
+///
+/// The attempt runs inside a `storage::nowait` scope (file reads served only from the page cache,
+/// no writes, engine locks only tried) and a time bound (`limits::TRY_ON_WORKER_MICROS`, checked
+/// at the operation's yield points). If anything in it would have blocked, or the bound passed,
+/// its result is dropped and `f` runs again on the pool: `f` must have no side effect that a
+/// dropped attempt leaves behind (its cursor is only registered once the attempt succeeded, see
+/// `crate::cursors::Cursors::insert`). Not tried while a fail point is on, or when the
+/// `cairnReadsOnWorker` parameter is off.
+pub async fn run_cached<T, F>(
+    state: &Arc<ServerState>,
+    command: &'static str,
+    op: Option<&Interrupt>,
+    f: F,
+) -> CommandResult<T>
+where
+    T: Send + 'static,
+    F: Fn(&ServerState) -> CommandResult<T> + Send + 'static,
+{
+    if let Some(out) = try_on_worker(state, op, &f) {
+        return out;
+    }
+    run(state, command, op, f).await
+}
+
+fn try_on_worker<T>(
+    state: &ServerState,
+    op: Option<&Interrupt>,
+    f: &dyn Fn(&ServerState) -> CommandResult<T>,
+) -> Option<CommandResult<T>> {
+    if !storage::nowait::supported()
+        || state.failpoints.any_on()
+        || !state.params.get_bool("cairnReadsOnWorker")
+    {
+        return None;
+    }
+    if let Some(op) = op
+        && let Err(e) = op.check()
+    {
+        return Some(Err(e));
+    }
+    let out = {
+        let _installed = op.map(Interrupt::install);
+        let _budget = crate::interrupt::try_budget(std::time::Duration::from_micros(
+            crate::limits::TRY_ON_WORKER_MICROS,
+        ));
+        let _scope = storage::nowait::enter();
+        let out = f(state);
+        if storage::nowait::refused() {
+            None
+        } else {
+            Some(out)
+        }
+    };
+    match out {
+        Some(out) => {
+            state.pool.served_cached.fetch_add(1, Relaxed);
+            Some(out)
+        }
+        None => {
+            state.pool.moved_to_pool.fetch_add(1, Relaxed);
+            if let Some(op) = op {
+                op.reset_examined();
+            }
+            None
         }
     }
 }
@@ -141,6 +213,110 @@ mod tests {
             assert_eq!(st.pool.skipped_client_gone.load(Relaxed), 1);
             assert_eq!(st.pool.running.load(Relaxed), 0);
             assert_eq!(st.pool.queued.load(Relaxed), 0);
+        });
+    }
+
+    #[test]
+    fn a_call_that_cannot_block_is_answered_on_the_worker() {
+        let dir = tempfile::tempdir().unwrap();
+        one_thread_runtime().block_on(async {
+            let st = state(dir.path());
+            let worker = std::thread::current().id();
+            let ran_on = run_cached(&st, "find", None, |_| Ok(std::thread::current().id()))
+                .await
+                .unwrap();
+            assert_eq!(ran_on, worker);
+            assert_eq!(st.pool.served_cached.load(Relaxed), 1);
+            assert_eq!(st.pool.moved_to_pool.load(Relaxed), 0);
+        });
+    }
+
+    #[test]
+    fn a_refused_call_runs_again_on_the_pool_and_only_that_result_counts() {
+        let dir = tempfile::tempdir().unwrap();
+        one_thread_runtime().block_on(async {
+            let st = state(dir.path());
+            let worker = std::thread::current().id();
+            let op = Interrupt::default();
+            let tries = Arc::new(AtomicU64::new(0));
+            let t = tries.clone();
+            let (ran_on, attempt) = run_cached(&st, "find", Some(&op), move |_| {
+                let n = t.fetch_add(1, Relaxed);
+                crate::interrupt::count_examined(5, 5);
+                if storage::nowait::active() {
+                    // What a page-cache miss does deep in the engine.
+                    storage::nowait::refuse();
+                    return Err(err(ErrorCode::InternalError, "would block"));
+                }
+                Ok((std::thread::current().id(), n))
+            })
+            .await
+            .unwrap();
+            assert_ne!(ran_on, worker, "the second run is on a pool thread");
+            assert_eq!(attempt, 1);
+            assert_eq!(tries.load(Relaxed), 2);
+            assert_eq!(
+                op.examined(),
+                (5, 5),
+                "the dropped attempt's counts are forgotten"
+            );
+            assert_eq!(st.pool.moved_to_pool.load(Relaxed), 1);
+            assert_eq!(st.pool.served_cached.load(Relaxed), 0);
+        });
+    }
+
+    #[test]
+    fn a_call_that_runs_past_its_time_on_the_worker_moves_to_the_pool() {
+        let dir = tempfile::tempdir().unwrap();
+        one_thread_runtime().block_on(async {
+            let st = state(dir.path());
+            let op = Interrupt::default();
+            // A scan that yields often: on the worker its yield point fails once the budget is
+            // spent; on the pool it runs to its end.
+            let steps = run_cached(&st, "find", Some(&op), |_| {
+                let start = std::time::Instant::now();
+                let mut steps = 0u64;
+                while start.elapsed()
+                    < std::time::Duration::from_micros(4 * crate::limits::TRY_ON_WORKER_MICROS)
+                {
+                    crate::interrupt::check()?;
+                    steps += 1;
+                }
+                Ok(steps)
+            })
+            .await
+            .unwrap();
+            assert!(steps > 0);
+            assert_eq!(st.pool.moved_to_pool.load(Relaxed), 1);
+        });
+    }
+
+    #[test]
+    fn nothing_is_tried_on_the_worker_when_turned_off_or_while_a_fail_point_is_on() {
+        let dir = tempfile::tempdir().unwrap();
+        one_thread_runtime().block_on(async {
+            let st = state(dir.path());
+            let worker = std::thread::current().id();
+            let on_pool = |st: Arc<ServerState>| async move {
+                run_cached(&st, "find", None, |_| Ok(std::thread::current().id()))
+                    .await
+                    .unwrap()
+            };
+            st.params
+                .set("cairnReadsOnWorker", &bson::Bson::Boolean(false))
+                .unwrap();
+            assert_ne!(on_pool(st.clone()).await, worker);
+            st.params
+                .set("cairnReadsOnWorker", &bson::Bson::Boolean(true))
+                .unwrap();
+            st.failpoints
+                .configure(
+                    crate::failpoints::BLOCK_STORAGE_CALL,
+                    &bson::doc! { "mode": "alwaysOn", "data": { "commands": ["insert"] } },
+                )
+                .unwrap();
+            assert_ne!(on_pool(st.clone()).await, worker);
+            assert_eq!(st.pool.served_cached.load(Relaxed), 0);
         });
     }
 

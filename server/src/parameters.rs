@@ -25,6 +25,16 @@ struct Def {
 
 const DEFS: &[Def] = &[
     Def {
+        // cairn's own: read-only calls are first tried on the async worker that received them,
+        // served from the buffer pool and the page cache only (`crate::offload::run_cached`);
+        // false sends every storage call to the pool.
+        name: "cairnReadsOnWorker",
+        kind: Kind::Bool,
+        default: || Bson::Boolean(true),
+        runtime: true,
+        startup: true,
+    },
+    Def {
         name: "ttlMonitorSleepSecs",
         kind: Kind::Int,
         default: || Bson::Int32(60),

@@ -205,4 +205,8 @@ pub struct PoolStats {
     pub running: AtomicU64,
     /// Jobs dropped unstarted because their client had gone.
     pub skipped_client_gone: AtomicU64,
+    /// Calls answered on the async worker from cached pages (`crate::offload::run_cached`).
+    pub served_cached: AtomicU64,
+    /// Calls tried there that would have blocked (or ran too long) and went to the pool.
+    pub moved_to_pool: AtomicU64,
 }

@@ -2,7 +2,8 @@
 //! named files) and `BackendFile` (positional reads and writes, sync, length). `FileBackend` is
 //! the real one; `sim::SimBackend` keeps a written and a durable image so tests can crash between
 //! them. Implementations must make `sync` a data sync (fdatasync) and `sync_dir` make creates,
-//! renames and removes in the directory durable.
+//! renames and removes in the directory durable. Inside a `crate::nowait` scope the real files
+//! read only what the page cache holds and refuse every other call.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io;
@@ -11,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Result, StorageError};
+use crate::nowait;
 
 /// Name of the lock file in the data directory.
 pub const LOCK_FILE_NAME: &str = "LOCK";
@@ -69,19 +71,40 @@ impl FileBackend {
     }
 }
 
+/// Fails (refused) inside a no-wait scope: opening, creating, listing, renaming and removing
+/// files and syncing the directory may all wait for the disk.
+fn refuse_in_scope() -> io::Result<()> {
+    if nowait::active() {
+        return Err(nowait::refuse());
+    }
+    Ok(())
+}
+
 struct RealFile(File);
 
 impl BackendFile for RealFile {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        if nowait::active() {
+            return nowait::read_cached(&self.0, offset, buf);
+        }
         self.0.read_exact_at(buf, offset)
     }
     fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        if nowait::active() {
+            return Err(nowait::refuse());
+        }
         self.0.write_all_at(data, offset)
     }
     fn sync(&self) -> io::Result<()> {
+        if nowait::active() {
+            return Err(nowait::refuse());
+        }
         self.0.sync_data()
     }
     fn set_len(&self, len_bytes: u64) -> io::Result<()> {
+        if nowait::active() {
+            return Err(nowait::refuse());
+        }
         self.0.set_len(len_bytes)
     }
     fn len(&self) -> io::Result<u64> {
@@ -117,6 +140,7 @@ impl Backend for FileBackend {
         Ok(())
     }
     fn open(&self, name: &str) -> io::Result<Arc<dyn BackendFile>> {
+        refuse_in_scope()?;
         let f = OpenOptions::new()
             .read(true)
             .write(true)
@@ -124,6 +148,7 @@ impl Backend for FileBackend {
         Ok(Arc::new(RealFile(f)))
     }
     fn create(&self, name: &str) -> io::Result<Arc<dyn BackendFile>> {
+        refuse_in_scope()?;
         let f = OpenOptions::new()
             .read(true)
             .write(true)
@@ -133,6 +158,7 @@ impl Backend for FileBackend {
         Ok(Arc::new(RealFile(f)))
     }
     fn list(&self) -> io::Result<Vec<String>> {
+        refuse_in_scope()?;
         let mut names = Vec::new();
         for entry in std::fs::read_dir(&self.dir)? {
             if let Some(name) = entry?.file_name().to_str() {
@@ -142,12 +168,15 @@ impl Backend for FileBackend {
         Ok(names)
     }
     fn remove(&self, name: &str) -> io::Result<()> {
+        refuse_in_scope()?;
         std::fs::remove_file(self.dir.join(name))
     }
     fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        refuse_in_scope()?;
         std::fs::rename(self.dir.join(from), self.dir.join(to))
     }
     fn sync_dir(&self) -> io::Result<()> {
+        refuse_in_scope()?;
         File::open(&self.dir)?.sync_all()
     }
     fn describe(&self) -> String {

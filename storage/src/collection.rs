@@ -272,7 +272,7 @@ fn minus(a: &[Vec<u8>], b: &[Vec<u8>]) -> Vec<Vec<u8>> {
 
 impl Collection {
     pub(crate) fn read(&self) -> Result<RwLockReadGuard<'_, CollState>> {
-        self.state.read().map_err(|_| lock_err())
+        crate::nowait::read_lock(&self.state)
     }
     pub(crate) fn write_state(&self) -> Result<RwLockWriteGuard<'_, CollState>> {
         self.state.write().map_err(|_| lock_err())

@@ -404,7 +404,7 @@ impl Engine {
     }
 
     fn catalog(&self) -> Result<RwLockReadGuard<'_, Catalog>> {
-        self.inner.catalog.read().map_err(|_| lock_err())
+        crate::nowait::read_lock(&self.inner.catalog)
     }
     fn catalog_mut(&self) -> Result<RwLockWriteGuard<'_, Catalog>> {
         self.inner.catalog.write().map_err(|_| lock_err())

@@ -30,6 +30,7 @@ pub mod keycode;
 pub mod keys;
 pub mod limits;
 mod log;
+pub mod nowait;
 pub mod order;
 pub mod pager;
 pub mod record;

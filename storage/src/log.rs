@@ -694,9 +694,7 @@ impl Log {
     }
 
     fn segment(&self, id: u64) -> Result<Arc<Segment>> {
-        self.segments
-            .read()
-            .map_err(|_| poisoned_lock())?
+        crate::nowait::read_lock(&self.segments)?
             .get(&id)
             .cloned()
             .ok_or_else(|| {

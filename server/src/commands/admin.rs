@@ -236,6 +236,8 @@ fn storage_jobs_section(state: &ServerState) -> Document {
         "running": p.running.load(Relaxed) as i64,
         "queued": p.queued.load(Relaxed) as i64,
         "skippedClientDisconnected": p.skipped_client_gone.load(Relaxed) as i64,
+        "servedFromCache": p.served_cached.load(Relaxed) as i64,
+        "movedToPool": p.moved_to_pool.load(Relaxed) as i64,
     }
 }
 

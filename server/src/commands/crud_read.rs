@@ -121,7 +121,6 @@ fn parse_find(body: &Document) -> CommandResult<FindSpec> {
 }
 
 pub fn find(state: &ServerState, req: &Request) -> CommandResult<Reply> {
-    state.opcounters.query.fetch_add(1, Relaxed);
     let coll_name = args::collection_name(&req.body, "find")?;
     crate::catalog::validate_collection_name(&req.db, &coll_name)?;
     let ns = format!("{}.{}", req.db, coll_name);

@@ -393,6 +393,29 @@ where
     .await
 }
 
+/// [`off_thread`] for a read-only command without side effects: first tried on the async worker
+/// from cached pages (`crate::offload::run_cached`), on the pool when that would block. Inside a
+/// multi-document transaction it always runs on the pool.
+pub async fn off_thread_cached<T, F>(
+    state: &Arc<ServerState>,
+    req: &Arc<Request>,
+    f: F,
+) -> CommandResult<T>
+where
+    T: Send + 'static,
+    F: Fn(&ServerState, &Request) -> CommandResult<T> + Send + 'static,
+{
+    if req.txn.get().is_some() {
+        return off_thread(state, req, f).await;
+    }
+    let r = req.clone();
+    crate::offload::run_cached(state, req.command, Some(&req.op), move |s| {
+        let _retry = r.retry.get().map(|t| t.install());
+        f(s, &r)
+    })
+    .await
+}
+
 /// Run one command. Never panics on client input; every failure is a `CommandError`. Commands
 /// that touch storage run (or run their storage part) through [`off_thread`]; the others only
 /// read server state and answer on the async worker.
@@ -605,7 +628,14 @@ pub async fn dispatch(
         "bulkWrite" => bulk_write::bulk_write(state, req).await,
         "findAndModify" => find_and_modify::run(state, req).await,
         "find" if changes::is_oplog_find(req) => off_thread(state, req, changes::oplog_find).await,
-        "find" => off_thread(state, req, crud_read::find).await,
+        "find" => {
+            // Counted here, once: the call may be tried on the worker and then run again.
+            state
+                .opcounters
+                .query
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            off_thread_cached(state, req, crud_read::find).await
+        }
         "getMore" => match changes::get_more(state, req).await {
             Some(r) => r,
             None => match tailable::get_more(state, req).await {
@@ -614,8 +644,8 @@ pub async fn dispatch(
             },
         },
         "killCursors" => crud_read::kill_cursors(state, req),
-        "count" => off_thread(state, req, crud_read::count).await,
-        "distinct" => off_thread(state, req, crud_read::distinct).await,
+        "count" => off_thread_cached(state, req, crud_read::count).await,
+        "distinct" => off_thread_cached(state, req, crud_read::distinct).await,
         "create" => off_thread(state, req, ddl::create).await,
         "drop" => ddl::drop(state, req).await,
         "dropDatabase" => off_thread(state, req, ddl::drop_database).await,

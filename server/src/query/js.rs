@@ -189,6 +189,14 @@ pub fn where_source(code: &str) -> String {
 
 /// Calls the JS function `source` with `this` bound to `this` (or undefined) and `args`.
 pub fn call(source: &str, this: Option<&Document>, args: &[Bson]) -> CommandResult<Bson> {
+    if storage::nowait::active() {
+        // JavaScript runs on the storage pool only (see `crate::offload::run_cached`).
+        storage::nowait::refuse();
+        return Err(err(
+            ErrorCode::InternalError,
+            "JavaScript is not run on an async worker",
+        ));
+    }
     ENGINE.with(|cell| {
         let mut slot = cell.borrow_mut();
         if slot.is_none() {

@@ -152,6 +152,14 @@ pub fn split(coll: &Collection, plan: &Plan, cfg: Parallelism) -> CommandResult<
     let Some(parts) = parts_for(coll, plan, cfg) else {
         return Ok(None);
     };
+    if storage::nowait::active() {
+        // A scan worth splitting is no call for an async worker: run it on the pool.
+        return Err(crate::error::storage_error(
+            storage::StorageError::Io(storage::nowait::refuse()),
+            "",
+            "",
+        ));
+    }
     let serr = |e| crate::error::storage_error(e, "", "");
     let first = coll.scan(Direction::Forward, None, 1).map_err(serr)?;
     let last = coll.scan(Direction::Backward, None, 1).map_err(serr)?;

@@ -42,6 +42,13 @@ pub struct RunWriter {
 
 impl RunWriter {
     pub fn create() -> CommandResult<RunWriter> {
+        if storage::nowait::active() {
+            // Spilling writes to disk: not on an async worker (`crate::offload::run_cached`).
+            return Err(io_err(
+                "creating a temporary file",
+                storage::nowait::refuse(),
+            ));
+        }
         let file = tempfile::tempfile().map_err(|e| io_err("creating a temporary file", e))?;
         Ok(RunWriter {
             out: BufWriter::with_capacity(RUN_BUFFER_BYTES, file),
