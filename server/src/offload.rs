@@ -169,6 +169,14 @@ mod tests {
             .unwrap()
     }
 
+    /// Runs `body` on [`one_thread_runtime`] with a fresh server state.
+    fn on_one_thread<F: std::future::Future<Output = ()>>(
+        body: impl FnOnce(Arc<ServerState>) -> F,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        one_thread_runtime().block_on(body(state(dir.path())));
+    }
+
     #[test]
     fn a_queued_job_of_a_gone_client_never_starts() {
         let dir = tempfile::tempdir().unwrap();
@@ -218,9 +226,7 @@ mod tests {
 
     #[test]
     fn a_call_that_cannot_block_is_answered_on_the_worker() {
-        let dir = tempfile::tempdir().unwrap();
-        one_thread_runtime().block_on(async {
-            let st = state(dir.path());
+        on_one_thread(|st| async move {
             let worker = std::thread::current().id();
             let ran_on = run_cached(&st, "find", None, |_| Ok(std::thread::current().id()))
                 .await
@@ -233,9 +239,7 @@ mod tests {
 
     #[test]
     fn a_refused_call_runs_again_on_the_pool_and_only_that_result_counts() {
-        let dir = tempfile::tempdir().unwrap();
-        one_thread_runtime().block_on(async {
-            let st = state(dir.path());
+        on_one_thread(|st| async move {
             let worker = std::thread::current().id();
             let op = Interrupt::default();
             let tries = Arc::new(AtomicU64::new(0));
@@ -267,9 +271,7 @@ mod tests {
 
     #[test]
     fn a_call_that_runs_past_its_time_on_the_worker_moves_to_the_pool() {
-        let dir = tempfile::tempdir().unwrap();
-        one_thread_runtime().block_on(async {
-            let st = state(dir.path());
+        on_one_thread(|st| async move {
             let op = Interrupt::default();
             // A scan that yields often: on the worker its yield point fails once the budget is
             // spent; on the pool it runs to its end.
@@ -293,9 +295,7 @@ mod tests {
 
     #[test]
     fn nothing_is_tried_on_the_worker_when_turned_off_or_while_a_fail_point_is_on() {
-        let dir = tempfile::tempdir().unwrap();
-        one_thread_runtime().block_on(async {
-            let st = state(dir.path());
+        on_one_thread(|st| async move {
             let worker = std::thread::current().id();
             let on_pool = |st: Arc<ServerState>| async move {
                 run_cached(&st, "find", None, |_| Ok(std::thread::current().id()))

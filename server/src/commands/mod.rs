@@ -409,11 +409,7 @@ where
         return off_thread(state, req, f).await;
     }
     let r = req.clone();
-    crate::offload::run_cached(state, req.command, Some(&req.op), move |s| {
-        let _retry = r.retry.get().map(|t| t.install());
-        f(s, &r)
-    })
-    .await
+    crate::offload::run_cached(state, req.command, Some(&req.op), move |s| f(s, &r)).await
 }
 
 /// Run one command. Never panics on client input; every failure is a `CommandError`. Commands
