@@ -286,7 +286,8 @@ async fn bad_commands_get_mongods_codes() {
             d.insert("map", 5);
         })
         .await,
-        14
+        2,
+        "mongod's code parser answers BadValue"
     );
     assert_eq!(
         code_with(&|d| {
