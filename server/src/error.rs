@@ -103,6 +103,7 @@ error_codes! {
     NoSuchTransaction = 251,
     TransactionCommitted = 256,
     OperationNotSupportedInTransaction = 263,
+    FailPointSetFailed = 266,
     TransactionExceededLifetimeLimitSeconds = 290,
     TransactionTooLargeForCache = 388,
     CommandNotSupported = 115,

@@ -13,6 +13,7 @@ pub mod bulk;
 pub mod collections;
 #[cfg(test)]
 pub mod doc;
+pub mod server;
 pub mod users;
 
 use super::args::{GENERIC_FIELDS, type_name};
@@ -65,6 +66,9 @@ pub enum Ty {
     MrOut,
     /// mapReduce's `scope` (`MapReduceGlobalVariableScope`): a document; BadValue otherwise.
     MrScope,
+    /// `SaslPayload`: a base64 string or binData; BadValue otherwise (the subtype and the
+    /// base64 are the handler's).
+    SaslPayload,
 }
 
 impl Ty {
@@ -101,6 +105,7 @@ impl Ty {
             Ty::JsCode => matches!(v, Bson::String(_) | Bson::JavaScriptCode(_)),
             Ty::MrOut => matches!(v, Bson::String(_) | Bson::Document(_)),
             Ty::MrScope => matches!(v, Bson::Document(_)),
+            Ty::SaslPayload => matches!(v, Bson::String(_) | Bson::Binary(_)),
         }
     }
 
@@ -126,6 +131,7 @@ impl Ty {
             Ty::JsCode => "[string, javascript]",
             Ty::MrOut => "[string, object]",
             Ty::MrScope => "object",
+            Ty::SaslPayload => "[string, binData]",
         }
     }
 
@@ -134,14 +140,18 @@ impl Ty {
     fn wrong_type_code(self) -> ErrorCode {
         match self {
             Ty::Hint => ErrorCode::FailedToParse,
-            Ty::JsCode | Ty::MrOut | Ty::MrScope => ErrorCode::BadValue,
+            Ty::JsCode | Ty::MrOut | Ty::MrScope | Ty::SaslPayload => ErrorCode::BadValue,
             _ => ErrorCode::TypeMismatch,
         }
     }
 
     /// The message of a hand-written parser that does not speak the IDL's "wrong type" phrase.
-    fn own_message(self, field: &str) -> Option<String> {
+    fn own_message(self, field: &str, v: &Bson) -> Option<String> {
         match self {
+            Ty::SaslPayload => Some(format!(
+                "Invalid SASLPayload type. Expected Base64 or BinData, got: {}",
+                type_name(v)
+            )),
             Ty::JsCode => Some(format!("'{field}' must be of string or code type")),
             Ty::MrOut => Some("'out' must be either a string or an object".into()),
             Ty::MrScope => Some("'scope' must be an object".into()),
@@ -274,7 +284,7 @@ fn check_target(command: &'static str, ty: Ty, v: &Bson) -> CommandResult<()> {
 
 fn check_value(command: &str, field: &Field, v: &Bson) -> CommandResult<()> {
     if !field.ty.accepts(v) {
-        if let Some(message) = field.ty.own_message(field.name) {
+        if let Some(message) = field.ty.own_message(field.name, v) {
             return Err(err(field.ty.wrong_type_code(), message));
         }
         return Err(wrong_type(
@@ -379,6 +389,7 @@ mod tests {
             .chain(admin::ALL)
             .chain(bulk::ALL)
             .chain(collections::ALL)
+            .chain(server::ALL)
             .copied();
         let commands = commands.chain(users::TABLES).map(|s| (s, true));
         let entries = specs::ENTRIES
@@ -449,6 +460,7 @@ mod tests {
             .iter()
             .chain(admin::ALL)
             .chain(collections::ALL)
+            .chain(server::ALL)
             .copied();
         for spec in all.chain(users::TABLES) {
             let Some(ty) = spec.target else { continue };

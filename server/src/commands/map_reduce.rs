@@ -376,7 +376,9 @@ mod tests {
     }
 
     fn parse_code(body: Document) -> Option<i32> {
-        MapReduce::parse("mapReduce", &body).err().map(|e| e.code.code())
+        MapReduce::parse("mapReduce", &body)
+            .err()
+            .map(|e| e.code.code())
     }
 
     /// Each field against the table's types and mongod's custom parsers' codes.

@@ -2,7 +2,7 @@
 //! unknown fields are refused and each field's type, so the document shows what the checker
 //! enforces rather than a hand-kept list.
 
-use super::{CommandSpec, Ty, admin, bulk, collections, specs, users};
+use super::{CommandSpec, Ty, admin, bulk, collections, server, specs, users};
 use crate::commands::index_options::{self, OptionTy};
 
 /// A type as the document names it (wider than the error messages' IDL names).
@@ -81,6 +81,7 @@ pub fn render() -> String {
     commands.extend(admin::ALL);
     commands.extend(bulk::ALL);
     commands.extend(collections::ALL);
+    commands.extend(server::ALL);
     commands.extend(users::TABLES);
     commands.sort_by_key(|s| s.name);
     table(&mut out, &commands);
