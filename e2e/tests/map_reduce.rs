@@ -294,7 +294,8 @@ async fn bad_commands_get_mongods_codes() {
             d.insert("out", doc! {"inline": 1, "merge": "x"});
         })
         .await,
-        2
+        72,
+        "'inline' must be alone: InvalidOptions"
     );
     assert_eq!(
         code_with(&|d| {

@@ -1,17 +1,18 @@
-//! Tables of the connection and server commands: the handshake (`hello.idl`, strict: a
-//! handshake field the table does not list is refused, so the list is the IDL's in full), the
+//! Tables of the connection and server commands: the handshake (`hello.idl`'s fields, typed;
+//! fields it does not list pass, so no driver's handshake fails on a new field), the
 //! SASL conversation (`sasl_commands.idl`), and the hand-parsed `getParameter`, `setParameter`
 //! and `configureFailPoint`, whose other fields are parameter names or ignored (`strict: false`:
 //! their values are checked by the parameter or fail point they name).
 
 use super::{CommandSpec, Field, Ty, opt, req};
 
-/// `hello.idl`'s `HelloCommand` (also `isMaster`/`ismaster`). `loadBalanced` is not in the IDL
-/// mongod 8.0 parses hello with, but drivers in load-balanced mode send it, and a handshake
-/// must not fail on it: it is accepted as mongos accepts it.
+/// `hello.idl`'s `HelloCommand` (also `isMaster`/`ismaster`): its fields are typed as the IDL
+/// types them. Unlike the IDL, unknown fields pass: drivers add handshake fields before servers
+/// list them (the Rust driver 3.x sends `backpressure`, drivers in load-balanced mode
+/// `loadBalanced`), and a handshake refused for one of them fails every connection.
 pub static HELLO: CommandSpec = CommandSpec {
     name: "hello",
-    strict: true,
+    strict: false,
     target: None,
     fields: &[
         opt("forShell", Ty::SafeBool),
@@ -33,6 +34,7 @@ pub static HELLO: CommandSpec = CommandSpec {
         opt("saslSupportedMechs", Ty::String),
         opt("speculativeAuthenticate", Ty::Object),
         opt("loadBalanced", Ty::SafeBool),
+        opt("backpressure", Ty::Any),
     ],
 };
 
@@ -128,7 +130,7 @@ mod tests {
             doc! { "hello": 1, "topologyVersion": { "processId": ObjectId::new(), "counter": 0_i64 },
             "maxAwaitTimeMS": 10_000, "$db": "admin" },
             doc! { "ismaster": 1, "$readPreference": { "mode": "primaryPreferred" } },
-            doc! { "hello": 1, "loadBalanced": true, "client": client.clone(), "apiVersion": "1",
+            doc! { "hello": 1, "loadBalanced": true, "backpressure": true, "client": client.clone(), "apiVersion": "1",
             "apiStrict": false, "$db": "admin" },
             doc! { "isMaster": 1, "forShell": 1, "hostInfo": "h:1", "hangUpOnStepDown": false,
             "comment": "x", "lsid": { "id": 1 }, "$clusterTime": {} },
@@ -157,7 +159,8 @@ mod tests {
             code(&HELLO, doc! { "hello": 1, "helloOk": "yes" }),
             Some(14)
         );
-        assert_eq!(code(&HELLO, doc! { "hello": 1, "bogus": 1 }), Some(40415));
+        // Unknown fields never fail a handshake.
+        assert_eq!(code(&HELLO, doc! { "hello": 1, "bogus": 1 }), None);
     }
 
     #[test]
