@@ -17,6 +17,10 @@ fn ty_name(ty: Ty) -> &'static str {
         Ty::Hint => "index name or key pattern",
         Ty::StringArrayOrObject => "string, array or object",
         Ty::Any => "checked by the command",
+        Ty::JsCode => "string or JavaScript code (else 2)",
+        Ty::MrOut => "string or object (else 2)",
+        Ty::MrScope => "object (else 2)",
+        Ty::SaslPayload => "base64 string or binData (else 2)",
         other => other.expected(),
     }
 }
@@ -72,10 +76,51 @@ fn option_ty(ty: OptionTy) -> &'static str {
     }
 }
 
+/// What the hand parsers of commands on the tables answer beyond the tables' three codes
+/// (mongod's own parsers for these fields use other codes, or none).
+const HAND_PARSED: &[(&str, &str)] = &[
+    (
+        "mapReduce",
+        "`map`, `reduce`, `finalize` not a string or JavaScript code: 2 (`finalize: null` passes); `out` not a string or document: 2; an `out` document: `inline` with anything else 72, `db` of admin, local or config 115, any other shape (no mode, two modes, an unknown field, `sharded`/`nonAtomic` not `true`, a name not a string) 2; `scope` not a document: 2; `limit` 0 or negative: 15958",
+    ),
+    (
+        "convertToCapped, cloneCollectionAsCapped",
+        "`size` read as mongod's `safeNumberLong`: anything that is not a positive number (missing, a string, 0, NaN) is 72, above 1 PB 51023; `toCollection` and cloneCollectionAsCapped's own value not strings (or missing): 14; other fields ignored",
+    ),
+    (
+        "create (views)",
+        "`pipeline` without `viewOn`: 72; a collection-only option with `viewOn`: 72; an empty `viewOn`: 2; creating a view again with the same `viewOn`, `pipeline` and collation succeeds, with another definition 48",
+    ),
+    (
+        "collMod (views)",
+        "`viewOn` or `pipeline` on a collection: 72 (option only supported on a view); any other option on a view: 72 (option not supported on a view); a view's `viewOn` without `pipeline` or the reverse: 72",
+    ),
+    (
+        "hello, isMaster",
+        "the fields of `hello.idl` are typed (`maxAwaitTimeMS` >= 0); fields it does not list pass (drivers add handshake fields, e.g. `backpressure`, `loadBalanced`, before servers list them); `client` again on a connection: 186",
+    ),
+    (
+        "saslStart, saslContinue",
+        "`payload` not a string or binData, or binData of a subtype other than 0: 2",
+    ),
+    (
+        "getParameter",
+        "parameter names it does not know are skipped; none known: 72",
+    ),
+    (
+        "setParameter",
+        "every name is checked before any is set: unknown 72, startup-only 20; no name 72; a value its parameter refuses 2 (`logComponentVerbosity` not a document 14); several names are set in name order and `was` is the first one's old value",
+    ),
+    (
+        "configureFailPoint",
+        "an unknown point, or a name that is not a string: 266; no `mode`: 20; `mode` not a string or document, `data` not a document, `times`/`skip` not a number: 14; an unknown mode, `times`/`skip` negative, fractional or above 2^31-1: 2; `activationProbability` is refused with 2 (cairn has no random activation); other fields ignored",
+    ),
+];
+
 /// The whole section.
 pub fn render() -> String {
     let mut out = String::from(
-        "## Argument checks\n\nGenerated from the argument tables (`commands/argspec`): a wrongly typed field answers 14 TypeMismatch (an index hint 9), a missing required one 40414, a number under its bound 51024. Generic arguments (`$db`, `lsid`, `comment`, `maxTimeMS`, `writeConcern`, `apiVersion`, ...) pass everywhere.\n\n",
+        "## Argument checks\n\nGenerated from the argument tables (`commands/argspec`): a wrongly typed field answers 14 TypeMismatch (an index hint 9; the fields marked \"else 2\" BadValue, as mongod's own parsers of those types), a missing required one 40414, a number under its bound 51024. Generic arguments (`$db`, `lsid`, `comment`, `maxTimeMS`, `writeConcern`, `apiVersion`, ...) pass everywhere.\n\n",
     );
     let mut commands: Vec<&CommandSpec> = specs::ALL.to_vec();
     commands.extend(admin::ALL);
@@ -85,6 +130,11 @@ pub fn render() -> String {
     commands.extend(users::TABLES);
     commands.sort_by_key(|s| s.name);
     table(&mut out, &commands);
+    out.push_str("Codes the hand parsers of these commands answer beyond the table:\n\n");
+    for (command, text) in HAND_PARSED {
+        out.push_str(&format!("- **{command}**: {text}\n"));
+    }
+    out.push('\n');
     out.push_str("Elements of array arguments and nested documents:\n\n");
     let mut entries: Vec<&CommandSpec> = specs::ENTRIES.to_vec();
     entries.extend(admin::ENTRIES);
