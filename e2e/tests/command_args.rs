@@ -1,7 +1,7 @@
 //! Proves the commands moved onto argument tables last (mapReduce, the capped conversions, the
 //! view options of create/collMod, hello, the SASL commands, get/setParameter, configureFailPoint)
-//! answer mongod's codes for a wrong type, an unknown field and a missing field, through a real
-//! driver. How: a real `cairn` process with test commands on, one table row per case.
+//! answer mongod's codes for a wrong type, an unknown field and a missing field, and expression
+//! arguments their operator's own codes, through a real driver. How: a real `cairn` process with test commands on, one table row per case.
 
 use bson::{Bson, Document, doc};
 use cairn_e2e::{Server, error_code};
@@ -13,6 +13,10 @@ fn mr(extra: Document) -> Document {
     "reduce": "function(k, v) { return Array.sum(v); }", "out": { "inline": 1 } };
     d.extend(extra);
     d
+}
+
+fn project(e: Document) -> Document {
+    doc! { "aggregate": "c", "pipeline": [{ "$project": { "r": e } }], "cursor": {} }
 }
 
 fn bin() -> Bson {
@@ -150,6 +154,14 @@ fn cases() -> Vec<(&'static str, Document, i32)> {
             72,
         ),
         ("admin", doc! { "getParameter": 1, "nope": 1 }, 72),
+        // Expression arguments answer the operator's own code through aggregate.
+        ("t", project(doc! { "$arrayElemAt": [1, 0] }), 28689),
+        ("t", project(doc! { "$slice": ["$a", 0, 0] }), 28724),
+        ("t", project(doc! { "$zip": { "inputs": "x" } }), 34461),
+        ("t", project(doc! { "$range": [0, 5, 0] }), 34449),
+        ("t", project(doc! { "$split": ["x", ""] }), 40087),
+        ("t", project(doc! { "$substrCP": ["x", 0, -1] }), 34454),
+        ("t", project(doc! { "$round": [1.5, 101] }), 51083),
         // configureFailPoint (FailPoint::parseBSON).
         (
             "admin",

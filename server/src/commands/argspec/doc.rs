@@ -117,6 +117,64 @@ const HAND_PARSED: &[(&str, &str)] = &[
     ),
 ];
 
+/// Expression operators whose argument errors carry the operator's own location code, as
+/// mongod's evaluators and parsers raise them (tested in `query::expr::code_tests`).
+const EXPRESSION_CODES: &[(&str, &str)] = &[
+    (
+        "$arrayElemAt, $first, $last",
+        "not an array 28689; index not a number 28690, not a 32-bit integer 28691",
+    ),
+    (
+        "$slice",
+        "not an array 28724; position not a number 28725, not a 32-bit integer 28726; count not a number 28727, not a 32-bit integer 28728, not positive 28729; a null position or count gives null",
+    ),
+    ("$concatArrays", "an argument not an array 28664"),
+    ("$reverseArray", "not an array 34435"),
+    (
+        "$indexOfArray",
+        "not an array 40090; start or end not a 32-bit integer 40096, negative 40097",
+    ),
+    (
+        "$anyElementTrue, $allElementsTrue",
+        "not an array (null included) 17041, 17040",
+    ),
+    (
+        "$range",
+        "start not a number 34443, not a 32-bit integer 34444; end 34445, 34446; step 34447, 34448, zero 34449; too many elements 146",
+    ),
+    ("$objectToArray", "not a document 40390"),
+    (
+        "$arrayToObject",
+        "not an array 40386; first element neither pair nor document 40398; mixed forms 40396/40391; a pair not of size 2 40397; a pair's key not a string 40395; a document without exactly `k` and `v` 40392/40393; `k` not a string 40394; a key with a null byte 4940400",
+    ),
+    ("$sortArray", "input not an array 2942504"),
+    (
+        "$zip",
+        "argument not a document 34460; `inputs` not an array literal 34461; `defaults` 34462; `useLongestLength` not a bool 34463; another field 34464; no inputs 34465; defaults without useLongestLength 34466; defaults of another length 34467; an input not an array 34468",
+    ),
+    ("$strLenBytes, $strLenCP", "not a string 34473, 34471"),
+    (
+        "$split",
+        "input not a string 40085; separator not a string 40086, empty 40087; a null separator gives null",
+    ),
+    (
+        "$substr, $substrBytes",
+        "start not a number 16034, negative 50752; length not a number 16035; a range cutting a UTF-8 character 28656 (start), 28657 (end)",
+    ),
+    (
+        "$substrCP",
+        "start not a number 34450, not a 32-bit integer 34451, negative 34455; length 34452, 34453, negative 34454",
+    ),
+    (
+        "$indexOfBytes, $indexOfCP",
+        "input not a string 40091, 40093; substring not a string 40092, 40094; start or end not a 32-bit integer 40096, negative 40097",
+    ),
+    (
+        "$round, $trunc",
+        "not a number 51081; precision not integral 51082, outside [-20, 100] 51083",
+    ),
+];
+
 /// The whole section.
 pub fn render() -> String {
     let mut out = String::from(
@@ -133,6 +191,11 @@ pub fn render() -> String {
     out.push_str("Codes the hand parsers of these commands answer beyond the table:\n\n");
     for (command, text) in HAND_PARSED {
         out.push_str(&format!("- **{command}**: {text}\n"));
+    }
+    out.push('\n');
+    out.push_str("Expression operators answer bad arguments with their own codes:\n\n");
+    for (ops, text) in EXPRESSION_CODES {
+        out.push_str(&format!("- **{ops}**: {text}\n"));
     }
     out.push('\n');
     out.push_str("Elements of array arguments and nested documents:\n\n");

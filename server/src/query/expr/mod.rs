@@ -16,6 +16,8 @@ mod arrays;
 mod bindata;
 mod bindata_numeric;
 mod bson_values;
+#[cfg(test)]
+mod code_tests;
 mod comparison;
 mod control;
 mod convert;

@@ -783,6 +783,9 @@ impl Parser {
                 else {
                     return Ok(None);
                 };
+                if op == "$zip" {
+                    super::arrays::check_zip_spec(arg)?;
+                }
                 let d = Self::object_arg(op, arg)?;
                 let args = self.named(d, op, required, optional, depth)?;
                 if op.starts_with("$date") {

@@ -1,0 +1,148 @@
+// Proves the array, string and rounding operators answer bad arguments with mongod's own
+// location codes (not a generic 2 or 14): one expression per check, evaluated on a document.
+
+use super::*;
+use bson::{RawDocumentBuf, doc};
+
+fn code(e: Bson) -> Option<i32> {
+    let d = doc! { "xs": [1, 2, 3], "s": "héllo", "o": { "a": 1 } };
+    let raw = RawDocumentBuf::try_from(&d).expect("encodes");
+    match Expr::parse(&e).and_then(|x| x.evaluate_value(&raw)) {
+        Ok(_) => None,
+        Err(e) => Some(e.code.code()),
+    }
+}
+
+fn check(cases: &[(Document, i32)]) {
+    for (e, want) in cases {
+        assert_eq!(code(Bson::Document(e.clone())), Some(*want), "{e}");
+    }
+}
+
+#[test]
+fn array_operators() {
+    check(&[
+        (doc! { "$arrayElemAt": [1, 0] }, 28689),
+        (doc! { "$arrayElemAt": ["$xs", "a"] }, 28690),
+        (doc! { "$arrayElemAt": ["$xs", 1.5] }, 28691),
+        (doc! { "$arrayElemAt": ["$xs", 1_i64 << 40] }, 28691),
+        (doc! { "$first": [1] }, 28689),
+        (doc! { "$last": ["x"] }, 28689),
+        (doc! { "$slice": [1, 1] }, 28724),
+        (doc! { "$slice": ["$xs", "a"] }, 28725),
+        (doc! { "$slice": ["$xs", 0.5] }, 28726),
+        (doc! { "$slice": ["$xs", 0, "a"] }, 28727),
+        (doc! { "$slice": ["$xs", 0, 1.5] }, 28728),
+        (doc! { "$slice": ["$xs", 0, 0] }, 28729),
+        (doc! { "$concatArrays": ["$xs", 1] }, 28664),
+        (doc! { "$reverseArray": 1 }, 34435),
+        (doc! { "$indexOfArray": [1, 1] }, 40090),
+        (doc! { "$indexOfArray": ["$xs", 1, "a"] }, 40096),
+        (doc! { "$indexOfArray": ["$xs", 1, 0.5] }, 40096),
+        (doc! { "$indexOfArray": ["$xs", 1, -1] }, 40097),
+        (doc! { "$indexOfArray": ["$xs", 1, 0, -1] }, 40097),
+        (doc! { "$anyElementTrue": [1] }, 17041),
+        (doc! { "$anyElementTrue": [null] }, 17041),
+        (doc! { "$allElementsTrue": [1] }, 17040),
+        (doc! { "$range": ["a", 5] }, 34443),
+        (doc! { "$range": [0.5, 5] }, 34444),
+        (doc! { "$range": [0, "a"] }, 34445),
+        (doc! { "$range": [0, 5.5] }, 34446),
+        (doc! { "$range": [0, 5, "a"] }, 34447),
+        (doc! { "$range": [0, 5, 0.5] }, 34448),
+        (doc! { "$range": [0, 5, 0] }, 34449),
+        (doc! { "$objectToArray": 1 }, 40390),
+        (doc! { "$arrayToObject": 1 }, 40386),
+        (doc! { "$arrayToObject": [[1]] }, 40398),
+        (
+            doc! { "$arrayToObject": [[["a", 1], { "k": "b", "v": 2 }]] },
+            40396,
+        ),
+        (doc! { "$arrayToObject": [[["a", 1, 2]]] }, 40397),
+        (doc! { "$arrayToObject": [[[1, 1]]] }, 40395),
+        (
+            doc! { "$arrayToObject": [[{ "k": "a", "v": 1 }, ["b", 2]]] },
+            40391,
+        ),
+        (doc! { "$arrayToObject": [[{ "k": "a" }]] }, 40392),
+        (doc! { "$arrayToObject": [[{ "k": "a", "x": 1 }]] }, 40393),
+        (doc! { "$arrayToObject": [[{ "k": 1, "v": 1 }]] }, 40394),
+        (doc! { "$arrayToObject": [[["a\u{0}b", 1]]] }, 4940400),
+        (doc! { "$sortArray": { "input": 1, "sortBy": 1 } }, 2942504),
+        // $zip: the spec at parse time, the inputs when evaluated.
+        (doc! { "$zip": 1 }, 34460),
+        (doc! { "$zip": { "inputs": "$xs" } }, 34461),
+        (doc! { "$zip": { "inputs": ["$xs"], "defaults": 1 } }, 34462),
+        (
+            doc! { "$zip": { "inputs": ["$xs"], "useLongestLength": 1 } },
+            34463,
+        ),
+        (doc! { "$zip": { "inputs": ["$xs"], "x": 1 } }, 34464),
+        (doc! { "$zip": { "inputs": [] } }, 34465),
+        (
+            doc! { "$zip": { "inputs": ["$xs"], "defaults": [0] } },
+            34466,
+        ),
+        (
+            doc! { "$zip": { "inputs": ["$xs", "$xs"], "useLongestLength": true, "defaults": [0] } },
+            34467,
+        ),
+        (doc! { "$zip": { "inputs": ["$xs", 1] } }, 34468),
+    ]);
+}
+
+#[test]
+fn null_arguments_give_null_where_mongod_gives_null() {
+    for e in [
+        doc! { "$slice": ["$xs", null] },
+        doc! { "$slice": ["$xs", 0, null] },
+        doc! { "$arrayElemAt": ["$xs", null] },
+        doc! { "$split": ["a,b", null] },
+        doc! { "$indexOfArray": [null, 1] },
+    ] {
+        assert_eq!(code(Bson::Document(e.clone())), None, "{e}");
+    }
+}
+
+#[test]
+fn string_operators() {
+    check(&[
+        (doc! { "$strLenBytes": 1 }, 34473),
+        (doc! { "$strLenCP": 1 }, 34471),
+        (doc! { "$split": [1, ","] }, 40085),
+        (doc! { "$split": ["a", 1] }, 40086),
+        (doc! { "$split": ["a", ""] }, 40087),
+        (doc! { "$substrBytes": ["abc", "a", 1] }, 16034),
+        (doc! { "$substrBytes": ["abc", 0, "a"] }, 16035),
+        (doc! { "$substr": ["abc", -1, 1] }, 50752),
+        (doc! { "$substrBytes": ["$s", 2, 1] }, 28656),
+        (doc! { "$substrBytes": ["$s", 0, 2] }, 28657),
+        (doc! { "$substrCP": ["abc", "a", 1] }, 34450),
+        (doc! { "$substrCP": ["abc", 0.5, 1] }, 34451),
+        (doc! { "$substrCP": ["abc", 0, "a"] }, 34452),
+        (doc! { "$substrCP": ["abc", 0, 0.5] }, 34453),
+        (doc! { "$substrCP": ["abc", 0, -1] }, 34454),
+        (doc! { "$substrCP": ["abc", -1, 1] }, 34455),
+        (doc! { "$indexOfBytes": [1, "a"] }, 40091),
+        (doc! { "$indexOfBytes": ["a", 1] }, 40092),
+        (doc! { "$indexOfBytes": ["a", "a", -1] }, 40097),
+        (doc! { "$indexOfBytes": ["a", "a", 0, "x"] }, 40096),
+        (doc! { "$indexOfCP": [1, "a"] }, 40093),
+        (doc! { "$indexOfCP": ["a", 1] }, 40094),
+        (doc! { "$indexOfCP": ["a", "a", 0.5] }, 40096),
+        (doc! { "$concat": ["a", 1] }, 16702),
+    ]);
+}
+
+#[test]
+fn round_and_trunc() {
+    check(&[
+        (doc! { "$round": ["a"] }, 51081),
+        (doc! { "$trunc": ["a", 1] }, 51081),
+        (doc! { "$round": [1.5, 0.5] }, 51082),
+        (doc! { "$round": [1.5, "a"] }, 51082),
+        (doc! { "$trunc": [1.5, 101] }, 51083),
+        (doc! { "$round": [1.5, -21] }, 51083),
+    ]);
+    assert_eq!(code(Bson::Document(doc! { "$round": [1.5, 100] })), None);
+}
