@@ -173,6 +173,30 @@ const EXPRESSION_CODES: &[(&str, &str)] = &[
         "$round, $trunc",
         "not a number 51081; precision not integral 51082, outside [-20, 100] 51083",
     ),
+    (
+        "$let",
+        "not a document 16874; another field 16875; no `vars` 16876, no `in` 16877; `vars` not a document 10065",
+    ),
+    (
+        "$map",
+        "not a document 16878; another field 16879; no `input` 16880, no `in` 16882",
+    ),
+    (
+        "$filter",
+        "not a document 28646; another field 28647; no `input` 28648, no `cond` 28650",
+    ),
+    (
+        "$reduce",
+        "not a document 40075; another field 40076; no `input` 40077, `initialValue` 40078, `in` 40079",
+    ),
+    (
+        "$switch",
+        "not a document 40060; `branches` not an array 40061; a branch not a document 40062, with another field 40063, without `case` 40064 or `then` 40065; another field 40067; no branch 40068",
+    ),
+    (
+        "$cond",
+        "another field 17083; a missing one 17080; the array form with other than 3 arguments 16020",
+    ),
 ];
 
 /// The whole section.

@@ -146,3 +146,73 @@ fn round_and_trunc() {
     ]);
     assert_eq!(code(Bson::Document(doc! { "$round": [1.5, 100] })), None);
 }
+
+#[test]
+fn variable_and_control_operators() {
+    check(&[
+        (doc! { "$let": 1 }, 16874),
+        (doc! { "$let": { "vars": {}, "in": 1, "x": 1 } }, 16875),
+        (doc! { "$let": { "in": 1 } }, 16876),
+        (doc! { "$let": { "vars": {} } }, 16877),
+        (doc! { "$let": { "vars": 1, "in": 1 } }, 10065),
+        (doc! { "$map": [] }, 16878),
+        (
+            doc! { "$map": { "input": "$xs", "in": 1, "limit": 1 } },
+            16879,
+        ),
+        (doc! { "$map": { "in": 1 } }, 16880),
+        (doc! { "$map": { "input": "$xs" } }, 16882),
+        (doc! { "$filter": "x" }, 28646),
+        (
+            doc! { "$filter": { "input": "$xs", "cond": true, "x": 1 } },
+            28647,
+        ),
+        (doc! { "$filter": { "cond": true } }, 28648),
+        (doc! { "$filter": { "input": "$xs" } }, 28650),
+        (doc! { "$reduce": 1 }, 40075),
+        (
+            doc! { "$reduce": { "input": [], "initialValue": 0, "in": 1, "x": 1 } },
+            40076,
+        ),
+        (doc! { "$reduce": { "initialValue": 0, "in": 1 } }, 40077),
+        (doc! { "$reduce": { "input": [], "in": 1 } }, 40078),
+        (
+            doc! { "$reduce": { "input": [], "initialValue": 0 } },
+            40079,
+        ),
+        (doc! { "$switch": 1 }, 40060),
+        (doc! { "$switch": { "branches": 1 } }, 40061),
+        (doc! { "$switch": { "branches": [1] } }, 40062),
+        (
+            doc! { "$switch": { "branches": [{ "case": true, "then": 1, "x": 1 }] } },
+            40063,
+        ),
+        (doc! { "$switch": { "branches": [{ "then": 1 }] } }, 40064),
+        (
+            doc! { "$switch": { "branches": [{ "case": true }] } },
+            40065,
+        ),
+        (
+            doc! { "$switch": { "branches": [{ "case": true, "then": 1 }], "x": 1 } },
+            40067,
+        ),
+        (doc! { "$switch": { "branches": [] } }, 40068),
+        (doc! { "$switch": { "default": 1 } }, 40068),
+        (
+            doc! { "$cond": { "if": true, "then": 1, "else": 2, "x": 1 } },
+            17083,
+        ),
+        (doc! { "$cond": { "if": true, "then": 1 } }, 17080),
+        (doc! { "$cond": [true, 1] }, 16020),
+    ]);
+    // The shapes mongod accepts still evaluate.
+    for e in [
+        doc! { "$let": { "vars": { "v": 1 }, "in": "$$v" } },
+        doc! { "$map": { "input": "$xs", "as": "x", "in": "$$x" } },
+        doc! { "$filter": { "input": "$xs", "cond": true, "limit": 1 } },
+        doc! { "$reduce": { "input": "$xs", "initialValue": 0, "in": { "$add": ["$$value", "$$this"] } } },
+        doc! { "$switch": { "branches": [{ "case": false, "then": 1 }], "default": 2 } },
+    ] {
+        assert_eq!(code(Bson::Document(e.clone())), None, "{e}");
+    }
+}

@@ -32,6 +32,7 @@ pub mod outer;
 mod parse;
 pub(crate) mod quantile;
 mod sets;
+mod shapes;
 mod strings;
 #[cfg(test)]
 mod tests;
