@@ -420,6 +420,11 @@ error_codes! {
     Location40065 = 40065,
     Location40067 = 40067,
     Location40068 = 40068,
+    Location16883 = 16883,
+    Location28651 = 28651,
+    Location40080 = 40080,
+    Location327391 = 327391,
+    Location327392 = 327392,
     // $round and $trunc.
     Location51081 = 51081,
     Location51082 = 51082,

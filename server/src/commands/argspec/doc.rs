@@ -179,15 +179,15 @@ const EXPRESSION_CODES: &[(&str, &str)] = &[
     ),
     (
         "$map",
-        "not a document 16878; another field 16879; no `input` 16880, no `in` 16882",
+        "not a document 16878; another field 16879; no `input` 16880, no `in` 16882; an input not an array 16883",
     ),
     (
         "$filter",
-        "not a document 28646; another field 28647; no `input` 28648, no `cond` 28650",
+        "not a document 28646; another field 28647; no `input` 28648, no `cond` 28650; an input not an array 28651; `limit` not a 32-bit integer 327391, not positive 327392 (read only for a non-empty input; null means none)",
     ),
     (
         "$reduce",
-        "not a document 40075; another field 40076; no `input` 40077, `initialValue` 40078, `in` 40079",
+        "not a document 40075; another field 40076; no `input` 40077, `initialValue` 40078, `in` 40079; an input not an array 40080",
     ),
     (
         "$switch",

@@ -43,15 +43,6 @@ pub(super) fn int_result(n: i64, narrow: bool) -> Bson {
     }
 }
 
-pub(super) fn as_int(v: &Value, op: &str, what: &str) -> CommandResult<i64> {
-    v.as_ref().and_then(types::as_i64_exact).ok_or_else(|| {
-        mismatch(format!(
-            "{op}'s {what} must be an integral value, but is of type {}",
-            type_name(v)
-        ))
-    })
-}
-
 /// A number argument mongod's evaluator reads as a 32-bit integer, with the operator's own
 /// codes: `codes.0` for a value that is not a number, `codes.1` for one that is not integral
 /// or does not fit 32 bits. `what` names the argument as the message's subject.

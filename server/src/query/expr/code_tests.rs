@@ -204,7 +204,38 @@ fn variable_and_control_operators() {
         ),
         (doc! { "$cond": { "if": true, "then": 1 } }, 17080),
         (doc! { "$cond": [true, 1] }, 16020),
+        (doc! { "$map": { "input": 1, "in": 1 } }, 16883),
+        (doc! { "$filter": { "input": 1, "cond": true } }, 28651),
+        (
+            doc! { "$reduce": { "input": 1, "initialValue": 0, "in": 1 } },
+            40080,
+        ),
+        (
+            doc! { "$filter": { "input": "$xs", "cond": true, "limit": 0.5 } },
+            327391,
+        ),
+        (
+            doc! { "$filter": { "input": "$xs", "cond": true, "limit": "a" } },
+            327391,
+        ),
+        (
+            doc! { "$filter": { "input": "$xs", "cond": true, "limit": 0 } },
+            327392,
+        ),
     ]);
+    // An empty input answers before its limit is read; a null limit means none.
+    assert_eq!(
+        code(Bson::Document(
+            doc! { "$filter": { "input": [], "cond": true, "limit": 0 } }
+        )),
+        None
+    );
+    assert_eq!(
+        code(Bson::Document(
+            doc! { "$filter": { "input": "$xs", "cond": true, "limit": null } }
+        )),
+        None
+    );
     // The shapes mongod accepts still evaluate.
     for e in [
         doc! { "$let": { "vars": { "v": 1 }, "in": "$$v" } },
