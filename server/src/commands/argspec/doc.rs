@@ -197,6 +197,14 @@ const EXPRESSION_CODES: &[(&str, &str)] = &[
         "$cond",
         "another field 17083; a missing one 17080; the array form with other than 3 arguments 16020",
     ),
+    (
+        "$dateAdd, $dateSubtract",
+        "startDate not a date, timestamp or ObjectId 5166403; unit not a string 5439013, unknown 9; amount not integral 5166405; $dateSubtract of the smallest long 6045000",
+    ),
+    (
+        "$dateDiff, $dateTrunc",
+        "a date argument not a date, timestamp or ObjectId 5166307; unit not a string 5439013, unknown 9; startOfWeek not a string 5439015, unknown 5439016; $dateTrunc's binSize not a 64-bit integer 5439017, not positive 5439018",
+    ),
 ];
 
 /// The whole section.

@@ -247,3 +247,64 @@ fn variable_and_control_operators() {
         assert_eq!(code(Bson::Document(e.clone())), None, "{e}");
     }
 }
+
+#[test]
+fn date_arithmetic_operators() {
+    let at = bson::DateTime::from_millis(0);
+    check(&[
+        (
+            doc! { "$dateAdd": { "startDate": "x", "unit": "day", "amount": 1 } },
+            5166403,
+        ),
+        (
+            doc! { "$dateAdd": { "startDate": at, "unit": 1, "amount": 1 } },
+            5439013,
+        ),
+        (
+            doc! { "$dateAdd": { "startDate": at, "unit": "fortnight", "amount": 1 } },
+            9,
+        ),
+        (
+            doc! { "$dateAdd": { "startDate": at, "unit": "day", "amount": 1.5 } },
+            5166405,
+        ),
+        (
+            doc! { "$dateSubtract": { "startDate": at, "unit": "day", "amount": i64::MIN } },
+            6045000,
+        ),
+        (
+            doc! { "$dateDiff": { "startDate": "x", "endDate": at, "unit": "day" } },
+            5166307,
+        ),
+        (
+            doc! { "$dateDiff": { "startDate": at, "endDate": 1, "unit": "day" } },
+            5166307,
+        ),
+        (
+            doc! { "$dateDiff": { "startDate": at, "endDate": at, "unit": true } },
+            5439013,
+        ),
+        (
+            doc! { "$dateDiff": { "startDate": at, "endDate": at, "unit": "week", "startOfWeek": 1 } },
+            5439015,
+        ),
+        (
+            doc! { "$dateDiff": { "startDate": at, "endDate": at, "unit": "week", "startOfWeek": "x" } },
+            5439016,
+        ),
+        (doc! { "$dateTrunc": { "date": 1, "unit": "day" } }, 5166307),
+        (
+            doc! { "$dateTrunc": { "date": at, "unit": "day", "binSize": 1.5 } },
+            5439017,
+        ),
+        (
+            doc! { "$dateTrunc": { "date": at, "unit": "day", "binSize": "a" } },
+            5439017,
+        ),
+        (
+            doc! { "$dateTrunc": { "date": at, "unit": "day", "binSize": 0 } },
+            5439018,
+        ),
+        (doc! { "$dateTrunc": { "date": at, "unit": 1 } }, 5439013),
+    ]);
+}
