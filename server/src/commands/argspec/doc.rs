@@ -170,6 +170,14 @@ const EXPRESSION_CODES: &[(&str, &str)] = &[
         "input not a string 40091, 40093; substring not a string 40092, 40094; start or end not a 32-bit integer 40096, negative 40097",
     ),
     (
+        "$trim, $ltrim, $rtrim",
+        "input not a string 50699; chars not a string 50700",
+    ),
+    (
+        "$replaceOne, $replaceAll",
+        "input, find, replacement not a string (checked before null) 51746, 51745, 51744",
+    ),
+    (
         "$round, $trunc",
         "not a number 51081; precision not integral 51082, outside [-20, 100] 51083",
     ),

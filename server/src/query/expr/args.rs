@@ -111,16 +111,6 @@ pub(super) fn array_arg<'a>(
     }
 }
 
-pub(super) fn string<'a>(v: &'a Value, op: &str) -> CommandResult<&'a str> {
-    match v {
-        Some(Bson::String(s)) => Ok(s),
-        other => Err(mismatch(format!(
-            "{op} requires a string argument, found: {}",
-            type_name(other)
-        ))),
-    }
-}
-
 pub(super) fn to_text(v: &Option<Bson>) -> CommandResult<String> {
     Ok(match v {
         _ if is_nullish(v) => String::new(),

@@ -131,6 +131,20 @@ fn string_operators() {
         (doc! { "$indexOfCP": ["a", 1] }, 40094),
         (doc! { "$indexOfCP": ["a", "a", 0.5] }, 40096),
         (doc! { "$concat": ["a", 1] }, 16702),
+        (doc! { "$trim": { "input": 1 } }, 50699),
+        (doc! { "$ltrim": { "input": "a", "chars": 1 } }, 50700),
+        (
+            doc! { "$replaceOne": { "input": 1, "find": "a", "replacement": "b" } },
+            51746,
+        ),
+        (
+            doc! { "$replaceAll": { "input": "a", "find": 1, "replacement": "b" } },
+            51745,
+        ),
+        (
+            doc! { "$replaceAll": { "input": null, "find": "a", "replacement": 1 } },
+            51744,
+        ),
     ]);
 }
 

@@ -378,15 +378,31 @@ pub(super) fn replace(
     find: Value,
     replacement: Value,
 ) -> CommandResult<Value> {
-    if [&input, &find, &replacement].iter().any(|v| is_nullish(v)) {
-        return null();
+    // Types first (51746, 51745, 51744), then null: mongod's order.
+    let name = if op == NamedOp::ReplaceOne {
+        "$replaceOne"
+    } else {
+        "$replaceAll"
+    };
+    for (v, what, code) in [
+        (&input, "input", ErrorCode::Location51746),
+        (&find, "find", ErrorCode::Location51745),
+        (&replacement, "replacement", ErrorCode::Location51744),
+    ] {
+        if !is_nullish(v) && !matches!(v, Some(Bson::String(_))) {
+            return Err(err(
+                code,
+                format!(
+                    "{name} requires that '{what}' be a string, found: {}",
+                    type_name(v)
+                ),
+            ));
+        }
     }
     let (Some(Bson::String(i)), Some(Bson::String(f)), Some(Bson::String(r))) =
         (input, find, replacement)
     else {
-        return Err(mismatch(
-            "$replaceOne/$replaceAll require string 'input', 'find' and 'replacement'".to_string(),
-        ));
+        return null();
     };
     Ok(Some(Bson::String(if op == NamedOp::ReplaceOne {
         i.replacen(&f, &r, 1)
@@ -408,16 +424,32 @@ pub(super) fn trim(
     if is_nullish(&v) {
         return null();
     }
-    let text = string(&v, "$trim")?.to_string();
+    let name = match (left, right) {
+        (true, false) => "$ltrim",
+        (false, true) => "$rtrim",
+        _ => "$trim",
+    };
+    let Some(Bson::String(text)) = v else {
+        return Err(err(
+            ErrorCode::Location50699,
+            format!(
+                "{name} requires its input to be a string, got {} instead.",
+                type_name(&v)
+            ),
+        ));
+    };
     let set: Vec<char> = match chars {
         Some(c) => match c.eval(root, scope)? {
             Some(Bson::String(s)) => s.chars().collect(),
             other if is_nullish(&other) => return null(),
             other => {
-                return Err(mismatch(format!(
-                    "$trim requires 'chars' to be a string, found: {}",
-                    type_name(&other)
-                )));
+                return Err(err(
+                    ErrorCode::Location50700,
+                    format!(
+                        "{name} requires 'chars' to be a string, got {} instead.",
+                        type_name(&other)
+                    ),
+                ));
             }
         },
         None => vec![
