@@ -178,6 +178,10 @@ const EXPRESSION_CODES: &[(&str, &str)] = &[
         "input, find, replacement not a string (checked before null) 51746, 51745, 51744",
     ),
     (
+        "$regexMatch, $regexFind, $regexFindAll",
+        "regex not a string or regex 51105; options not a string 51106, also given in the regex 51107, a bad flag 51108; a null byte in the pattern 51109 or options 51110; a pattern that does not compile 51111; then input not a string 51104",
+    ),
+    (
         "$round, $trunc",
         "not a number 51081; precision not integral 51082, outside [-20, 100] 51083",
     ),

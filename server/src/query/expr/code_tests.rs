@@ -322,3 +322,43 @@ fn date_arithmetic_operators() {
         (doc! { "$dateTrunc": { "date": at, "unit": 1 } }, 5439013),
     ]);
 }
+
+#[test]
+fn regex_operators() {
+    let with_flags = bson::Regex {
+        pattern: "a".try_into().expect("cstr"),
+        options: "i".try_into().expect("cstr"),
+    };
+    check(&[
+        (doc! { "$regexMatch": { "input": 1, "regex": "a" } }, 51104),
+        (doc! { "$regexMatch": { "input": "a", "regex": 1 } }, 51105),
+        (
+            doc! { "$regexFind": { "input": "a", "regex": "a", "options": 1 } },
+            51106,
+        ),
+        (
+            doc! { "$regexFindAll": { "input": "a", "regex": with_flags, "options": "m" } },
+            51107,
+        ),
+        (
+            doc! { "$regexMatch": { "input": "a", "regex": "a", "options": "q" } },
+            51108,
+        ),
+        (
+            doc! { "$regexMatch": { "input": "a", "regex": "a\u{0}" } },
+            51109,
+        ),
+        (
+            doc! { "$regexMatch": { "input": "a", "regex": "(" } },
+            51111,
+        ),
+        // The pattern is checked before the input's type.
+        (doc! { "$regexMatch": { "input": 1, "regex": "(" } }, 51111),
+    ]);
+    assert_eq!(
+        code(Bson::Document(
+            doc! { "$regexMatch": { "input": null, "regex": "a" } }
+        )),
+        None
+    );
+}

@@ -253,53 +253,98 @@ pub(super) fn index_of_cp(values: &[Value]) -> CommandResult<Value> {
     )))
 }
 
+/// `$regexMatch`, `$regexFind`, `$regexFindAll`, checked in mongod's order with its codes:
+/// `regex` not a string or regex 51105, `options` not a string 51106, options in both places
+/// 51107, a null byte in the pattern 51109 or the options 51110, a bad flag 51108, a pattern that
+/// does not compile 51111, then `input` not a string 51104; a null input or pattern gives
+/// false, [] or null.
 pub(super) fn regex_op(
     op: NamedOp,
     input: Value,
     regex: Value,
     options: Value,
 ) -> CommandResult<Value> {
+    let name = match op {
+        NamedOp::RegexMatch => "$regexMatch",
+        NamedOp::RegexFind => "$regexFind",
+        _ => "$regexFindAll",
+    };
     let (pattern, mut flags) = match &regex {
-        Some(Bson::String(p)) => (p.clone(), String::new()),
+        Some(Bson::String(p)) => (Some(p.clone()), String::new()),
         Some(Bson::RegularExpression(r)) => (
-            r.pattern.as_str().to_string(),
+            Some(r.pattern.as_str().to_string()),
             r.options.as_str().to_string(),
         ),
-        _ if is_nullish(&regex) => (String::new(), String::new()),
-        other => {
-            return Err(mismatch(format!(
-                "$regexMatch needs 'regex' to be of type string or regex, found {}",
-                type_name(other)
-            )));
+        _ if is_nullish(&regex) => (None, String::new()),
+        _ => {
+            return Err(err(
+                ErrorCode::Location51105,
+                format!("{name} needs 'regex' to be of type string or regex"),
+            ));
         }
     };
     match &options {
-        Some(Bson::String(o)) if !flags.is_empty() && !o.is_empty() => {
+        _ if is_nullish(&options) => {}
+        Some(Bson::String(o)) => {
+            if !flags.is_empty() {
+                return Err(err(
+                    ErrorCode::Location51107,
+                    format!(
+                        "{name}: found regex option(s) specified in both 'regex' and 'option' fields"
+                    ),
+                ));
+            }
+            flags = o.clone();
+        }
+        _ => {
             return Err(err(
-                ErrorCode::BadValue,
-                "$regexMatch: regex option(s) specified in both 'regex' and 'option' fields",
+                ErrorCode::Location51106,
+                format!("{name} needs 'options' to be of type string"),
             ));
         }
-        Some(Bson::String(o)) => flags.push_str(o),
-        _ => {}
     }
+    if pattern.as_deref().is_some_and(|p| p.contains('\0')) {
+        return Err(err(
+            ErrorCode::Location51109,
+            format!("{name}: regular expression cannot contain an embedded null byte"),
+        ));
+    }
+    if flags.contains('\0') {
+        return Err(err(
+            ErrorCode::Location51110,
+            format!("{name}: regular expression options cannot contain an embedded null byte"),
+        ));
+    }
+    let re = match &pattern {
+        Some(p) => Some(RegexPred::new(p, &flags).map_err(|e| {
+            if e.code == ErrorCode::Location51091 {
+                err(
+                    ErrorCode::Location51111,
+                    format!("Invalid Regex in {name}: {}", e.message),
+                )
+            } else {
+                e
+            }
+        })?),
+        None => None,
+    };
     let text = match &input {
-        Some(Bson::String(s)) => s.clone(),
-        _ if is_nullish(&input) || is_nullish(&regex) => {
-            return Ok(Some(match op {
-                NamedOp::RegexMatch => Bson::Boolean(false),
-                NamedOp::RegexFindAll => Bson::Array(Vec::new()),
-                _ => Bson::Null,
-            }));
-        }
-        other => {
-            return Err(mismatch(format!(
-                "$regexMatch needs 'input' to be of type string, found {}",
-                type_name(other)
-            )));
+        Some(Bson::String(s)) => Some(s.clone()),
+        _ if is_nullish(&input) => None,
+        _ => {
+            return Err(err(
+                ErrorCode::Location51104,
+                format!("{name} needs 'input' to be of type string"),
+            ));
         }
     };
-    let re = RegexPred::new(&pattern, &flags)?;
+    let (Some(text), Some(re)) = (text, re) else {
+        return Ok(Some(match op {
+            NamedOp::RegexMatch => Bson::Boolean(false),
+            NamedOp::RegexFindAll => Bson::Array(Vec::new()),
+            _ => Bson::Null,
+        }));
+    };
     let compiled = re.compiled();
     Ok(Some(match op {
         NamedOp::RegexMatch => Bson::Boolean(compiled.is_match(&text)),
