@@ -393,6 +393,8 @@ error_codes! {
     Location51744 = 51744,
     Location51745 = 51745,
     Location51746 = 51746,
+    Location4161105 = 4161105,
+    Location3041704 = 3041704,
     Location51104 = 51104,
     Location51105 = 51105,
     Location51106 = 51106,

@@ -182,6 +182,10 @@ const EXPRESSION_CODES: &[(&str, &str)] = &[
         "regex not a string or regex 51105; options not a string 51106, also given in the regex 51107, a bad flag 51108; a null byte in the pattern 51109 or options 51110; a pattern that does not compile 51111; then input not a string 51104",
     ),
     (
+        "$mergeObjects, $getField, $setField, $unsetField",
+        "an input not a document 40400 ($mergeObjects), 4161105 ($setField/$unsetField); $getField's field not a string 3041704",
+    ),
+    (
         "$round, $trunc",
         "not a number 51081; precision not integral 51082, outside [-20, 100] 51083",
     ),

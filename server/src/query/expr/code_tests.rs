@@ -362,3 +362,22 @@ fn regex_operators() {
         None
     );
 }
+
+#[test]
+fn object_operators() {
+    check(&[
+        (doc! { "$mergeObjects": ["$o", 1] }, 40400),
+        (
+            doc! { "$setField": { "field": "a", "input": 1, "value": 1 } },
+            4161105,
+        ),
+        (
+            doc! { "$unsetField": { "field": "a", "input": 1 } },
+            4161105,
+        ),
+        (
+            doc! { "$getField": { "field": { "$literal": 1 }, "input": "$o" } },
+            3041704,
+        ),
+    ]);
+}
