@@ -15,6 +15,7 @@ mod change_ddl;
 mod clustered;
 mod collated_indexes;
 mod collation;
+mod command_args;
 mod crud;
 mod diagnostic;
 mod diskfull;

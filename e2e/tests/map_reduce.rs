@@ -286,14 +286,16 @@ async fn bad_commands_get_mongods_codes() {
             d.insert("map", 5);
         })
         .await,
-        14
+        2,
+        "mongod's code parser answers BadValue"
     );
     assert_eq!(
         code_with(&|d| {
             d.insert("out", doc! {"inline": 1, "merge": "x"});
         })
         .await,
-        2
+        72,
+        "'inline' must be alone: InvalidOptions"
     );
     assert_eq!(
         code_with(&|d| {

@@ -212,7 +212,8 @@ async fn definitions_are_checked_when_stored() {
         ),
         (doc! { "create": "bad", "viewOn": "", "pipeline": [] }, 2),
         (doc! { "create": "bad", "viewOn": 1, "pipeline": [] }, 14),
-        (doc! { "create": "bad", "pipeline": [] }, 2),
+        // mongod's create: InvalidOptions, not BadValue.
+        (doc! { "create": "bad", "pipeline": [] }, 72),
         (
             doc! { "create": "bad", "viewOn": "src", "pipeline": {} },
             14,
@@ -237,6 +238,38 @@ async fn definitions_are_checked_when_stored() {
         .await
         .unwrap_err();
     assert_eq!(error_code(&e), 72);
+    // collMod's view options on a collection, a collection's options on a view: 72 both ways.
+    for cmd in [
+        doc! { "collMod": "src", "viewOn": "small", "pipeline": [] },
+        doc! { "collMod": "src", "pipeline": [] },
+        doc! { "collMod": "small", "validator": { "a": 1 } },
+        doc! { "collMod": "small", "index": { "name": "a_1", "hidden": true } },
+        doc! { "collMod": "small", "viewOn": "src", "pipeline": [], "validationLevel": "off" },
+    ] {
+        let e = db.run_command(cmd.clone()).await.unwrap_err();
+        assert_eq!(error_code(&e), 72, "{cmd}");
+    }
+    // Wrong types on collMod's view options are the table's 14.
+    let e = db
+        .run_command(doc! { "collMod": "small", "viewOn": 1, "pipeline": [] })
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&e), 14);
+    let e = db
+        .run_command(doc! { "collMod": "small", "viewOn": "src", "pipeline": [1] })
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&e), 14);
+    // The same definition again is no error; a different one is 48.
+    let again =
+        doc! { "create": "again", "viewOn": "src", "pipeline": [ { "$match": { "a": 1 } } ] };
+    db.run_command(again.clone()).await.unwrap();
+    db.run_command(again).await.unwrap();
+    let e = db
+        .run_command(doc! { "create": "again", "viewOn": "src", "pipeline": [] })
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&e), 48);
     let names = db.list_collection_names().await.unwrap();
     assert!(!names.contains(&"bad".to_string()));
 }

@@ -100,30 +100,73 @@ impl Default for FailPoints {
     }
 }
 
+/// `mode` as mongod's `FailPoint::parseBSON` reads it: required (IllegalOperation), a string
+/// (`off`, `alwaysOn`) or a document whose first known key of `times`, `skip` decides (other
+/// keys ignored); any other type is TypeMismatch. cairn has no random activation, so
+/// `activationProbability` is refused (BadValue) rather than silently ignored.
 fn parse_mode(v: Option<&Bson>) -> CommandResult<Mode> {
-    let bad = || {
-        err(
-            ErrorCode::BadValue,
-            "'mode' must be \"off\", \"alwaysOn\", {times: n} or {skip: n}",
-        )
-    };
-    match v {
-        Some(Bson::String(s)) if s == "off" => Ok(Mode::Off),
-        Some(Bson::String(s)) if s == "alwaysOn" => Ok(Mode::AlwaysOn),
-        Some(Bson::Document(d)) if d.len() == 1 => {
-            let (k, n) = d.iter().next().ok_or_else(bad)?;
-            let n = crate::query::types::as_i64(n)
-                .filter(|n| (0..=i32::MAX as i64).contains(n))
-                .ok_or_else(|| err(ErrorCode::BadValue, format!("'{k}' must be 0..2^31")))?;
-            match k.as_str() {
-                "times" if n == 0 => Ok(Mode::Off),
-                "times" => Ok(Mode::Times(n)),
-                "skip" => Ok(Mode::Skip(n)),
-                _ => Err(bad()),
-            }
+    let d = match v {
+        None => {
+            return Err(err(
+                ErrorCode::IllegalOperation,
+                "When setting a failpoint, you must supply a 'mode'",
+            ));
         }
-        _ => Err(bad()),
+        Some(Bson::String(s)) if s == "off" => return Ok(Mode::Off),
+        Some(Bson::String(s)) if s == "alwaysOn" => return Ok(Mode::AlwaysOn),
+        Some(Bson::String(s)) => {
+            return Err(err(ErrorCode::BadValue, format!("unknown mode: {s}")));
+        }
+        Some(Bson::Document(d)) => d,
+        Some(_) => {
+            return Err(err(
+                ErrorCode::TypeMismatch,
+                "'mode' must be a string or JSON object",
+            ));
+        }
+    };
+    let Some((k, n)) = ["times", "skip"]
+        .into_iter()
+        .find_map(|k| d.get(k).map(|n| (k, n)))
+    else {
+        return Err(err(
+            ErrorCode::BadValue,
+            "'mode' must be one of 'off', 'alwaysOn', '{times:n}' or '{skip:n}'",
+        ));
+    };
+    let n = match n {
+        Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_) => {
+            crate::query::types::as_i64_exact(n).ok_or_else(|| {
+                err(
+                    ErrorCode::BadValue,
+                    format!("Expected field \"{k}\" to have integral value"),
+                )
+            })?
+        }
+        _ => {
+            return Err(err(
+                ErrorCode::TypeMismatch,
+                format!("Expected field \"{k}\" to have numeric type"),
+            ));
+        }
+    };
+    if n < 0 {
+        return Err(err(
+            ErrorCode::BadValue,
+            format!("'{k}' option to 'mode' must be positive"),
+        ));
     }
+    if n > i64::from(i32::MAX) {
+        return Err(err(
+            ErrorCode::BadValue,
+            format!("'{k}' option to 'mode' is too large"),
+        ));
+    }
+    Ok(match k {
+        "times" if n == 0 => Mode::Off,
+        "times" => Mode::Times(n),
+        _ => Mode::Skip(n),
+    })
 }
 
 impl FailPoints {
@@ -144,16 +187,30 @@ impl FailPoints {
     /// `configureFailPoint` on the point `name` (the command layer has read the name and checked
     /// the fields): returns how often the point was entered before.
     pub fn configure(&self, name: &str, body: &Document) -> CommandResult<u64> {
+        if !self.map().contains_key(name) {
+            return Err(err(
+                ErrorCode::FailPointSetFailed,
+                format!("{name} not found"),
+            ));
+        }
         let mode = parse_mode(body.get("mode"))?;
         let data = match body.get("data") {
             None => Document::new(),
             Some(Bson::Document(d)) => d.clone(),
-            Some(_) => return Err(err(ErrorCode::TypeMismatch, "'data' must be an object")),
+            Some(_) => {
+                return Err(err(
+                    ErrorCode::TypeMismatch,
+                    "the 'data' option must be a JSON object",
+                ));
+            }
         };
         let mut map = self.map();
-        let point = map
-            .get_mut(name)
-            .ok_or_else(|| err(ErrorCode::BadValue, format!("Cannot find failpoint {name}")))?;
+        let Some(point) = map.get_mut(name) else {
+            return Err(err(
+                ErrorCode::FailPointSetFailed,
+                format!("{name} not found"),
+            ));
+        };
         point.mode = mode;
         point.data = data;
         let count = point.entered;
@@ -324,19 +381,42 @@ mod tests {
     #[test]
     fn bad_requests() {
         let fp = FailPoints::default();
-        let code = |body| configure(&fp, body).unwrap_err().code;
+        let code = |body| configure(&fp, body).unwrap_err().code.code();
+        // mongod's codes: the point is looked up first (266), then `mode` and `data` are read.
         assert_eq!(
             code(doc! { "configureFailPoint": "nope", "mode": "alwaysOn" }),
-            ErrorCode::BadValue
+            266
         );
+        assert_eq!(code(doc! { "configureFailPoint": "nope" }), 266);
+        let p = BLOCK_STORAGE_CALL;
+        for (mode, want) in [
+            (None, 20),
+            (Some(Bson::String("sometimes".into())), 2),
+            (Some(Bson::Int32(1)), 14),
+            (Some(Bson::Boolean(true)), 14),
+            (Some(Bson::Document(doc! { "times": -1 })), 2),
+            (Some(Bson::Document(doc! { "times": 1.5 })), 2),
+            (Some(Bson::Document(doc! { "times": "1" })), 14),
+            (Some(Bson::Document(doc! { "skip": 1_i64 << 40 })), 2),
+            (Some(Bson::Document(doc! { "nope": 1 })), 2),
+        ] {
+            let mut body = doc! { "configureFailPoint": p };
+            if let Some(m) = mode.clone() {
+                body.insert("mode", m);
+            }
+            assert_eq!(code(body), want, "{mode:?}");
+        }
         assert_eq!(
-            code(doc! { "configureFailPoint": BLOCK_STORAGE_CALL, "mode": "sometimes" }),
-            ErrorCode::BadValue
+            code(doc! { "configureFailPoint": p, "mode": "off", "data": 1 }),
+            14
         );
-        assert_eq!(
-            code(doc! { "configureFailPoint": BLOCK_STORAGE_CALL, "mode": { "times": -1 } }),
-            ErrorCode::BadValue
-        );
+        // Other fields of the mode document are ignored, as are other fields of the command.
+        configure(
+            &fp,
+            doc! { "configureFailPoint": p, "mode": { "times": 1, "x": 1 }, "extra": 1 },
+        )
+        .unwrap();
+        configure(&fp, doc! { "configureFailPoint": p, "mode": "off" }).unwrap();
     }
 
     #[test]

@@ -330,9 +330,31 @@ impl Parameters {
         crate::query::budget::GLOBAL.set_max(usize::try_from(bytes).unwrap_or(usize::MAX));
     }
 
+    /// Whether `setParameter` may name `name`: mongod checks every name of the command before
+    /// it sets any (InvalidOptions for an unknown one, IllegalOperation for a startup-only one).
+    pub fn check_settable(&self, name: &str) -> CommandResult<()> {
+        if name == "logComponentVerbosity" {
+            return Ok(());
+        }
+        let d = def(name).ok_or_else(|| unrecognized(name))?;
+        if !d.runtime {
+            return Err(err(
+                ErrorCode::IllegalOperation,
+                format!("not allowed to change [{name}] at runtime"),
+            ));
+        }
+        Ok(())
+    }
+
     /// `setParameter` command: returns the previous value (`was`).
     pub fn set(&self, name: &str, value: &Bson) -> CommandResult<Bson> {
         if name == "logComponentVerbosity" {
+            if !matches!(value, Bson::Document(_)) {
+                return Err(err(
+                    ErrorCode::TypeMismatch,
+                    format!("log component verbosity is not a BSON object: {value}"),
+                ));
+            }
             return crate::logging::set_component_verbosity(value)
                 .map(Bson::Document)
                 .map_err(|m| err(ErrorCode::BadValue, m));

@@ -10,8 +10,10 @@
 
 pub mod admin;
 pub mod bulk;
+pub mod collections;
 #[cfg(test)]
 pub mod doc;
+pub mod server;
 pub mod users;
 
 use super::args::{GENERIC_FIELDS, type_name};
@@ -56,6 +58,17 @@ pub enum Ty {
     StringArray,
     /// Anything (`IDLAnyType`).
     Any,
+    /// mapReduce's `mapReduceJavascriptCodeType`: a string or JavaScript code; its parser
+    /// answers BadValue for anything else.
+    JsCode,
+    /// mapReduce's `out` (`MapReduceOutOptions`): a collection name or an options document;
+    /// BadValue otherwise. The document's shape is the handler's.
+    MrOut,
+    /// mapReduce's `scope` (`MapReduceGlobalVariableScope`): a document; BadValue otherwise.
+    MrScope,
+    /// `SaslPayload`: a base64 string or binData; BadValue otherwise (the subtype and the
+    /// base64 are the handler's).
+    SaslPayload,
 }
 
 impl Ty {
@@ -89,6 +102,10 @@ impl Ty {
             Ty::StringOrStringArray => matches!(v, Bson::String(_) | Bson::Array(_)),
             Ty::StringArray => matches!(v, Bson::Array(_)),
             Ty::Any => true,
+            Ty::JsCode => matches!(v, Bson::String(_) | Bson::JavaScriptCode(_)),
+            Ty::MrOut => matches!(v, Bson::String(_) | Bson::Document(_)),
+            Ty::MrScope => matches!(v, Bson::Document(_)),
+            Ty::SaslPayload => matches!(v, Bson::String(_) | Bson::Binary(_)),
         }
     }
 
@@ -111,6 +128,10 @@ impl Ty {
             Ty::StringOrStringArray => "[string, array]",
             Ty::StringArray => "array",
             Ty::Any => "any",
+            Ty::JsCode => "[string, javascript]",
+            Ty::MrOut => "[string, object]",
+            Ty::MrScope => "object",
+            Ty::SaslPayload => "[string, binData]",
         }
     }
 
@@ -119,7 +140,22 @@ impl Ty {
     fn wrong_type_code(self) -> ErrorCode {
         match self {
             Ty::Hint => ErrorCode::FailedToParse,
+            Ty::JsCode | Ty::MrOut | Ty::MrScope | Ty::SaslPayload => ErrorCode::BadValue,
             _ => ErrorCode::TypeMismatch,
+        }
+    }
+
+    /// The message of a hand-written parser that does not speak the IDL's "wrong type" phrase.
+    fn own_message(self, field: &str, v: &Bson) -> Option<String> {
+        match self {
+            Ty::SaslPayload => Some(format!(
+                "Invalid SASLPayload type. Expected Base64 or BinData, got: {}",
+                type_name(v)
+            )),
+            Ty::JsCode => Some(format!("'{field}' must be of string or code type")),
+            Ty::MrOut => Some("'out' must be either a string or an object".into()),
+            Ty::MrScope => Some("'scope' must be an object".into()),
+            _ => None,
         }
     }
 }
@@ -248,6 +284,9 @@ fn check_target(command: &'static str, ty: Ty, v: &Bson) -> CommandResult<()> {
 
 fn check_value(command: &str, field: &Field, v: &Bson) -> CommandResult<()> {
     if !field.ty.accepts(v) {
+        if let Some(message) = field.ty.own_message(field.name, v) {
+            return Err(err(field.ty.wrong_type_code(), message));
+        }
         return Err(wrong_type(
             field.ty,
             format_args!("{command}.{}", field.name),
@@ -349,6 +388,8 @@ mod tests {
             .iter()
             .chain(admin::ALL)
             .chain(bulk::ALL)
+            .chain(collections::ALL)
+            .chain(server::ALL)
             .copied();
         let commands = commands.chain(users::TABLES).map(|s| (s, true));
         let entries = specs::ENTRIES
@@ -415,7 +456,12 @@ mod tests {
     /// The command's own value, where mongod types it (`{endSessions: <array<object>>}`).
     #[test]
     fn target_times_every_type() {
-        let all = specs::ALL.iter().chain(admin::ALL).copied();
+        let all = specs::ALL
+            .iter()
+            .chain(admin::ALL)
+            .chain(collections::ALL)
+            .chain(server::ALL)
+            .copied();
         for spec in all.chain(users::TABLES) {
             let Some(ty) = spec.target else { continue };
             for v in every_type() {

@@ -4,8 +4,7 @@
 //! handshake, saving a round trip), `logout`, `connectionStatus`, and `authenticate` (mongod's
 //! x.509 path, refused). The protocol lives in `crate::auth::sasl`; this file parses and replies.
 
-use super::args::check_fields;
-use super::{ConnectionInfo, Reply, Request, truthy};
+use super::{ConnectionInfo, Reply, Request, argspec, truthy};
 use crate::auth::blocking;
 use crate::auth::sasl::{self, CONVERSATION_ID, Step};
 use crate::auth::store::{self, Name};
@@ -24,6 +23,10 @@ struct Payload {
 
 fn payload(body: &Document, command: &str) -> CommandResult<Payload> {
     match body.get("payload") {
+        Some(Bson::Binary(b)) if b.subtype != BinarySubtype::Generic => Err(err(
+            ErrorCode::BadValue,
+            "Invalid SASLPayload subtype. Expected BinDataGeneral",
+        )),
         Some(Bson::Binary(b)) => Ok(Payload {
             bytes: b.bytes.clone(),
             as_string: false,
@@ -34,10 +37,11 @@ fn payload(body: &Document, command: &str) -> CommandResult<Payload> {
                 .map_err(|_| err(ErrorCode::BadValue, "payload is not valid base64"))?,
             as_string: true,
         }),
-        Some(_) => Err(err(
-            ErrorCode::TypeMismatch,
+        Some(v) => Err(err(
+            ErrorCode::BadValue,
             format!(
-                "BSON field '{command}.payload' is the wrong type, expected types '[string, binData]'"
+                "Invalid SASLPayload type. Expected Base64 or BinData, got: {}",
+                super::args::type_name(v)
             ),
         )),
         None => Err(err(
@@ -114,11 +118,7 @@ pub async fn sasl_start(
     conn: &mut ConnectionInfo,
     req: &Request,
 ) -> CommandResult<Reply> {
-    check_fields(
-        &req.body,
-        "saslStart",
-        &["mechanism", "payload", "autoAuthorize", "options"],
-    )?;
+    argspec::check(&argspec::server::SASL_START, &req.body)?;
     let mut reply = start(state, conn, &req.db, &req.body, "saslStart").await?;
     reply.insert("ok", 1.0);
     Ok(Reply::Doc(reply))
@@ -129,7 +129,7 @@ pub async fn sasl_continue(
     conn: &mut ConnectionInfo,
     req: &Request,
 ) -> CommandResult<Reply> {
-    check_fields(&req.body, "saslContinue", &["conversationId", "payload"])?;
+    argspec::check(&argspec::server::SASL_CONTINUE, &req.body)?;
     let id = req
         .body
         .get("conversationId")

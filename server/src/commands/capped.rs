@@ -3,7 +3,8 @@
 //! `storage::capped`), `convertToCapped` and `cloneCollectionAsCapped`, and the capped fields
 //! of `collStats`. Trimming itself (oldest documents out when a bound is passed) is storage's.
 
-use super::args::{self, check_fields, type_name};
+use super::args::{self, type_name};
+use super::argspec;
 use super::{Reply, Request, off_thread};
 use crate::error::{CommandResult, ErrorCode, err, storage_error};
 use crate::state::ServerState;
@@ -219,19 +220,26 @@ fn source_missing(db: &str, name: &str) -> crate::error::CommandError {
     )
 }
 
-fn required_size(body: &Document, command: &str) -> CommandResult<i64> {
-    match body.get("size") {
-        None => Err(err(
-            ErrorCode::Location40414,
-            format!("BSON field '{command}.size' is missing but a required field"),
-        )),
-        Some(v) => size_arg(command, v)?.ok_or_else(|| {
-            err(
-                ErrorCode::Location40414,
-                format!("BSON field '{command}.size' is missing but a required field"),
-            )
-        }),
+/// The `size` of convertToCapped and cloneCollectionAsCapped, read as mongod's hand parsers
+/// read it (`safeNumberLong`: anything not a number is 0): a size that is not positive is
+/// InvalidOptions, whatever its type; above 1 PB it is refused as `create` refuses it.
+fn capped_size(body: &Document) -> CommandResult<i64> {
+    let n = body.get("size").and_then(number).unwrap_or(0);
+    if n <= 0 {
+        return Err(err(
+            ErrorCode::InvalidOptions,
+            "Capped collection size must be greater than zero",
+        ));
     }
+    if n > CAPPED_SIZE_BYTES_MAX {
+        return Err(err(
+            ErrorCode::Location51023,
+            format!(
+                "BSON field 'size' value must be <= {CAPPED_SIZE_BYTES_MAX}, actual value '{n}'"
+            ),
+        ));
+    }
+    Ok(n)
 }
 
 /// `convertToCapped`: the documents move to a new capped collection (a new UUID, only the `_id`
@@ -240,9 +248,9 @@ pub async fn convert_to_capped(
     state: &Arc<ServerState>,
     req: &Arc<Request>,
 ) -> CommandResult<Reply> {
-    check_fields(&req.body, "convertToCapped", &["size", "max"])?;
     let name = args::collection_name(&req.body, "convertToCapped")?;
-    let size = required_size(&req.body, "convertToCapped")?;
+    argspec::check(&argspec::collections::CONVERT_TO_CAPPED, &req.body)?;
+    let size = capped_size(&req.body)?;
     let guard = state.catalog.lock(&req.db, &name).await;
     off_thread(state, req, move |state, req| {
         let _guard = guard;
@@ -278,37 +286,24 @@ pub async fn clone_collection_as_capped(
     state: &Arc<ServerState>,
     req: &Arc<Request>,
 ) -> CommandResult<Reply> {
-    check_fields(
-        &req.body,
-        "cloneCollectionAsCapped",
-        &["toCollection", "size", "max"],
-    )?;
+    argspec::check(&argspec::collections::CLONE_COLLECTION_AS_CAPPED, &req.body)?;
     let name = args::collection_name(&req.body, "cloneCollectionAsCapped")?;
     let to = match req.body.get("toCollection") {
         Some(Bson::String(s)) if !s.is_empty() => s.clone(),
         Some(Bson::String(_)) => {
             return Err(err(
                 ErrorCode::InvalidNamespace,
-                "Invalid target collection name",
+                "Invalid target collection name: ",
             ));
         }
-        Some(v) => {
+        _ => {
             return Err(err(
                 ErrorCode::TypeMismatch,
-                format!(
-                    "BSON field 'cloneCollectionAsCapped.toCollection' is the wrong type '{}', expected type 'string'",
-                    type_name(v)
-                ),
-            ));
-        }
-        None => {
-            return Err(err(
-                ErrorCode::Location40414,
-                "BSON field 'cloneCollectionAsCapped.toCollection' is missing but a required field",
+                "'toCollection' must be of type String",
             ));
         }
     };
-    let size = required_size(&req.body, "cloneCollectionAsCapped")?;
+    let size = capped_size(&req.body)?;
     crate::catalog::validate_collection_name(&req.db, &to)?;
     let guard = state.catalog.lock(&req.db, &to).await;
     off_thread(state, req, move |state, req| {
@@ -381,6 +376,32 @@ mod tests {
         assert_eq!(
             code(doc! { "create": "c", "capped": true, "size": 9, "max": "x" }),
             14
+        );
+    }
+
+    /// convertToCapped/cloneCollectionAsCapped: mongod's `safeNumberLong` read of `size`.
+    #[test]
+    fn capped_size_is_a_positive_number_or_invalid_options() {
+        let size = |v: Bson| capped_size(&doc! { "convertToCapped": "c", "size": v });
+        assert_eq!(size(Bson::Int32(4096)).unwrap(), 4096);
+        assert_eq!(size(Bson::Double(4096.7)).unwrap(), 4096);
+        assert_eq!(size(Bson::Int64(1)).unwrap(), 1);
+        for bad in [
+            Bson::Int32(0),
+            Bson::Int32(-5),
+            Bson::Double(0.5),
+            Bson::Double(f64::NAN),
+            Bson::String("4096".into()),
+            Bson::Boolean(true),
+            Bson::Null,
+        ] {
+            assert_eq!(size(bad.clone()).unwrap_err().code.code(), 72, "{bad:?}");
+        }
+        let missing = capped_size(&doc! { "convertToCapped": "c" });
+        assert_eq!(missing.unwrap_err().code.code(), 72);
+        assert_eq!(
+            size(Bson::Int64((1 << 50) + 1)).unwrap_err().code.code(),
+            51023
         );
     }
 }

@@ -603,10 +603,20 @@ pub async fn coll_mod(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandRe
 
 fn modify_collection(state: &ServerState, req: &Request, name: &str) -> CommandResult<Reply> {
     argspec::check(&specs::COLL_MOD, &req.body)?;
-    if req.body.contains_key("viewOn")
-        || req.body.contains_key("pipeline")
-        || super::views::get(state, &req.db, name)?.is_some()
-    {
+    let is_view = super::views::get(state, &req.db, name)?.is_some();
+    if !is_view && state.catalog.collection(&req.db, name).is_some() {
+        // mongod looks at `pipeline` before `viewOn`.
+        if let Some(k) = ["pipeline", "viewOn"]
+            .into_iter()
+            .find(|k| req.body.contains_key(*k))
+        {
+            return Err(err(
+                ErrorCode::InvalidOptions,
+                format!("option only supported on a view: {k}"),
+            ));
+        }
+    }
+    if is_view || req.body.contains_key("viewOn") || req.body.contains_key("pipeline") {
         return super::views::modify(state, req, name);
     }
     for (k, _) in req.body.iter().skip(1) {

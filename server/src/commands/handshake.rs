@@ -2,7 +2,7 @@
 //! monitor the server. The first one on a connection may carry client metadata and the list of
 //! compressors the client speaks; later ones must not change the metadata.
 
-use super::{ConnectionInfo, Reply, Request, truthy};
+use super::{ConnectionInfo, Reply, Request, argspec, truthy};
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::limits;
 use crate::state::ServerState;
@@ -18,6 +18,7 @@ pub fn hello(
     req: &Request,
     legacy: bool,
 ) -> CommandResult<Reply> {
+    argspec::check(&argspec::server::HELLO, &req.body)?;
     if let Some(client) = req.body.get("client") {
         if conn.hello_seen && conn.client_metadata.is_some() {
             return Err(err(

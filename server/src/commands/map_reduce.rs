@@ -9,27 +9,13 @@
 //! query, the grouping of emitted keys and the order of the results.
 
 use super::aggregate::{Ran, Spec, run_spec};
-use super::args::{self, check_fields};
+use super::args;
+use super::argspec;
 use super::{Reply, Request, off_thread};
-use crate::error::{CommandResult, ErrorCode, err};
+use crate::error::{CommandError, CommandResult, ErrorCode, err};
 use crate::state::ServerState;
 use bson::{Bson, Document, RawArrayBuf, RawDocumentBuf, cstr, doc};
 use std::sync::Arc;
-
-const FIELDS: &[&str] = &[
-    "map",
-    "reduce",
-    "out",
-    "query",
-    "sort",
-    "limit",
-    "finalize",
-    "scope",
-    "verbose",
-    "jsMode",
-    "bypassDocumentValidation",
-    "collation",
-];
 
 /// Where the results go.
 #[derive(Debug, PartialEq)]
@@ -64,42 +50,26 @@ struct MapReduce {
     out: Out,
 }
 
-fn field_error(field: &str, v: &Bson, expected: &str) -> crate::error::CommandError {
-    err(
-        ErrorCode::TypeMismatch,
-        format!(
-            "BSON field 'mapReduce.{field}' is the wrong type '{}', expected types '[{expected}]'",
-            args::type_name(v)
-        ),
-    )
+fn bad_value(message: impl Into<String>) -> CommandError {
+    err(ErrorCode::BadValue, message)
 }
 
-fn code(body: &Document, field: &str) -> CommandResult<Option<String>> {
+/// A code field the table has already typed (a string or JavaScript code), or null.
+fn code(body: &Document, field: &str) -> Option<String> {
     match body.get(field) {
-        None => Ok(None),
-        Some(Bson::String(s)) | Some(Bson::JavaScriptCode(s)) => Ok(Some(s.clone())),
-        Some(Bson::JavaScriptCodeWithScope(c)) => Ok(Some(c.code.clone())),
-        Some(v) => Err(field_error(field, v, "javascript, string")),
+        Some(Bson::String(s)) | Some(Bson::JavaScriptCode(s)) => Some(s.clone()),
+        _ => None,
     }
 }
 
-fn required<T>(v: Option<T>, field: &str) -> CommandResult<T> {
-    v.ok_or_else(|| {
-        err(
-            ErrorCode::Location40414,
-            format!("BSON field 'mapReduce.{field}' is missing but a required field"),
-        )
-    })
+fn opt_doc(body: &Document, field: &str) -> Option<Document> {
+    body.get_document(field).ok().cloned()
 }
 
-fn opt_doc(body: &Document, field: &str) -> CommandResult<Option<Document>> {
-    match body.get(field) {
-        None | Some(Bson::Null) => Ok(None),
-        Some(Bson::Document(d)) => Ok(Some(d.clone())),
-        Some(v) => Err(field_error(field, v, "object")),
-    }
-}
-
+/// `out`'s options document, as mongod's `MapReduceOutOptions` reads it: `inline` alone
+/// (InvalidOptions otherwise), else the first of `replace`, `merge`, `reduce` naming a
+/// collection, with optional `db`, `sharded: true` and `nonAtomic: true`; any other field, or
+/// two modes, leaves a field over and is BadValue.
 fn parse_out(v: &Bson) -> CommandResult<Out> {
     let d = match v {
         Bson::String(s) => {
@@ -110,70 +80,77 @@ fn parse_out(v: &Bson) -> CommandResult<Out> {
             });
         }
         Bson::Document(d) => d,
-        other => return Err(field_error("out", other, "string, object")),
+        _ => return Err(bad_value("'out' must be either a string or an object")),
     };
-    let mut chosen: Option<(Mode, String)> = None;
-    let mut inline = false;
-    let mut db = None;
-    for (k, v) in d {
-        let mode = match k.as_str() {
-            "inline" => {
-                if super::as_i64(v) != Some(1) {
-                    return Err(err(ErrorCode::BadValue, "'inline' takes only 1"));
-                }
-                inline = true;
-                continue;
-            }
-            "db" => {
-                let Bson::String(s) = v else {
-                    return Err(field_error("out.db", v, "string"));
-                };
-                db = Some(s.clone());
-                continue;
-            }
-            // Accepted for old clients; one node has nothing to shard or to make atomic.
-            "sharded" | "nonAtomic" => continue,
-            "replace" => Mode::Replace,
-            "merge" => Mode::Merge,
-            "reduce" => Mode::Reduce,
-            other => {
-                return Err(err(
-                    ErrorCode::Location40415,
-                    format!("BSON field 'mapReduce.out.{other}' is an unknown field."),
-                ));
-            }
-        };
-        let Bson::String(name) = v else {
-            return Err(field_error(&format!("out.{k}"), v, "string"));
-        };
-        if chosen.is_some() || inline {
+    if let Some(inline) = d.get("inline") {
+        if d.len() != 1 {
             return Err(err(
-                ErrorCode::BadValue,
-                "'out' takes exactly one of 'inline', 'replace', 'merge' or 'reduce'",
+                ErrorCode::InvalidOptions,
+                "'inline' must be specified alone",
             ));
         }
-        chosen = Some((mode, name.clone()));
+        if crate::query::types::as_f64(inline) != Some(1.0) {
+            return Err(bad_value("'inline' takes only numeric '1'"));
+        }
+        return Ok(Out::Inline);
     }
-    match (inline, chosen) {
-        (true, None) if db.is_none() => Ok(Out::Inline),
-        (true, None) => Err(err(
-            ErrorCode::BadValue,
-            "'db' cannot be used with inline output",
-        )),
-        (false, Some((mode, coll))) => Ok(Out::Collection { mode, coll, db }),
-        _ => Err(err(
-            ErrorCode::BadValue,
-            "'out' requires one of 'inline', 'replace', 'merge' or 'reduce'",
-        )),
+    let mut fields_allowed = 4;
+    for flag in ["sharded", "nonAtomic"] {
+        match d.get(flag) {
+            None => fields_allowed -= 1,
+            Some(Bson::Boolean(true)) => {}
+            Some(Bson::Boolean(false)) => {
+                return Err(bad_value(format!("{flag} field value must be true")));
+            }
+            Some(_) => return Err(bad_value(format!("{flag} field value must be boolean"))),
+        }
     }
+    let Some((mode, name)) = [
+        ("replace", Mode::Replace),
+        ("merge", Mode::Merge),
+        ("reduce", Mode::Reduce),
+    ]
+    .into_iter()
+    .find_map(|(k, m)| d.get(k).map(|v| (m, (k, v)))) else {
+        return Err(bad_value("'out' requires 'replace', 'merge' or 'reduce'"));
+    };
+    let Bson::String(coll) = name.1 else {
+        return Err(bad_value(format!(
+            "'{}' supports only string consisting of output collection name",
+            name.0
+        )));
+    };
+    let db = match d.get("db") {
+        None => {
+            fields_allowed -= 1;
+            None
+        }
+        Some(Bson::String(db)) => {
+            if matches!(db.as_str(), "admin" | "local" | "config") {
+                return Err(err(
+                    ErrorCode::CommandNotSupported,
+                    "cannot target internal database as output",
+                ));
+            }
+            Some(db.clone())
+        }
+        Some(_) => return Err(bad_value("db field value must be string")),
+    };
+    if d.len() != fields_allowed {
+        return Err(bad_value(
+            "'out' supports only output type with collection name, optional 'sharded' and optional 'db'",
+        ));
+    }
+    Ok(Out::Collection {
+        mode,
+        coll: coll.clone(),
+        db,
+    })
 }
 
 impl MapReduce {
-    fn parse(req: &Request) -> CommandResult<MapReduce> {
-        let body = &req.body;
-        check_fields(body, "mapReduce", FIELDS)?;
-        args::opt_doc(body, "mapReduce", "collation")?;
-        let coll = match body.get(&req.name) {
+    fn parse(name: &str, body: &Document) -> CommandResult<MapReduce> {
+        let coll = match body.get(name) {
             Some(Bson::String(s)) if !s.is_empty() => s.clone(),
             Some(v) => {
                 return Err(err(
@@ -183,36 +160,33 @@ impl MapReduce {
             }
             None => return Err(err(ErrorCode::InvalidNamespace, "no collection name")),
         };
-        let map = required(code(body, "map")?, "map")?;
-        let reduce = required(code(body, "reduce")?, "reduce")?;
-        let out = parse_out(required(body.get("out"), "out")?)?;
-        let finalize = match body.get("finalize") {
-            Some(Bson::Null) | Some(Bson::Undefined) => None,
-            _ => code(body, "finalize")?,
-        };
+        argspec::check(&argspec::collections::MAP_REDUCE, body)?;
+        let required = |field| code(body, field).ok_or_else(|| bad_value("missing code"));
+        let (map, reduce) = (required("map")?, required("reduce")?);
+        let out = parse_out(body.get("out").unwrap_or(&Bson::Null))?;
+        // mongod turns `limit` into a `$limit` stage, which takes only a positive count.
         let limit = match body.get("limit") {
             None | Some(Bson::Null) => None,
-            Some(v) => match super::as_i64(v) {
-                Some(n) if n < 0 => {
-                    return Err(err(ErrorCode::BadValue, "Limit must be non-negative"));
+            // A `safeInt64` (the table typed it): a double is truncated.
+            Some(v) => match crate::query::types::as_f64(v).map(|f| f.trunc() as i64) {
+                Some(n) if n > 0 => Some(n),
+                _ => {
+                    return Err(err(
+                        ErrorCode::Location15958,
+                        "The limit specified to mapReduce must be positive",
+                    ));
                 }
-                Some(0) => None,
-                Some(n) => Some(n),
-                None => return Err(field_error("limit", v, "long, int, decimal, double")),
             },
         };
-        for flag in ["verbose", "jsMode", "bypassDocumentValidation"] {
-            args::opt_bool(body, "mapReduce", flag)?;
-        }
         Ok(MapReduce {
             coll,
             map,
             reduce,
-            finalize,
-            query: opt_doc(body, "query")?,
-            sort: opt_doc(body, "sort")?,
+            finalize: code(body, "finalize"),
+            query: opt_doc(body, "query"),
+            sort: opt_doc(body, "sort"),
             limit,
-            scope: opt_doc(body, "scope")?,
+            scope: opt_doc(body, "scope"),
             out,
         })
     }
@@ -285,7 +259,7 @@ impl MapReduce {
 
 pub async fn map_reduce(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<Reply> {
     crate::query::js::require_enabled(ErrorCode::Location16395)?;
-    let mr = Arc::new(MapReduce::parse(req)?);
+    let mr = Arc::new(MapReduce::parse(&req.name, &req.body)?);
     let run = mr.clone();
     let ran = off_thread(state, req, move |s, r| {
         s.catalog.check_not_view(&r.db, &run.coll)?;
@@ -347,10 +321,18 @@ fn inline_reply(state: &ServerState, reply: Reply) -> CommandResult<Reply> {
 mod tests {
     use super::*;
 
+    fn out_code(d: Document) -> i32 {
+        parse_out(&Bson::Document(d)).unwrap_err().code.code()
+    }
+
     #[test]
     fn out_forms() {
         assert_eq!(
             parse_out(&Bson::Document(doc! {"inline": 1})).unwrap(),
+            Out::Inline
+        );
+        assert_eq!(
+            parse_out(&Bson::Document(doc! {"inline": 1.0})).unwrap(),
             Out::Inline
         );
         assert_eq!(
@@ -362,34 +344,81 @@ mod tests {
             }
         );
         assert_eq!(
-            parse_out(&Bson::Document(doc! {"reduce": "o", "db": "x"})).unwrap(),
+            parse_out(&Bson::Document(
+                doc! {"reduce": "o", "db": "x", "sharded": true, "nonAtomic": true}
+            ))
+            .unwrap(),
             Out::Collection {
                 mode: Mode::Reduce,
                 coll: "o".into(),
                 db: Some("x".into())
             }
         );
+        // mongod's MapReduceOutOptions: BadValue for every shape error but these two.
+        assert_eq!(out_code(doc! {"inline": 1, "db": "x"}), 72);
+        assert_eq!(out_code(doc! {"merge": "a", "inline": 1}), 72);
+        assert_eq!(out_code(doc! {"merge": "a", "db": "admin"}), 115);
         for bad in [
             doc! {},
             doc! {"inline": 2},
+            doc! {"inline": "1"},
             doc! {"merge": "a", "reduce": "b"},
-            doc! {"inline": 1, "db": "x"},
+            doc! {"nope": "a"},
+            doc! {"merge": "a", "nope": 1},
+            doc! {"merge": 1},
+            doc! {"replace": "a", "db": 1},
+            doc! {"replace": "a", "sharded": false},
+            doc! {"replace": "a", "nonAtomic": 1},
         ] {
-            assert_eq!(
-                parse_out(&Bson::Document(bad.clone())).unwrap_err().code,
-                ErrorCode::BadValue,
-                "{bad}"
-            );
+            assert_eq!(out_code(bad.clone()), 2, "{bad}");
         }
-        assert_eq!(
-            parse_out(&Bson::Document(doc! {"nope": "a"}))
-                .unwrap_err()
-                .code,
-            ErrorCode::Location40415
-        );
-        assert_eq!(
-            parse_out(&Bson::Int32(1)).unwrap_err().code,
-            ErrorCode::TypeMismatch
-        );
+        assert_eq!(parse_out(&Bson::Int32(1)).unwrap_err().code.code(), 2);
+    }
+
+    fn parse_code(body: Document) -> Option<i32> {
+        MapReduce::parse("mapReduce", &body)
+            .err()
+            .map(|e| e.code.code())
+    }
+
+    /// Each field against the table's types and mongod's custom parsers' codes.
+    #[test]
+    fn fields_answer_mongods_codes() {
+        let base = doc! {"mapReduce": "c", "map": "f", "reduce": "g", "out": {"inline": 1}};
+        let with = |k: &str, v: Bson| {
+            let mut d = base.clone();
+            d.insert(k, v);
+            parse_code(d)
+        };
+        assert_eq!(parse_code(base.clone()), None);
+        let js = Bson::JavaScriptCode("function() {}".into());
+        for field in ["map", "reduce", "finalize"] {
+            assert_eq!(with(field, js.clone()), None, "{field}");
+            assert_eq!(with(field, Bson::Int32(5)), Some(2), "{field}");
+            assert_eq!(with(field, Bson::Document(doc! {})), Some(2), "{field}");
+        }
+        assert_eq!(with("finalize", Bson::Null), None);
+        assert_eq!(with("map", Bson::Null), Some(2));
+        assert_eq!(with("out", Bson::Int32(1)), Some(2));
+        assert_eq!(with("scope", Bson::Int32(1)), Some(2));
+        assert_eq!(with("scope", Bson::Null), None);
+        for field in ["query", "sort", "collation"] {
+            assert_eq!(with(field, Bson::Int32(1)), Some(14), "{field}");
+        }
+        for field in ["verbose", "jsMode", "bypassDocumentValidation"] {
+            assert_eq!(with(field, Bson::Int32(1)), Some(14), "{field}");
+            assert_eq!(with(field, Bson::Boolean(true)), None, "{field}");
+        }
+        assert_eq!(with("limit", Bson::String("1".into())), Some(14));
+        assert_eq!(with("limit", Bson::Double(2.5)), None);
+        assert_eq!(with("limit", Bson::Int32(0)), Some(15958));
+        assert_eq!(with("limit", Bson::Int64(-1)), Some(15958));
+        assert_eq!(with("bogus", Bson::Int32(1)), Some(40415));
+        for field in ["map", "reduce", "out"] {
+            let mut d = base.clone();
+            d.remove(field);
+            assert_eq!(parse_code(d), Some(40414), "{field}");
+        }
+        assert_eq!(with("mapReduce", Bson::Int32(1)), Some(73));
     }
 }

@@ -7,7 +7,8 @@
 //! are refused by `Catalog::check_not_view`. Nothing here caches: a database without views
 //! costs one map look-up per read.
 
-use super::args::{self, check_fields};
+use super::args;
+use super::argspec::specs::COLL_MOD;
 use super::{Reply, Request};
 use crate::catalog::VIEWS_COLLECTION;
 use crate::error::{CommandResult, ErrorCode, err, storage_error};
@@ -151,9 +152,8 @@ pub fn resolve(state: &ServerState, db: &str, name: &str) -> CommandResult<Optio
     Ok(Some(Resolved { base, pipeline }))
 }
 
-/// `create` options that may come with `viewOn`.
-const VIEW_CREATE_FIELDS: &[&str] = &["viewOn", "pipeline", "collation"];
-/// `create` options of collections only (mongod refuses them with `viewOn`).
+/// `create` options of collections only (mongod refuses them with `viewOn`); every other
+/// field `create`'s table knows (`viewOn`, `pipeline`, `collation`) may come with it.
 const COLLECTION_ONLY: &[&str] = &[
     "capped",
     "size",
@@ -183,9 +183,16 @@ pub fn create(state: &ServerState, req: &Request, name: &str) -> CommandResult<R
             ));
         }
     }
-    check_fields(&req.body, "create", VIEW_CREATE_FIELDS)?;
     let mut view = parse_definition(&req.body, "create", name)?;
     view.collation = normalised(&req.body, "create")?;
+    // Creating a view again with the very same definition succeeds (mongod 7.0+).
+    if let Some(old) = get(state, &req.db, name)?
+        && old.view_on == view.view_on
+        && old.pipeline == view.pipeline
+        && old.collation == view.collation
+    {
+        return Ok(Reply::ok());
+    }
     if state.catalog.collection(&req.db, name).is_some() || get(state, &req.db, name)?.is_some() {
         return Err(err(
             ErrorCode::NamespaceExists,
@@ -218,7 +225,16 @@ pub fn store(state: &ServerState, db: &str, view: &View) -> CommandResult<()> {
 
 /// `collMod {collMod: view, viewOn, pipeline}`: both must be given, as mongod requires.
 pub fn modify(state: &ServerState, req: &Request, name: &str) -> CommandResult<Reply> {
-    check_fields(&req.body, "collMod", &["viewOn", "pipeline"])?;
+    // `collMod`'s table has typed the body; of its options only these three apply to a view.
+    if let Some(k) = req.body.keys().skip(1).find(|k| {
+        !matches!(k.as_str(), "viewOn" | "pipeline" | "dryRun")
+            && COLL_MOD.fields.iter().any(|f| f.name == k.as_str())
+    }) {
+        return Err(err(
+            ErrorCode::InvalidOptions,
+            format!("option not supported on a view: {k}"),
+        ));
+    }
     let Some((rid, _)) = state.catalog.view_definition(&req.db, name)? else {
         return Err(err(
             ErrorCode::NamespaceNotFound,
@@ -299,7 +315,7 @@ fn parse_definition(body: &Document, command: &str, name: &str) -> CommandResult
         }
         None => {
             return Err(err(
-                ErrorCode::BadValue,
+                ErrorCode::InvalidOptions,
                 "'pipeline' requires 'viewOn' to also be specified",
             ));
         }

@@ -43,32 +43,71 @@ pub(super) fn int_result(n: i64, narrow: bool) -> Bson {
     }
 }
 
-pub(super) fn as_int(v: &Value, op: &str, what: &str) -> CommandResult<i64> {
-    v.as_ref().and_then(types::as_i64_exact).ok_or_else(|| {
-        mismatch(format!(
-            "{op}'s {what} must be an integral value, but is of type {}",
-            type_name(v)
-        ))
-    })
+/// A number argument mongod's evaluator reads as a 32-bit integer, with the operator's own
+/// codes: `codes.0` for a value that is not a number, `codes.1` for one that is not integral
+/// or does not fit 32 bits. `what` names the argument as the message's subject.
+pub(super) fn int32_arg(
+    v: &Value,
+    codes: (ErrorCode, ErrorCode),
+    what: &str,
+) -> CommandResult<i64> {
+    let Some(b) = v.as_ref().filter(|b| types::is_number(b)) else {
+        return Err(err(
+            codes.0,
+            format!(
+                "{what} must be a numeric value, but is of type: {}",
+                type_name(v)
+            ),
+        ));
+    };
+    types::as_i64_exact(b)
+        .filter(|n| i32::try_from(*n).is_ok())
+        .ok_or_else(|| {
+            err(
+                codes.1,
+                format!("{what} must be representable as a 32-bit integer: {b}"),
+            )
+        })
 }
 
-pub(super) fn array<'a>(v: &'a Value, op: &str) -> CommandResult<&'a Vec<Bson>> {
+/// A starting or ending index of `$indexOfArray`, `$indexOfBytes` and `$indexOfCP`: 40096 when
+/// it is not an integral number that fits 32 bits, 40097 when it is negative.
+pub(super) fn index_arg(v: &Value, op: &str, what: &str) -> CommandResult<i64> {
+    let n = v
+        .as_ref()
+        .filter(|b| types::is_number(b))
+        .and_then(types::as_i64_exact)
+        .filter(|n| i32::try_from(*n).is_ok())
+        .ok_or_else(|| {
+            err(
+                ErrorCode::Location40096,
+                format!(
+                    "{op} requires an integral {what}, found a value of type: {}",
+                    type_name(v)
+                ),
+            )
+        })?;
+    if n < 0 {
+        return Err(err(
+            ErrorCode::Location40097,
+            format!("{op} requires a nonnegative {what}, found: {n}"),
+        ));
+    }
+    Ok(n)
+}
+
+/// An array argument with the operator's own code for anything else; `what` names it.
+pub(super) fn array_arg<'a>(
+    v: &'a Value,
+    code: ErrorCode,
+    what: &str,
+) -> CommandResult<&'a Vec<Bson>> {
     match v {
         Some(Bson::Array(a)) => Ok(a),
-        other => Err(mismatch(format!(
-            "{op}'s argument must be an array, but is {}",
-            type_name(other)
-        ))),
-    }
-}
-
-pub(super) fn string<'a>(v: &'a Value, op: &str) -> CommandResult<&'a str> {
-    match v {
-        Some(Bson::String(s)) => Ok(s),
-        other => Err(mismatch(format!(
-            "{op} requires a string argument, found: {}",
-            type_name(other)
-        ))),
+        other => Err(err(
+            code,
+            format!("{what} must be an array, but is {}", type_name(other)),
+        )),
     }
 }
 

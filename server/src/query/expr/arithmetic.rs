@@ -292,11 +292,36 @@ fn math_operand(op: Operator, values: &[Value], i: usize) -> CommandResult<f64> 
             ErrorCode::Location28757,
             format!("$log's base must be numeric, not {found}"),
         ),
+        (Operator::Round | Operator::Trunc, _) => err(
+            ErrorCode::Location51081,
+            format!("{} only supports numeric types, not {found}", op_name(op)),
+        ),
         _ => err(
             ErrorCode::Location28765,
             format!("{} only supports numeric types, not {found}", op_name(op)),
         ),
     })
+}
+
+/// `$round`/`$trunc`'s precision: integral (51082) and in [-20, 100] (51083).
+fn round_places(p: &Value, name: &str) -> CommandResult<i64> {
+    let n = p
+        .as_ref()
+        .filter(|b| types::is_number(b))
+        .and_then(types::as_i64_exact)
+        .ok_or_else(|| {
+            err(
+                ErrorCode::Location51082,
+                format!("precision argument to  {name} must be a integral value"),
+            )
+        })?;
+    if !(-20..=100).contains(&n) {
+        return Err(err(
+            ErrorCode::Location51083,
+            format!("cannot apply {name} with precision value {n} value must be in [-20, 100]"),
+        ));
+    }
+    Ok(n)
 }
 
 /// `$floor`, `$ceil`, `$trunc`, `$round`, `$sqrt`, `$pow`, `$exp`, `$ln`, `$log10`, `$log`,
@@ -322,7 +347,7 @@ pub(super) fn math(op: Operator, values: &[Value]) -> CommandResult<Value> {
         Operator::Ceil => Bson::Double(f.ceil()),
         Operator::Trunc | Operator::Round => {
             let places = match values.get(1) {
-                Some(p) => as_int(p, &name, "place")?,
+                Some(p) => round_places(p, &name)?,
                 None => 0,
             };
             if integral && places >= 0 {

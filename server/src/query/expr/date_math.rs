@@ -9,7 +9,7 @@
 
 use super::NamedOp;
 use super::args::{is_nullish, type_name};
-use super::dates::{MS_PER_DAY, civil, days_from_civil, days_in_month, millis, parts};
+use super::dates::{MS_PER_DAY, civil, days_from_civil, days_in_month, parts};
 use super::tz::{Zone, zone_arg};
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::query::types;
@@ -68,10 +68,13 @@ pub(super) fn apply_named(op: NamedOp, values: Vec<Option<Value>>) -> CommandRes
             {
                 return null();
             }
-            let (Some(start), Some(zone)) = (millis(&arg(0), name)?, zone_arg(tz.as_ref(), name)?)
-            else {
+            let unit = unit(&arg(1), name)?;
+            let Some(zone) = zone_arg(tz.as_ref(), name)? else {
                 return null();
             };
+            let start = coerce_date(&arg(0), ErrorCode::Location5166403, || {
+                format!("{name} requires startDate to be convertible to a date")
+            })?;
             let amount = arg(2)
                 .as_ref()
                 .and_then(types::as_i64_exact)
@@ -82,28 +85,31 @@ pub(super) fn apply_named(op: NamedOp, values: Vec<Option<Value>>) -> CommandRes
                     )
                 })?;
             let amount = if op == NamedOp::DateSubtract {
-                amount.checked_neg().ok_or_else(|| overflow(name))?
+                amount.checked_neg().ok_or_else(|| {
+                    err(
+                        ErrorCode::Location6045000,
+                        format!("invalid $dateSubtract 'amount' parameter value: {amount}"),
+                    )
+                })?
             } else {
                 amount
             };
-            date(date_add(start, &unit(&arg(1))?, amount, &zone)?)
+            date(date_add(start, &unit, amount, &zone)?)
         }
         NamedOp::DateDiff => {
             let tz = given(3);
             if [arg(0), arg(1), arg(2)].iter().any(is_nullish) {
                 return null();
             }
-            let (Some(a), Some(b)) = (millis(&arg(0), "$dateDiff")?, millis(&arg(1), "$dateDiff")?)
-            else {
+            let unit = unit(&arg(2), "$dateDiff")?;
+            let Some(first) = week_start(&unit, given(4), "$dateDiff")? else {
                 return null();
             };
             let Some(zone) = zone_arg(tz.as_ref(), "$dateDiff")? else {
                 return null();
             };
-            let unit = unit(&arg(2))?;
-            let Some(first) = week_start(&unit, given(4))? else {
-                return null();
-            };
+            let a = diff_date(&arg(0), "$dateDiff", "startDate")?;
+            let b = diff_date(&arg(1), "$dateDiff", "endDate")?;
             Ok(Some(Bson::Int64(date_diff(a, b, &unit, &zone, first))))
         }
         _ => date_trunc(&values),
@@ -114,38 +120,63 @@ fn date_trunc(values: &[Option<Value>]) -> CommandResult<Value> {
     const OP: &str = "$dateTrunc";
     let arg = |i: usize| values.get(i).cloned().flatten().flatten();
     let given = |i: usize| values.get(i).cloned().flatten();
-    let Some(ms) = millis(&arg(0), OP)? else {
-        return null();
-    };
-    if is_nullish(&arg(1)) || given(2).as_ref().is_some_and(is_nullish) {
+    // mongod's order: date, binSize, unit, startOfWeek, timezone (null checks and types), then
+    // the date's type.
+    if is_nullish(&arg(0)) || is_nullish(&arg(1)) || given(2).as_ref().is_some_and(is_nullish) {
         return null();
     }
-    let Some(zone) = zone_arg(given(4).as_ref(), OP)? else {
-        return null();
-    };
-    let unit = unit(&arg(1))?;
     let bin = match given(2) {
         None => 1,
-        Some(v) => v.as_ref().and_then(types::as_i64_exact).ok_or_else(|| {
-            err(
-                ErrorCode::BadValue,
-                format!(
-                    "{OP} requires 'binSize' to be a 64-bit integer, found {}",
-                    type_name(&v)
-                ),
-            )
-        })?,
+        Some(v) => v
+            .as_ref()
+            .filter(|b| types::is_number(b))
+            .and_then(types::as_i64_exact)
+            .ok_or_else(|| {
+                err(
+                    ErrorCode::Location5439017,
+                    format!(
+                        "{OP} requires 'binSize' to be a 64-bit integer, but got value of type {}",
+                        type_name(&v)
+                    ),
+                )
+            })?,
     };
     if bin <= 0 {
         return Err(err(
-            ErrorCode::BadValue,
-            "$dateTrunc requires 'binSize' to be greater than 0",
+            ErrorCode::Location5439018,
+            format!("$dateTrunc requires 'binSize' to be greater than 0, but got value {bin}"),
         ));
     }
-    let Some(first) = week_start(&unit, given(3))? else {
+    let unit = unit(&arg(1), OP)?;
+    let Some(first) = week_start(&unit, given(3), OP)? else {
         return null();
     };
+    let Some(zone) = zone_arg(given(4).as_ref(), OP)? else {
+        return null();
+    };
+    let ms = diff_date(&arg(0), OP, "date")?;
     date(truncate(ms, &unit, bin, &zone, first)?)
+}
+
+/// A date argument as mongod's `coercibleToDate` reads it (a date, a timestamp or an ObjectId),
+/// with the operator's own code for anything else; the caller has handled null.
+fn coerce_date(v: &Value, code: ErrorCode, message: impl FnOnce() -> String) -> CommandResult<i64> {
+    match v {
+        Some(Bson::DateTime(d)) => Ok(d.timestamp_millis()),
+        Some(Bson::Timestamp(t)) => Ok(i64::from(t.time) * 1000),
+        Some(Bson::ObjectId(o)) => Ok(o.timestamp().timestamp_millis()),
+        _ => Err(err(code, message())),
+    }
+}
+
+/// `$dateDiff`'s and `$dateTrunc`'s dates: 5166307.
+fn diff_date(v: &Value, op: &str, what: &str) -> CommandResult<i64> {
+    coerce_date(v, ErrorCode::Location5166307, || {
+        format!(
+            "{op} requires '{what}' to be a date, but got {}",
+            type_name(v)
+        )
+    })
 }
 
 fn overflow(op: &str) -> crate::error::CommandError {
@@ -155,8 +186,9 @@ fn overflow(op: &str) -> crate::error::CommandError {
     )
 }
 
-/// A `unit` argument, checked against mongod's names.
-pub(super) fn unit(v: &Value) -> CommandResult<String> {
+/// A `unit` argument, checked against mongod's names: not a string 5439013, an unknown name
+/// FailedToParse.
+pub(super) fn unit(v: &Value, op: &str) -> CommandResult<String> {
     const UNITS: [&str; 9] = [
         "millisecond",
         "second",
@@ -172,12 +204,14 @@ pub(super) fn unit(v: &Value) -> CommandResult<String> {
         Some(Bson::String(s)) if UNITS.contains(&s.as_str()) => Ok(s.clone()),
         Some(Bson::String(s)) => Err(err(
             ErrorCode::FailedToParse,
-            format!("unknown time unit value: {s}"),
+            format!(
+                "{op} parameter 'unit' value parsing failed :: caused by :: unknown time unit value: {s}"
+            ),
         )),
         other => Err(err(
-            ErrorCode::FailedToParse,
+            ErrorCode::Location5439013,
             format!(
-                "unit is expected to be a string, but found {}",
+                "{op} requires 'unit' to be a string, but got {}",
                 type_name(other)
             ),
         )),
@@ -199,7 +233,7 @@ pub(super) fn unit_ms(unit: &str) -> Option<i64> {
 
 /// The first day of a week (Monday = 0) for unit `week`; Sunday when not given. `Ok(None)` when
 /// it evaluated to null (the operator returns null). Other units ignore it, as mongod does.
-fn week_start(unit: &str, given: Option<Value>) -> CommandResult<Option<i64>> {
+fn week_start(unit: &str, given: Option<Value>, op: &str) -> CommandResult<Option<i64>> {
     if unit != "week" {
         return Ok(Some(SUNDAY));
     }
@@ -209,9 +243,9 @@ fn week_start(unit: &str, given: Option<Value>) -> CommandResult<Option<i64>> {
         Some(Some(Bson::String(s))) => s,
         Some(other) => {
             return Err(err(
-                ErrorCode::FailedToParse,
+                ErrorCode::Location5439015,
                 format!(
-                    "startOfWeek is expected to be a string, but found {}",
+                    "{op} requires 'startOfWeek' to be a string, but got {}",
                     type_name(&other)
                 ),
             ));
@@ -224,8 +258,10 @@ fn week_start(unit: &str, given: Option<Value>) -> CommandResult<Option<i64>> {
         .map(|i| Some(i64::try_from(i).unwrap_or(SUNDAY)))
         .ok_or_else(|| {
             err(
-                ErrorCode::FailedToParse,
-                format!("unknown day of week value: {name}"),
+                ErrorCode::Location5439016,
+                format!(
+                    "{op} parameter 'startOfWeek' value cannot be recognized as a day of a week: {name}"
+                ),
             )
         })
 }

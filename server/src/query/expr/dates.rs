@@ -127,7 +127,7 @@ pub(super) fn check_constant_args<'n>(
             "timezone" => drop(Zone::parse(s)?),
             "format" if op == "$dateToString" => validate_format(s, TO_STRING_SPECIFIERS)?,
             "format" => validate_format(s, FROM_STRING_SPECIFIERS)?,
-            "unit" => drop(super::date_math::unit(&Some(Bson::String(s.clone())))?),
+            "unit" => drop(super::date_math::unit(&Some(Bson::String(s.clone())), op)?),
             _ => {}
         }
     }

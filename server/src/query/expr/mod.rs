@@ -16,6 +16,8 @@ mod arrays;
 mod bindata;
 mod bindata_numeric;
 mod bson_values;
+#[cfg(test)]
+mod code_tests;
 mod comparison;
 mod control;
 mod convert;
@@ -30,6 +32,7 @@ pub mod outer;
 mod parse;
 pub(crate) mod quantile;
 mod sets;
+mod shapes;
 mod strings;
 #[cfg(test)]
 mod tests;

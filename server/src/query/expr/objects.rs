@@ -20,10 +20,13 @@ pub(super) fn merge_objects(values: Vec<Value>) -> CommandResult<Value> {
                 }
             }
             other => {
-                return Err(mismatch(format!(
-                    "$mergeObjects requires object inputs, but input {i} is of type {}",
-                    type_name(other)
-                )));
+                return Err(err(
+                    ErrorCode::Location40400,
+                    format!(
+                        "$mergeObjects requires object inputs, but input {i} is of type {}",
+                        type_name(other)
+                    ),
+                ));
             }
         }
     }
@@ -44,7 +47,7 @@ pub(super) fn set_field(op: NamedOp, values: &[Option<Value>]) -> CommandResult<
         v if is_nullish(&v) => return null(),
         other => {
             return Err(err(
-                ErrorCode::BadValue,
+                ErrorCode::Location4161105,
                 format!(
                     "$setField requires 'input' to evaluate to type Object, found {}",
                     type_name(&other)
@@ -75,7 +78,7 @@ pub(super) fn get_field(
         Some(Bson::String(s)) => s,
         other => {
             return Err(err(
-                ErrorCode::BadValue,
+                ErrorCode::Location3041704,
                 format!(
                     "$getField requires 'field' to evaluate to type String, but got {}",
                     type_name(&other)

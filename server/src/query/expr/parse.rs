@@ -463,6 +463,16 @@ impl Parser {
             (Operator::Cond, Bson::Document(d))
                 if !d.keys().next().is_some_and(|k| k.starts_with('$')) =>
             {
+                // An unknown field is 17083 here (missing ones 17080, as `named` answers).
+                if let Some(k) = d
+                    .keys()
+                    .find(|k| !matches!(k.as_str(), "if" | "then" | "else"))
+                {
+                    return Err(err(
+                        ErrorCode::Location17083,
+                        format!("Unrecognized parameter to $cond: {k}"),
+                    ));
+                }
                 let parts = self.named(d, "$cond", &["if", "then", "else"], &[], depth)?;
                 Ok(parts.into_iter().flatten().collect())
             }
@@ -560,13 +570,8 @@ impl Parser {
     fn special(&mut self, op: &str, arg: &Bson, depth: usize) -> CommandResult<Option<Special>> {
         Ok(Some(match op {
             "$let" => {
-                let d = Self::object_arg(op, arg)?;
-                let (Some(Bson::Document(vars)), Some(body)) = (d.get("vars"), d.get("in")) else {
-                    return Err(err(
-                        ErrorCode::FailedToParse,
-                        "$let requires 'vars' (an object) and 'in'",
-                    ));
-                };
+                let d = super::shapes::spec_arg(op, arg)?;
+                let (vars, body) = super::shapes::let_parts(d)?;
                 let mut bound = Vec::with_capacity(vars.len());
                 for (name, v) in vars {
                     let name = Self::var_name(op, Some(&Bson::String(name.clone())), "")?;
@@ -579,23 +584,8 @@ impl Parser {
                 }
             }
             "$map" | "$filter" => {
-                let d = Self::object_arg(op, arg)?;
-                let key = if op == "$map" { "in" } else { "cond" };
-                let allowed = ["input", "as", key, "limit"];
-                if let Some(extra) = d.keys().find(|k| {
-                    !allowed.contains(&k.as_str()) || (op == "$map" && k.as_str() == "limit")
-                }) {
-                    return Err(err(
-                        ErrorCode::Location17080,
-                        format!("Unrecognized parameter to {op}: {extra}"),
-                    ));
-                }
-                let (Some(input), Some(body)) = (d.get("input"), d.get(key)) else {
-                    return Err(err(
-                        ErrorCode::Location17080,
-                        format!("Missing 'input' or '{key}' parameter to {op}"),
-                    ));
-                };
+                let d = super::shapes::spec_arg(op, arg)?;
+                let (input, body) = super::shapes::map_filter_parts(op, d)?;
                 let name = Self::var_name(op, d.get("as"), "this")?;
                 let input = self.parse(input, depth + 1)?;
                 let body = self.bound(std::slice::from_ref(&name), body, depth)?;
@@ -615,15 +605,8 @@ impl Parser {
                 }
             }
             "$reduce" => {
-                let d = Self::object_arg(op, arg)?;
-                let (Some(input), Some(initial), Some(body)) =
-                    (d.get("input"), d.get("initialValue"), d.get("in"))
-                else {
-                    return Err(err(
-                        ErrorCode::Location17080,
-                        "$reduce requires 'input', 'initialValue' and 'in'",
-                    ));
-                };
+                let d = super::shapes::spec_arg(op, arg)?;
+                let (input, initial, body) = super::shapes::reduce_parts(d)?;
                 let input = self.parse(input, depth + 1)?;
                 let initial = self.parse(initial, depth + 1)?;
                 let body = self.bound(&["value".to_string(), "this".to_string()], body, depth)?;
@@ -634,21 +617,10 @@ impl Parser {
                 }
             }
             "$switch" => {
-                let d = Self::object_arg(op, arg)?;
-                let Some(Bson::Array(branches)) = d.get("branches") else {
-                    return Err(err(
-                        ErrorCode::FailedToParse,
-                        "$switch requires at least one branch",
-                    ));
-                };
+                let d = super::shapes::spec_arg(op, arg)?;
+                let branches = super::shapes::switch_branches(d)?;
                 let mut parsed = Vec::with_capacity(branches.len());
                 for b in branches {
-                    let Bson::Document(b) = b else {
-                        return Err(err(
-                            ErrorCode::FailedToParse,
-                            "$switch expected each branch to be an object",
-                        ));
-                    };
                     let parts = self.named(b, "$switch", &["case", "then"], &[], depth)?;
                     let mut parts = parts.into_iter().flatten();
                     if let (Some(case), Some(then)) = (parts.next(), parts.next()) {
@@ -783,6 +755,9 @@ impl Parser {
                 else {
                     return Ok(None);
                 };
+                if op == "$zip" {
+                    super::arrays::check_zip_spec(arg)?;
+                }
                 let d = Self::object_arg(op, arg)?;
                 let args = self.named(d, op, required, optional, depth)?;
                 if op.starts_with("$date") {

@@ -46,12 +46,23 @@ pub(super) fn strings(op: Operator, values: &[Value]) -> CommandResult<Value> {
     if matches!(op, Split | IndexOfBytes) && is_nullish(&values[0]) {
         return null();
     }
+    if op == Split && is_nullish(&values[1]) {
+        return null();
+    }
     Ok(Some(match op {
         StrLenBytes => Bson::Int32(
-            i32::try_from(string(&values[0], "$strLenBytes")?.len()).unwrap_or(i32::MAX),
+            i32::try_from(
+                string_coded(&values[0], ErrorCode::Location34473, "$strLenBytes")?.len(),
+            )
+            .unwrap_or(i32::MAX),
         ),
         StrLenCp => Bson::Int32(
-            i32::try_from(string(&values[0], "$strLenCP")?.chars().count()).unwrap_or(i32::MAX),
+            i32::try_from(
+                string_coded(&values[0], ErrorCode::Location34471, "$strLenCP")?
+                    .chars()
+                    .count(),
+            )
+            .unwrap_or(i32::MAX),
         ),
         Substr | SubstrCp => {
             let text = if is_nullish(&values[0]) {
@@ -59,9 +70,8 @@ pub(super) fn strings(op: Operator, values: &[Value]) -> CommandResult<Value> {
             } else {
                 to_text(&values[0])?
             };
-            let start = usize::try_from(as_int(&values[1], "$substr", "starting index")?.max(0))
-                .unwrap_or(0);
-            let count = as_int(&values[2], "$substr", "length")?;
+            let (start, count) = substr_bounds(op, &values[1], &values[2])?;
+            let start = usize::try_from(start).unwrap_or(0);
             let count = if count < 0 {
                 usize::MAX
             } else {
@@ -74,20 +84,27 @@ pub(super) fn strings(op: Operator, values: &[Value]) -> CommandResult<Value> {
                 let start = start.min(text.len());
                 match text.get(start..end) {
                     Some(s) => Bson::String(s.to_string()),
+                    None if !text.is_char_boundary(start) => {
+                        return Err(err(
+                            ErrorCode::Location28656,
+                            "$substrBytes:  Invalid range, starting index is a UTF-8 continuation byte.",
+                        ));
+                    }
                     None => {
                         return Err(err(
-                            ErrorCode::BadValue,
-                            "$substrBytes: Invalid range, starting or ending index is a UTF-8 continuation byte.",
+                            ErrorCode::Location28657,
+                            "$substrBytes:  Invalid range, ending index is in the middle of a UTF-8 character.",
                         ));
                     }
                 }
             }
         }
         Split => {
-            let (s, d) = (string(&values[0], "$split")?, string(&values[1], "$split")?);
+            let s = string_coded(&values[0], ErrorCode::Location40085, "$split")?;
+            let d = string_coded(&values[1], ErrorCode::Location40086, "$split")?;
             if d.is_empty() {
                 return Err(err(
-                    ErrorCode::BadValue,
+                    ErrorCode::Location40087,
                     "$split requires a non-empty separator",
                 ));
             }
@@ -104,17 +121,18 @@ pub(super) fn strings(op: Operator, values: &[Value]) -> CommandResult<Value> {
         }
         IndexOfBytes => {
             let (s, sub) = (
-                string(&values[0], "$indexOfBytes")?,
-                string(&values[1], "$indexOfBytes")?,
+                string_coded(&values[0], ErrorCode::Location40091, "$indexOfBytes")?,
+                string_coded(&values[1], ErrorCode::Location40092, "$indexOfBytes")?,
             );
             let start = match values.get(2) {
-                Some(v) => usize::try_from(as_int(v, "$indexOfBytes", "starting index")?.max(0))
-                    .unwrap_or(0),
+                Some(v) => {
+                    usize::try_from(index_arg(v, "$indexOfBytes", "starting index")?).unwrap_or(0)
+                }
                 None => 0,
             };
             let end = match values.get(3) {
                 Some(v) => {
-                    usize::try_from(as_int(v, "$indexOfBytes", "ending index")?.max(0)).unwrap_or(0)
+                    usize::try_from(index_arg(v, "$indexOfBytes", "ending index")?).unwrap_or(0)
                 }
                 None => s.len(),
             };
@@ -139,24 +157,93 @@ pub(super) fn strings(op: Operator, values: &[Value]) -> CommandResult<Value> {
     }))
 }
 
+/// A string argument with the operator's own code for anything else.
+fn string_coded<'a>(v: &'a Value, code: ErrorCode, op: &str) -> CommandResult<&'a str> {
+    match v {
+        Some(Bson::String(s)) => Ok(s),
+        other => Err(err(
+            code,
+            format!(
+                "{op} requires a string argument, found: {}",
+                type_name(other)
+            ),
+        )),
+    }
+}
+
+/// `$substr`/`$substrBytes` and `$substrCP`'s start and length, as mongod's evaluators check
+/// them: bytes take any number (16034, 16035) with a non-negative start (50752) and a negative
+/// length meaning "to the end"; code points take 32-bit integers (34450-34453), both
+/// non-negative (34454 length, 34455 start).
+fn substr_bounds(op: Operator, start: &Value, length: &Value) -> CommandResult<(i64, i64)> {
+    if op == Operator::SubstrCp {
+        let s = int32_arg(
+            start,
+            (ErrorCode::Location34450, ErrorCode::Location34451),
+            "$substrCP's starting index",
+        )?;
+        let n = int32_arg(
+            length,
+            (ErrorCode::Location34452, ErrorCode::Location34453),
+            "$substrCP's length",
+        )?;
+        if n < 0 {
+            return Err(err(
+                ErrorCode::Location34454,
+                "$substrCP: length must be a nonnegative integer.",
+            ));
+        }
+        if s < 0 {
+            return Err(err(
+                ErrorCode::Location34455,
+                "$substrCP: the starting index must be nonnegative integer.",
+            ));
+        }
+        return Ok((s, n));
+    }
+    let number = |v: &Value, code, what: &str| {
+        v.as_ref()
+            .filter(|b| types::is_number(b))
+            .and_then(types::as_f64)
+            .map(|f| f.trunc() as i64)
+            .ok_or_else(|| {
+                err(
+                    code,
+                    format!(
+                        "$substrBytes:  {what} must be a numeric type (is BSON type {})",
+                        type_name(v)
+                    ),
+                )
+            })
+    };
+    let s = number(start, ErrorCode::Location16034, "starting index")?;
+    let n = number(length, ErrorCode::Location16035, "length")?;
+    if s < 0 {
+        return Err(err(
+            ErrorCode::Location50752,
+            format!("$substrBytes:  starting index must be non-negative (got: {s})"),
+        ));
+    }
+    Ok((s, n))
+}
+
 pub(super) fn index_of_cp(values: &[Value]) -> CommandResult<Value> {
     if is_nullish(&values[0]) {
         return null();
     }
-    let (Some(Bson::String(s)), Some(Bson::String(sub))) = (&values[0], &values[1]) else {
-        return Err(mismatch("$indexOfCP requires string arguments".to_string()));
-    };
-    let index = |i: usize| {
+    let s = string_coded(&values[0], ErrorCode::Location40093, "$indexOfCP")?;
+    let sub = string_coded(&values[1], ErrorCode::Location40094, "$indexOfCP")?;
+    let index = |i: usize, what: &str| -> CommandResult<Option<i64>> {
         values
             .get(i)
-            .and_then(|v| v.as_ref())
-            .and_then(types::as_i64_exact)
+            .map(|v| index_arg(v, "$indexOfCP", what))
+            .transpose()
     };
     let chars: Vec<char> = s.chars().collect();
     let needle: Vec<char> = sub.chars().collect();
-    let start = usize::try_from(index(2).unwrap_or(0).max(0)).unwrap_or(0);
-    let end = index(3)
-        .map_or(chars.len(), |e| usize::try_from(e.max(0)).unwrap_or(0))
+    let start = usize::try_from(index(2, "starting index")?.unwrap_or(0)).unwrap_or(0);
+    let end = index(3, "ending index")?
+        .map_or(chars.len(), |e| usize::try_from(e).unwrap_or(0))
         .min(chars.len());
     let found = (start..=end.saturating_sub(needle.len()))
         .take_while(|i| i + needle.len() <= end)
@@ -166,53 +253,98 @@ pub(super) fn index_of_cp(values: &[Value]) -> CommandResult<Value> {
     )))
 }
 
+/// `$regexMatch`, `$regexFind`, `$regexFindAll`, checked in mongod's order with its codes:
+/// `regex` not a string or regex 51105, `options` not a string 51106, options in both places
+/// 51107, a null byte in the pattern 51109 or the options 51110, a bad flag 51108, a pattern that
+/// does not compile 51111, then `input` not a string 51104; a null input or pattern gives
+/// false, [] or null.
 pub(super) fn regex_op(
     op: NamedOp,
     input: Value,
     regex: Value,
     options: Value,
 ) -> CommandResult<Value> {
+    let name = match op {
+        NamedOp::RegexMatch => "$regexMatch",
+        NamedOp::RegexFind => "$regexFind",
+        _ => "$regexFindAll",
+    };
     let (pattern, mut flags) = match &regex {
-        Some(Bson::String(p)) => (p.clone(), String::new()),
+        Some(Bson::String(p)) => (Some(p.clone()), String::new()),
         Some(Bson::RegularExpression(r)) => (
-            r.pattern.as_str().to_string(),
+            Some(r.pattern.as_str().to_string()),
             r.options.as_str().to_string(),
         ),
-        _ if is_nullish(&regex) => (String::new(), String::new()),
-        other => {
-            return Err(mismatch(format!(
-                "$regexMatch needs 'regex' to be of type string or regex, found {}",
-                type_name(other)
-            )));
+        _ if is_nullish(&regex) => (None, String::new()),
+        _ => {
+            return Err(err(
+                ErrorCode::Location51105,
+                format!("{name} needs 'regex' to be of type string or regex"),
+            ));
         }
     };
     match &options {
-        Some(Bson::String(o)) if !flags.is_empty() && !o.is_empty() => {
+        _ if is_nullish(&options) => {}
+        Some(Bson::String(o)) => {
+            if !flags.is_empty() {
+                return Err(err(
+                    ErrorCode::Location51107,
+                    format!(
+                        "{name}: found regex option(s) specified in both 'regex' and 'option' fields"
+                    ),
+                ));
+            }
+            flags = o.clone();
+        }
+        _ => {
             return Err(err(
-                ErrorCode::BadValue,
-                "$regexMatch: regex option(s) specified in both 'regex' and 'option' fields",
+                ErrorCode::Location51106,
+                format!("{name} needs 'options' to be of type string"),
             ));
         }
-        Some(Bson::String(o)) => flags.push_str(o),
-        _ => {}
     }
+    if pattern.as_deref().is_some_and(|p| p.contains('\0')) {
+        return Err(err(
+            ErrorCode::Location51109,
+            format!("{name}: regular expression cannot contain an embedded null byte"),
+        ));
+    }
+    if flags.contains('\0') {
+        return Err(err(
+            ErrorCode::Location51110,
+            format!("{name}: regular expression options cannot contain an embedded null byte"),
+        ));
+    }
+    let re = match &pattern {
+        Some(p) => Some(RegexPred::new(p, &flags).map_err(|e| {
+            if e.code == ErrorCode::Location51091 {
+                err(
+                    ErrorCode::Location51111,
+                    format!("Invalid Regex in {name}: {}", e.message),
+                )
+            } else {
+                e
+            }
+        })?),
+        None => None,
+    };
     let text = match &input {
-        Some(Bson::String(s)) => s.clone(),
-        _ if is_nullish(&input) || is_nullish(&regex) => {
-            return Ok(Some(match op {
-                NamedOp::RegexMatch => Bson::Boolean(false),
-                NamedOp::RegexFindAll => Bson::Array(Vec::new()),
-                _ => Bson::Null,
-            }));
-        }
-        other => {
-            return Err(mismatch(format!(
-                "$regexMatch needs 'input' to be of type string, found {}",
-                type_name(other)
-            )));
+        Some(Bson::String(s)) => Some(s.clone()),
+        _ if is_nullish(&input) => None,
+        _ => {
+            return Err(err(
+                ErrorCode::Location51104,
+                format!("{name} needs 'input' to be of type string"),
+            ));
         }
     };
-    let re = RegexPred::new(&pattern, &flags)?;
+    let (Some(text), Some(re)) = (text, re) else {
+        return Ok(Some(match op {
+            NamedOp::RegexMatch => Bson::Boolean(false),
+            NamedOp::RegexFindAll => Bson::Array(Vec::new()),
+            _ => Bson::Null,
+        }));
+    };
     let compiled = re.compiled();
     Ok(Some(match op {
         NamedOp::RegexMatch => Bson::Boolean(compiled.is_match(&text)),
@@ -291,15 +423,31 @@ pub(super) fn replace(
     find: Value,
     replacement: Value,
 ) -> CommandResult<Value> {
-    if [&input, &find, &replacement].iter().any(|v| is_nullish(v)) {
-        return null();
+    // Types first (51746, 51745, 51744), then null: mongod's order.
+    let name = if op == NamedOp::ReplaceOne {
+        "$replaceOne"
+    } else {
+        "$replaceAll"
+    };
+    for (v, what, code) in [
+        (&input, "input", ErrorCode::Location51746),
+        (&find, "find", ErrorCode::Location51745),
+        (&replacement, "replacement", ErrorCode::Location51744),
+    ] {
+        if !is_nullish(v) && !matches!(v, Some(Bson::String(_))) {
+            return Err(err(
+                code,
+                format!(
+                    "{name} requires that '{what}' be a string, found: {}",
+                    type_name(v)
+                ),
+            ));
+        }
     }
     let (Some(Bson::String(i)), Some(Bson::String(f)), Some(Bson::String(r))) =
         (input, find, replacement)
     else {
-        return Err(mismatch(
-            "$replaceOne/$replaceAll require string 'input', 'find' and 'replacement'".to_string(),
-        ));
+        return null();
     };
     Ok(Some(Bson::String(if op == NamedOp::ReplaceOne {
         i.replacen(&f, &r, 1)
@@ -321,16 +469,32 @@ pub(super) fn trim(
     if is_nullish(&v) {
         return null();
     }
-    let text = string(&v, "$trim")?.to_string();
+    let name = match (left, right) {
+        (true, false) => "$ltrim",
+        (false, true) => "$rtrim",
+        _ => "$trim",
+    };
+    let Some(Bson::String(text)) = v else {
+        return Err(err(
+            ErrorCode::Location50699,
+            format!(
+                "{name} requires its input to be a string, got {} instead.",
+                type_name(&v)
+            ),
+        ));
+    };
     let set: Vec<char> = match chars {
         Some(c) => match c.eval(root, scope)? {
             Some(Bson::String(s)) => s.chars().collect(),
             other if is_nullish(&other) => return null(),
             other => {
-                return Err(mismatch(format!(
-                    "$trim requires 'chars' to be a string, found: {}",
-                    type_name(&other)
-                )));
+                return Err(err(
+                    ErrorCode::Location50700,
+                    format!(
+                        "{name} requires 'chars' to be a string, got {} instead.",
+                        type_name(&other)
+                    ),
+                ));
             }
         },
         None => vec![

@@ -3,7 +3,7 @@
 
 use super::args::*;
 use super::{Expr, Scope, Special, truthy};
-use crate::error::CommandResult;
+use crate::error::{CommandResult, ErrorCode, err};
 use bson::{Bson, RawDocument};
 
 /// `$let`.
@@ -42,19 +42,23 @@ pub(super) fn map_filter(
     let items = match v {
         Some(Bson::Array(a)) => a,
         other => {
-            return Err(mismatch(format!(
-                "input to {op} must be an array not {}",
-                type_name(&other)
-            )));
+            let code = if is_map {
+                ErrorCode::Location16883
+            } else {
+                ErrorCode::Location28651
+            };
+            return Err(err(
+                code,
+                format!("input to {op} must be an array not {}", type_name(&other)),
+            ));
         }
     };
+    // An empty input is the answer before `limit` is looked at, as in mongod.
+    if items.is_empty() {
+        return Ok(Some(Bson::Array(items)));
+    }
     let limit = match s {
-        Special::Filter { limit: Some(l), .. } => match l.eval(root, scope)? {
-            Some(Bson::Null) | None => usize::MAX,
-            other => {
-                usize::try_from(as_int(&other, "$filter", "limit")?.max(1)).unwrap_or(usize::MAX)
-            }
-        },
+        Special::Filter { limit: Some(l), .. } => filter_limit(l.eval(root, scope)?)?,
         _ => usize::MAX,
     };
     let mut out = Vec::new();
@@ -75,6 +79,31 @@ pub(super) fn map_filter(
     Ok(Some(Bson::Array(out)))
 }
 
+/// `$filter`'s `limit`: null means none; otherwise a 32-bit integer (327391) above 0 (327392).
+fn filter_limit(v: Value) -> CommandResult<usize> {
+    if is_nullish(&v) {
+        return Ok(usize::MAX);
+    }
+    let n = v
+        .as_ref()
+        .filter(|b| crate::query::types::is_number(b))
+        .and_then(crate::query::types::as_i64_exact)
+        .filter(|n| i32::try_from(*n).is_ok())
+        .ok_or_else(|| {
+            err(
+                ErrorCode::Location327391,
+                "$filter: limit must be represented as a 32-bit integral value",
+            )
+        })?;
+    if n <= 0 {
+        return Err(err(
+            ErrorCode::Location327392,
+            format!("$filter: limit must be greater than 0: {n}"),
+        ));
+    }
+    Ok(usize::try_from(n).unwrap_or(usize::MAX))
+}
+
 /// `$reduce`: `$$value` starts at `initial`, `$$this` is each element.
 pub(super) fn reduce(
     input: &Expr,
@@ -88,10 +117,13 @@ pub(super) fn reduce(
         return null();
     }
     let Some(Bson::Array(items)) = v else {
-        return Err(mismatch(format!(
-            "$reduce requires that 'input' be an array, found: {}",
-            type_name(&v)
-        )));
+        return Err(err(
+            ErrorCode::Location40080,
+            format!(
+                "$reduce requires that 'input' be an array, found: {}",
+                type_name(&v)
+            ),
+        ));
     };
     let mut acc = initial.eval(root, scope)?;
     for item in items {

@@ -1,0 +1,383 @@
+// Proves the array, string and rounding operators answer bad arguments with mongod's own
+// location codes (not a generic 2 or 14): one expression per check, evaluated on a document.
+
+use super::*;
+use bson::{RawDocumentBuf, doc};
+
+fn code(e: Bson) -> Option<i32> {
+    let d = doc! { "xs": [1, 2, 3], "s": "héllo", "o": { "a": 1 } };
+    let raw = RawDocumentBuf::try_from(&d).expect("encodes");
+    match Expr::parse(&e).and_then(|x| x.evaluate_value(&raw)) {
+        Ok(_) => None,
+        Err(e) => Some(e.code.code()),
+    }
+}
+
+fn check(cases: &[(Document, i32)]) {
+    for (e, want) in cases {
+        assert_eq!(code(Bson::Document(e.clone())), Some(*want), "{e}");
+    }
+}
+
+#[test]
+fn array_operators() {
+    check(&[
+        (doc! { "$arrayElemAt": [1, 0] }, 28689),
+        (doc! { "$arrayElemAt": ["$xs", "a"] }, 28690),
+        (doc! { "$arrayElemAt": ["$xs", 1.5] }, 28691),
+        (doc! { "$arrayElemAt": ["$xs", 1_i64 << 40] }, 28691),
+        (doc! { "$first": [1] }, 28689),
+        (doc! { "$last": ["x"] }, 28689),
+        (doc! { "$slice": [1, 1] }, 28724),
+        (doc! { "$slice": ["$xs", "a"] }, 28725),
+        (doc! { "$slice": ["$xs", 0.5] }, 28726),
+        (doc! { "$slice": ["$xs", 0, "a"] }, 28727),
+        (doc! { "$slice": ["$xs", 0, 1.5] }, 28728),
+        (doc! { "$slice": ["$xs", 0, 0] }, 28729),
+        (doc! { "$concatArrays": ["$xs", 1] }, 28664),
+        (doc! { "$reverseArray": 1 }, 34435),
+        (doc! { "$indexOfArray": [1, 1] }, 40090),
+        (doc! { "$indexOfArray": ["$xs", 1, "a"] }, 40096),
+        (doc! { "$indexOfArray": ["$xs", 1, 0.5] }, 40096),
+        (doc! { "$indexOfArray": ["$xs", 1, -1] }, 40097),
+        (doc! { "$indexOfArray": ["$xs", 1, 0, -1] }, 40097),
+        (doc! { "$anyElementTrue": [1] }, 17041),
+        (doc! { "$anyElementTrue": [null] }, 17041),
+        (doc! { "$allElementsTrue": [1] }, 17040),
+        (doc! { "$range": ["a", 5] }, 34443),
+        (doc! { "$range": [0.5, 5] }, 34444),
+        (doc! { "$range": [0, "a"] }, 34445),
+        (doc! { "$range": [0, 5.5] }, 34446),
+        (doc! { "$range": [0, 5, "a"] }, 34447),
+        (doc! { "$range": [0, 5, 0.5] }, 34448),
+        (doc! { "$range": [0, 5, 0] }, 34449),
+        (doc! { "$objectToArray": 1 }, 40390),
+        (doc! { "$arrayToObject": 1 }, 40386),
+        (doc! { "$arrayToObject": [[1]] }, 40398),
+        (
+            doc! { "$arrayToObject": [[["a", 1], { "k": "b", "v": 2 }]] },
+            40396,
+        ),
+        (doc! { "$arrayToObject": [[["a", 1, 2]]] }, 40397),
+        (doc! { "$arrayToObject": [[[1, 1]]] }, 40395),
+        (
+            doc! { "$arrayToObject": [[{ "k": "a", "v": 1 }, ["b", 2]]] },
+            40391,
+        ),
+        (doc! { "$arrayToObject": [[{ "k": "a" }]] }, 40392),
+        (doc! { "$arrayToObject": [[{ "k": "a", "x": 1 }]] }, 40393),
+        (doc! { "$arrayToObject": [[{ "k": 1, "v": 1 }]] }, 40394),
+        (doc! { "$arrayToObject": [[["a\u{0}b", 1]]] }, 4940400),
+        (doc! { "$sortArray": { "input": 1, "sortBy": 1 } }, 2942504),
+        // $zip: the spec at parse time, the inputs when evaluated.
+        (doc! { "$zip": 1 }, 34460),
+        (doc! { "$zip": { "inputs": "$xs" } }, 34461),
+        (doc! { "$zip": { "inputs": ["$xs"], "defaults": 1 } }, 34462),
+        (
+            doc! { "$zip": { "inputs": ["$xs"], "useLongestLength": 1 } },
+            34463,
+        ),
+        (doc! { "$zip": { "inputs": ["$xs"], "x": 1 } }, 34464),
+        (doc! { "$zip": { "inputs": [] } }, 34465),
+        (
+            doc! { "$zip": { "inputs": ["$xs"], "defaults": [0] } },
+            34466,
+        ),
+        (
+            doc! { "$zip": { "inputs": ["$xs", "$xs"], "useLongestLength": true, "defaults": [0] } },
+            34467,
+        ),
+        (doc! { "$zip": { "inputs": ["$xs", 1] } }, 34468),
+    ]);
+}
+
+#[test]
+fn null_arguments_give_null_where_mongod_gives_null() {
+    for e in [
+        doc! { "$slice": ["$xs", null] },
+        doc! { "$slice": ["$xs", 0, null] },
+        doc! { "$arrayElemAt": ["$xs", null] },
+        doc! { "$split": ["a,b", null] },
+        doc! { "$indexOfArray": [null, 1] },
+    ] {
+        assert_eq!(code(Bson::Document(e.clone())), None, "{e}");
+    }
+}
+
+#[test]
+fn string_operators() {
+    check(&[
+        (doc! { "$strLenBytes": 1 }, 34473),
+        (doc! { "$strLenCP": 1 }, 34471),
+        (doc! { "$split": [1, ","] }, 40085),
+        (doc! { "$split": ["a", 1] }, 40086),
+        (doc! { "$split": ["a", ""] }, 40087),
+        (doc! { "$substrBytes": ["abc", "a", 1] }, 16034),
+        (doc! { "$substrBytes": ["abc", 0, "a"] }, 16035),
+        (doc! { "$substr": ["abc", -1, 1] }, 50752),
+        (doc! { "$substrBytes": ["$s", 2, 1] }, 28656),
+        (doc! { "$substrBytes": ["$s", 0, 2] }, 28657),
+        (doc! { "$substrCP": ["abc", "a", 1] }, 34450),
+        (doc! { "$substrCP": ["abc", 0.5, 1] }, 34451),
+        (doc! { "$substrCP": ["abc", 0, "a"] }, 34452),
+        (doc! { "$substrCP": ["abc", 0, 0.5] }, 34453),
+        (doc! { "$substrCP": ["abc", 0, -1] }, 34454),
+        (doc! { "$substrCP": ["abc", -1, 1] }, 34455),
+        (doc! { "$indexOfBytes": [1, "a"] }, 40091),
+        (doc! { "$indexOfBytes": ["a", 1] }, 40092),
+        (doc! { "$indexOfBytes": ["a", "a", -1] }, 40097),
+        (doc! { "$indexOfBytes": ["a", "a", 0, "x"] }, 40096),
+        (doc! { "$indexOfCP": [1, "a"] }, 40093),
+        (doc! { "$indexOfCP": ["a", 1] }, 40094),
+        (doc! { "$indexOfCP": ["a", "a", 0.5] }, 40096),
+        (doc! { "$concat": ["a", 1] }, 16702),
+        (doc! { "$trim": { "input": 1 } }, 50699),
+        (doc! { "$ltrim": { "input": "a", "chars": 1 } }, 50700),
+        (
+            doc! { "$replaceOne": { "input": 1, "find": "a", "replacement": "b" } },
+            51746,
+        ),
+        (
+            doc! { "$replaceAll": { "input": "a", "find": 1, "replacement": "b" } },
+            51745,
+        ),
+        (
+            doc! { "$replaceAll": { "input": null, "find": "a", "replacement": 1 } },
+            51744,
+        ),
+    ]);
+}
+
+#[test]
+fn round_and_trunc() {
+    check(&[
+        (doc! { "$round": ["a"] }, 51081),
+        (doc! { "$trunc": ["a", 1] }, 51081),
+        (doc! { "$round": [1.5, 0.5] }, 51082),
+        (doc! { "$round": [1.5, "a"] }, 51082),
+        (doc! { "$trunc": [1.5, 101] }, 51083),
+        (doc! { "$round": [1.5, -21] }, 51083),
+    ]);
+    assert_eq!(code(Bson::Document(doc! { "$round": [1.5, 100] })), None);
+}
+
+#[test]
+fn variable_and_control_operators() {
+    check(&[
+        (doc! { "$let": 1 }, 16874),
+        (doc! { "$let": { "vars": {}, "in": 1, "x": 1 } }, 16875),
+        (doc! { "$let": { "in": 1 } }, 16876),
+        (doc! { "$let": { "vars": {} } }, 16877),
+        (doc! { "$let": { "vars": 1, "in": 1 } }, 10065),
+        (doc! { "$map": [] }, 16878),
+        (
+            doc! { "$map": { "input": "$xs", "in": 1, "limit": 1 } },
+            16879,
+        ),
+        (doc! { "$map": { "in": 1 } }, 16880),
+        (doc! { "$map": { "input": "$xs" } }, 16882),
+        (doc! { "$filter": "x" }, 28646),
+        (
+            doc! { "$filter": { "input": "$xs", "cond": true, "x": 1 } },
+            28647,
+        ),
+        (doc! { "$filter": { "cond": true } }, 28648),
+        (doc! { "$filter": { "input": "$xs" } }, 28650),
+        (doc! { "$reduce": 1 }, 40075),
+        (
+            doc! { "$reduce": { "input": [], "initialValue": 0, "in": 1, "x": 1 } },
+            40076,
+        ),
+        (doc! { "$reduce": { "initialValue": 0, "in": 1 } }, 40077),
+        (doc! { "$reduce": { "input": [], "in": 1 } }, 40078),
+        (
+            doc! { "$reduce": { "input": [], "initialValue": 0 } },
+            40079,
+        ),
+        (doc! { "$switch": 1 }, 40060),
+        (doc! { "$switch": { "branches": 1 } }, 40061),
+        (doc! { "$switch": { "branches": [1] } }, 40062),
+        (
+            doc! { "$switch": { "branches": [{ "case": true, "then": 1, "x": 1 }] } },
+            40063,
+        ),
+        (doc! { "$switch": { "branches": [{ "then": 1 }] } }, 40064),
+        (
+            doc! { "$switch": { "branches": [{ "case": true }] } },
+            40065,
+        ),
+        (
+            doc! { "$switch": { "branches": [{ "case": true, "then": 1 }], "x": 1 } },
+            40067,
+        ),
+        (doc! { "$switch": { "branches": [] } }, 40068),
+        (doc! { "$switch": { "default": 1 } }, 40068),
+        (
+            doc! { "$cond": { "if": true, "then": 1, "else": 2, "x": 1 } },
+            17083,
+        ),
+        (doc! { "$cond": { "if": true, "then": 1 } }, 17080),
+        (doc! { "$cond": [true, 1] }, 16020),
+        (doc! { "$map": { "input": 1, "in": 1 } }, 16883),
+        (doc! { "$filter": { "input": 1, "cond": true } }, 28651),
+        (
+            doc! { "$reduce": { "input": 1, "initialValue": 0, "in": 1 } },
+            40080,
+        ),
+        (
+            doc! { "$filter": { "input": "$xs", "cond": true, "limit": 0.5 } },
+            327391,
+        ),
+        (
+            doc! { "$filter": { "input": "$xs", "cond": true, "limit": "a" } },
+            327391,
+        ),
+        (
+            doc! { "$filter": { "input": "$xs", "cond": true, "limit": 0 } },
+            327392,
+        ),
+    ]);
+    // An empty input answers before its limit is read; a null limit means none.
+    assert_eq!(
+        code(Bson::Document(
+            doc! { "$filter": { "input": [], "cond": true, "limit": 0 } }
+        )),
+        None
+    );
+    assert_eq!(
+        code(Bson::Document(
+            doc! { "$filter": { "input": "$xs", "cond": true, "limit": null } }
+        )),
+        None
+    );
+    // The shapes mongod accepts still evaluate.
+    for e in [
+        doc! { "$let": { "vars": { "v": 1 }, "in": "$$v" } },
+        doc! { "$map": { "input": "$xs", "as": "x", "in": "$$x" } },
+        doc! { "$filter": { "input": "$xs", "cond": true, "limit": 1 } },
+        doc! { "$reduce": { "input": "$xs", "initialValue": 0, "in": { "$add": ["$$value", "$$this"] } } },
+        doc! { "$switch": { "branches": [{ "case": false, "then": 1 }], "default": 2 } },
+    ] {
+        assert_eq!(code(Bson::Document(e.clone())), None, "{e}");
+    }
+}
+
+#[test]
+fn date_arithmetic_operators() {
+    let at = bson::DateTime::from_millis(0);
+    check(&[
+        (
+            doc! { "$dateAdd": { "startDate": "x", "unit": "day", "amount": 1 } },
+            5166403,
+        ),
+        (
+            doc! { "$dateAdd": { "startDate": at, "unit": 1, "amount": 1 } },
+            5439013,
+        ),
+        (
+            doc! { "$dateAdd": { "startDate": at, "unit": "fortnight", "amount": 1 } },
+            9,
+        ),
+        (
+            doc! { "$dateAdd": { "startDate": at, "unit": "day", "amount": 1.5 } },
+            5166405,
+        ),
+        (
+            doc! { "$dateSubtract": { "startDate": at, "unit": "day", "amount": i64::MIN } },
+            6045000,
+        ),
+        (
+            doc! { "$dateDiff": { "startDate": "x", "endDate": at, "unit": "day" } },
+            5166307,
+        ),
+        (
+            doc! { "$dateDiff": { "startDate": at, "endDate": 1, "unit": "day" } },
+            5166307,
+        ),
+        (
+            doc! { "$dateDiff": { "startDate": at, "endDate": at, "unit": true } },
+            5439013,
+        ),
+        (
+            doc! { "$dateDiff": { "startDate": at, "endDate": at, "unit": "week", "startOfWeek": 1 } },
+            5439015,
+        ),
+        (
+            doc! { "$dateDiff": { "startDate": at, "endDate": at, "unit": "week", "startOfWeek": "x" } },
+            5439016,
+        ),
+        (doc! { "$dateTrunc": { "date": 1, "unit": "day" } }, 5166307),
+        (
+            doc! { "$dateTrunc": { "date": at, "unit": "day", "binSize": 1.5 } },
+            5439017,
+        ),
+        (
+            doc! { "$dateTrunc": { "date": at, "unit": "day", "binSize": "a" } },
+            5439017,
+        ),
+        (
+            doc! { "$dateTrunc": { "date": at, "unit": "day", "binSize": 0 } },
+            5439018,
+        ),
+        (doc! { "$dateTrunc": { "date": at, "unit": 1 } }, 5439013),
+    ]);
+}
+
+#[test]
+fn regex_operators() {
+    let with_flags = bson::Regex {
+        pattern: "a".try_into().expect("cstr"),
+        options: "i".try_into().expect("cstr"),
+    };
+    check(&[
+        (doc! { "$regexMatch": { "input": 1, "regex": "a" } }, 51104),
+        (doc! { "$regexMatch": { "input": "a", "regex": 1 } }, 51105),
+        (
+            doc! { "$regexFind": { "input": "a", "regex": "a", "options": 1 } },
+            51106,
+        ),
+        (
+            doc! { "$regexFindAll": { "input": "a", "regex": with_flags, "options": "m" } },
+            51107,
+        ),
+        (
+            doc! { "$regexMatch": { "input": "a", "regex": "a", "options": "q" } },
+            51108,
+        ),
+        (
+            doc! { "$regexMatch": { "input": "a", "regex": "a\u{0}" } },
+            51109,
+        ),
+        (
+            doc! { "$regexMatch": { "input": "a", "regex": "(" } },
+            51111,
+        ),
+        // The pattern is checked before the input's type.
+        (doc! { "$regexMatch": { "input": 1, "regex": "(" } }, 51111),
+    ]);
+    assert_eq!(
+        code(Bson::Document(
+            doc! { "$regexMatch": { "input": null, "regex": "a" } }
+        )),
+        None
+    );
+}
+
+#[test]
+fn object_operators() {
+    check(&[
+        (doc! { "$mergeObjects": ["$o", 1] }, 40400),
+        (
+            doc! { "$setField": { "field": "a", "input": 1, "value": 1 } },
+            4161105,
+        ),
+        (
+            doc! { "$unsetField": { "field": "a", "input": 1 } },
+            4161105,
+        ),
+        (
+            doc! { "$getField": { "field": { "$literal": 1 }, "input": "$o" } },
+            3041704,
+        ),
+    ]);
+}
