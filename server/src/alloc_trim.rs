@@ -1,25 +1,26 @@
-//! Hands the allocator's per-thread caches back after work, so that RSS falls back toward its
-//! baseline once the load ends (issue 12 item 3).
+//! Hands the allocator's per-thread caches back, so that RSS falls back toward its baseline once
+//! the load ends (issue 12 item 3).
 //!
-//! jemalloc gives every thread a cache of freed small objects (its tcache). A thread that keeps
-//! allocating trims its own cache as it goes, but a thread that goes idle keeps the cache it had
-//! at its last allocation for as long as it sleeps, and the objects in it pin the slabs they sit
-//! in: freed pages cannot be purged while one cached object still lives in them. Blocking-pool
-//! threads are no concern (they exit after tokio's keep-alive, and jemalloc flushes a thread's
-//! cache when it exits); the async workers never exit.
+//! jemalloc gives every thread a cache of freed small objects (its tcache, up to a few MB per
+//! thread with the 16-32 KiB classes). A thread that keeps allocating trims its own cache as it
+//! goes, but a thread that goes idle keeps the cache it had at its last allocation for as long as
+//! it sleeps, and the objects in it pin the slabs they sit in: a slab cannot be purged while one
+//! cached object still lives in it. Blocking-pool threads are no concern (they exit after tokio's
+//! keep-alive, and jemalloc flushes a thread's cache when it exits); the async workers and the
+//! storage engine's threads never exit.
 //!
-//! So: [`trimmer`] notices, on its interval, that the server did anything since its last look and
-//! then raises a generation number; each async worker, just before it parks
-//! ([`on_thread_park`], the runtime's hook), compares it with the generation it last flushed at
-//! and, if it changed, hands its whole cache back to the arenas. A worker thus flushes at most
-//! once per interval, whatever the load, and only after work. The dedicated storage threads
-//! (commit, checkpoint, compaction) are not reached: they keep caches of their own.
+//! So: [`trimmer`] raises a generation number every [`ALLOC_TRIM_INTERVAL_MS`] and wakes the
+//! workers; each long-lived thread, just before it sleeps ([`on_thread_idle`]: the runtime's
+//! `on_thread_park` hook for the async workers, the storage engine's idle hook for its commit,
+//! checkpoint, compaction and preallocation threads), compares it with the generation it last
+//! flushed at and, if it moved, hands its whole cache back to the arenas. A thread thus flushes
+//! at most once per interval whatever the load, and an idle one within an interval.
 //!
 //! Dirty pages need no push: jemalloc's background threads purge them by decay within seconds,
-//! and the soak found only a few dozen dirty pages after the idle phase.
+//! and the soak found a few dozen dirty pages after its idle phase.
 //!
-//! Everything here goes through `tikv_jemalloc_ctl`'s safe calls; when the program is not
-//! running on jemalloc (the library's own unit tests) they fail and are ignored.
+//! Everything here goes through `tikv_jemalloc_ctl`'s safe calls; when the program does not
+//! allocate through jemalloc (the library's own unit tests) they act on jemalloc's empty state.
 
 use crate::state::ServerState;
 use std::cell::Cell;
@@ -28,11 +29,11 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 use tikv_jemalloc_ctl::{Access, AsName};
 
-/// How often [`trimmer`] looks for work done since its last look. A worker's cache is flushed at
-/// most once per interval, so this also bounds what flushing costs under load.
+/// How often [`trimmer`] asks for a flush. A thread flushes at most once per interval, so this
+/// also bounds what flushing costs under load.
 pub const ALLOC_TRIM_INTERVAL_MS: u64 = 5_000;
 
-/// Raised once per interval in which the server did something; workers flush when it moved.
+/// Raised once per interval; threads flush when it moved.
 static GENERATION: AtomicU64 = AtomicU64::new(0);
 /// Thread caches handed back so far (`serverStatus.jemalloc.threadCacheFlushes`).
 static FLUSHES: AtomicU64 = AtomicU64::new(0);
@@ -42,14 +43,14 @@ thread_local! {
     static FLUSHED_AT: Cell<u64> = const { Cell::new(0) };
 }
 
-/// Asks every async worker to flush its cache the next time it parks.
+/// Asks every long-lived thread to flush its cache the next time it sleeps.
 pub fn request_flush() {
     GENERATION.fetch_add(1, Relaxed);
 }
 
-/// The runtime's `on_thread_park` hook: an atomic load and a thread-local read, and a flush when
-/// a flush was asked for since this thread's last one.
-pub fn on_thread_park() {
+/// The runtime's `on_thread_park` hook and the storage engine's idle hook: an atomic load and a
+/// thread-local read, and a flush when one was asked for since this thread's last one.
+pub fn on_thread_idle() {
     let wanted = GENERATION.load(Relaxed);
     let stale = FLUSHED_AT.with(|at| at.replace(wanted) != wanted);
     if stale && flush_thread_cache() {
@@ -71,7 +72,7 @@ pub fn flush_thread_cache() -> bool {
     true
 }
 
-/// Thread caches the workers flushed since start.
+/// Thread caches handed back by idle threads since start.
 pub fn flushes() -> u64 {
     FLUSHES.load(Relaxed)
 }
@@ -85,33 +86,24 @@ pub fn thread_cache_bytes() -> i64 {
         .map_or(-1, |v: usize| v as i64)
 }
 
-/// Operations counted so far, any kind: the trimmer only needs to know whether it moved.
-fn operations(state: &ServerState) -> u64 {
-    let o = &state.opcounters;
-    [
-        &o.insert, &o.query, &o.update, &o.delete, &o.getmore, &o.command,
-    ]
-    .iter()
-    .map(|c| c.load(Relaxed))
-    .sum()
+/// Installs [`on_thread_idle`] as the storage engine's idle hook and runs [`trimmer`].
+pub fn spawn(state: Arc<ServerState>) {
+    storage::set_thread_idle_hook(on_thread_idle);
+    tokio::spawn(trimmer(state));
 }
 
-/// Background task: once per [`ALLOC_TRIM_INTERVAL_MS`], if any operation ran since the last
-/// look, asks the workers to flush their caches and wakes them so that parked ones do it now
-/// rather than at their next request. Stops at shutdown.
+/// Background task: once per [`ALLOC_TRIM_INTERVAL_MS`] asks every long-lived thread to flush
+/// its cache, and wakes the async workers so that parked ones do it now rather than at their
+/// next request. (Unconditional: an idle thread's flush of an empty cache costs microseconds,
+/// and a thread that did work between two looks, a checkpoint with no client about, is
+/// covered too.) Stops at shutdown.
 pub async fn trimmer(state: Arc<ServerState>) {
     let mut shutdown = state.shutdown_requested();
-    let mut seen = operations(&state);
     loop {
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(ALLOC_TRIM_INTERVAL_MS)) => {}
             _ = shutdown.changed() => return,
         }
-        let now = operations(&state);
-        if now == seen {
-            continue;
-        }
-        seen = now;
         request_flush();
         // A spawned task wakes a parked worker to run (or steal) it; when the worker runs out
         // of work again it parks, and the hook flushes.
@@ -148,7 +140,7 @@ mod tests {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .on_thread_park(|| {
-                on_thread_park();
+                on_thread_idle();
                 PARKS.fetch_add(1, Relaxed);
             })
             .build()

@@ -12,7 +12,7 @@ const CURSOR_REAP_INTERVAL_MS: u64 = 4_000;
 pub fn spawn(state: Arc<ServerState>) {
     tokio::spawn(cursor_reaper(state.clone()));
     tokio::spawn(transaction_reaper(state.clone()));
-    tokio::spawn(crate::alloc_trim::trimmer(state.clone()));
+    crate::alloc_trim::spawn(state.clone());
     tokio::spawn(crate::ttl::monitor(state));
 }
 

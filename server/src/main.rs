@@ -17,7 +17,7 @@ fn main() -> std::process::ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .max_blocking_threads(cairn_server::limits::STORAGE_THREADS_MAX)
         // Idle workers hand their allocator caches back once work has been done.
-        .on_thread_park(cairn_server::alloc_trim::on_thread_park)
+        .on_thread_park(cairn_server::alloc_trim::on_thread_idle)
         .enable_all()
         .build()
     {

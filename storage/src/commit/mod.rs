@@ -342,6 +342,7 @@ impl Commit {
                 return None;
             }
             let left = due.saturating_duration_since(Instant::now());
+            crate::thread_idle::thread_idle();
             let (g, _) = self
                 .cond
                 .wait_timeout(st, left.max(Duration::from_millis(1)))
