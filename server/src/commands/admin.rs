@@ -243,7 +243,7 @@ fn storage_jobs_section(state: &ServerState) -> Document {
 /// bytes the program holds (`allocated`), in the pages those sit in (`active`), resident in
 /// memory for the allocator including its metadata (`resident`), mapped, and kept mapped but
 /// returned to the OS (`retained`), in threads' caches (`tcacheBytes`), and how many times an
-/// idle worker handed its cache back (`threadCacheFlushes`, see `alloc_trim`). RSS well above
+/// idle thread handed its cache back (`threadCacheFlushes`, see `alloc_trim`). RSS well above
 /// `resident` is not the heap's.
 /// With `serverStatus: 1, jemalloc: 2` (as mongod's `tcmalloc: 2` adds its allocator's report)
 /// the section also carries `formattedString`: jemalloc's own statistics per size class, which
