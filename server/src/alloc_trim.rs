@@ -77,8 +77,9 @@ pub fn flushes() -> u64 {
     FLUSHES.load(Relaxed)
 }
 
-/// Bytes held in all threads' caches (jemalloc's merged `tcache_bytes`), as of the last epoch
-/// advance; -1 when unknown.
+/// Bytes held in all threads' caches (jemalloc's merged `tcache_bytes`; arena index 4096 is
+/// jemalloc's `MALLCTL_ARENAS_ALL`, all arenas merged), as of the last epoch advance; -1 when
+/// unknown.
 pub fn thread_cache_bytes() -> i64 {
     b"stats.arenas.4096.tcache_bytes\0"
         .name()
