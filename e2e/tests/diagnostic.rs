@@ -292,3 +292,42 @@ async fn server_status_reports_group_commit_and_the_allocator() {
     assert!(report.contains("jemalloc statistics"), "{report}");
     assert!(report.contains("bins:"), "{report}");
 }
+
+/// After work, the async workers hand their allocator caches back when they go idle
+/// (`alloc_trim`, issue 12): `serverStatus.jemalloc.threadCacheFlushes` counts it. The trimmer
+/// looks every 5 s, so this polls (bounded) rather than asserting when.
+#[tokio::test]
+async fn idle_workers_hand_their_allocator_caches_back() {
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let admin = client.database("admin");
+    let c = client.database("trim").collection::<Document>("c");
+    let docs: Vec<Document> = (0..2_000i32)
+        .map(|i| doc! { "_id": i, "s": "x".repeat(i as usize % 300) })
+        .collect();
+    c.insert_many(docs).await.unwrap();
+    assert_eq!(
+        c.find(doc! {})
+            .await
+            .unwrap()
+            .try_collect::<Vec<_>>()
+            .await
+            .unwrap()
+            .len(),
+        2_000
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let status = admin.run_command(doc! { "serverStatus": 1 }).await.unwrap();
+        let j = status.get_document("jemalloc").unwrap().clone();
+        assert!(j.get_i64("tcacheBytes").unwrap() >= 0, "{j}");
+        if j.get_i64("threadCacheFlushes").unwrap() >= 1 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no worker flushed its cache: {j}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}

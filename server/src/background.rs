@@ -1,6 +1,6 @@
 //! Background tasks of a running server: the cursor reaper (idle cursors closed after
-//! `cursorTimeoutMillis`) and, once TTL indexes exist, the TTL monitor. Each task wakes on its
-//! own interval and stops at shutdown.
+//! `cursorTimeoutMillis`), the allocator trimmer (`alloc_trim`) and, once TTL indexes exist,
+//! the TTL monitor. Each task wakes on its own interval and stops at shutdown.
 
 use crate::state::ServerState;
 use std::sync::Arc;
@@ -12,6 +12,7 @@ const CURSOR_REAP_INTERVAL_MS: u64 = 4_000;
 pub fn spawn(state: Arc<ServerState>) {
     tokio::spawn(cursor_reaper(state.clone()));
     tokio::spawn(transaction_reaper(state.clone()));
+    crate::alloc_trim::spawn(state.clone());
     tokio::spawn(crate::ttl::monitor(state));
 }
 

@@ -1,6 +1,7 @@
 //! The `cairn` server: configuration, connections, command dispatch, the query language and the
 //! planner. `main.rs` only parses the command line and calls [`server::run`].
 
+pub mod alloc_trim;
 pub mod auth;
 pub mod background;
 pub mod catalog;

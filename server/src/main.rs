@@ -16,6 +16,8 @@ fn main() -> std::process::ExitCode {
     // Storage calls run on the blocking pool (`cairn_server::offload`); its bound is named once.
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .max_blocking_threads(cairn_server::limits::STORAGE_THREADS_MAX)
+        // Idle workers hand their allocator caches back once work has been done.
+        .on_thread_park(cairn_server::alloc_trim::on_thread_idle)
         .enable_all()
         .build()
     {

@@ -950,6 +950,7 @@ fn preallocator(inner: Weak<Inner>) {
     // Logged when it starts failing and when it works again, not on every retry.
     let mut failing = false;
     loop {
+        crate::thread_idle::thread_idle();
         std::thread::park_timeout(Duration::from_millis(PREALLOCATE_INTERVAL_MS));
         let Some(inner) = inner.upgrade() else { return };
         if inner.stop.load(Ordering::Acquire) {
@@ -974,6 +975,7 @@ fn preallocator(inner: Weak<Inner>) {
 
 fn compactor(inner: Weak<Inner>) {
     loop {
+        crate::thread_idle::thread_idle();
         std::thread::park_timeout(Duration::from_millis(COMPACTION_INTERVAL_MS));
         let Some(inner) = inner.upgrade() else { return };
         if inner.stop.load(Ordering::Acquire) {
@@ -1007,6 +1009,7 @@ fn checkpoint_due(inner: &Inner) -> bool {
 
 fn checkpointer(inner: Weak<Inner>) {
     loop {
+        crate::thread_idle::thread_idle();
         std::thread::park_timeout(Duration::from_millis(CHECKPOINT_POLL_MS));
         let Some(inner) = inner.upgrade() else { return };
         if inner.stop.load(Ordering::Acquire) {

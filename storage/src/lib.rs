@@ -39,6 +39,7 @@ mod replay;
 pub mod sim;
 mod snapshot;
 pub mod text;
+mod thread_idle;
 mod validate;
 pub mod wildcard;
 mod write;
@@ -54,5 +55,6 @@ pub use index::{
     Predicate, encode_index_key, flat_range,
 };
 pub use snapshot::{ScanStep, Snapshot};
+pub use thread_idle::set_thread_idle_hook;
 pub use validate::ValidateReport;
 pub use write::{STAMP_NOTE_KEY, write_across, write_across_at};

@@ -252,7 +252,9 @@ fn storage_jobs_section(state: &ServerState) -> Document {
 /// `serverStatus.jemalloc` (cairn's own, as mongod's `tcmalloc` section is its allocator's):
 /// bytes the program holds (`allocated`), in the pages those sit in (`active`), resident in
 /// memory for the allocator including its metadata (`resident`), mapped, and kept mapped but
-/// returned to the OS (`retained`). RSS well above `resident` is not the heap's.
+/// returned to the OS (`retained`), in threads' caches (`tcacheBytes`), and how many times an
+/// idle thread handed its cache back (`threadCacheFlushes`, see `alloc_trim`). RSS well above
+/// `resident` is not the heap's.
 /// With `serverStatus: 1, jemalloc: 2` (as mongod's `tcmalloc: 2` adds its allocator's report)
 /// the section also carries `formattedString`: jemalloc's own statistics per size class, which
 /// tell slab fragmentation from thread caches and unpurged pages.
@@ -268,6 +270,8 @@ fn jemalloc_section(verbose: bool) -> Document {
         "metadata": n(stats::metadata::read()),
         "mapped": n(stats::mapped::read()),
         "retained": n(stats::retained::read()),
+        "tcacheBytes": crate::alloc_trim::thread_cache_bytes(),
+        "threadCacheFlushes": crate::alloc_trim::flushes() as i64,
     };
     if verbose {
         let mut report = Vec::new();

@@ -302,6 +302,9 @@ impl Commit {
             let mut st = self.state();
             self.publish(&mut st, outcome, 0);
             self.cond.notify_all();
+            drop(st);
+            // Outside the lock: the idle hook may flush this thread's allocator cache.
+            crate::thread_idle::thread_idle();
         }
     }
 
@@ -351,6 +354,11 @@ impl Commit {
                 if st.written > st.durable && !st.syncing {
                     st.syncing = true;
                     return Some(Leader::Timer);
+                }
+                // Nothing to sync for a whole period: the idle hook may flush this thread's
+                // allocator cache. It runs under the state lock, so only on an idle log.
+                if !st.syncing && st.written <= st.durable {
+                    crate::thread_idle::thread_idle();
                 }
                 due = Instant::now() + period;
             }
