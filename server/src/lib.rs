@@ -18,6 +18,7 @@ pub mod interrupt;
 pub mod limits;
 pub mod listener;
 pub mod logging;
+pub mod logical_sessions;
 pub mod metrics;
 pub mod ns_locks;
 pub mod offload;

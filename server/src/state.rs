@@ -99,6 +99,8 @@ pub struct ServerState {
     pub streams: crate::streams::StreamRegistry,
     /// Logical sessions: the retryable-write record (`crate::sessions`).
     pub sessions: Arc<crate::sessions::SessionTable>,
+    /// Every session id seen, for `$listLocalSessions`/`$listSessions` (`crate::logical_sessions`).
+    pub logical_sessions: crate::logical_sessions::LogicalSessions,
     /// Multi-document transactions' document locks and counters (`crate::txn`).
     pub txns: Arc<crate::txn::Registry>,
     /// `--logpath`'s writer, for `logRotate` and SIGUSR1 (None in unit tests).
@@ -169,6 +171,7 @@ impl ServerState {
             repl,
             streams: crate::streams::StreamRegistry::default(),
             sessions: Arc::default(),
+            logical_sessions: Default::default(),
             txns: Arc::default(),
             log_output: None,
             profiler: crate::profiler::Profiler::new(profile_level, sample_rate),

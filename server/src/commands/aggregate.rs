@@ -165,7 +165,7 @@ pub fn run_spec(state: &ServerState, req: &Request, spec: Spec) -> CommandResult
     }
     // Stages that read server state rather than documents produce the input here.
     let source = match stages.first() {
-        Some(first) => source_stage(state, &req.db, coll_name.as_deref(), first)?,
+        Some(first) => source_stage(state, req, coll_name.as_deref(), first)?,
         None => None,
     };
     let rest = if source.is_some() {
@@ -173,6 +173,18 @@ pub fn run_spec(state: &ServerState, req: &Request, spec: Spec) -> CommandResult
     } else {
         &stages[..]
     };
+    // The pipeline parser sees `rest` from position 0: a second source stage right after the
+    // first is not first either.
+    if let Some(name) = rest
+        .first()
+        .and_then(|s| s.keys().next())
+        .filter(|n| source.is_some() && crate::query::pipeline::SOURCE_ONLY.contains(&n.as_str()))
+    {
+        return Err(err(
+            ErrorCode::Location40602,
+            format!("{name} is only valid as the first stage in a pipeline"),
+        ));
+    }
     let pipeline = Pipeline::parse(rest, &ctx)?;
     let deadline = deadline(req);
     let coll = coll_name
@@ -265,6 +277,7 @@ pub const SOURCE_STAGES: &[&str] = &[
     "$indexStats",
     "$currentOp",
     "$listLocalSessions",
+    "$listSessions",
     "$planCacheStats",
 ];
 
@@ -272,10 +285,11 @@ pub const SOURCE_STAGES: &[&str] = &[
 /// produce from what cairn knows, or `None` when the first stage is an ordinary one.
 fn source_stage(
     state: &ServerState,
-    db: &str,
+    req: &Request,
     coll: Option<&str>,
     stage: &Document,
 ) -> CommandResult<Option<Vec<Document>>> {
+    let db = req.db.as_str();
     let Some((name, spec)) = stage.iter().next() else {
         return Ok(None);
     };
@@ -356,18 +370,9 @@ fn source_stage(
             }
             Ok(Some(ops))
         }
-        // Sessions are not listed yet; the spec is checked as mongod's IDL parser does.
-        "$listLocalSessions" => {
-            if let Bson::Document(spec) = spec {
-                argspec::check_entry(&argspec::admin::LIST_SESSIONS_SPEC, spec)?;
-                for user in spec.get_array("users").into_iter().flatten() {
-                    if let Bson::Document(u) = user {
-                        argspec::check_entry(&argspec::admin::LIST_SESSIONS_USER, u)?;
-                    }
-                }
-            }
-            Ok(Some(vec![]))
-        }
+        "$listLocalSessions" | "$listSessions" => Ok(Some(super::admin_stages::list_sessions(
+            state, req, coll, name, spec,
+        )?)),
         // The collection's plan cache entries (`planner::cache`).
         "$planCacheStats" => {
             let spec = spec.as_document().ok_or_else(|| {

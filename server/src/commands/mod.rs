@@ -4,6 +4,7 @@
 //! Handlers live one file per family and return `CommandResult<Reply>`.
 
 pub mod admin;
+pub mod admin_stages;
 pub mod aggregate;
 pub mod args;
 pub mod argspec;
@@ -94,6 +95,9 @@ pub struct Request {
     pub txn: std::sync::OnceLock<Arc<crate::txn::Txn>>,
     /// The retryable write the command is (set by `dispatch`; see `crate::retry_record`).
     pub retry: std::sync::OnceLock<Arc<crate::retry_record::RetryRecord>>,
+    /// The user the connection is authenticated as, (name, db) (set by `dispatch`; unset
+    /// without authentication): `$listLocalSessions` lists this user's sessions by default.
+    pub user: std::sync::OnceLock<(String, String)>,
 }
 
 /// What a handler produces.
@@ -347,6 +351,7 @@ pub fn parse_request(
         op,
         txn: Default::default(),
         retry: Default::default(),
+        user: Default::default(),
     })
 }
 
@@ -442,6 +447,14 @@ pub async fn dispatch(
         ));
     }
     authz::check(state, conn, spec, req).await?;
+    if let Some(id) = crate::logical_sessions::lsid_of(&req.body) {
+        let user = conn.auth.user().map(|n| (n.name.as_str(), n.db.as_str()));
+        let now = bson::DateTime::now().timestamp_millis();
+        state.logical_sessions.touch(id, user, now);
+    }
+    if let Some(n) = conn.auth.user().filter(|_| req.command == "aggregate") {
+        let _ = req.user.set((n.name.clone(), n.db.clone()));
+    }
     replset::check_primary(state, req)?;
     if state.repl.is_some() {
         crate::clock::check_read_concern(state, &req.body)?;
@@ -571,7 +584,7 @@ pub async fn dispatch(
         "connectionStatus" => argspec::check(&argspec::admin::CONNECTION_STATUS, &req.body)
             .map(|_| auth::connection_status(conn, req)),
         "listCommands" => Ok(admin::list_commands(state)),
-        "startSession" => Ok(admin::start_session()),
+        "startSession" => Ok(admin::start_session(state, conn)),
         "getLog" => admin::get_log(state, req),
         "logRotate" => off_thread(state, req, admin::log_rotate).await,
         "shutdown" => admin::shutdown(state, conn, req),

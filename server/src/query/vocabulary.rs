@@ -244,6 +244,7 @@ pub const STAGES: &[&str] = &[
     "$indexStats",
     "$currentOp",
     "$listLocalSessions",
+    "$listSessions",
     "$planCacheStats",
     "$geoNear",
     "$search",

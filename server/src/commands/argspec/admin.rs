@@ -137,6 +137,12 @@ pub static LIST_SESSIONS_SPEC: CommandSpec = CommandSpec {
     target: None,
 };
 
+/// `$listSessions`' spec: the same `ListSessionsSpec`, named after its stage in messages.
+pub static LIST_ALL_SESSIONS_SPEC: CommandSpec = CommandSpec {
+    name: "$listSessions",
+    ..LIST_SESSIONS_SPEC
+};
+
 /// One element of its `users` (`ListSessionsUser`).
 pub static LIST_SESSIONS_USER: CommandSpec = CommandSpec {
     name: "ListSessionsUser",

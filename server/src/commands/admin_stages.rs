@@ -1,0 +1,146 @@
+//! Leading aggregation stages that read server state rather than documents, beyond the ones
+//! `commands::aggregate` answers itself: `$listLocalSessions` and `$listSessions` (the logical
+//! session cache, `crate::logical_sessions`). Each checks its spec and namespace as mongod's
+//! stage parser does and returns the documents it produces; the rest of the pipeline runs over
+//! them.
+
+use super::Request;
+use super::argspec;
+use crate::error::{CommandResult, ErrorCode, err};
+use crate::logical_sessions::{UserDigest, user_digest};
+use crate::state::ServerState;
+use bson::{Bson, Document};
+
+/// `$listLocalSessions` (on `{aggregate: 1}`) and `$listSessions` (on
+/// `config.system.sessions`): the cached session records of the users the spec names.
+pub fn list_sessions(
+    state: &ServerState,
+    req: &Request,
+    coll: Option<&str>,
+    name: &str,
+    spec: &Bson,
+) -> CommandResult<Vec<Document>> {
+    let local = name == "$listLocalSessions";
+    if local && coll.is_some() {
+        return Err(err(
+            ErrorCode::InvalidNamespace,
+            "$listLocalSessions must be run against the database with {aggregate: 1}, not a collection",
+        ));
+    }
+    if !local && (req.db != "config" || coll != Some("system.sessions")) {
+        return Err(err(
+            ErrorCode::InvalidNamespace,
+            "$listSessions must be run against the 'system.sessions' collection in the 'config' database.",
+        ));
+    }
+    let owners = owners(name, spec, req.user.get())?;
+    let now = bson::DateTime::now().timestamp_millis();
+    Ok(state.logical_sessions.list(owners.as_deref(), now))
+}
+
+/// Whose sessions a `ListSessionsSpec` asks for: None for `allUsers: true`, else the digests
+/// of `users` (by default the connection's own user, or the unauthenticated digest).
+fn owners(
+    name: &str,
+    spec: &Bson,
+    me: Option<&(String, String)>,
+) -> CommandResult<Option<Vec<UserDigest>>> {
+    let Bson::Document(spec) = spec else {
+        return Err(err(
+            ErrorCode::TypeMismatch,
+            format!(
+                "{name} options must be specified in an object, but found: {}",
+                super::args::type_name(spec)
+            ),
+        ));
+    };
+    let table = match name {
+        "$listSessions" => &argspec::admin::LIST_ALL_SESSIONS_SPEC,
+        _ => &argspec::admin::LIST_SESSIONS_SPEC,
+    };
+    argspec::check_entry(table, spec)?;
+    let mut users = Vec::new();
+    for user in spec.get_array("users").into_iter().flatten() {
+        if let Bson::Document(u) = user {
+            argspec::check_entry(&argspec::admin::LIST_SESSIONS_USER, u)?;
+            users.push(user_digest(Some((
+                u.get_str("user").unwrap_or_default(),
+                u.get_str("db").unwrap_or_default(),
+            ))));
+        }
+    }
+    let all = spec.get_bool("allUsers").unwrap_or(false);
+    if all && !users.is_empty() {
+        return Err(err(
+            ErrorCode::UnsupportedFormat,
+            format!(
+                "{name} may not specify {{allUsers:true}} and {{users:[...]}} at the same time"
+            ),
+        ));
+    }
+    if all {
+        return Ok(None);
+    }
+    if users.is_empty() {
+        users.push(user_digest(me.map(|(n, d)| (n.as_str(), d.as_str()))));
+    }
+    Ok(Some(users))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::doc;
+
+    fn code<T>(r: CommandResult<T>) -> i32 {
+        match r {
+            Ok(_) => 0,
+            Err(e) => e.code.code(),
+        }
+    }
+
+    #[test]
+    fn spec_errors_are_mongods() {
+        let o = |spec: Bson| code(owners("$listSessions", &spec, None));
+        assert_eq!(o(Bson::Int32(1)), 14);
+        assert_eq!(o(Bson::Document(doc! { "allUsers": 1 })), 14);
+        assert_eq!(o(Bson::Document(doc! { "users": 1 })), 14);
+        assert_eq!(o(Bson::Document(doc! { "bogus": true })), 40415);
+        assert_eq!(
+            o(Bson::Document(doc! { "users": [{ "user": "a" }] })),
+            40414
+        );
+        assert_eq!(
+            o(Bson::Document(
+                doc! { "allUsers": true, "users": [{ "user": "a", "db": "b" }] }
+            )),
+            12
+        );
+        assert_eq!(o(Bson::Document(doc! { "allUsers": true, "users": [] })), 0);
+    }
+
+    #[test]
+    fn default_is_the_callers_own_digest() {
+        let me = ("ann".to_string(), "admin".to_string());
+        let got = owners("$listLocalSessions", &Bson::Document(doc! {}), Some(&me));
+        assert_eq!(
+            got.ok().flatten(),
+            Some(vec![user_digest(Some(("ann", "admin")))])
+        );
+        let all = owners(
+            "$listLocalSessions",
+            &Bson::Document(doc! { "allUsers": true }),
+            None,
+        );
+        assert_eq!(all.ok(), Some(None));
+        let named = owners(
+            "$listLocalSessions",
+            &Bson::Document(doc! { "users": [{ "user": "bob", "db": "test" }] }),
+            None,
+        );
+        assert_eq!(
+            named.ok().flatten(),
+            Some(vec![user_digest(Some(("bob", "test")))])
+        );
+    }
+}
