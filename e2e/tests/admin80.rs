@@ -145,3 +145,169 @@ async fn list_sessions_errors_are_mongods() {
         .unwrap();
     assert!(listed.is_empty());
 }
+
+fn plan_text(e: &Document) -> String {
+    cairn_e2e::winning(e).to_string()
+}
+
+#[tokio::test]
+async fn query_settings_reject_and_hint_and_survive_a_restart() {
+    let mut server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let db = client.database("qs");
+    let c = db.collection::<Document>("c");
+    c.insert_many((0..50).map(|i| doc! { "_id": i, "a": i % 5, "b": i % 7 }))
+        .await
+        .unwrap();
+    c.create_index(mongodb::IndexModel::builder().keys(doc! { "a": 1 }).build())
+        .await
+        .unwrap();
+    c.create_index(mongodb::IndexModel::builder().keys(doc! { "b": 1 }).build())
+        .await
+        .unwrap();
+    let admin = client.database("admin");
+
+    // reject: a find of that shape fails with 411 whatever its values; others run.
+    let set = admin
+        .run_command(doc! {
+            "setQuerySettings": { "find": "c", "filter": { "a": 1, "b": 1 }, "$db": "qs" },
+            "settings": { "reject": true },
+            "writeConcern": { "w": 1, "j": true },
+        })
+        .await
+        .unwrap();
+    let hash = set.get_str("queryShapeHash").unwrap().to_string();
+    assert_eq!(hash.len(), 64);
+    assert_eq!(
+        set.get_document("settings").unwrap(),
+        &doc! { "reject": true }
+    );
+    // (find_one sends a limit, which is part of the shape: not rejected.)
+    let e = c.find(doc! { "a": 3, "b": 4 }).await.unwrap_err();
+    assert_eq!(error_code(&e), 411);
+    assert!(c.find_one(doc! { "a": 3, "b": 4 }).await.is_ok());
+    assert!(c.find(doc! { "a": 3 }).await.is_ok());
+
+    // Merging: reject false goes, index hints come in (ns from the representative query).
+    let set = admin
+        .run_command(doc! {
+            "setQuerySettings": { "find": "c", "filter": { "a": 9, "b": 9 }, "$db": "qs" },
+            "settings": { "reject": false, "indexHints": { "allowedIndexes": ["b_1"] } },
+            "writeConcern": { "w": 1, "j": true },
+        })
+        .await
+        .unwrap();
+    assert_eq!(set.get_str("queryShapeHash").unwrap(), hash);
+    assert!(!set.get_document("settings").unwrap().contains_key("reject"));
+    let found: Vec<Document> = c
+        .find(doc! { "a": 3, "b": 3 })
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    let ids: Vec<i32> = found.iter().map(|d| d.get_i32("_id").unwrap()).collect();
+    assert_eq!(ids, vec![3, 38]);
+    let plan = plan_text(
+        &cairn_e2e::explain(&db, doc! { "find": "c", "filter": { "a": 1, "b": 2 } }).await,
+    );
+    assert!(plan.contains("b_1") && !plan.contains("a_1"), "{plan}");
+
+    let listed = agg(
+        &admin,
+        vec![doc! { "$querySettings": { "showDebugQueryShape": true } }],
+    )
+    .await
+    .unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].get_str("queryShapeHash").unwrap(), hash);
+    assert!(listed[0].get_document("debugQueryShape").is_ok());
+    assert!(listed[0].get_document("representativeQuery").is_ok());
+
+    // Persisted: still there after a kill and restart, and still applied.
+    server.restart_after_kill();
+    let client = server.client().await;
+    let admin = client.database("admin");
+    let listed = agg(&admin, vec![doc! { "$querySettings": {} }])
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert!(!listed[0].contains_key("debugQueryShape"));
+    let db = client.database("qs");
+    let plan = plan_text(
+        &cairn_e2e::explain(&db, doc! { "find": "c", "filter": { "a": 1, "b": 2 } }).await,
+    );
+    assert!(plan.contains("b_1") && !plan.contains("a_1"), "{plan}");
+
+    // Removed by hash; removing again is not an error.
+    for _ in 0..2 {
+        admin
+            .run_command(doc! { "removeQuerySettings": hash.clone() })
+            .await
+            .unwrap();
+    }
+    assert!(
+        agg(&admin, vec![doc! { "$querySettings": {} }])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // Argument errors.
+    let code =
+        |r: mongodb::error::Result<Document>| r.map(|_| 0).unwrap_or_else(|e| error_code(&e));
+    let q = doc! { "find": "c", "filter": { "a": 1 }, "$db": "qs" };
+    assert_eq!(
+        code(
+            admin
+                .run_command(doc! { "setQuerySettings": q.clone(), "settings": {} })
+                .await
+        ),
+        8727502
+    );
+    assert_eq!(
+        code(
+            admin
+                .run_command(doc! { "setQuerySettings": q.clone() })
+                .await
+        ),
+        40414
+    );
+    assert_eq!(
+        code(
+            admin
+                .run_command(
+                    doc! { "setQuerySettings": q.clone(), "settings": { "reject": false } }
+                )
+                .await
+        ),
+        7746604
+    );
+    assert_eq!(
+        code(
+            admin
+                .run_command(doc! { "setQuerySettings": 1, "settings": { "reject": true } })
+                .await
+        ),
+        14
+    );
+    assert_eq!(
+        code(admin.run_command(doc! { "setQuerySettings": { "find": "c", "filter": { "_id": 1 }, "$db": "qs" }, "settings": { "reject": true } }).await),
+        7746606
+    );
+    assert_eq!(
+        code(
+            db.run_command(doc! { "setQuerySettings": q, "settings": { "reject": true } })
+                .await
+        ),
+        13
+    );
+    assert_eq!(
+        code(
+            agg(&db, vec![doc! { "$querySettings": {} }])
+                .await
+                .map(|_| doc! {})
+        ),
+        73
+    );
+}

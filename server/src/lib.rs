@@ -27,6 +27,8 @@ pub mod parameters;
 pub mod planner;
 pub mod profiler;
 pub mod query;
+pub mod query_settings;
+pub mod query_shape;
 pub mod repl;
 pub mod retried;
 pub mod retry_record;

@@ -110,6 +110,12 @@ pub fn run_pipeline(state: &ServerState, req: &Request) -> CommandResult<Ran> {
             )
         })?,
     };
+    // Query settings (8.0): explain is never rejected, and sees the hints.
+    let shape = || crate::query_shape::Shape::aggregate(&req.db, coll_name.as_deref(), &stages);
+    let _settings = match state.query_settings.for_query(shape) {
+        Err(_) if explain => None,
+        other => other?,
+    };
     let spec = Spec {
         coll_name,
         stages,
@@ -279,6 +285,7 @@ pub const SOURCE_STAGES: &[&str] = &[
     "$listLocalSessions",
     "$listSessions",
     "$planCacheStats",
+    "$querySettings",
 ];
 
 /// `$collStats`, `$indexStats`, `$currentOp` and `$listLocalSessions`: the documents they
@@ -370,6 +377,7 @@ fn source_stage(
             }
             Ok(Some(ops))
         }
+        "$querySettings" => Ok(Some(super::query_settings::stage(state, req, coll, spec)?)),
         "$listLocalSessions" | "$listSessions" => Ok(Some(super::admin_stages::list_sessions(
             state, req, coll, name, spec,
         )?)),

@@ -155,6 +155,9 @@ pub const RULES: &[(&str, Rule)] = &[
     ("planCacheSetFilter", Collection(&["planCacheIndexFilter"])),
     ("getClusterParameter", Cluster(&["getClusterParameter"])),
     ("setClusterParameter", Cluster(&["setClusterParameter"])),
+    // mongod's own `querySettings` action is granted with these (clusterManager).
+    ("setQuerySettings", Cluster(&["setClusterParameter"])),
+    ("removeQuerySettings", Cluster(&["setClusterParameter"])),
     ("getDefaultRWConcern", Cluster(&["getDefaultRWConcern"])),
     ("setDefaultRWConcern", Cluster(&["setDefaultRWConcern"])),
     // mongod gates fail points on internal privileges; cairn lets those who may set parameters.

@@ -126,6 +126,11 @@ pub fn find(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     crate::catalog::validate_collection_name(&req.db, &coll_name)?;
     let ns = format!("{}.{}", req.db, coll_name);
     let a = parse_find(&req.body)?;
+    // Query settings (8.0): a rejected shape fails here; index hints stay current for the
+    // planner while this runs.
+    let _settings = state
+        .query_settings
+        .for_query(|| crate::query_shape::Shape::find(&req.db, &coll_name, &req.body))?;
     let _collation = super::views::collation_scope(state, &req.body, "find", &req.db, &coll_name)?;
     if let Some(view) = super::views::get(state, &req.db, &coll_name)? {
         return find_on_view(state, req, &view.name, &a);

@@ -32,6 +32,7 @@ pub mod map_reduce;
 pub mod output;
 pub mod prepare;
 pub mod profile;
+pub mod query_settings;
 pub mod replset;
 pub mod roles;
 pub mod snapshot_read;
@@ -235,6 +236,8 @@ commands! {
     "planCacheListFilters" => "List index filters";
     "planCacheSetFilter" => "Limit a query shape to some indexes (the planner honours it)";
     "getClusterParameter" => "Read cluster parameters (kept in memory)", admin true;
+    "setQuerySettings" => "Set query settings (index hints, reject) for a query shape", admin true;
+    "removeQuerySettings" => "Remove the query settings of a query shape", admin true;
     "setClusterParameter" => "Set a cluster parameter (in memory, not persisted)", admin true;
     "getDefaultRWConcern" => "Default read and write concern (replica sets only)", admin true;
     "setDefaultRWConcern" => "Set the default read and write concern (replica sets only)", admin true;
@@ -607,6 +610,19 @@ pub async fn dispatch(
         "planCacheListFilters" => diagnostic::plan_cache_list_filters(req),
         "planCacheSetFilter" => diagnostic::plan_cache_set_filter(state, req),
         "getClusterParameter" => diagnostic::get_cluster_parameter(req),
+        "setQuerySettings" => match off_thread(state, req, query_settings::set).await {
+            Ok((reply, ticket)) => users::committed_plain(state, req, ticket)
+                .await
+                .map(|_| reply),
+            Err(e) => Err(e),
+        },
+        "removeQuerySettings" => match off_thread(state, req, query_settings::remove).await {
+            Ok((reply, Some(ticket))) => users::committed_plain(state, req, ticket)
+                .await
+                .map(|_| reply),
+            Ok((reply, None)) => Ok(reply),
+            Err(e) => Err(e),
+        },
         "setClusterParameter" => diagnostic::set_cluster_parameter(req),
         "getDefaultRWConcern" | "setDefaultRWConcern" => diagnostic::default_rw_concern(req),
         "configureFailPoint" => admin::configure_fail_point(state, req),

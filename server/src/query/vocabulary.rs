@@ -245,6 +245,7 @@ pub const STAGES: &[&str] = &[
     "$currentOp",
     "$listLocalSessions",
     "$listSessions",
+    "$querySettings",
     "$planCacheStats",
     "$geoNear",
     "$search",

@@ -139,6 +139,8 @@ const NOT_IMPLEMENTED: &[&str] = &[
     "$currentOp",
     "$listLocalSessions",
     "$listSessions",
+    "$querySettings",
+    "$queryStats",
     "$changeStream",
     "$planCacheStats",
     "$search",
