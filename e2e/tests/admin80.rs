@@ -311,3 +311,136 @@ async fn query_settings_reject_and_hint_and_survive_a_restart() {
         73
     );
 }
+
+#[tokio::test]
+async fn query_stats_count_finds_and_aggregates_per_shape() {
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let db = client.database("st");
+    let c = db.collection::<Document>("c");
+    c.insert_many((0..10).map(|i| doc! { "_id": i, "a": i % 2 }))
+        .await
+        .unwrap();
+    for a in [0, 1, 0] {
+        let got: Vec<Document> = c
+            .find(doc! { "a": a })
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        assert_eq!(got.len(), 5);
+    }
+    let _: Vec<Document> = c
+        .aggregate(vec![doc! { "$match": { "a": 1 } }, doc! { "$count": "n" }])
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    let admin = client.database("admin");
+    let stats = agg(&admin, vec![doc! { "$queryStats": {} }]).await.unwrap();
+    let of = |command: &str| {
+        stats
+            .iter()
+            .find(|d| {
+                let shape = d
+                    .get_document("key")
+                    .unwrap()
+                    .get_document("queryShape")
+                    .unwrap();
+                shape.get_str("command").ok() == Some(command)
+                    && shape.get_document("cmdNs").unwrap().get_str("coll").ok() == Some("c")
+            })
+            .unwrap_or_else(|| panic!("no {command} entry in {stats:?}"))
+            .clone()
+    };
+    let find = of("find");
+    let m = find.get_document("metrics").unwrap();
+    assert_eq!(m.get_i64("execCount").unwrap(), 3);
+    let docs = m.get_document("docsReturned").unwrap();
+    assert_eq!(
+        (docs.get_i64("sum").unwrap(), docs.get_i64("max").unwrap()),
+        (15, 5)
+    );
+    let micros = m.get_document("totalExecMicros").unwrap();
+    assert!(micros.get_i64("sum").unwrap() >= micros.get_i64("max").unwrap());
+    assert!(
+        m.get_datetime("latestSeenTimestamp").unwrap()
+            >= m.get_datetime("firstSeenTimestamp").unwrap()
+    );
+    assert_eq!(find.get_str("queryShapeHash").unwrap().len(), 64);
+    assert!(find.get_timestamp("asOf").is_ok());
+    assert_eq!(
+        of("aggregate")
+            .get_document("metrics")
+            .unwrap()
+            .get_i64("execCount")
+            .unwrap(),
+        1
+    );
+
+    // transformIdentifiers hides names; bad specs get mongod's codes.
+    let key = bson::Binary {
+        subtype: bson::spec::BinarySubtype::Sensitive,
+        bytes: vec![3; 32],
+    };
+    let hidden = agg(
+        &admin,
+        vec![doc! { "$queryStats": { "transformIdentifiers": { "algorithm": "hmac-sha-256", "hmacKey": key } } }],
+    )
+    .await
+    .unwrap();
+    assert!(!hidden.is_empty());
+    assert!(!format!("{hidden:?}").contains("\"st\""));
+    let code =
+        |r: mongodb::error::Result<Vec<Document>>| r.map(|_| 0).unwrap_or_else(|e| error_code(&e));
+    assert_eq!(
+        code(agg(&admin, vec![doc! { "$queryStats": { "x": 1 } }]).await),
+        40415
+    );
+    assert_eq!(
+        code(
+            agg(
+                &admin,
+                vec![doc! { "$queryStats": { "transformIdentifiers": { "algorithm": "sha" } } }]
+            )
+            .await
+        ),
+        2
+    );
+    assert_eq!(code(agg(&db, vec![doc! { "$queryStats": {} }]).await), 73);
+    assert_eq!(
+        code(
+            agg(
+                &admin,
+                vec![doc! { "$match": {} }, doc! { "$queryStats": {} }]
+            )
+            .await
+        ),
+        40602
+    );
+
+    // Off with internalQueryStatsRateLimit 0.
+    admin
+        .run_command(doc! { "setParameter": 1, "internalQueryStatsRateLimit": 0 })
+        .await
+        .unwrap();
+    let _: Vec<Document> = c
+        .find(doc! { "a": 0 })
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    let again = agg(&admin, vec![doc! { "$queryStats": {} }]).await.unwrap();
+    let count = again
+        .iter()
+        .find(|d| d.get_str("queryShapeHash").ok() == find.get_str("queryShapeHash").ok())
+        .unwrap()
+        .get_document("metrics")
+        .unwrap()
+        .get_i64("execCount")
+        .unwrap();
+    assert_eq!(count, 3);
+}

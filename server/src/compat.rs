@@ -192,6 +192,18 @@ const NOTES: &[(&str, &str)] = &[
      ignored.",
     ),
     (
+        "Query statistics",
+        "`$queryStats` (first stage, `admin`, `{aggregate: 1}`; `transformIdentifiers` with \
+     `hmac-sha-256` and a key of at least 32 bytes) lists per query shape of `find` and \
+     `aggregate`: `key` (`queryShape`, `collectionType`), `keyHash`, `queryShapeHash` (cairn's \
+     shape, see Query settings), `metrics` (`execCount`, `lastExecutionMicros`, \
+     `totalExecMicros`, `firstResponseExecMicros`, `docsReturned` as `{sum, max, min, \
+     sumOfSquares}`, `firstSeenTimestamp`, `latestSeenTimestamp`) and `asOf`. Counted per \
+     command (first batch; later getMores are not added); no `keysExamined`/`docsExamined` or \
+     client metadata in the key. At most 10,000 shapes (least recently seen evicted); \
+     `internalQueryStatsRateLimit: 0` stops recording, any other value records every query.",
+    ),
+    (
         "Logical sessions",
         "`$listLocalSessions` lists every session id the server has seen in a command's \
      `lsid` or made with `startSession` (`{_id: {id, uid}, lastUse, user?}`; `uid` is \

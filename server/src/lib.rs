@@ -29,6 +29,7 @@ pub mod profiler;
 pub mod query;
 pub mod query_settings;
 pub mod query_shape;
+pub mod query_stats;
 pub mod repl;
 pub mod retried;
 pub mod retry_record;

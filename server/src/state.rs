@@ -103,6 +103,8 @@ pub struct ServerState {
     pub logical_sessions: crate::logical_sessions::LogicalSessions,
     /// mongod 8.0's query settings (`crate::query_settings`), loaded at start-up.
     pub query_settings: crate::query_settings::QuerySettings,
+    /// `$queryStats`' per-shape statistics (`crate::query_stats`).
+    pub query_stats: crate::query_stats::QueryStats,
     /// Multi-document transactions' document locks and counters (`crate::txn`).
     pub txns: Arc<crate::txn::Registry>,
     /// `--logpath`'s writer, for `logRotate` and SIGUSR1 (None in unit tests).
@@ -177,6 +179,7 @@ impl ServerState {
             sessions: Arc::default(),
             logical_sessions: Default::default(),
             query_settings,
+            query_stats: Default::default(),
             txns: Arc::default(),
             log_output: None,
             profiler: crate::profiler::Profiler::new(profile_level, sample_rate),

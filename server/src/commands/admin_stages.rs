@@ -1,6 +1,6 @@
 //! Leading aggregation stages that read server state rather than documents, beyond the ones
 //! `commands::aggregate` answers itself: `$listLocalSessions` and `$listSessions` (the logical
-//! session cache, `crate::logical_sessions`). Each checks its spec and namespace as mongod's
+//! session cache, `crate::logical_sessions`) and `$queryStats` (`crate::query_stats`). Each checks its spec and namespace as mongod's
 //! stage parser does and returns the documents it produces; the rest of the pipeline runs over
 //! them.
 
@@ -36,6 +36,67 @@ pub fn list_sessions(
     let owners = owners(name, spec, req.user.get())?;
     let now = bson::DateTime::now().timestamp_millis();
     Ok(state.logical_sessions.list(owners.as_deref(), now))
+}
+
+/// `$queryStats` (on `admin` with `{aggregate: 1}`): the statistics of every shape kept, with
+/// identifiers transformed under `transformIdentifiers` (`hmac-sha-256`, a key of at least 32
+/// bytes).
+pub fn query_stats(
+    state: &ServerState,
+    req: &Request,
+    coll: Option<&str>,
+    spec: &Bson,
+) -> CommandResult<Vec<Document>> {
+    let Bson::Document(spec) = spec else {
+        return Err(err(
+            ErrorCode::FailedToParse,
+            format!(
+                "$queryStats must take a nested object but found: {}",
+                super::args::type_name(spec)
+            ),
+        ));
+    };
+    if req.db != "admin" || coll.is_some() {
+        return Err(err(
+            ErrorCode::InvalidNamespace,
+            "$queryStats must be run against the 'admin' database with {aggregate: 1}",
+        ));
+    }
+    let key = query_stats_key(spec)?;
+    Ok(state.query_stats.list(key.as_deref()))
+}
+
+/// The HMAC key of `$queryStats`' spec (`DocumentSourceQueryStatsSpec`), None when identifiers
+/// are shown as they are.
+fn query_stats_key(spec: &Document) -> CommandResult<Option<Vec<u8>>> {
+    argspec::check_entry(&argspec::admin::QUERY_STATS_SPEC, spec)?;
+    let Ok(t) = spec.get_document("transformIdentifiers") else {
+        return Ok(None);
+    };
+    argspec::check_entry(&argspec::admin::QUERY_STATS_TRANSFORM, t)?;
+    let algorithm = t.get_str("algorithm").unwrap_or_default();
+    if algorithm != "hmac-sha-256" {
+        return Err(err(
+            ErrorCode::BadValue,
+            format!(
+                "Enumeration value '{algorithm}' for field '$queryStats.transformIdentifiers.algorithm' is not a valid value."
+            ),
+        ));
+    }
+    let key = match t.get("hmacKey") {
+        Some(Bson::Binary(b)) => b.bytes.clone(),
+        _ => Vec::new(),
+    };
+    if key.len() < 32 {
+        return Err(err(
+            ErrorCode::BadValue,
+            format!(
+                "hmacKey must be greater than or equal to 32 bytes, found length: {}",
+                key.len()
+            ),
+        ));
+    }
+    Ok(Some(key))
 }
 
 /// Whose sessions a `ListSessionsSpec` asks for: None for `allUsers: true`, else the digests
@@ -117,6 +178,37 @@ mod tests {
             12
         );
         assert_eq!(o(Bson::Document(doc! { "allUsers": true, "users": [] })), 0);
+    }
+
+    #[test]
+    fn query_stats_spec_errors_are_mongods() {
+        let key = |b: usize| {
+            Bson::Binary(bson::Binary {
+                subtype: bson::spec::BinarySubtype::Sensitive,
+                bytes: vec![1; b],
+            })
+        };
+        let k = |spec: Document| code(query_stats_key(&spec));
+        assert_eq!(k(doc! {}), 0);
+        assert_eq!(k(doc! { "bogus": 1 }), 40415);
+        assert_eq!(k(doc! { "transformIdentifiers": 1 }), 14);
+        assert_eq!(k(doc! { "transformIdentifiers": {} }), 40414);
+        assert_eq!(
+            k(doc! { "transformIdentifiers": { "algorithm": "md5" } }),
+            2
+        );
+        assert_eq!(
+            k(doc! { "transformIdentifiers": { "algorithm": "hmac-sha-256", "hmacKey": key(8) } }),
+            2
+        );
+        assert_eq!(
+            k(doc! { "transformIdentifiers": { "algorithm": "hmac-sha-256", "hmacKey": "x" } }),
+            14
+        );
+        assert_eq!(
+            k(doc! { "transformIdentifiers": { "algorithm": "hmac-sha-256", "hmacKey": key(32) } }),
+            0
+        );
     }
 
     #[test]

@@ -116,6 +116,16 @@ pub fn run_pipeline(state: &ServerState, req: &Request) -> CommandResult<Ran> {
         Err(_) if explain => None,
         other => other?,
     };
+    let started = Instant::now();
+    // Statistics are for queries over documents, not for stages that read server state.
+    let counted = !explain
+        && state.params.get_i64("internalQueryStatsRateLimit") != 0
+        && !stages
+            .first()
+            .and_then(|s| s.keys().next())
+            .is_some_and(|n| SOURCE_STAGES.contains(&n.as_str()));
+    let shape = counted
+        .then(|| crate::query_shape::Shape::aggregate(&req.db, coll_name.as_deref(), &stages));
     let spec = Spec {
         coll_name,
         stages,
@@ -124,7 +134,11 @@ pub fn run_pipeline(state: &ServerState, req: &Request) -> CommandResult<Ran> {
         allow_disk_use: args::opt_bool(&req.body, "aggregate", "allowDiskUse")?.unwrap_or(false),
         let_vars: args::opt_doc(&req.body, "aggregate", "let")?.cloned(),
     };
-    run_spec(state, req, spec)
+    let ran = run_spec(state, req, spec)?;
+    if let (Some(shape), Ran::Reply(reply)) = (shape, &ran) {
+        super::crud_read::note_query_stats(state, started, reply, || shape);
+    }
+    Ok(ran)
 }
 
 /// A parsed `aggregate` (or a read of a view turned into one).
@@ -286,6 +300,7 @@ pub const SOURCE_STAGES: &[&str] = &[
     "$listSessions",
     "$planCacheStats",
     "$querySettings",
+    "$queryStats",
 ];
 
 /// `$collStats`, `$indexStats`, `$currentOp` and `$listLocalSessions`: the documents they
@@ -378,6 +393,9 @@ fn source_stage(
             Ok(Some(ops))
         }
         "$querySettings" => Ok(Some(super::query_settings::stage(state, req, coll, spec)?)),
+        "$queryStats" => Ok(Some(super::admin_stages::query_stats(
+            state, req, coll, spec,
+        )?)),
         "$listLocalSessions" | "$listSessions" => Ok(Some(super::admin_stages::list_sessions(
             state, req, coll, name, spec,
         )?)),

@@ -494,6 +494,9 @@ fn pipeline_needs(db: &str, stages: &[Bson], bypass: bool, depth: usize, out: &m
                 }
             }
             "$currentOp" => out.push(Need::on(Target::Cluster, &["inprog"])),
+            "$queryStats" => out.push(Need::on(Target::Cluster, &["queryStatsRead"])),
+            // mongod's `querySettings` action comes with clusterManager, as this one does.
+            "$querySettings" => out.push(Need::on(Target::Cluster, &["getClusterParameter"])),
             "$listSessions" | "$listLocalSessions"
                 if spec_doc.and_then(|d| d.get("allUsers")).is_some_and(truthy) =>
             {

@@ -121,6 +121,37 @@ fn parse_find(body: &Document) -> CommandResult<FindSpec> {
 }
 
 pub fn find(state: &ServerState, req: &Request) -> CommandResult<Reply> {
+    let started = Instant::now();
+    let reply = find_run(state, req)?;
+    note_query_stats(state, started, &reply, || {
+        let coll = req.body.get_str("find").unwrap_or_default();
+        crate::query_shape::Shape::find(&req.db, coll, &req.body)
+    });
+    Ok(reply)
+}
+
+/// Adds a finished `find` or `aggregate` (its first batch) to `$queryStats` unless
+/// `internalQueryStatsRateLimit` is 0.
+pub(super) fn note_query_stats(
+    state: &ServerState,
+    started: Instant,
+    reply: &Reply,
+    shape: impl FnOnce() -> crate::query_shape::Shape,
+) {
+    let Reply::Cursor(batch) = reply else {
+        return;
+    };
+    if state.params.get_i64("internalQueryStatsRateLimit") == 0 {
+        return;
+    }
+    let micros = i64::try_from(started.elapsed().as_micros()).unwrap_or(i64::MAX);
+    let now = bson::DateTime::now().timestamp_millis();
+    state
+        .query_stats
+        .record(shape, micros, batch.docs.len() as i64, now);
+}
+
+fn find_run(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     state.opcounters.query.fetch_add(1, Relaxed);
     let coll_name = args::collection_name(&req.body, "find")?;
     crate::catalog::validate_collection_name(&req.db, &coll_name)?;

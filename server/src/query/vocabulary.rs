@@ -246,6 +246,7 @@ pub const STAGES: &[&str] = &[
     "$listLocalSessions",
     "$listSessions",
     "$querySettings",
+    "$queryStats",
     "$planCacheStats",
     "$geoNear",
     "$search",

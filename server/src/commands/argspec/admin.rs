@@ -143,6 +143,22 @@ pub static LIST_ALL_SESSIONS_SPEC: CommandSpec = CommandSpec {
     ..LIST_SESSIONS_SPEC
 };
 
+/// `$queryStats`' spec (`DocumentSourceQueryStatsSpec`, strict).
+pub static QUERY_STATS_SPEC: CommandSpec = CommandSpec {
+    name: "$queryStats",
+    fields: &[opt("transformIdentifiers", Ty::Object)],
+    strict: true,
+    target: None,
+};
+
+/// Its `transformIdentifiers` (`TransformIdentifiersSpec`, strict).
+pub static QUERY_STATS_TRANSFORM: CommandSpec = CommandSpec {
+    name: "$queryStats.transformIdentifiers",
+    fields: &[req("algorithm", Ty::String), opt("hmacKey", Ty::BinData)],
+    strict: true,
+    target: None,
+};
+
 /// One element of its `users` (`ListSessionsUser`).
 pub static LIST_SESSIONS_USER: CommandSpec = CommandSpec {
     name: "ListSessionsUser",
