@@ -444,3 +444,52 @@ async fn query_stats_count_finds_and_aggregates_per_shape() {
         .unwrap();
     assert_eq!(count, 3);
 }
+
+#[tokio::test]
+async fn compact_shapes_and_auto_compact_switch() {
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let db = client.database("cp");
+    let c = db.collection::<Document>("c");
+    c.insert_many((0..100).map(|i| doc! { "_id": i, "pad": "x".repeat(200) }))
+        .await
+        .unwrap();
+    c.delete_many(doc! {}).await.unwrap();
+    let dry = db
+        .run_command(doc! { "compact": "c", "dryRun": true })
+        .await
+        .unwrap();
+    assert_eq!(
+        dry.keys().collect::<Vec<_>>(),
+        ["estimatedBytesFreed", "ok"]
+    );
+    let r = db
+        .run_command(doc! { "compact": "c", "force": true, "freeSpaceTargetMB": 1 })
+        .await
+        .unwrap();
+    assert_eq!(r.keys().collect::<Vec<_>>(), ["bytesFreed", "ok"]);
+    assert!(r.get_i64("bytesFreed").unwrap() >= 0);
+    db.run_command(doc! { "create": "v", "viewOn": "c", "pipeline": [] })
+        .await
+        .unwrap();
+    let e = db.run_command(doc! { "compact": "v" }).await.unwrap_err();
+    assert_eq!(error_code(&e), 166);
+    // An IDL validator (`gte: 1`): 51024.
+    let e = db
+        .run_command(doc! { "compact": "c", "freeSpaceTargetMB": 0 })
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&e), 51024);
+    // autoCompact off and on again (its effect on the background pass: storage's compaction
+    // test `background_compaction_obeys_auto_compact`).
+    let admin = client.database("admin");
+    let off = admin
+        .run_command(doc! { "autoCompact": false })
+        .await
+        .unwrap();
+    assert_eq!(off, doc! { "ok": 1.0 });
+    admin
+        .run_command(doc! { "autoCompact": true, "runOnce": true })
+        .await
+        .unwrap();
+}

@@ -204,6 +204,15 @@ const NOTES: &[(&str, &str)] = &[
      `internalQueryStatsRateLimit: 0` stops recording, any other value records every query.",
     ),
     (
+        "compact and autoCompact",
+        "`compact` answers mongod 8's `{bytesFreed, ok}` (`dryRun`: `{estimatedBytesFreed, ok}`) \
+     with its argument checks (`force` bool, `freeSpaceTargetMB` >= 1: 51024, a view: 166, a \
+     missing collection: 26), but compacts the whole engine: cairn keeps every collection in \
+     one log, so one collection's records cannot be freed alone. `autoCompact: false` stops \
+     background compaction until `autoCompact: true` (not kept over a restart); `runOnce` \
+     compacts before answering.",
+    ),
+    (
         "Logical sessions",
         "`$listLocalSessions` lists every session id the server has seen in a command's \
      `lsid` or made with `startSession` (`{_id: {id, uid}, lastUse, user?}`; `uid` is \

@@ -226,7 +226,7 @@ commands! {
     "fsyncUnlock" => "Release one fsync lock", admin true;
     "dataSize" => "Bytes and count of a collection, or of a key range of it";
     "compact" => "Reclaim the log's dead space (engine-wide) and report the bytes freed";
-    "autoCompact" => "Background compaction (always on in cairn's engine); runOnce compacts now", admin true;
+    "autoCompact" => "Turn background compaction on or off; runOnce compacts now", admin true;
     "validateDBMetadata" => "Collections and indexes outside an API version (none in cairn)";
     "top" => "Usage per namespace", admin true;
     "lockInfo" => "Locks held and waited for", admin true;
