@@ -493,3 +493,88 @@ async fn compact_shapes_and_auto_compact_switch() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn under_auth_a_user_lists_its_own_sessions_by_default() {
+    let server = Server::start(BIN, &["--auth"]);
+    let open = server.client().await;
+    open.database("admin")
+        .run_command(doc! { "createUser": "root", "pwd": "pw-root-1", "roles": ["root"] })
+        .await
+        .unwrap();
+    let connect = |user: &str, pwd: &str| {
+        format!(
+            "mongodb://{user}:{pwd}@127.0.0.1:{}/?directConnection=true&authSource=admin",
+            server.port
+        )
+    };
+    let root = mongodb::Client::with_uri_str(connect("root", "pw-root-1"))
+        .await
+        .unwrap();
+    root.database("admin")
+        .run_command(doc! { "createUser": "ann", "pwd": "pw-ann-1", "roles": [{ "role": "readWrite", "db": "t" }] })
+        .await
+        .unwrap();
+    let ann = mongodb::Client::with_uri_str(connect("ann", "pw-ann-1"))
+        .await
+        .unwrap();
+    let mut s = ann.start_session().await.unwrap();
+    ann.database("t")
+        .collection::<Document>("c")
+        .insert_one(doc! { "x": 1 })
+        .session(&mut s)
+        .await
+        .unwrap();
+    let Bson::Binary(ann_id) = s.id().get("id").unwrap().clone() else {
+        panic!("session id is not binary");
+    };
+    // ann's own listing shows her session with her name; root's own listing does not.
+    let mine = agg(
+        &ann.database("admin"),
+        vec![doc! { "$listLocalSessions": {} }],
+    )
+    .await
+    .unwrap();
+    let found = mine
+        .iter()
+        .find(|d| d.get_document("_id").unwrap().get("id") == Some(&Bson::Binary(ann_id.clone())))
+        .expect("ann's session listed for ann");
+    assert_eq!(
+        found.get_document("user").unwrap().get_str("name").unwrap(),
+        "ann@admin"
+    );
+    assert!(
+        mine.iter()
+            .all(|d| d.get_document("user").unwrap().get_str("name").ok() == Some("ann@admin"))
+    );
+    let roots = agg(
+        &root.database("admin"),
+        vec![doc! { "$listLocalSessions": {} }],
+    )
+    .await
+    .unwrap();
+    assert!(
+        roots.iter().all(
+            |d| d.get_document("_id").unwrap().get("id") != Some(&Bson::Binary(ann_id.clone()))
+        )
+    );
+    let named = agg(
+        &root.database("admin"),
+        vec![doc! { "$listLocalSessions": { "users": [{ "user": "ann", "db": "admin" }] } }],
+    )
+    .await
+    .unwrap();
+    assert!(
+        named.iter().any(
+            |d| d.get_document("_id").unwrap().get("id") == Some(&Bson::Binary(ann_id.clone()))
+        )
+    );
+    // allUsers needs the listSessions privilege, which ann lacks.
+    let e = agg(
+        &ann.database("admin"),
+        vec![doc! { "$listLocalSessions": { "allUsers": true } }],
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(error_code(&e), 13);
+}
