@@ -59,12 +59,18 @@ pub struct QueryStats {
 }
 
 impl QueryStats {
-    /// Notes one run of a query of `shape` that took `micros` and returned `docs` documents,
-    /// at `now_ms`.
-    pub fn record(&self, shape: impl FnOnce() -> Shape, micros: i64, docs: i64, now_ms: i64) {
-        let shape = shape();
+    /// Notes one run of a query whose shape has `fingerprint` (`shape` makes it, called only
+    /// for a shape not seen yet) that took `micros` and returned `docs` documents, at `now_ms`.
+    pub fn record(
+        &self,
+        fingerprint: u64,
+        shape: impl FnOnce() -> Shape,
+        micros: i64,
+        docs: i64,
+        now_ms: i64,
+    ) {
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        if !map.contains_key(&shape.fingerprint) && map.len() >= limits::QUERY_STATS_ENTRIES_MAX {
+        if !map.contains_key(&fingerprint) && map.len() >= limits::QUERY_STATS_ENTRIES_MAX {
             let oldest = map
                 .iter()
                 .min_by_key(|(_, e)| e.latest_seen_ms)
@@ -73,8 +79,8 @@ impl QueryStats {
                 map.remove(&k);
             }
         }
-        let e = map.entry(shape.fingerprint).or_insert_with(|| Entry {
-            shape,
+        let e = map.entry(fingerprint).or_insert_with(|| Entry {
+            shape: shape(),
             exec_count: 0,
             total_exec_micros: Aggregated::default(),
             docs_returned: Aggregated::default(),
@@ -215,9 +221,13 @@ mod tests {
     #[test]
     fn runs_of_one_shape_aggregate() {
         let s = QueryStats::default();
-        s.record(|| find(doc! { "a": 1 }), 10, 2, 1_000);
-        s.record(|| find(doc! { "a": 7 }), 30, 0, 2_000);
-        s.record(|| find(doc! { "b": 1 }), 5, 1, 3_000);
+        let rec = |f: Document, micros, docs, at| {
+            let shape = find(f);
+            s.record(shape.fingerprint, || shape, micros, docs, at)
+        };
+        rec(doc! { "a": 1 }, 10, 2, 1_000);
+        rec(doc! { "a": 7 }, 30, 0, 2_000);
+        rec(doc! { "b": 1 }, 5, 1, 3_000);
         let listed = s.list(None);
         assert_eq!(listed.len(), 2);
         let m = listed[0].get_document("metrics").unwrap();
@@ -254,7 +264,8 @@ mod tests {
         let s = QueryStats::default();
         for i in 0..limits::QUERY_STATS_ENTRIES_MAX + 5 {
             let field = format!("f{i}");
-            s.record(|| find(doc! { field: 1 }), 1, 1, i as i64);
+            let shape = find(doc! { field: 1 });
+            s.record(shape.fingerprint, || shape, 1, 1, i as i64);
         }
         assert_eq!(s.len(), limits::QUERY_STATS_ENTRIES_MAX);
         let first = s.list(None)[0]

@@ -136,7 +136,8 @@ pub fn run_pipeline(state: &ServerState, req: &Request) -> CommandResult<Ran> {
     };
     let ran = run_spec(state, req, spec)?;
     if let (Some(shape), Ran::Reply(reply)) = (shape, &ran) {
-        super::crud_read::note_query_stats(state, started, reply, || shape);
+        let fingerprint = shape.fingerprint;
+        super::crud_read::note_query_stats(state, started, reply, || fingerprint, || shape);
     }
     Ok(ran)
 }

@@ -123,10 +123,14 @@ fn parse_find(body: &Document) -> CommandResult<FindSpec> {
 pub fn find(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     let started = Instant::now();
     let reply = find_run(state, req)?;
-    note_query_stats(state, started, &reply, || {
-        let coll = req.body.get_str("find").unwrap_or_default();
-        crate::query_shape::Shape::find(&req.db, coll, &req.body)
-    });
+    let coll = req.body.get_str("find").unwrap_or_default();
+    note_query_stats(
+        state,
+        started,
+        &reply,
+        || crate::query_shape::find_fingerprint(&req.db, coll, &req.body),
+        || crate::query_shape::Shape::find(&req.db, coll, &req.body),
+    );
     Ok(reply)
 }
 
@@ -136,6 +140,7 @@ pub(super) fn note_query_stats(
     state: &ServerState,
     started: Instant,
     reply: &Reply,
+    fingerprint: impl FnOnce() -> u64,
     shape: impl FnOnce() -> crate::query_shape::Shape,
 ) {
     let Reply::Cursor(batch) = reply else {
@@ -146,9 +151,10 @@ pub(super) fn note_query_stats(
     }
     let micros = i64::try_from(started.elapsed().as_micros()).unwrap_or(i64::MAX);
     let now = bson::DateTime::now().timestamp_millis();
+    let docs = batch.docs.len() as i64;
     state
         .query_stats
-        .record(shape, micros, batch.docs.len() as i64, now);
+        .record(fingerprint(), shape, micros, docs, now);
 }
 
 fn find_run(state: &ServerState, req: &Request) -> CommandResult<Reply> {
