@@ -4,6 +4,7 @@
 //! those links were most of the build time. Run one file's tests with
 //! `cargo test -p cairn --test e2e <module>::`.
 
+mod admin80;
 mod admin_args;
 mod agg_foreign;
 mod agg_suspended;

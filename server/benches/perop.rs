@@ -7,6 +7,8 @@
 //! How: `PEROP_RUN=<insert|find>:<n>` answers n requests of that kind (a find run first inserts
 //! the same 1,000 documents); run it under `valgrind --tool=callgrind`
 //! at two n and divide the difference of the counts by the difference of the n.
+//! `PEROP_QUERY_STATS=off` runs with `internalQueryStatsRateLimit` 0 (no `$queryStats`
+//! recording), for the recording's cost side by side in one binary.
 
 mod in_process;
 
@@ -38,6 +40,12 @@ fn main() {
         runtime,
         mut info,
     } = in_process::start();
+    if std::env::var("PEROP_QUERY_STATS").is_ok_and(|v| v == "off") {
+        state
+            .params
+            .set("internalQueryStatsRateLimit", &bson::Bson::Int32(0))
+            .expect("a parameter");
+    }
     let lsid = doc! { "id": bson::Binary { subtype: BinarySubtype::Uuid, bytes: vec![7; 16] } };
     runtime.block_on(async {
         // A find run reads from a fixed collection, so that two runs differ in finds only.

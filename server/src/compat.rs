@@ -104,6 +104,8 @@ const COMMANDS: &[&str] = &[
     "planCacheSetFilter",
     "getClusterParameter",
     "setClusterParameter",
+    "setQuerySettings",
+    "removeQuerySettings",
     "getDefaultRWConcern",
     "setDefaultRWConcern",
     "authenticate",
@@ -172,6 +174,52 @@ const NOTES: &[(&str, &str)] = &[
      DISTINCT_SCAN), since index entries show current data. mongod refuses aggregate's \
      `explain: true` in a transaction or with a snapshot read concern (InvalidOptions); cairn \
      answers it with that plan. `min`/`max` bounds in a transaction are not exact yet.",
+    ),
+    (
+        "Query settings",
+        "mongod 8.0's `setQuerySettings`/`removeQuerySettings` (admin) and `$querySettings` \
+     (`showDebugQueryShape`), on a standalone too (as 8.0; later mongod versions refuse them \
+     there). Settings are keyed by `queryShapeHash` and persisted in \
+     `config.clusterParameters` (`_id: \"querySettings\"`, `settingsArray`), so they survive \
+     a restart. `reject: true` fails `find` and `aggregate` of that shape with \
+     QueryRejectedBySettings (411), explain excepted; `indexHints` limit the planner to the \
+     listed indexes (over an index filter and `hint`); `queryFramework` is kept and shown \
+     only. The shape is cairn's: the hash is SHA-256 of cairn's shape document (filter \
+     values replaced by their types, sort/projection/collation as given, `skip`/`limit` by \
+     presence; pipelines with literals replaced), not mongod's serialization, so the hash \
+     differs from mongod's for the same query; equal shapes hash equal. Only `find` and \
+     `aggregate` (not `distinct`) take settings; `maxTimeMS` and `queryKnobs` settings are \
+     ignored.",
+    ),
+    (
+        "Query statistics",
+        "`$queryStats` (first stage, `admin`, `{aggregate: 1}`; `transformIdentifiers` with \
+     `hmac-sha-256` and a key of at least 32 bytes) lists per query shape of `find` and \
+     `aggregate`: `key` (`queryShape`, `collectionType`), `keyHash`, `queryShapeHash` (cairn's \
+     shape, see Query settings), `metrics` (`execCount`, `lastExecutionMicros`, \
+     `totalExecMicros`, `firstResponseExecMicros`, `docsReturned` as `{sum, max, min, \
+     sumOfSquares}`, `firstSeenTimestamp`, `latestSeenTimestamp`) and `asOf`. Counted per \
+     command (first batch; later getMores are not added); no `keysExamined`/`docsExamined` or \
+     client metadata in the key. At most 10,000 shapes (least recently seen evicted); \
+     `internalQueryStatsRateLimit: 0` stops recording, any other value records every query.",
+    ),
+    (
+        "compact and autoCompact",
+        "`compact` answers mongod 8's `{bytesFreed, ok}` (`dryRun`: `{estimatedBytesFreed, ok}`) \
+     with its argument checks (`force` bool, `freeSpaceTargetMB` >= 1: 51024, a view: 166, a \
+     missing collection: 26), but compacts the whole engine: cairn keeps every collection in \
+     one log, so one collection's records cannot be freed alone. `autoCompact: false` stops \
+     background compaction until `autoCompact: true` (not kept over a restart); `runOnce` \
+     compacts before answering.",
+    ),
+    (
+        "Logical sessions",
+        "`$listLocalSessions` lists every session id the server has seen in a command's \
+     `lsid` or made with `startSession` (`{_id: {id, uid}, lastUse, user?}`; `uid` is \
+     SHA-256 of `db.user`, or of the empty string without authentication); `endSessions` \
+     removes them. `$listSessions` (on `config.system.sessions`) reads the same in-memory \
+     cache rather than a collection refreshed every 5 minutes, and the cache is not kept \
+     over a restart.",
     ),
     (
         "Index filters",

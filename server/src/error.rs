@@ -106,6 +106,7 @@ error_codes! {
     FailPointSetFailed = 266,
     TransactionExceededLifetimeLimitSeconds = 290,
     TransactionTooLargeForCache = 388,
+    QueryRejectedBySettings = 411,
     CommandNotSupported = 115,
     NamespaceNotSharded = 118,
     InvalidSyncSource = 119,
@@ -524,6 +525,11 @@ error_codes! {
     Location28763 = 28763,
     Location28764 = 28764,
     Location28766 = 28766,
+    Location8727502 = 8727502,
+    Location7746604 = 7746604,
+    Location7746606 = 7746606,
+    Location8584900 = 8584900,
+    Location8584901 = 8584901,
 }
 
 /// An error a command returns to its client.

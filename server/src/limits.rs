@@ -21,6 +21,12 @@ pub const SESSION_TIMEOUT_MINUTES: i32 = 30;
 /// Logical sessions the server keeps retryable-write state for (mongod's `maxSessions` is 1M;
 /// an entry here holds one stored reply).
 pub const SESSIONS_MAX: usize = 100_000;
+/// Query settings kept (`setQuerySettings`); mongod bounds its `querySettings` parameter at
+/// 16 MiB of BSON instead.
+pub const QUERY_SETTINGS_MAX: usize = 1_000;
+/// Query shapes `$queryStats` keeps (`crate::query_stats`); mongod bounds its store by memory
+/// (`internalQueryStatsCacheSize`, 1% of it by default).
+pub const QUERY_STATS_ENTRIES_MAX: usize = 10_000;
 /// Bytes of retryable-write replies the session table keeps at most, all sessions together. Past
 /// it a reply is not kept, and a retry of that write gets IncompleteTransactionHistory instead of
 /// running again.

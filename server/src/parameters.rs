@@ -114,6 +114,15 @@ const DEFS: &[Def] = &[
         startup: true,
     },
     Def {
+        // 0: no query statistics are recorded (`crate::query_stats`); any other value records
+        // every query (no per-second sampling).
+        name: "internalQueryStatsRateLimit",
+        kind: Kind::Int,
+        default: || Bson::Int32(-1),
+        runtime: true,
+        startup: true,
+    },
+    Def {
         name: "logLevel",
         kind: Kind::Int,
         default: || Bson::Int32(0),

@@ -99,6 +99,12 @@ pub struct ServerState {
     pub streams: crate::streams::StreamRegistry,
     /// Logical sessions: the retryable-write record (`crate::sessions`).
     pub sessions: Arc<crate::sessions::SessionTable>,
+    /// Every session id seen, for `$listLocalSessions`/`$listSessions` (`crate::logical_sessions`).
+    pub logical_sessions: crate::logical_sessions::LogicalSessions,
+    /// mongod 8.0's query settings (`crate::query_settings`), loaded at start-up.
+    pub query_settings: crate::query_settings::QuerySettings,
+    /// `$queryStats`' per-shape statistics (`crate::query_stats`).
+    pub query_stats: crate::query_stats::QueryStats,
     /// Multi-document transactions' document locks and counters (`crate::txn`).
     pub txns: Arc<crate::txn::Registry>,
     /// `--logpath`'s writer, for `logRotate` and SIGUSR1 (None in unit tests).
@@ -140,6 +146,8 @@ impl ServerState {
         };
         let engine = storage::Engine::open(&config.dbpath, opts).map_err(|e| e.to_string())?;
         let catalog = Catalog::open(engine, config.journal_commit_interval_ms.is_some());
+        let query_settings = crate::query_settings::QuerySettings::default();
+        query_settings.load(catalog.engine());
         let slowms = config.slowms;
         let (profile_level, sample_rate) = (config.profile, config.slow_op_sample_rate);
         let tls = crate::tls::Tls::from_config(&config)?;
@@ -169,6 +177,9 @@ impl ServerState {
             repl,
             streams: crate::streams::StreamRegistry::default(),
             sessions: Arc::default(),
+            logical_sessions: Default::default(),
+            query_settings,
+            query_stats: Default::default(),
             txns: Arc::default(),
             log_output: None,
             profiler: crate::profiler::Profiler::new(profile_level, sample_rate),

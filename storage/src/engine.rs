@@ -175,6 +175,8 @@ pub(crate) struct Inner {
     pub history_bytes: Option<u64>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     pub stop: AtomicBool,
+    /// Whether the background thread compacts (`autoCompact`); `Engine::compact` always does.
+    pub auto_compact: AtomicBool,
     /// Serializes compaction passes and checkpoints.
     pub maintenance: Mutex<()>,
     pub ckpt: CheckpointState,
@@ -386,6 +388,7 @@ impl Engine {
             history_bytes: opts.history_bytes,
             threads: Mutex::new(vec![commit_thread]),
             stop: AtomicBool::new(false),
+            auto_compact: AtomicBool::new(true),
             maintenance: Mutex::new(()),
             ckpt: CheckpointState {
                 count: AtomicU64::new(0),
@@ -883,6 +886,22 @@ impl Engine {
     pub fn compact(&self) -> Result<bool> {
         crate::compact::compact_once(&self.inner, true)
     }
+
+    /// Turns background compaction on or off (`autoCompact`); explicit `compact` calls run
+    /// either way. Not kept over a restart, as mongod's is not.
+    pub fn set_auto_compact(&self, on: bool) {
+        self.inner.auto_compact.store(on, Ordering::Release);
+    }
+
+    pub fn auto_compact(&self) -> bool {
+        self.inner.auto_compact.load(Ordering::Acquire)
+    }
+
+    /// What the background thread does on each wake-up, run now (tests): true if a segment
+    /// was emptied.
+    pub fn background_compaction_pass(&self) -> Result<bool> {
+        background_pass(&self.inner)
+    }
 }
 
 /// Finds collections by name, like [`Engine::collection`], for a reader that outlives one
@@ -981,10 +1000,18 @@ fn compactor(inner: Weak<Inner>) {
         if inner.stop.load(Ordering::Acquire) {
             return;
         }
-        if let Err(e) = crate::compact::compact_once(&inner, false) {
+        if let Err(e) = background_pass(&inner) {
             tracing::warn!("compaction failed: {e}");
         }
     }
+}
+
+/// One pass of the background compactor: nothing while `autoCompact` is off.
+fn background_pass(inner: &Inner) -> Result<bool> {
+    if !inner.auto_compact.load(Ordering::Acquire) {
+        return Ok(false);
+    }
+    crate::compact::compact_once(inner, false)
 }
 
 /// Whether a checkpoint is due: the timer, the log volume, or a request.

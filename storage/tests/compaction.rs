@@ -86,3 +86,47 @@ fn compaction_keeps_data_and_bounds_disk() {
         model
     );
 }
+
+/// `autoCompact: false`: the background pass leaves dead space alone; back on, it reclaims it.
+#[test]
+fn background_compaction_obeys_auto_compact() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = Engine::open(
+        dir.path(),
+        EngineOptions {
+            segment_size_bytes: 64 << 10,
+            background_compaction: false,
+            ..EngineOptions::default()
+        },
+    )
+    .expect("open");
+    let c = engine
+        .create_collection("db", "c", doc! {})
+        .expect("create");
+    let docs: Vec<Document> = (0..DOCS)
+        .map(|i| doc! {"_id": i, "r": 0, "pad": "c".repeat(500)})
+        .collect();
+    let t = c
+        .write(
+            docs.iter()
+                .map(|d| WriteOp::Insert(raw(d).into()))
+                .collect(),
+        )
+        .expect("insert");
+    for round in 1..=20 {
+        for (rid, d) in t.record_ids.iter().zip(&docs) {
+            let mut d = d.clone();
+            d.insert("r", round);
+            c.write(vec![WriteOp::Replace(*rid, raw(&d))])
+                .expect("replace");
+        }
+    }
+    engine.flush().expect("flush");
+    engine.set_auto_compact(false);
+    assert!(!engine.auto_compact());
+    assert!(!engine.background_compaction_pass().expect("pass"));
+    assert_eq!(engine.stats().segments_compacted, 0);
+    engine.set_auto_compact(true);
+    assert!(engine.background_compaction_pass().expect("pass"));
+    assert!(engine.stats().segments_compacted > 0);
+}

@@ -382,10 +382,15 @@ pub fn list_commands(state: &ServerState) -> Reply {
     Reply::Doc(doc! { "commands": commands, "ok": 1.0 })
 }
 
-pub fn start_session() -> Reply {
+/// `startSession`: a new id, recorded in the logical session cache as its first use.
+pub fn start_session(state: &ServerState, conn: &super::ConnectionInfo) -> Reply {
+    let bytes = bson::uuid::Uuid::new().bytes();
+    let user = conn.auth.user().map(|n| (n.name.as_str(), n.db.as_str()));
+    let now = bson::DateTime::now().timestamp_millis();
+    state.logical_sessions.touch(bytes, user, now);
     let id = bson::Binary {
         subtype: bson::spec::BinarySubtype::Uuid,
-        bytes: bson::uuid::Uuid::new().bytes().to_vec(),
+        bytes: bytes.to_vec(),
     };
     Reply::Doc(
         doc! { "id": { "id": id }, "timeoutMinutes": limits::SESSION_TIMEOUT_MINUTES, "ok": 1.0 },

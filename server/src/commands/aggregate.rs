@@ -112,6 +112,22 @@ pub fn run_pipeline(state: &ServerState, req: &Request) -> CommandResult<Ran> {
             )
         })?,
     };
+    // Query settings (8.0): explain is never rejected, and sees the hints.
+    let shape = || crate::query_shape::Shape::aggregate(&req.db, coll_name.as_deref(), &stages);
+    let _settings = match state.query_settings.for_query(shape) {
+        Err(_) if explain => None,
+        other => other?,
+    };
+    let started = Instant::now();
+    // Statistics are for queries over documents, not for stages that read server state.
+    let counted = !explain
+        && state.params.get_i64("internalQueryStatsRateLimit") != 0
+        && !stages
+            .first()
+            .and_then(|s| s.keys().next())
+            .is_some_and(|n| SOURCE_STAGES.contains(&n.as_str()));
+    let shape = counted
+        .then(|| crate::query_shape::Shape::aggregate(&req.db, coll_name.as_deref(), &stages));
     let spec = Spec {
         coll_name,
         stages,
@@ -120,7 +136,12 @@ pub fn run_pipeline(state: &ServerState, req: &Request) -> CommandResult<Ran> {
         allow_disk_use: args::opt_bool(&req.body, "aggregate", "allowDiskUse")?.unwrap_or(false),
         let_vars: args::opt_doc(&req.body, "aggregate", "let")?.cloned(),
     };
-    run_spec(state, req, spec)
+    let ran = run_spec(state, req, spec)?;
+    if let (Some(shape), Ran::Reply(reply)) = (shape, &ran) {
+        let fingerprint = shape.fingerprint;
+        super::crud_read::note_query_stats(state, started, reply, || fingerprint, || shape);
+    }
+    Ok(ran)
 }
 
 /// A parsed `aggregate` (or a read of a view turned into one).
@@ -167,7 +188,7 @@ pub fn run_spec(state: &ServerState, req: &Request, spec: Spec) -> CommandResult
     }
     // Stages that read server state rather than documents produce the input here.
     let source = match stages.first() {
-        Some(first) => source_stage(state, &req.db, coll_name.as_deref(), first)?,
+        Some(first) => source_stage(state, req, coll_name.as_deref(), first)?,
         None => None,
     };
     let rest = if source.is_some() {
@@ -175,6 +196,18 @@ pub fn run_spec(state: &ServerState, req: &Request, spec: Spec) -> CommandResult
     } else {
         &stages[..]
     };
+    // The pipeline parser sees `rest` from position 0: a second source stage right after the
+    // first is not first either.
+    if let Some(name) = rest
+        .first()
+        .and_then(|s| s.keys().next())
+        .filter(|n| source.is_some() && crate::query::pipeline::SOURCE_ONLY.contains(&n.as_str()))
+    {
+        return Err(err(
+            ErrorCode::Location40602,
+            format!("{name} is only valid as the first stage in a pipeline"),
+        ));
+    }
     let pipeline = Pipeline::parse(rest, &ctx)?;
     let deadline = deadline(req);
     let coll = coll_name
@@ -267,17 +300,21 @@ pub const SOURCE_STAGES: &[&str] = &[
     "$indexStats",
     "$currentOp",
     "$listLocalSessions",
+    "$listSessions",
     "$planCacheStats",
+    "$querySettings",
+    "$queryStats",
 ];
 
 /// `$collStats`, `$indexStats`, `$currentOp` and `$listLocalSessions`: the documents they
 /// produce from what cairn knows, or `None` when the first stage is an ordinary one.
 fn source_stage(
     state: &ServerState,
-    db: &str,
+    req: &Request,
     coll: Option<&str>,
     stage: &Document,
 ) -> CommandResult<Option<Vec<Document>>> {
+    let db = req.db.as_str();
     let Some((name, spec)) = stage.iter().next() else {
         return Ok(None);
     };
@@ -358,18 +395,13 @@ fn source_stage(
             }
             Ok(Some(ops))
         }
-        // Sessions are not listed yet; the spec is checked as mongod's IDL parser does.
-        "$listLocalSessions" => {
-            if let Bson::Document(spec) = spec {
-                argspec::check_entry(&argspec::admin::LIST_SESSIONS_SPEC, spec)?;
-                for user in spec.get_array("users").into_iter().flatten() {
-                    if let Bson::Document(u) = user {
-                        argspec::check_entry(&argspec::admin::LIST_SESSIONS_USER, u)?;
-                    }
-                }
-            }
-            Ok(Some(vec![]))
-        }
+        "$querySettings" => Ok(Some(super::query_settings::stage(state, req, coll, spec)?)),
+        "$queryStats" => Ok(Some(super::admin_stages::query_stats(
+            state, req, coll, spec,
+        )?)),
+        "$listLocalSessions" | "$listSessions" => Ok(Some(super::admin_stages::list_sessions(
+            state, req, coll, name, spec,
+        )?)),
         // The collection's plan cache entries (`planner::cache`).
         "$planCacheStats" => {
             let spec = spec.as_document().ok_or_else(|| {

@@ -155,6 +155,9 @@ pub const RULES: &[(&str, Rule)] = &[
     ("planCacheSetFilter", Collection(&["planCacheIndexFilter"])),
     ("getClusterParameter", Cluster(&["getClusterParameter"])),
     ("setClusterParameter", Cluster(&["setClusterParameter"])),
+    // mongod's own `querySettings` action is granted with these (clusterManager).
+    ("setQuerySettings", Cluster(&["setClusterParameter"])),
+    ("removeQuerySettings", Cluster(&["setClusterParameter"])),
     ("getDefaultRWConcern", Cluster(&["getDefaultRWConcern"])),
     ("setDefaultRWConcern", Cluster(&["setDefaultRWConcern"])),
     // mongod gates fail points on internal privileges; cairn lets those who may set parameters.
@@ -491,6 +494,9 @@ fn pipeline_needs(db: &str, stages: &[Bson], bypass: bool, depth: usize, out: &m
                 }
             }
             "$currentOp" => out.push(Need::on(Target::Cluster, &["inprog"])),
+            "$queryStats" => out.push(Need::on(Target::Cluster, &["queryStatsRead"])),
+            // mongod's `querySettings` action comes with clusterManager, as this one does.
+            "$querySettings" => out.push(Need::on(Target::Cluster, &["getClusterParameter"])),
             "$listSessions" | "$listLocalSessions"
                 if spec_doc.and_then(|d| d.get("allUsers")).is_some_and(truthy) =>
             {

@@ -121,10 +121,57 @@ fn parse_find(body: &Document) -> CommandResult<FindSpec> {
 }
 
 pub fn find(state: &ServerState, req: &Request) -> CommandResult<Reply> {
+    let started = Instant::now();
+    let reply = find_run(state, req)?;
+    let coll = req.body.get_str("find").unwrap_or_default();
+    note_query_stats(
+        state,
+        started,
+        &reply,
+        || crate::query_shape::find_fingerprint(&req.db, coll, &req.body),
+        || crate::query_shape::Shape::find(&req.db, coll, &req.body),
+    );
+    Ok(reply)
+}
+
+/// Adds a finished `find` or `aggregate` (its first batch) to `$queryStats` unless
+/// `internalQueryStatsRateLimit` is 0.
+pub(super) fn note_query_stats(
+    state: &ServerState,
+    started: Instant,
+    reply: &Reply,
+    fingerprint: impl FnOnce() -> u64,
+    shape: impl FnOnce() -> crate::query_shape::Shape,
+) {
+    let Reply::Cursor(batch) = reply else {
+        return;
+    };
+    // An attempt on an async worker that is dropped and run again is counted by the run that
+    // answers (`crate::offload::run_cached`).
+    if storage::nowait::active() && storage::nowait::refused() {
+        return;
+    }
+    if state.params.get_i64("internalQueryStatsRateLimit") == 0 {
+        return;
+    }
+    let micros = i64::try_from(started.elapsed().as_micros()).unwrap_or(i64::MAX);
+    let now = bson::DateTime::now().timestamp_millis();
+    let docs = batch.docs.len() as i64;
+    state
+        .query_stats
+        .record(fingerprint(), shape, micros, docs, now);
+}
+
+fn find_run(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     let coll_name = args::collection_name(&req.body, "find")?;
     crate::catalog::validate_collection_name(&req.db, &coll_name)?;
     let ns = format!("{}.{}", req.db, coll_name);
     let a = parse_find(&req.body)?;
+    // Query settings (8.0): a rejected shape fails here; index hints stay current for the
+    // planner while this runs.
+    let _settings = state
+        .query_settings
+        .for_query(|| crate::query_shape::Shape::find(&req.db, &coll_name, &req.body))?;
     let _collation = super::views::collation_scope(state, &req.body, "find", &req.db, &coll_name)?;
     if let Some(view) = super::views::get(state, &req.db, &coll_name)? {
         return find_on_view(state, req, &view.name, &a);

@@ -108,6 +108,12 @@ pub async fn compact(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandRes
     argspec::check(&specs::COMPACT, &req.body)?;
     let dry_run = req.body.get("dryRun").is_some_and(super::truthy);
     super::off_thread(state, req, move |state, req| {
+        if super::views::get(state, &req.db, &name)?.is_some() {
+            return Err(err(
+                ErrorCode::CommandNotSupportedOnView,
+                "can't compact a view",
+            ));
+        }
         if state.catalog.collection(&req.db, &name).is_none() {
             return Err(err(
                 ErrorCode::NamespaceNotFound,
@@ -142,12 +148,14 @@ fn compact_all(engine: &storage::Engine) -> storage::Result<i64> {
     Ok(before.file_bytes.saturating_sub(after.file_bytes) as i64)
 }
 
-/// `autoCompact` (8.0): cairn's engine always compacts its log in the background when enough of
-/// it is dead, so `true` and `false` only pass mongod's argument checks; `runOnce: true` runs the
-/// passes `compact` runs, once, before answering (mongod answers first and compacts after).
+/// `autoCompact` (8.0): turns the engine's background compaction on or off (on at start-up, as
+/// cairn has always compacted in the background; not kept over a restart, as mongod's is not);
+/// `runOnce: true` runs the passes `compact` runs, once, before answering (mongod answers first
+/// and compacts after).
 pub async fn auto_compact(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<Reply> {
     argspec::check(&specs::AUTO_COMPACT, &req.body)?;
     let enable = req.body.get_bool("autoCompact").unwrap_or(false);
+    state.catalog.engine().set_auto_compact(enable);
     if !(enable && req.body.get_bool("runOnce").unwrap_or(false)) {
         return Ok(Reply::ok());
     }

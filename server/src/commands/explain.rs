@@ -236,6 +236,7 @@ pub fn explain(state: &ServerState, req: &Request) -> CommandResult<Reply> {
             op: req.op.clone(),
             txn: Default::default(),
             retry: Default::default(),
+            user: req.user.clone(),
         };
         return match super::aggregate::run_pipeline(state, &sub)? {
             super::aggregate::Ran::Reply(reply) => Ok(reply),
@@ -254,6 +255,14 @@ pub fn explain(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     let _collation = args::collation_scope(&inner, &name, coll.as_deref())?;
     // The projection is part of an index filter's shape (planning and `indexFilterSet`).
     let _projection = planner::filters::projection_scope(t.shape.projection.as_ref());
+    // Query settings' index hints apply to an explained find too; it is never rejected.
+    let _settings = match name.as_str() {
+        "find" => state
+            .query_settings
+            .for_query(|| crate::query_shape::Shape::find(&req.db, &t.coll, &inner))
+            .unwrap_or(None),
+        _ => None,
+    };
     let mut hint_doc = Document::new();
     if let Some(h) = &t.hint {
         hint_doc.insert("hint", h.clone());

@@ -4,6 +4,7 @@
 //! Handlers live one file per family and return `CommandResult<Reply>`.
 
 pub mod admin;
+pub mod admin_stages;
 pub mod aggregate;
 pub mod args;
 pub mod argspec;
@@ -31,6 +32,7 @@ pub mod map_reduce;
 pub mod output;
 pub mod prepare;
 pub mod profile;
+pub mod query_settings;
 pub mod replset;
 pub mod roles;
 pub mod snapshot_read;
@@ -94,6 +96,9 @@ pub struct Request {
     pub txn: std::sync::OnceLock<Arc<crate::txn::Txn>>,
     /// The retryable write the command is (set by `dispatch`; see `crate::retry_record`).
     pub retry: std::sync::OnceLock<Arc<crate::retry_record::RetryRecord>>,
+    /// The user the connection is authenticated as, (name, db) (set by `dispatch`; unset
+    /// without authentication): `$listLocalSessions` lists this user's sessions by default.
+    pub user: std::sync::OnceLock<(String, String)>,
 }
 
 /// What a handler produces.
@@ -221,7 +226,7 @@ commands! {
     "fsyncUnlock" => "Release one fsync lock", admin true;
     "dataSize" => "Bytes and count of a collection, or of a key range of it";
     "compact" => "Reclaim the log's dead space (engine-wide) and report the bytes freed";
-    "autoCompact" => "Background compaction (always on in cairn's engine); runOnce compacts now", admin true;
+    "autoCompact" => "Turn background compaction on or off; runOnce compacts now", admin true;
     "validateDBMetadata" => "Collections and indexes outside an API version (none in cairn)";
     "top" => "Usage per namespace", admin true;
     "lockInfo" => "Locks held and waited for", admin true;
@@ -231,6 +236,8 @@ commands! {
     "planCacheListFilters" => "List index filters";
     "planCacheSetFilter" => "Limit a query shape to some indexes (the planner honours it)";
     "getClusterParameter" => "Read cluster parameters (kept in memory)", admin true;
+    "setQuerySettings" => "Set query settings (index hints, reject) for a query shape", admin true;
+    "removeQuerySettings" => "Remove the query settings of a query shape", admin true;
     "setClusterParameter" => "Set a cluster parameter (in memory, not persisted)", admin true;
     "getDefaultRWConcern" => "Default read and write concern (replica sets only)", admin true;
     "setDefaultRWConcern" => "Set the default read and write concern (replica sets only)", admin true;
@@ -347,6 +354,7 @@ pub fn parse_request(
         op,
         txn: Default::default(),
         retry: Default::default(),
+        user: Default::default(),
     })
 }
 
@@ -461,6 +469,14 @@ pub async fn dispatch(
         ));
     }
     authz::check(state, conn, spec, req).await?;
+    if let Some(id) = crate::logical_sessions::lsid_of(&req.body) {
+        let user = conn.auth.user().map(|n| (n.name.as_str(), n.db.as_str()));
+        let now = bson::DateTime::now().timestamp_millis();
+        state.logical_sessions.touch(id, user, now);
+    }
+    if let Some(n) = conn.auth.user().filter(|_| req.command == "aggregate") {
+        let _ = req.user.set((n.name.clone(), n.db.clone()));
+    }
     replset::check_primary(state, req)?;
     if state.repl.is_some() {
         crate::clock::check_read_concern(state, &req.body)?;
@@ -590,7 +606,7 @@ pub async fn dispatch(
         "connectionStatus" => argspec::check(&argspec::admin::CONNECTION_STATUS, &req.body)
             .map(|_| auth::connection_status(conn, req)),
         "listCommands" => Ok(admin::list_commands(state)),
-        "startSession" => Ok(admin::start_session()),
+        "startSession" => Ok(admin::start_session(state, conn)),
         "getLog" => admin::get_log(state, req),
         "logRotate" => off_thread(state, req, admin::log_rotate).await,
         "shutdown" => admin::shutdown(state, conn, req),
@@ -613,6 +629,19 @@ pub async fn dispatch(
         "planCacheListFilters" => diagnostic::plan_cache_list_filters(req),
         "planCacheSetFilter" => diagnostic::plan_cache_set_filter(state, req),
         "getClusterParameter" => diagnostic::get_cluster_parameter(req),
+        "setQuerySettings" => match off_thread(state, req, query_settings::set).await {
+            Ok((reply, ticket)) => users::committed_plain(state, req, ticket)
+                .await
+                .map(|_| reply),
+            Err(e) => Err(e),
+        },
+        "removeQuerySettings" => match off_thread(state, req, query_settings::remove).await {
+            Ok((reply, Some(ticket))) => users::committed_plain(state, req, ticket)
+                .await
+                .map(|_| reply),
+            Ok((reply, None)) => Ok(reply),
+            Err(e) => Err(e),
+        },
         "setClusterParameter" => diagnostic::set_cluster_parameter(req),
         "getDefaultRWConcern" | "setDefaultRWConcern" => diagnostic::default_rw_concern(req),
         "configureFailPoint" => admin::configure_fail_point(state, req),

@@ -468,6 +468,13 @@ pub async fn end_sessions(state: &Arc<ServerState>, req: &Request) {
         "endSessions" | "killSessions" => Some(named_sessions(req)),
         _ => None,
     };
+    if let Some(keys) = named.as_deref().filter(|_| req.command == "endSessions") {
+        let ids: Vec<_> = keys
+            .iter()
+            .filter_map(|k| <[u8; 16]>::try_from(k.as_slice()).ok())
+            .collect();
+        state.logical_sessions.end(&ids);
+    }
     // killSessions (and killAll*) also end what the sessions are running, as mongod's do.
     if req.command != "endSessions" {
         let killed = state.ops.kill_sessions(named.as_deref(), &req.op);

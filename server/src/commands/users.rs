@@ -46,6 +46,16 @@ pub(super) async fn committed(
     Ok(())
 }
 
+/// After a write that is not the auth store's: the reply waits for durability as asked.
+pub(super) async fn committed_plain(
+    state: &ServerState,
+    req: &Request,
+    ticket: Ticket,
+) -> CommandResult<()> {
+    let wc = WriteConcern::parse(req.write_concern.as_ref())?;
+    state.catalog.finish_write(&ticket, &wc).await
+}
+
 pub(super) fn name_arg(body: &Document, command: &str) -> CommandResult<String> {
     match body.get(command) {
         Some(Bson::String(s)) if !s.is_empty() && !s.contains('\0') => Ok(s.clone()),

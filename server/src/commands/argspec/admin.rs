@@ -137,6 +137,28 @@ pub static LIST_SESSIONS_SPEC: CommandSpec = CommandSpec {
     target: None,
 };
 
+/// `$listSessions`' spec: the same `ListSessionsSpec`, named after its stage in messages.
+pub static LIST_ALL_SESSIONS_SPEC: CommandSpec = CommandSpec {
+    name: "$listSessions",
+    ..LIST_SESSIONS_SPEC
+};
+
+/// `$queryStats`' spec (`DocumentSourceQueryStatsSpec`, strict).
+pub static QUERY_STATS_SPEC: CommandSpec = CommandSpec {
+    name: "$queryStats",
+    fields: &[opt("transformIdentifiers", Ty::Object)],
+    strict: true,
+    target: None,
+};
+
+/// Its `transformIdentifiers` (`TransformIdentifiersSpec`, strict).
+pub static QUERY_STATS_TRANSFORM: CommandSpec = CommandSpec {
+    name: "$queryStats.transformIdentifiers",
+    fields: &[req("algorithm", Ty::String), opt("hmacKey", Ty::BinData)],
+    strict: true,
+    target: None,
+};
+
 /// One element of its `users` (`ListSessionsUser`).
 pub static LIST_SESSIONS_USER: CommandSpec = CommandSpec {
     name: "ListSessionsUser",

@@ -42,6 +42,7 @@ use bson::{Bson, Document, RawDocumentBuf};
 use codes::perr;
 use run_context::RunCx;
 pub use stages::GeoNear;
+pub use stages::SOURCE_ONLY;
 use stages::Stage;
 pub(crate) use stages::TopK;
 pub use stages::{Group, GroupTable, Mergeable};

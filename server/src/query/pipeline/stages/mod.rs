@@ -139,11 +139,23 @@ const NOT_IMPLEMENTED: &[&str] = &[
     "$currentOp",
     "$listLocalSessions",
     "$listSessions",
+    "$querySettings",
+    "$queryStats",
     "$changeStream",
     "$planCacheStats",
     "$search",
     "$searchMeta",
     "$listSearchIndexes",
+];
+
+/// Stages that only the first position of a top-level pipeline takes.
+pub const SOURCE_ONLY: &[&str] = &[
+    "$currentOp",
+    "$listLocalSessions",
+    "$listSessions",
+    "$planCacheStats",
+    "$querySettings",
+    "$queryStats",
 ];
 
 /// Stages `$facet` refuses inside its sub-pipelines.
@@ -243,6 +255,14 @@ fn check_placement(
         return Err(err(
             ErrorCode::Location40602,
             "$geoNear is only valid as the first stage in a pipeline",
+        ));
+    }
+    // The stages the command layer answers from server state (`commands::aggregate`) consume
+    // the first position; met here, they are somewhere else.
+    if SOURCE_ONLY.contains(&name) && (index != 0 || ctx.depth > 0) {
+        return Err(err(
+            ErrorCode::Location40602,
+            format!("{name} is only valid as the first stage in a pipeline"),
         ));
     }
     if name == "$documents" && index != 0 {
