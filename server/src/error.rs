@@ -438,6 +438,7 @@ error_codes! {
     Location2942501 = 2942501,
     Location2942502 = 2942502,
     Location2942503 = 2942503,
+    Location2942506 = 2942506,
     Location4161100 = 4161100,
     Location4161101 = 4161101,
     Location4161102 = 4161102,

@@ -211,7 +211,27 @@ const EXPRESSION_CODES: &[(&str, &str)] = &[
     ),
     (
         "$cond",
-        "another field 17083; a missing one 17080; the array form with other than 3 arguments 16020",
+        "another field 17083; no `if` 17080, `then` 17081, `else` 17082; the array form with other than 3 arguments 16020",
+    ),
+    (
+        "$dateFromParts, $dateToParts, $dateFromString, $dateToString",
+        "not a document 40519, 40524, 40540, 18629; another field 40518, 40520, 40541, 18534; no `date`/`dateString` 40522, 40542, 18628; $dateFromParts without `year` or `isoWeekYear` 40516, `year` with ISO fields 40489, `isoWeekYear` with `month`/`day` 40525",
+    ),
+    (
+        "$dateAdd, $dateSubtract, $dateDiff (argument document)",
+        "not a document 5166400, 5166301; another field 5166401, 5166302; a required field missing 5166402; $dateDiff's `startDate`, `endDate`, `unit` missing 5166303, 5166304, 5166305",
+    ),
+    (
+        "$convert (argument document)",
+        "not a document, another field, no `input` or `to`: 9 FailedToParse",
+    ),
+    (
+        "Argument documents of $trim, $regex*, $replaceOne/$replaceAll, $sortArray",
+        "not a document 50696, 51103, 51751, 2942500; another field 50694, 31024, 51750, 2942501; a required field missing 50695 (`input`), 31022/31023 (`input`/`regex`), 51749/51748/51747 (`input`/`find`/`replacement`), 2942502/2942503 (`input`/`sortBy`); a numeric `sortBy` other than 1 or -1 2942506",
+    ),
+    (
+        "$setField, $unsetField, $getField (argument document)",
+        "not a document 4161100; another field 4161101 (3041701 for $getField); no `field` 4161102 (3041702), `value` 4161103, `input` 4161109; `field` not constant 4161106, a field path 4161108, a constant not a string 4161107 (5654602 for $getField, whose `field` may be any expression in 8.0)",
     ),
     (
         "$dateAdd, $dateSubtract",

@@ -475,6 +475,7 @@ fn named_argument_documents() {
         ),
         (doc! { "$sortArray": { "sortBy": 1 } }, 2942502),
         (doc! { "$sortArray": { "input": [] } }, 2942503),
+        (doc! { "$sortArray": { "input": [], "sortBy": 2 } }, 2942506),
         (doc! { "$setField": 1 }, 4161100),
         (
             doc! { "$setField": { "field": "a", "input": {}, "value": 1, "x": 1 } },

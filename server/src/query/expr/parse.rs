@@ -780,6 +780,9 @@ impl Parser {
                 }
                 let d = Self::object_arg(op, arg)?;
                 let args = self.named(d, op, required, optional, depth)?;
+                if let ("$sortArray", Some(by)) = (op, d.get("sortBy")) {
+                    super::shapes::sort_array_by(by)?;
+                }
                 if let ("$setField" | "$unsetField", Some(f)) = (op, d.get("field")) {
                     super::shapes::set_field_field(op, f)?;
                 }

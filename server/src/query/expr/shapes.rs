@@ -492,3 +492,17 @@ pub(super) fn get_field_field(field: &Bson) -> CommandResult<()> {
         ),
     ))
 }
+
+/// `$sortArray`'s `sortBy` given as a number sorts whole elements and must be 1 or -1
+/// (2942506), checked when the expression is parsed.
+pub(super) fn sort_array_by(by: &Bson) -> CommandResult<()> {
+    if crate::query::types::is_number(by)
+        && !matches!(crate::query::types::as_f64(by), Some(1.0) | Some(-1.0))
+    {
+        return Err(err(
+            ErrorCode::Location2942506,
+            "The $sort element value must be either 1 or -1",
+        ));
+    }
+    Ok(())
+}
