@@ -460,6 +460,11 @@ error_codes! {
     Location5166303 = 5166303,
     Location5166304 = 5166304,
     Location5166305 = 5166305,
+    // $top/$bottom family's argument documents (accumulatorNParseArgs).
+    Location5788001 = 5788001,
+    Location5788002 = 5788002,
+    Location5788003 = 5788003,
+    Location5788004 = 5788004,
     // $let, $map, $filter, $reduce and $switch argument documents.
     Location10065 = 10065,
     Location16874 = 16874,
