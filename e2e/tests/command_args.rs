@@ -19,6 +19,10 @@ fn project(e: Document) -> Document {
     doc! { "aggregate": "c", "pipeline": [{ "$project": { "r": e } }], "cursor": {} }
 }
 
+fn group(acc: Document) -> Document {
+    doc! { "aggregate": "c", "pipeline": [{ "$group": { "_id": null, "r": acc } }], "cursor": {} }
+}
+
 fn bin() -> Bson {
     Bson::Binary(bson::Binary {
         subtype: bson::spec::BinarySubtype::Generic,
@@ -189,6 +193,19 @@ fn cases() -> Vec<(&'static str, Document, i32)> {
             "t",
             project(doc! { "$setField": { "field": "$a", "input": {}, "value": 1 } }),
             4161108,
+        ),
+        // Accumulators' argument errors.
+        ("t", group(doc! { "$maxN": [1] }), 40237),
+        ("t", group(doc! { "$count": { "a": 1 } }), 14),
+        (
+            "t",
+            group(doc! { "$topN": { "n": 1, "sortBy": { "a": 1 } } }),
+            5788004,
+        ),
+        (
+            "t",
+            project(doc! { "$dateFromParts": { "year": "x" } }),
+            40515,
         ),
         // configureFailPoint (FailPoint::parseBSON).
         (

@@ -411,6 +411,7 @@ error_codes! {
     Location40519 = 40519,
     Location40518 = 40518,
     Location40516 = 40516,
+    Location40515 = 40515,
     Location40489 = 40489,
     Location40525 = 40525,
     Location40524 = 40524,

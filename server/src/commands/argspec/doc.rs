@@ -210,12 +210,16 @@ const EXPRESSION_CODES: &[(&str, &str)] = &[
         "not a document 40060; `branches` not an array 40061; a branch not a document 40062, with another field 40063, without `case` 40064 or `then` 40065; another field 40067; no branch 40068",
     ),
     (
+        "Accumulators in $group, $bucket",
+        "an array argument 40237 for any name (checked before the name is looked up); $count with arguments 14; $top/$bottom/$topN/$bottomN not a document 5788001, another field 5788002, no `n` 5788003, no `output` 5788004, no `sortBy` 5788005, `sortBy` not a document 10065; $accumulator 4544703-4544710",
+    ),
+    (
         "$cond",
         "another field 17083; no `if` 17080, `then` 17081, `else` 17082; the array form with other than 3 arguments 16020",
     ),
     (
         "$dateFromParts, $dateToParts, $dateFromString, $dateToString",
-        "not a document 40519, 40524, 40540, 18629; another field 40518, 40520, 40541, 18534; no `date`/`dateString` 40522, 40542, 18628; $dateFromParts without `year` or `isoWeekYear` 40516, `year` with ISO fields 40489, `isoWeekYear` with `month`/`day` 40525",
+        "not a document 40519, 40524, 40540, 18629; another field 40518, 40520, 40541, 18534; no `date`/`dateString` 40522, 40542, 18628; $dateFromParts without `year` or `isoWeekYear` 40516, `year` with ISO fields 40489, `isoWeekYear` with `month`/`day` 40525, a part not an integer 40515",
     ),
     (
         "$dateAdd, $dateSubtract, $dateDiff (argument document)",
