@@ -461,6 +461,10 @@ error_codes! {
     Location5166303 = 5166303,
     Location5166304 = 5166304,
     Location5166305 = 5166305,
+    Location5439007 = 5439007,
+    Location5439008 = 5439008,
+    Location5439009 = 5439009,
+    Location5439010 = 5439010,
     // $top/$bottom family's argument documents (accumulatorNParseArgs).
     Location5788001 = 5788001,
     Location5788002 = 5788002,

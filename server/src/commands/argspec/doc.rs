@@ -222,8 +222,8 @@ const EXPRESSION_CODES: &[(&str, &str)] = &[
         "not a document 40519, 40524, 40540, 18629; another field 40518, 40520, 40541, 18534; no `date`/`dateString` 40522, 40542, 18628; $dateFromParts without `year` or `isoWeekYear` 40516, `year` with ISO fields 40489, `isoWeekYear` with `month`/`day` 40525, a part not an integer 40515",
     ),
     (
-        "$dateAdd, $dateSubtract, $dateDiff (argument document)",
-        "not a document 5166400, 5166301; another field 5166401, 5166302; a required field missing 5166402; $dateDiff's `startDate`, `endDate`, `unit` missing 5166303, 5166304, 5166305",
+        "$dateAdd, $dateSubtract, $dateDiff, $dateTrunc (argument document)",
+        "not a document 5166400, 5166301, 5439007; another field 5166401, 5166302, 5439008; a required field missing 5166402; $dateDiff's `startDate`, `endDate`, `unit` missing 5166303, 5166304, 5166305; $dateTrunc's `date`, `unit` missing 5439009, 5439010",
     ),
     (
         "$convert (argument document)",

@@ -438,6 +438,10 @@ fn named_argument_documents() {
             doc! { "$dateDiff": { "startDate": at, "endDate": at } },
             5166305,
         ),
+        (doc! { "$dateTrunc": "A" }, 5439007),
+        (doc! { "$dateTrunc": { "endDate": 1 } }, 5439008),
+        (doc! { "$dateTrunc": { "unit": "week" } }, 5439009),
+        (doc! { "$dateTrunc": { "date": at } }, 5439010),
         // $convert answers FailedToParse for all three.
         (doc! { "$convert": 1 }, 9),
         (doc! { "$convert": { "input": 1, "to": "int", "x": 1 } }, 9),

@@ -283,6 +283,17 @@ pub(super) fn named_codes(op: &str) -> Option<NamedCodes> {
                 ("unit", E::Location5166305, DATE_MISSING),
             ],
         ),
+        "$dateTrunc" => c(
+            (
+                E::Location5439007,
+                "$dateTrunc only supports an object as its argument",
+            ),
+            (E::Location5439008, DATE_UNKNOWN),
+            &[
+                ("date", E::Location5439009, DATE_MISSING),
+                ("unit", E::Location5439010, DATE_MISSING),
+            ],
+        ),
         "$convert" => c(
             (
                 E::FailedToParse,
