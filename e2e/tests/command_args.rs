@@ -19,6 +19,10 @@ fn project(e: Document) -> Document {
     doc! { "aggregate": "c", "pipeline": [{ "$project": { "r": e } }], "cursor": {} }
 }
 
+fn group(acc: Document) -> Document {
+    doc! { "aggregate": "c", "pipeline": [{ "$group": { "_id": null, "r": acc } }], "cursor": {} }
+}
+
 fn bin() -> Bson {
     Bson::Binary(bson::Binary {
         subtype: bson::spec::BinarySubtype::Generic,
@@ -162,6 +166,47 @@ fn cases() -> Vec<(&'static str, Document, i32)> {
         ("t", project(doc! { "$split": ["x", ""] }), 40087),
         ("t", project(doc! { "$substrCP": ["x", 0, -1] }), 34454),
         ("t", project(doc! { "$round": [1.5, 101] }), 51083),
+        // Named-argument documents: an unknown field, a missing one, a non-constant field.
+        (
+            "t",
+            project(doc! { "$dateToParts": { "date": "$a", "x": 1 } }),
+            40520,
+        ),
+        (
+            "t",
+            project(doc! { "$dateFromParts": { "month": 1 } }),
+            40516,
+        ),
+        (
+            "t",
+            project(doc! { "$regexMatch": { "input": "$a" } }),
+            31023,
+        ),
+        ("t", project(doc! { "$trim": { "chars": "x" } }), 50695),
+        ("t", project(doc! { "$convert": { "to": "int" } }), 9),
+        (
+            "t",
+            project(doc! { "$sortArray": { "input": [], "sortBy": 2 } }),
+            2942506,
+        ),
+        (
+            "t",
+            project(doc! { "$setField": { "field": "$a", "input": {}, "value": 1 } }),
+            4161108,
+        ),
+        // Accumulators' argument errors.
+        ("t", group(doc! { "$maxN": [1] }), 40237),
+        ("t", group(doc! { "$count": { "a": 1 } }), 14),
+        (
+            "t",
+            group(doc! { "$topN": { "n": 1, "sortBy": { "a": 1 } } }),
+            5788004,
+        ),
+        (
+            "t",
+            project(doc! { "$dateFromParts": { "year": "x" } }),
+            40515,
+        ),
         // configureFailPoint (FailPoint::parseBSON).
         (
             "admin",

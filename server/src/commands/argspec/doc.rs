@@ -210,8 +210,32 @@ const EXPRESSION_CODES: &[(&str, &str)] = &[
         "not a document 40060; `branches` not an array 40061; a branch not a document 40062, with another field 40063, without `case` 40064 or `then` 40065; another field 40067; no branch 40068",
     ),
     (
+        "Accumulators in $group, $bucket",
+        "an array argument 40237 for any name (checked before the name is looked up); $count with arguments 14; $top/$bottom/$topN/$bottomN not a document 5788001, another field 5788002, no `n` 5788003, no `output` 5788004, no `sortBy` 5788005, `sortBy` not a document 10065; $accumulator 4544703-4544710",
+    ),
+    (
         "$cond",
-        "another field 17083; a missing one 17080; the array form with other than 3 arguments 16020",
+        "another field 17083; no `if` 17080, `then` 17081, `else` 17082; the array form with other than 3 arguments 16020",
+    ),
+    (
+        "$dateFromParts, $dateToParts, $dateFromString, $dateToString",
+        "not a document 40519, 40524, 40540, 18629; another field 40518, 40520, 40541, 18534; no `date`/`dateString` 40522, 40542, 18628; $dateFromParts without `year` or `isoWeekYear` 40516, `year` with ISO fields 40489, `isoWeekYear` with `month`/`day` 40525, a part not an integer 40515",
+    ),
+    (
+        "$dateAdd, $dateSubtract, $dateDiff, $dateTrunc (argument document)",
+        "not a document 5166400, 5166301, 5439007; another field 5166401, 5166302, 5439008; a required field missing 5166402; $dateDiff's `startDate`, `endDate`, `unit` missing 5166303, 5166304, 5166305; $dateTrunc's `date`, `unit` missing 5439009, 5439010",
+    ),
+    (
+        "$convert (argument document)",
+        "not a document, another field, no `input` or `to`: 9 FailedToParse",
+    ),
+    (
+        "Argument documents of $trim, $regex*, $replaceOne/$replaceAll, $sortArray",
+        "not a document 50696, 51103, 51751, 2942500; another field 50694, 31024, 51750, 2942501; a required field missing 50695 (`input`), 31022/31023 (`input`/`regex`), 51749/51748/51747 (`input`/`find`/`replacement`), 2942502/2942503 (`input`/`sortBy`); a numeric `sortBy` other than 1 or -1 2942506",
+    ),
+    (
+        "$setField, $unsetField, $getField (argument document)",
+        "not a document 4161100; another field 4161101 (3041701 for $getField); no `field` 4161102 (3041702), `value` 4161103, `input` 4161109; `field` not constant 4161106, a field path 4161108, a constant not a string 4161107 (5654602 for $getField, whose `field` may be any expression in 8.0)",
     ),
     (
         "$dateAdd, $dateSubtract",

@@ -216,7 +216,9 @@ fn variable_and_control_operators() {
             doc! { "$cond": { "if": true, "then": 1, "else": 2, "x": 1 } },
             17083,
         ),
-        (doc! { "$cond": { "if": true, "then": 1 } }, 17080),
+        (doc! { "$cond": { "then": 1, "else": 2 } }, 17080),
+        (doc! { "$cond": { "if": true, "else": 2 } }, 17081),
+        (doc! { "$cond": { "if": true, "then": 1 } }, 17082),
         (doc! { "$cond": [true, 1] }, 16020),
         (doc! { "$map": { "input": 1, "in": 1 } }, 16883),
         (doc! { "$filter": { "input": 1, "cond": true } }, 28651),
@@ -376,8 +378,140 @@ fn object_operators() {
             4161105,
         ),
         (
-            doc! { "$getField": { "field": { "$literal": 1 }, "input": "$o" } },
+            doc! { "$getField": { "field": { "$add": [1, 1] }, "input": "$o" } },
             3041704,
         ),
     ]);
+}
+
+#[test]
+fn named_argument_documents() {
+    let at = bson::DateTime::from_millis(0);
+    check(&[
+        // Dates: not a document, an unknown field, a missing one.
+        (doc! { "$dateFromParts": 1 }, 40519),
+        (doc! { "$dateFromParts": { "year": 2020, "x": 1 } }, 40518),
+        (doc! { "$dateFromParts": { "month": 1 } }, 40516),
+        (
+            doc! { "$dateFromParts": { "year": 2020, "isoWeek": 1 } },
+            40489,
+        ),
+        (
+            doc! { "$dateFromParts": { "isoWeekYear": 2020, "month": 1 } },
+            40525,
+        ),
+        (doc! { "$dateToParts": "x" }, 40524),
+        (doc! { "$dateToParts": { "date": at, "x": 1 } }, 40520),
+        (doc! { "$dateToParts": { "timezone": "UTC" } }, 40522),
+        (doc! { "$dateFromString": [] }, 40540),
+        (
+            doc! { "$dateFromString": { "dateString": "x", "y": 1 } },
+            40541,
+        ),
+        (doc! { "$dateFromString": { "format": "%Y" } }, 40542),
+        (doc! { "$dateToString": 1 }, 18629),
+        (doc! { "$dateToString": { "date": at, "x": 1 } }, 18534),
+        (doc! { "$dateToString": { "format": "%Y" } }, 18628),
+        (doc! { "$dateAdd": 1 }, 5166400),
+        (
+            doc! { "$dateSubtract": { "startDate": at, "unit": "day", "amount": 1, "x": 1 } },
+            5166401,
+        ),
+        (
+            doc! { "$dateAdd": { "startDate": at, "unit": "day" } },
+            5166402,
+        ),
+        (doc! { "$dateDiff": 1 }, 5166301),
+        (
+            doc! { "$dateDiff": { "startDate": at, "endDate": at, "unit": "day", "x": 1 } },
+            5166302,
+        ),
+        (
+            doc! { "$dateDiff": { "endDate": at, "unit": "day" } },
+            5166303,
+        ),
+        (
+            doc! { "$dateDiff": { "startDate": at, "unit": "day" } },
+            5166304,
+        ),
+        (
+            doc! { "$dateDiff": { "startDate": at, "endDate": at } },
+            5166305,
+        ),
+        (doc! { "$dateTrunc": "A" }, 5439007),
+        (doc! { "$dateTrunc": { "endDate": 1 } }, 5439008),
+        (doc! { "$dateTrunc": { "unit": "week" } }, 5439009),
+        (doc! { "$dateTrunc": { "date": at } }, 5439010),
+        // $convert answers FailedToParse for all three.
+        (doc! { "$convert": 1 }, 9),
+        (doc! { "$convert": { "input": 1, "to": "int", "x": 1 } }, 9),
+        (doc! { "$convert": { "to": "int" } }, 9),
+        // Strings.
+        (doc! { "$trim": "x" }, 50696),
+        (doc! { "$ltrim": { "input": "a", "x": 1 } }, 50694),
+        (doc! { "$rtrim": { "chars": "a" } }, 50695),
+        (doc! { "$regexMatch": "a" }, 51103),
+        (
+            doc! { "$regexFind": { "input": "a", "regex": "a", "x": 1 } },
+            31024,
+        ),
+        (doc! { "$regexFindAll": { "regex": "a" } }, 31022),
+        (doc! { "$regexMatch": { "input": "a" } }, 31023),
+        (doc! { "$replaceOne": 1 }, 51751),
+        (
+            doc! { "$replaceAll": { "input": "a", "find": "a", "replacement": "b", "x": 1 } },
+            51750,
+        ),
+        (
+            doc! { "$replaceOne": { "find": "a", "replacement": "b" } },
+            51749,
+        ),
+        (
+            doc! { "$replaceAll": { "input": "a", "replacement": "b" } },
+            51748,
+        ),
+        (doc! { "$replaceAll": { "input": "a", "find": "a" } }, 51747),
+        // Arrays and objects.
+        (doc! { "$sortArray": [] }, 2942500),
+        (
+            doc! { "$sortArray": { "input": [], "sortBy": 1, "x": 1 } },
+            2942501,
+        ),
+        (doc! { "$sortArray": { "sortBy": 1 } }, 2942502),
+        (doc! { "$sortArray": { "input": [] } }, 2942503),
+        (doc! { "$sortArray": { "input": [], "sortBy": 2 } }, 2942506),
+        (doc! { "$setField": 1 }, 4161100),
+        (
+            doc! { "$setField": { "field": "a", "input": {}, "value": 1, "x": 1 } },
+            4161101,
+        ),
+        (doc! { "$setField": { "input": {}, "value": 1 } }, 4161102),
+        (doc! { "$setField": { "field": "a", "input": {} } }, 4161103),
+        (doc! { "$unsetField": { "field": "a" } }, 4161109),
+        (
+            doc! { "$setField": { "field": { "$concat": ["a"] }, "input": {}, "value": 1 } },
+            4161106,
+        ),
+        (
+            doc! { "$setField": { "field": 1, "input": {}, "value": 1 } },
+            4161107,
+        ),
+        (
+            doc! { "$unsetField": { "field": "$a", "input": {} } },
+            4161108,
+        ),
+        (doc! { "$getField": { "field": "a", "x": 1 } }, 3041701),
+        (doc! { "$getField": { "input": "$o" } }, 3041702),
+        (doc! { "$getField": { "field": 1, "input": "$o" } }, 5654602),
+        (doc! { "$getField": true }, 5654602),
+    ]);
+    // A `$literal` string is a constant field; a `$` name through `$literal` is allowed.
+    for ok in [
+        doc! { "$setField": { "field": { "$literal": "$a" }, "input": {}, "value": 1 } },
+        doc! { "$getField": { "field": { "$literal": "$a" }, "input": "$o" } },
+        doc! { "$dateFromParts": { "isoWeekYear": 2020, "isoWeek": 2 } },
+        doc! { "$trim": { "input": null } },
+    ] {
+        assert_eq!(code(Bson::Document(ok.clone())), None, "{ok}");
+    }
 }

@@ -76,7 +76,7 @@ fn part(v: &Value, name: &str, default: i64, range: (i64, i64)) -> CommandResult
     };
     let n = types::as_i64_exact(b).ok_or_else(|| {
         err(
-            ErrorCode::BadValue,
+            ErrorCode::Location40515,
             format!(
                 "'{name}' must evaluate to an integer, found {} with value {b}",
                 type_name(v)

@@ -502,14 +502,25 @@ impl Parser {
         optional: &[&str],
         depth: usize,
     ) -> CommandResult<Vec<Option<Expr>>> {
+        let codes = super::shapes::named_codes(op);
         if let Some(extra) = d
             .keys()
             .find(|k| !required.contains(&k.as_str()) && !optional.contains(&k.as_str()))
         {
-            return Err(err(
-                ErrorCode::Location17080,
-                format!("Unrecognized parameter to {op}: {extra}"),
-            ));
+            return Err(match &codes {
+                Some(c) => c.unknown(op, extra),
+                None => err(
+                    ErrorCode::Location17080,
+                    format!("Unrecognized parameter to {op}: {extra}"),
+                ),
+            });
+        }
+        // mongod looks at which fields are there before parsing any of them.
+        if let Some(c) = &codes {
+            c.check_missing(op, d)?;
+        }
+        if op == "$dateFromParts" {
+            super::shapes::date_from_parts_fields(d)?;
         }
         let mut out = Vec::with_capacity(required.len() + optional.len());
         for key in required {
@@ -535,10 +546,13 @@ impl Parser {
     fn object_arg<'d>(op: &str, arg: &'d Bson) -> CommandResult<&'d Document> {
         match arg {
             Bson::Document(d) => Ok(d),
-            _ => Err(err(
-                ErrorCode::FailedToParse,
-                format!("{op} only supports an object as its argument"),
-            )),
+            _ => Err(match super::shapes::named_codes(op) {
+                Some(c) => c.not_object(op, arg),
+                None => err(
+                    ErrorCode::FailedToParse,
+                    format!("{op} only supports an object as its argument"),
+                ),
+            }),
         }
     }
 
@@ -725,7 +739,10 @@ impl Parser {
                 }
             }
             "$getField" => match arg {
-                Bson::Document(d) if d.contains_key("field") => {
+                Bson::Document(d) if !d.keys().next().is_some_and(|k| k.starts_with('$')) => {
+                    if let Some(f) = d.get("field") {
+                        super::shapes::get_field_field(f)?;
+                    }
                     let parts = self.named(d, op, &["field"], &["input"], depth)?;
                     let mut it = parts.into_iter();
                     let field = it.next().flatten().unwrap_or(Expr::Literal(Bson::Null));
@@ -733,7 +750,10 @@ impl Parser {
                     Special::GetField { field, input }
                 }
                 other => Special::GetField {
-                    field: self.parse(other, depth + 1)?,
+                    field: {
+                        super::shapes::get_field_field(other)?;
+                        self.parse(other, depth + 1)?
+                    },
                     input: Expr::Root(Vec::new()),
                 },
             },
@@ -760,6 +780,12 @@ impl Parser {
                 }
                 let d = Self::object_arg(op, arg)?;
                 let args = self.named(d, op, required, optional, depth)?;
+                if let ("$sortArray", Some(by)) = (op, d.get("sortBy")) {
+                    super::shapes::sort_array_by(by)?;
+                }
+                if let ("$setField" | "$unsetField", Some(f)) = (op, d.get("field")) {
+                    super::shapes::set_field_field(op, f)?;
+                }
                 if op.starts_with("$date") {
                     let names = required.iter().chain(optional.iter()).copied();
                     super::dates::check_constant_args(op, names, &args)?;

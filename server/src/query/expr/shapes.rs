@@ -190,3 +190,330 @@ fn switch_branch(b: &Bson) -> CommandResult<&Document> {
     }
     Ok(b)
 }
+
+/// How a named-argument operator answers a bad argument document, as mongod's parser for
+/// it does: the code for an argument that is not a document, for a field it does not know,
+/// and for each required field that is absent (in the order mongod checks them).
+pub(super) struct NamedCodes {
+    not_object: (ErrorCode, &'static str),
+    unknown: (ErrorCode, &'static str),
+    missing: &'static [(&'static str, ErrorCode, &'static str)],
+}
+
+// Message templates: `{op}` is the operator, `{t}` the type found, `{k}` the field.
+const DATE_UNKNOWN: &str = "Unrecognized argument to {op}: {k}";
+const FOUND_UNKNOWN: &str = "{op} found an unknown argument: {k}";
+const DATE_MISSING: &str = "Missing '{k}' parameter to {op}";
+const SPECIFIED: &str = "{op} requires '{k}' to be specified";
+const REGEX_MISSING: &str = "{op} requires '{k}' parameter";
+
+/// The codes of the operators whose parsers have their own; `None` keeps the generic 17080.
+pub(super) fn named_codes(op: &str) -> Option<NamedCodes> {
+    use ErrorCode as E;
+    let c = |not_object, unknown, missing| {
+        Some(NamedCodes {
+            not_object,
+            unknown,
+            missing,
+        })
+    };
+    match op {
+        "$dateFromParts" => c(
+            (
+                E::Location40519,
+                "$dateFromParts only supports an object as its argument",
+            ),
+            (E::Location40518, DATE_UNKNOWN),
+            &[],
+        ),
+        "$dateToParts" => c(
+            (
+                E::Location40524,
+                "$dateToParts only supports an object as its argument",
+            ),
+            (E::Location40520, DATE_UNKNOWN),
+            &[("date", E::Location40522, DATE_MISSING)],
+        ),
+        "$dateFromString" => c(
+            (
+                E::Location40540,
+                "$dateFromString only supports an object as an argument, found: {t}",
+            ),
+            (E::Location40541, DATE_UNKNOWN),
+            &[("dateString", E::Location40542, DATE_MISSING)],
+        ),
+        "$dateToString" => c(
+            (
+                E::Location18629,
+                "$dateToString only supports an object as its argument",
+            ),
+            (E::Location18534, DATE_UNKNOWN),
+            &[("date", E::Location18628, DATE_MISSING)],
+        ),
+        "$dateAdd" | "$dateSubtract" => c(
+            (E::Location5166400, "{op} expects an object as its argument"),
+            (E::Location5166401, DATE_UNKNOWN),
+            &[
+                (
+                    "startDate",
+                    E::Location5166402,
+                    "{op} requires startDate, unit, and amount to be present",
+                ),
+                (
+                    "unit",
+                    E::Location5166402,
+                    "{op} requires startDate, unit, and amount to be present",
+                ),
+                (
+                    "amount",
+                    E::Location5166402,
+                    "{op} requires startDate, unit, and amount to be present",
+                ),
+            ],
+        ),
+        "$dateDiff" => c(
+            (
+                E::Location5166301,
+                "$dateDiff only supports an object as its argument",
+            ),
+            (E::Location5166302, DATE_UNKNOWN),
+            &[
+                ("startDate", E::Location5166303, DATE_MISSING),
+                ("endDate", E::Location5166304, DATE_MISSING),
+                ("unit", E::Location5166305, DATE_MISSING),
+            ],
+        ),
+        "$dateTrunc" => c(
+            (
+                E::Location5439007,
+                "$dateTrunc only supports an object as its argument",
+            ),
+            (E::Location5439008, DATE_UNKNOWN),
+            &[
+                ("date", E::Location5439009, DATE_MISSING),
+                ("unit", E::Location5439010, DATE_MISSING),
+            ],
+        ),
+        "$convert" => c(
+            (
+                E::FailedToParse,
+                "$convert expects an object of named arguments but found: {t}",
+            ),
+            (E::FailedToParse, FOUND_UNKNOWN),
+            &[
+                ("input", E::FailedToParse, DATE_MISSING),
+                ("to", E::FailedToParse, DATE_MISSING),
+            ],
+        ),
+        "$trim" | "$ltrim" | "$rtrim" => c(
+            (
+                E::Location50696,
+                "{op} only supports an object as an argument, found {t}",
+            ),
+            (E::Location50694, FOUND_UNKNOWN),
+            &[("input", E::Location50695, "{op} requires an 'input' field")],
+        ),
+        "$regexMatch" | "$regexFind" | "$regexFindAll" => c(
+            (
+                E::Location51103,
+                "{op} expects an object of named arguments but found: {t}",
+            ),
+            (E::Location31024, FOUND_UNKNOWN),
+            &[
+                ("input", E::Location31022, REGEX_MISSING),
+                ("regex", E::Location31023, REGEX_MISSING),
+            ],
+        ),
+        "$replaceOne" | "$replaceAll" => c(
+            (
+                E::Location51751,
+                "{op} requires an object as an argument, found: {t}",
+            ),
+            (E::Location51750, FOUND_UNKNOWN),
+            &[
+                ("input", E::Location51749, SPECIFIED),
+                ("find", E::Location51748, SPECIFIED),
+                ("replacement", E::Location51747, SPECIFIED),
+            ],
+        ),
+        "$sortArray" => c(
+            (
+                E::Location2942500,
+                "$sortArray requires an object as an argument, found: {t}",
+            ),
+            (E::Location2942501, FOUND_UNKNOWN),
+            &[
+                ("input", E::Location2942502, SPECIFIED),
+                ("sortBy", E::Location2942503, SPECIFIED),
+            ],
+        ),
+        "$setField" => c(
+            (
+                E::Location4161100,
+                "{op} only supports an object as its argument",
+            ),
+            (E::Location4161101, FOUND_UNKNOWN),
+            &[
+                ("field", E::Location4161102, SPECIFIED),
+                ("value", E::Location4161103, SPECIFIED),
+                ("input", E::Location4161109, SPECIFIED),
+            ],
+        ),
+        "$unsetField" => c(
+            (
+                E::Location4161100,
+                "{op} only supports an object as its argument",
+            ),
+            (E::Location4161101, FOUND_UNKNOWN),
+            &[
+                ("field", E::Location4161102, SPECIFIED),
+                ("input", E::Location4161109, SPECIFIED),
+            ],
+        ),
+        "$getField" => c(
+            (
+                E::FailedToParse,
+                "{op} only supports an object as its argument",
+            ),
+            (E::Location3041701, FOUND_UNKNOWN),
+            &[("field", E::Location3041702, SPECIFIED)],
+        ),
+        "$cond" => c(
+            (
+                E::FailedToParse,
+                "{op} only supports an object as its argument",
+            ),
+            (E::Location17083, "Unrecognized parameter to $cond: {k}"),
+            &[
+                ("if", E::Location17080, DATE_MISSING),
+                ("then", E::Location17081, DATE_MISSING),
+                ("else", E::Location17082, DATE_MISSING),
+            ],
+        ),
+        _ => None,
+    }
+}
+
+fn fill(template: &str, op: &str, k: &str) -> String {
+    template
+        .replace("{op}", op)
+        .replace("{k}", k)
+        .replace("{t}", k)
+}
+
+impl NamedCodes {
+    /// The operator's error for an argument that is not a document.
+    pub(super) fn not_object(&self, op: &str, arg: &Bson) -> crate::error::CommandError {
+        let (code, msg) = self.not_object;
+        err(code, fill(msg, op, type_of(arg)))
+    }
+
+    /// The operator's error for a field it does not take.
+    pub(super) fn unknown(&self, op: &str, field: &str) -> crate::error::CommandError {
+        let (code, msg) = self.unknown;
+        err(code, fill(msg, op, field))
+    }
+
+    /// The first required field absent from `d`, as mongod reports it.
+    pub(super) fn check_missing(&self, op: &str, d: &Document) -> CommandResult<()> {
+        match self.missing.iter().find(|(k, ..)| !d.contains_key(*k)) {
+            Some((k, code, msg)) => Err(err(*code, fill(msg, op, k))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// `$dateFromParts` needs `year` or `isoWeekYear` (40516) and refuses to mix the natural
+/// fields with the ISO ones (40489 with `year`, 40525 with `isoWeekYear`).
+pub(super) fn date_from_parts_fields(d: &Document) -> CommandResult<()> {
+    let has = |k: &str| d.contains_key(k);
+    if !has("year") && !has("isoWeekYear") {
+        return Err(err(
+            ErrorCode::Location40516,
+            "$dateFromParts requires either 'year' or 'isoWeekYear' to be present",
+        ));
+    }
+    if has("year") && (has("isoWeekYear") || has("isoWeek") || has("isoDayOfWeek")) {
+        return Err(err(
+            ErrorCode::Location40489,
+            "$dateFromParts does not allow mixing natural dates with ISO dates",
+        ));
+    }
+    if has("isoWeekYear") && (has("year") || has("month") || has("day")) {
+        return Err(err(
+            ErrorCode::Location40525,
+            "$dateFromParts does not allow mixing ISO dates with natural dates",
+        ));
+    }
+    Ok(())
+}
+
+/// `field` of `$setField`/`$unsetField` as mongod checks it when parsing: a constant string
+/// (a `$literal` counts), not a field path (4161108), not an expression (4161106), not
+/// another type (4161107).
+pub(super) fn set_field_field(op: &str, field: &Bson) -> CommandResult<()> {
+    let constant = match field {
+        Bson::Document(d) if d.len() == 1 && d.contains_key("$literal") => &d["$literal"],
+        Bson::Document(_) | Bson::Array(_) => {
+            return Err(err(
+                ErrorCode::Location4161106,
+                format!(
+                    "{op} requires 'field' to evaluate to a constant, but got a non-constant argument"
+                ),
+            ));
+        }
+        Bson::String(s) if s.starts_with('$') => {
+            return Err(err(
+                ErrorCode::Location4161108,
+                format!(
+                    "A field path reference which is not allowed in this context. Did you mean {{$literal: '{s}'}}?"
+                ),
+            ));
+        }
+        other => other,
+    };
+    if matches!(constant, Bson::String(_)) {
+        return Ok(());
+    }
+    Err(err(
+        ErrorCode::Location4161107,
+        format!(
+            "{op} requires 'field' to evaluate to type String, but got {}",
+            type_of(constant)
+        ),
+    ))
+}
+
+/// `$getField`'s `field` when it is a constant (8.0 lets it be any expression): a constant
+/// of another type than string is refused when parsing (5654602).
+pub(super) fn get_field_field(field: &Bson) -> CommandResult<()> {
+    let constant = match field {
+        Bson::Document(d) if d.len() == 1 && d.contains_key("$literal") => &d["$literal"],
+        Bson::Document(_) | Bson::Array(_) | Bson::String(_) => return Ok(()),
+        other => other,
+    };
+    if matches!(constant, Bson::String(_)) {
+        return Ok(());
+    }
+    Err(err(
+        ErrorCode::Location5654602,
+        format!(
+            "$getField requires 'field' to evaluate to type String, but got {}",
+            type_of(constant)
+        ),
+    ))
+}
+
+/// `$sortArray`'s `sortBy` given as a number sorts whole elements and must be 1 or -1
+/// (2942506), checked when the expression is parsed.
+pub(super) fn sort_array_by(by: &Bson) -> CommandResult<()> {
+    if crate::query::types::is_number(by)
+        && !matches!(crate::query::types::as_f64(by), Some(1.0) | Some(-1.0))
+    {
+        return Err(err(
+            ErrorCode::Location2942506,
+            "The $sort element value must be either 1 or -1",
+        ));
+    }
+    Ok(())
+}

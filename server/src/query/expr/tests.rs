@@ -328,7 +328,8 @@ fn parse_errors() {
     assert_eq!(p(doc! {"$foo": 1}), 168);
     assert_eq!(p(doc! {"$eq": [1]}), 16020);
     assert_eq!(p(doc! {"$add": 1, "$sub": 2}), 15983);
-    assert_eq!(p(doc! {"$cond": {"if": true, "then": 1}}), 17080);
+    assert_eq!(p(doc! {"$cond": {"then": 1, "else": 2}}), 17080);
+    assert_eq!(p(doc! {"$cond": {"if": true, "then": 1}}), 17082);
     assert_eq!(p(doc! {"$map": {"input": [], "in": "$$zz"}}), 17276);
 }
 

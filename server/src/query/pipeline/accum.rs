@@ -124,7 +124,7 @@ impl Acc {
                 Bson::Document(d) if d.is_empty() => Acc::Count,
                 _ => {
                     return Err(perr(
-                        codes::FAILED_TO_PARSE,
+                        codes::TYPE_MISMATCH,
                         "$count takes no arguments, i.e. $count:{}",
                     ));
                 }
@@ -522,16 +522,6 @@ fn parse_count_n(op: &str, spec: Option<&Bson>, ctx: &ParseContext) -> CommandRe
     Ok(usize::try_from(n.min(super::limits::ACCUMULATOR_N_MAX)).unwrap_or(usize::MAX))
 }
 
-fn arg_doc<'s>(op: &str, arg: &'s Bson) -> CommandResult<&'s Document> {
-    match arg {
-        Bson::Document(d) => Ok(d),
-        _ => Err(perr(
-            codes::N_UNKNOWN_FIELD,
-            format!("specification for {op} must be an object"),
-        )),
-    }
-}
-
 fn parse_n(op: &str, arg: &Bson, ctx: &ParseContext) -> CommandResult<Acc> {
     let Some(array_op) = ArrayNOp::from_name(op) else {
         return Err(perr(
@@ -567,32 +557,48 @@ fn parse_n(op: &str, arg: &Bson, ctx: &ParseContext) -> CommandResult<Acc> {
 }
 
 fn parse_top(op: &str, arg: &Bson, ctx: &ParseContext) -> CommandResult<Acc> {
-    let d = arg_doc(op, arg)?;
-    let with_n = op.ends_with('N');
-    if let Some(extra) = d
-        .keys()
-        .find(|k| !(matches!(k.as_str(), "sortBy" | "output") || (with_n && k.as_str() == "n")))
-    {
+    // mongod's accumulatorNParseArgs: an object (5788001) whose fields are read in order, an
+    // unknown one refused (5788002) and `sortBy` taken as an object (10065); then `n` (5788003),
+    // `output` (5788004) and `sortBy` (5788005) must be there.
+    let Bson::Document(d) = arg else {
         return Err(perr(
-            codes::N_UNKNOWN_FIELD,
-            format!("Unknown argument to {op} '{extra}'"),
+            codes::TOP_NOT_OBJECT,
+            format!("specification must be an object; found {op}: {arg}"),
         ));
-    }
-    let sort = match d.get("sortBy") {
-        Some(Bson::Document(s)) => SortKeys::parse(s)?,
-        _ => {
-            return Err(perr(
-                codes::TOP_SORT_MISSING,
-                format!("{op} requires a 'sortBy' object"),
-            ));
-        }
     };
-    let output = d.get("output").ok_or_else(|| {
-        perr(
-            codes::N_MISSING,
-            format!("Missing value for 'output' in {op}"),
-        )
-    })?;
+    let with_n = op.ends_with('N');
+    let mut sort = None;
+    for (k, v) in d {
+        match k.as_str() {
+            "n" if with_n => {}
+            "output" => {}
+            "sortBy" => match v {
+                Bson::Document(s) => sort = Some(s),
+                _ => {
+                    return Err(perr(
+                        codes::NOT_AN_OBJECT,
+                        "invalid parameter: expected an object (sortBy)",
+                    ));
+                }
+            },
+            other => {
+                return Err(perr(
+                    codes::TOP_UNKNOWN_FIELD,
+                    format!("Unknown argument to {op} '{other}'"),
+                ));
+            }
+        }
+    }
+    if with_n && !d.contains_key("n") {
+        return Err(perr(codes::TOP_N_MISSING, "Missing value for 'n'"));
+    }
+    let output = d
+        .get("output")
+        .ok_or_else(|| perr(codes::TOP_OUTPUT_MISSING, "Missing value for 'output'"))?;
+    let Some(sort) = sort else {
+        return Err(perr(codes::TOP_SORT_MISSING, "Missing value for 'sortBy'"));
+    };
+    let sort = SortKeys::parse(sort)?;
     let n = if with_n {
         Some(parse_count_n(op, d.get("n"), ctx)?)
     } else {

@@ -96,6 +96,14 @@ impl GroupSpec {
                     format!("The field '{name}' must specify one accumulator"),
                 ));
             };
+            // mongod refuses an array argument before looking the accumulator up, whatever
+            // its name (the window-function parser does not).
+            if matches!(arg, Bson::Array(_)) {
+                return Err(perr(
+                    codes::ACCUMULATOR_ARRAY_ARG,
+                    format!("The {op} accumulator is a unary operator"),
+                ));
+            }
             let acc = Acc::parse(op, arg, ctx)?.ok_or_else(|| {
                 perr(
                     codes::GROUP_UNKNOWN_OPERATOR,

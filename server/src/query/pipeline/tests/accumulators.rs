@@ -221,7 +221,7 @@ fn first_last_push_add_to_set() {
             bson!([{"$group": {"_id": null, "r": {"$maxN": [1]}}}]),
             vec![]
         ),
-        5787900
+        40237
     );
 }
 
@@ -265,10 +265,18 @@ fn percentile_and_median() {
     );
     assert_eq!(
         fails(
-            bson!([{"$group": {"_id": null, "r": {"$percentile": []}}}]),
+            bson!([{"$group": {"_id": null, "r": {"$percentile": 1}}}]),
             vec![]
         ),
         7429703
+    );
+    // An array is refused by `$group` itself before the accumulator's parser sees it.
+    assert_eq!(
+        fails(
+            bson!([{"$group": {"_id": null, "r": {"$percentile": []}}}]),
+            vec![]
+        ),
+        40237
     );
 }
 
@@ -324,5 +332,54 @@ fn top_bottom_and_n() {
             many
         ),
         bson!([99, 98, 97])
+    );
+}
+
+/// Accumulators' argument errors carry mongod's codes, checked when `$group` is parsed (an
+/// empty input still fails).
+#[test]
+fn accumulator_argument_codes() {
+    let cases = [
+        // An array argument is refused for every accumulator, not only the unary ones.
+        (bson!({"$count": [1]}), 40237),
+        (bson!({"$top": [1]}), 40237),
+        (bson!({"$stdDevPop": [1, 2]}), 40237),
+        (bson!({"$median": []}), 40237),
+        (bson!({"$nope": [1]}), 40237),
+        // $count takes exactly {}.
+        (bson!({"$count": {"a": 1}}), 14),
+        (bson!({"$count": 1}), 14),
+        // $top/$bottom family (accumulatorNParseArgs).
+        (bson!({"$top": 1}), 5788001),
+        (
+            bson!({"$bottom": {"output": "$v", "sortBy": {"v": 1}, "n": 1}}),
+            5788002,
+        ),
+        (
+            bson!({"$topN": {"output": "$v", "sortBy": {"v": 1}}}),
+            5788003,
+        ),
+        (bson!({"$bottomN": {"n": 1, "sortBy": {"v": 1}}}), 5788004),
+        (bson!({"$top": {"output": "$v"}}), 5788005),
+        (bson!({"$top": {"output": "$v", "sortBy": 1}}), 10065),
+        // $firstN/$maxN keep their own (5787801, 5787900, 5787901, 5787906, 5787907).
+        (bson!({"$firstN": 1}), 5787801),
+        (bson!({"$maxN": {"input": "$v"}}), 5787906),
+        (bson!({"$minN": {"n": 1}}), 5787907),
+    ];
+    for (spec, want) in cases {
+        let got = fails(
+            bson!([{"$group": {"_id": null, "r": spec.clone()}}]),
+            vec![],
+        );
+        assert_eq!(got, want, "{spec}");
+    }
+    assert_eq!(acc(bson!({"$count": {}}), vec![None, None]), Bson::Int32(2));
+    assert_eq!(
+        acc(
+            bson!({"$topN": {"n": 1, "output": "$v", "sortBy": {"v": -1}}}),
+            some(vec![Bson::Int32(1), Bson::Int32(3)])
+        ),
+        bson!([3])
     );
 }
