@@ -18,7 +18,6 @@
 use crate::error::{CommandError, CommandResult, ErrorCode, err, storage_error};
 use crate::query_shape::Shape;
 use bson::{Bson, Document, doc};
-use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, RwLock};
@@ -157,7 +156,7 @@ impl QuerySettings {
         if entry.rejects() {
             return Err(rejected());
         }
-        Ok(Some(crate::scoped::replace(&HINTS, Some(Arc::new(entry)))))
+        Ok(Some(crate::planner::filters::hints_scope(Arc::new(entry))))
     }
 }
 
@@ -219,18 +218,13 @@ fn now_seconds() -> u32 {
     u32::try_from(bson::DateTime::now().timestamp_millis() / 1000).unwrap_or(u32::MAX)
 }
 
-thread_local! {
-    static HINTS: RefCell<Option<Arc<Entry>>> = const { RefCell::new(None) };
-}
-
 /// Keeps a query's settings current for the planner on this thread.
-pub type HintsGuard = crate::scoped::Installed<Arc<Entry>>;
+pub type HintsGuard = crate::planner::filters::HintsGuard;
 
-/// The indexes the running query's settings allow on `coll` (None: no hints for it).
-pub fn allowed_here(coll: &Collection) -> Option<Vec<Bson>> {
-    let entry = crate::scoped::current(&HINTS)?;
-    let (db, name) = coll.namespace();
-    entry.allowed_on(&db, &name)
+impl crate::planner::filters::AllowedIndexes for Entry {
+    fn allowed_on(&self, db: &str, coll: &str) -> Option<Vec<Bson>> {
+        Entry::allowed_on(self, db, coll)
+    }
 }
 
 #[cfg(test)]

@@ -190,6 +190,31 @@ pub fn list(ns: &str) -> Vec<Document> {
         .unwrap_or_default()
 }
 
+/// Index hints a running query brings from outside the planner (mongod 8.0's query settings,
+/// `crate::query_settings`): the indexes allowed on a namespace, or None when it names none.
+pub trait AllowedIndexes: Send + Sync {
+    fn allowed_on(&self, db: &str, coll: &str) -> Option<Vec<Bson>>;
+}
+
+thread_local! {
+    static HINTS: RefCell<Option<Arc<dyn AllowedIndexes>>> = const { RefCell::new(None) };
+}
+
+/// Keeps a query's index hints current for the planner on this thread until dropped.
+pub type HintsGuard = crate::scoped::Installed<Arc<dyn AllowedIndexes>>;
+
+/// Makes `hints` the running query's index hints on this thread.
+pub fn hints_scope(hints: Arc<dyn AllowedIndexes>) -> HintsGuard {
+    crate::scoped::replace(&HINTS, Some(hints))
+}
+
+/// The indexes the running query's hints allow on `coll` (None: no hints for it).
+pub fn hinted(coll: &Collection) -> Option<Vec<Bson>> {
+    let hints = crate::scoped::current(&HINTS)?;
+    let (db, name) = coll.namespace();
+    hints.allowed_on(&db, &name)
+}
+
 /// The indexes (names or key patterns) a filter allows for this query, if one is set.
 pub fn allowed(coll: &Collection, filter: &Document, sort: Option<&Document>) -> Option<Vec<Bson>> {
     let (db, name) = coll.namespace();

@@ -544,8 +544,7 @@ fn choose_plan(
     // An index filter for this shape limits the candidates and overrides `hint` (mongod); the
     // plan cache is bypassed, so its entries never name an index the filter excludes.
     // Query settings' index hints come first (mongod 8.0), then an index filter.
-    let allowed = crate::query_settings::allowed_here(coll)
-        .or_else(|| filters::allowed(coll, filter_doc, sort));
+    let allowed = filters::hinted(coll).or_else(|| filters::allowed(coll, filter_doc, sort));
     let hint = hint.filter(|_| allowed.is_none());
     let mut indexes = coll.indexes();
     if let Some(allowed) = &allowed {
