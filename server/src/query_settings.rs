@@ -12,7 +12,7 @@
 //! The hot path (`for_query`) is one relaxed atomic load while no setting exists; with
 //! settings, the query's shape is hashed (SHA-256) and looked up. Index hints reach the planner
 //! through a thread-local scope (`hints_scope`, read by `planner::choose_plan` via
-//! [`allowed_here`]), as index filters do; they take precedence over an index filter and a
+//! `crate::planner::filters::hinted`), as index filters do; they take precedence over an index filter and a
 //! `hint`, as in mongod.
 
 use crate::error::{CommandError, CommandResult, ErrorCode, err, storage_error};
