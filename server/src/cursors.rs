@@ -65,7 +65,7 @@ impl CursorRegistry {
 
     /// Register a cursor and return its id.
     pub fn insert(&self, cursor: Cursor) -> CommandResult<i64> {
-        if storage::nowait::active() && storage::nowait::refused() {
+        if storage::nowait::dropping() {
             // This call was tried on an async worker and refused (`crate::offload::run_cached`):
             // it is dropped and run again on the pool, so its cursor must not outlive it.
             return Err(err(

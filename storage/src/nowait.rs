@@ -56,6 +56,12 @@ pub fn refused() -> bool {
     REFUSED.with(Cell::get)
 }
 
+/// Whether this thread is inside a scope whose attempt was refused: what it builds is about to
+/// be dropped, so nothing that outlives it (a cursor, a statistic) may be recorded.
+pub fn dropping() -> bool {
+    active() && refused()
+}
+
 /// Whether no-wait reads can work here at all (false once the filesystem refused the flag).
 pub fn supported() -> bool {
     !UNSUPPORTED.load(Relaxed)

@@ -121,7 +121,7 @@ pub fn run_pipeline(state: &ServerState, req: &Request) -> CommandResult<Ran> {
     let started = Instant::now();
     // Statistics are for queries over documents, not for stages that read server state.
     let counted = !explain
-        && state.params.get_i64("internalQueryStatsRateLimit") != 0
+        && super::crud_read::query_stats_on(state)
         && !stages
             .first()
             .and_then(|s| s.keys().next())

@@ -123,19 +123,26 @@ fn parse_find(body: &Document) -> CommandResult<FindSpec> {
 pub fn find(state: &ServerState, req: &Request) -> CommandResult<Reply> {
     let started = Instant::now();
     let reply = find_run(state, req)?;
-    let coll = req.body.get_str("find").unwrap_or_default();
-    note_query_stats(
-        state,
-        started,
-        &reply,
-        || crate::query_shape::find_fingerprint(&req.db, coll, &req.body),
-        || crate::query_shape::Shape::find(&req.db, coll, &req.body),
-    );
+    if query_stats_on(state) {
+        let coll = req.body.get_str("find").unwrap_or_default();
+        note_query_stats(
+            state,
+            started,
+            &reply,
+            || crate::query_shape::find_fingerprint(&req.db, coll, &req.body),
+            || crate::query_shape::Shape::find(&req.db, coll, &req.body),
+        );
+    }
     Ok(reply)
 }
 
-/// Adds a finished `find` or `aggregate` (its first batch) to `$queryStats` unless
-/// `internalQueryStatsRateLimit` is 0.
+/// Whether `$queryStats` records queries (`internalQueryStatsRateLimit` is not 0).
+pub(super) fn query_stats_on(state: &ServerState) -> bool {
+    state.params.get_i64("internalQueryStatsRateLimit") != 0
+}
+
+/// Adds a finished `find` or `aggregate` (its first batch) to `$queryStats`; the caller has
+/// checked [`query_stats_on`].
 pub(super) fn note_query_stats(
     state: &ServerState,
     started: Instant,
@@ -148,10 +155,7 @@ pub(super) fn note_query_stats(
     };
     // An attempt on an async worker that is dropped and run again is counted by the run that
     // answers (`crate::offload::run_cached`).
-    if storage::nowait::active() && storage::nowait::refused() {
-        return;
-    }
-    if state.params.get_i64("internalQueryStatsRateLimit") == 0 {
+    if storage::nowait::dropping() {
         return;
     }
     let micros = i64::try_from(started.elapsed().as_micros()).unwrap_or(i64::MAX);
