@@ -49,7 +49,8 @@ def main():
         env = dict(os.environ, CAIRN_URI=f"mongodb://127.0.0.1:{port}/?directConnection=true")
         if auth:
             import pymongo  # the checks' venv has it
-            password = secrets.token_urlsafe(12)
+            # A letter first: a password beginning with "-" reads as an option to a shell tool.
+            password = "p" + secrets.token_urlsafe(12)
             with pymongo.MongoClient(env["CAIRN_URI"], serverSelectionTimeoutMS=10000) as c:
                 c.admin.command("createUser", "root", pwd=password, roles=["root"])
             env.update(CAIRN_ROOT_USER="root", CAIRN_ROOT_PASSWORD=password)

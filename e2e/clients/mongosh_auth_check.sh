@@ -5,7 +5,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 sh="$here/node_modules/.bin/mongosh"
 for mech in SCRAM-SHA-256 SCRAM-SHA-1; do
-    out=$("$sh" "$CAIRN_URI" --quiet --norc --username "$CAIRN_ROOT_USER" --password "$CAIRN_ROOT_PASSWORD" \
+    out=$("$sh" "$CAIRN_URI" --quiet --norc --username "$CAIRN_ROOT_USER" --password="$CAIRN_ROOT_PASSWORD" \
         --authenticationDatabase admin --authenticationMechanism "$mech" \
         --eval 'const s = db.runCommand({connectionStatus: 1}).authInfo; print("user " + s.authenticatedUsers[0].user); printjson(db.getSiblingDB("m").c.insertOne({x: 1}).acknowledged)')
     echo "$mech: $out"
