@@ -96,20 +96,58 @@ where
     T: Send + 'static,
     F: Fn(&ServerState) -> CommandResult<T> + Send + 'static,
 {
-    if let Some(out) = try_on_worker(state, op, &f) {
+    if let Some(out) = try_on_worker(state, op, "cairnReadsOnWorker", &f) {
         return out;
     }
     run(state, command, op, f).await
 }
 
+/// Runs a write `f` (outside a multi-document transaction), first on the calling async worker
+/// as [`run_cached`] does for reads, else on the blocking pool.
+///
+/// In the attempt everything before the write's log append is tried only (locks, the pages its
+/// index and record-tree changes start from, all cached); a refusal there undoes the planned
+/// changes, and `f` runs again on the pool. Once the batch goes to the log the attempt stands
+/// whatever follows (`storage::nowait` settles: nothing more is refused and nothing blocks but
+/// the rare re-read of a page evicted meanwhile), and waiting for durability stays async as
+/// ever. So `f` may change nothing outside storage before its first write unless a refusal
+/// takes it back (see `storage::nowait::dropping`). Not tried while a fail point is on, or when
+/// the `cairnWritesOnWorker` parameter is off.
+pub async fn run_write<T, F>(
+    state: &Arc<ServerState>,
+    command: &'static str,
+    op: Option<&Interrupt>,
+    f: F,
+) -> CommandResult<T>
+where
+    T: Send + 'static,
+    F: Fn(&ServerState) -> CommandResult<T> + Send + 'static,
+{
+    if let Some(out) = try_on_worker(state, op, "cairnWritesOnWorker", &f) {
+        return out;
+    }
+    run(state, command, op, f).await
+}
+
+/// The error of a call that must not be answered in a no-wait attempt (it is refused, and
+/// runs again on the pool).
+pub fn refuse() -> crate::error::CommandError {
+    storage::nowait::refuse();
+    err(
+        ErrorCode::InternalError,
+        "the call cannot run on the async worker",
+    )
+}
+
 fn try_on_worker<T>(
     state: &ServerState,
     op: Option<&Interrupt>,
+    parameter: &str,
     f: &dyn Fn(&ServerState) -> CommandResult<T>,
 ) -> Option<CommandResult<T>> {
     if !storage::nowait::supported()
         || state.failpoints.any_on()
-        || !state.params.get_bool("cairnReadsOnWorker")
+        || !state.params.get_bool(parameter)
     {
         return None;
     }
@@ -125,7 +163,7 @@ fn try_on_worker<T>(
         ));
         let _scope = storage::nowait::enter();
         let out = f(state);
-        if storage::nowait::refused() {
+        if storage::nowait::refused() && !storage::nowait::settled() {
             None
         } else {
             Some(out)

@@ -251,17 +251,22 @@ pub use super::prepare::{prepare_document, prepare_for_storage};
 pub async fn insert(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<Reply> {
     let wc = WriteConcern::parse(req.write_concern.as_ref())?;
     // Announced before the hop to the pool, so a sync started meanwhile waits for it.
-    let pending = state.catalog.pending_writer(&wc);
+    let pending = std::sync::Mutex::new(state.catalog.pending_writer(&wc));
     let ts_guard = super::timeseries::insert_guard(state, req).await;
-    let out = super::off_thread(state, req, move |state, req| {
-        let out = insert_documents(state, req);
-        drop(ts_guard);
-        Ok(out?
+    let out = super::off_thread_write(state, req, move |state, req| {
+        let out = insert_documents(state, req)?;
+        if storage::nowait::dropping() {
+            // A refused attempt: the call runs again and takes the pending writer then.
+            return Ok(out);
+        }
+        let pending = pending.lock().unwrap_or_else(|p| p.into_inner()).take();
+        Ok(out
             .record_reply(state, req, false)
             .sync_if_idle_pending(state, pending))
     })
-    .await?;
-    out.reply(state, &wc, false).await
+    .await;
+    drop(ts_guard);
+    out?.reply(state, &wc, false).await
 }
 
 /// The storage part of `insert`: every valid run of documents written, the ticket kept.
@@ -272,6 +277,10 @@ fn insert_documents(state: &ServerState, req: &Request) -> CommandResult<WriteOu
     let docs = statements(req, "documents")?;
     crate::catalog::check_user_writable(&req.db, &coll_name)?;
     if let Some(ts) = super::timeseries::lookup(state, &req.db, &coll_name) {
+        if storage::nowait::active() {
+            // Bucket writes keep state outside storage: only on the pool.
+            return Err(crate::offload::refuse());
+        }
         let mut out = WriteOutcome::default();
         super::timeseries::insert(&ts, &req.db, owned(docs), ordered, &mut out)?;
         return Ok(out);
@@ -282,8 +291,10 @@ fn insert_documents(state: &ServerState, req: &Request) -> CommandResult<WriteOu
     let checker = super::validation::Checker::new(Some(&coll), bypass)?;
     let mut out = WriteOutcome::default();
     let mut pending: Vec<(usize, Cow<'_, RawDocument>)> = Vec::new();
+    // Counted at the end, and not for an attempt that is dropped and runs again.
+    let mut tried = 0;
     for (i, raw) in docs.into_iter().enumerate() {
-        state.opcounters.insert.fetch_add(1, Relaxed);
+        tried += 1;
         match prepare_for_storage(raw).and_then(|d| checker.insert(&d).map(|()| d)) {
             Ok(d) => pending.push((i, d)),
             Err(e) => {
@@ -307,6 +318,9 @@ fn insert_documents(state: &ServerState, req: &Request) -> CommandResult<WriteOu
     }
     if !ordered || out.errors.is_empty() {
         insert_group(&coll, &req.db, &coll_name, pending, ordered, &mut out);
+    }
+    if !storage::nowait::dropping() {
+        state.opcounters.insert.fetch_add(tried, Relaxed);
     }
     Ok(out)
 }
