@@ -96,7 +96,7 @@ where
     T: Send + 'static,
     F: Fn(&ServerState) -> CommandResult<T> + Send + 'static,
 {
-    if let Some(out) = try_on_worker(state, op, "cairnReadsOnWorker", &f) {
+    if let Some(out) = try_on_worker(state, op, Kind::Read, &f) {
         return out;
     }
     run(state, command, op, f).await
@@ -123,7 +123,7 @@ where
     T: Send + 'static,
     F: Fn(&ServerState) -> CommandResult<T> + Send + 'static,
 {
-    if let Some(out) = try_on_worker(state, op, "cairnWritesOnWorker", &f) {
+    if let Some(out) = try_on_worker(state, op, Kind::Write, &f) {
         return out;
     }
     run(state, command, op, f).await
@@ -139,12 +139,31 @@ pub fn refuse() -> crate::error::CommandError {
     )
 }
 
+/// What [`try_on_worker`] tries: its parameter and counters.
+#[derive(Clone, Copy)]
+enum Kind {
+    Read,
+    Write,
+}
+
 fn try_on_worker<T>(
     state: &ServerState,
     op: Option<&Interrupt>,
-    parameter: &str,
+    kind: Kind,
     f: &dyn Fn(&ServerState) -> CommandResult<T>,
 ) -> Option<CommandResult<T>> {
+    let (parameter, served, moved) = match kind {
+        Kind::Read => (
+            "cairnReadsOnWorker",
+            &state.pool.served_cached,
+            &state.pool.moved_to_pool,
+        ),
+        Kind::Write => (
+            "cairnWritesOnWorker",
+            &state.pool.writes_on_worker,
+            &state.pool.writes_moved_to_pool,
+        ),
+    };
     if !storage::nowait::supported()
         || state.failpoints.any_on()
         || !state.params.get_bool(parameter)
@@ -171,11 +190,11 @@ fn try_on_worker<T>(
     };
     match out {
         Some(out) => {
-            state.pool.served_cached.fetch_add(1, Relaxed);
+            served.fetch_add(1, Relaxed);
             Some(out)
         }
         None => {
-            state.pool.moved_to_pool.fetch_add(1, Relaxed);
+            moved.fetch_add(1, Relaxed);
             if let Some(op) = op {
                 op.reset_examined();
             }
@@ -304,6 +323,69 @@ mod tests {
             );
             assert_eq!(st.pool.moved_to_pool.load(Relaxed), 1);
             assert_eq!(st.pool.served_cached.load(Relaxed), 0);
+        });
+    }
+
+    fn insert_one(coll: &storage::Collection, id: i64) -> storage::Result<storage::Ticket> {
+        let d = bson::RawDocumentBuf::try_from(&bson::doc! {"_id": id}).unwrap();
+        coll.write(vec![storage::WriteOp::Insert(d.into())])
+    }
+
+    #[test]
+    fn a_write_is_done_on_the_worker_and_a_refused_one_once_on_the_pool() {
+        on_one_thread(|st| async move {
+            let worker = std::thread::current().id();
+            let coll = st.catalog.get_or_create("db", "c").unwrap();
+            let c = coll.clone();
+            let (ran_on, t) = run_write(&st, "insert", None, move |_| {
+                let t = insert_one(&c, 1).map_err(|e| err(ErrorCode::InternalError, e.to_string()));
+                Ok((std::thread::current().id(), t?))
+            })
+            .await
+            .unwrap();
+            assert_eq!(ran_on, worker);
+            t.wait_durable().await.unwrap();
+            assert_eq!(st.pool.writes_on_worker.load(Relaxed), 1);
+            // Refused before its write (a lock held, a page not cached): nothing stands, and
+            // the pool's run is the one write.
+            let tries = Arc::new(AtomicU64::new(0));
+            let (n, c) = (tries.clone(), coll.clone());
+            run_write(&st, "insert", None, move |_| {
+                n.fetch_add(1, Relaxed);
+                if storage::nowait::active() {
+                    storage::nowait::refuse();
+                }
+                insert_one(&c, 2).map_err(|e| err(ErrorCode::InternalError, e.to_string()))
+            })
+            .await
+            .unwrap();
+            assert_eq!(tries.load(Relaxed), 2);
+            assert_eq!(coll.count(), 2);
+            assert_eq!(st.pool.writes_moved_to_pool.load(Relaxed), 1);
+        });
+    }
+
+    #[test]
+    fn a_write_that_reached_the_log_stands_whatever_follows_in_its_attempt() {
+        on_one_thread(|st| async move {
+            let coll = st.catalog.get_or_create("db", "c").unwrap();
+            let tries = Arc::new(AtomicU64::new(0));
+            let (n, c) = (tries.clone(), coll.clone());
+            run_write(&st, "insert", None, move |_| {
+                n.fetch_add(1, Relaxed);
+                let t = insert_one(&c, 1);
+                // Settled by the append: nothing after it refuses or moves the attempt.
+                assert!(!storage::nowait::active());
+                storage::nowait::refuse();
+                crate::interrupt::check()?;
+                t.map_err(|e| err(ErrorCode::InternalError, e.to_string()))
+            })
+            .await
+            .unwrap();
+            assert_eq!(tries.load(Relaxed), 1, "the write ran once");
+            assert_eq!(coll.count(), 1);
+            assert_eq!(st.pool.writes_on_worker.load(Relaxed), 1);
+            assert_eq!(st.pool.writes_moved_to_pool.load(Relaxed), 0);
         });
     }
 
