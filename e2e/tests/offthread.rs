@@ -483,3 +483,115 @@ async fn cached_reads_are_answered_on_the_worker_and_the_rest_on_the_pool() {
     }
     assert_eq!(tried_on_worker(&client).await, before);
 }
+
+/// `serverStatus.metrics.storageJobs.{writesOnWorker, writesMovedToPool}`.
+async fn writes_tried(client: &mongodb::Client) -> (i64, i64) {
+    (
+        status_number(client, "metrics.storageJobs.writesOnWorker").await,
+        status_number(client, "metrics.storageJobs.writesMovedToPool").await,
+    )
+}
+
+#[tokio::test]
+async fn single_document_writes_are_done_on_the_worker_and_the_rest_on_the_pool() {
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let db = client.database("t");
+    db.create_collection("w").await.unwrap();
+    let c = db.collection::<Document>("w");
+    c.create_index(mongodb::IndexModel::builder().keys(doc! { "k": 1 }).build())
+        .await
+        .unwrap();
+
+    // Durable single inserts into an existing collection: each tried once on the worker;
+    // one that meets a lock a background pass holds moves to the pool. Counted once each.
+    let (ops_before, tried_before) = (
+        status_number(&client, "opcounters.insert").await,
+        writes_tried(&client).await,
+    );
+    for i in 0..200 {
+        c.insert_one(doc! { "_id": i, "k": i % 17, "n": 0, "pad": "p".repeat(100) })
+            .await
+            .unwrap();
+    }
+    let tried = writes_tried(&client).await;
+    let (on_worker, moved) = (tried.0 - tried_before.0, tried.1 - tried_before.1);
+    assert_eq!(on_worker + moved, 200, "{tried_before:?} -> {tried:?}");
+    assert!(on_worker >= 100, "{tried_before:?} -> {tried:?}");
+    assert_eq!(
+        status_number(&client, "opcounters.insert").await - ops_before,
+        200
+    );
+    assert_eq!(c.count_documents(doc! {}).await.unwrap(), 200);
+
+    // An update whose document's bytes left the page cache moves to the pool, and is applied
+    // once: $inc makes a second application visible. Eviction is advice the kernel may not take
+    // at once: try a few documents.
+    let mut moved_one = false;
+    for id in (50..70).step_by(2) {
+        drop_from_page_cache(&server.dbpath);
+        let (ops, before) = (
+            status_number(&client, "opcounters.update").await,
+            writes_tried(&client).await,
+        );
+        let r = c
+            .update_one(
+                doc! { "_id": id },
+                doc! { "$inc": { "n": 1 }, "$set": { "k": 99 } },
+            )
+            .await
+            .unwrap();
+        assert_eq!((r.matched_count, r.modified_count), (1, 1));
+        let after = writes_tried(&client).await;
+        assert_eq!((after.0 - before.0) + (after.1 - before.1), 1, "tried once");
+        assert_eq!(status_number(&client, "opcounters.update").await - ops, 1);
+        let d = c.find_one(doc! { "_id": id }).await.unwrap().unwrap();
+        assert_eq!(d.get_i32("n").unwrap(), 1, "the update applied once");
+        if after.1 - before.1 == 1 {
+            moved_one = true;
+            break;
+        }
+    }
+    assert!(
+        moved_one,
+        "no update of an evicted document moved to the pool"
+    );
+    // The index follows every update, on the worker or not.
+    let moved_keys = c.count_documents(doc! { "k": 99 }).await.unwrap();
+    assert!(moved_keys >= 1);
+    assert_eq!(
+        c.count_documents(doc! { "k": { "$lt": 99 } })
+            .await
+            .unwrap()
+            + moved_keys,
+        200
+    );
+
+    // deleteOne is tried; updateMany and deleteMany (several documents) are not.
+    let before = writes_tried(&client).await;
+    assert_eq!(
+        c.delete_one(doc! { "_id": 0 }).await.unwrap().deleted_count,
+        1
+    );
+    let after = writes_tried(&client).await;
+    assert_eq!((after.0 - before.0) + (after.1 - before.1), 1);
+    let r = c
+        .update_many(doc! { "k": 3 }, doc! { "$inc": { "n": 10 } })
+        .await
+        .unwrap();
+    assert!(r.modified_count > 1);
+    c.delete_many(doc! { "k": 4 }).await.unwrap();
+    assert_eq!(writes_tried(&client).await, after);
+
+    // Turned off, nothing is tried on the worker.
+    admin_command(
+        &client,
+        doc! { "setParameter": 1, "cairnWritesOnWorker": false },
+    )
+    .await;
+    c.insert_one(doc! { "_id": 1_000 }).await.unwrap();
+    c.update_one(doc! { "_id": 1_000 }, doc! { "$set": { "a": 1 } })
+        .await
+        .unwrap();
+    assert_eq!(writes_tried(&client).await, after);
+}

@@ -205,7 +205,8 @@ impl Drop for TryBudget {
 
 fn check_try_budget() -> CommandResult<()> {
     match TRY_UNTIL.with(Cell::get) {
-        Some(until) if Instant::now() >= until => {
+        // A write that reached the log is past refusing (`storage::nowait` settled).
+        Some(until) if storage::nowait::active() && Instant::now() >= until => {
             storage::nowait::refuse();
             Err(err(
                 ErrorCode::InternalError,

@@ -96,20 +96,77 @@ where
     T: Send + 'static,
     F: Fn(&ServerState) -> CommandResult<T> + Send + 'static,
 {
-    if let Some(out) = try_on_worker(state, op, &f) {
+    if let Some(out) = try_on_worker(state, op, Kind::Read, &f) {
         return out;
     }
     run(state, command, op, f).await
 }
 
+/// Runs a write `f` (outside a multi-document transaction), first on the calling async worker
+/// as [`run_cached`] does for reads, else on the blocking pool.
+///
+/// In the attempt everything before the write's log append is tried only (locks, the pages its
+/// index and record-tree changes start from, all cached); a refusal there undoes the planned
+/// changes, and `f` runs again on the pool. Once the batch goes to the log the attempt stands
+/// whatever follows (`storage::nowait` settles: nothing more is refused and nothing blocks but
+/// the rare re-read of a page evicted meanwhile), and waiting for durability stays async as
+/// ever. So `f` may change nothing outside storage before its first write unless a refusal
+/// takes it back (see `storage::nowait::dropping`). Not tried while a fail point is on, or when
+/// the `cairnWritesOnWorker` parameter is off.
+pub async fn run_write<T, F>(
+    state: &Arc<ServerState>,
+    command: &'static str,
+    op: Option<&Interrupt>,
+    f: F,
+) -> CommandResult<T>
+where
+    T: Send + 'static,
+    F: Fn(&ServerState) -> CommandResult<T> + Send + 'static,
+{
+    if let Some(out) = try_on_worker(state, op, Kind::Write, &f) {
+        return out;
+    }
+    run(state, command, op, f).await
+}
+
+/// The error of a call that must not be answered in a no-wait attempt (it is refused, and
+/// runs again on the pool).
+pub fn refuse() -> crate::error::CommandError {
+    storage::nowait::refuse();
+    err(
+        ErrorCode::InternalError,
+        "the call cannot run on the async worker",
+    )
+}
+
+/// What [`try_on_worker`] tries: its parameter and counters.
+#[derive(Clone, Copy)]
+enum Kind {
+    Read,
+    Write,
+}
+
 fn try_on_worker<T>(
     state: &ServerState,
     op: Option<&Interrupt>,
+    kind: Kind,
     f: &dyn Fn(&ServerState) -> CommandResult<T>,
 ) -> Option<CommandResult<T>> {
+    let (parameter, served, moved) = match kind {
+        Kind::Read => (
+            "cairnReadsOnWorker",
+            &state.pool.served_cached,
+            &state.pool.moved_to_pool,
+        ),
+        Kind::Write => (
+            "cairnWritesOnWorker",
+            &state.pool.writes_on_worker,
+            &state.pool.writes_moved_to_pool,
+        ),
+    };
     if !storage::nowait::supported()
         || state.failpoints.any_on()
-        || !state.params.get_bool("cairnReadsOnWorker")
+        || !state.params.get_bool(parameter)
     {
         return None;
     }
@@ -125,7 +182,7 @@ fn try_on_worker<T>(
         ));
         let _scope = storage::nowait::enter();
         let out = f(state);
-        if storage::nowait::refused() {
+        if storage::nowait::refused() && !storage::nowait::settled() {
             None
         } else {
             Some(out)
@@ -133,11 +190,11 @@ fn try_on_worker<T>(
     };
     match out {
         Some(out) => {
-            state.pool.served_cached.fetch_add(1, Relaxed);
+            served.fetch_add(1, Relaxed);
             Some(out)
         }
         None => {
-            state.pool.moved_to_pool.fetch_add(1, Relaxed);
+            moved.fetch_add(1, Relaxed);
             if let Some(op) = op {
                 op.reset_examined();
             }
@@ -266,6 +323,69 @@ mod tests {
             );
             assert_eq!(st.pool.moved_to_pool.load(Relaxed), 1);
             assert_eq!(st.pool.served_cached.load(Relaxed), 0);
+        });
+    }
+
+    fn insert_one(coll: &storage::Collection, id: i64) -> storage::Result<storage::Ticket> {
+        let d = bson::RawDocumentBuf::try_from(&bson::doc! {"_id": id}).unwrap();
+        coll.write(vec![storage::WriteOp::Insert(d.into())])
+    }
+
+    #[test]
+    fn a_write_is_done_on_the_worker_and_a_refused_one_once_on_the_pool() {
+        on_one_thread(|st| async move {
+            let worker = std::thread::current().id();
+            let coll = st.catalog.get_or_create("db", "c").unwrap();
+            let c = coll.clone();
+            let (ran_on, t) = run_write(&st, "insert", None, move |_| {
+                let t = insert_one(&c, 1).map_err(|e| err(ErrorCode::InternalError, e.to_string()));
+                Ok((std::thread::current().id(), t?))
+            })
+            .await
+            .unwrap();
+            assert_eq!(ran_on, worker);
+            t.wait_durable().await.unwrap();
+            assert_eq!(st.pool.writes_on_worker.load(Relaxed), 1);
+            // Refused before its write (a lock held, a page not cached): nothing stands, and
+            // the pool's run is the one write.
+            let tries = Arc::new(AtomicU64::new(0));
+            let (n, c) = (tries.clone(), coll.clone());
+            run_write(&st, "insert", None, move |_| {
+                n.fetch_add(1, Relaxed);
+                if storage::nowait::active() {
+                    storage::nowait::refuse();
+                }
+                insert_one(&c, 2).map_err(|e| err(ErrorCode::InternalError, e.to_string()))
+            })
+            .await
+            .unwrap();
+            assert_eq!(tries.load(Relaxed), 2);
+            assert_eq!(coll.count(), 2);
+            assert_eq!(st.pool.writes_moved_to_pool.load(Relaxed), 1);
+        });
+    }
+
+    #[test]
+    fn a_write_that_reached_the_log_stands_whatever_follows_in_its_attempt() {
+        on_one_thread(|st| async move {
+            let coll = st.catalog.get_or_create("db", "c").unwrap();
+            let tries = Arc::new(AtomicU64::new(0));
+            let (n, c) = (tries.clone(), coll.clone());
+            run_write(&st, "insert", None, move |_| {
+                n.fetch_add(1, Relaxed);
+                let t = insert_one(&c, 1);
+                // Settled by the append: nothing after it refuses or moves the attempt.
+                assert!(!storage::nowait::active());
+                storage::nowait::refuse();
+                crate::interrupt::check()?;
+                t.map_err(|e| err(ErrorCode::InternalError, e.to_string()))
+            })
+            .await
+            .unwrap();
+            assert_eq!(tries.load(Relaxed), 1, "the write ran once");
+            assert_eq!(coll.count(), 1);
+            assert_eq!(st.pool.writes_on_worker.load(Relaxed), 1);
+            assert_eq!(st.pool.writes_moved_to_pool.load(Relaxed), 0);
         });
     }
 

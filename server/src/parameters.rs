@@ -35,6 +35,15 @@ const DEFS: &[Def] = &[
         startup: true,
     },
     Def {
+        // Writes outside transactions first tried on the async worker that received them, up
+        // to their log append (`crate::offload::run_write`); false sends them to the pool.
+        name: "cairnWritesOnWorker",
+        kind: Kind::Bool,
+        default: || Bson::Boolean(true),
+        runtime: true,
+        startup: true,
+    },
+    Def {
         name: "ttlMonitorSleepSecs",
         kind: Kind::Int,
         default: || Bson::Int32(60),

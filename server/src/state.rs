@@ -220,4 +220,8 @@ pub struct PoolStats {
     pub served_cached: AtomicU64,
     /// Calls tried there that would have blocked (or ran too long) and went to the pool.
     pub moved_to_pool: AtomicU64,
+    /// Writes done on the async worker up to their log append (`crate::offload::run_write`).
+    pub writes_on_worker: AtomicU64,
+    /// Writes tried there that would have blocked and went to the pool.
+    pub writes_moved_to_pool: AtomicU64,
 }

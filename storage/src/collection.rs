@@ -135,10 +135,6 @@ pub(crate) struct Planned<'o> {
     pub pre_image: Option<OutRecord<'static>>,
 }
 
-pub(crate) fn lock_err() -> StorageError {
-    StorageError::Poisoned("collection lock poisoned".into())
-}
-
 /// The record tree's key for a RecordId.
 pub(crate) fn rid_key(rid: RecordId) -> [u8; 8] {
     rid.to_be_bytes()
@@ -275,7 +271,7 @@ impl Collection {
         crate::nowait::read_lock(&self.state)
     }
     pub(crate) fn write_state(&self) -> Result<RwLockWriteGuard<'_, CollState>> {
-        self.state.write().map_err(|_| lock_err())
+        crate::nowait::write_lock(&self.state)
     }
 
     fn pager(&self) -> &Pager {
@@ -576,8 +572,15 @@ impl Collection {
             let first = !in_batch.contains_key(&rid);
             let old: Option<Cow<'_, RawDocument>> = match (in_batch.get(&rid), op) {
                 (Some(d), _) => d.map(Cow::Borrowed),
-                // A new RecordId has no earlier version: no tree lookup.
-                (None, WriteOp::Insert(_)) => None,
+                // A new RecordId has no earlier version: no tree lookup, except to read the
+                // record tree's pages the apply step will change when this must not block
+                // (see `update_indexes`).
+                (None, WriteOp::Insert(_)) => {
+                    if crate::nowait::active() {
+                        st.loc(self.pager(), rid)?;
+                    }
+                    None
+                }
                 (None, _) => match st.loc(self.pager(), rid)? {
                     Some(loc) => Some(Cow::Owned(self.shared.log.read_document(loc)?)),
                     None => None,
@@ -660,7 +663,8 @@ impl Collection {
     ) -> Result<Vec<RemovedKey>> {
         let pager = &*self.shared.pager;
         let mut removed = Vec::new();
-        for (i, ix) in st.indexes.iter_mut().enumerate() {
+        let mut keys = Vec::with_capacity(st.indexes.len());
+        for ix in &st.indexes {
             let old_keys = match old {
                 Some(d) => ix.keys_of(d)?.0,
                 None => Vec::new(),
@@ -669,6 +673,22 @@ impl Collection {
                 Some(d) => ix.keys_of(d)?,
                 None => (Vec::new(), false),
             };
+            keys.push((old_keys, new_keys, multikey));
+        }
+        if crate::nowait::active() {
+            // Tried on a thread that must not block: every page the changes below start from
+            // is read now, when a refusal leaves nothing to undo; the changes then find them
+            // in the buffer pool (the paths they hold stay pinned) and may not be refused.
+            for (ix, (old_keys, new_keys, _)) in st.indexes.iter().zip(&keys) {
+                let (gone, added) = (minus(old_keys, new_keys), minus(new_keys, old_keys));
+                for k in gone.iter().chain(&added) {
+                    ix.warm(pager, k, rid)?;
+                }
+            }
+        }
+        let _may_block = crate::nowait::suspend();
+        for ((i, ix), (old_keys, new_keys, multikey)) in st.indexes.iter_mut().enumerate().zip(keys)
+        {
             for k in minus(&old_keys, &new_keys) {
                 if ix.remove(pager, &k, rid)? {
                     undo.push(Undo::Removed(i, k.clone(), rid));

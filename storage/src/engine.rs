@@ -561,6 +561,10 @@ impl Engine {
         options: Document,
     ) -> Result<Arc<Collection>> {
         check_namespace(db, name)?;
+        if crate::nowait::active() {
+            // Creating writes and syncs the catalog: never on a thread that must not block.
+            return Err(crate::nowait::refused_error());
+        }
         let mut cat = self.catalog_mut()?;
         let key = (db.to_string(), name.to_string());
         if cat.by_name.contains_key(&key) {

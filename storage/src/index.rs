@@ -358,6 +358,12 @@ impl Index {
         duplicate(&self.spec, &self.pattern, key)
     }
 
+    /// Reads the pages an insert or removal of (`key`, `rid`) starts from, changing nothing: a
+    /// write tried in a no-wait scope finds them refused here, before it changed anything.
+    pub fn warm(&self, pager: &Pager, key: &[u8], rid: u64) -> Result<()> {
+        self.tree.get(pager, &entry_key(key, rid)).map(|_| ())
+    }
+
     pub fn insert(&mut self, pager: &Pager, key: &[u8], rid: u64) -> Result<bool> {
         Ok(self
             .tree

@@ -398,14 +398,17 @@ impl Log {
                 "write batch of {total} bytes exceeds {WRITE_BATCH_BYTES_MAX}"
             )));
         }
-        let mut w = self.writer()?;
+        let mut w = crate::nowait::mutex_lock(&self.writer)?;
         if let Some(why) = &w.poisoned {
             return Err(StorageError::Poisoned(why.clone()));
         }
+        let rolls = w.offset + total as u64 > w.capacity;
+        if crate::nowait::active() && (w.damage.is_some() || rolls) {
+            // A repair or a new segment writes, syncs and opens files: not on this thread.
+            return Err(crate::nowait::refused_error());
+        }
         *healed = self.repair(&mut w)?;
-        if w.offset + total as u64 > w.capacity
-            && let Err(e) = self.roll(&mut w, total as u64)
-        {
+        if rolls && let Err(e) = self.roll(&mut w, total as u64) {
             let end = w.offset;
             return Err(self.damage(&mut w, "creating a log segment failed", &e, end));
         }
@@ -449,6 +452,8 @@ impl Log {
             record::encode(&mut buf, Kind::BatchEnd, seq, &count);
             seq += 1;
         }
+        // The point of no return of a write tried in a no-wait scope (see `crate::nowait`).
+        crate::nowait::settle();
         if let Err(e) = w.file.write_at(w.offset, &buf) {
             let end = w.offset + buf.len() as u64;
             return Err(self.damage(&mut w, "writing the log failed", &e.into(), end));

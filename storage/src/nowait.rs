@@ -9,6 +9,14 @@
 //! Only calls without side effects may be tried this way: a refused attempt must leave nothing
 //! behind. The flag, not the error, is what the caller looks at, because code above the engine
 //! may wrap or replace an error on its way up.
+//!
+//! A write may be tried too. Everything a write does before its batch goes to the log may be
+//! refused (its locks are only tried, the pages it will change are read first from cached
+//! bytes) and is undone when it is. The log append is the write's point of no return: just
+//! before its bytes go to the log the scope is [`settle`]d, and from then on nothing in the scope
+//! is refused (the append's buffered write, the record tree's update of pages read moments
+//! before, a second write), so an attempt either left nothing behind or stands. After one
+//! refusal no write starts in the scope ([`write_allowed`]).
 
 use std::cell::Cell;
 use std::io;
@@ -20,6 +28,8 @@ use crate::error::{Result, StorageError};
 thread_local! {
     static ACTIVE: Cell<bool> = const { Cell::new(false) };
     static REFUSED: Cell<bool> = const { Cell::new(false) };
+    /// Inside a scope whose write reached the log (see [`settle`]).
+    static SETTLED: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Set once the filesystem answered a no-wait read with "not supported": the server then stops
@@ -35,6 +45,7 @@ pub struct Scope {
 pub fn enter() -> Scope {
     ACTIVE.with(|a| a.set(true));
     REFUSED.with(|r| r.set(false));
+    SETTLED.with(|s| s.set(false));
     Scope {
         _not_send: std::marker::PhantomData,
     }
@@ -43,6 +54,54 @@ pub fn enter() -> Scope {
 impl Drop for Scope {
     fn drop(&mut self) {
         ACTIVE.with(|a| a.set(false));
+        SETTLED.with(|s| s.set(false));
+    }
+}
+
+/// A write of this scope is about to reach the log: nothing more in the scope is refused (the
+/// attempt will not be dropped). No-op outside a scope.
+pub(crate) fn settle() {
+    if active() {
+        ACTIVE.with(|a| a.set(false));
+        SETTLED.with(|s| s.set(true));
+    }
+}
+
+/// Whether a write of this thread's scope reached the log (the attempt stands).
+pub fn settled() -> bool {
+    SETTLED.with(Cell::get)
+}
+
+/// Whether this thread is in a scope (settled or not): it serves requests and must not lead a
+/// log sync of its own, even once settled.
+pub fn in_scope() -> bool {
+    active() || SETTLED.with(Cell::get)
+}
+
+/// Whether a write may start: not after a refusal in this scope (the attempt is dropped, so
+/// nothing it did may stand).
+pub(crate) fn write_allowed() -> Result<()> {
+    if active() && refused() {
+        return Err(refused_error());
+    }
+    Ok(())
+}
+
+/// Lets the thread block until dropped, inside a scope: for undoing changes already made,
+/// which must complete whatever it costs. No-op outside a scope.
+pub(crate) struct Suspended(bool);
+
+pub(crate) fn suspend() -> Suspended {
+    let was = active();
+    ACTIVE.with(|a| a.set(false));
+    Suspended(was)
+}
+
+impl Drop for Suspended {
+    fn drop(&mut self) {
+        if self.0 {
+            ACTIVE.with(|a| a.set(true));
+        }
     }
 }
 
@@ -88,6 +147,30 @@ pub(crate) fn read_lock<T>(lock: &RwLock<T>) -> Result<RwLockReadGuard<'_, T>> {
         return lock.read().map_err(|_| poisoned());
     }
     match lock.try_read() {
+        Ok(g) => Ok(g),
+        Err(TryLockError::WouldBlock) => Err(refused_error()),
+        Err(TryLockError::Poisoned(_)) => Err(poisoned()),
+    }
+}
+
+/// `RwLock::write` inside a scope: only tried (see [`read_lock`]).
+pub(crate) fn write_lock<T>(lock: &RwLock<T>) -> Result<std::sync::RwLockWriteGuard<'_, T>> {
+    if !active() {
+        return lock.write().map_err(|_| poisoned());
+    }
+    match lock.try_write() {
+        Ok(g) => Ok(g),
+        Err(TryLockError::WouldBlock) => Err(refused_error()),
+        Err(TryLockError::Poisoned(_)) => Err(poisoned()),
+    }
+}
+
+/// `Mutex::lock` inside a scope: only tried (see [`read_lock`]).
+pub(crate) fn mutex_lock<T>(lock: &std::sync::Mutex<T>) -> Result<std::sync::MutexGuard<'_, T>> {
+    if !active() {
+        return lock.lock().map_err(|_| poisoned());
+    }
+    match lock.try_lock() {
         Ok(g) => Ok(g),
         Err(TryLockError::WouldBlock) => Err(refused_error()),
         Err(TryLockError::Poisoned(_)) => Err(poisoned()),

@@ -135,7 +135,7 @@ impl Versions {
     /// Held by a write from planning to applying, so no snapshot falls inside it. Take it after
     /// the collection locks (a snapshot taker holds no collection lock, so no cycle).
     pub fn writing(&self) -> Result<RwLockReadGuard<'_, ()>> {
-        self.gate.read().map_err(|_| lock_err())
+        crate::nowait::read_lock(&self.gate)
     }
 
     /// Opens a snapshot at `applied`, the last sequence a write applied. Called by the engine,

@@ -83,6 +83,7 @@ pub fn write_across_at(
     note: Option<Document>,
 ) -> Result<Ticket> {
     check_sizes(&parts)?;
+    crate::nowait::write_allowed()?;
     let Some(shared) = parts.first().map(|(c, _)| c.shared.clone()) else {
         return Err(StorageError::InvalidDocument(
             "a write names no collection".into(),
@@ -295,8 +296,10 @@ fn plan_part<'o>(
     Ok(())
 }
 
-/// Undoes the index changes of every part planned so far.
+/// Undoes the index changes of every part planned so far (never refused: see
+/// `crate::nowait::suspend`).
 fn rollback_all(parts: &mut [Part<'_, '_>]) -> Result<()> {
+    let _may_block = crate::nowait::suspend();
     let mut result = Ok(());
     for p in parts.iter_mut().rev() {
         if let Err(e) = p.coll.rollback(&mut p.st, std::mem::take(&mut p.undo)) {

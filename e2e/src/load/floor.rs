@@ -17,8 +17,10 @@ use std::time::{Duration, Instant};
 /// Bytes of the probe file (written and synced once first, like a preallocated log segment);
 /// appends wrap around to its start.
 const FILE_BYTES: u64 = 16 << 20;
-/// Bytes of one record (about one small document in a log record).
-const RECORD_BYTES: usize = 512;
+/// Bytes of one record when the caller does not say (about one small document in a log
+/// record). `cairn-load` appends one insert's document size (`Shape::document_bytes`), so that
+/// the floor makes as many bytes durable per acknowledgement as the servers must.
+pub const RECORD_BYTES_DEFAULT: usize = 512;
 
 struct Log {
     written: u64,
@@ -99,7 +101,9 @@ pub fn run(
     warmup: Duration,
     measure: Duration,
     acks_max: Option<u64>,
+    record_bytes: usize,
 ) -> Result<FloorRun, String> {
+    let record_bytes = record_bytes.clamp(1, (FILE_BYTES / 4) as usize);
     let path = dir.join(format!("cairn-load-floor-{}.bin", std::process::id()));
     let mut file = File::create(&path).map_err(|e| e.to_string())?;
     file.write_all(&vec![0u8; FILE_BYTES as usize])
@@ -125,7 +129,7 @@ pub fn run(
         .map(|_| {
             let (s, measured) = (shared.clone(), measured.clone());
             std::thread::spawn(move || -> Result<(u64, Histogram<u64>, Instant), String> {
-                let record = [0x5Au8; RECORD_BYTES];
+                let record = vec![0x5Au8; record_bytes];
                 let mut hist = crate::load::histogram();
                 let (mut acks, mut last) = (0, from);
                 loop {
@@ -184,6 +188,7 @@ mod tests {
             Duration::ZERO,
             Duration::from_secs(60),
             Some(100),
+            RECORD_BYTES_DEFAULT,
         )
         .expect("floor");
         assert!(r.acks >= 100 && r.seconds < 60.0);

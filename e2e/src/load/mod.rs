@@ -284,9 +284,10 @@ async fn floor_cell(cfg: &Config, connections: usize, round: usize) -> Measureme
         return m;
     };
     let (warmup, measure, acks_max) = (cfg.warmup, cfg.measure, cfg.ops);
+    let record_bytes = cfg.shape.document_bytes();
     let before = Sample::take(Some(cpu::own()));
     let r = tokio::task::spawn_blocking(move || {
-        floor::run(&dir, connections, warmup, measure, acks_max)
+        floor::run(&dir, connections, warmup, measure, acks_max, record_bytes)
     })
     .await
     .map_err(|e| e.to_string())

@@ -134,11 +134,13 @@ fn header(run: &Run) -> String {
         format!("open loop at {r:.0} ops/s")
     });
     format!(
-        "{} records of {} fields x {} B; {} round(s) of {:.1} s per cell after {:.1} s warm-up; \
+        "{} records of {} fields x {} B ({} B a document; the group-commit floor appends as \
+         many per acknowledgement); {} round(s) of {:.1} s per cell after {:.1} s warm-up; \
          {mode}; load average {} at the start, {} at the end.\n",
         run.records,
         run.shape.fields,
         run.shape.field_bytes,
+        run.shape.document_bytes(),
         run.rounds,
         run.measure_s,
         run.warmup_s,

@@ -144,6 +144,17 @@ impl Shape {
             .collect()
     }
 
+    /// Bytes of one record as the BSON document an insert sends (`_id` an int64): what a
+    /// durable insert must at least make durable, and what the group-commit floor appends per
+    /// acknowledgement.
+    pub fn document_bytes(&self) -> usize {
+        let mut d = bson::doc! { "_id": 0i64 };
+        for i in 0..self.fields {
+            d.insert(Shape::field_name(i), "x".repeat(self.field_bytes));
+        }
+        d.to_vec().map_or(0, |v| v.len())
+    }
+
     pub fn scan_length(&self, rng: &mut Rng) -> u64 {
         1 + rng.below(self.scan_length_max.max(1))
     }

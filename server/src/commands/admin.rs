@@ -246,6 +246,8 @@ fn storage_jobs_section(state: &ServerState) -> Document {
         "skippedClientDisconnected": p.skipped_client_gone.load(Relaxed) as i64,
         "servedFromCache": p.served_cached.load(Relaxed) as i64,
         "movedToPool": p.moved_to_pool.load(Relaxed) as i64,
+        "writesOnWorker": p.writes_on_worker.load(Relaxed) as i64,
+        "writesMovedToPool": p.writes_moved_to_pool.load(Relaxed) as i64,
     }
 }
 

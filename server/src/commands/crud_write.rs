@@ -251,17 +251,22 @@ pub use super::prepare::{prepare_document, prepare_for_storage};
 pub async fn insert(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<Reply> {
     let wc = WriteConcern::parse(req.write_concern.as_ref())?;
     // Announced before the hop to the pool, so a sync started meanwhile waits for it.
-    let pending = state.catalog.pending_writer(&wc);
+    let pending = std::sync::Mutex::new(state.catalog.pending_writer(&wc));
     let ts_guard = super::timeseries::insert_guard(state, req).await;
-    let out = super::off_thread(state, req, move |state, req| {
-        let out = insert_documents(state, req);
-        drop(ts_guard);
-        Ok(out?
+    let out = super::off_thread_write(state, req, move |state, req| {
+        let out = insert_documents(state, req)?;
+        if storage::nowait::dropping() {
+            // A refused attempt: the call runs again and takes the pending writer then.
+            return Ok(out);
+        }
+        let pending = pending.lock().unwrap_or_else(|p| p.into_inner()).take();
+        Ok(out
             .record_reply(state, req, false)
             .sync_if_idle_pending(state, pending))
     })
-    .await?;
-    out.reply(state, &wc, false).await
+    .await;
+    drop(ts_guard);
+    out?.reply(state, &wc, false).await
 }
 
 /// The storage part of `insert`: every valid run of documents written, the ticket kept.
@@ -272,6 +277,10 @@ fn insert_documents(state: &ServerState, req: &Request) -> CommandResult<WriteOu
     let docs = statements(req, "documents")?;
     crate::catalog::check_user_writable(&req.db, &coll_name)?;
     if let Some(ts) = super::timeseries::lookup(state, &req.db, &coll_name) {
+        if storage::nowait::active() {
+            // Bucket writes keep state outside storage: only on the pool.
+            return Err(crate::offload::refuse());
+        }
         let mut out = WriteOutcome::default();
         super::timeseries::insert(&ts, &req.db, owned(docs), ordered, &mut out)?;
         return Ok(out);
@@ -282,8 +291,10 @@ fn insert_documents(state: &ServerState, req: &Request) -> CommandResult<WriteOu
     let checker = super::validation::Checker::new(Some(&coll), bypass)?;
     let mut out = WriteOutcome::default();
     let mut pending: Vec<(usize, Cow<'_, RawDocument>)> = Vec::new();
+    // Counted at the end, and not for an attempt that is dropped and runs again.
+    let mut tried = 0;
     for (i, raw) in docs.into_iter().enumerate() {
-        state.opcounters.insert.fetch_add(1, Relaxed);
+        tried += 1;
         match prepare_for_storage(raw).and_then(|d| checker.insert(&d).map(|()| d)) {
             Ok(d) => pending.push((i, d)),
             Err(e) => {
@@ -307,6 +318,9 @@ fn insert_documents(state: &ServerState, req: &Request) -> CommandResult<WriteOu
     }
     if !ordered || out.errors.is_empty() {
         insert_group(&coll, &req.db, &coll_name, pending, ordered, &mut out);
+    }
+    if !storage::nowait::dropping() {
+        state.opcounters.insert.fetch_add(tried, Relaxed);
     }
     Ok(out)
 }
@@ -490,6 +504,31 @@ async fn run_waiting(
     statements: StatementsFn,
 ) -> CommandResult<WriteOutcome> {
     let mut out = WriteOutcome::waiting(state, req);
+    if one_document_statement(req, update) {
+        // Tried on the async worker first: the first job of a statement that writes one
+        // document (updateOne, replaceOne, deleteOne).
+        let guard = state.catalog.lock(&req.db, coll_name).await;
+        let pending = std::sync::Mutex::new(state.catalog.pending_writer(wc));
+        let name = coll_name.to_string();
+        let step = super::off_thread_write(state, req, move |state, req| {
+            let out = statements(state, req, &name, WriteOutcome::waiting(state, req))?;
+            if out.blocked_on.is_some() || storage::nowait::dropping() {
+                return Ok(out);
+            }
+            let pending = pending.lock().unwrap_or_else(|p| p.into_inner()).take();
+            Ok(out
+                .record_reply(state, req, update)
+                .sync_if_idle_pending(state, pending))
+        })
+        .await;
+        drop(guard);
+        let mut step = step?;
+        let Some(key) = step.blocked_on.take() else {
+            return Ok(step);
+        };
+        state.txns.wait_released(key, &req.op).await?;
+        out = step;
+    }
     loop {
         let guard = state.catalog.lock(&req.db, coll_name).await;
         // Announced once the lock is held, before the hop to the pool, so that a sync started
@@ -518,6 +557,33 @@ async fn run_waiting(
         state.txns.wait_released(key, &req.op).await?;
         out = step;
     }
+}
+
+/// Whether a plain update or delete is one statement that writes at most one document: only
+/// those are tried on the async worker (a second statement, or a second document's write,
+/// would run after the first write settled the attempt, where nothing may be refused).
+fn one_document_statement(req: &Request, update: bool) -> bool {
+    let field = if update { "updates" } else { "deletes" };
+    let Ok(stmts) = statements(req, field) else {
+        return false;
+    };
+    let [stmt] = stmts.as_slice() else {
+        return false;
+    };
+    if update {
+        !is_multi(stmt)
+    } else {
+        matches!(stmt.get("limit"), Ok(Some(v)) if v.as_i32() == Some(1)
+            || v.as_i64() == Some(1) || v.as_f64() == Some(1.0))
+    }
+}
+
+/// An update statement's `multi`, read as mongod reads a boolean option.
+fn is_multi(stmt: &bson::RawDocument) -> bool {
+    matches!(stmt.get("multi"), Ok(Some(v)) if v.as_bool() == Some(true)
+        || v.as_i32().is_some_and(|i| i != 0)
+        || v.as_i64().is_some_and(|i| i != 0)
+        || v.as_f64().is_some_and(|f| f != 0.0))
 }
 
 fn update_statements(
@@ -560,7 +626,9 @@ fn update_statements(
             out.resume_at = i;
             return Ok(out);
         }
-        state.opcounters.update.fetch_add(1, Relaxed);
+        if !storage::nowait::dropping() {
+            state.opcounters.update.fetch_add(1, Relaxed);
+        }
         if let Err(e) = result {
             out.error(i, e);
             if ordered {
@@ -604,11 +672,7 @@ pub(super) fn check_retryable_multi(retryable: bool, multi: bool) -> CommandResu
 /// `sort` only chooses among the matches of a single-document update; with `multi: true` mongod
 /// refuses the whole command while parsing it, before any statement runs.
 pub(super) fn check_sort_single(stmt: &bson::RawDocument) -> CommandResult<()> {
-    let multi = matches!(stmt.get("multi"), Ok(Some(v)) if v.as_bool() == Some(true)
-        || v.as_i32().is_some_and(|i| i != 0)
-        || v.as_i64().is_some_and(|i| i != 0)
-        || v.as_f64().is_some_and(|f| f != 0.0));
-    if multi && matches!(stmt.get("sort"), Ok(Some(_))) {
+    if is_multi(stmt) && matches!(stmt.get("sort"), Ok(Some(_))) {
         return Err(err(
             ErrorCode::FailedToParse,
             "Cannot specify sort with multi=true",
@@ -807,6 +871,10 @@ fn delete_statements(
     mut out: WriteOutcome,
 ) -> CommandResult<WriteOutcome> {
     let ts = super::timeseries::lookup(state, &req.db, name);
+    if ts.is_some() && storage::nowait::active() {
+        // Bucket writes keep state outside storage: only on the pool.
+        return Err(crate::offload::refuse());
+    }
     if ts.is_none() {
         state.catalog.check_not_view(&req.db, name)?;
     }
@@ -833,7 +901,9 @@ fn delete_statements(
             out.resume_at = i;
             return Ok(out);
         }
-        state.opcounters.delete.fetch_add(1, Relaxed);
+        if !storage::nowait::dropping() {
+            state.opcounters.delete.fetch_add(1, Relaxed);
+        }
         if let Err(e) = result {
             out.error(i, e);
             if ordered {

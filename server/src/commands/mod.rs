@@ -420,6 +420,29 @@ where
     crate::offload::run_cached(state, req.command, Some(&req.op), move |s| f(s, &r)).await
 }
 
+/// [`off_thread`] for a write outside a multi-document transaction: first tried on the async
+/// worker up to its log append (`crate::offload::run_write`; `f` must leave nothing behind
+/// before its first storage write when the attempt is refused), on the pool otherwise.
+pub async fn off_thread_write<T, F>(
+    state: &Arc<ServerState>,
+    req: &Arc<Request>,
+    f: F,
+) -> CommandResult<T>
+where
+    T: Send + 'static,
+    F: Fn(&ServerState, &Request) -> CommandResult<T> + Send + 'static,
+{
+    if req.txn.get().is_some() {
+        return off_thread(state, req, f).await;
+    }
+    let r = req.clone();
+    crate::offload::run_write(state, req.command, Some(&req.op), move |s| {
+        let _retry = r.retry.get().map(|t| t.install());
+        f(s, &r)
+    })
+    .await
+}
+
 /// Run one command. Never panics on client input; every failure is a `CommandError`. Commands
 /// that touch storage run (or run their storage part) through [`off_thread`]; the others only
 /// read server state and answer on the async worker.

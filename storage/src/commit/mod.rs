@@ -417,7 +417,8 @@ impl Commit {
             return Err(f.error());
         }
         let hold = st.pending > 0 && !Self::skip_hold(&mut st);
-        if st.syncing || st.stopped || hold {
+        // A thread that serves requests (a write tried in a no-wait scope) never syncs itself.
+        if st.syncing || st.stopped || hold || crate::nowait::in_scope() {
             // The sync in flight is followed by one for this write; writers on their way will
             // ask too, and the last of them (or the thread when its hold ends) syncs for all.
             self.ask(&mut st, sequence);
