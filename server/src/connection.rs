@@ -510,6 +510,7 @@ async fn run_command(
         body_bytes: req.raw_body.as_ref().map_or(0, |b| b.as_bytes().len()),
         raw_body: req.raw_body.as_ref(),
         interrupt: req.op.clone(),
+        session: req.lsid.as_ref().and_then(|l| l.as_ref().ok().copied()),
     });
     let result = commands::dispatch(state, info, req).await;
     drop(registered);

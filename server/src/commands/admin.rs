@@ -385,9 +385,8 @@ pub fn list_commands(state: &ServerState) -> Reply {
 /// `startSession`: a new id, recorded in the logical session cache as its first use.
 pub fn start_session(state: &ServerState, conn: &super::ConnectionInfo) -> Reply {
     let bytes = bson::uuid::Uuid::new().bytes();
-    let user = conn.auth.user().map(|n| (n.name.as_str(), n.db.as_str()));
-    let now = bson::DateTime::now().timestamp_millis();
-    state.logical_sessions.touch(bytes, user, now);
+    let user = || conn.auth.user().map(|n| (n.name.clone(), n.db.clone()));
+    state.sessions.touch(bytes, user);
     let id = bson::Binary {
         subtype: bson::spec::BinarySubtype::Uuid,
         bytes: bytes.to_vec(),

@@ -236,6 +236,7 @@ pub fn explain(state: &ServerState, req: &Request) -> CommandResult<Reply> {
             op: req.op.clone(),
             txn: Default::default(),
             retry: Default::default(),
+            lsid: req.lsid.clone(),
             user: req.user.clone(),
         };
         return match super::aggregate::run_pipeline(state, &sub)? {
