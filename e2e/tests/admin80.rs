@@ -744,3 +744,76 @@ async fn default_max_time_ms_and_single_batch_finds_on_views() {
     assert_eq!(cursor.get_i64("id").unwrap(), 0, "{reply:?}");
     assert_eq!(cursor.get_array("firstBatch").unwrap().len(), 1);
 }
+
+/// 8.0: `{a: null}` matches null and missing fields but no longer undefined, through a
+/// collection scan and through an index alike; `$ne: null` then matches undefined.
+#[tokio::test]
+async fn null_equality_no_longer_matches_undefined() {
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let c = client.database("r80").collection::<Document>("nulls");
+    c.insert_many(vec![
+        doc! { "_id": 1, "a": Bson::Null },
+        doc! { "_id": 2, "a": Bson::Undefined },
+        doc! { "_id": 3 },
+        doc! { "_id": 4, "a": [1, Bson::Undefined] },
+    ])
+    .await
+    .unwrap();
+    let ids = |filter: Document| {
+        let c = c.clone();
+        async move {
+            let docs: Vec<Document> = c
+                .find(filter)
+                .sort(doc! { "_id": 1 })
+                .await
+                .unwrap()
+                .try_collect()
+                .await
+                .unwrap();
+            docs.iter()
+                .map(|d| d.get_i32("_id").unwrap())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(ids(doc! { "a": Bson::Null }).await, [1, 3]);
+    assert_eq!(ids(doc! { "a": { "$in": [Bson::Null, 7] } }).await, [1, 3]);
+    assert_eq!(ids(doc! { "a": { "$ne": Bson::Null } }).await, [2, 4]);
+    c.create_index(mongodb::IndexModel::builder().keys(doc! { "a": 1 }).build())
+        .await
+        .unwrap();
+    assert_eq!(
+        ids(doc! { "a": Bson::Null }).await,
+        [1, 3],
+        "through the index"
+    );
+}
+
+/// 8.0: explain of a find shows `queryShapeHash`, the hash query settings key that shape by.
+#[tokio::test]
+async fn explain_shows_the_query_shape_hash() {
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let db = client.database("qsh");
+    db.collection::<Document>("c")
+        .insert_one(doc! { "a": 1 })
+        .await
+        .unwrap();
+    let set = client
+        .database("admin")
+        .run_command(doc! {
+            "setQuerySettings": { "find": "c", "filter": { "a": 1 }, "$db": "qsh" },
+            "settings": { "indexHints": { "allowedIndexes": ["_id_"] } },
+        })
+        .await
+        .unwrap();
+    let explained = db
+        .run_command(doc! { "explain": { "find": "c", "filter": { "a": 2 } } })
+        .await
+        .unwrap();
+    assert_eq!(
+        explained.get_str("queryShapeHash").ok(),
+        set.get_str("queryShapeHash").ok(),
+        "{explained:?}"
+    );
+}

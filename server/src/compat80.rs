@@ -169,14 +169,16 @@ pub const CHANGES: &[(&str, &str, Check, &str)] = &[
     (
         "8.0",
         "`queryShapeHash` in explain, the profiler and the slow-operation log",
-        Check::Judged(State::Out),
-        "only `$queryStats` and `setQuerySettings` show a query shape's hash",
+        Check::Judged(State::Partly),
+        "explain of a find shows it (cairn's shape: the hash `setQuerySettings` and `$queryStats` \
+         show); the profiler and the slow-operation log do not",
     ),
     (
         "8.0",
         "`workingMillis` in the profiler and the slow-operation log; slowness judged on it",
-        Check::Judged(State::Out),
-        "`millis`/`durationMillis` only",
+        Check::Judged(State::In),
+        "equal to `millis`/`durationMillis`: cairn does not queue operations (e2e `profiler`, \
+         `ops`)",
     ),
     (
         "8.0",
@@ -187,8 +189,9 @@ pub const CHANGES: &[(&str, &str, Check, &str)] = &[
     (
         "8.0",
         "`{field: null}` no longer matches `undefined` (`$eq`, `$in`, `$lookup`)",
-        Check::Judged(State::Out),
-        "cairn keeps 7.0's rule: null also matches undefined (matcher and index bounds)",
+        Check::Judged(State::In),
+        "matcher (`$eq`, `$in`, and so `$ne`/`$nin`) and index bounds; `$lookup` keys never \
+         equated them (e2e `admin80`)",
     ),
     (
         "8.0",

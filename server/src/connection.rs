@@ -591,6 +591,8 @@ fn log_slow(
     attr.insert("remote", info.peer.to_string());
     attr.insert("protocol", "op_msg");
     attr.insert("durationMillis", elapsed_ms);
+    // 8.0: queueing excluded (cairn does not queue operations, so the same figure).
+    attr.insert("workingMillis", elapsed_ms);
     let attr_json = bson::Bson::Document(attr)
         .into_relaxed_extjson()
         .to_string();

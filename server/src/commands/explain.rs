@@ -343,6 +343,11 @@ pub fn explain(state: &ServerState, req: &Request) -> CommandResult<Reply> {
             "rejectedPlans": rejected,
         },
     };
+    // 8.0: the query shape's hash (cairn's shape, as `$queryStats` and query settings show it).
+    if name == "find" {
+        let shape = crate::query_shape::Shape::find(&req.db, &t.coll, &inner);
+        reply.insert("queryShapeHash", shape.hash_hex());
+    }
     if verbosity != "queryPlanner" {
         let mut es = execution_stats(&stats, &winner);
         if verbosity == "allPlansExecution" {
