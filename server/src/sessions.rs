@@ -882,6 +882,26 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn ended_and_restored_sessions_keep_their_state_unlisted() {
+        let table = Arc::new(SessionTable::default());
+        let ran = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        assert_eq!(n_of(once(&table, 3, 1, &ran).await), 1);
+        assert_eq!(table.list_local(None).len(), 1);
+        table.end(&[[7; 16]]);
+        assert!(table.list_local(None).is_empty(), "endSessions unlists");
+        assert_eq!(n_of(once(&table, 3, 2, &ran).await), 1, "a late retry");
+        assert_eq!(ran.load(std::sync::atomic::Ordering::SeqCst), 1);
+        table.restore(&[8; 16], 5, Some(doc! { "n": 9, "ok": 1.0 }), false);
+        assert_eq!(table.len(), 2);
+        let listed: Vec<_> = table.list_local(None);
+        assert_eq!(
+            listed.len(),
+            1,
+            "a restored session is not listed: {listed:?}"
+        );
+    }
+
+    #[tokio::test]
     async fn a_reply_past_the_byte_bound_is_not_kept_and_its_retry_is_refused() {
         let table = Arc::new(SessionTable::default());
         assert!(table.reserve(limits::SESSION_REPLIES_BYTES_MAX - 4));
