@@ -170,8 +170,9 @@ pub const CHANGES: &[(&str, &str, Check, &str)] = &[
         "8.0",
         "`queryShapeHash` in explain, the profiler and the slow-operation log",
         Check::Judged(State::Partly),
-        "explain of a find shows it (cairn's shape: the hash `setQuerySettings` and `$queryStats` \
-         show); the profiler and the slow-operation log do not",
+        "for find: explain, profiler entries and the slow-operation log show it (cairn's shape: \
+         the hash `setQuerySettings` and `$queryStats` show, not mongod's); not for aggregate, \
+         count or distinct",
     ),
     (
         "8.0",

@@ -593,6 +593,9 @@ fn log_slow(
     attr.insert("durationMillis", elapsed_ms);
     // 8.0: queueing excluded (cairn does not queue operations, so the same figure).
     attr.insert("workingMillis", elapsed_ms);
+    if let Some(hash) = commands::profile::query_shape_hash(req) {
+        attr.insert("queryShapeHash", hash);
+    }
     let attr_json = bson::Bson::Document(attr)
         .into_relaxed_extjson()
         .to_string();

@@ -230,6 +230,9 @@ fn entry(
     if let Some(plan) = req.op.plan_summary() {
         e.insert("planSummary", plan);
     }
+    if let Some(hash) = query_shape_hash(req) {
+        e.insert("queryShapeHash", hash);
+    }
     e.insert("ts", bson::DateTime::now());
     e.insert("client", info.peer.ip().to_string());
     if let Some(app) = info
@@ -342,4 +345,15 @@ fn write_entry(state: &ServerState, db: &str, entry: Document) -> CommandResult<
         coll.write(ops).map_err(serr)?;
     }
     Ok(())
+}
+
+/// 8.0: the query shape's hash of a find (cairn's shape, as query settings and `$queryStats`
+/// key it), for the profiler and the slow-operation log; None for other commands.
+pub fn query_shape_hash(req: &Request) -> Option<String> {
+    let coll = req
+        .body
+        .get_str("find")
+        .ok()
+        .filter(|_| req.command == "find")?;
+    Some(crate::query_shape::Shape::find(&req.db, coll, &req.body).hash_hex())
 }
