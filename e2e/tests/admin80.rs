@@ -817,3 +817,50 @@ async fn explain_shows_the_query_shape_hash() {
         "{explained:?}"
     );
 }
+
+/// 7.2: `serverStatus.metrics.query.planCache` counts the plan cache's entries and their bytes.
+#[tokio::test]
+async fn server_status_counts_plan_cache_entries() {
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let db = client.database("pcs");
+    let c = db.collection::<Document>("c");
+    c.insert_many((0..200).map(|i| doc! { "_id": i, "a": i % 10, "b": i % 7 }))
+        .await
+        .unwrap();
+    for keys in [doc! { "a": 1 }, doc! { "b": 1 }] {
+        c.create_index(mongodb::IndexModel::builder().keys(keys).build())
+            .await
+            .unwrap();
+    }
+    let _: Vec<Document> = c
+        .find(doc! { "a": 3, "b": 4 })
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    let entries: Vec<Document> = c
+        .aggregate([doc! { "$planCacheStats": {} }])
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    assert!(!entries.is_empty(), "the find was cached");
+    let status = client
+        .database("admin")
+        .run_command(doc! { "serverStatus": 1 })
+        .await
+        .unwrap();
+    let pc = status
+        .get_document("metrics")
+        .and_then(|m| m.get_document("query"))
+        .and_then(|q| q.get_document("planCache"))
+        .unwrap();
+    assert_eq!(
+        pc.get_i64("totalQueryShapes").unwrap(),
+        entries.len() as i64
+    );
+    assert!(pc.get_i64("totalSizeEstimateBytes").unwrap() > 0, "{pc:?}");
+}

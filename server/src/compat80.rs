@@ -81,10 +81,11 @@ pub const CHANGES: &[(&str, &str, Check, &str)] = &[
     ),
     (
         "7.2",
-        "`serverStatus.planCache.totalQueryShapes` and `totalSizeEstimateBytes` (renamed from \
-         `query.planCacheTotal*`)",
-        Check::Judged(State::Out),
-        "neither name is reported",
+        "`serverStatus.metrics.query.planCache.totalQueryShapes` and `totalSizeEstimateBytes` \
+         (renamed from `query.planCacheTotal*`)",
+        Check::Judged(State::In),
+        "the plan cache's entries over every collection and an estimate of their bytes (e2e \
+         `admin80`)",
     ),
     (
         "7.2",

@@ -341,6 +341,7 @@ pub fn server_status(state: &ServerState, req: &Request) -> Reply {
         "wiredTiger": wired_tiger_section(&engine_stats),
         "jemalloc": jemalloc_section(section_verbosity(req, "jemalloc") >= 2.0),
         "metrics": {
+            "query": { "planCache": plan_cache_section() },
             "storageJobs": storage_jobs_section(state),
             "ttl": {
                 "deletedDocuments": state.ttl.deleted_documents.load(Relaxed) as i64,
@@ -359,6 +360,12 @@ pub fn server_status(state: &ServerState, req: &Request) -> Reply {
         },
         "ok": 1.0,
     })
+}
+
+/// `metrics.query.planCache` as mongod 7.2+ reports it.
+fn plan_cache_section() -> Document {
+    let (shapes, bytes) = crate::planner::cache::totals();
+    doc! { "totalQueryShapes": shapes as i64, "totalSizeEstimateBytes": bytes as i64 }
 }
 
 pub fn list_commands(state: &ServerState) -> Reply {
