@@ -1,5 +1,6 @@
-//! The session table: logical session id -> the state of its latest `txnNumber`, which is what
-//! makes retryable writes run at most once. A write command that carries `lsid` + `txnNumber`
+//! The session table: the commands' face of the session registry (`crate::logical_sessions`,
+//! one entry per logical session id), whose entries hold the state of each session's latest
+//! `txnNumber`, which is what makes retryable writes run at most once. A write command that carries `lsid` + `txnNumber`
 //! (replica-set mode only) checks its session out for as long as it runs: a retry that arrives
 //! while the first attempt still runs waits for it, then finds the stored reply and gets it back
 //! without the write being applied again. An older `txnNumber` than the session's latest is
@@ -17,10 +18,11 @@
 //! reply too. Results are kept per command, not per statement (`stmtId`), so a retry that
 //! re-batches the statements differently gets the first reply. Kept replies are bounded in bytes
 //! (`limits::SESSION_REPLIES_BYTES_MAX`): a reply past the bound is not kept, and a retry of its
-//! write gets IncompleteTransactionHistory (217), never a second run. Bounded by
-//! `limits::SESSIONS_MAX`; when full, sessions idle longer than `logicalSessionTimeoutMinutes`
-//! are dropped. As in mongod, `endSessions` and `killSessions` leave the record in place (it
-//! goes when the session expires), so a late retry still cannot apply twice.
+//! write gets IncompleteTransactionHistory (217), never a second run. The registry holds at
+//! most `limits::SESSIONS_MAX` sessions; when full, sessions idle longer than
+//! `logicalSessionTimeoutMinutes` that nobody holds are dropped. As in mongod, `endSessions` and
+//! `killSessions` leave the state in place (it goes when the session expires; `endSessions` only
+//! unlists the session), so a late retry still cannot apply twice.
 //!
 //! A session's `txn_number` may instead start a multi-document transaction (`Phase`): open, then
 //! committed (its reply kept, so a retried commitTransaction gets it again) or aborted. Statements
