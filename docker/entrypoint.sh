@@ -13,7 +13,8 @@
 # script's own messages go to stderr, so `--log-format json` leaves stdout pure JSON.
 set -euo pipefail
 
-initdb_dir=/docker-entrypoint-initdb.d
+# CAIRN_INITDB_DIR moves the scripts' directory, for tests outside Docker.
+initdb_dir=${CAIRN_INITDB_DIR:-/docker-entrypoint-initdb.d}
 # The temporary server's port (loopback only); CAIRN_INITDB_PORT moves it for tests outside Docker.
 initdb_port=${CAIRN_INITDB_PORT:-27017}
 initdb_start_wait_s=30
@@ -188,8 +189,9 @@ run_initdb() {
     local mongosh_auth=()
     if [ -n "$root_user" ]; then
         create_root_user
-        mongosh_auth=(--username "$root_user" --password "$MONGO_INITDB_ROOT_PASSWORD"
-            --authenticationDatabase admin)
+        # One token each, name=value: a value starting with '-' would be read as an option.
+        mongosh_auth=("--username=$root_user" "--password=$MONGO_INITDB_ROOT_PASSWORD"
+            --authenticationDatabase=admin)
     fi
     for f in "${scripts[@]}"; do
         case $f in

@@ -35,7 +35,8 @@ class Run:
     def __init__(self, dbpath, env, args=(), port=None):
         self.port = port or free_port()
         full = dict(os.environ, PATH=f"{BIN_DIR}:{os.environ['PATH']}",
-                    CAIRN_INITDB_PORT=str(free_port()), **env)
+                    CAIRN_INITDB_PORT=str(free_port()))
+        full.update(env)
         where = [] if dbpath is None else ["--port", str(self.port), "--bind_ip", "127.0.0.1",
                                            "--dbpath", dbpath]
         cmd = ["bash", os.path.join(HERE, "entrypoint.sh"), "cairn", *where,
@@ -155,6 +156,39 @@ def password_file():
         shutil.rmtree(top, ignore_errors=True)
 
 
+def dash_password_reaches_mongosh_whole():
+    """A password beginning with '-' logs in, and mongosh gets it as one --password=VALUE token
+    (a fake mongosh on PATH records its arguments; as two tokens it was read as an option)."""
+    top, db = datadir()
+    try:
+        fake_bin, scripts = os.path.join(top, "bin"), os.path.join(top, "initdb")
+        argv_file = os.path.join(top, "mongosh-argv")
+        for d in (fake_bin, scripts):
+            os.mkdir(d)
+            os.chmod(d, 0o777)
+        with open(os.path.join(fake_bin, "mongosh"), "w") as f:
+            f.write(f'#!/bin/sh\nfor a in "$@"; do printf "%s\\n" "$a"; done > {argv_file}\n')
+        os.chmod(os.path.join(fake_bin, "mongosh"), 0o755)
+        with open(os.path.join(scripts, "init.js"), "w") as f:
+            f.write("db.t.insertOne({})\n")
+        os.chmod(os.path.join(scripts, "init.js"), 0o644)
+        pw = "-starts-with-a-dash"
+        env = {"MONGO_INITDB_ROOT_USERNAME": "root", "MONGO_INITDB_ROOT_PASSWORD": pw,
+               "CAIRN_INITDB_DIR": scripts, "PATH": f"{fake_bin}:{BIN_DIR}:{os.environ['PATH']}"}
+        r = Run(db, env)
+        r.wait_ready()
+        with r.client(username="root", password=pw, authSource="admin") as c:
+            c.admin.command("ping")
+        r.stop()
+        with open(argv_file) as f:
+            argv = f.read().splitlines()
+        assert f"--password={pw}" in argv and "--username=root" in argv, argv
+        assert pw not in r.text(), "the password reached the output"
+        return " ".join(a for a in argv if not a.startswith("--password"))
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
 def refused(env, args, needle):
     top, db = datadir()
     try:
@@ -202,6 +236,7 @@ def config_file_paths():
 
 check("root user created on first start, --auth then and after a restart", root_user_then_auth)
 check("MONGO_INITDB_ROOT_PASSWORD_FILE", password_file)
+check("a password starting with '-': one --password=VALUE for mongosh", dash_password_reaches_mongosh_whole)
 check("only the user name: refused",
       lambda: refused({"MONGO_INITDB_ROOT_USERNAME": "root"}, (), "both must be set"))
 check("both the password and its _FILE: refused",

@@ -1,7 +1,9 @@
-//! Proves the mongod 8.0 admin surface of issue 14 part 4: `$listLocalSessions`/`$listSessions`
-//! list the sessions the server has seen (an explicit driver session shows up with its id), and
+//! Proves the mongod 8.0 admin surface of issue 14 part 4: `$listLocalSessions` lists the
+//! sessions the server has seen, `$listSessions` the records a refresh wrote to
+//! `config.system.sessions` (kept over a kill -9, gone after `endSessions` and a refresh), and
 //! their spec and placement errors carry mongod's codes. How: a real `cairn` process driven by
-//! the Rust driver; sessions are made by the driver itself (no sleeps, no timing assertions).
+//! the Rust driver; sessions are made by the driver itself, refreshes by
+//! `refreshLogicalSessionCacheNow` (no sleeps, no timing assertions).
 
 use bson::{Bson, Document, doc};
 use cairn_e2e::{Server, error_code};
@@ -16,9 +18,104 @@ async fn agg(
     db.aggregate(pipeline).await?.try_collect().await
 }
 
+/// The records `$listSessions` shows for session `id`.
+async fn listed(client: &mongodb::Client, id: &bson::Binary) -> Vec<Document> {
+    client
+        .database("config")
+        .collection::<Document>("system.sessions")
+        .aggregate(vec![
+            doc! { "$listSessions": { "allUsers": true } },
+            doc! { "$match": { "_id.id": id.clone() } },
+        ])
+        .await
+        .unwrap()
+        .try_collect::<Vec<_>>()
+        .await
+        .unwrap()
+}
+
+async fn refresh(client: &mongodb::Client) {
+    client
+        .database("admin")
+        .run_command(doc! { "refreshLogicalSessionCacheNow": 1 })
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn listed_sessions_survive_a_crash_and_go_after_end_sessions() {
+    let mut server = Server::start(BIN, &["--setParameter", "enableTestCommands=1"]);
+    let client = server.client().await;
+    let mut session = client.start_session().await.unwrap();
+    client
+        .database("ls")
+        .collection::<Document>("c")
+        .insert_one(doc! { "_id": 1 })
+        .session(&mut session)
+        .await
+        .unwrap();
+    let Bson::Binary(id) = session.id().get("id").unwrap().clone() else {
+        panic!("session id is not binary");
+    };
+    assert!(listed(&client, &id).await.is_empty(), "not refreshed yet");
+    refresh(&client).await;
+    let rows = listed(&client, &id).await;
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert!(rows[0].get_datetime("lastUse").is_ok());
+    let reply = client
+        .database("config")
+        .run_command(doc! { "listIndexes": "system.sessions" })
+        .await
+        .unwrap();
+    let indexes = reply
+        .get_document("cursor")
+        .and_then(|c| c.get_array("firstBatch"))
+        .unwrap();
+    let ttl = indexes
+        .iter()
+        .filter_map(Bson::as_document)
+        .find(|i| i.get_str("name").ok() == Some("lsidTTLIndex"))
+        .expect("the TTL index");
+    assert_eq!(ttl.get_document("key").unwrap(), &doc! { "lastUse": 1 });
+    assert_eq!(
+        ttl.get_i32("expireAfterSeconds").ok(),
+        Some(1800),
+        "{ttl:?}"
+    );
+    drop(session);
+    drop(client);
+
+    server.restart_after_kill();
+    let client = server.client().await;
+    assert_eq!(listed(&client, &id).await.len(), 1, "kept over the crash");
+    let local = agg(
+        &client.database("admin"),
+        vec![
+            doc! { "$listLocalSessions": { "allUsers": true } },
+            doc! { "$match": { "_id.id": id.clone() } },
+        ],
+    )
+    .await
+    .unwrap();
+    assert!(local.is_empty(), "the registry starts empty: {local:?}");
+
+    client
+        .database("admin")
+        .run_command(doc! { "endSessions": [ { "id": id.clone() } ] })
+        .await
+        .unwrap();
+    assert_eq!(
+        listed(&client, &id).await.len(),
+        1,
+        "until the next refresh"
+    );
+    refresh(&client).await;
+    assert!(listed(&client, &id).await.is_empty());
+}
+
 #[tokio::test]
 async fn sessions_the_driver_used_are_listed() {
-    let server = Server::start(BIN, &[]);
+    let server = Server::start(BIN, &["--setParameter", "enableTestCommands=1"]);
     let client = server.client().await;
     let mut session = client.start_session().await.unwrap();
     let c = client.database("ls").collection::<Document>("c");
@@ -49,6 +146,7 @@ async fn sessions_the_driver_used_are_listed() {
     );
     assert!(local[0].get_datetime("lastUse").is_ok());
 
+    refresh(&client).await;
     let config = client.database("config");
     let all = config
         .collection::<Document>("system.sessions")
@@ -577,4 +675,192 @@ async fn under_auth_a_user_lists_its_own_sessions_by_default() {
     .await
     .unwrap_err();
     assert_eq!(error_code(&e), 13);
+}
+
+/// 8.0 release-notes items done in cairn: the `defaultMaxTimeMS` cluster parameter bounds a
+/// read that gives no `maxTimeMS` (a blocked storage call makes the find slow), and a find on a
+/// view with `singleBatch` leaves no cursor open (7.3).
+#[tokio::test]
+async fn default_max_time_ms_and_single_batch_finds_on_views() {
+    let server = Server::start(BIN, &["--setParameter", "enableTestCommands=1"]);
+    let client = server.client().await;
+    let db = client.database("r80");
+    let c = db.collection::<Document>("c");
+    c.insert_many((0..5).map(|i| doc! { "_id": i }))
+        .await
+        .unwrap();
+    let admin = client.database("admin");
+    let set_default = |ms: i64| {
+        let admin = admin.clone();
+        async move {
+            admin
+                .run_command(doc! { "setClusterParameter": { "defaultMaxTimeMS": { "readOperations": ms } } })
+                .await
+                .unwrap();
+        }
+    };
+    let block_one_find = || {
+        let admin = admin.clone();
+        async move {
+            admin
+                .run_command(doc! {
+                    "configureFailPoint": "blockStorageCall", "mode": { "times": 1 },
+                    "data": { "commands": ["find"], "blockTimeMS": 1000 },
+                })
+                .await
+                .unwrap();
+        }
+    };
+    set_default(50).await;
+    block_one_find().await;
+    let slow = c
+        .find(doc! {})
+        .await
+        .map(|_| 0)
+        .unwrap_or_else(|e| error_code(&e));
+    assert_eq!(slow, 50, "MaxTimeMSExpired from the default");
+    block_one_find().await;
+    let own = c
+        .find(doc! {})
+        .max_time(std::time::Duration::from_secs(60))
+        .await;
+    assert!(own.is_ok(), "a maxTimeMS of its own wins: {own:?}");
+    set_default(0).await;
+    admin
+        .run_command(doc! { "configureFailPoint": "blockStorageCall", "mode": "off" })
+        .await
+        .unwrap();
+
+    db.create_collection("v")
+        .view_on("c".to_string())
+        .pipeline(vec![])
+        .await
+        .unwrap();
+    let reply = db
+        .run_command(doc! { "find": "v", "singleBatch": true, "batchSize": 1 })
+        .await
+        .unwrap();
+    let cursor = reply.get_document("cursor").unwrap();
+    assert_eq!(cursor.get_i64("id").unwrap(), 0, "{reply:?}");
+    assert_eq!(cursor.get_array("firstBatch").unwrap().len(), 1);
+}
+
+/// 8.0: `{a: null}` matches null and missing fields but no longer undefined, through a
+/// collection scan and through an index alike; `$ne: null` then matches undefined.
+#[tokio::test]
+async fn null_equality_no_longer_matches_undefined() {
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let c = client.database("r80").collection::<Document>("nulls");
+    c.insert_many(vec![
+        doc! { "_id": 1, "a": Bson::Null },
+        doc! { "_id": 2, "a": Bson::Undefined },
+        doc! { "_id": 3 },
+        doc! { "_id": 4, "a": [1, Bson::Undefined] },
+    ])
+    .await
+    .unwrap();
+    let ids = |filter: Document| {
+        let c = c.clone();
+        async move {
+            let docs: Vec<Document> = c
+                .find(filter)
+                .sort(doc! { "_id": 1 })
+                .await
+                .unwrap()
+                .try_collect()
+                .await
+                .unwrap();
+            docs.iter()
+                .map(|d| d.get_i32("_id").unwrap())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(ids(doc! { "a": Bson::Null }).await, [1, 3]);
+    assert_eq!(ids(doc! { "a": { "$in": [Bson::Null, 7] } }).await, [1, 3]);
+    assert_eq!(ids(doc! { "a": { "$ne": Bson::Null } }).await, [2, 4]);
+    c.create_index(mongodb::IndexModel::builder().keys(doc! { "a": 1 }).build())
+        .await
+        .unwrap();
+    assert_eq!(
+        ids(doc! { "a": Bson::Null }).await,
+        [1, 3],
+        "through the index"
+    );
+}
+
+/// 8.0: explain of a find shows `queryShapeHash`, the hash query settings key that shape by.
+#[tokio::test]
+async fn explain_shows_the_query_shape_hash() {
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let db = client.database("qsh");
+    db.collection::<Document>("c")
+        .insert_one(doc! { "a": 1 })
+        .await
+        .unwrap();
+    let set = client
+        .database("admin")
+        .run_command(doc! {
+            "setQuerySettings": { "find": "c", "filter": { "a": 1 }, "$db": "qsh" },
+            "settings": { "indexHints": { "allowedIndexes": ["_id_"] } },
+        })
+        .await
+        .unwrap();
+    let explained = db
+        .run_command(doc! { "explain": { "find": "c", "filter": { "a": 2 } } })
+        .await
+        .unwrap();
+    assert_eq!(
+        explained.get_str("queryShapeHash").ok(),
+        set.get_str("queryShapeHash").ok(),
+        "{explained:?}"
+    );
+}
+
+/// 7.2: `serverStatus.metrics.query.planCache` counts the plan cache's entries and their bytes.
+#[tokio::test]
+async fn server_status_counts_plan_cache_entries() {
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let db = client.database("pcs");
+    let c = db.collection::<Document>("c");
+    c.insert_many((0..200).map(|i| doc! { "_id": i, "a": i % 10, "b": i % 7 }))
+        .await
+        .unwrap();
+    for keys in [doc! { "a": 1 }, doc! { "b": 1 }] {
+        c.create_index(mongodb::IndexModel::builder().keys(keys).build())
+            .await
+            .unwrap();
+    }
+    let _: Vec<Document> = c
+        .find(doc! { "a": 3, "b": 4 })
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    let entries: Vec<Document> = c
+        .aggregate([doc! { "$planCacheStats": {} }])
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    assert!(!entries.is_empty(), "the find was cached");
+    let status = client
+        .database("admin")
+        .run_command(doc! { "serverStatus": 1 })
+        .await
+        .unwrap();
+    let pc = status
+        .get_document("metrics")
+        .and_then(|m| m.get_document("query"))
+        .and_then(|q| q.get_document("planCache"))
+        .unwrap();
+    assert_eq!(
+        pc.get_i64("totalQueryShapes").unwrap(),
+        entries.len() as i64
+    );
+    assert!(pc.get_i64("totalSizeEstimateBytes").unwrap() > 0, "{pc:?}");
 }

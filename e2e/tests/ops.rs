@@ -463,6 +463,12 @@ async fn slow_query_line_has_mongods_shape() {
     assert_eq!(attr["nreturned"], 10);
     assert_eq!(attr["cursorExhausted"], true);
     assert!(attr["durationMillis"].is_i64());
+    assert_eq!(attr["workingMillis"], attr["durationMillis"], "8.0");
+    assert_eq!(
+        attr["queryShapeHash"].as_str().map(str::len),
+        Some(64),
+        "8.0"
+    );
     assert_eq!(attr["protocol"], "op_msg");
     // An index scan names its index the way mongod does.
     c.create_index(mongodb::IndexModel::builder().keys(doc! { "k": 1 }).build())

@@ -598,7 +598,7 @@ async fn dotted_and_descending_keys() {
     );
 
     // COUNT_SCAN on `_id` and on the dotted key.
-    // (`null` is two intervals, undefined and null: IXSCAN + FETCH as in mongod.)
+    // (`null` is IXSCAN + FETCH, as in mongod.)
     for (query, want) in [
         (doc! { "_id": { "$gte": 100, "$lt": 150 } }, 50),
         (

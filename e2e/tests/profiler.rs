@@ -146,6 +146,16 @@ async fn entries_have_mongods_shape() {
     assert_eq!(find.get_str("planSummary").unwrap(), "IXSCAN { a: 1 }");
     assert!(find.get_i64("responseLength").unwrap() > 0);
     assert!(find.get_i64("millis").is_ok());
+    assert_eq!(
+        find.get_i64("workingMillis").ok(),
+        find.get_i64("millis").ok(),
+        "8.0"
+    );
+    assert_eq!(
+        find.get_str("queryShapeHash").ok().map(str::len),
+        Some(64),
+        "8.0"
+    );
     assert!(find.get_datetime("ts").is_ok());
     assert_eq!(find.get_str("client").unwrap(), "127.0.0.1");
     assert_eq!(find.get_str("appName").unwrap(), "profiled");

@@ -1,6 +1,6 @@
 //! Background tasks of a running server: the cursor reaper (idle cursors closed after
-//! `cursorTimeoutMillis`), the allocator trimmer (`alloc_trim`) and, once TTL indexes exist,
-//! the TTL monitor. Each task wakes on its own interval and stops at shutdown.
+//! `cursorTimeoutMillis`), the allocator trimmer (`alloc_trim`), the session refresh
+//! (`config.system.sessions`, `session_records`) and, once TTL indexes exist, the TTL monitor. Each task wakes on its own interval and stops at shutdown.
 
 use crate::state::ServerState;
 use std::sync::Arc;
@@ -13,6 +13,7 @@ pub fn spawn(state: Arc<ServerState>) {
     tokio::spawn(cursor_reaper(state.clone()));
     tokio::spawn(transaction_reaper(state.clone()));
     crate::alloc_trim::spawn(state.clone());
+    tokio::spawn(crate::session_records::refresher(state.clone()));
     tokio::spawn(crate::ttl::monitor(state));
 }
 

@@ -214,12 +214,15 @@ const NOTES: &[(&str, &str)] = &[
     ),
     (
         "Logical sessions",
-        "`$listLocalSessions` lists every session id the server has seen in a command's \
-     `lsid` or made with `startSession` (`{_id: {id, uid}, lastUse, user?}`; `uid` is \
-     SHA-256 of `db.user`, or of the empty string without authentication); `endSessions` \
-     removes them. `$listSessions` (on `config.system.sessions`) reads the same in-memory \
-     cache rather than a collection refreshed every 5 minutes, and the cache is not kept \
-     over a restart.",
+        "One registry holds every session (an id seen in a command's `lsid` or made by \
+     `startSession`) with its retryable-write and transaction state. `$listLocalSessions` lists \
+     it (`{_id: {id, uid}, lastUse, user?}`; `uid` is SHA-256 of `db.user`, or of the empty \
+     string without authentication); `endSessions` unlists at once. `$listSessions` reads \
+     `config.system.sessions`, which a refresh writes every `logicalSessionRefreshMillis` \
+     (5 minutes) and on the test command `refreshLogicalSessionCacheNow`: the sessions used \
+     since (`lastUse` = the refresh's time), and the ended ones removed. Its TTL index \
+     `lsidTTLIndex` (`expireAfterSeconds` 1800) expires records; records outlive a restart, \
+     the registry does not.",
     ),
     (
         "Index filters",
@@ -323,7 +326,7 @@ fn update_operator_supported(op: &str) -> bool {
     }
 }
 
-fn expression_supported(op: &str) -> bool {
+pub(crate) fn expression_supported(op: &str) -> bool {
     match Expr::parse(&Bson::Document(doc! { op: [] })) {
         Ok(_) => true,
         Err(e) => {
@@ -375,6 +378,7 @@ pub fn render(stage_supported: &dyn Fn(&str) -> bool) -> String {
         &expression_supported,
     );
     out.push_str(&crate::commands::argspec::doc::render());
+    out.push_str(&crate::compat80::render(stage_supported));
     out.push_str("## Notes\n\n");
     for (topic, text) in NOTES {
         out.push_str(&format!("- **{topic}**: {text}\n"));

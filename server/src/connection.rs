@@ -510,6 +510,7 @@ async fn run_command(
         body_bytes: req.raw_body.as_ref().map_or(0, |b| b.as_bytes().len()),
         raw_body: req.raw_body.as_ref(),
         interrupt: req.op.clone(),
+        session: req.lsid.as_ref().and_then(|l| l.as_ref().ok().copied()),
     });
     let result = commands::dispatch(state, info, req).await;
     drop(registered);
@@ -590,6 +591,11 @@ fn log_slow(
     attr.insert("remote", info.peer.to_string());
     attr.insert("protocol", "op_msg");
     attr.insert("durationMillis", elapsed_ms);
+    // 8.0: queueing excluded (cairn does not queue operations, so the same figure).
+    attr.insert("workingMillis", elapsed_ms);
+    if let Some(hash) = commands::profile::query_shape_hash(req) {
+        attr.insert("queryShapeHash", hash);
+    }
     let attr_json = bson::Bson::Document(attr)
         .into_relaxed_extjson()
         .to_string();

@@ -9,6 +9,8 @@ pub mod clock;
 pub mod commands;
 #[cfg(test)]
 mod compat;
+#[cfg(test)]
+mod compat80;
 pub mod config;
 pub mod connection;
 pub mod cursors;
@@ -36,6 +38,7 @@ pub mod retried;
 pub mod retry_record;
 pub mod scoped;
 pub mod server;
+pub mod session_records;
 pub mod sessions;
 pub mod state;
 pub mod streams;

@@ -39,7 +39,7 @@ struct CommandOp {
     op_type: &'static str,
     interrupt: Interrupt,
     /// The key of the session the command runs in (its `lsid`), for killSessions.
-    session: Option<Vec<u8>>,
+    session: Option<crate::logical_sessions::SessionId>,
 }
 
 /// The command `currentOp` shows: built when someone asks (most commands end unseen), from a
@@ -83,6 +83,8 @@ pub struct CommandInfo<'a> {
     /// from them only when asked.
     pub raw_body: Option<&'a bson::RawDocumentBuf>,
     pub interrupt: Interrupt,
+    /// The session the command names (its `lsid`, as `dispatch` parsed it).
+    pub session: Option<crate::logical_sessions::SessionId>,
 }
 
 #[derive(Default)]
@@ -153,11 +155,7 @@ impl OpRegistry {
                 },
                 op_type: op_type(info.name),
                 interrupt: info.interrupt,
-                session: info
-                    .body
-                    .get("lsid")
-                    .and_then(|l| crate::sessions::session_key(l).ok())
-                    .map(|(k, _)| k),
+                session: info.session,
             }),
         };
         Registered {
@@ -168,7 +166,11 @@ impl OpRegistry {
 
     /// Interrupts (as killOp does) the running commands of the sessions with these keys, or of
     /// every session, except the operation `except` (the killing command); returns how many.
-    pub fn kill_sessions(&self, keys: Option<&[Vec<u8>]>, except: &Interrupt) -> usize {
+    pub fn kill_sessions(
+        &self,
+        keys: Option<&[crate::logical_sessions::SessionId]>,
+        except: &Interrupt,
+    ) -> usize {
         let mut n = 0;
         for op in self.map().values() {
             if let Kind::Command(c) = &op.kind
@@ -350,6 +352,7 @@ mod tests {
             body_bytes: 100,
             raw_body: None,
             interrupt: op.clone(),
+            session: None,
         }
     }
 

@@ -51,6 +51,14 @@ const DEFS: &[Def] = &[
         startup: true,
     },
     Def {
+        // How often the session registry is written to config.system.sessions.
+        name: "logicalSessionRefreshMillis",
+        kind: Kind::Int,
+        default: || Bson::Int32(300_000),
+        runtime: true,
+        startup: true,
+    },
+    Def {
         name: "ttlMonitorEnabled",
         kind: Kind::Bool,
         default: || Bson::Boolean(true),

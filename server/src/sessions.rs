@@ -1,5 +1,6 @@
-//! The session table: logical session id -> the state of its latest `txnNumber`, which is what
-//! makes retryable writes run at most once. A write command that carries `lsid` + `txnNumber`
+//! The session table: the commands' face of the session registry (`crate::logical_sessions`,
+//! one entry per logical session id), whose entries hold the state of each session's latest
+//! `txnNumber`, which is what makes retryable writes run at most once. A write command that carries `lsid` + `txnNumber`
 //! (replica-set mode only) checks its session out for as long as it runs: a retry that arrives
 //! while the first attempt still runs waits for it, then finds the stored reply and gets it back
 //! without the write being applied again. An older `txnNumber` than the session's latest is
@@ -17,10 +18,11 @@
 //! reply too. Results are kept per command, not per statement (`stmtId`), so a retry that
 //! re-batches the statements differently gets the first reply. Kept replies are bounded in bytes
 //! (`limits::SESSION_REPLIES_BYTES_MAX`): a reply past the bound is not kept, and a retry of its
-//! write gets IncompleteTransactionHistory (217), never a second run. Bounded by
-//! `limits::SESSIONS_MAX`; when full, sessions idle longer than `logicalSessionTimeoutMinutes`
-//! are dropped. As in mongod, `endSessions` and `killSessions` leave the record in place (it
-//! goes when the session expires), so a late retry still cannot apply twice.
+//! write gets IncompleteTransactionHistory (217), never a second run. The registry holds at
+//! most `limits::SESSIONS_MAX` sessions; when full, sessions idle longer than
+//! `logicalSessionTimeoutMinutes` that nobody holds are dropped. As in mongod, `endSessions` and
+//! `killSessions` leave the state in place (it goes when the session expires; `endSessions` only
+//! unlists the session), so a late retry still cannot apply twice.
 //!
 //! A session's `txn_number` may instead start a multi-document transaction (`Phase`): open, then
 //! committed (its reply kept, so a retried commitTransaction gets it again) or aborted. Statements
@@ -31,12 +33,12 @@
 
 use crate::error::{CommandError, CommandResult, ErrorCode, err};
 use crate::limits;
+use crate::logical_sessions::{Registry, SessionId, TxnState, UserDigest};
 use crate::txn::Txn;
 use bson::{Bson, Document, doc};
-use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// The commands a `txnNumber` makes retryable (outside a transaction).
 pub const RETRYABLE_COMMANDS: &[&str] =
@@ -57,6 +59,21 @@ pub struct SessionTxn {
     phase: Option<Phase>,
 }
 
+impl SessionTxn {
+    /// A session no transaction number has used yet.
+    pub fn new() -> SessionTxn {
+        SessionTxn {
+            txn_number: -1,
+            ..SessionTxn::default()
+        }
+    }
+
+    /// No transaction number has used the session: nothing to keep for a retry.
+    pub fn is_empty(&self) -> bool {
+        self.txn_number < 0 && !self.executed && self.phase.is_none()
+    }
+}
+
 /// Where a session's transaction is.
 pub enum Phase {
     Open(Arc<Txn>),
@@ -68,23 +85,27 @@ pub enum Phase {
 /// A statement of a multi-document transaction: its session and `txnNumber`, and whether it
 /// starts the transaction.
 pub struct TxnStatement {
-    key: Vec<u8>,
-    id_text: String,
+    key: SessionId,
     pub txn_number: i64,
     pub start: bool,
 }
 
 impl TxnStatement {
-    /// `{lsid: {id}, txnNumber}` as the oplog and change events show a transaction.
     /// The session's key (the lsid UUID's bytes).
     pub fn key(&self) -> &[u8] {
         &self.key
     }
 
+    /// The session id as mongod prints it in messages.
+    fn id_text(&self) -> String {
+        crate::query::types::uuid_text(&self.key)
+    }
+
+    /// `{lsid: {id}, txnNumber}` as the oplog and change events show a transaction.
     pub fn note(&self) -> Document {
         let id = bson::Binary {
             subtype: bson::spec::BinarySubtype::Uuid,
-            bytes: self.key.clone(),
+            bytes: self.key.to_vec(),
         };
         doc! { "lsid": { "id": id }, "txnNumber": self.txn_number }
     }
@@ -107,14 +128,11 @@ const TXN_COMMANDS: &[&str] = &[
     "abortTransaction",
 ];
 
-struct Entry {
-    txn: Arc<tokio::sync::Mutex<SessionTxn>>,
-    last_use: Instant,
-}
-
+/// The session registry (`crate::logical_sessions`) with what the retryable writes and
+/// transactions of its sessions share.
 #[derive(Default)]
 pub struct SessionTable {
-    map: Mutex<HashMap<Vec<u8>, Entry>>,
+    registry: Registry,
     /// Retried writes answered from the table (serverStatus.transactions.retriedStatementsCount
     /// counts statements; this counts commands).
     pub retried_commands: std::sync::atomic::AtomicU64,
@@ -127,15 +145,13 @@ pub struct SessionTable {
 impl Retryable {
     /// The durable record this write keeps in `coll` (`config.transactions`).
     pub fn record(&self, coll: Arc<storage::Collection>) -> Arc<crate::retry_record::RetryRecord> {
-        crate::retry_record::RetryRecord::new(coll, self.key.clone(), self.txn_number)
+        crate::retry_record::RetryRecord::new(coll, self.key.to_vec(), self.txn_number)
     }
 }
 
 /// A retryable write's identity: the session key and its `txnNumber`.
 pub struct Retryable {
-    key: Vec<u8>,
-    /// The session id as mongod prints it in messages.
-    id_text: String,
+    key: SessionId,
     txn_number: i64,
     /// The command's statements (documents inserted, updates, deletes, bulkWrite ops).
     pub statements: u64,
@@ -143,12 +159,11 @@ pub struct Retryable {
     pub ids: crate::retried::StmtIds,
 }
 
-fn idle_max() -> Duration {
-    Duration::from_secs(limits::SESSION_TIMEOUT_MINUTES as u64 * 60)
-}
+/// A request's `lsid` as `dispatch` parsed it, once: None when the request has none.
+pub type ParsedLsid = Option<CommandResult<SessionId>>;
 
 /// The key of a session: its `lsid.id` bytes (a UUID), checked as mongod checks them.
-pub fn session_key(lsid: &Bson) -> CommandResult<(Vec<u8>, String)> {
+pub fn session_key(lsid: &Bson) -> CommandResult<SessionId> {
     let Bson::Document(d) = lsid else {
         return Err(err(
             ErrorCode::TypeMismatch,
@@ -157,8 +172,12 @@ pub fn session_key(lsid: &Bson) -> CommandResult<(Vec<u8>, String)> {
     };
     match d.get("id") {
         Some(Bson::Binary(b)) if b.subtype == bson::spec::BinarySubtype::Uuid => {
-            let text = crate::query::types::uuid_text(&b.bytes);
-            Ok((b.bytes.clone(), text))
+            b.bytes.as_slice().try_into().map_err(|_| {
+                err(
+                    ErrorCode::InvalidUUID,
+                    "uuid must be a 16-byte binary field with UUID (4) subtype",
+                )
+            })
         }
         Some(_) => Err(err(
             ErrorCode::TypeMismatch,
@@ -169,6 +188,11 @@ pub fn session_key(lsid: &Bson) -> CommandResult<(Vec<u8>, String)> {
             "BSON field 'LogicalSessionId.id' is missing but a required field",
         )),
     }
+}
+
+/// The parsed `lsid` of a request body (for the callers that have no `Request`).
+pub fn parse_lsid(body: &Document) -> ParsedLsid {
+    body.get("lsid").map(session_key)
 }
 
 /// The `txnNumber` of a request: mongod takes only a 64-bit integer, never negative.
@@ -215,11 +239,16 @@ pub trait Storable: Sized + Send + 'static {
 /// an `lsid` (InvalidOptions), a standalone takes none (IllegalOperation), and only the retryable
 /// write commands take one without a transaction (NotARetryableWriteCommand). `Some` when the
 /// request is a retryable write.
-pub fn retryable(body: &Document, command: &str, repl: bool) -> CommandResult<Option<Retryable>> {
+pub fn retryable(
+    body: &Document,
+    lsid: &ParsedLsid,
+    command: &str,
+    repl: bool,
+) -> CommandResult<Option<Retryable>> {
     let Some(n) = txn_number(body)? else {
         return Ok(None);
     };
-    let Some(lsid) = body.get("lsid") else {
+    let Some(key) = lsid.clone() else {
         return Err(err(
             ErrorCode::InvalidOptions,
             "Transaction number requires a session ID to also be specified",
@@ -231,7 +260,7 @@ pub fn retryable(body: &Document, command: &str, repl: bool) -> CommandResult<Op
             "Transaction numbers are only allowed on a replica set member or mongos",
         ));
     }
-    let (key, id_text) = session_key(lsid)?;
+    let key = key?;
     if !RETRYABLE_COMMANDS.contains(&command) {
         return Err(err(
             ErrorCode::NotARetryableWriteCommand,
@@ -244,7 +273,6 @@ pub fn retryable(body: &Document, command: &str, repl: bool) -> CommandResult<Op
     }
     Ok(Some(Retryable {
         key,
-        id_text,
         txn_number: n,
         statements: 1,
         ids: crate::retried::StmtIds::of(command, body, 1),
@@ -254,7 +282,11 @@ pub fn retryable(body: &Document, command: &str, repl: bool) -> CommandResult<Op
 /// Checks the transaction fields of a request (replica-set mode) as mongod does: `autocommit`
 /// must be false and come with `lsid` and `txnNumber`; `startTransaction` must be true; only the
 /// commands a transaction may hold. None: the request is not part of a transaction.
-pub fn transaction_fields(body: &Document, command: &str) -> CommandResult<Option<TxnStatement>> {
+pub fn transaction_fields(
+    body: &Document,
+    lsid: &ParsedLsid,
+    command: &str,
+) -> CommandResult<Option<TxnStatement>> {
     let autocommit = body.get("autocommit");
     let start = body.get("startTransaction");
     if autocommit.is_none() && start.is_none() {
@@ -289,13 +321,13 @@ pub fn transaction_fields(body: &Document, command: &str) -> CommandResult<Optio
             ));
         }
     };
-    let Some(lsid) = body.get("lsid") else {
+    let Some(key) = lsid.clone() else {
         return invalid("Transaction number requires a session ID to also be specified");
     };
     let Some(n) = txn_number(body)? else {
         return invalid("'autocommit' field requires a transaction number to also be specified");
     };
-    let (key, id_text) = session_key(lsid)?;
+    let key = key?;
     if !TXN_COMMANDS.contains(&command) {
         return Err(err(
             ErrorCode::OperationNotSupportedInTransaction,
@@ -304,7 +336,6 @@ pub fn transaction_fields(body: &Document, command: &str) -> CommandResult<Optio
     }
     Ok(Some(TxnStatement {
         key,
-        id_text,
         txn_number: n,
         start,
     }))
@@ -348,7 +379,9 @@ impl SessionTxn {
                 format!(
                     "Cannot start transaction {} on session {} because a newer transaction {} \
                      has already started.",
-                    st.txn_number, st.id_text, self.txn_number
+                    st.txn_number,
+                    st.id_text(),
+                    self.txn_number
                 ),
             ));
         }
@@ -391,7 +424,8 @@ impl SessionTable {
                 format!(
                     "Cannot start a transaction at given transaction number {} on session {}: a \
                      transaction or retryable write with the same number already ran",
-                    st.txn_number, st.id_text
+                    st.txn_number,
+                    st.id_text()
                 ),
             ));
         }
@@ -459,21 +493,40 @@ impl SessionTable {
         Ok(())
     }
 
+    /// The registry itself (`crate::session_records` refreshes the collection from it).
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// Notes a use of session `id` now (every command with a well-formed `lsid`, and
+    /// `startSession`); `user` is asked only when the session is new.
+    pub fn touch(&self, id: SessionId, user: impl FnOnce() -> Option<(String, String)>) {
+        let now_ms = bson::DateTime::now().timestamp_millis();
+        let dropped = |t: &SessionTxn| self.release(t.reply_bytes);
+        let _ = self.registry.session(id, user, now_ms, &dropped);
+    }
+
+    /// `endSessions`: the sessions are no longer listed, and their records go at the next
+    /// refresh (their transaction state stays until they expire, as in mongod).
+    pub fn end(&self, ids: &[SessionId]) {
+        self.registry.end(ids);
+    }
+
+    /// `$listLocalSessions`: the sessions of `owners` (every one for None), newest first.
+    pub fn list_local(&self, owners: Option<&[UserDigest]>) -> Vec<Document> {
+        self.registry
+            .list(owners, bson::DateTime::now().timestamp_millis())
+    }
+
     /// Aborts the open transactions of the sessions with these keys (endSessions, killSessions),
     /// or of every session; returns how many.
-    pub async fn abort_sessions(&self, keys: Option<&[Vec<u8>]>) -> usize {
-        let entries: Vec<_> = {
-            let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-            map.iter()
-                .filter(|(k, _)| keys.is_none_or(|ks| ks.contains(k)))
-                .map(|(_, e)| e.txn.clone())
-                .collect()
-        };
+    pub async fn abort_sessions(&self, keys: Option<&[SessionId]>) -> usize {
+        let entries = self.registry.txns(keys);
         // A session busy starting a statement or committing is waited for (briefly: a commit
         // ends in one durable batch; a running statement does not hold the session); a commit
         // that wins leaves nothing to abort.
         let mut aborted = 0;
-        for e in entries {
+        for (_, e) in entries {
             if e.lock().await.abort() {
                 aborted += 1;
             }
@@ -483,13 +536,10 @@ impl SessionTable {
 
     /// Aborts open transactions older than `limit` (`transactionLifetimeLimitSeconds`).
     pub fn reap(&self, limit: Duration) -> usize {
-        let entries: Vec<_> = {
-            let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-            map.values().map(|e| e.txn.clone()).collect()
-        };
-        entries
+        self.registry
+            .txns(None)
             .into_iter()
-            .filter(|e| {
+            .filter(|(_, e)| {
                 e.try_lock().is_ok_and(|mut s| match &s.phase {
                     Some(Phase::Open(t)) if t.started.elapsed() > limit => s.abort(),
                     _ => false,
@@ -500,15 +550,16 @@ impl SessionTable {
 
     /// The open transactions, for currentOp: (session id, txnNumber, the transaction).
     pub fn open_transactions(&self) -> Vec<(bson::Bson, i64, Arc<Txn>)> {
-        let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        map.iter()
+        self.registry
+            .txns(None)
+            .into_iter()
             .filter_map(|(k, e)| {
-                let s = e.txn.try_lock().ok()?;
+                let s = e.try_lock().ok()?;
                 match &s.phase {
                     Some(Phase::Open(t)) => Some((
                         bson::Bson::Binary(bson::Binary {
                             subtype: bson::spec::BinarySubtype::Uuid,
-                            bytes: k.clone(),
+                            bytes: k.to_vec(),
                         }),
                         s.txn_number,
                         t.clone(),
@@ -519,47 +570,22 @@ impl SessionTable {
             .collect()
     }
 
-    /// The session's state, created on first use. Full table: idle sessions are dropped first;
-    /// still full, the request fails as mongod's full session cache does.
-    fn entry(&self, key: &[u8]) -> CommandResult<Arc<tokio::sync::Mutex<SessionTxn>>> {
-        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        let now = Instant::now();
-        if let Some(e) = map.get_mut(key) {
-            e.last_use = now;
-            return Ok(e.txn.clone());
-        }
-        if map.len() >= limits::SESSIONS_MAX {
-            map.retain(|_, e| {
-                let keep =
-                    now.duration_since(e.last_use) < idle_max() || Arc::strong_count(&e.txn) > 1;
-                if !keep && let Ok(g) = e.txn.try_lock() {
-                    self.release(g.reply_bytes);
-                }
-                keep
-            });
-        }
-        if map.len() >= limits::SESSIONS_MAX {
-            return Err(err(
+    /// The session's state, created on first use. Full registry: idle sessions are dropped
+    /// first; still full, the request fails as mongod's full session cache does.
+    fn entry(&self, key: &SessionId) -> CommandResult<TxnState> {
+        let now_ms = bson::DateTime::now().timestamp_millis();
+        let dropped = |t: &SessionTxn| self.release(t.reply_bytes);
+        match self.registry.session(*key, || None, now_ms, &dropped) {
+            Some(s) => Ok(s.txn.clone()),
+            None => Err(err(
                 ErrorCode::TooManyLogicalSessions,
                 format!(
                     "Unable to add session into the cache because the number of active sessions \
                      is too high ({} sessions)",
-                    map.len()
+                    self.registry.len()
                 ),
-            ));
+            )),
         }
-        let txn = Arc::new(tokio::sync::Mutex::new(SessionTxn {
-            txn_number: -1,
-            ..SessionTxn::default()
-        }));
-        map.insert(
-            key.to_vec(),
-            Entry {
-                txn: txn.clone(),
-                last_use: now,
-            },
-        );
-        Ok(txn)
     }
 
     /// Takes `bytes` of the reply budget; false (nothing taken) when they do not fit.
@@ -582,11 +608,15 @@ impl SessionTable {
     /// ran; `reply` is what a retry gets (None: the server stopped before it was recorded, so a
     /// retry gets IncompleteTransactionHistory, never a second run).
     /// `committed`: the record is a committed transaction's, so a retried commit answers ok.
-    pub fn restore(&self, key: Vec<u8>, txn_number: i64, reply: Option<Document>, committed: bool) {
-        let Ok(entry) = self.entry(&key) else {
+    pub fn restore(&self, key: &[u8], txn_number: i64, reply: Option<Document>, committed: bool) {
+        let Ok(id) = SessionId::try_from(key) else {
             return;
         };
-        let Ok(mut s) = entry.try_lock() else {
+        let now_ms = bson::DateTime::now().timestamp_millis();
+        let Some(session) = self.registry.restored(id, now_ms) else {
+            return;
+        };
+        let Ok(mut s) = session.txn.try_lock() else {
             return;
         };
         if s.txn_number > txn_number {
@@ -608,7 +638,7 @@ impl SessionTable {
     }
 
     pub fn len(&self) -> usize {
-        self.map.lock().unwrap_or_else(|p| p.into_inner()).len()
+        self.registry.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -638,7 +668,9 @@ where
                 format!(
                     "Retryable write with txnNumber {} is prohibited on session {} because a \
                      newer retryable write with txnNumber {} has already started on this session.",
-                    rw.txn_number, rw.id_text, s.txn_number
+                    rw.txn_number,
+                    crate::query::types::uuid_text(&rw.key),
+                    s.txn_number
                 ),
             ));
         }
@@ -650,7 +682,8 @@ where
                         "Incomplete history detected for transaction {} on session {}: the \
                          write ran, but its reply was not kept (over the bound of kept replies, or the \
                          server stopped before recording it)",
-                        rw.txn_number, rw.id_text
+                        rw.txn_number,
+                        crate::query::types::uuid_text(&rw.key)
                     ),
                 ));
             };
@@ -768,7 +801,7 @@ mod tests {
 
     #[test]
     fn session_fields_are_checked_in_mongods_order() {
-        let w = |b: Document, c: &str, repl: bool| code(retryable(&b, c, repl));
+        let w = |b: Document, c: &str, repl: bool| code(retryable(&b, &parse_lsid(&b), c, repl));
         assert_eq!(w(doc! { "txnNumber": 1_i64 }, "insert", false), 72);
         assert_eq!(
             w(
@@ -803,6 +836,12 @@ mod tests {
             0
         );
         assert_eq!(w(doc! { "lsid": lsid(1) }, "find", true), 0);
+        let short = bson::Binary {
+            subtype: bson::spec::BinarySubtype::Uuid,
+            bytes: vec![1; 3],
+        };
+        let body = doc! { "txnNumber": 1_i64, "lsid": { "id": short } };
+        assert_eq!(w(body, "insert", true), 207, "InvalidUUID");
     }
 
     fn reply(n: i32) -> CommandResult<Document> {
@@ -820,7 +859,9 @@ mod tests {
         ran: &Arc<std::sync::atomic::AtomicU32>,
     ) -> CommandResult<Document> {
         let body = doc! { "txnNumber": txn, "lsid": lsid(7) };
-        let rw = retryable(&body, "insert", true).unwrap().unwrap();
+        let rw = retryable(&body, &parse_lsid(&body), "insert", true)
+            .unwrap()
+            .unwrap();
         let ran = ran.clone();
         run_once(table.clone(), rw, move || async move {
             ran.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -843,6 +884,26 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn ended_and_restored_sessions_keep_their_state_unlisted() {
+        let table = Arc::new(SessionTable::default());
+        let ran = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        assert_eq!(n_of(once(&table, 3, 1, &ran).await), 1);
+        assert_eq!(table.list_local(None).len(), 1);
+        table.end(&[[7; 16]]);
+        assert!(table.list_local(None).is_empty(), "endSessions unlists");
+        assert_eq!(n_of(once(&table, 3, 2, &ran).await), 1, "a late retry");
+        assert_eq!(ran.load(std::sync::atomic::Ordering::SeqCst), 1);
+        table.restore(&[8; 16], 5, Some(doc! { "n": 9, "ok": 1.0 }), false);
+        assert_eq!(table.len(), 2);
+        let listed: Vec<_> = table.list_local(None);
+        assert_eq!(
+            listed.len(),
+            1,
+            "a restored session is not listed: {listed:?}"
+        );
+    }
+
+    #[tokio::test]
     async fn a_reply_past_the_byte_bound_is_not_kept_and_its_retry_is_refused() {
         let table = Arc::new(SessionTable::default());
         assert!(table.reserve(limits::SESSION_REPLIES_BYTES_MAX - 4));
@@ -860,13 +921,17 @@ mod tests {
     async fn a_failed_command_is_not_remembered() {
         let table = Arc::new(SessionTable::default());
         let body = doc! { "txnNumber": 1_i64, "lsid": lsid(9) };
-        let rw = retryable(&body, "update", true).unwrap().unwrap();
+        let rw = retryable(&body, &parse_lsid(&body), "update", true)
+            .unwrap()
+            .unwrap();
         let r: CommandResult<Document> = run_once(table.clone(), rw, || async {
             Err(err(ErrorCode::NotWritablePrimary, "not primary"))
         })
         .await;
         assert_eq!(code(r), 10107);
-        let rw = retryable(&body, "update", true).unwrap().unwrap();
+        let rw = retryable(&body, &parse_lsid(&body), "update", true)
+            .unwrap()
+            .unwrap();
         assert_eq!(n_of(run_once(table, rw, || async { reply(1) }).await), 1);
     }
 
@@ -875,7 +940,9 @@ mod tests {
         if start {
             body.insert("startTransaction", true);
         }
-        transaction_fields(&body, "insert").unwrap().unwrap()
+        transaction_fields(&body, &parse_lsid(&body), "insert")
+            .unwrap()
+            .unwrap()
     }
 
     #[tokio::test]
@@ -930,7 +997,7 @@ mod tests {
 
     #[test]
     fn transaction_fields_are_checked_as_mongod_checks_them() {
-        let f = |b: Document, c: &str| code(transaction_fields(&b, c));
+        let f = |b: Document, c: &str| code(transaction_fields(&b, &parse_lsid(&b), c));
         let base = doc! { "lsid": lsid(1), "txnNumber": 1_i64 };
         let with = |extra: Document| {
             let mut b = base.clone();

@@ -97,10 +97,9 @@ pub struct ServerState {
     pub repl: Option<crate::repl::ReplState>,
     /// Open change streams and oplog cursors.
     pub streams: crate::streams::StreamRegistry,
-    /// Logical sessions: the retryable-write record (`crate::sessions`).
+    /// Logical sessions: one registry of every session (`crate::logical_sessions`) with the
+    /// retryable-write and transaction state of each (`crate::sessions`).
     pub sessions: Arc<crate::sessions::SessionTable>,
-    /// Every session id seen, for `$listLocalSessions`/`$listSessions` (`crate::logical_sessions`).
-    pub logical_sessions: crate::logical_sessions::LogicalSessions,
     /// mongod 8.0's query settings (`crate::query_settings`), loaded at start-up.
     pub query_settings: crate::query_settings::QuerySettings,
     /// `$queryStats`' per-shape statistics (`crate::query_stats`).
@@ -177,7 +176,6 @@ impl ServerState {
             repl,
             streams: crate::streams::StreamRegistry::default(),
             sessions: Arc::default(),
-            logical_sessions: Default::default(),
             query_settings,
             query_stats: Default::default(),
             txns: Arc::default(),

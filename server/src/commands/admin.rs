@@ -343,6 +343,7 @@ pub fn server_status(state: &ServerState, req: &Request) -> Reply {
         "wiredTiger": wired_tiger_section(&engine_stats),
         "jemalloc": jemalloc_section(section_verbosity(req, "jemalloc") >= 2.0),
         "metrics": {
+            "query": { "planCache": plan_cache_section() },
             "storageJobs": storage_jobs_section(state),
             "ttl": {
                 "deletedDocuments": state.ttl.deleted_documents.load(Relaxed) as i64,
@@ -361,6 +362,12 @@ pub fn server_status(state: &ServerState, req: &Request) -> Reply {
         },
         "ok": 1.0,
     })
+}
+
+/// `metrics.query.planCache` as mongod 7.2+ reports it.
+fn plan_cache_section() -> Document {
+    let (shapes, bytes) = crate::planner::cache::totals();
+    doc! { "totalQueryShapes": shapes as i64, "totalSizeEstimateBytes": bytes as i64 }
 }
 
 pub fn list_commands(state: &ServerState) -> Reply {
@@ -387,9 +394,8 @@ pub fn list_commands(state: &ServerState) -> Reply {
 /// `startSession`: a new id, recorded in the logical session cache as its first use.
 pub fn start_session(state: &ServerState, conn: &super::ConnectionInfo) -> Reply {
     let bytes = bson::uuid::Uuid::new().bytes();
-    let user = conn.auth.user().map(|n| (n.name.as_str(), n.db.as_str()));
-    let now = bson::DateTime::now().timestamp_millis();
-    state.logical_sessions.touch(bytes, user, now);
+    let user = || conn.auth.user().map(|n| (n.name.clone(), n.db.clone()));
+    state.sessions.touch(bytes, user);
     let id = bson::Binary {
         subtype: bson::spec::BinarySubtype::Uuid,
         bytes: bytes.to_vec(),

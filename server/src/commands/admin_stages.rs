@@ -1,6 +1,7 @@
 //! Leading aggregation stages that read server state rather than documents, beyond the ones
-//! `commands::aggregate` answers itself: `$listLocalSessions` and `$listSessions` (the logical
-//! session cache, `crate::logical_sessions`) and `$queryStats` (`crate::query_stats`). Each checks its spec and namespace as mongod's
+//! `commands::aggregate` answers itself: `$listLocalSessions` (the session registry,
+//! `crate::logical_sessions`), `$listSessions` (`config.system.sessions`,
+//! `crate::session_records`) and `$queryStats` (`crate::query_stats`). Each checks its spec and namespace as mongod's
 //! stage parser does and returns the documents it produces; the rest of the pipeline runs over
 //! them.
 
@@ -11,8 +12,9 @@ use crate::logical_sessions::{UserDigest, user_digest};
 use crate::state::ServerState;
 use bson::{Bson, Document};
 
-/// `$listLocalSessions` (on `{aggregate: 1}`) and `$listSessions` (on
-/// `config.system.sessions`): the cached session records of the users the spec names.
+/// `$listLocalSessions` (on `{aggregate: 1}`: the registry in memory) and `$listSessions` (on
+/// `config.system.sessions`: that collection's records): the session records of the users the
+/// spec names.
 pub fn list_sessions(
     state: &ServerState,
     req: &Request,
@@ -34,8 +36,10 @@ pub fn list_sessions(
         ));
     }
     let owners = owners(name, spec, req.user.get())?;
-    let now = bson::DateTime::now().timestamp_millis();
-    Ok(state.logical_sessions.list(owners.as_deref(), now))
+    match local {
+        true => Ok(state.sessions.list_local(owners.as_deref())),
+        false => crate::session_records::list(state, owners.as_deref()),
+    }
 }
 
 /// `$queryStats` (on `admin` with `{aggregate: 1}`): the statistics of every shape kept, with

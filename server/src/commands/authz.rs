@@ -163,6 +163,8 @@ pub const RULES: &[(&str, Rule)] = &[
     // mongod gates fail points on internal privileges; cairn lets those who may set parameters.
     ("configureFailPoint", Cluster(&["setParameter"])),
     ("waitForFailPoint", Cluster(&["setParameter"])),
+    // A test command; mongod checks nothing either.
+    ("refreshLogicalSessionCacheNow", Open),
     ("logout", Open),
     ("saslStart", Open),
     ("saslContinue", Open),

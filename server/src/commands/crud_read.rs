@@ -246,18 +246,26 @@ fn find_on_view(
     if a.skip > 0 {
         stages.push(doc! { "$skip": a.skip as i64 });
     }
-    if let Some(l) = a.limit {
-        stages.push(doc! { "$limit": l as i64 });
-    }
-    if let Some(p) = &a.projection_doc {
-        stages.push(doc! { "$project": p.clone() });
-    }
     let batch_size = match (a.batch_size, a.limit) {
         (Some(b), Some(l)) => b.min(l as usize),
         (Some(b), None) => b,
         (None, Some(l)) if a.single_batch => l as usize,
         (None, _) => FIRST_BATCH_COUNT_DEFAULT,
     };
+    // One batch only: the pipeline ends with it, so no cursor stays open (mongod 7.3+).
+    let limit = match a.single_batch && batch_size > 0 {
+        true => Some(
+            a.limit
+                .map_or(batch_size as u64, |l| l.min(batch_size as u64)),
+        ),
+        false => a.limit,
+    };
+    if let Some(l) = limit {
+        stages.push(doc! { "$limit": l as i64 });
+    }
+    if let Some(p) = &a.projection_doc {
+        stages.push(doc! { "$project": p.clone() });
+    }
     let spec = super::aggregate::Spec {
         coll_name: Some(view.to_string()),
         stages,

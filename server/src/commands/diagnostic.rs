@@ -420,6 +420,16 @@ const CLUSTER_PARAMETERS: &[&str] = &[
     "pauseMigrationsDuringMultiUpdates",
 ];
 
+/// `defaultMaxTimeMS.readOperations` (0: none), read by every find, aggregate, count and
+/// distinct without a `maxTimeMS`: an atomic, so that read takes no lock.
+static DEFAULT_READ_MAX_TIME_MS: std::sync::atomic::AtomicI64 =
+    std::sync::atomic::AtomicI64::new(0);
+
+/// The `maxTimeMS` a read without one gets (`defaultMaxTimeMS` cluster parameter; 0: none).
+pub fn default_read_max_time_ms() -> i64 {
+    DEFAULT_READ_MAX_TIME_MS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Values set with `setClusterParameter` (in memory: they do not survive a restart).
 static CLUSTER_VALUES: Mutex<BTreeMap<String, Document>> = Mutex::new(BTreeMap::new());
 
@@ -522,6 +532,10 @@ pub fn set_cluster_parameter(req: &Request) -> CommandResult<Reply> {
     }
     let mut merged = default;
     merged.extend(value.clone());
+    if name == "defaultMaxTimeMS" {
+        let ms = merged.get_i64("readOperations").unwrap_or(0).max(0);
+        DEFAULT_READ_MAX_TIME_MS.store(ms, std::sync::atomic::Ordering::Relaxed);
+    }
     CLUSTER_VALUES
         .lock()
         .unwrap_or_else(|p| p.into_inner())

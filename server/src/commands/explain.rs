@@ -236,6 +236,7 @@ pub fn explain(state: &ServerState, req: &Request) -> CommandResult<Reply> {
             op: req.op.clone(),
             txn: Default::default(),
             retry: Default::default(),
+            lsid: req.lsid.clone(),
             user: req.user.clone(),
         };
         return match super::aggregate::run_pipeline(state, &sub)? {
@@ -342,6 +343,11 @@ pub fn explain(state: &ServerState, req: &Request) -> CommandResult<Reply> {
             "rejectedPlans": rejected,
         },
     };
+    // 8.0: the query shape's hash (cairn's shape, as `$queryStats` and query settings show it).
+    if name == "find" {
+        let shape = crate::query_shape::Shape::find(&req.db, &t.coll, &inner);
+        reply.insert("queryShapeHash", shape.hash_hex());
+    }
     if verbosity != "queryPlanner" {
         let mut es = execution_stats(&stats, &winner);
         if verbosity == "allPlansExecution" {

@@ -96,6 +96,9 @@ pub struct Request {
     pub txn: std::sync::OnceLock<Arc<crate::txn::Txn>>,
     /// The retryable write the command is (set by `dispatch`; see `crate::retry_record`).
     pub retry: std::sync::OnceLock<Arc<crate::retry_record::RetryRecord>>,
+    /// The request's `lsid`, parsed once here (None: it has none; an error: it is malformed,
+    /// which the commands that need a session report).
+    pub lsid: crate::sessions::ParsedLsid,
     /// The user the connection is authenticated as, (name, db) (set by `dispatch`; unset
     /// without authentication): `$listLocalSessions` lists this user's sessions by default.
     pub user: std::sync::OnceLock<(String, String)>,
@@ -241,6 +244,7 @@ commands! {
     "setClusterParameter" => "Set a cluster parameter (in memory, not persisted)", admin true;
     "getDefaultRWConcern" => "Default read and write concern (replica sets only)", admin true;
     "setDefaultRWConcern" => "Set the default read and write concern (replica sets only)", admin true;
+    "refreshLogicalSessionCacheNow" => "Write the session cache to config.system.sessions now", test true;
     "configureFailPoint" => "Switch a test fail point on or off", admin true, test true;
     "waitForFailPoint" => "Wait until a test fail point was entered n times", admin true, test true;
 }
@@ -341,6 +345,7 @@ pub fn parse_request(
     if name != "getMore" {
         op.set_deadline(deadline_of(max_time_ms, received));
     }
+    let lsid = crate::sessions::parse_lsid(&body);
     Ok(Request {
         command: lookup(&name).map_or("", |c| c.name),
         name,
@@ -354,6 +359,7 @@ pub fn parse_request(
         op,
         txn: Default::default(),
         retry: Default::default(),
+        lsid,
         user: Default::default(),
     })
 }
@@ -379,6 +385,34 @@ fn parse_max_time_ms(v: &Bson) -> CommandResult<i64> {
         ));
     }
     Ok(n)
+}
+
+/// The `defaultMaxTimeMS` cluster parameter (8.0): a read that gives no `maxTimeMS` (find,
+/// count, distinct, an aggregate that does not write with `$out`/`$merge`) gets its
+/// `readOperations` as a deadline, counted from the request's arrival.
+fn apply_default_max_time(req: &Request) {
+    if req.max_time_ms.is_some()
+        || !matches!(req.command, "find" | "aggregate" | "count" | "distinct")
+    {
+        return;
+    }
+    let ms = diagnostic::default_read_max_time_ms();
+    if ms == 0 {
+        return;
+    }
+    let writes = |s: &Bson| {
+        s.as_document()
+            .is_some_and(|d| d.contains_key("$out") || d.contains_key("$merge"))
+    };
+    if req.command == "aggregate"
+        && req
+            .body
+            .get_array("pipeline")
+            .is_ok_and(|p| p.iter().any(writes))
+    {
+        return;
+    }
+    req.op.set_deadline(deadline_of(Some(ms), req.received));
 }
 
 /// Runs the storage part of a command on the blocking pool (`crate::offload`): the closure gets
@@ -468,12 +502,12 @@ pub async fn dispatch(
         .iter()
         .any(|k| req.body.contains_key(*k));
     let txn_stmt = match repl && in_txn {
-        true => crate::sessions::transaction_fields(&req.body, spec.name)?,
+        true => crate::sessions::transaction_fields(&req.body, &req.lsid, spec.name)?,
         false => None,
     };
     let retryable = match txn_stmt {
         Some(_) => None,
-        None => crate::sessions::retryable(&req.body, spec.name, repl)?.map(|mut rw| {
+        None => crate::sessions::retryable(&req.body, &req.lsid, spec.name, repl)?.map(|mut rw| {
             rw.statements = statement_count(req);
             rw.ids = crate::retried::StmtIds::of(spec.name, &req.body, rw.statements);
             rw
@@ -492,10 +526,10 @@ pub async fn dispatch(
         ));
     }
     authz::check(state, conn, spec, req).await?;
-    if let Some(id) = crate::logical_sessions::lsid_of(&req.body) {
-        let user = conn.auth.user().map(|n| (n.name.as_str(), n.db.as_str()));
-        let now = bson::DateTime::now().timestamp_millis();
-        state.logical_sessions.touch(id, user, now);
+    apply_default_max_time(req);
+    if let Some(Ok(id)) = &req.lsid {
+        let user = || conn.auth.user().map(|n| (n.name.clone(), n.db.clone()));
+        state.sessions.touch(*id, user);
     }
     if let Some(n) = conn.auth.user().filter(|_| req.command == "aggregate") {
         let _ = req.user.set((n.name.clone(), n.db.clone()));
@@ -667,6 +701,9 @@ pub async fn dispatch(
         },
         "setClusterParameter" => diagnostic::set_cluster_parameter(req),
         "getDefaultRWConcern" | "setDefaultRWConcern" => diagnostic::default_rw_concern(req),
+        "refreshLogicalSessionCacheNow" => crate::session_records::refresh(state)
+            .await
+            .map(|_| Reply::ok()),
         "configureFailPoint" => admin::configure_fail_point(state, req),
         "waitForFailPoint" => admin::wait_for_fail_point(state, req).await,
         "listDatabases" => off_thread(state, req, ddl::list_databases).await,

@@ -2,7 +2,7 @@
 //! `connection::run_command` calls [`record`]: when its database's level asks for it (2: every
 //! operation; 1: slower than `slowms`, sampled by `sampleRate`, or selected by the filter) an
 //! entry in mongod's shape (`op`, `ns`, `command`, `keysExamined`, `docsExamined`, `nreturned`,
-//! `responseLength`, `millis`, `planSummary`, `ts`, `client`, `appName`, `user`, ...) is inserted
+//! `responseLength`, `millis`, `workingMillis`, `planSummary`, `ts`, `client`, `appName`, `user`, ...) is inserted
 //! into `<db>.system.profile` before the reply goes out, so the client's next command sees it.
 //! The first entry creates `system.profile` as mongod does, a capped collection of
 //! `profiler::PROFILE_BYTES_MAX` (1 MB), which drops its oldest entries itself; one created by
@@ -225,8 +225,13 @@ fn entry(
     e.insert("responseLength", response_length);
     e.insert("protocol", "op_msg");
     e.insert("millis", millis);
+    // 8.0: the time the operation worked, queueing excluded; cairn does not queue operations.
+    e.insert("workingMillis", millis);
     if let Some(plan) = req.op.plan_summary() {
         e.insert("planSummary", plan);
+    }
+    if let Some(hash) = query_shape_hash(req) {
+        e.insert("queryShapeHash", hash);
     }
     e.insert("ts", bson::DateTime::now());
     e.insert("client", info.peer.ip().to_string());
@@ -340,4 +345,15 @@ fn write_entry(state: &ServerState, db: &str, entry: Document) -> CommandResult<
         coll.write(ops).map_err(serr)?;
     }
     Ok(())
+}
+
+/// 8.0: the query shape's hash of a find (cairn's shape, as query settings and `$queryStats`
+/// key it), for the profiler and the slow-operation log; None for other commands.
+pub fn query_shape_hash(req: &Request) -> Option<String> {
+    let coll = req
+        .body
+        .get_str("find")
+        .ok()
+        .filter(|_| req.command == "find")?;
+    Some(crate::query_shape::Shape::find(&req.db, coll, &req.body).hash_hex())
 }

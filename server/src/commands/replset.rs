@@ -71,7 +71,7 @@ fn restore_sessions(state: &ServerState) {
         Ok(records) => {
             let n = records.len();
             for (key, txn_number, reply, committed) in records {
-                state.sessions.restore(key, txn_number, reply, committed);
+                state.sessions.restore(&key, txn_number, reply, committed);
             }
             if n > 0 {
                 tracing::info!(sessions = n as u64, "retryable-write records restored");

@@ -452,28 +452,24 @@ pub fn not_in_transaction(req: &Request) -> CommandResult<Reply> {
 
 /// The session keys an `endSessions` / `killSessions` names (ids it cannot read are skipped:
 /// the command's own checks report them).
-fn named_sessions(req: &Request) -> Vec<Vec<u8>> {
+fn named_sessions(req: &Request) -> Vec<crate::logical_sessions::SessionId> {
     let Ok(list) = req.body.get_array(req.command) else {
         return Vec::new();
     };
     list.iter()
         .filter_map(|v| crate::sessions::session_key(v).ok())
-        .map(|(k, _)| k)
         .collect()
 }
 
-/// Aborts the open transactions of the sessions the command ends or kills.
+/// Ends or kills the sessions the command names (every session for killAll*): `endSessions`
+/// unlists them (their records go at the next refresh); all abort their open transactions.
 pub async fn end_sessions(state: &Arc<ServerState>, req: &Request) {
     let named = match req.command {
         "endSessions" | "killSessions" => Some(named_sessions(req)),
         _ => None,
     };
-    if let Some(keys) = named.as_deref().filter(|_| req.command == "endSessions") {
-        let ids: Vec<_> = keys
-            .iter()
-            .filter_map(|k| <[u8; 16]>::try_from(k.as_slice()).ok())
-            .collect();
-        state.logical_sessions.end(&ids);
+    if let Some(ids) = named.as_deref().filter(|_| req.command == "endSessions") {
+        state.sessions.end(ids);
     }
     // killSessions (and killAll*) also end what the sessions are running, as mongod's do.
     if req.command != "endSessions" {

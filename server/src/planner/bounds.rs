@@ -88,10 +88,8 @@ fn point_value(v: &Bson, sparse: bool) -> Option<Vec<ValueInterval>> {
         Bson::Array(_) | Bson::RegularExpression(_) => None,
         // `null` also matches missing fields, which a sparse index does not hold.
         Bson::Null if sparse => None,
-        Bson::Null => Some(vec![
-            ValueInterval::point(Bson::Undefined),
-            ValueInterval::point(Bson::Null),
-        ]),
+        // Missing fields are indexed as null; undefined no longer matches (8.0).
+        Bson::Null => Some(vec![ValueInterval::point(Bson::Null)]),
         v => Some(vec![ValueInterval::point(v.clone())]),
     }
 }
@@ -340,7 +338,8 @@ mod tests {
         let f = Filter::parse(&doc! { "a": { "$in": [3, 1, 3] }, "b": null }).unwrap();
         let preds = conjunction(&f);
         assert_eq!(field_intervals(&preds, "a", false, false).unwrap().len(), 2);
-        assert_eq!(field_intervals(&preds, "b", false, false).unwrap().len(), 2);
+        // Null only: undefined no longer matches null (8.0).
+        assert_eq!(field_intervals(&preds, "b", false, false).unwrap().len(), 1);
         assert!(
             field_intervals(&preds, "b", false, true).is_none(),
             "sparse cannot answer null"

@@ -64,6 +64,30 @@ fn with_cache<T>(f: impl FnOnce(&mut Cache) -> T) -> T {
     f(&mut guard)
 }
 
+/// `serverStatus.metrics.query.planCache` (7.2+): the entries held over every collection and an
+/// estimate of their bytes (the shape, the document they were made from, the names and hashes).
+pub fn totals() -> (u64, u64) {
+    with_cache(|c| {
+        let bytes: usize = c
+            .entries
+            .iter()
+            .map(|((_, shape), e)| {
+                let doc_bytes = |d: &Document| {
+                    bson::RawDocumentBuf::try_from(d).map_or(0, |r| r.as_bytes().len())
+                };
+                shape.len()
+                    + doc_bytes(&e.created_from)
+                    + doc_bytes(&e.key_pattern)
+                    + e.index_name.len()
+                    + e.query_hash.len()
+                    + e.plan_cache_key.len()
+                    + std::mem::size_of::<Entry>()
+            })
+            .sum();
+        (c.entries.len() as u64, bytes as u64)
+    })
+}
+
 /// Eight hex digits, as mongod prints its hashes.
 fn hash_hex(text: &str, extra: u64) -> String {
     let mut h = DefaultHasher::new();

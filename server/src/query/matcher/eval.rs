@@ -175,9 +175,6 @@ fn in_matches(v: RawBsonRef<'_>, values: &[Bson]) -> bool {
             .iter()
             .any(|x| compare_matches(v, x, |o| o == Ordering::Equal, true));
     }
-    if matches!(v, RawBsonRef::Undefined) {
-        return values.iter().any(|x| matches!(x, Bson::Null));
-    }
     values
         .binary_search_by(|x| order::compare_raw_bson(v, x).reverse())
         .is_ok()
@@ -227,8 +224,7 @@ fn compare_matches(
         return match x {
             // MinKey/MaxKey operands compare across every type.
             Bson::MinKey | Bson::MaxKey => accept(vr.cmp(&xr)),
-            // {a: null} also matches undefined (mongod 7.0 and earlier).
-            Bson::Null => matches!(v, RawBsonRef::Undefined) && inclusive,
+            // Since 8.0, {a: null} no longer matches undefined: no other bracket is equal.
             _ => false,
         };
     }
