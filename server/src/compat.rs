@@ -194,14 +194,20 @@ const NOTES: &[(&str, &str)] = &[
     (
         "Query statistics",
         "`$queryStats` (first stage, `admin`, `{aggregate: 1}`; `transformIdentifiers` with \
-     `hmac-sha-256` and a key of at least 32 bytes) lists per query shape of `find` and \
-     `aggregate`: `key` (`queryShape`, `collectionType`), `keyHash`, `queryShapeHash` (cairn's \
-     shape, see Query settings), `metrics` (`execCount`, `lastExecutionMicros`, \
-     `totalExecMicros`, `firstResponseExecMicros`, `docsReturned` as `{sum, max, min, \
-     sumOfSquares}`, `firstSeenTimestamp`, `latestSeenTimestamp`) and `asOf`. Counted per \
-     command (first batch; later getMores are not added); no `keysExamined`/`docsExamined` or \
-     client metadata in the key. At most 10,000 shapes (least recently seen evicted); \
-     `internalQueryStatsRateLimit: 0` stops recording, any other value records every query.",
+     `hmac-sha-256` and a key of at least 32 bytes) lists per query shape and client of `find` \
+     and `aggregate`: `key` (`queryShape`, `client` -- the connection's handshake `client` \
+     document, so one shape from two applications is two entries --, `collectionType`), \
+     `keyHash`, `queryShapeHash` (cairn's shape, see Query settings), `metrics` (`execCount`, \
+     `lastExecutionMicros`; `totalExecMicros`, `firstResponseExecMicros`, `docsReturned`, \
+     `keysExamined`, `docsExamined` as int64 `{sum, max, min, sumOfSquares}`; `hasSortStage` \
+     (a blocking sort ran), `usedDisk` (a sort or group spilled), `fromMultiPlanner`, \
+     `fromPlanCache` as `{true, false}` counts; `firstSeenTimestamp`, `latestSeenTimestamp`) \
+     and `asOf`. Counted per command: the first batch only, a cursor's later getMores are not \
+     added (mongod adds them when the cursor closes). Not given: mongod 8.x's `bytesRead`, \
+     `readTimeMicros`, `workingTimeMillis`, `cpuNanos` and the delinquency and interrupt-check \
+     metrics; the key's `readConcern`, `hint`, `batchSize` and other per-command fields. At \
+     most 10,000 entries (least recently seen evicted); `internalQueryStatsRateLimit: 0` stops \
+     recording, any other value records every query.",
     ),
     (
         "compact and autoCompact",

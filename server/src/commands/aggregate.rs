@@ -139,7 +139,7 @@ pub fn run_pipeline(state: &ServerState, req: &Request) -> CommandResult<Ran> {
     let ran = run_spec(state, req, spec)?;
     if let (Some(shape), Ran::Reply(reply)) = (shape, &ran) {
         let fingerprint = shape.fingerprint;
-        super::crud_read::note_query_stats(state, started, reply, || fingerprint, || shape);
+        super::crud_read::note_query_stats(state, req, started, reply, || fingerprint, || shape);
     }
     Ok(ran)
 }

@@ -237,6 +237,7 @@ pub fn explain(state: &ServerState, req: &Request) -> CommandResult<Reply> {
             txn: Default::default(),
             retry: Default::default(),
             user: req.user.clone(),
+            client: Default::default(),
         };
         return match super::aggregate::run_pipeline(state, &sub)? {
             super::aggregate::Ran::Reply(reply) => Ok(reply),
