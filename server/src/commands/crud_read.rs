@@ -139,7 +139,7 @@ pub fn find(state: &ServerState, req: &Request) -> CommandResult<Reply> {
 
 /// Whether `$queryStats` records queries (`internalQueryStatsRateLimit` is not 0).
 pub(super) fn query_stats_on(state: &ServerState) -> bool {
-    state.params.get_i64("internalQueryStatsRateLimit") != 0
+    state.params.query_stats_on()
 }
 
 /// Adds a finished `find` or `aggregate` (its first batch) to `$queryStats`: its time, the
