@@ -9,7 +9,10 @@
 //! answered in its first batch); run it under `valgrind --tool=callgrind`
 //! at two n and divide the difference of the counts by the difference of the n.
 //! `PEROP_QUERY_STATS=off` runs with `internalQueryStatsRateLimit` 0 (no `$queryStats`
-//! recording), for the recording's cost side by side in one binary.
+//! recording), for the recording's cost side by side in one binary. `PEROP_READS_ON_WORKER=off`
+//! sends every read to the storage pool (`cairnReadsOnWorker` false): under callgrind a read
+//! tried on the worker often overruns its time there and is run again on the pool, a
+//! timing-dependent double count that makes series differ by several percent.
 
 mod in_process;
 
@@ -47,6 +50,12 @@ fn main() {
         state
             .params
             .set("internalQueryStatsRateLimit", &bson::Bson::Int32(0))
+            .expect("a parameter");
+    }
+    if std::env::var("PEROP_READS_ON_WORKER").is_ok_and(|v| v == "off") {
+        state
+            .params
+            .set("cairnReadsOnWorker", &bson::Bson::Boolean(false))
             .expect("a parameter");
     }
     let lsid = doc! { "id": bson::Binary { subtype: BinarySubtype::Uuid, bytes: vec![7; 16] } };
