@@ -391,4 +391,27 @@ mod tests {
         }
         assert!(check().is_ok(), "the guard uninstalls");
     }
+
+    #[test]
+    fn plan_flags_are_noted_on_the_installed_token() {
+        use plan_flags::*;
+        let op = Interrupt::default();
+        note_flags(HAS_SORT_STAGE);
+        assert_eq!(op.plan_flags(), 0, "no current operation: nothing noted");
+        let _g = op.install();
+        note_flags(HAS_SORT_STAGE);
+        note_flags(FROM_MULTI_PLANNER);
+        assert_eq!(op.plan_flags(), HAS_SORT_STAGE | FROM_MULTI_PLANNER);
+        // An attempt run again keeps only the trial it made, so the cached plan it then reads is
+        // still counted as the multi-planner's.
+        op.reset_examined();
+        assert_eq!(op.plan_flags(), FROM_MULTI_PLANNER);
+        note_from_plan_cache();
+        assert_eq!(op.plan_flags(), FROM_MULTI_PLANNER);
+        let fresh = Interrupt::default();
+        let _g2 = fresh.install();
+        note_from_plan_cache();
+        note_flags(USED_DISK);
+        assert_eq!(fresh.plan_flags(), FROM_PLAN_CACHE | USED_DISK);
+    }
 }
