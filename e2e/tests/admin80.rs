@@ -543,6 +543,145 @@ async fn query_stats_count_finds_and_aggregates_per_shape() {
     assert_eq!(count, 3);
 }
 
+/// `$queryStats` 8.0 metrics: keys and documents examined, the in-memory sort, the spill and the
+/// multi-planner are counted per entry; entries are keyed by the handshake's `client` too, so
+/// two applications running one shape get two entries.
+#[tokio::test]
+async fn query_stats_count_examined_work_per_shape_and_client() {
+    let server = Server::start(
+        BIN,
+        &[
+            "--setParameter",
+            "internalQueryMaxBlockingSortMemoryUsageBytes=2000",
+        ],
+    );
+    let alpha = server.client_with(&["appName=alpha"]).await;
+    let beta = server.client_with(&["appName=beta"]).await;
+    let c = alpha.database("qx").collection::<Document>("c");
+    c.insert_many((0..40).map(|i| doc! { "_id": i, "a": i, "b": i % 2, "z": 40 - i }))
+        .await
+        .unwrap();
+    c.create_index(mongodb::IndexModel::builder().keys(doc! { "a": 1 }).build())
+        .await
+        .unwrap();
+    c.create_index(mongodb::IndexModel::builder().keys(doc! { "b": 1 }).build())
+        .await
+        .unwrap();
+    let run = |client: &mongodb::Client, filter: Document, sort: Option<Document>| {
+        let c = client.database("qx").collection::<Document>("c");
+        async move {
+            let mut find = c.find(filter);
+            if let Some(s) = sort {
+                find = find.sort(s);
+            }
+            find.await
+                .unwrap()
+                .try_collect::<Vec<_>>()
+                .await
+                .unwrap()
+                .len()
+        }
+    };
+    // An index range (5 keys, 5 documents) sorted in memory, from two applications.
+    assert_eq!(
+        run(&alpha, doc! { "a": { "$gte": 35 } }, Some(doc! { "z": 1 })).await,
+        5
+    );
+    assert_eq!(
+        run(&beta, doc! { "a": { "$gte": 35 } }, Some(doc! { "z": 1 })).await,
+        5
+    );
+    // Two usable indexes: the first run is planned by a trial.
+    assert_eq!(
+        run(&alpha, doc! { "a": { "$lt": 4 }, "b": 1 }, None).await,
+        2
+    );
+    // A spilled sort (allowDiskUse) in an aggregate.
+    let sorted: Vec<Document> = c
+        .aggregate(vec![doc! { "$sort": { "z": 1 } }])
+        .allow_disk_use(true)
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(sorted.len(), 40);
+
+    let stats = agg(&alpha.database("admin"), vec![doc! { "$queryStats": {} }])
+        .await
+        .unwrap();
+    let entries = |filter_has: &str| -> Vec<Document> {
+        stats
+            .iter()
+            .filter(|d| {
+                let shape = d
+                    .get_document("key")
+                    .unwrap()
+                    .get_document("queryShape")
+                    .unwrap();
+                shape.get_document("cmdNs").unwrap().get_str("coll").ok() == Some("c")
+                    && format!("{shape}").contains(filter_has)
+            })
+            .cloned()
+            .collect()
+    };
+    let metric = |e: &Document, name: &str, field: &str| {
+        e.get_document("metrics")
+            .unwrap()
+            .get_document(name)
+            .unwrap_or_else(|_| panic!("no {name} in {e}"))
+            .get_i64(field)
+            .unwrap()
+    };
+    let app = |e: &Document| {
+        e.get_document("key")
+            .unwrap()
+            .get_document("client")
+            .unwrap()
+            .get_document("application")
+            .unwrap()
+            .get_str("name")
+            .unwrap()
+            .to_string()
+    };
+    let sorted_finds = entries("$gte");
+    let mut apps: Vec<String> = sorted_finds.iter().map(app).collect();
+    apps.sort();
+    assert_eq!(apps, ["alpha", "beta"], "one entry per application");
+    for e in &sorted_finds {
+        let driver = e
+            .get_document("key")
+            .unwrap()
+            .get_document("client")
+            .unwrap();
+        assert!(driver.get_document("driver").is_ok(), "{driver}");
+        assert!(metric(e, "keysExamined", "sum") >= 5, "{e}");
+        assert_eq!(metric(e, "docsExamined", "sum"), 5, "{e}");
+        assert_eq!(metric(e, "hasSortStage", "true"), 1, "{e}");
+        assert_eq!(metric(e, "usedDisk", "true"), 0, "{e}");
+    }
+    let trial = &entries("$lt")[0];
+    assert_eq!(metric(trial, "fromMultiPlanner", "true"), 1, "{trial}");
+    assert_eq!(metric(trial, "fromPlanCache", "false"), 1, "{trial}");
+    assert_eq!(metric(trial, "hasSortStage", "false"), 1, "{trial}");
+    let spilled = stats
+        .iter()
+        .find(|d| {
+            let shape = d
+                .get_document("key")
+                .unwrap()
+                .get_document("queryShape")
+                .unwrap();
+            shape.get_str("command").ok() == Some("aggregate")
+                && shape.get_document("cmdNs").unwrap().get_str("coll").ok() == Some("c")
+        })
+        .unwrap_or_else(|| panic!("no aggregate entry in {stats:?}"));
+    assert_eq!(metric(spilled, "usedDisk", "true"), 1, "{spilled}");
+    assert_eq!(metric(spilled, "hasSortStage", "true"), 1, "{spilled}");
+    assert_eq!(metric(spilled, "docsExamined", "sum"), 40, "{spilled}");
+    assert_eq!(metric(spilled, "keysExamined", "sum"), 0, "{spilled}");
+}
+
 #[tokio::test]
 async fn compact_shapes_and_auto_compact_switch() {
     let server = Server::start(BIN, &[]);

@@ -621,3 +621,58 @@ async fn convert_numbers_to_and_from_bindata() {
         assert_eq!(error_code(&e), code, "{spec}");
     }
 }
+
+/// Expression argument errors reach the driver with mongod 8.0's codes: a `$to*` shorthand with
+/// two arguments (50723), `$sortArray` with a `sortBy` that is not a pattern or 1/-1 (2942505,
+/// 2942507), `$convert` with a `to` document without `type` (9); `onError` does not catch it.
+#[tokio::test]
+async fn expression_argument_codes_reach_the_driver() {
+    let server = Server::start(BIN, &[]);
+    let client = server.client().await;
+    let c = client.database("exprcodes").collection::<Document>("c");
+    c.insert_one(doc! { "_id": 1, "xs": [3, 1, 2], "s": "7" })
+        .await
+        .unwrap();
+    let code_of = |expr: Document| {
+        let c = c.clone();
+        async move {
+            match c.aggregate(vec![doc! { "$project": { "v": expr } }]).await {
+                Ok(cursor) => match cursor.try_collect::<Vec<_>>().await {
+                    Ok(_) => 0,
+                    Err(e) => error_code(&e),
+                },
+                Err(e) => error_code(&e),
+            }
+        }
+    };
+    assert_eq!(code_of(doc! { "$toInt": ["$s", 1] }).await, 50723);
+    assert_eq!(code_of(doc! { "$toUUID": [] }).await, 50723);
+    assert_eq!(
+        code_of(doc! { "$sortArray": { "input": "$xs", "sortBy": "a" } }).await,
+        2942507
+    );
+    assert_eq!(
+        code_of(doc! { "$sortArray": { "input": "$xs", "sortBy": { "a": 0 } } }).await,
+        2942505
+    );
+    assert_eq!(
+        code_of(doc! { "$convert": { "input": "$s", "to": { "subtype": 0 }, "onError": 0 } }).await,
+        9
+    );
+    // The working forms answer.
+    let got: Vec<Document> = c
+        .aggregate(vec![doc! { "$project": {
+            "n": { "$toInt": ["$s"] },
+            "sorted": { "$sortArray": { "input": "$xs", "sortBy": -1 } },
+            "t": { "$convert": { "input": "$s", "to": { "type": "long", "note": 1 } } },
+        } }])
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(
+        got,
+        vec![doc! { "_id": 1, "n": 7, "sorted": [3, 2, 1], "t": 7_i64 }]
+    );
+}

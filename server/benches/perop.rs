@@ -4,11 +4,15 @@
 //! the socket excluded. It gives the denominator for the argument checks' cost
 //! (`benches/argspec.rs`): what share of a whole operation the checks are.
 //!
-//! How: `PEROP_RUN=<insert|find>:<n>` answers n requests of that kind (a find run first inserts
-//! the same 1,000 documents); run it under `valgrind --tool=callgrind`
+//! How: `PEROP_RUN=<insert|find|agg>:<n>` answers n requests of that kind (a find or agg run
+//! first inserts the same 1,000 documents; `agg` is a one-stage aggregate, `[{$match: {_id}}]`,
+//! answered in its first batch); run it under `valgrind --tool=callgrind`
 //! at two n and divide the difference of the counts by the difference of the n.
 //! `PEROP_QUERY_STATS=off` runs with `internalQueryStatsRateLimit` 0 (no `$queryStats`
-//! recording), for the recording's cost side by side in one binary.
+//! recording), for the recording's cost side by side in one binary. `PEROP_READS_ON_WORKER=off`
+//! sends every read to the storage pool (`cairnReadsOnWorker` false): under callgrind a read
+//! tried on the worker often overruns its time there and is run again on the pool, a
+//! timing-dependent double count that makes series differ by several percent.
 
 mod in_process;
 
@@ -31,8 +35,10 @@ async fn answer(state: &Arc<ServerState>, info: &mut ConnectionInfo, f: BytesMut
 }
 
 fn main() {
-    let run = std::env::var("PEROP_RUN").expect("PEROP_RUN=<insert|find>:<n>");
-    let (kind, n) = run.split_once(':').expect("PEROP_RUN=<insert|find>:<n>");
+    let run = std::env::var("PEROP_RUN").expect("PEROP_RUN=<insert|find|agg>:<n>");
+    let (kind, n) = run
+        .split_once(':')
+        .expect("PEROP_RUN=<insert|find|agg>:<n>");
     let n: i32 = n.parse().expect("a count");
     let in_process::InProcess {
         _dir,
@@ -46,10 +52,16 @@ fn main() {
             .set("internalQueryStatsRateLimit", &bson::Bson::Int32(0))
             .expect("a parameter");
     }
+    if std::env::var("PEROP_READS_ON_WORKER").is_ok_and(|v| v == "off") {
+        state
+            .params
+            .set("cairnReadsOnWorker", &bson::Bson::Boolean(false))
+            .expect("a parameter");
+    }
     let lsid = doc! { "id": bson::Binary { subtype: BinarySubtype::Uuid, bytes: vec![7; 16] } };
     runtime.block_on(async {
         // A find run reads from a fixed collection, so that two runs differ in finds only.
-        let inserts = if kind == "find" { FIND_SEED_COUNT } else { n };
+        let inserts = if kind == "insert" { n } else { FIND_SEED_COUNT };
         for i in 0..inserts {
             let d = doc! { "_id": i, "name": format!("user{i}"), "n": i };
             let body = doc! { "insert": "c", "ordered": true, "$db": "b", "lsid": lsid.clone() };
@@ -60,6 +72,15 @@ fn main() {
                 let body = doc! {
                     "find": "c", "filter": { "_id": i % FIND_SEED_COUNT }, "limit": 1, "singleBatch": true,
                     "$db": "b", "lsid": lsid.clone(),
+                };
+                answer(&state, &mut info, frame(body, vec![])).await;
+            }
+        }
+        if kind == "agg" {
+            for i in 0..n {
+                let body = doc! {
+                    "aggregate": "c", "pipeline": [{ "$match": { "_id": i % FIND_SEED_COUNT } }],
+                    "cursor": {}, "$db": "b", "lsid": lsid.clone(),
                 };
                 answer(&state, &mut info, frame(body, vec![])).await;
             }

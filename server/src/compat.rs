@@ -187,21 +187,42 @@ const NOTES: &[(&str, &str)] = &[
      only. The shape is cairn's: the hash is SHA-256 of cairn's shape document (filter \
      values replaced by their types, sort/projection/collation as given, `skip`/`limit` by \
      presence; pipelines with literals replaced), not mongod's serialization, so the hash \
-     differs from mongod's for the same query; equal shapes hash equal. Only `find` and \
+     differs from mongod's for the same query; equal shapes hash equal. Why it is not made \
+     equal (checked against mongod's source, query_shape.cpp and find_cmd_shape.cpp): \
+     mongod's input is not one fixed document. One version hashes the BSON of the \
+     representative shape (`{cmdNs: {db, coll}, collation?, command: \"find\", filter, \
+     projection?, max?, min?, sort?, limit: 1?, skip: 1?, singleBatch?, allowDiskUse?, \
+     returnKey?, showRecordId?, tailable?, awaitData?, mirrored?, oplogReplay?}`, and `let` \
+     when given); a later one hashes a packed buffer instead (\"find\", a 32-bit word \
+     of which optional booleans were given and their values, the namespace's internal bytes \
+     with its tenant flag and database-length byte, then min, max, sort, collation and let \
+     BSON, then filter and projection BSON), and the source at hand does not say which of the \
+     two an 8.0.x release runs. Both take the filter as `MatchExpression::serialize` writes it \
+     with representative literals (each operator's own serializer, for `$eq`, `$in`, \
+     `$regex`, `$type`, geo shapes and the rest, over the parsed tree), which cairn's matcher \
+     has no equivalent of, and the projection and sort as their parsers rewrite \
+     them. No mongod is available here to check a computed hash, so none is claimed. Only \
+     `find` and \
      `aggregate` (not `distinct`) take settings; `maxTimeMS` and `queryKnobs` settings are \
      ignored.",
     ),
     (
         "Query statistics",
         "`$queryStats` (first stage, `admin`, `{aggregate: 1}`; `transformIdentifiers` with \
-     `hmac-sha-256` and a key of at least 32 bytes) lists per query shape of `find` and \
-     `aggregate`: `key` (`queryShape`, `collectionType`), `keyHash`, `queryShapeHash` (cairn's \
-     shape, see Query settings), `metrics` (`execCount`, `lastExecutionMicros`, \
-     `totalExecMicros`, `firstResponseExecMicros`, `docsReturned` as `{sum, max, min, \
-     sumOfSquares}`, `firstSeenTimestamp`, `latestSeenTimestamp`) and `asOf`. Counted per \
-     command (first batch; later getMores are not added); no `keysExamined`/`docsExamined` or \
-     client metadata in the key. At most 10,000 shapes (least recently seen evicted); \
-     `internalQueryStatsRateLimit: 0` stops recording, any other value records every query.",
+     `hmac-sha-256` and a key of at least 32 bytes) lists per query shape and client of `find` \
+     and `aggregate`: `key` (`queryShape`, `client` -- the connection's handshake `client` \
+     document, so one shape from two applications is two entries --, `collectionType`), \
+     `keyHash`, `queryShapeHash` (cairn's shape, see Query settings), `metrics` (`execCount`, \
+     `lastExecutionMicros`; `totalExecMicros`, `firstResponseExecMicros`, `docsReturned`, \
+     `keysExamined`, `docsExamined` as int64 `{sum, max, min, sumOfSquares}`; `hasSortStage` \
+     (a blocking sort ran), `usedDisk` (a sort or group spilled), `fromMultiPlanner`, \
+     `fromPlanCache` as `{true, false}` counts; `firstSeenTimestamp`, `latestSeenTimestamp`) \
+     and `asOf`. Counted per command: the first batch only, a cursor's later getMores are not \
+     added (mongod adds them when the cursor closes). Not given: mongod 8.x's `bytesRead`, \
+     `readTimeMicros`, `workingTimeMillis`, `cpuNanos` and the delinquency and interrupt-check \
+     metrics; the key's `readConcern`, `hint`, `batchSize` and other per-command fields. At \
+     most 10,000 entries (least recently seen evicted); `internalQueryStatsRateLimit: 0` stops \
+     recording, any other value records every query.",
     ),
     (
         "compact and autoCompact",

@@ -69,6 +69,8 @@ struct Inner {
     /// `docsExamined`): the token is the one per-operation object every scan can reach.
     keys_examined: AtomicU64,
     docs_examined: AtomicU64,
+    /// What the operation's execution did, as [`plan_flags`] bits (`$queryStats`' booleans).
+    plan_flags: AtomicU8,
     /// The last plan the planner chose for the operation (the profiler's `planSummary`).
     plan_summary: std::sync::Mutex<Option<String>>,
 }
@@ -84,6 +86,7 @@ impl Default for Interrupt {
             deadline: AtomicU64::new(0),
             keys_examined: AtomicU64::new(0),
             docs_examined: AtomicU64::new(0),
+            plan_flags: AtomicU8::new(0),
             plan_summary: std::sync::Mutex::new(None),
         }))
     }
@@ -118,13 +121,22 @@ impl Interrupt {
         )
     }
 
-    /// The summary of the last plan chosen for the operation (`COLLSCAN`, `IXSCAN { a: 1 }`).
-    /// Forgets the keys and documents counted so far (an attempt that is run again).
+    /// Forgets the keys and documents counted so far, and the plan flags but the multi-planner's
+    /// (an attempt that is run again: its trial filled the plan cache the next attempt reads).
     pub fn reset_examined(&self) {
         self.0.keys_examined.store(0, Relaxed);
         self.0.docs_examined.store(0, Relaxed);
+        self.0
+            .plan_flags
+            .fetch_and(plan_flags::FROM_MULTI_PLANNER, Relaxed);
     }
 
+    /// The [`plan_flags`] bits noted so far.
+    pub fn plan_flags(&self) -> u8 {
+        self.0.plan_flags.load(Relaxed)
+    }
+
+    /// The summary of the last plan chosen for the operation (`COLLSCAN`, `IXSCAN { a: 1 }`).
     pub fn plan_summary(&self) -> Option<String> {
         self.0.plan_summary.lock().ok().and_then(|p| p.clone())
     }
@@ -245,6 +257,40 @@ pub fn count_examined(keys: u64, docs: u64) {
     })
 }
 
+/// What an operation's execution did, for `$queryStats` (`hasSortStage`, `usedDisk`,
+/// `fromMultiPlanner`, `fromPlanCache`): bits noted on its token by the code that does it.
+pub mod plan_flags {
+    /// A blocking sort ran (find's in-memory SORT, a pipeline `$sort`).
+    pub const HAS_SORT_STAGE: u8 = 1;
+    /// A sort or group wrote a run to disk.
+    pub const USED_DISK: u8 = 2;
+    /// The planner tried more than one candidate plan.
+    pub const FROM_MULTI_PLANNER: u8 = 4;
+    /// The plan came from the plan cache.
+    pub const FROM_PLAN_CACHE: u8 = 8;
+}
+
+/// Note [`plan_flags`] bits on the thread's current operation.
+pub fn note_flags(bits: u8) {
+    CURRENT.with(|c| {
+        if let Some(op) = &*c.borrow() {
+            op.0.plan_flags.fetch_or(bits, Relaxed);
+        }
+    })
+}
+
+/// Note that the current operation's plan came from the plan cache, unless an earlier attempt
+/// of it (dropped and run again, `crate::offload::run_cached`) ran the trial that filled it.
+pub fn note_from_plan_cache() {
+    CURRENT.with(|c| {
+        if let Some(op) = &*c.borrow() {
+            let _ = op.0.plan_flags.fetch_update(Relaxed, Relaxed, |f| {
+                (f & plan_flags::FROM_MULTI_PLANNER == 0).then_some(f | plan_flags::FROM_PLAN_CACHE)
+            });
+        }
+    })
+}
+
 /// Note the plan the thread's current operation runs (built only when there is one).
 pub fn note_plan(summary: impl FnOnce() -> String) {
     CURRENT.with(|c| {
@@ -345,5 +391,28 @@ mod tests {
             assert!(fails, "tick checks within TICKS_PER_CHECK calls");
         }
         assert!(check().is_ok(), "the guard uninstalls");
+    }
+
+    #[test]
+    fn plan_flags_are_noted_on_the_installed_token() {
+        use plan_flags::*;
+        let op = Interrupt::default();
+        note_flags(HAS_SORT_STAGE);
+        assert_eq!(op.plan_flags(), 0, "no current operation: nothing noted");
+        let _g = op.install();
+        note_flags(HAS_SORT_STAGE);
+        note_flags(FROM_MULTI_PLANNER);
+        assert_eq!(op.plan_flags(), HAS_SORT_STAGE | FROM_MULTI_PLANNER);
+        // An attempt run again keeps only the trial it made, so the cached plan it then reads is
+        // still counted as the multi-planner's.
+        op.reset_examined();
+        assert_eq!(op.plan_flags(), FROM_MULTI_PLANNER);
+        note_from_plan_cache();
+        assert_eq!(op.plan_flags(), FROM_MULTI_PLANNER);
+        let fresh = Interrupt::default();
+        let _g2 = fresh.install();
+        note_from_plan_cache();
+        note_flags(USED_DISK);
+        assert_eq!(fresh.plan_flags(), FROM_PLAN_CACHE | USED_DISK);
     }
 }

@@ -113,6 +113,7 @@ async fn accept_loop(state: Arc<ServerState>, listener: TcpListener, permits: Ar
             peer,
             local,
             client_metadata: None,
+            query_stats_client: None,
             compressors: vec![],
             hello_seen: false,
             auth: session,

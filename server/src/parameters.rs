@@ -1,11 +1,16 @@
 //! Server parameters (`--setParameter`, `getParameter`, `setParameter`): one table of names,
 //! defaults and types. Values live behind a lock and are read by the parts that use them (the TTL
 //! monitor reads `ttlMonitorSleepSecs` at every pass, so a change takes effect without restart).
+//! The two read on every query (`cairnReadsOnWorker`, `internalQueryStatsRateLimit`) are also
+//! kept in atomics, written under the table's write lock whenever the table changes and read
+//! with Relaxed loads (no lock, no map look-up): [`Parameters::reads_on_worker`],
+//! [`Parameters::query_stats_on`].
 
 use crate::error::{CommandError, CommandResult, ErrorCode, err};
 use bson::{Bson, Document};
 use std::collections::BTreeMap;
 use std::sync::RwLock;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering::Relaxed};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -246,13 +251,21 @@ fn def(name: &str) -> Option<&'static Def> {
 
 pub struct Parameters {
     values: RwLock<BTreeMap<&'static str, Bson>>,
+    /// `cairnReadsOnWorker`, mirrored from `values`.
+    reads_on_worker: AtomicBool,
+    /// `internalQueryStatsRateLimit`, mirrored from `values`.
+    query_stats_rate_limit: AtomicI64,
 }
 
 impl Default for Parameters {
     fn default() -> Self {
-        Parameters {
+        let p = Parameters {
             values: RwLock::new(DEFS.iter().map(|d| (d.name, (d.default)())).collect()),
-        }
+            reads_on_worker: AtomicBool::new(false),
+            query_stats_rate_limit: AtomicI64::new(0),
+        };
+        p.mirror(&p.read());
+        p
     }
 }
 
@@ -344,7 +357,9 @@ impl Parameters {
                 .ok_or_else(|| format!("Unknown --setParameter '{name}'"))?;
             let v = coerce(d, &Bson::String(value.to_string())).map_err(|e| e.message)?;
             check_range(d.name, &v).map_err(|e| e.message)?;
-            self.write().insert(d.name, v);
+            let mut values = self.write();
+            values.insert(d.name, v);
+            self.mirror(&values);
         }
         self.apply_budget();
         Ok(())
@@ -405,7 +420,33 @@ impl Parameters {
         }
         let v = coerce(d, value)?;
         check_range(d.name, &v)?;
-        Ok(self.write().insert(d.name, v).unwrap_or(Bson::Null))
+        let mut values = self.write();
+        let was = values.insert(d.name, v).unwrap_or(Bson::Null);
+        self.mirror(&values);
+        Ok(was)
+    }
+
+    /// Copies the hot parameters from the table into their atomics; called with the table
+    /// locked, so the atomics never lag a finished write.
+    fn mirror(&self, values: &BTreeMap<&'static str, Bson>) {
+        let reads = matches!(values.get("cairnReadsOnWorker"), Some(Bson::Boolean(true)));
+        self.reads_on_worker.store(reads, Relaxed);
+        let limit = match values.get("internalQueryStatsRateLimit") {
+            Some(Bson::Int32(i)) => i64::from(*i),
+            Some(Bson::Int64(i)) => *i,
+            _ => 0,
+        };
+        self.query_stats_rate_limit.store(limit, Relaxed);
+    }
+
+    /// `cairnReadsOnWorker`, one Relaxed load.
+    pub fn reads_on_worker(&self) -> bool {
+        self.reads_on_worker.load(Relaxed)
+    }
+
+    /// Whether `$queryStats` records (`internalQueryStatsRateLimit` is not 0), one Relaxed load.
+    pub fn query_stats_on(&self) -> bool {
+        self.query_stats_rate_limit.load(Relaxed) != 0
     }
 
     pub fn get(&self, name: &str) -> Option<Bson> {
@@ -433,6 +474,9 @@ impl Parameters {
     }
 
     pub fn get_i64(&self, name: &str) -> i64 {
+        if name == "internalQueryStatsRateLimit" {
+            return self.query_stats_rate_limit.load(Relaxed);
+        }
         match self.read().get(name) {
             Some(Bson::Int32(i)) => *i as i64,
             Some(Bson::Int64(i)) => *i,
@@ -450,6 +494,10 @@ impl Parameters {
     }
 
     pub fn get_bool(&self, name: &str) -> bool {
+        // `crate::offload` asks for this one on every read command.
+        if name == "cairnReadsOnWorker" {
+            return self.reads_on_worker();
+        }
         matches!(self.read().get(name), Some(Bson::Boolean(true)))
     }
 
@@ -486,5 +534,36 @@ mod tests {
                 .code,
             ErrorCode::BadValue
         );
+    }
+
+    #[test]
+    fn hot_parameters_follow_the_table() {
+        let p = Parameters::default();
+        assert!(p.reads_on_worker() && p.query_stats_on());
+        p.set("internalQueryStatsRateLimit", &Bson::Int32(0))
+            .unwrap();
+        p.set("cairnReadsOnWorker", &Bson::String("false".into()))
+            .unwrap();
+        assert!(!p.reads_on_worker() && !p.query_stats_on());
+        assert!(!p.get_bool("cairnReadsOnWorker"));
+        assert_eq!(p.get_i64("internalQueryStatsRateLimit"), 0);
+        assert_eq!(
+            p.get("internalQueryStatsRateLimit"),
+            Some(Bson::Int32(0)),
+            "the table still answers getParameter"
+        );
+        // A rejected value leaves both unchanged.
+        assert!(
+            p.set("cairnReadsOnWorker", &Bson::String("x".into()))
+                .is_err()
+        );
+        assert!(!p.reads_on_worker());
+        p.apply_startup(&[
+            "internalQueryStatsRateLimit=5".into(),
+            "cairnReadsOnWorker=true".into(),
+        ])
+        .unwrap();
+        assert!(p.reads_on_worker() && p.query_stats_on());
+        assert_eq!(p.get_i64("internalQueryStatsRateLimit"), 5);
     }
 }

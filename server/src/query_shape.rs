@@ -11,12 +11,12 @@
 //! SHA-256 of the shape's BSON, upper-case hex as mongod prints it) differs from mongod's for
 //! the same query. Equal shapes have equal hashes; that is what settings and statistics need.
 //!
-//! The hot path only needs a 64-bit fingerprint: for `find` it is computed straight from the
-//! command's fields ([`find_fingerprint`], walking the filter as `filter_shape` does, so equal
-//! shapes give equal fingerprints) without building the shape document, which is made only
-//! when a statistics entry is created; SHA-256 only when a hash is shown or a setting looked
-//! up. (Building the shape for every findOne cost about 16,000 instructions, 17% of a findOne
-//! by `_id`; see `docs/BENCHMARKS.md`.)
+//! The hot path only needs a 64-bit fingerprint, computed straight from the command's fields
+//! ([`find_fingerprint`], [`aggregate_fingerprint`], walking a filter as `filter_shape` does and
+//! other stage values as `literals_out` does, so equal shapes give equal fingerprints) without
+//! building the shape document, which is made only when a statistics entry is created; SHA-256
+//! only when a hash is shown or a setting looked up. (Building the shape for every findOne cost
+//! about 16,000 instructions, 17% of a findOne by `_id`; see `docs/BENCHMARKS.md`.)
 
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::planner::cache::filter_shape;
@@ -73,6 +73,12 @@ impl Shape {
 
     /// An `aggregate` command's shape (`coll` None for `{aggregate: 1}`).
     pub fn aggregate(db: &str, coll: Option<&str>, pipeline: &[Document]) -> Shape {
+        let mut s = Shape::aggregate_doc(db, coll, pipeline);
+        s.fingerprint = aggregate_fingerprint(db, coll, pipeline);
+        s
+    }
+
+    fn aggregate_doc(db: &str, coll: Option<&str>, pipeline: &[Document]) -> Shape {
         let stages: Vec<Bson> = pipeline
             .iter()
             .map(|s| {
@@ -166,6 +172,63 @@ pub fn find_fingerprint(db: &str, coll: &str, body: &Document) -> u64 {
         }
     }
     h.finish()
+}
+
+/// The fingerprint of `Shape::aggregate(db, coll, pipeline)`, without building it: each stage's
+/// name, a `$match` walked as a filter, any other stage value as `literals_out` leaves it.
+pub fn aggregate_fingerprint<'a>(
+    db: &str,
+    coll: Option<&str>,
+    pipeline: impl IntoIterator<Item = &'a Document>,
+) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    "aggregate".hash(&mut h);
+    db.hash(&mut h);
+    coll.unwrap_or("").hash(&mut h);
+    for stage in pipeline {
+        b'S'.hash(&mut h);
+        for (k, v) in stage {
+            k.hash(&mut h);
+            match (k.as_str(), v) {
+                ("$match", Bson::Document(f)) => {
+                    b'F'.hash(&mut h);
+                    hash_filter(f, &mut h);
+                }
+                _ => hash_literals_out(v, &mut h),
+            }
+        }
+        b'E'.hash(&mut h);
+    }
+    h.finish()
+}
+
+/// Hashes what [`literals_out`] makes of `v`: structure, `$` strings and literals' type words.
+fn hash_literals_out(v: &Bson, h: &mut impl Hasher) {
+    match v {
+        Bson::Document(d) => {
+            b'{'.hash(h);
+            for (k, v) in d {
+                k.hash(h);
+                hash_literals_out(v, h);
+            }
+            b'}'.hash(h);
+        }
+        Bson::Array(items) => {
+            b'['.hash(h);
+            for i in items {
+                hash_literals_out(i, h);
+            }
+            b']'.hash(h);
+        }
+        Bson::String(s) if s.starts_with('$') => {
+            b'$'.hash(h);
+            s.hash(h);
+        }
+        other => {
+            b'?'.hash(h);
+            type_word(other).hash(h);
+        }
+    }
 }
 
 fn hash_filter(f: &Document, h: &mut impl Hasher) {
@@ -380,6 +443,54 @@ mod tests {
             .get_document("$group")
             .unwrap();
         assert_eq!(group.get_str("_id").ok(), Some("$b"));
+    }
+
+    #[test]
+    fn aggregate_fingerprints_follow_the_shape_document() {
+        let pipelines = [
+            vec![doc! { "$match": { "a": 1 } }],
+            vec![doc! { "$match": { "a": 2 } }],
+            vec![doc! { "$match": { "a": "x" } }],
+            vec![doc! { "$match": { "a": { "$eq": 5 } } }],
+            vec![doc! { "$match": { "a": 1 } }, doc! { "$limit": 3 }],
+            vec![doc! { "$match": { "a": 1 } }, doc! { "$limit": 9 }],
+            vec![doc! { "$match": { "a": 1 } }, doc! { "$skip": 3 }],
+            vec![doc! { "$group": { "_id": "$b", "n": { "$sum": 1 } } }],
+            vec![doc! { "$group": { "_id": "$b", "n": { "$sum": 7 } } }],
+            vec![doc! { "$group": { "_id": "$c", "n": { "$sum": 1 } } }],
+            vec![doc! { "$group": { "_id": "$b", "n": { "$sum": "$x" } } }],
+            vec![doc! { "$project": { "a": 1, "s": "lit" } }],
+            vec![doc! { "$project": { "a": 1, "s": "?string" } }],
+            vec![doc! { "$project": { "a": true, "s": "lit" } }],
+            vec![doc! { "$project": { "a": [1, "$b"] } }],
+            vec![doc! { "$project": { "a": [2, "$b"] } }],
+            vec![doc! { "$project": { "a": ["$b", 2] } }],
+            vec![doc! { "$sort": { "a": 1 } }, doc! { "$sort": { "a": -1 } }],
+            vec![doc! { "$sort": { "a": 1 } }],
+            vec![doc! { "$match": "$x" }],
+            vec![],
+        ];
+        for x in &pipelines {
+            for y in &pipelines {
+                let (sx, sy) = (
+                    Shape::aggregate_doc("d", Some("c"), x),
+                    Shape::aggregate_doc("d", Some("c"), y),
+                );
+                let same_doc = sx.doc == sy.doc;
+                let same_fp = aggregate_fingerprint("d", Some("c"), x)
+                    == aggregate_fingerprint("d", Some("c"), y);
+                assert_eq!(same_doc, same_fp, "{x:?} vs {y:?}");
+            }
+        }
+        let one = Shape::aggregate("d", None, &pipelines[0]);
+        assert_ne!(
+            one.fingerprint,
+            aggregate_fingerprint("d", Some("c"), &pipelines[0])
+        );
+        assert_eq!(
+            one.fingerprint,
+            aggregate_fingerprint("d", None, &pipelines[0])
+        );
     }
 
     #[test]

@@ -40,6 +40,7 @@ pub fn start() -> InProcess {
         peer: addr,
         local: addr,
         client_metadata: None,
+        query_stats_client: None,
         compressors: vec![],
         hello_seen: false,
         auth: state.auth.admit(usize::MAX).expect("admitted"),

@@ -62,6 +62,15 @@ pub async fn aggregate(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandR
     }
 }
 
+/// The stages of the command's `pipeline` (the argument table checked it is an array of objects).
+fn body_stages(req: &Request) -> impl Iterator<Item = &Document> {
+    let items = match req.body.get("pipeline") {
+        Some(Bson::Array(items)) => items.as_slice(),
+        _ => &[],
+    };
+    items.iter().filter_map(Bson::as_document)
+}
+
 /// Parse and run the pipeline over its input (on the blocking pool); with `explain: true`, the
 /// explain reply.
 pub fn run_pipeline(state: &ServerState, req: &Request) -> CommandResult<Ran> {
@@ -80,14 +89,7 @@ pub fn run_pipeline(state: &ServerState, req: &Request) -> CommandResult<Ran> {
         Some(n) => super::views::collation_scope(state, &req.body, "aggregate", &req.db, n)?,
         None => args::collation_scope(&req.body, "aggregate", None)?,
     };
-    // The table checked `pipeline`: an array of objects.
-    let stages: Vec<Document> = match req.body.get("pipeline") {
-        Some(Bson::Array(items)) => items
-            .iter()
-            .filter_map(|s| s.as_document().cloned())
-            .collect(),
-        _ => Vec::new(),
-    };
+    let stages: Vec<Document> = body_stages(req).cloned().collect();
     let writes_out = |s: &Document| s.contains_key("$out") || s.contains_key("$merge");
     if req.txn.get().is_some() && stages.iter().any(writes_out) {
         return Err(err(
@@ -126,8 +128,9 @@ pub fn run_pipeline(state: &ServerState, req: &Request) -> CommandResult<Ran> {
             .first()
             .and_then(|s| s.keys().next())
             .is_some_and(|n| SOURCE_STAGES.contains(&n.as_str()));
-    let shape = counted
-        .then(|| crate::query_shape::Shape::aggregate(&req.db, coll_name.as_deref(), &stages));
+    // The fingerprint only: the shape document is built for a key `$queryStats` has not seen.
+    let fingerprint = counted
+        .then(|| crate::query_shape::aggregate_fingerprint(&req.db, coll_name.as_deref(), &stages));
     let spec = Spec {
         coll_name,
         stages,
@@ -137,9 +140,15 @@ pub fn run_pipeline(state: &ServerState, req: &Request) -> CommandResult<Ran> {
         let_vars: args::opt_doc(&req.body, "aggregate", "let")?.cloned(),
     };
     let ran = run_spec(state, req, spec)?;
-    if let (Some(shape), Ran::Reply(reply)) = (shape, &ran) {
-        let fingerprint = shape.fingerprint;
-        super::crud_read::note_query_stats(state, started, reply, || fingerprint, || shape);
+    if let (Some(fingerprint), Ran::Reply(reply)) = (fingerprint, &ran) {
+        // The stages were handed to the run; the shape is made again from the body's pipeline
+        // (where they came from), only for a new entry.
+        let shape = || {
+            let stages: Vec<Document> = body_stages(req).cloned().collect();
+            let coll = req.body.get_str("aggregate").ok();
+            crate::query_shape::Shape::aggregate(&req.db, coll, &stages)
+        };
+        super::crud_read::note_query_stats(state, req, started, reply, || fingerprint, shape);
     }
     Ok(ran)
 }

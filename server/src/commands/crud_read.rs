@@ -127,6 +127,7 @@ pub fn find(state: &ServerState, req: &Request) -> CommandResult<Reply> {
         let coll = req.body.get_str("find").unwrap_or_default();
         note_query_stats(
             state,
+            req,
             started,
             &reply,
             || crate::query_shape::find_fingerprint(&req.db, coll, &req.body),
@@ -138,13 +139,16 @@ pub fn find(state: &ServerState, req: &Request) -> CommandResult<Reply> {
 
 /// Whether `$queryStats` records queries (`internalQueryStatsRateLimit` is not 0).
 pub(super) fn query_stats_on(state: &ServerState) -> bool {
-    state.params.get_i64("internalQueryStatsRateLimit") != 0
+    state.params.query_stats_on()
 }
 
-/// Adds a finished `find` or `aggregate` (its first batch) to `$queryStats`; the caller has
-/// checked [`query_stats_on`].
+/// Adds a finished `find` or `aggregate` (its first batch) to `$queryStats`: its time, the
+/// documents returned, the keys and documents its scans examined and its plan flags (both
+/// counted on the request's token), keyed by shape and the connection's handshake `client`.
+/// The caller has checked [`query_stats_on`].
 pub(super) fn note_query_stats(
     state: &ServerState,
+    req: &Request,
     started: Instant,
     reply: &Reply,
     fingerprint: impl FnOnce() -> u64,
@@ -158,12 +162,18 @@ pub(super) fn note_query_stats(
     if storage::nowait::dropping() {
         return;
     }
-    let micros = i64::try_from(started.elapsed().as_micros()).unwrap_or(i64::MAX);
-    let now = bson::DateTime::now().timestamp_millis();
-    let docs = batch.docs.len() as i64;
+    let (keys, docs) = req.op.examined();
+    let run = crate::query_stats::Run {
+        micros: i64::try_from(started.elapsed().as_micros()).unwrap_or(i64::MAX),
+        docs_returned: batch.docs.len() as i64,
+        keys_examined: i64::try_from(keys).unwrap_or(i64::MAX),
+        docs_examined: i64::try_from(docs).unwrap_or(i64::MAX),
+        plan_flags: req.op.plan_flags(),
+        now_ms: bson::DateTime::now().timestamp_millis(),
+    };
     state
         .query_stats
-        .record(fingerprint(), shape, micros, docs, now);
+        .record(fingerprint(), shape, req.client.get(), &run);
 }
 
 fn find_run(state: &ServerState, req: &Request) -> CommandResult<Reply> {

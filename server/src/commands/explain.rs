@@ -238,6 +238,7 @@ pub fn explain(state: &ServerState, req: &Request) -> CommandResult<Reply> {
             retry: Default::default(),
             lsid: req.lsid.clone(),
             user: req.user.clone(),
+            client: Default::default(),
         };
         return match super::aggregate::run_pipeline(state, &sub)? {
             super::aggregate::Ran::Reply(reply) => Ok(reply),

@@ -34,6 +34,9 @@ pub fn hello(
         };
         log_client_metadata(conn, client);
         conn.client_metadata = Some(client.clone());
+        conn.query_stats_client = Some(Arc::new(crate::query_stats::ClientMeta::new(
+            client.clone(),
+        )));
     }
     let mut reply = doc! {};
     if truthy(req.body.get("helloOk").unwrap_or(&Bson::Boolean(false))) {

@@ -58,6 +58,8 @@ pub struct ConnectionInfo {
     pub peer: SocketAddr,
     pub local: SocketAddr,
     pub client_metadata: Option<Document>,
+    /// The same document, shared with the requests `$queryStats` keys by it.
+    pub query_stats_client: Option<Arc<crate::query_stats::ClientMeta>>,
     /// Compressors agreed in the handshake, in the client's order of preference.
     pub compressors: Vec<String>,
     pub hello_seen: bool,
@@ -102,6 +104,9 @@ pub struct Request {
     /// The user the connection is authenticated as, (name, db) (set by `dispatch`; unset
     /// without authentication): `$listLocalSessions` lists this user's sessions by default.
     pub user: std::sync::OnceLock<(String, String)>,
+    /// The connection's handshake `client` document (set by `dispatch` for `find` and
+    /// `aggregate`, whose `$queryStats` entries are keyed by it).
+    pub client: std::sync::OnceLock<Arc<crate::query_stats::ClientMeta>>,
 }
 
 /// What a handler produces.
@@ -361,6 +366,7 @@ pub fn parse_request(
         retry: Default::default(),
         lsid,
         user: Default::default(),
+        client: Default::default(),
     })
 }
 
@@ -530,6 +536,13 @@ pub async fn dispatch(
     if let Some(Ok(id)) = &req.lsid {
         let user = || conn.auth.user().map(|n| (n.name.clone(), n.db.clone()));
         state.sessions.touch(*id, user);
+    }
+    if let Some(c) = conn
+        .query_stats_client
+        .as_ref()
+        .filter(|_| matches!(req.command, "find" | "aggregate"))
+    {
+        let _ = req.client.set(c.clone());
     }
     if let Some(n) = conn.auth.user().filter(|_| req.command == "aggregate") {
         let _ = req.user.set((n.name.clone(), n.db.clone()));

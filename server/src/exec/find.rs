@@ -125,6 +125,7 @@ pub fn open(
         scan.remaining = a.limit;
         return Ok(DocSource::Scan(Box::new(scan)));
     };
+    crate::interrupt::note_flags(crate::interrupt::plan_flags::HAS_SORT_STAGE);
     let memory_max = if a.allow_disk_use {
         None
     } else {

@@ -463,6 +463,15 @@ pub fn choose_cached(
     let (choice, cached) = choose_plan(coll, filter, filter_doc, sort, hint, record);
     let choice = for_transaction(for_collection(coll, choice));
     crate::interrupt::note_plan(|| choice.winner.summary());
+    if record {
+        match (cached, choice.rejected.is_empty()) {
+            (true, _) => crate::interrupt::note_from_plan_cache(),
+            (false, false) => {
+                crate::interrupt::note_flags(crate::interrupt::plan_flags::FROM_MULTI_PLANNER)
+            }
+            (false, true) => {}
+        }
+    }
     (choice, cached)
 }
 

@@ -227,11 +227,11 @@ const EXPRESSION_CODES: &[(&str, &str)] = &[
     ),
     (
         "$convert (argument document)",
-        "not a document, another field, no `input` or `to`: 9 FailedToParse",
+        "not a document, another field, no `input` or `to`: 9 FailedToParse; a `to` document is read for `type` and `subtype` only (other fields ignored): `type` missing, null or neither a string nor a number 9, an unknown type name 2, `subtype` not a number (a null one included) 4341108 for a binData target; the shorthands $toString/$toInt/$toLong/$toDouble/$toDecimal/$toBool/$toDate/$toObjectId/$toUUID given other than one argument 50723",
     ),
     (
         "Argument documents of $trim, $regex*, $replaceOne/$replaceAll, $sortArray",
-        "not a document 50696, 51103, 51751, 2942500; another field 50694, 31024, 51750, 2942501; a required field missing 50695 (`input`), 31022/31023 (`input`/`regex`), 51749/51748/51747 (`input`/`find`/`replacement`), 2942502/2942503 (`input`/`sortBy`); a numeric `sortBy` other than 1 or -1 2942506",
+        "not a document 50696, 51103, 51751, 2942500; another field 50694, 31024, 51750, 2942501; a required field missing 50695 (`input`), 31022/31023 (`input`/`regex`), 51749/51748/51747 (`input`/`find`/`replacement`), 2942502/2942503 (`input`/`sortBy`); `sortBy` (a literal) a document that is not a non-empty pattern of 1/-1 2942505, a number other than 1 or -1 2942506, any other type 2942507",
     ),
     (
         "$setField, $unsetField, $getField (argument document)",

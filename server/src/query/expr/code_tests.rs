@@ -515,3 +515,140 @@ fn named_argument_documents() {
         assert_eq!(code(Bson::Document(ok.clone())), None, "{ok}");
     }
 }
+
+// mongod 8.0 (expression.cpp, makeConversionAlias): the `$to*` shorthands are `$convert` aliases
+// whose parser counts the arguments itself and raises 50723, not the fixed-arity 16020.
+#[test]
+fn conversion_shorthand_argument_count() {
+    for op in [
+        "$toString",
+        "$toObjectId",
+        "$toDate",
+        "$toDouble",
+        "$toInt",
+        "$toLong",
+        "$toDecimal",
+        "$toBool",
+        "$toUUID",
+    ] {
+        let mut two = Document::new();
+        two.insert(op, vec![Bson::Int32(1), Bson::Int32(2)]);
+        let mut none = Document::new();
+        none.insert(op, Vec::<Bson>::new());
+        check(&[(two, 50723), (none, 50723)]);
+    }
+    // One argument, bare or wrapped in an array, is accepted.
+    assert_eq!(code(Bson::Document(doc! { "$toInt": ["1"] })), None);
+    assert_eq!(code(Bson::Document(doc! { "$toLong": "1" })), None);
+}
+
+// mongod 8.0 (createSortSpecObject): `sortBy` is a literal: a bad pattern document 2942505, a
+// number other than 1/-1 2942506, any other type 2942507, all when the expression is parsed.
+#[test]
+fn sort_array_sort_by() {
+    check(&[
+        (
+            doc! { "$sortArray": { "input": "$xs", "sortBy": {} } },
+            2942505,
+        ),
+        (
+            doc! { "$sortArray": { "input": "$xs", "sortBy": { "a": 2 } } },
+            2942505,
+        ),
+        (
+            doc! { "$sortArray": { "input": "$xs", "sortBy": { "a": "x" } } },
+            2942505,
+        ),
+        (
+            doc! { "$sortArray": { "input": "$xs", "sortBy": { "a..b": 1 } } },
+            2942505,
+        ),
+        (
+            doc! { "$sortArray": { "input": "$xs", "sortBy": 0.5 } },
+            2942506,
+        ),
+        (
+            doc! { "$sortArray": { "input": "$xs", "sortBy": "a" } },
+            2942507,
+        ),
+        (
+            doc! { "$sortArray": { "input": "$xs", "sortBy": "$o" } },
+            2942507,
+        ),
+        (
+            doc! { "$sortArray": { "input": "$xs", "sortBy": true } },
+            2942507,
+        ),
+        (
+            doc! { "$sortArray": { "input": "$xs", "sortBy": [1] } },
+            2942507,
+        ),
+        // Read before the fields after it: the unknown field comes later.
+        (
+            doc! { "$sortArray": { "input": [], "sortBy": "a", "x": 1 } },
+            2942507,
+        ),
+    ]);
+    for ok in [
+        doc! { "$sortArray": { "input": "$xs", "sortBy": -1 } },
+        doc! { "$sortArray": { "input": "$xs", "sortBy": { "a.b": -1 } } },
+    ] {
+        assert_eq!(code(Bson::Document(ok.clone())), None, "{ok}");
+    }
+}
+
+// mongod 8.0 (ConvertTargetTypeInfo::parse, computeTargetType): a `to` document contributes only
+// `type` and `subtype`; a missing or null `type` is FailedToParse like any `to` that is neither a
+// string nor a number; a null `subtype` is not defaulted and fails a binData target (4341108).
+#[test]
+fn convert_to_document() {
+    check(&[
+        (
+            doc! { "$convert": { "input": 1, "to": { "subtype": 0 } } },
+            9,
+        ),
+        (
+            doc! { "$convert": { "input": 1, "to": { "type": null } } },
+            9,
+        ),
+        (
+            doc! { "$convert": { "input": 1, "to": { "type": true } } },
+            9,
+        ),
+        (
+            doc! { "$convert": { "input": 1, "to": { "type": { "a": 1 } } } },
+            9,
+        ),
+        (
+            doc! { "$convert": { "input": 1, "to": { "type": 1.5 } } },
+            9,
+        ),
+        (
+            doc! { "$convert": { "input": 1, "to": { "type": "nope" } } },
+            2,
+        ),
+        (
+            doc! { "$convert": { "input": "AA==", "to": { "type": "binData", "subtype": null }, "format": "base64" } },
+            4341108,
+        ),
+        (
+            doc! { "$convert": { "input": "AA==", "to": { "type": "binData", "subtype": "x" }, "format": "base64" } },
+            4341108,
+        ),
+        // onError does not catch a bad `to`.
+        (
+            doc! { "$convert": { "input": 1, "to": {}, "onError": 0 } },
+            9,
+        ),
+    ]);
+    // Other fields of the `to` document are ignored.
+    let raw = RawDocumentBuf::try_from(&doc! {}).expect("encodes");
+    let e = Expr::parse(&Bson::Document(
+        doc! { "$convert": { "input": "7", "to": { "type": "int", "x": 1 } } },
+    ))
+    .expect("parses");
+    assert_eq!(
+        e.evaluate_value(&raw).expect("evaluates"),
+        Some(Bson::Int32(7))
+    );
+}

@@ -167,16 +167,20 @@ struct Target {
 
 /// Reads `to` (a type name or code, or `{type, subtype}`); nullish is `None`. Errors here are
 /// not conversion failures: `onError` does not catch them, as in mongod.
+///
+/// mongod 8.0 reads only `type` and `subtype` of a `{type, subtype}` document (other fields are
+/// ignored); a missing `subtype` is 0, a null one stays null (and fails a binData conversion with
+/// 4341108); a missing or null `type` is not "no target" but a wrong `to` (FailedToParse).
 fn parse_target(to: &Value) -> CommandResult<Option<Target>> {
+    if is_nullish(to) {
+        return Ok(None);
+    }
     let (ty, subtype) = match to {
         Some(Bson::Document(d)) => (d.get("type").cloned(), d.get("subtype").cloned()),
         other => (other.clone(), None),
     };
-    let subtype = subtype
-        .filter(|s| !matches!(s, Bson::Null | Bson::Undefined))
-        .unwrap_or(Bson::Int32(0));
+    let subtype = subtype.unwrap_or(Bson::Int32(0));
     let code = match &ty {
-        _ if is_nullish(&ty) => return Ok(None),
         Some(Bson::String(s)) => types::code_for_alias(s)
             .ok_or_else(|| err(ErrorCode::BadValue, format!("Unknown type name: {s}")))?,
         Some(n) if types::is_number(n) => {

@@ -131,6 +131,19 @@ const OPERATORS: &[(&str, Operator, Arity)] = &[
     ("$stdDevSamp", Operator::StdDevSamp, Any),
 ];
 
+/// The `$convert` shorthands: a wrong argument count is 50723, not the fixed-arity 16020.
+const CONVERSION_ALIASES: &[&str] = &[
+    "$toString",
+    "$toObjectId",
+    "$toDate",
+    "$toDouble",
+    "$toInt",
+    "$toLong",
+    "$toDecimal",
+    "$toBool",
+    "$toUUID",
+];
+
 /// `(name, operator, required arguments, optional arguments)` for named-argument operators.
 const NAMED: &[(&str, NamedOp, &[&str], &[&str])] = &[
     (
@@ -388,6 +401,13 @@ impl Parser {
             Range(lo, hi) => (*lo..=*hi).contains(&args.len()),
             Any => true,
         };
+        if !ok && CONVERSION_ALIASES.contains(name) {
+            // mongod parses the `$to*` shorthands as `$convert` aliases with their own count check.
+            return Err(err(
+                ErrorCode::Location50723,
+                format!("{name} requires a single argument, got {}", args.len()),
+            ));
+        }
         if !ok {
             let wanted = match arity {
                 Exact(n) => format!("exactly {n}"),
@@ -779,10 +799,11 @@ impl Parser {
                     super::arrays::check_zip_spec(arg)?;
                 }
                 let d = Self::object_arg(op, arg)?;
-                let args = self.named(d, op, required, optional, depth)?;
+                // mongod reads `sortBy` as a literal pattern, before parsing any expression in it.
                 if let ("$sortArray", Some(by)) = (op, d.get("sortBy")) {
                     super::shapes::sort_array_by(by)?;
                 }
+                let args = self.named(d, op, required, optional, depth)?;
                 if let ("$setField" | "$unsetField", Some(f)) = (op, d.get("field")) {
                     super::shapes::set_field_field(op, f)?;
                 }

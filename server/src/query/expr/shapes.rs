@@ -504,16 +504,46 @@ pub(super) fn get_field_field(field: &Bson) -> CommandResult<()> {
     ))
 }
 
-/// `$sortArray`'s `sortBy` given as a number sorts whole elements and must be 1 or -1
-/// (2942506), checked when the expression is parsed.
+/// `$sortArray`'s `sortBy`, read as a literal when the expression is parsed: a document must be a
+/// non-empty pattern of 1/-1 over non-empty paths (2942505), a number must be 1 or -1 (2942506),
+/// anything else is 2942507.
 pub(super) fn sort_array_by(by: &Bson) -> CommandResult<()> {
-    if crate::query::types::is_number(by)
-        && !matches!(crate::query::types::as_f64(by), Some(1.0) | Some(-1.0))
-    {
-        return Err(err(
-            ErrorCode::Location2942506,
-            "The $sort element value must be either 1 or -1",
-        ));
+    let unit = |v: &Bson| {
+        crate::query::types::is_number(v)
+            && matches!(crate::query::types::as_f64(v), Some(1.0) | Some(-1.0))
+    };
+    match by {
+        Bson::Document(d) => {
+            let problem = if d.is_empty() {
+                Some("The sort pattern is empty when it should be a set of fields.")
+            } else if !d.values().all(unit) {
+                Some("The sort element value must be either 1 or -1")
+            } else if d
+                .keys()
+                .any(|k| k.is_empty() || k.split('.').any(str::is_empty))
+            {
+                Some("The sort field cannot be empty")
+            } else {
+                None
+            };
+            match problem {
+                Some(m) => Err(err(ErrorCode::Location2942505, m)),
+                None => Ok(()),
+            }
+        }
+        n if crate::query::types::is_number(n) => {
+            if unit(n) {
+                Ok(())
+            } else {
+                Err(err(
+                    ErrorCode::Location2942506,
+                    "The $sort element value must be either 1 or -1",
+                ))
+            }
+        }
+        _ => Err(err(
+            ErrorCode::Location2942507,
+            "The $sort is invalid: use 1/-1 to sort the whole element, or {field:1/-1} to sort embedded fields",
+        )),
     }
-    Ok(())
 }

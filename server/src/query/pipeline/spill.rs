@@ -196,6 +196,7 @@ impl<'k, K: Send + 'k> Sorter<'k, K> {
 
     /// Writes the buffer as a run; past [`OPEN_RUNS_MAX`] runs they are merged into one.
     pub fn spill(&mut self) -> CommandResult<()> {
+        crate::interrupt::note_flags(crate::interrupt::plan_flags::USED_DISK);
         let order = &self.order;
         self.rows
             .sort_by(|a, b| order(&a.0, &b.0).then(a.1.cmp(&b.1)));

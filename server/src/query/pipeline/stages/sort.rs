@@ -265,6 +265,7 @@ impl Stage for Sort {
     }
 
     fn run<'a>(&'a self, input: DocStream<'a>, cx: RunCx<'a>) -> CommandResult<DocStream<'a>> {
+        crate::interrupt::note_flags(crate::interrupt::plan_flags::HAS_SORT_STAGE);
         match self.top_k {
             Some(k) => {
                 let kept = top_k_documents(&self.keys, input, k, cx)?;
@@ -279,6 +280,7 @@ impl Stage for Sort {
     /// otherwise. A full sort keeps (and spills) the raw documents, keyed by their decoded sort
     /// keys, and hands them on raw.
     fn run_raw<'a>(&'a self, input: RawStream<'a>, cx: RunCx<'a>) -> CommandResult<Flow<'a>> {
+        crate::interrupt::note_flags(crate::interrupt::plan_flags::HAS_SORT_STAGE);
         match self.top_k {
             Some(k) => {
                 let kept = top_k_raw(&self.keys, input, k, cx)?;
@@ -297,6 +299,7 @@ impl Stage for Sort {
     /// The kept top k, or the sorted buffer (or the lazy merge of its spilled runs) handed out
     /// one document at a time; the charge stays until the drain is dropped.
     fn drain(&self, input: RawStream<'_>, cx: RunCx<'_>) -> CommandResult<Drain> {
+        crate::interrupt::note_flags(crate::interrupt::plan_flags::HAS_SORT_STAGE);
         if let Some(k) = self.top_k {
             let kept = top_k_raw(&self.keys, input, k, cx)?;
             return Ok(Box::new(kept.into_iter().map(Ok)));
