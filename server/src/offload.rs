@@ -152,22 +152,19 @@ fn try_on_worker<T>(
     kind: Kind,
     f: &dyn Fn(&ServerState) -> CommandResult<T>,
 ) -> Option<CommandResult<T>> {
-    let (parameter, served, moved) = match kind {
+    let (on, served, moved) = match kind {
         Kind::Read => (
-            "cairnReadsOnWorker",
+            state.params.reads_on_worker(),
             &state.pool.served_cached,
             &state.pool.moved_to_pool,
         ),
         Kind::Write => (
-            "cairnWritesOnWorker",
+            state.params.writes_on_worker(),
             &state.pool.writes_on_worker,
             &state.pool.writes_moved_to_pool,
         ),
     };
-    if !storage::nowait::supported()
-        || state.failpoints.any_on()
-        || !state.params.get_bool(parameter)
-    {
+    if !storage::nowait::supported() || state.failpoints.any_on() || !on {
         return None;
     }
     if let Some(op) = op

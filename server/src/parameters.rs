@@ -1,9 +1,10 @@
 //! Server parameters (`--setParameter`, `getParameter`, `setParameter`): one table of names,
 //! defaults and types. Values live behind a lock and are read by the parts that use them (the TTL
 //! monitor reads `ttlMonitorSleepSecs` at every pass, so a change takes effect without restart).
-//! The two read on every query (`cairnReadsOnWorker`, `internalQueryStatsRateLimit`) are also
-//! kept in atomics, written under the table's write lock whenever the table changes and read
-//! with Relaxed loads (no lock, no map look-up): [`Parameters::reads_on_worker`],
+//! The three read on every query or small write (`cairnReadsOnWorker`, `cairnWritesOnWorker`,
+//! `internalQueryStatsRateLimit`) are also kept in atomics, written under the table's write
+//! lock whenever the table changes and read with Relaxed loads (no lock, no map look-up):
+//! [`Parameters::reads_on_worker`], [`Parameters::writes_on_worker`],
 //! [`Parameters::query_stats_on`].
 
 use crate::error::{CommandError, CommandResult, ErrorCode, err};
@@ -253,6 +254,8 @@ pub struct Parameters {
     values: RwLock<BTreeMap<&'static str, Bson>>,
     /// `cairnReadsOnWorker`, mirrored from `values`.
     reads_on_worker: AtomicBool,
+    /// `cairnWritesOnWorker`, mirrored from `values`.
+    writes_on_worker: AtomicBool,
     /// `internalQueryStatsRateLimit`, mirrored from `values`.
     query_stats_rate_limit: AtomicI64,
 }
@@ -262,6 +265,7 @@ impl Default for Parameters {
         let p = Parameters {
             values: RwLock::new(DEFS.iter().map(|d| (d.name, (d.default)())).collect()),
             reads_on_worker: AtomicBool::new(false),
+            writes_on_worker: AtomicBool::new(false),
             query_stats_rate_limit: AtomicI64::new(0),
         };
         p.mirror(&p.read());
@@ -431,6 +435,8 @@ impl Parameters {
     fn mirror(&self, values: &BTreeMap<&'static str, Bson>) {
         let reads = matches!(values.get("cairnReadsOnWorker"), Some(Bson::Boolean(true)));
         self.reads_on_worker.store(reads, Relaxed);
+        let writes = matches!(values.get("cairnWritesOnWorker"), Some(Bson::Boolean(true)));
+        self.writes_on_worker.store(writes, Relaxed);
         let limit = match values.get("internalQueryStatsRateLimit") {
             Some(Bson::Int32(i)) => i64::from(*i),
             Some(Bson::Int64(i)) => *i,
@@ -442,6 +448,11 @@ impl Parameters {
     /// `cairnReadsOnWorker`, one Relaxed load.
     pub fn reads_on_worker(&self) -> bool {
         self.reads_on_worker.load(Relaxed)
+    }
+
+    /// `cairnWritesOnWorker`, one Relaxed load.
+    pub fn writes_on_worker(&self) -> bool {
+        self.writes_on_worker.load(Relaxed)
     }
 
     /// Whether `$queryStats` records (`internalQueryStatsRateLimit` is not 0), one Relaxed load.
@@ -494,9 +505,10 @@ impl Parameters {
     }
 
     pub fn get_bool(&self, name: &str) -> bool {
-        // `crate::offload` asks for this one on every read command.
-        if name == "cairnReadsOnWorker" {
-            return self.reads_on_worker();
+        match name {
+            "cairnReadsOnWorker" => return self.reads_on_worker(),
+            "cairnWritesOnWorker" => return self.writes_on_worker(),
+            _ => {}
         }
         matches!(self.read().get(name), Some(Bson::Boolean(true)))
     }
@@ -539,7 +551,10 @@ mod tests {
     #[test]
     fn hot_parameters_follow_the_table() {
         let p = Parameters::default();
-        assert!(p.reads_on_worker() && p.query_stats_on());
+        assert!(p.reads_on_worker() && p.writes_on_worker() && p.query_stats_on());
+        p.set("cairnWritesOnWorker", &Bson::Boolean(false)).unwrap();
+        assert!(!p.writes_on_worker() && !p.get_bool("cairnWritesOnWorker"));
+        assert!(p.reads_on_worker(), "one parameter's atomic only");
         p.set("internalQueryStatsRateLimit", &Bson::Int32(0))
             .unwrap();
         p.set("cairnReadsOnWorker", &Bson::String("false".into()))
