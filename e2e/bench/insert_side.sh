@@ -3,7 +3,9 @@
 # BEFORE_DIR/cairn and AFTER_DIR/cairn on fresh data directories on the same disk (with
 # --metricsPort), runs AFTER_DIR/cairn-load's insert cells with the two servers and the
 # group-commit floor taking turns in every cell, writes OUT/load.{json,md,png} and each server's
-# group-commit counters (OUT/metrics-{before,after}.txt), and stops both. E.g.
+# group-commit counters (OUT/metrics-{before,after}.txt), and stops both. WORKLOADS=A,F,insert
+# runs those workloads instead of the inserts alone (the floor still sits beside the inserts).
+# E.g.
 #
 #   e2e/bench/insert_side.sh target/side /tmp/gc-before target/release \
 #     --connections 1,8,64 --rounds 3 --seconds 3 --warmup 1 --records 1000
@@ -44,7 +46,7 @@ pids+=("$apid")
 echo "before pid $bpid port $bport; after pid $apid port $aport; load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 "$after/cairn-load" --uri "mongodb://127.0.0.1:$aport/?directConnection=true" --label after \
   --server-pid "$apid" --also-uri "mongodb://127.0.0.1:$bport/?directConnection=true" \
-  --also-label before --also-server-pid "$bpid" --workloads insert --floor-dir "$work" \
+  --also-label before --also-server-pid "$bpid" --workloads "${WORKLOADS:-insert}" --floor-dir "$work" \
   --out "$out" "$@"
 curl -s "http://127.0.0.1:$ma/metrics" | grep -E '^cairn_(group_commit|log_sync)' >"$out/metrics-after.txt" || true
 curl -s "http://127.0.0.1:$mb/metrics" | grep -E '^cairn_(group_commit|log_sync)' >"$out/metrics-before.txt" || true
