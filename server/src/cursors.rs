@@ -66,7 +66,7 @@ impl CursorRegistry {
     /// Register a cursor and return its id.
     pub fn insert(&self, cursor: Cursor) -> CommandResult<i64> {
         if storage::nowait::dropping() {
-            // This call was tried on an async worker and refused (`crate::offload::run_cached`):
+            // This call was tried on an async worker and refused (`crate::offload::run_tried`):
             // it is dropped and run again on the pool, so its cursor must not outlive it.
             return Err(err(
                 ErrorCode::InternalError,

@@ -193,7 +193,7 @@ impl Interrupt {
 thread_local! {
     static CURRENT: RefCell<Option<Interrupt>> = const { RefCell::new(None) };
     static TICKS: Cell<u32> = const { Cell::new(0) };
-    /// While a call is tried on an async worker (`crate::offload::run_cached`): when its time
+    /// While a call is tried on an async worker (`crate::offload::run_tried`): when its time
     /// there ends.
     static TRY_UNTIL: Cell<Option<Instant>> = const { Cell::new(None) };
 }
@@ -280,7 +280,7 @@ pub fn note_flags(bits: u8) {
 }
 
 /// Note that the current operation's plan came from the plan cache, unless an earlier attempt
-/// of it (dropped and run again, `crate::offload::run_cached`) ran the trial that filled it.
+/// of it (dropped and run again, `crate::offload::run_tried`) ran the trial that filled it.
 pub fn note_from_plan_cache() {
     CURRENT.with(|c| {
         if let Some(op) = &*c.borrow() {

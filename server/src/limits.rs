@@ -48,7 +48,7 @@ pub const READ_AHEAD_BYTES_MAX: usize = 1024 * 1024;
 /// (128 read and 128 write tickets, here one pool). Further jobs queue, one per connection at most.
 pub const STORAGE_THREADS_MAX: usize = 128;
 
-/// How long a read-only call tried on an async worker (`crate::offload::run_cached`) may run
+/// How long a read-only call tried on an async worker (`crate::offload::run_tried`) may run
 /// before it is dropped and run again on the storage pool. A point read from cached pages takes
 /// tens of microseconds; this bounds what one attempt can hold a worker for, and what is wasted
 /// when the attempt is dropped.

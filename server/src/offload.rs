@@ -11,9 +11,9 @@
 //! `crate::interrupt::Interrupt` installed as the thread's current operation, so the scans,
 //! the matcher and the expressions it runs stop at their next yield point once it is
 //! interrupted. Waiting for a write to become durable is not a job: it stays async
-//! (`Catalog::finish_write`) and holds no pool thread. Read-only calls may first be tried on the
-//! async worker itself ([`run_cached`]): only what cannot block (cached pages, a short time) is
-//! answered there, anything else runs here.
+//! (`Catalog::finish_write`) and holds no pool thread. Read-only calls and small writes may first
+//! be tried on the async worker itself ([`run_tried`]): only what cannot block (cached pages, a
+//! short time, a write up to its log append) is done there, anything else runs here.
 
 use crate::error::{CommandResult, ErrorCode, err};
 use crate::interrupt::Interrupt;
@@ -76,54 +76,45 @@ where
     }
 }
 
-/// Runs a read-only call `f`, first on the calling async worker if it can be answered there
-/// without blocking, else on the blocking pool as [`run`] does.
-///
-/// The attempt runs inside a `storage::nowait` scope (file reads served only from the page cache,
-/// no writes, engine locks only tried) and a time bound (`limits::TRY_ON_WORKER_MICROS`, checked
-/// at the operation's yield points). If anything in it would have blocked, or the bound passed,
-/// its result is dropped and `f` runs again on the pool: `f` must have no side effect that a
-/// dropped attempt leaves behind (its cursor is only registered once the attempt succeeded, see
-/// `crate::cursors::Cursors::insert`). Not tried while a fail point is on, or when the
-/// `cairnReadsOnWorker` parameter is off.
-pub async fn run_cached<T, F>(
-    state: &Arc<ServerState>,
-    command: &'static str,
-    op: Option<&Interrupt>,
-    f: F,
-) -> CommandResult<T>
-where
-    T: Send + 'static,
-    F: Fn(&ServerState) -> CommandResult<T> + Send + 'static,
-{
-    if let Some(out) = try_on_worker(state, op, Kind::Read, &f) {
-        return out;
-    }
-    run(state, command, op, f).await
+/// What a call first tried on the async worker may do (see [`run_tried`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tried {
+    /// A read-only call.
+    Read,
+    /// A write outside a multi-document transaction.
+    Write,
 }
 
-/// Runs a write `f` (outside a multi-document transaction), first on the calling async worker
-/// as [`run_cached`] does for reads, else on the blocking pool.
+/// Runs `f`, first on the calling async worker if it can be done there without blocking, else
+/// on the blocking pool as [`run`] does.
 ///
-/// In the attempt everything before the write's log append is tried only (locks, the pages its
-/// index and record-tree changes start from, all cached); a refusal there undoes the planned
-/// changes, and `f` runs again on the pool. Once the batch goes to the log the attempt stands
-/// whatever follows (`storage::nowait` settles: nothing more is refused and nothing blocks but
-/// the rare re-read of a page evicted meanwhile), and waiting for durability stays async as
-/// ever. So `f` may change nothing outside storage before its first write unless a refusal
-/// takes it back (see `storage::nowait::dropping`). Not tried while a fail point is on, or when
-/// the `cairnWritesOnWorker` parameter is off.
-pub async fn run_write<T, F>(
+/// The attempt runs inside a `storage::nowait` scope (file reads served only from the page cache,
+/// no file writes, engine locks only tried) and a time bound (`limits::TRY_ON_WORKER_MICROS`,
+/// checked at the operation's yield points). If anything in it would have blocked, or the bound
+/// passed, its result is dropped and `f` runs again on the pool: `f` must have no side effect
+/// that a dropped attempt leaves behind (a read's cursor is only registered once the attempt
+/// succeeded, see `crate::cursors::Cursors::insert`; counters check `storage::nowait::dropping`).
+///
+/// A write's attempt is tried only up to its log append (locks, the pages its index and
+/// record-tree changes start from, all cached); a refusal there undoes the planned changes. Once
+/// the batch goes to the log the attempt stands whatever follows (`storage::nowait` settles:
+/// nothing more is refused, nothing blocks but the rare re-read of a page evicted meanwhile),
+/// and waiting for durability stays async as ever.
+///
+/// Not tried while a fail point is on, or when the `cairnReadsOnWorker` / `cairnWritesOnWorker`
+/// parameter is off.
+pub async fn run_tried<T, F>(
     state: &Arc<ServerState>,
     command: &'static str,
     op: Option<&Interrupt>,
+    tried: Tried,
     f: F,
 ) -> CommandResult<T>
 where
     T: Send + 'static,
     F: Fn(&ServerState) -> CommandResult<T> + Send + 'static,
 {
-    if let Some(out) = try_on_worker(state, op, Kind::Write, &f) {
+    if let Some(out) = try_on_worker(state, op, tried, &f) {
         return out;
     }
     run(state, command, op, f).await
@@ -139,26 +130,19 @@ pub fn refuse() -> crate::error::CommandError {
     )
 }
 
-/// What [`try_on_worker`] tries: its parameter and counters.
-#[derive(Clone, Copy)]
-enum Kind {
-    Read,
-    Write,
-}
-
 fn try_on_worker<T>(
     state: &ServerState,
     op: Option<&Interrupt>,
-    kind: Kind,
+    tried: Tried,
     f: &dyn Fn(&ServerState) -> CommandResult<T>,
 ) -> Option<CommandResult<T>> {
-    let (on, served, moved) = match kind {
-        Kind::Read => (
+    let (on, served, moved) = match tried {
+        Tried::Read => (
             state.params.reads_on_worker(),
             &state.pool.served_cached,
             &state.pool.moved_to_pool,
         ),
-        Kind::Write => (
+        Tried::Write => (
             state.params.writes_on_worker(),
             &state.pool.writes_on_worker,
             &state.pool.writes_moved_to_pool,
@@ -177,7 +161,10 @@ fn try_on_worker<T>(
         let _budget = crate::interrupt::try_budget(std::time::Duration::from_micros(
             crate::limits::TRY_ON_WORKER_MICROS,
         ));
-        let _scope = storage::nowait::enter();
+        let _scope = match tried {
+            Tried::Read => storage::nowait::enter(),
+            Tried::Write => storage::nowait::enter_write(),
+        };
         let out = f(state);
         if storage::nowait::refused() && !storage::nowait::settled() {
             None
@@ -282,9 +269,11 @@ mod tests {
     fn a_call_that_cannot_block_is_answered_on_the_worker() {
         on_one_thread(|st| async move {
             let worker = std::thread::current().id();
-            let ran_on = run_cached(&st, "find", None, |_| Ok(std::thread::current().id()))
-                .await
-                .unwrap();
+            let ran_on = run_tried(&st, "find", None, Tried::Read, |_| {
+                Ok(std::thread::current().id())
+            })
+            .await
+            .unwrap();
             assert_eq!(ran_on, worker);
             assert_eq!(st.pool.served_cached.load(Relaxed), 1);
             assert_eq!(st.pool.moved_to_pool.load(Relaxed), 0);
@@ -298,7 +287,7 @@ mod tests {
             let op = Interrupt::default();
             let tries = Arc::new(AtomicU64::new(0));
             let t = tries.clone();
-            let (ran_on, attempt) = run_cached(&st, "find", Some(&op), move |_| {
+            let (ran_on, attempt) = run_tried(&st, "find", Some(&op), Tried::Read, move |_| {
                 let n = t.fetch_add(1, Relaxed);
                 crate::interrupt::count_examined(5, 5);
                 if storage::nowait::active() {
@@ -334,7 +323,7 @@ mod tests {
             let worker = std::thread::current().id();
             let coll = st.catalog.get_or_create("db", "c").unwrap();
             let c = coll.clone();
-            let (ran_on, t) = run_write(&st, "insert", None, move |_| {
+            let (ran_on, t) = run_tried(&st, "insert", None, Tried::Write, move |_| {
                 let t = insert_one(&c, 1).map_err(|e| err(ErrorCode::InternalError, e.to_string()));
                 Ok((std::thread::current().id(), t?))
             })
@@ -347,7 +336,7 @@ mod tests {
             // the pool's run is the one write.
             let tries = Arc::new(AtomicU64::new(0));
             let (n, c) = (tries.clone(), coll.clone());
-            run_write(&st, "insert", None, move |_| {
+            run_tried(&st, "insert", None, Tried::Write, move |_| {
                 n.fetch_add(1, Relaxed);
                 if storage::nowait::active() {
                     storage::nowait::refuse();
@@ -368,7 +357,7 @@ mod tests {
             let coll = st.catalog.get_or_create("db", "c").unwrap();
             let tries = Arc::new(AtomicU64::new(0));
             let (n, c) = (tries.clone(), coll.clone());
-            run_write(&st, "insert", None, move |_| {
+            run_tried(&st, "insert", None, Tried::Write, move |_| {
                 n.fetch_add(1, Relaxed);
                 let t = insert_one(&c, 1);
                 // Settled by the append: nothing after it refuses or moves the attempt.
@@ -392,7 +381,7 @@ mod tests {
             let op = Interrupt::default();
             // A scan that yields often: on the worker its yield point fails once the budget is
             // spent; on the pool it runs to its end.
-            let steps = run_cached(&st, "find", Some(&op), |_| {
+            let steps = run_tried(&st, "find", Some(&op), Tried::Read, |_| {
                 let start = std::time::Instant::now();
                 let mut steps = 0u64;
                 while start.elapsed()
@@ -415,9 +404,11 @@ mod tests {
         on_one_thread(|st| async move {
             let worker = std::thread::current().id();
             let on_pool = |st: Arc<ServerState>| async move {
-                run_cached(&st, "find", None, |_| Ok(std::thread::current().id()))
-                    .await
-                    .unwrap()
+                run_tried(&st, "find", None, Tried::Read, |_| {
+                    Ok(std::thread::current().id())
+                })
+                .await
+                .unwrap()
             };
             st.params
                 .set("cairnReadsOnWorker", &bson::Bson::Boolean(false))

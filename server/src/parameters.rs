@@ -32,7 +32,7 @@ struct Def {
 const DEFS: &[Def] = &[
     Def {
         // cairn's own: read-only calls are first tried on the async worker that received them,
-        // served from the buffer pool and the page cache only (`crate::offload::run_cached`);
+        // served from the buffer pool and the page cache only (`crate::offload::run_tried`);
         // false sends every storage call to the pool.
         name: "cairnReadsOnWorker",
         kind: Kind::Bool,
@@ -42,7 +42,7 @@ const DEFS: &[Def] = &[
     },
     Def {
         // Writes outside transactions first tried on the async worker that received them, up
-        // to their log append (`crate::offload::run_write`); false sends them to the pool.
+        // to their log append (`crate::offload::run_tried`); false sends them to the pool.
         name: "cairnWritesOnWorker",
         kind: Kind::Bool,
         default: || Bson::Boolean(true),

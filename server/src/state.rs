@@ -214,11 +214,11 @@ pub struct PoolStats {
     pub running: AtomicU64,
     /// Jobs dropped unstarted because their client had gone.
     pub skipped_client_gone: AtomicU64,
-    /// Calls answered on the async worker from cached pages (`crate::offload::run_cached`).
+    /// Calls answered on the async worker from cached pages (`crate::offload::run_tried`).
     pub served_cached: AtomicU64,
     /// Calls tried there that would have blocked (or ran too long) and went to the pool.
     pub moved_to_pool: AtomicU64,
-    /// Writes done on the async worker up to their log append (`crate::offload::run_write`).
+    /// Writes done on the async worker up to their log append (`crate::offload::run_tried`).
     pub writes_on_worker: AtomicU64,
     /// Writes tried there that would have blocked and went to the pool.
     pub writes_moved_to_pool: AtomicU64,

@@ -10,7 +10,8 @@
 //! behind. The flag, not the error, is what the caller looks at, because code above the engine
 //! may wrap or replace an error on its way up.
 //!
-//! A write may be tried too. Everything a write does before its batch goes to the log may be
+//! A write may be tried too, in a scope entered with [`enter_write`] (a read's scope refuses
+//! every write). Everything a write does before its batch goes to the log may be
 //! refused (its locks are only tried, the pages it will change are read first from cached
 //! bytes) and is undone when it is. The log append is the write's point of no return: just
 //! before its bytes go to the log the scope is [`settle`]d, and from then on nothing in the scope
@@ -30,6 +31,8 @@ thread_local! {
     static REFUSED: Cell<bool> = const { Cell::new(false) };
     /// Inside a scope whose write reached the log (see [`settle`]).
     static SETTLED: Cell<bool> = const { Cell::new(false) };
+    /// The scope may write ([`enter_write`]); a read's scope refuses every write.
+    static WRITES: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Set once the filesystem answered a no-wait read with "not supported": the server then stops
@@ -46,15 +49,25 @@ pub fn enter() -> Scope {
     ACTIVE.with(|a| a.set(true));
     REFUSED.with(|r| r.set(false));
     SETTLED.with(|s| s.set(false));
+    WRITES.with(|w| w.set(false));
     Scope {
         _not_send: std::marker::PhantomData,
     }
+}
+
+/// [`enter`] for a call that may write (see the module comment): its writes are tried up to
+/// their log append instead of refused.
+pub fn enter_write() -> Scope {
+    let scope = enter();
+    WRITES.with(|w| w.set(true));
+    scope
 }
 
 impl Drop for Scope {
     fn drop(&mut self) {
         ACTIVE.with(|a| a.set(false));
         SETTLED.with(|s| s.set(false));
+        WRITES.with(|w| w.set(false));
     }
 }
 
@@ -78,10 +91,10 @@ pub fn in_scope() -> bool {
     active() || SETTLED.with(Cell::get)
 }
 
-/// Whether a write may start: not after a refusal in this scope (the attempt is dropped, so
-/// nothing it did may stand).
+/// Whether a write may start: not in a read's scope, and not after a refusal in this scope
+/// (the attempt is dropped, so nothing it did may stand).
 pub(crate) fn write_allowed() -> Result<()> {
-    if active() && refused() {
+    if active() && (refused() || !WRITES.with(Cell::get)) {
         return Err(refused_error());
     }
     Ok(())

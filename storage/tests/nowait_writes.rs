@@ -28,7 +28,7 @@ fn a_write_with_its_pages_at_hand_stands_and_settles_the_scope() {
     let c = e.create_collection("db", "c", doc! {}).unwrap();
     c.write(vec![insert(1)]).unwrap();
     let ticket = {
-        let _scope = nowait::enter();
+        let _scope = nowait::enter_write();
         let t = c.write(vec![insert(2)]).expect("cached write");
         assert!(nowait::settled(), "the append settled the scope");
         assert!(!nowait::active(), "nothing more is refused");
@@ -43,12 +43,25 @@ fn a_write_with_its_pages_at_hand_stands_and_settles_the_scope() {
 }
 
 #[test]
-fn after_a_refusal_no_write_starts_in_the_scope() {
+fn a_read_scope_refuses_every_write() {
     let dir = tempfile::tempdir().unwrap();
     let e = Engine::open(dir.path(), EngineOptions::default()).unwrap();
     let c = e.create_collection("db", "c", doc! {}).unwrap();
     {
         let _scope = nowait::enter();
+        assert!(c.write(vec![insert(1)]).is_err());
+        assert!(nowait::refused() && !nowait::settled());
+    }
+    assert_eq!(c.count(), 0);
+}
+
+#[test]
+fn after_a_refusal_no_write_starts_in_the_scope() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = Engine::open(dir.path(), EngineOptions::default()).unwrap();
+    let c = e.create_collection("db", "c", doc! {}).unwrap();
+    {
+        let _scope = nowait::enter_write();
         let _ = nowait::refuse();
         assert!(c.write(vec![insert(1)]).is_err());
         assert!(!nowait::settled());
@@ -63,7 +76,7 @@ fn creating_a_collection_is_refused_in_a_scope() {
     let dir = tempfile::tempdir().unwrap();
     let e = Engine::open(dir.path(), EngineOptions::default()).unwrap();
     {
-        let _scope = nowait::enter();
+        let _scope = nowait::enter_write();
         assert!(e.create_collection("db", "c", doc! {}).is_err());
         assert!(nowait::refused());
     }
@@ -100,7 +113,7 @@ fn a_write_whose_index_pages_are_cold_is_refused_and_leaves_nothing() {
         rustix::fs::fadvise(&pages, 0, None, rustix::fs::Advice::DontNeed).unwrap();
         let before = c.count();
         let attempt = {
-            let _scope = nowait::enter();
+            let _scope = nowait::enter_write();
             let out = c.write(vec![insert(i)]);
             (out.is_ok(), nowait::refused(), nowait::settled())
         };

@@ -52,7 +52,7 @@ pub async fn aggregate(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandR
     }
     // Parsing and opening the pipeline reads only (`$out`/`$merge` write later, in
     // `write_output`), so it may be tried on the worker from cached pages.
-    match super::off_thread_cached(state, req, run_pipeline).await? {
+    match super::off_thread_tried(state, req, crate::offload::Tried::Read, run_pipeline).await? {
         Ran::Reply(reply) => Ok(reply),
         Ran::Output(out) => {
             let ns = out.ns.clone();

@@ -158,7 +158,7 @@ pub(super) fn note_query_stats(
         return;
     };
     // An attempt on an async worker that is dropped and run again is counted by the run that
-    // answers (`crate::offload::run_cached`).
+    // answers (`crate::offload::run_tried`).
     if storage::nowait::dropping() {
         return;
     }

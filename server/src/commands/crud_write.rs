@@ -253,17 +253,22 @@ pub async fn insert(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResu
     // Announced before the hop to the pool, so a sync started meanwhile waits for it.
     let pending = std::sync::Mutex::new(state.catalog.pending_writer(&wc));
     let ts_guard = super::timeseries::insert_guard(state, req).await;
-    let out = super::off_thread_write(state, req, move |state, req| {
-        let out = insert_documents(state, req)?;
-        if storage::nowait::dropping() {
-            // A refused attempt: the call runs again and takes the pending writer then.
-            return Ok(out);
-        }
-        let pending = pending.lock().unwrap_or_else(|p| p.into_inner()).take();
-        Ok(out
-            .record_reply(state, req, false)
-            .sync_if_idle_pending(state, pending))
-    })
+    let out = super::off_thread_tried(
+        state,
+        req,
+        crate::offload::Tried::Write,
+        move |state, req| {
+            let out = insert_documents(state, req)?;
+            if storage::nowait::dropping() {
+                // A refused attempt: the call runs again and takes the pending writer then.
+                return Ok(out);
+            }
+            let pending = pending.lock().unwrap_or_else(|p| p.into_inner()).take();
+            Ok(out
+                .record_reply(state, req, false)
+                .sync_if_idle_pending(state, pending))
+        },
+    )
     .await;
     drop(ts_guard);
     out?.reply(state, &wc, false).await
@@ -510,16 +515,21 @@ async fn run_waiting(
         let guard = state.catalog.lock(&req.db, coll_name).await;
         let pending = std::sync::Mutex::new(state.catalog.pending_writer(wc));
         let name = coll_name.to_string();
-        let step = super::off_thread_write(state, req, move |state, req| {
-            let out = statements(state, req, &name, WriteOutcome::waiting(state, req))?;
-            if out.blocked_on.is_some() || storage::nowait::dropping() {
-                return Ok(out);
-            }
-            let pending = pending.lock().unwrap_or_else(|p| p.into_inner()).take();
-            Ok(out
-                .record_reply(state, req, update)
-                .sync_if_idle_pending(state, pending))
-        })
+        let step = super::off_thread_tried(
+            state,
+            req,
+            crate::offload::Tried::Write,
+            move |state, req| {
+                let out = statements(state, req, &name, WriteOutcome::waiting(state, req))?;
+                if out.blocked_on.is_some() || storage::nowait::dropping() {
+                    return Ok(out);
+                }
+                let pending = pending.lock().unwrap_or_else(|p| p.into_inner()).take();
+                Ok(out
+                    .record_reply(state, req, update)
+                    .sync_if_idle_pending(state, pending))
+            },
+        )
         .await;
         drop(guard);
         let mut step = step?;

@@ -441,12 +441,14 @@ where
     .await
 }
 
-/// [`off_thread`] for a read-only command without side effects: first tried on the async worker
-/// from cached pages (`crate::offload::run_cached`), on the pool when that would block. Inside a
-/// multi-document transaction it always runs on the pool.
-pub async fn off_thread_cached<T, F>(
+/// [`off_thread`] for a read-only command without side effects (`Tried::Read`), or a write
+/// (`Tried::Write`; `f` must leave nothing behind before its first storage write when the attempt
+/// is refused): first tried on the async worker (`crate::offload::run_tried`), on the pool when
+/// that would block. Inside a multi-document transaction it always runs on the pool.
+pub async fn off_thread_tried<T, F>(
     state: &Arc<ServerState>,
     req: &Arc<Request>,
+    tried: crate::offload::Tried,
     f: F,
 ) -> CommandResult<T>
 where
@@ -457,26 +459,7 @@ where
         return off_thread(state, req, f).await;
     }
     let r = req.clone();
-    crate::offload::run_cached(state, req.command, Some(&req.op), move |s| f(s, &r)).await
-}
-
-/// [`off_thread`] for a write outside a multi-document transaction: first tried on the async
-/// worker up to its log append (`crate::offload::run_write`; `f` must leave nothing behind
-/// before its first storage write when the attempt is refused), on the pool otherwise.
-pub async fn off_thread_write<T, F>(
-    state: &Arc<ServerState>,
-    req: &Arc<Request>,
-    f: F,
-) -> CommandResult<T>
-where
-    T: Send + 'static,
-    F: Fn(&ServerState, &Request) -> CommandResult<T> + Send + 'static,
-{
-    if req.txn.get().is_some() {
-        return off_thread(state, req, f).await;
-    }
-    let r = req.clone();
-    crate::offload::run_write(state, req.command, Some(&req.op), move |s| {
+    crate::offload::run_tried(state, req.command, Some(&req.op), tried, move |s| {
         let _retry = r.retry.get().map(|t| t.install());
         f(s, &r)
     })
@@ -732,7 +715,7 @@ pub async fn dispatch(
                 .opcounters
                 .query
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            off_thread_cached(state, req, crud_read::find).await
+            off_thread_tried(state, req, crate::offload::Tried::Read, crud_read::find).await
         }
         "getMore" => match changes::get_more(state, req).await {
             Some(r) => r,
@@ -742,8 +725,12 @@ pub async fn dispatch(
             },
         },
         "killCursors" => crud_read::kill_cursors(state, req),
-        "count" => off_thread_cached(state, req, crud_read::count).await,
-        "distinct" => off_thread_cached(state, req, crud_read::distinct).await,
+        "count" => {
+            off_thread_tried(state, req, crate::offload::Tried::Read, crud_read::count).await
+        }
+        "distinct" => {
+            off_thread_tried(state, req, crate::offload::Tried::Read, crud_read::distinct).await
+        }
         "create" => off_thread(state, req, ddl::create).await,
         "drop" => ddl::drop(state, req).await,
         "dropDatabase" => off_thread(state, req, ddl::drop_database).await,

@@ -190,7 +190,7 @@ pub fn where_source(code: &str) -> String {
 /// Calls the JS function `source` with `this` bound to `this` (or undefined) and `args`.
 pub fn call(source: &str, this: Option<&Document>, args: &[Bson]) -> CommandResult<Bson> {
     if storage::nowait::active() {
-        // JavaScript runs on the storage pool only (see `crate::offload::run_cached`).
+        // JavaScript runs on the storage pool only (see `crate::offload::run_tried`).
         storage::nowait::refuse();
         return Err(err(
             ErrorCode::InternalError,

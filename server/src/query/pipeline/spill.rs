@@ -43,7 +43,7 @@ pub struct RunWriter {
 impl RunWriter {
     pub fn create() -> CommandResult<RunWriter> {
         if storage::nowait::active() {
-            // Spilling writes to disk: not on an async worker (`crate::offload::run_cached`).
+            // Spilling writes to disk: not on an async worker (`crate::offload::run_tried`).
             return Err(io_err(
                 "creating a temporary file",
                 storage::nowait::refuse(),
