@@ -9,8 +9,6 @@ pub mod clock;
 pub mod commands;
 #[cfg(test)]
 mod compat;
-#[cfg(test)]
-mod compat80;
 pub mod config;
 pub mod connection;
 pub mod cursors;
@@ -21,7 +19,6 @@ pub mod interrupt;
 pub mod limits;
 pub mod listener;
 pub mod logging;
-pub mod logical_sessions;
 pub mod metrics;
 pub mod ns_locks;
 pub mod offload;

@@ -39,7 +39,7 @@ struct CommandOp {
     op_type: &'static str,
     interrupt: Interrupt,
     /// The key of the session the command runs in (its `lsid`), for killSessions.
-    session: Option<crate::logical_sessions::SessionId>,
+    session: Option<crate::sessions::registry::SessionId>,
 }
 
 /// The command `currentOp` shows: built when someone asks (most commands end unseen), from a
@@ -84,7 +84,7 @@ pub struct CommandInfo<'a> {
     pub raw_body: Option<&'a bson::RawDocumentBuf>,
     pub interrupt: Interrupt,
     /// The session the command names (its `lsid`, as `dispatch` parsed it).
-    pub session: Option<crate::logical_sessions::SessionId>,
+    pub session: Option<crate::sessions::registry::SessionId>,
 }
 
 #[derive(Default)]
@@ -168,7 +168,7 @@ impl OpRegistry {
     /// every session, except the operation `except` (the killing command); returns how many.
     pub fn kill_sessions(
         &self,
-        keys: Option<&[crate::logical_sessions::SessionId]>,
+        keys: Option<&[crate::sessions::registry::SessionId]>,
         except: &Interrupt,
     ) -> usize {
         let mut n = 0;

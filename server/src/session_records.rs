@@ -1,5 +1,5 @@
 //! `config.system.sessions`: the logical session records as mongod keeps them for the whole
-//! deployment, `{_id: {id, uid}, lastUse, user?: {name}}` (see `crate::logical_sessions`).
+//! deployment, `{_id: {id, uid}, lastUse, user?: {name}}` (see `crate::sessions::registry`).
 //! `$listSessions` reads them here; `$listLocalSessions` reads the registry in memory.
 //!
 //! A refresh (every `logicalSessionRefreshMillis`, default 5 minutes, and on the test command
@@ -14,7 +14,7 @@
 //! durable when the refresh ends, and never happen while the server is fsync-locked.
 
 use crate::error::{CommandResult, storage_error};
-use crate::logical_sessions::{RefreshWork, SessionId, UserDigest};
+use crate::sessions::registry::{RefreshWork, SessionId, UserDigest};
 use crate::state::ServerState;
 use bson::{Bson, Document, RawDocumentBuf, doc};
 use std::sync::Arc;
@@ -214,7 +214,7 @@ pub fn list(state: &ServerState, owners: Option<&[UserDigest]>) -> CommandResult
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::logical_sessions::Registry;
+    use crate::sessions::registry::Registry;
 
     fn engine() -> (tempfile::TempDir, storage::Engine) {
         let dir = tempfile::tempdir().unwrap();

@@ -97,7 +97,7 @@ pub struct ServerState {
     pub repl: Option<crate::repl::ReplState>,
     /// Open change streams and oplog cursors.
     pub streams: crate::streams::StreamRegistry,
-    /// Logical sessions: one registry of every session (`crate::logical_sessions`) with the
+    /// Logical sessions: one registry of every session (`crate::sessions::registry`) with the
     /// retryable-write and transaction state of each (`crate::sessions`).
     pub sessions: Arc<crate::sessions::SessionTable>,
     /// mongod 8.0's query settings (`crate::query_settings`), loaded at start-up.

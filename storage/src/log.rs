@@ -407,6 +407,8 @@ impl Log {
             // A repair or a new segment writes, syncs and opens files: not on this thread.
             return Err(crate::nowait::refused_error());
         }
+        // Only a write's scope reaches its append, and not after a refusal.
+        crate::nowait::write_allowed()?;
         *healed = self.repair(&mut w)?;
         if rolls && let Err(e) = self.roll(&mut w, total as u64) {
             let end = w.offset;

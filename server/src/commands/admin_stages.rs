@@ -1,6 +1,6 @@
 //! Leading aggregation stages that read server state rather than documents, beyond the ones
 //! `commands::aggregate` answers itself: `$listLocalSessions` (the session registry,
-//! `crate::logical_sessions`), `$listSessions` (`config.system.sessions`,
+//! `crate::sessions::registry`), `$listSessions` (`config.system.sessions`,
 //! `crate::session_records`) and `$queryStats` (`crate::query_stats`). Each checks its spec and namespace as mongod's
 //! stage parser does and returns the documents it produces; the rest of the pipeline runs over
 //! them.
@@ -8,7 +8,7 @@
 use super::Request;
 use super::argspec;
 use crate::error::{CommandResult, ErrorCode, err};
-use crate::logical_sessions::{UserDigest, user_digest};
+use crate::sessions::registry::{UserDigest, user_digest};
 use crate::state::ServerState;
 use bson::{Bson, Document};
 

@@ -452,7 +452,7 @@ pub fn not_in_transaction(req: &Request) -> CommandResult<Reply> {
 
 /// The session keys an `endSessions` / `killSessions` names (ids it cannot read are skipped:
 /// the command's own checks report them).
-fn named_sessions(req: &Request) -> Vec<crate::logical_sessions::SessionId> {
+fn named_sessions(req: &Request) -> Vec<crate::sessions::registry::SessionId> {
     let Ok(list) = req.body.get_array(req.command) else {
         return Vec::new();
     };

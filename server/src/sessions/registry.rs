@@ -21,8 +21,8 @@
 //! next refresh removes its record from the collection; the entry itself stays while it holds
 //! transaction state, so a late retry still cannot apply twice (as in mongod).
 
+use super::SessionTxn;
 use crate::limits;
-use crate::sessions::SessionTxn;
 use bson::{Binary, Document, doc, spec::BinarySubtype};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;

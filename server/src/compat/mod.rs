@@ -4,6 +4,8 @@
 //! parser does not reject the name as unknown (argument errors still mean "recognized").
 //! Regenerate with `CAIRN_BLESS=1 cargo test -p cairn --lib compat`.
 
+mod release80;
+
 use crate::commands::lookup;
 use crate::query::expr::Expr;
 use crate::query::matcher::Filter;
@@ -399,7 +401,7 @@ pub fn render(stage_supported: &dyn Fn(&str) -> bool) -> String {
         &expression_supported,
     );
     out.push_str(&crate::commands::argspec::doc::render());
-    out.push_str(&crate::compat80::render(stage_supported));
+    out.push_str(&release80::render(stage_supported));
     out.push_str("## Notes\n\n");
     for (topic, text) in NOTES {
         out.push_str(&format!("- **{topic}**: {text}\n"));

@@ -1,4 +1,4 @@
-//! The session table: the commands' face of the session registry (`crate::logical_sessions`,
+//! The session table: the commands' face of the session registry (`crate::sessions::registry`,
 //! one entry per logical session id), whose entries hold the state of each session's latest
 //! `txnNumber`, which is what makes retryable writes run at most once. A write command that carries `lsid` + `txnNumber`
 //! (replica-set mode only) checks its session out for as long as it runs: a retry that arrives
@@ -33,9 +33,11 @@
 
 use crate::error::{CommandError, CommandResult, ErrorCode, err};
 use crate::limits;
-use crate::logical_sessions::{Registry, SessionId, TxnState, UserDigest};
+pub mod registry;
+
 use crate::txn::Txn;
 use bson::{Bson, Document, doc};
+use registry::{Registry, SessionId, TxnState, UserDigest};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -128,7 +130,7 @@ const TXN_COMMANDS: &[&str] = &[
     "abortTransaction",
 ];
 
-/// The session registry (`crate::logical_sessions`) with what the retryable writes and
+/// The session registry (`crate::sessions::registry`) with what the retryable writes and
 /// transactions of its sessions share.
 #[derive(Default)]
 pub struct SessionTable {

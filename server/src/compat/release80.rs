@@ -257,7 +257,7 @@ pub fn state(check: &Check, stage_supported: &dyn Fn(&str) -> bool) -> State {
     match check {
         Check::Command(c) => known(lookup(c).is_some()),
         Check::Stage(s) => known(stage_supported(s)),
-        Check::Expression(e) => known(super::compat::expression_supported(e)),
+        Check::Expression(e) => known(super::expression_supported(e)),
         Check::Parameter(p) => known(crate::parameters::Parameters::default().get(p).is_some()),
         Check::Judged(s) => *s,
     }
