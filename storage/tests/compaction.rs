@@ -29,28 +29,34 @@ fn dir_bytes(dir: &std::path::Path) -> u64 {
         .sum()
 }
 
+/// Collection `db.c` with `DOCS` documents of 500 padding bytes: (the collection, each
+/// document by its RecordId).
+fn load(engine: &Engine) -> (std::sync::Arc<storage::Collection>, Vec<(u64, Document)>) {
+    let c = engine
+        .create_collection("db", "c", doc! {})
+        .expect("create");
+    let docs: Vec<Document> = (0..DOCS)
+        .map(|i| doc! {"_id": i, "r": 0, "pad": "c".repeat(500)})
+        .collect();
+    let t = c
+        .write(
+            docs.iter()
+                .map(|d| WriteOp::Insert(raw(d).into()))
+                .collect(),
+        )
+        .expect("insert");
+    let loaded = t.record_ids.into_iter().zip(docs).collect();
+    (c, loaded)
+}
+
 #[test]
 fn compaction_keeps_data_and_bounds_disk() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut model: BTreeMap<u64, Document> = BTreeMap::new();
     {
         let engine = Engine::open(dir.path(), opts()).expect("open");
-        let c = engine
-            .create_collection("db", "c", doc! {})
-            .expect("create");
-        let docs: Vec<Document> = (0..DOCS)
-            .map(|i| doc! {"_id": i, "r": 0, "pad": "c".repeat(500)})
-            .collect();
-        let t = c
-            .write(
-                docs.iter()
-                    .map(|d| WriteOp::Insert(raw(d).into()))
-                    .collect(),
-            )
-            .expect("insert");
-        for (rid, d) in t.record_ids.iter().zip(docs) {
-            model.insert(*rid, d);
-        }
+        let (c, loaded) = load(&engine);
+        model.extend(loaded);
         let mut worst = 0f64;
         for round in 1..=ROUNDS {
             for (rid, d) in model.iter_mut() {
@@ -100,21 +106,9 @@ fn background_compaction_obeys_auto_compact() {
         },
     )
     .expect("open");
-    let c = engine
-        .create_collection("db", "c", doc! {})
-        .expect("create");
-    let docs: Vec<Document> = (0..DOCS)
-        .map(|i| doc! {"_id": i, "r": 0, "pad": "c".repeat(500)})
-        .collect();
-    let t = c
-        .write(
-            docs.iter()
-                .map(|d| WriteOp::Insert(raw(d).into()))
-                .collect(),
-        )
-        .expect("insert");
+    let (c, docs) = load(&engine);
     for round in 1..=20 {
-        for (rid, d) in t.record_ids.iter().zip(&docs) {
+        for (rid, d) in &docs {
             let mut d = d.clone();
             d.insert("r", round);
             c.write(vec![WriteOp::Replace(*rid, raw(&d))])
