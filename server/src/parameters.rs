@@ -485,9 +485,6 @@ impl Parameters {
     }
 
     pub fn get_i64(&self, name: &str) -> i64 {
-        if name == "internalQueryStatsRateLimit" {
-            return self.query_stats_rate_limit.load(Relaxed);
-        }
         match self.read().get(name) {
             Some(Bson::Int32(i)) => *i as i64,
             Some(Bson::Int64(i)) => *i,
@@ -505,11 +502,6 @@ impl Parameters {
     }
 
     pub fn get_bool(&self, name: &str) -> bool {
-        match name {
-            "cairnReadsOnWorker" => return self.reads_on_worker(),
-            "cairnWritesOnWorker" => return self.writes_on_worker(),
-            _ => {}
-        }
         matches!(self.read().get(name), Some(Bson::Boolean(true)))
     }
 

@@ -17,8 +17,8 @@ use crate::query::update::{ApplyContext, upsert_seed};
 use crate::state::ServerState;
 use bson::{Bson, Document, RawDocument, RawDocumentBuf, doc};
 use std::borrow::Cow;
-use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex};
 use storage::{Collection, Ticket, WriteOp};
 
 /// Outcome of a write command before it becomes a reply.
@@ -251,7 +251,7 @@ pub use super::prepare::{prepare_document, prepare_for_storage};
 pub async fn insert(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResult<Reply> {
     let wc = WriteConcern::parse(req.write_concern.as_ref())?;
     // Announced before the hop to the pool, so a sync started meanwhile waits for it.
-    let pending = std::sync::Mutex::new(state.catalog.pending_writer(&wc));
+    let pending = Mutex::new(state.catalog.pending_writer(&wc));
     let ts_guard = super::timeseries::insert_guard(state, req).await;
     let out = super::off_thread_tried(
         state,
@@ -263,10 +263,9 @@ pub async fn insert(state: &Arc<ServerState>, req: &Arc<Request>) -> CommandResu
                 // A refused attempt: the call runs again and takes the pending writer then.
                 return Ok(out);
             }
-            let pending = pending.lock().unwrap_or_else(|p| p.into_inner()).take();
             Ok(out
                 .record_reply(state, req, false)
-                .sync_if_idle_pending(state, pending))
+                .sync_if_idle_pending(state, take(&pending)))
         },
     )
     .await;
@@ -509,56 +508,41 @@ async fn run_waiting(
     statements: StatementsFn,
 ) -> CommandResult<WriteOutcome> {
     let mut out = WriteOutcome::waiting(state, req);
-    if one_document_statement(req, update) {
-        // Tried on the async worker first: the first job of a statement that writes one
-        // document (updateOne, replaceOne, deleteOne).
-        let guard = state.catalog.lock(&req.db, coll_name).await;
-        let pending = std::sync::Mutex::new(state.catalog.pending_writer(wc));
-        let name = coll_name.to_string();
-        let step = super::off_thread_tried(
-            state,
-            req,
-            crate::offload::Tried::Write,
-            move |state, req| {
-                let out = statements(state, req, &name, WriteOutcome::waiting(state, req))?;
-                if out.blocked_on.is_some() || storage::nowait::dropping() {
-                    return Ok(out);
-                }
-                let pending = pending.lock().unwrap_or_else(|p| p.into_inner()).take();
-                Ok(out
-                    .record_reply(state, req, update)
-                    .sync_if_idle_pending(state, pending))
-            },
-        )
-        .await;
-        drop(guard);
-        let mut step = step?;
-        let Some(key) = step.blocked_on.take() else {
-            return Ok(step);
-        };
-        state.txns.wait_released(key, &req.op).await?;
-        out = step;
-    }
+    // The first job of a statement that writes one document (updateOne, replaceOne, deleteOne)
+    // is tried on the async worker first.
+    let mut tried = one_document_statement(req, update).then_some(crate::offload::Tried::Write);
     loop {
         let guard = state.catalog.lock(&req.db, coll_name).await;
         // Announced once the lock is held, before the hop to the pool, so that a sync started
         // meanwhile waits for this write too (`storage::PendingWriter`). Announced before the
         // lock, writers queued on it held syncs back (F at 64 connections: 0.89x).
-        let pending = state.catalog.pending_writer(wc);
+        let pending = Mutex::new(state.catalog.pending_writer(wc));
         let name = coll_name.to_string();
-        // The lock travels with the job and is released when it ends, before any wait.
-        let mut step = super::off_thread(state, req, move |state, req| {
-            let out = statements(state, req, &name, out);
-            drop(guard);
+        // The lock travels with the job and is released once its statements ran, before any
+        // sync or wait. An attempt on the worker that is dropped leaves the lock and the
+        // announcement to the run on the pool, which starts again from a fresh outcome (only a
+        // first job, whose outcome is fresh, is tried there).
+        let (guard, start) = (Mutex::new(Some(guard)), Mutex::new(Some(out)));
+        let job = move |state: &ServerState, req: &Request| {
+            let from = take(&start).unwrap_or_else(|| WriteOutcome::waiting(state, req));
+            let out = statements(state, req, &name, from);
+            if storage::nowait::dropping() {
+                return out;
+            }
+            drop(take(&guard));
             let out = out?;
             if out.blocked_on.is_some() {
                 return Ok(out);
             }
             Ok(out
                 .record_reply(state, req, update)
-                .sync_if_idle_pending(state, pending))
-        })
-        .await?;
+                .sync_if_idle_pending(state, take(&pending)))
+        };
+        let step = match tried.take() {
+            Some(t) => super::off_thread_tried(state, req, t, job).await,
+            None => super::off_thread(state, req, job).await,
+        };
+        let mut step = step?;
         let Some(key) = step.blocked_on.take() else {
             return Ok(step);
         };
@@ -567,6 +551,12 @@ async fn run_waiting(
         state.txns.wait_released(key, &req.op).await?;
         out = step;
     }
+}
+
+/// What a job's `Mutex<Option<T>>` still holds, taken (a job that may run twice keeps what it
+/// hands on in one).
+fn take<T>(slot: &Mutex<Option<T>>) -> Option<T> {
+    slot.lock().unwrap_or_else(|p| p.into_inner()).take()
 }
 
 /// Whether a plain update or delete is one statement that writes at most one document: only
