@@ -123,18 +123,17 @@ impl Shape {
     /// A field value: printable ASCII, no quote or backslash (so it is its own JSON string).
     pub fn value(&self, rng: &mut Rng) -> String {
         const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-        let mut s = String::with_capacity(self.field_bytes);
-        while s.len() < self.field_bytes {
-            let mut bits = rng.next_u64();
-            for _ in 0..8 {
-                if s.len() == self.field_bytes {
-                    break;
-                }
-                s.push(ALPHABET[(bits & 0xFF) as usize % ALPHABET.len()] as char);
-                bits >>= 8;
-            }
+        let mut bytes = Vec::with_capacity(self.field_bytes);
+        while bytes.len() < self.field_bytes {
+            let bits = rng.next_u64().to_le_bytes();
+            let take = (self.field_bytes - bytes.len()).min(bits.len());
+            bytes.extend(
+                bits[..take]
+                    .iter()
+                    .map(|&b| ALPHABET[usize::from(b) % ALPHABET.len()]),
+            );
         }
-        s
+        String::from_utf8(bytes).expect("the alphabet is ASCII")
     }
 
     /// (name, value) of every field of a new record.
