@@ -34,6 +34,11 @@ struct Cli {
     /// What the reports call the server behind --uri.
     #[arg(long, default_value = "cairn")]
     label: String,
+    /// What speaks to the MongoDB URIs: `driver` (the official Rust driver, as applications
+    /// use it) or `wire` (the same commands over a bare connection, a client about as light as
+    /// tokio-postgres, so client CPU weighs alike on both systems).
+    #[arg(long, value_enum, default_value = "driver")]
+    mongo_client: cairn_e2e::load::target::MongoClient,
     /// PostgreSQL connection string: run the same operations against jsonb there too.
     #[arg(long)]
     pg: Option<String>,
@@ -113,6 +118,7 @@ fn main() -> Result<()> {
     let cfg = Config {
         uri: (!cli.no_mongo).then_some(cli.uri),
         label: cli.label,
+        mongo_client: cli.mongo_client,
         pg: cli.pg,
         db: cli.db,
         workloads: cli.workloads,

@@ -14,11 +14,12 @@ pub mod floor;
 pub mod keys;
 pub mod report;
 pub mod target;
+pub mod wire_client;
 pub mod workload;
 
 use crate::load::cpu::{Sample, Watch};
 use crate::load::keys::{Chooser, Distribution, KeySpace, Rng, Zipfian};
-use crate::load::target::{Conn, Outcome, System};
+use crate::load::target::{Conn, MongoClient, Outcome, System};
 use crate::load::workload::{Op, Shape, Workload};
 use hdrhistogram::Histogram;
 use std::path::PathBuf;
@@ -33,6 +34,8 @@ pub struct Config {
     pub uri: Option<String>,
     /// What the reports call the system behind `uri` (e.g. "cairn", "mongod").
     pub label: String,
+    /// What speaks to the MongoDB URIs: the official driver or the bare wire client.
+    pub mongo_client: MongoClient,
     pub pg: Option<String>,
     pub db: String,
     pub workloads: Vec<Workload>,
@@ -147,6 +150,8 @@ pub struct Run {
     pub warmup_s: f64,
     pub measure_s: f64,
     pub rate: Option<f64>,
+    /// What spoke to the MongoDB URIs.
+    pub mongo_client: MongoClient,
     pub postgres_settings: Vec<(String, String)>,
     pub server_cpu_watched: Vec<(String, Option<u32>)>,
 }
@@ -273,6 +278,7 @@ pub async fn run(cfg: &Config) -> Outcome<Run> {
         warmup_s: cfg.warmup.as_secs_f64(),
         measure_s: cfg.measure.as_secs_f64(),
         rate: cfg.rate,
+        mongo_client: cfg.mongo_client,
         postgres_settings,
         server_cpu_watched,
     })
@@ -313,6 +319,13 @@ async fn floor_cell(cfg: &Config, connections: usize, round: usize) -> Measureme
 /// Connections for one cell (made before its clock starts).
 async fn connect(cfg: &Config, s: &Subject, connections: usize) -> Outcome<Vec<Conn>> {
     match s.system {
+        System::Mongo if cfg.mongo_client == MongoClient::Wire => {
+            let mut out = Vec::with_capacity(connections);
+            for _ in 0..connections {
+                out.push(Conn::wire(&s.uri, &cfg.db).await?);
+            }
+            Ok(out)
+        }
         System::Mongo => {
             let client = target::mongo_client(&s.uri, connections).await?;
             let conns: Vec<Conn> = (0..connections)

@@ -5,6 +5,7 @@
 
 use crate::compare::plot::{self, LogLog, Series};
 use crate::compare::stats::median;
+use crate::load::target::MongoClient;
 use crate::load::{Measurement, Run};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -133,10 +134,14 @@ fn header(run: &Run) -> String {
     let mode = run.rate.map_or("closed loop".to_string(), |r| {
         format!("open loop at {r:.0} ops/s")
     });
+    let client = match run.mongo_client {
+        MongoClient::Driver => "the official Rust driver",
+        MongoClient::Wire => "cairn-load's bare wire client (--mongo-client wire)",
+    };
     format!(
         "{} records of {} fields x {} B ({} B a document; the group-commit floor appends as \
          many per acknowledgement); {} round(s) of {:.1} s per cell after {:.1} s warm-up; \
-         {mode}; load average {} at the start, {} at the end.\n",
+         {mode}; MongoDB client: {client}; load average {} at the start, {} at the end.\n",
         run.records,
         run.shape.fields,
         run.shape.field_bytes,
@@ -415,6 +420,7 @@ mod tests {
 
     fn run(ms: Vec<Measurement>) -> Run {
         Run {
+            mongo_client: MongoClient::Driver,
             measurements: ms,
             load_average_start: "1.0 1.0 1.0".into(),
             load_average_end: "2.0 2.0 2.0".into(),

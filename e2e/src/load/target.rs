@@ -17,6 +17,8 @@ use mongodb::{Client, Collection};
 use std::time::Duration;
 use tokio_postgres::Statement;
 
+use crate::load::wire_client::WireConn;
+
 pub const TABLE: &str = "usertable";
 /// Records per insert batch while loading, and batches in flight.
 pub const LOAD_BATCH_COUNT: u64 = 1000;
@@ -163,8 +165,21 @@ pub struct PgStatements {
     scan: Statement,
 }
 
+/// Which client speaks to a MongoDB URI.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum MongoClient {
+    /// The official Rust driver (`mongodb`), as applications use it.
+    #[default]
+    Driver,
+    /// `wire_client`: the same commands over a bare connection, a client as light as
+    /// `tokio-postgres`, so the figures are the server's.
+    Wire,
+}
+
 /// One worker's connection.
 pub enum Conn {
+    Wire(Box<WireConn>),
     Mongo {
         coll: Collection<Document>,
         raw: Collection<RawDocumentBuf>,
@@ -180,6 +195,10 @@ impl Conn {
         let coll = mongo_collection(client, db);
         let raw = coll.clone_with_type::<RawDocumentBuf>();
         Conn::Mongo { coll, raw }
+    }
+
+    pub async fn wire(uri: &str, db: &str) -> Outcome<Conn> {
+        Ok(Conn::Wire(Box::new(WireConn::connect(uri, db, TABLE).await?)))
     }
 
     pub async fn postgres(uri: &str) -> Outcome<Conn> {
@@ -209,7 +228,7 @@ impl Conn {
 
     /// Run `op` on record `key` (for an insert: the new record's number). `Ok(false)` when a
     /// read found no record.
-    pub async fn run(&self, op: Op, key: u64, shape: &Shape, rng: &mut Rng) -> Outcome<bool> {
+    pub async fn run(&mut self, op: Op, key: u64, shape: &Shape, rng: &mut Rng) -> Outcome<bool> {
         match op {
             Op::Read => self.read(key).await,
             Op::Update => self.update(key, shape, rng).await.map(|()| true),
@@ -223,8 +242,9 @@ impl Conn {
         }
     }
 
-    async fn read(&self, key: u64) -> Outcome<bool> {
+    async fn read(&mut self, key: u64) -> Outcome<bool> {
         match self {
+            Conn::Wire(c) => c.read(key as i64).await,
             Conn::Mongo { raw, .. } => {
                 let d = raw.find_one(doc! { "_id": key as i64 }).await;
                 Ok(d.map_err(text)?.is_some())
@@ -236,10 +256,11 @@ impl Conn {
         }
     }
 
-    async fn update(&self, key: u64, shape: &Shape, rng: &mut Rng) -> Outcome<()> {
+    async fn update(&mut self, key: u64, shape: &Shape, rng: &mut Rng) -> Outcome<()> {
         let field = Shape::field_name(rng.below(shape.fields.max(1) as u64) as usize);
         let value = shape.value(rng);
         match self {
+            Conn::Wire(c) => c.update(key as i64, &field, &value).await,
             Conn::Mongo { coll, .. } => {
                 let set = doc! { "$set": { field: value } };
                 coll.update_one(doc! { "_id": key as i64 }, set)
@@ -255,8 +276,12 @@ impl Conn {
         }
     }
 
-    async fn insert(&self, key: u64, fields: &[(String, String)]) -> Outcome<()> {
+    async fn insert(&mut self, key: u64, fields: &[(String, String)]) -> Outcome<()> {
         match self {
+            Conn::Wire(c) => {
+                let doc = RawDocumentBuf::try_from(&mongo_record(key, fields)).map_err(text)?;
+                c.insert(doc).await
+            }
             Conn::Mongo { coll, .. } => coll
                 .insert_one(mongo_record(key, fields))
                 .await
@@ -270,8 +295,9 @@ impl Conn {
         }
     }
 
-    async fn scan(&self, key: u64, length: u64) -> Outcome<bool> {
+    async fn scan(&mut self, key: u64, length: u64) -> Outcome<bool> {
         match self {
+            Conn::Wire(c) => c.scan(key as i64, length as i64).await,
             Conn::Mongo { raw, .. } => {
                 let mut cursor = raw
                     .find(doc! { "_id": { "$gte": key as i64 } })
