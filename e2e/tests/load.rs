@@ -123,7 +123,9 @@ async fn the_wire_client_runs_every_workload() {
     // value it was loaded with. Loading again with the same seed gives the original values.
     let after: Vec<bson::Document> = {
         use futures_util::TryStreamExt;
-        let c = coll.find(bson::doc! {"_id": {"$lt": 300i64}}).sort(bson::doc! {"_id": 1});
+        let c = coll
+            .find(bson::doc! {"_id": {"$lt": 300i64}})
+            .sort(bson::doc! {"_id": 1});
         c.await.expect("find").try_collect().await.expect("docs")
     };
     load::target::load_mongo(&server.uri(), "load_wire", 300, cfg.shape, cfg.seed)

@@ -270,11 +270,25 @@ impl Catalog {
         if !self.waits(wc) {
             return Ok(());
         }
+        if ticket.take_lead() && leads_in_place() {
+            // A lone write done on the worker left its sync to this wait (`storage::Ticket::
+            // take_lead`): lead it here, the worker's other tasks handed to another thread for
+            // the fdatasync, rather than wake the commit thread and be woken by it. When a sync
+            // is in flight by now, this only asks for the next. A failed sync fails the wait.
+            let _ = tokio::task::block_in_place(|| ticket.sync_if_idle());
+        }
         ticket
             .wait_durable()
             .await
             .map_err(|e| storage_error(e, "", ""))
     }
+}
+
+/// Whether this async context may block in place (a multi-threaded runtime's worker; a
+/// single-threaded runtime, as in tests, cannot hand its tasks on).
+fn leads_in_place() -> bool {
+    tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
 }
 
 /// A parsed `writeConcern`.

@@ -351,6 +351,50 @@ mod tests {
         });
     }
 
+    /// A lone durable write done on the worker is synced by its own wait (off the worker's
+    /// core, `block_in_place`), not by the commit thread; a write on the pool syncs in its job.
+    #[test]
+    fn a_lone_write_on_the_worker_is_synced_by_its_wait() {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let st = state(dir.path());
+            let coll = st.catalog.get_or_create("db", "c").unwrap();
+            let wc = crate::catalog::WriteConcern::default();
+            let synced = |st: &ServerState| {
+                let g = st.catalog.engine().stats().group_commit;
+                (g.syncs_by_writer, g.syncs_requested)
+            };
+            let before = synced(&st);
+            for id in 0..3 {
+                let c = coll.clone();
+                let (t, on_worker) = run_tried(&st, "insert", None, Tried::Write, move |_| {
+                    let t = insert_one(&c, id)
+                        .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?;
+                    // What a write job does at its end (`Catalog::sync_if_idle`).
+                    t.sync_if_idle()
+                        .map_err(|e| err(ErrorCode::InternalError, e.to_string()))?;
+                    Ok((t, storage::nowait::in_scope()))
+                })
+                .await
+                .unwrap();
+                assert!(
+                    on_worker && !t.is_durable(),
+                    "done on the worker, its sync left"
+                );
+                st.catalog.finish_write(&t, &wc).await.unwrap();
+                assert!(t.is_durable());
+            }
+            let after = synced(&st);
+            assert_eq!(after.0 - before.0, 3, "each write's wait led its sync");
+            assert_eq!(after.1, before.1, "the commit thread was not asked");
+        });
+    }
+
     #[test]
     fn a_write_that_reached_the_log_stands_whatever_follows_in_its_attempt() {
         on_one_thread(|st| async move {

@@ -287,6 +287,7 @@ fn cut_and_write(inner: &Inner) -> Result<u64> {
     // sealed), so a log failure now is waited out for a while: the commit thread's retries
     // repair the log once the disk has room again.
     let ticket = Ticket {
+        lead: Default::default(),
         sequence: next_sequence - 1,
         record_ids: Vec::new(),
         commit: inner.shared.commit.clone(),

@@ -422,6 +422,7 @@ impl Engine {
         let (seq, _) = self.inner.shared.log.append(&recs, true)?;
         self.inner.shared.commit.note_written(seq);
         Ok(Ticket {
+            lead: Default::default(),
             sequence: seq,
             record_ids: Vec::new(),
             commit: self.inner.shared.commit.clone(),
@@ -460,6 +461,7 @@ impl Engine {
                 .append_stamped(&recs, true, Some(&stamp))?;
         self.inner.shared.commit.note_written(seq);
         Ok(Ticket {
+            lead: Default::default(),
             sequence: seq,
             record_ids: Vec::new(),
             commit: self.inner.shared.commit.clone(),
@@ -838,6 +840,7 @@ impl Engine {
     pub fn flush(&self) -> Result<()> {
         let seq = self.inner.shared.log.last_sequence();
         Ticket {
+            lead: Default::default(),
             sequence: seq,
             record_ids: Vec::new(),
             commit: self.inner.shared.commit.clone(),

@@ -214,6 +214,7 @@ pub fn write_across_at(
     shared.applied.fetch_max(seq, Ordering::AcqRel);
     shared.commit.note_written(seq);
     Ok(Ticket {
+        lead: Default::default(),
         sequence: seq,
         record_ids,
         commit: shared.commit.clone(),

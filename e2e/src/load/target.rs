@@ -198,7 +198,9 @@ impl Conn {
     }
 
     pub async fn wire(uri: &str, db: &str) -> Outcome<Conn> {
-        Ok(Conn::Wire(Box::new(WireConn::connect(uri, db, TABLE).await?)))
+        Ok(Conn::Wire(Box::new(
+            WireConn::connect(uri, db, TABLE).await?,
+        )))
     }
 
     pub async fn postgres(uri: &str) -> Outcome<Conn> {

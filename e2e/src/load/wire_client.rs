@@ -10,10 +10,10 @@
 
 use crate::load::target::Outcome;
 use bson::{RawDocument, RawDocumentBuf, rawdoc};
-use wire::{Body, DocumentSequence, FrameReader, OpMsg, SharedDocument};
 use mongodb::options::{ClientOptions, ServerAddress};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use wire::{Body, DocumentSequence, FrameReader, OpMsg, SharedDocument};
 
 fn text<E: std::fmt::Display>(e: E) -> String {
     e.to_string()
@@ -36,7 +36,9 @@ async fn address(uri: &str) -> Outcome<String> {
     }
     match o.hosts.first() {
         Some(ServerAddress::Tcp { host, port }) => Ok(format!("{host}:{}", port.unwrap_or(27017))),
-        _ => Err(format!("--mongo-client wire needs a host:port URI, not {uri}")),
+        _ => Err(format!(
+            "--mongo-client wire needs a host:port URI, not {uri}"
+        )),
     }
 }
 
@@ -118,7 +120,12 @@ impl WireConn {
     }
 
     /// A write command; an error when it reports a write error or a write-concern error.
-    async fn write(&mut self, mut body: RawDocumentBuf, seq: &str, doc: RawDocumentBuf) -> Outcome<()> {
+    async fn write(
+        &mut self,
+        mut body: RawDocumentBuf,
+        seq: &str,
+        doc: RawDocumentBuf,
+    ) -> Outcome<()> {
         body.append(bson::cstr!("ordered"), true);
         body.append(bson::cstr!("writeConcern"), rawdoc! { "w": 1, "j": true });
         body.append(bson::cstr!("lsid"), self.lsid.clone());
@@ -193,5 +200,9 @@ fn cursor(reply: &RawDocument) -> Outcome<&RawDocument> {
 }
 
 fn batch_len(reply: &RawDocument, batch: &str) -> Outcome<usize> {
-    Ok(cursor(reply)?.get_array(batch).map_err(text)?.into_iter().count())
+    Ok(cursor(reply)?
+        .get_array(batch)
+        .map_err(text)?
+        .into_iter()
+        .count())
 }

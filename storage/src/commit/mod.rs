@@ -109,6 +109,9 @@ struct State {
     /// running out, reset when a hold ends by arrivals).
     hold_skip: u32,
     hold_backoff: u32,
+    /// Writers the last sync covered: one means writers come one at a time, and a lone writer
+    /// on a request-serving thread leaves its sync to its own wait (see `sync_if_idle`).
+    last_writers: u64,
     failed: Option<Failure>,
     shutdown: bool,
     /// The commit thread has exited; nothing more becomes durable.
@@ -272,6 +275,7 @@ impl Commit {
             Ok(seq) => {
                 let writers = covered_writers(st, seq) + leader;
                 self.stats.covered(seq.saturating_sub(st.durable), writers);
+                st.last_writers = writers;
                 st.durable = st.durable.max(seq);
                 st.failed = None;
                 self.watch.send_replace(Durable {
@@ -404,32 +408,46 @@ impl Commit {
     /// The writer's own sync: when nothing is durable up to `sequence` yet, no sync is in
     /// flight and no other writer is on its way, fdatasync now on this thread; otherwise ask
     /// for one and return at once. `arriving`: the caller was one of the writers on the way.
-    fn sync_if_idle(&self, sequence: u64, arriving: bool) -> Result<()> {
+    fn sync_if_idle(&self, sequence: u64, arriving: bool) -> Result<Lead> {
         let mut st = self.state();
         if arriving {
             st.pending = st.pending.saturating_sub(1);
         }
         if st.durable >= sequence {
             self.ask(&mut st, 0);
-            return Ok(());
+            return Ok(Lead::No);
         }
         if let Some(f) = &st.failed {
             return Err(f.error());
         }
         let hold = st.pending > 0 && !Self::skip_hold(&mut st);
-        // A thread that serves requests (a write tried in a no-wait scope) never syncs itself.
+        if crate::nowait::in_scope()
+            && !(st.syncing || st.stopped || hold)
+            && st.pending == 0
+            && st.waiting.is_empty()
+            && st.last_writers <= 1
+        {
+            // A lone writer (nobody else waits or is on the way, and the last sync covered
+            // one) on a thread that serves requests (a
+            // write tried in a no-wait scope): it does not sync here, and leaves the sync to
+            // its wait, which leads it off the thread's other work rather than wake the commit
+            // thread and be woken by it (see `Ticket::take_lead`). With more writers at once
+            // the commit thread's syncs cover them together, as below.
+            return Ok(Lead::Waiter);
+        }
+        // A thread that serves requests never syncs itself.
         if st.syncing || st.stopped || hold || crate::nowait::in_scope() {
             // The sync in flight is followed by one for this write; writers on their way will
             // ask too, and the last of them (or the thread when its hold ends) syncs for all.
             self.ask(&mut st, sequence);
-            return Ok(());
+            return Ok(Lead::No);
         }
         st.syncing = true;
         drop(st);
         let outcome = self.sync_log(Leader::Writer);
         let mut st = self.state();
         let result = match &outcome {
-            Ok(_) => Ok(()),
+            Ok(_) => Ok(Lead::No),
             Err(e) => Err(Failure::of(e).error()),
         };
         self.publish(&mut st, outcome, 1);
@@ -519,6 +537,15 @@ impl DurableWatch {
     }
 }
 
+/// What `Commit::sync_if_idle` left to the writer's wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Lead {
+    /// Nothing: the write is durable, a sync is asked for, or the caller synced.
+    No,
+    /// The sync, left undone and unasked for (see `Ticket::take_lead`).
+    Waiter,
+}
+
 /// Proof that a write was applied, and the way to wait until it is durable.
 pub struct Ticket {
     /// The last log sequence of the write (0 when nothing was written).
@@ -528,6 +555,8 @@ pub struct Ticket {
     pub(crate) commit: Arc<Commit>,
     /// The batch's timestamp (seconds << 32 | increment) when the engine stamps writes, else 0.
     pub timestamp: u64,
+    /// `sync_if_idle` left this write's sync to its waiter (see `take_lead`).
+    pub(crate) lead: std::sync::atomic::AtomicBool,
 }
 
 impl Ticket {
@@ -547,7 +576,18 @@ impl Ticket {
     /// when it is durable (at once in the first case). Periodic mode's timer is bypassed, so
     /// call it only for writes that will be waited for.
     pub fn sync_if_idle(&self) -> Result<()> {
-        self.commit.sync_if_idle(self.sequence, false)
+        let lead = self.commit.sync_if_idle(self.sequence, false)?;
+        self.lead.store(lead == Lead::Waiter, Relaxed);
+        Ok(())
+    }
+
+    /// Whether `sync_if_idle`, called on a thread that serves requests (inside a no-wait
+    /// scope) for a lone writer, left the sync to this ticket's waiter (and clears it). The
+    /// waiter should then call `sync_if_idle` where it may block (which leads the sync when
+    /// none is in flight, else asks for one) before `wait_durable`; a waiter that does not
+    /// still gets its sync, `wait_durable` asks the commit thread for it.
+    pub fn take_lead(&self) -> bool {
+        self.lead.swap(false, Relaxed)
     }
 
     /// Whether the write is durable already.

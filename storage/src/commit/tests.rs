@@ -143,6 +143,7 @@ mod counted {
             let (sequence, _) = self.log.append(&[rec], false).expect("append");
             self.commit.note_written(sequence);
             Ticket {
+                lead: Default::default(),
                 sequence,
                 record_ids: Vec::new(),
                 commit: self.commit.clone(),
@@ -252,6 +253,56 @@ mod counted {
         let st = r.commit.stats();
         assert_eq!(st.syncs_failed, 1);
         assert_eq!(st.writers_waiting, 0);
+    }
+
+    #[test]
+    fn a_lone_writer_in_a_no_wait_scope_leaves_its_sync_to_its_waiter() {
+        let r = holding_rig();
+        // Lone (nobody waits or is on the way, no sync yet): the scope's call neither syncs
+        // nor asks; the ticket says its waiter leads, once.
+        let a = r.append();
+        {
+            let _scope = crate::nowait::enter_write();
+            a.sync_if_idle().expect("left to the waiter");
+        }
+        assert!(!a.is_durable());
+        assert_eq!(r.commit.stats().syncs(), 0, "nothing synced or asked for");
+        assert!(a.take_lead() && !a.take_lead());
+        a.sync_if_idle().expect("the waiter's sync");
+        assert!(a.is_durable());
+        assert_eq!(r.commit.stats().syncs_by_writer, 1);
+        // Another writer on its way: not lone, the scope's call asks (the hold then waits for
+        // the one on its way), and the waiter has nothing to lead.
+        let on_way = r.commit.pending_writer();
+        let b = r.append();
+        {
+            let _scope = crate::nowait::enter_write();
+            b.sync_if_idle().expect("asked");
+        }
+        assert!(!b.take_lead());
+        drop(on_way);
+        b.wait_durable_blocking().expect("durable");
+        // The last sync covered two writers (the second queued behind the held sync of the
+        // first, which covers its record too): writers come together, so the commit thread's
+        // syncs cover them and a scope's writer never leads.
+        r.sim.hold_syncs();
+        let (c, d) = (r.append(), r.append());
+        std::thread::scope(|s| {
+            let wc = s.spawn(|| c.wait_durable_blocking());
+            r.sim.wait_for_held_syncs(1);
+            let wd = s.spawn(|| d.wait_durable_blocking());
+            r.until_waiting(2);
+            r.sim.release_syncs();
+            wc.join().expect("waiter").expect("durable");
+            wd.join().expect("waiter").expect("durable");
+        });
+        let e = r.append();
+        {
+            let _scope = crate::nowait::enter_write();
+            e.sync_if_idle().expect("asked");
+        }
+        assert!(!e.take_lead());
+        e.wait_durable_blocking().expect("durable");
     }
 
     #[test]
