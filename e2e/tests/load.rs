@@ -10,16 +10,14 @@ use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_cairn");
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_workload_runs_and_reports() {
-    let server = Server::start(BIN, &[]);
-    let floor = tempfile::tempdir().expect("tempdir");
-    let cfg = Config {
+/// Every workload at 1 and 4 connections, 300 records of 4 small fields, 150 operations a cell.
+fn smoke(server: &Server, client: MongoClient, db: &str, seed: u64) -> Config {
+    Config {
         uri: Some(server.uri()),
         label: "cairn".into(),
-        mongo_client: MongoClient::Driver,
+        mongo_client: client,
         pg: None,
-        db: "load_smoke".into(),
+        db: db.into(),
         workloads: Workload::ALL.to_vec(),
         connections: vec![1, 4],
         records: 300,
@@ -36,9 +34,19 @@ async fn every_workload_runs_and_reports() {
         distribution: None,
         server_pid: None,
         pg_pid: None,
-        floor_dir: Some(floor.path().to_path_buf()),
-        seed: 7,
+        floor_dir: None,
+        seed,
         also: None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_workload_runs_and_reports() {
+    let server = Server::start(BIN, &[]);
+    let floor = tempfile::tempdir().expect("tempdir");
+    let cfg = Config {
+        floor_dir: Some(floor.path().to_path_buf()),
+        ..smoke(&server, MongoClient::Driver, "load_smoke", 7)
     };
     let run = load::run(&cfg).await.expect("run");
     assert_eq!(
@@ -77,30 +85,14 @@ async fn every_workload_runs_and_reports() {
 async fn the_wire_client_runs_every_workload() {
     let server = Server::start(BIN, &[]);
     let cfg = Config {
-        uri: Some(server.uri()),
-        label: "cairn".into(),
-        mongo_client: MongoClient::Wire,
-        pg: None,
-        db: "load_wire".into(),
-        workloads: Workload::ALL.to_vec(),
         connections: vec![1, 3],
-        records: 300,
         shape: Shape {
             fields: 1,
             field_bytes: 20,
             scan_length_max: 150,
         },
-        warmup: Duration::ZERO,
-        measure: Duration::from_secs(60),
-        ops: Some(150),
-        rounds: 1,
-        rate: None,
-        distribution: None,
         server_pid: Some(server.pid()),
-        pg_pid: None,
-        floor_dir: None,
-        seed: 11,
-        also: None,
+        ..smoke(&server, MongoClient::Wire, "load_wire", 11)
     };
     let coll = server
         .client()
