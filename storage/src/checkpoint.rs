@@ -286,13 +286,7 @@ fn cut_and_write(inner: &Inner) -> Result<u64> {
     // The checkpoint may not run ahead of the durable log. The cut is made (its pages are
     // sealed), so a log failure now is waited out for a while: the commit thread's retries
     // repair the log once the disk has room again.
-    let ticket = Ticket {
-        lead: Default::default(),
-        sequence: next_sequence - 1,
-        record_ids: Vec::new(),
-        commit: inner.shared.commit.clone(),
-        timestamp: 0,
-    };
+    let ticket = Ticket::new(&inner.shared.commit, next_sequence - 1);
     let waited = Instant::now();
     loop {
         match ticket.wait_durable_blocking() {

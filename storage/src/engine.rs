@@ -421,13 +421,7 @@ impl Engine {
             .collect();
         let (seq, _) = self.inner.shared.log.append(&recs, true)?;
         self.inner.shared.commit.note_written(seq);
-        Ok(Ticket {
-            lead: Default::default(),
-            sequence: seq,
-            record_ids: Vec::new(),
-            commit: self.inner.shared.commit.clone(),
-            timestamp: 0,
-        })
+        Ok(Ticket::new(&self.inner.shared.commit, seq))
     }
 
     /// `log_catalog`, stamped for the history when the engine keeps one: `notes[i]` describes
@@ -461,11 +455,8 @@ impl Engine {
                 .append_stamped(&recs, true, Some(&stamp))?;
         self.inner.shared.commit.note_written(seq);
         Ok(Ticket {
-            lead: Default::default(),
-            sequence: seq,
-            record_ids: Vec::new(),
-            commit: self.inner.shared.commit.clone(),
             timestamp,
+            ..Ticket::new(&self.inner.shared.commit, seq)
         })
     }
 
@@ -839,14 +830,7 @@ impl Engine {
     /// Blocks until everything written so far is durable.
     pub fn flush(&self) -> Result<()> {
         let seq = self.inner.shared.log.last_sequence();
-        Ticket {
-            lead: Default::default(),
-            sequence: seq,
-            record_ids: Vec::new(),
-            commit: self.inner.shared.commit.clone(),
-            timestamp: 0,
-        }
-        .wait_durable_blocking()
+        Ticket::new(&self.inner.shared.commit, seq).wait_durable_blocking()
     }
 
     /// Clean shutdown: a last checkpoint (the next open replays nothing), stops the threads,

@@ -156,34 +156,28 @@ pub(crate) fn refused_error() -> StorageError {
 /// A read guard of `lock`: waited for normally, only tried inside a scope (a writer may hold the
 /// lock across a disk read or a log append).
 pub(crate) fn read_lock<T>(lock: &RwLock<T>) -> Result<RwLockReadGuard<'_, T>> {
-    if !active() {
-        return lock.read().map_err(|_| poisoned());
-    }
-    match lock.try_read() {
-        Ok(g) => Ok(g),
-        Err(TryLockError::WouldBlock) => Err(refused_error()),
-        Err(TryLockError::Poisoned(_)) => Err(poisoned()),
-    }
+    guard(|| lock.read(), || lock.try_read())
 }
 
 /// `RwLock::write` inside a scope: only tried (see [`read_lock`]).
 pub(crate) fn write_lock<T>(lock: &RwLock<T>) -> Result<std::sync::RwLockWriteGuard<'_, T>> {
-    if !active() {
-        return lock.write().map_err(|_| poisoned());
-    }
-    match lock.try_write() {
-        Ok(g) => Ok(g),
-        Err(TryLockError::WouldBlock) => Err(refused_error()),
-        Err(TryLockError::Poisoned(_)) => Err(poisoned()),
-    }
+    guard(|| lock.write(), || lock.try_write())
 }
 
 /// `Mutex::lock` inside a scope: only tried (see [`read_lock`]).
 pub(crate) fn mutex_lock<T>(lock: &std::sync::Mutex<T>) -> Result<std::sync::MutexGuard<'_, T>> {
+    guard(|| lock.lock(), || lock.try_lock())
+}
+
+/// A lock's guard: `wait` outside a scope, `attempt` inside one (refused when held).
+fn guard<G>(
+    wait: impl FnOnce() -> std::sync::LockResult<G>,
+    attempt: impl FnOnce() -> std::sync::TryLockResult<G>,
+) -> Result<G> {
     if !active() {
-        return lock.lock().map_err(|_| poisoned());
+        return wait().map_err(|_| poisoned());
     }
-    match lock.try_lock() {
+    match attempt() {
         Ok(g) => Ok(g),
         Err(TryLockError::WouldBlock) => Err(refused_error()),
         Err(TryLockError::Poisoned(_)) => Err(poisoned()),

@@ -214,11 +214,9 @@ pub fn write_across_at(
     shared.applied.fetch_max(seq, Ordering::AcqRel);
     shared.commit.note_written(seq);
     Ok(Ticket {
-        lead: Default::default(),
-        sequence: seq,
         record_ids,
-        commit: shared.commit.clone(),
         timestamp,
+        ..Ticket::new(&shared.commit, seq)
     })
 }
 

@@ -405,49 +405,53 @@ impl Commit {
         true
     }
 
-    /// The writer's own sync: when nothing is durable up to `sequence` yet, no sync is in
-    /// flight and no other writer is on its way, fdatasync now on this thread; otherwise ask
-    /// for one and return at once. `arriving`: the caller was one of the writers on the way.
-    fn sync_if_idle(&self, sequence: u64, arriving: bool) -> Result<Lead> {
+    /// The writer's own sync: when nothing is durable up to the ticket's sequence yet, no sync
+    /// is in flight and no other writer is on its way, fdatasync now on this thread; otherwise
+    /// ask for one and return at once. `arriving`: the caller was one of the writers on the way.
+    ///
+    /// A thread that serves requests (a write tried in a no-wait scope) never syncs itself. A
+    /// lone writer there (nobody else waits or is on the way, no sync in flight, and the last
+    /// sync covered one writer) does not ask either: it leaves the sync to its wait, which
+    /// leads it off the thread's other work rather than wake the commit thread and be woken by
+    /// it (`Ticket::take_lead`). With more writers at once the commit thread's syncs cover them.
+    fn sync_if_idle(&self, ticket: &Ticket, arriving: bool) -> Result<()> {
+        let sequence = ticket.sequence;
         let mut st = self.state();
         if arriving {
             st.pending = st.pending.saturating_sub(1);
         }
         if st.durable >= sequence {
             self.ask(&mut st, 0);
-            return Ok(Lead::No);
+            return Ok(());
         }
         if let Some(f) = &st.failed {
             return Err(f.error());
         }
         let hold = st.pending > 0 && !Self::skip_hold(&mut st);
-        if crate::nowait::in_scope()
-            && !(st.syncing || st.stopped || hold)
-            && st.pending == 0
-            && st.waiting.is_empty()
-            && st.last_writers <= 1
-        {
-            // A lone writer (nobody else waits or is on the way, and the last sync covered
-            // one) on a thread that serves requests (a
-            // write tried in a no-wait scope): it does not sync here, and leaves the sync to
-            // its wait, which leads it off the thread's other work rather than wake the commit
-            // thread and be woken by it (see `Ticket::take_lead`). With more writers at once
-            // the commit thread's syncs cover them together, as below.
-            return Ok(Lead::Waiter);
+        if crate::nowait::in_scope() {
+            let lone = !(st.syncing || st.stopped)
+                && st.pending == 0
+                && st.waiting.is_empty()
+                && st.last_writers <= 1;
+            if lone {
+                ticket.lead.store(true, Relaxed);
+            } else {
+                self.ask(&mut st, sequence);
+            }
+            return Ok(());
         }
-        // A thread that serves requests never syncs itself.
-        if st.syncing || st.stopped || hold || crate::nowait::in_scope() {
+        if st.syncing || st.stopped || hold {
             // The sync in flight is followed by one for this write; writers on their way will
             // ask too, and the last of them (or the thread when its hold ends) syncs for all.
             self.ask(&mut st, sequence);
-            return Ok(Lead::No);
+            return Ok(());
         }
         st.syncing = true;
         drop(st);
         let outcome = self.sync_log(Leader::Writer);
         let mut st = self.state();
         let result = match &outcome {
-            Ok(_) => Ok(Lead::No),
+            Ok(_) => Ok(()),
             Err(e) => Err(Failure::of(e).error()),
         };
         self.publish(&mut st, outcome, 1);
@@ -537,15 +541,6 @@ impl DurableWatch {
     }
 }
 
-/// What `Commit::sync_if_idle` left to the writer's wait.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Lead {
-    /// Nothing: the write is durable, a sync is asked for, or the caller synced.
-    No,
-    /// The sync, left undone and unasked for (see `Ticket::take_lead`).
-    Waiter,
-}
-
 /// Proof that a write was applied, and the way to wait until it is durable.
 pub struct Ticket {
     /// The last log sequence of the write (0 when nothing was written).
@@ -560,6 +555,17 @@ pub struct Ticket {
 }
 
 impl Ticket {
+    /// The ticket of a write whose last log sequence is `sequence` (no RecordIds, no stamp).
+    pub(crate) fn new(commit: &Arc<Commit>, sequence: u64) -> Ticket {
+        Ticket {
+            sequence,
+            record_ids: Vec::new(),
+            commit: commit.clone(),
+            timestamp: 0,
+            lead: Default::default(),
+        }
+    }
+
     /// Waits (async) until the write is durable.
     pub async fn wait_durable(&self) -> Result<()> {
         self.commit.wait_async(self.sequence).await
@@ -576,9 +582,7 @@ impl Ticket {
     /// when it is durable (at once in the first case). Periodic mode's timer is bypassed, so
     /// call it only for writes that will be waited for.
     pub fn sync_if_idle(&self) -> Result<()> {
-        let lead = self.commit.sync_if_idle(self.sequence, false)?;
-        self.lead.store(lead == Lead::Waiter, Relaxed);
-        Ok(())
+        self.commit.sync_if_idle(self, false)
     }
 
     /// Whether `sync_if_idle`, called on a thread that serves requests (inside a no-wait

@@ -32,12 +32,7 @@ impl PendingWriter {
     /// it is the last one and no sync is in flight, it syncs on this thread for everyone.
     pub fn sync_if_idle(mut self, ticket: &Ticket) -> Result<()> {
         self.arrived = true;
-        let lead = self.commit.sync_if_idle(ticket.sequence, true)?;
-        ticket.lead.store(
-            lead == super::Lead::Waiter,
-            std::sync::atomic::Ordering::Relaxed,
-        );
-        Ok(())
+        self.commit.sync_if_idle(ticket, true)
     }
 }
 

@@ -142,13 +142,7 @@ mod counted {
             let rec = OutRecord::whole(Kind::Put, vec![7; 64]);
             let (sequence, _) = self.log.append(&[rec], false).expect("append");
             self.commit.note_written(sequence);
-            Ticket {
-                lead: Default::default(),
-                sequence,
-                record_ids: Vec::new(),
-                commit: self.commit.clone(),
-                timestamp: 0,
-            }
+            Ticket::new(&self.commit, sequence)
         }
 
         /// Spins (no sleep) until `n` writers are registered as waiting.
