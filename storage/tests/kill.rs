@@ -139,6 +139,10 @@ fn acknowledged_writes_survive_sigkill() {
         let kill_after = rng.random_range(0..400);
         let mut acked = Vec::new();
         let mut ready = false;
+        // Odd rounds are killed only after this child's first checkpoint, so that every run
+        // kills writers with checkpoints going on however fast the machine writes (even
+        // rounds may be killed before any).
+        let (mut round_checkpoints, want_checkpoint) = (0u64, round % 2 == 1);
         for line in BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };
             if line.contains("READY") {
@@ -147,6 +151,7 @@ fn acknowledged_writes_survive_sigkill() {
             if let Some(stat) = line.strip_prefix("STAT ") {
                 let n: Vec<u64> = stat.split(' ').filter_map(|x| x.parse().ok()).collect();
                 if let [c, s] = n[..] {
+                    round_checkpoints = round_checkpoints.max(c);
                     checkpoints = checkpoints.max(c);
                     compacted = compacted.max(s);
                 }
@@ -154,7 +159,7 @@ fn acknowledged_writes_survive_sigkill() {
             if let Some(id) = line.strip_prefix("ACK ") {
                 acked.push(id.parse::<i64>().expect("id"));
             }
-            if ready && acked.len() >= kill_after {
+            if ready && acked.len() >= kill_after && (!want_checkpoint || round_checkpoints > 0) {
                 break;
             }
         }

@@ -1,6 +1,9 @@
 //! Group commit. Writers append their records (no sync) and get a `Ticket` holding the last
 //! sequence they wrote; a sync (fdatasync of the log's current segment) publishes the highest
 //! sequence now durable and wakes every waiter at or below it, so many writers share one sync.
+//! An async waiter is woken only by the sync that covers it (or by a failure or the stop): it
+//! leaves a wake-up under its sequence (`Waiters`), and waiters above the new durable sequence
+//! sleep on.
 //! At most one sync is in flight at a time (`State::syncing`), run by one of two parties:
 //! - the writer itself, when it calls `Ticket::sync_if_idle` on its own (blocking) thread and no
 //!   sync is running: the common case of a lone writer, which then saves two thread hand-offs
@@ -32,7 +35,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 use crate::error::{Result, StorageError};
 use crate::log::Log;
@@ -43,15 +46,6 @@ pub use pending::PendingWriter;
 
 pub use stats::CommitStatsSnapshot;
 use stats::{CommitStats, Leader};
-
-/// What the commit thread has published.
-#[derive(Clone, Copy, Debug, Default)]
-struct Durable {
-    sequence: u64,
-    /// A sync failed or the thread stopped: sequences above `sequence` are not durable (until
-    /// a repair publishes a higher one).
-    failed: bool,
-}
 
 /// Why the last sync failed, as waiters are told.
 #[derive(Clone)]
@@ -85,6 +79,24 @@ impl Failure {
     }
 }
 
+/// The writers waiting for one sequence: how many (blocking ones included), and the async
+/// ones' wake-ups (sent, or dropped, when a sync covers them, fails, or the thread stops).
+#[derive(Default)]
+struct Waiters {
+    count: u32,
+    wake: Vec<oneshot::Sender<()>>,
+}
+
+/// Wake-ups taken out of the state under its lock, sent after it is released (a woken task
+/// may be scheduled onto another thread, which should not then wait for our lock).
+type Wakes = Vec<oneshot::Sender<()>>;
+
+fn wake_all(wakes: Wakes) {
+    for w in wakes {
+        let _ = w.send(());
+    }
+}
+
 #[derive(Default)]
 struct State {
     written: u64,
@@ -95,10 +107,11 @@ struct State {
     syncing: bool,
     /// Threads blocked in `wait_blocking`.
     blocked: usize,
-    /// Sequences writers wait for (with how many wait for each), above `durable`: counted into
-    /// the writers-per-sync statistics when a sync covers them. Bounded by the writers waiting
-    /// at once (a cancelled async wait leaves its entry until the next sync removes it).
-    waiting: BTreeMap<u64, u32>,
+    /// Sequences writers wait for, above `durable`: counted into the writers-per-sync
+    /// statistics when a sync covers them, and the async ones woken then. Bounded by the
+    /// writers waiting at once (a cancelled async wait leaves its entry until the next sync
+    /// removes it).
+    waiting: BTreeMap<u64, Waiters>,
     /// Writers on their way (live `PendingWriter`s).
     pending: usize,
     /// Until when the commit thread holds a requested sync back for writers on their way.
@@ -123,7 +136,9 @@ pub(crate) struct Commit {
     interval: Option<Duration>,
     state: Mutex<State>,
     cond: Condvar,
-    watch: watch::Sender<Durable>,
+    /// The durable sequence for `DurableWatch`es (change streams, awaiting cursors), sent at
+    /// every sync, failure and the stop; write waiters are woken through `State::waiting`.
+    watch: watch::Sender<u64>,
     stats: CommitStats,
     /// How long the last fdatasync took (µs): the longest the thread holds a sync back.
     last_sync_us: AtomicU64,
@@ -138,10 +153,7 @@ impl Commit {
         interval: Option<Duration>,
         durable_sequence: u64,
     ) -> Result<(Arc<Commit>, JoinHandle<()>)> {
-        let (watch, _) = watch::channel(Durable {
-            sequence: durable_sequence,
-            failed: false,
-        });
+        let (watch, _) = watch::channel(durable_sequence);
         let commit = Arc::new(Commit {
             log,
             interval,
@@ -189,7 +201,7 @@ impl Commit {
     fn request(&self, sequence: u64) {
         let mut st = self.state();
         if st.durable < sequence {
-            *st.waiting.entry(sequence).or_default() += 1;
+            st.waiting.entry(sequence).or_default().count += 1;
         }
         self.ask(&mut st, sequence);
     }
@@ -211,14 +223,13 @@ impl Commit {
         let mut st = self.state();
         st.failed = None;
         let records = sequence.saturating_sub(st.durable);
-        let writers = covered_writers(&mut st, sequence);
+        let (writers, wakes) = covered_writers(&mut st, sequence);
         self.stats.covered(records, writers);
         st.durable = st.durable.max(sequence);
-        self.watch.send_replace(Durable {
-            sequence: st.durable,
-            failed: false,
-        });
+        self.watch.send_replace(st.durable);
         self.cond.notify_all();
+        drop(st);
+        wake_all(wakes);
     }
 
     /// The highest durable sequence.
@@ -227,7 +238,12 @@ impl Commit {
     }
 
     pub fn stats(&self) -> CommitStatsSnapshot {
-        let waiting = self.state().waiting.values().map(|&n| u64::from(n)).sum();
+        let waiting = self
+            .state()
+            .waiting
+            .values()
+            .map(|w| u64::from(w.count))
+            .sum();
         CommitStatsSnapshot {
             writers_waiting: waiting,
             ..self.stats.snapshot()
@@ -242,11 +258,12 @@ impl Commit {
         self.sync_loop();
         let mut st = self.state();
         st.stopped = true;
-        self.watch.send_replace(Durable {
-            sequence: st.durable,
-            failed: true,
-        });
+        self.watch.send_replace(st.durable);
         self.cond.notify_all();
+        // Async waiters look again and find the thread stopped.
+        let left = std::mem::take(&mut st.waiting);
+        drop(st);
+        drop(left);
     }
 
     /// fdatasync of the log up to its last written sequence, rolled segments first (the
@@ -261,10 +278,13 @@ impl Commit {
         outcome
     }
 
-    /// Publishes a sync's outcome (to async waiters through the watch) and releases `syncing`;
-    /// the caller wakes blocked waiters and the thread as needed. `leader` is 1 when the
-    /// sync was a writer's own (it waited without being registered), else 0.
-    fn publish(&self, st: &mut State, outcome: Result<u64>, leader: u64) {
+    /// Publishes a sync's outcome (to `DurableWatch`es) and releases `syncing`; returns the
+    /// async waiters to wake (those it covered, or all of them when it failed). The caller
+    /// wakes blocked waiters and the thread as needed, and the returned ones after releasing
+    /// the lock. `leader` is 1 when the sync was a writer's own (it waited without being
+    /// registered), else 0.
+    #[must_use]
+    fn publish(&self, st: &mut State, outcome: Result<u64>, leader: u64) -> Wakes {
         st.syncing = false;
         // A hold still set when its sync ran ended by arrivals (an expired one is cleared):
         // holding pays here. The next hold is measured from when the next sync is asked for.
@@ -273,26 +293,23 @@ impl Commit {
         }
         match outcome {
             Ok(seq) => {
-                let writers = covered_writers(st, seq) + leader;
+                let (covered, wakes) = covered_writers(st, seq);
+                let writers = covered + leader;
                 self.stats.covered(seq.saturating_sub(st.durable), writers);
                 st.last_writers = writers;
                 st.durable = st.durable.max(seq);
                 st.failed = None;
-                self.watch.send_replace(Durable {
-                    sequence: st.durable,
-                    failed: false,
-                });
+                self.watch.send_replace(st.durable);
+                wakes
             }
             Err(e) => {
                 // The log logged the failure once (with the OS error) and keeps the bytes.
                 self.stats.sync_failed();
-                // Every registered waiter is above `durable` and fails with this sync.
-                st.waiting.clear();
                 st.failed = Some(Failure::of(&e));
-                self.watch.send_replace(Durable {
-                    sequence: st.durable,
-                    failed: true,
-                });
+                self.watch.send_replace(st.durable);
+                // Every registered waiter is above `durable` and fails with this sync.
+                let failed = std::mem::take(&mut st.waiting);
+                failed.into_values().flat_map(|w| w.wake).collect()
             }
         }
     }
@@ -304,9 +321,10 @@ impl Commit {
             };
             let outcome = self.sync_log(leader);
             let mut st = self.state();
-            self.publish(&mut st, outcome, 0);
+            let wakes = self.publish(&mut st, outcome, 0);
             self.cond.notify_all();
             drop(st);
+            wake_all(wakes);
             // Outside the lock: the idle hook may flush this thread's allocator cache.
             crate::thread_idle::thread_idle();
         }
@@ -454,13 +472,15 @@ impl Commit {
             Ok(_) => Ok(()),
             Err(e) => Err(Failure::of(e).error()),
         };
-        self.publish(&mut st, outcome, 1);
+        let wakes = self.publish(&mut st, outcome, 1);
         // Wake the commit thread only when someone is left for it (or it must stop), and
         // blocked waiters only when there are some.
         let left = st.requested > st.durable && st.written > st.durable;
         if left || st.blocked > 0 || st.shutdown || st.failed.is_some() {
             self.cond.notify_all();
         }
+        drop(st);
+        wake_all(wakes);
         result
     }
 
@@ -490,49 +510,60 @@ impl Commit {
     }
 
     async fn wait_async(&self, sequence: u64) -> Result<()> {
-        if self.durable_sequence() >= sequence {
-            return Ok(());
-        }
-        self.request(sequence);
-        let mut rx = self.watch.subscribe();
-        let mut first = true;
-        let seen = rx
-            .wait_for(|d| {
-                let done = d.sequence >= sequence || d.failed;
-                // The first call checks the value at subscription; later ones are wake-ups.
-                if !done && !std::mem::replace(&mut first, false) {
+        let mut woken = false;
+        loop {
+            let woke = {
+                let mut st = self.state();
+                if st.durable >= sequence {
+                    return Ok(());
+                }
+                if let Some(f) = &st.failed {
+                    return Err(f.error());
+                }
+                if st.stopped {
+                    return Err(StorageError::Closed);
+                }
+                // Only the sync covering `sequence` sends (or a failure or the stop drops)
+                // this wake-up; finding the write not durable after one would be a bug, and
+                // is counted.
+                if std::mem::replace(&mut woken, true) {
                     self.stats.woken_early();
                 }
-                done
-            })
-            .await
-            .map(|d| *d)
-            .map_err(|_| StorageError::Closed)?;
-        if seen.sequence >= sequence {
-            return Ok(());
-        }
-        match self.state().failed.clone() {
-            Some(f) => Err(f.error()),
-            None => Err(StorageError::Closed),
+                let (tx, rx) = oneshot::channel();
+                let w = st.waiting.entry(sequence).or_default();
+                w.count += 1;
+                w.wake.push(tx);
+                self.ask(&mut st, sequence);
+                rx
+            };
+            // An error only says the wake-up was dropped rather than sent: look again.
+            let _ = woke.await;
         }
     }
 }
 
-/// Removes the waiting writers at or below `durable` and returns how many there were.
-fn covered_writers(st: &mut State, durable: u64) -> u64 {
+/// Removes the waiting writers at or below `durable`: how many there were, and the async
+/// ones' wake-ups.
+fn covered_writers(st: &mut State, durable: u64) -> (u64, Wakes) {
     let above = st.waiting.split_off(&durable.saturating_add(1));
     let covered = std::mem::replace(&mut st.waiting, above);
-    covered.values().map(|&n| u64::from(n)).sum()
+    let mut count = 0;
+    let mut wakes = Vec::new();
+    for w in covered.into_values() {
+        count += u64::from(w.count);
+        wakes.extend(w.wake);
+    }
+    (count, wakes)
 }
 
 /// Told whenever more of the log becomes durable (a sync completed): what change streams and
 /// awaiting cursors wait on instead of polling.
-pub struct DurableWatch(watch::Receiver<Durable>);
+pub struct DurableWatch(watch::Receiver<u64>);
 
 impl DurableWatch {
     /// The highest durable sequence now.
     pub fn sequence(&self) -> u64 {
-        self.0.borrow().sequence
+        *self.0.borrow()
     }
 
     /// Waits until the durable sequence changes; false once the engine has stopped.

@@ -219,6 +219,79 @@ mod counted {
         assert_eq!(st.writers_waiting, 0);
     }
 
+    /// Async waiters behind a sync in flight: its end covers only the leader's write, and
+    /// wakes none of them; the next sync covers and wakes each once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_async_waiter_is_woken_only_by_the_sync_that_covers_it() {
+        let r = Arc::new(rig());
+        r.sim.hold_syncs();
+        let first = r.append();
+        let leader = tokio::task::spawn_blocking(move || first.sync_if_idle());
+        let sim = r.sim.clone();
+        tokio::task::spawn_blocking(move || sim.wait_for_held_syncs(1))
+            .await
+            .expect("held");
+        let waiters: Vec<_> = (0..4)
+            .map(|_| {
+                let t = r.append();
+                tokio::spawn(async move { t.wait_durable().await.map(|()| t.is_durable()) })
+            })
+            .collect();
+        let rig = r.clone();
+        tokio::task::spawn_blocking(move || rig.until_waiting(4))
+            .await
+            .expect("waiting");
+        r.sim.release_syncs();
+        leader.await.expect("leader").expect("leader's sync");
+        for w in waiters {
+            assert!(w.await.expect("waiter").expect("durable"));
+        }
+        let st = r.commit.stats();
+        assert_eq!(st.syncs(), 2, "the leader's, then one for the four");
+        assert_eq!(
+            st.waiter_wakeups_early, 0,
+            "the leader's sync covered none of the waiters and woke none"
+        );
+        assert_eq!(st.writers_waiting, 0);
+    }
+
+    /// A failed sync wakes the async waiters above it with the failure (or, if the timer's
+    /// repair came first, with their write durable); none is left asleep.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failed_sync_wakes_its_async_waiters() {
+        let r = Arc::new(rig());
+        r.sim.hold_syncs();
+        let first = r.append();
+        let leader = tokio::task::spawn_blocking(move || first.sync_if_idle());
+        let sim = r.sim.clone();
+        tokio::task::spawn_blocking(move || sim.wait_for_held_syncs(1))
+            .await
+            .expect("held");
+        r.sim.fail_syncs(1);
+        let waiters: Vec<_> = (0..4)
+            .map(|_| {
+                let t = r.append();
+                tokio::spawn(async move {
+                    let outcome = t.wait_durable().await;
+                    (outcome.is_ok(), t.is_durable())
+                })
+            })
+            .collect();
+        let rig = r.clone();
+        tokio::task::spawn_blocking(move || rig.until_waiting(4))
+            .await
+            .expect("waiting");
+        r.sim.release_syncs();
+        assert!(leader.await.expect("leader").is_err());
+        for w in waiters {
+            let (acked, durable) = w.await.expect("waiter");
+            assert!(!acked || durable, "acknowledged only once durable");
+        }
+        let st = r.commit.stats();
+        assert_eq!(st.syncs_failed, 1);
+        assert_eq!(st.writers_waiting, 0);
+    }
+
     #[test]
     fn a_failed_sync_fails_every_queued_writer_and_a_repair_recovers() {
         let r = rig();
