@@ -131,6 +131,23 @@ struct State {
     stopped: bool,
 }
 
+impl State {
+    /// How a wait for `sequence` ends now: durable, failed (until a repair), or the thread
+    /// stopped; None while it must wait on.
+    fn settled(&self, sequence: u64) -> Option<Result<()>> {
+        if self.durable >= sequence {
+            return Some(Ok(()));
+        }
+        if let Some(f) = &self.failed {
+            return Some(Err(f.error()));
+        }
+        if self.stopped {
+            return Some(Err(StorageError::Closed));
+        }
+        None
+    }
+}
+
 pub(crate) struct Commit {
     log: Arc<Log>,
     interval: Option<Duration>,
@@ -494,14 +511,8 @@ impl Commit {
         self.request(sequence);
         let mut st = self.state();
         loop {
-            if st.durable >= sequence {
-                return Ok(());
-            }
-            if let Some(f) = &st.failed {
-                return Err(f.error());
-            }
-            if st.stopped {
-                return Err(StorageError::Closed);
+            if let Some(outcome) = st.settled(sequence) {
+                return outcome;
             }
             st.blocked += 1;
             st = self.cond.wait(st).unwrap_or_else(|p| p.into_inner());
@@ -514,14 +525,8 @@ impl Commit {
         loop {
             let woke = {
                 let mut st = self.state();
-                if st.durable >= sequence {
-                    return Ok(());
-                }
-                if let Some(f) = &st.failed {
-                    return Err(f.error());
-                }
-                if st.stopped {
-                    return Err(StorageError::Closed);
+                if let Some(outcome) = st.settled(sequence) {
+                    return outcome;
                 }
                 // Only the sync covering `sequence` sends (or a failure or the stop drops)
                 // this wake-up; finding the write not durable after one would be a bug, and

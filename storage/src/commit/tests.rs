@@ -188,9 +188,9 @@ mod counted {
         assert_eq!(st.writers_waiting, 0);
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn async_waiters_queued_behind_a_sync_share_the_next_one() {
-        let r = Arc::new(rig());
+    /// A writer's sync held in flight, led from a blocking thread (`hold_syncs`; the caller
+    /// releases it).
+    async fn held_leader(r: &Arc<Rig>) -> tokio::task::JoinHandle<crate::error::Result<()>> {
         r.sim.hold_syncs();
         let first = r.append();
         let leader = tokio::task::spawn_blocking(move || first.sync_if_idle());
@@ -198,56 +198,37 @@ mod counted {
         tokio::task::spawn_blocking(move || sim.wait_for_held_syncs(1))
             .await
             .expect("held");
-        let waiters: Vec<_> = (0..WRITERS)
-            .map(|_| {
-                let t = r.append();
-                tokio::spawn(async move { t.wait_durable().await })
-            })
-            .collect();
-        let rig = r.clone();
-        tokio::task::spawn_blocking(move || rig.until_waiting(WRITERS))
-            .await
-            .expect("waiting");
-        r.sim.release_syncs();
-        leader.await.expect("leader").expect("leader's sync");
-        for w in waiters {
-            w.await.expect("waiter").expect("durable");
-        }
-        let st = r.commit.stats();
-        assert_eq!(st.syncs(), 2);
-        assert_eq!(st.writers_covered, WRITERS + 1);
-        assert_eq!(st.writers_waiting, 0);
+        leader
     }
 
-    /// Async waiters behind a sync in flight: its end covers only the leader's write, and
-    /// wakes none of them; the next sync covers and wakes each once.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn an_async_waiter_is_woken_only_by_the_sync_that_covers_it() {
-        let r = Arc::new(rig());
-        r.sim.hold_syncs();
-        let first = r.append();
-        let leader = tokio::task::spawn_blocking(move || first.sync_if_idle());
-        let sim = r.sim.clone();
-        tokio::task::spawn_blocking(move || sim.wait_for_held_syncs(1))
+    async fn until_waiting_async(r: &Arc<Rig>, n: u64) {
+        let rig = r.clone();
+        tokio::task::spawn_blocking(move || rig.until_waiting(n))
             .await
-            .expect("held");
-        let waiters: Vec<_> = (0..4)
+            .expect("waiting");
+    }
+
+    /// Async waiters behind a sync in flight: its end covers only the leader's write and
+    /// wakes none of them; the next sync covers them all and wakes each once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn async_waiters_queued_behind_a_sync_share_the_next_one_and_wake_once() {
+        let r = Arc::new(rig());
+        let leader = held_leader(&r).await;
+        let waiters: Vec<_> = (0..WRITERS)
             .map(|_| {
                 let t = r.append();
                 tokio::spawn(async move { t.wait_durable().await.map(|()| t.is_durable()) })
             })
             .collect();
-        let rig = r.clone();
-        tokio::task::spawn_blocking(move || rig.until_waiting(4))
-            .await
-            .expect("waiting");
+        until_waiting_async(&r, WRITERS).await;
         r.sim.release_syncs();
         leader.await.expect("leader").expect("leader's sync");
         for w in waiters {
             assert!(w.await.expect("waiter").expect("durable"));
         }
         let st = r.commit.stats();
-        assert_eq!(st.syncs(), 2, "the leader's, then one for the four");
+        assert_eq!(st.syncs(), 2);
+        assert_eq!(st.writers_covered, WRITERS + 1);
         assert_eq!(
             st.waiter_wakeups_early, 0,
             "the leader's sync covered none of the waiters and woke none"
@@ -260,13 +241,7 @@ mod counted {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_failed_sync_wakes_its_async_waiters() {
         let r = Arc::new(rig());
-        r.sim.hold_syncs();
-        let first = r.append();
-        let leader = tokio::task::spawn_blocking(move || first.sync_if_idle());
-        let sim = r.sim.clone();
-        tokio::task::spawn_blocking(move || sim.wait_for_held_syncs(1))
-            .await
-            .expect("held");
+        let leader = held_leader(&r).await;
         r.sim.fail_syncs(1);
         let waiters: Vec<_> = (0..4)
             .map(|_| {
@@ -277,10 +252,7 @@ mod counted {
                 })
             })
             .collect();
-        let rig = r.clone();
-        tokio::task::spawn_blocking(move || rig.until_waiting(4))
-            .await
-            .expect("waiting");
+        until_waiting_async(&r, 4).await;
         r.sim.release_syncs();
         assert!(leader.await.expect("leader").is_err());
         for w in waiters {
