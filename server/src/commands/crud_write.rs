@@ -731,11 +731,21 @@ pub(super) fn run_update(
     if let Some(coll) = &coll {
         args::check_hint(&stmt.hint, Some(coll))?;
         // RecordIds first (8 bytes a match, and an update never sees its own output), then the
-        // documents chunk by chunk.
-        let targets = match &stmt.sort {
-            Some(sort) => first_in_order(coll, &stmt.filter, &stmt.filter_doc, sort)?,
-            None => match_ids(coll, &stmt.filter, &stmt.filter_doc, !stmt.multi)?,
+        // documents chunk by chunk. A single-document statement outside a transaction keeps
+        // the document its match read: the namespace lock keeps every other update and delete
+        // of this collection out until it has written (in a transaction, the transaction's
+        // own view is read again).
+        let (targets, mut kept) = match &stmt.sort {
+            Some(sort) => one_target(first_in_order(coll, &stmt.filter, &stmt.filter_doc, sort)?),
+            None if !stmt.multi => one_target(first_match(coll, &stmt.filter, &stmt.filter_doc)?),
+            None => (
+                match_ids(coll, &stmt.filter, &stmt.filter_doc, false)?,
+                None,
+            ),
         };
+        if crate::txn::current().is_some() {
+            kept = None;
+        }
         if out.held_by_transaction(coll, targets.iter().map(|(rid, _)| *rid)) {
             return Ok(());
         }
@@ -743,10 +753,14 @@ pub(super) fn run_update(
         for chunk in targets.chunks(WRITE_CHUNK_COUNT) {
             let mut ops = Vec::with_capacity(chunk.len());
             for (rid, pos) in chunk {
-                let Some(raw) =
-                    crate::txn::get(coll, *rid).map_err(|e| storage_error(e, db, name))?
-                else {
-                    continue;
+                let raw = match kept.take() {
+                    Some(doc) => doc,
+                    None => {
+                        match crate::txn::get(coll, *rid).map_err(|e| storage_error(e, db, name))? {
+                            Some(doc) => doc,
+                            None => continue,
+                        }
+                    }
                 };
                 if let Some(next) = updated_doc(stmt, &raw, *pos)? {
                     if let Err(e) = checker.update(&raw, &next) {
@@ -798,15 +812,38 @@ fn match_ids(
     filter_doc: &Document,
     first_only: bool,
 ) -> CommandResult<Vec<(u64, Option<usize>)>> {
-    let mut scan = crate::exec::planned_scan(coll, filter.clone(), filter_doc, None);
     if first_only {
-        scan.remaining = Some(1);
+        return Ok(one_target(first_match(coll, filter, filter_doc)?).0);
     }
+    let mut scan = crate::exec::planned_scan(coll, filter.clone(), filter_doc, None);
     let mut out = Vec::new();
     while let Some((rid, _, pos)) = scan.next_match(None)? {
         out.push((rid, pos));
     }
     Ok(out)
+}
+
+/// A matched document: its RecordId, the document as the match read it, and the matched
+/// array position.
+type Matched = (u64, RawDocumentBuf, Option<usize>);
+
+/// The first document a single-document statement targets.
+fn first_match(
+    coll: &Arc<Collection>,
+    filter: &Filter,
+    filter_doc: &Document,
+) -> CommandResult<Option<Matched>> {
+    let mut scan = crate::exec::planned_scan(coll, filter.clone(), filter_doc, None);
+    scan.remaining = Some(1);
+    scan.next_match(None)
+}
+
+/// A statement's one target (or none) as `match_ids` gives targets, and its document.
+fn one_target(m: Option<Matched>) -> (Vec<(u64, Option<usize>)>, Option<RawDocumentBuf>) {
+    match m {
+        Some((rid, doc, pos)) => (vec![(rid, pos)], Some(doc)),
+        None => (Vec::new(), None),
+    }
 }
 
 /// The one match a sorted single-document update targets: the first in `sort` order (the
@@ -816,9 +853,9 @@ fn first_in_order(
     filter: &Filter,
     filter_doc: &Document,
     sort: &SortSpec,
-) -> CommandResult<Vec<(u64, Option<usize>)>> {
+) -> CommandResult<Option<Matched>> {
     let mut scan = crate::exec::planned_scan(coll, filter.clone(), filter_doc, None);
-    let mut best: Option<(u64, RawDocumentBuf, Option<usize>)> = None;
+    let mut best: Option<Matched> = None;
     while let Some((rid, doc, pos)) = scan.next_match(None)? {
         let better = best
             .as_ref()
@@ -827,7 +864,7 @@ fn first_in_order(
             best = Some((rid, doc, pos));
         }
     }
-    Ok(best.into_iter().map(|(rid, _, pos)| (rid, pos)).collect())
+    Ok(best)
 }
 
 /// The document an upsert inserts: the query's equality fields, then the update applied as an
