@@ -27,7 +27,7 @@ const SERVER_SELECTION_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub type Outcome<T> = Result<T, String>;
 
-fn text<E: std::fmt::Display>(e: E) -> String {
+pub(crate) fn text<E: std::fmt::Display>(e: E) -> String {
     e.to_string()
 }
 

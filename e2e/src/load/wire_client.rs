@@ -8,16 +8,12 @@
 //! server with about as light a client as `tokio-postgres` is on the PostgreSQL side
 //! (`--mongo-client wire`; docs/BENCHMARKS.md). No TLS, authentication or compression.
 
-use crate::load::target::Outcome;
+use crate::load::target::{Outcome, text};
 use bson::{RawDocument, RawDocumentBuf, rawdoc};
 use mongodb::options::{ClientOptions, ServerAddress};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use wire::{Body, DocumentSequence, FrameReader, OpMsg, SharedDocument};
-
-fn text<E: std::fmt::Display>(e: E) -> String {
-    e.to_string()
-}
 
 pub struct WireConn {
     stream: TcpStream,

@@ -735,7 +735,7 @@ pub(super) fn run_update(
         // the document its match read: the namespace lock keeps every other update and delete
         // of this collection out until it has written (in a transaction, the transaction's
         // own view is read again).
-        let (targets, mut kept) = match &stmt.sort {
+        let (targets, kept) = match &stmt.sort {
             Some(sort) => one_target(first_in_order(coll, &stmt.filter, &stmt.filter_doc, sort)?),
             None if !stmt.multi => one_target(first_match(coll, &stmt.filter, &stmt.filter_doc)?),
             None => (
@@ -743,9 +743,7 @@ pub(super) fn run_update(
                 None,
             ),
         };
-        if crate::txn::current().is_some() {
-            kept = None;
-        }
+        let mut kept = kept.filter(|_| crate::txn::current().is_none());
         if out.held_by_transaction(coll, targets.iter().map(|(rid, _)| *rid)) {
             return Ok(());
         }

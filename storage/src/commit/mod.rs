@@ -213,14 +213,14 @@ impl Commit {
         st.written = st.written.max(sequence);
     }
 
-    /// Asks for a sync up to `sequence` now, for a writer that will wait for it. A sync in
-    /// flight will be followed by one for it.
-    fn request(&self, sequence: u64) {
-        let mut st = self.state();
-        if st.durable < sequence {
-            st.waiting.entry(sequence).or_default().count += 1;
-        }
-        self.ask(&mut st, sequence);
+    /// Registers a writer that waits for `sequence` (above `durable`), with its wake-up when it
+    /// waits async, and asks for a sync up to it now. A sync in flight will be followed by one
+    /// for it.
+    fn register(&self, st: &mut State, sequence: u64, wake: Option<oneshot::Sender<()>>) {
+        let w = st.waiting.entry(sequence).or_default();
+        w.count += 1;
+        w.wake.extend(wake);
+        self.ask(st, sequence);
     }
 
     /// Raises `requested` to `sequence` and wakes the commit thread when it has something to
@@ -508,11 +508,15 @@ impl Commit {
     }
 
     fn wait_blocking(&self, sequence: u64) -> Result<()> {
-        self.request(sequence);
         let mut st = self.state();
+        let mut registered = false;
         loop {
             if let Some(outcome) = st.settled(sequence) {
                 return outcome;
+            }
+            // Once: a wake-up that finds the write not durable yet leaves its entry in place.
+            if !std::mem::replace(&mut registered, true) {
+                self.register(&mut st, sequence, None);
             }
             st.blocked += 1;
             st = self.cond.wait(st).unwrap_or_else(|p| p.into_inner());
@@ -535,10 +539,7 @@ impl Commit {
                     self.stats.woken_early();
                 }
                 let (tx, rx) = oneshot::channel();
-                let w = st.waiting.entry(sequence).or_default();
-                w.count += 1;
-                w.wake.push(tx);
-                self.ask(&mut st, sequence);
+                self.register(&mut st, sequence, Some(tx));
                 rx
             };
             // An error only says the wake-up was dropped rather than sent: look again.
